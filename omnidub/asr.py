@@ -1,0 +1,136 @@
+"""Speech recognition with faster-whisper, shared by reference trimming and QA."""
+
+from __future__ import annotations
+
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+
+from omnidub.errors import OmnidubError
+
+WHISPER_RATE = 16000
+
+
+@dataclass(frozen=True)
+class Word:
+    text: str
+    start: float
+    end: float
+
+
+@dataclass(frozen=True)
+class Transcript:
+    text: str
+    language: str
+    words: tuple[Word, ...]
+
+
+def default_asr_model(device: str) -> str:
+    """The faster-whisper model used when none is given: large-v3 on CUDA, small elsewhere."""
+    return "large-v3" if device.startswith("cuda") else "small"
+
+
+def _resolve_device(device: str) -> str:
+    if device != "auto":
+        return "cuda" if device.startswith("cuda") else "cpu"
+    try:
+        import ctranslate2
+
+        return "cuda" if ctranslate2.get_cuda_device_count() > 0 else "cpu"
+    except Exception:  # a CPU-only ctranslate2 build may not even answer the question
+        return "cpu"
+
+
+def _looks_like_path(model: str) -> bool:
+    # "org/name" is a hub repository id; anything deeper, absolute or relative-marked is a folder.
+    return model.startswith((".", "~", "/")) or "\\" in model or model.count("/") > 1
+
+
+def to_mono_16k(audio: np.ndarray, sample_rate: int) -> np.ndarray:
+    """Downmix (channels last or first) and resample to Whisper's 16 kHz float32."""
+    audio = np.asarray(audio, dtype=np.float32)
+    if audio.ndim == 2:
+        # soundfile gives (frames, channels); torch-style arrays are (channels, frames).
+        audio = audio.mean(axis=1 if audio.shape[0] > audio.shape[1] else 0)
+    if sample_rate != WHISPER_RATE:
+        import soxr
+
+        audio = soxr.resample(audio, sample_rate, WHISPER_RATE)
+    return np.ascontiguousarray(audio, dtype=np.float32)
+
+
+class Asr:
+    """A faster-whisper model loaded on first use; `model` is a size name, hub id or local folder."""
+
+    def __init__(self, model: str | None = None, device: str = "auto") -> None:
+        self.device = _resolve_device(device)
+        self.name = str(model) if model else default_asr_model(self.device)
+        self._model = None
+        self._lock = threading.Lock()
+
+    @property
+    def loaded(self) -> bool:
+        return self._model is not None
+
+    def _load(self):
+        with self._lock:
+            if self._model is not None:
+                return self._model
+            from faster_whisper import WhisperModel
+
+            name = self.name
+            folder = Path(name).expanduser()
+            from_hub = False
+            if folder.is_dir():
+                if not (folder / "model.bin").is_file():
+                    raise OmnidubError(f"ASR model folder {folder} has no model.bin; pass --asr-model PATH to a faster-whisper (CTranslate2) model folder")
+                source = str(folder)
+            elif _looks_like_path(name):
+                raise OmnidubError(f"ASR model folder not found: {name}; pass --asr-model PATH to a faster-whisper model folder")
+            else:
+                source, from_hub = name, True
+            compute_type = "float16" if self.device == "cuda" else "int8"
+            try:
+                self._model = WhisperModel(source, device=self.device, compute_type=compute_type)
+            except Exception as exc:  # hub errors, offline mode, corrupt files: all fixable by the user
+                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                if from_hub:
+                    hint = "it is not downloaded and the model hub is unreachable or offline"
+                else:
+                    hint = reason
+                raise OmnidubError(
+                    f"cannot load ASR model {name!r}: {hint}; pass --asr-model PATH to a local faster-whisper model folder"
+                ) from None
+            return self._model
+
+    def transcribe(
+        self,
+        audio: np.ndarray,
+        sample_rate: int,
+        language: str | None = None,
+        word_timestamps: bool = False,
+    ) -> Transcript:
+        """Transcribe one clip; word times are in seconds from the clip's start."""
+        model = self._load()
+        samples = to_mono_16k(audio, sample_rate)
+        # Greedy, no temperature fallback, no VAD: the same audio always gives the same words.
+        segments, info = model.transcribe(
+            samples,
+            language=language,
+            beam_size=1,
+            temperature=0.0,
+            vad_filter=False,
+            condition_on_previous_text=False,
+            word_timestamps=word_timestamps,
+        )
+        segments = list(segments)
+        text = " ".join(s.text.strip() for s in segments if s.text.strip())
+        words: list[Word] = []
+        if word_timestamps:
+            for segment in segments:
+                for w in segment.words or ():
+                    if w.word.strip():
+                        words.append(Word(w.word.strip(), float(w.start), float(w.end)))
+        return Transcript(text=text, language=info.language, words=tuple(words))
