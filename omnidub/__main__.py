@@ -1,0 +1,3 @@
+from omnidub.cli import main
+
+main()
