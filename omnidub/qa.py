@@ -484,6 +484,7 @@ def _rate_text(check: LineCheck) -> str:
 
 def print_report(report: Report, console) -> None:
     """Print a table of the failing lines, then the totals."""
+    from rich.markup import escape
     from rich.table import Table
 
     failing = [c for c in report.lines if not c.passed]
@@ -496,12 +497,13 @@ def print_report(report: Report, console) -> None:
         table.add_column("text / heard", overflow="fold")
         for c in failing:
             heard = c.note if c.transcript is None else f"heard: {c.transcript}"
-            table.add_row(str(c.index), c.speaker, _rate_text(c), ", ".join(c.flags), f"{c.text}\n[dim]{heard}[/dim]")
+            # Lines and transcripts may contain brackets that rich would read as markup.
+            table.add_row(str(c.index), escape(c.speaker), _rate_text(c), ", ".join(c.flags), f"{escape(c.text)}\n[dim]{escape(heard)}[/dim]")
         console.print(table)
     scored = [_corpus_text(f) for f in (report.wer, report.cer) if f.lines]
     verdict = "[green]all passed[/green]" if report.passed else f"[red]{report.failed} failing[/red]"
     console.print(f"{len(report.lines)} lines, {verdict}; " + ("; ".join(scored) or "nothing transcribed"))
-    console.print(f"ASR model: {report.asr_model}; max WER {report.settings.max_wer:.0%}, max CER {report.settings.max_cer:.0%}")
+    console.print(f"ASR model: {escape(report.asr_model)}; max WER {report.settings.max_wer:.0%}, max CER {report.settings.max_cer:.0%}")
 
 
 # --- html ----------------------------------------------------------------------------------------

@@ -26,6 +26,7 @@ RATE = 16000
 
 FOX = (DATA / "fox.txt").read_text(encoding="utf-8").strip()
 OTHER_TEXT = "The weather is lovely this morning in the valley."  # 9 words; stella.wav shares only "the"
+GOODBYE = "Goodbye [/dim] <b>&amp;</b> [bold]."  # user text that looks like markup, shown verbatim
 CHINESE_TEXT = "今天天气很好，我们去公园散步。"  # 13 characters once punctuation is gone
 
 
@@ -92,7 +93,7 @@ def output(tmp_path_factory) -> Path:
         {"index": 5, "speaker": "CAROL", "text": "Hello?", "start": 12.0, "end": 14.0, "audio": _tone(1.5, 1e-4)},
         # 2.97 s of speech in a 2 s slot, and ALICE speaks again at 22.5 s
         {"index": 6, "text": FOX, "start": 20.0, "end": 22.0, "audio": "fox"},
-        {"index": 7, "text": "Goodbye.", "start": 22.5, "end": 25.0, "status": "failed",
+        {"index": 7, "text": GOODBYE, "start": 22.5, "end": 25.0, "status": "failed",
          "error": "engine: out of memory", "file": None, "duration": None},
         {"index": 8, "speaker": "BOB", "text": FOX, "start": 30.0, "end": 34.0, "audio": with_nan},
         {"index": 9, "speaker": "CAROL", "text": FOX, "start": 40.0, "end": 45.0, "audio": late_start},
@@ -254,7 +255,7 @@ def test_terminal_report_lists_failing_lines_and_totals(report):
     console = Console(record=True, width=140)
     print_report(report, console)
     out = console.export_text()
-    assert OTHER_TEXT in out and "render-failed" in out
+    assert OTHER_TEXT in out and GOODBYE in out and "render-failed" in out
     assert "8 failing" in out and report.asr_model in out
 
 
