@@ -1,0 +1,390 @@
+"""The omnidub command line: a thin shell over the library. Imported by nothing."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import sys
+import warnings
+from enum import Enum
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.console import Console
+from rich import box
+from rich.table import Table
+
+from omnidub.errors import OmnidubError
+
+# pydub (pulled in by omnivoice) warns about a missing ffmpeg binary at import; omnidub never needs one.
+warnings.filterwarnings("ignore", message="Couldn't find ffmpeg or avconv")
+
+app = typer.Typer(
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    help="Batch dubbing with OmniVoice voice cloning: subtitles or a script in, timed stems per speaker and a mix out.",
+)
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False)
+
+
+class Cfg(str, Enum):
+    auto = "auto"
+    padded = "padded"
+    trimmed = "trimmed"
+    packed = "packed"
+
+
+class Dtype(str, Enum):
+    auto = "auto"
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+
+
+class Format(str, Enum):
+    wav = "wav"
+    flac = "flac"
+    mp3 = "mp3"
+
+
+MODEL_HELP = "Hub id, local checkpoint folder, or synthetic:tiny / synthetic:full (random weights, offline)."
+DebugOption = typer.Option(False, "--debug", help="Show full tracebacks.", hidden=True)
+
+
+@contextlib.contextmanager
+def user_errors(debug: bool):
+    """Turn a user's mistake into one line on stderr and exit code 2; anything else keeps its traceback."""
+    try:
+        yield
+    except OmnidubError as exc:
+        if debug:
+            raise
+        err.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+def warn_synthetic(model: str) -> None:
+    if model.startswith("synthetic:"):
+        err.print(
+            f"[bold yellow]warning:[/] {model} is a random-weight model of the real architecture: "
+            "its audio is noise. Use it to test and benchmark, not to dub.",
+            soft_wrap=True,
+        )
+
+
+@app.command()
+def render(
+    input: Path = typer.Argument(..., help="Subtitles (.srt, .vtt) or a script (.txt: 'SPEAKER: text' per line)."),
+    voice: List[str] = typer.Option([], "--voice", help="Reference audio: REF for the default voice, or SPEAKER=REF."),
+    voice_text: List[str] = typer.Option([], "--voice-text", help="Transcript of a reference: TEXT or SPEAKER=TEXT."),
+    voices: Optional[Path] = typer.Option(None, "--voices", help="voices.toml mapping speakers to references."),
+    language: Optional[str] = typer.Option(None, "--language", help="Language code of the lines, e.g. en, de, zh."),
+    preset: str = typer.Option("fast", "--preset", help="fast, quality, or a preset .toml file."),
+    model: str = typer.Option("k2-fsa/OmniVoice", "--model", help=MODEL_HELP),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Diffusion steps (fast preset: 12)."),
+    cfg: Optional[Cfg] = typer.Option(None, "--cfg", help="Classifier-free guidance layout."),
+    batch: Optional[int] = typer.Option(None, "--batch", min=1, help="Lines per forward pass."),
+    dtype: Optional[Dtype] = typer.Option(None, "--dtype", help="Model precision."),
+    compile: bool = typer.Option(False, "--compile", help="torch.compile the language model (slow start, faster steps)."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Output folder [default: output/<input stem>]."),
+    seed: Optional[int] = typer.Option(None, "--seed", help="Run seed; each line's seed derives from it and the line."),
+    format: Format = typer.Option(Format.wav, "--format", help="Format of stems and mix."),
+    force: bool = typer.Option(False, "--force", help="Render every line again, ignoring the cache."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Parse, map voices and plan timing; synthesize nothing."),
+    qa: bool = typer.Option(False, "--qa", help="Run the QA checks after rendering."),
+    retakes: int = typer.Option(0, "--retakes", min=0, help="Render lines that fail QA again, up to N times (implies --qa)."),
+    asr_model: Optional[str] = typer.Option(None, "--asr-model", help="faster-whisper size name or local model folder."),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan or the summary as JSON."),
+    debug: bool = DebugOption,
+) -> None:
+    """Render INPUT into timed WAV stems per speaker plus a mix."""
+    with user_errors(debug):
+        code = _render(**locals())
+    raise typer.Exit(code)
+
+
+def _render(**o) -> int:
+    from omnidub.presets import load_preset
+    from omnidub.render import assign_languages, estimated_speakers, plan_lines
+    from omnidub.script import read_script
+    from omnidub.voices import load_voices, voice_for
+
+    settings = load_preset(o["preset"]).with_overrides(
+        steps=o["steps"],
+        cfg=o["cfg"].value if o["cfg"] else None,
+        batch=o["batch"],
+        dtype=o["dtype"].value if o["dtype"] else None,
+        compile=True if o["compile"] else None,
+        seed=o["seed"],
+    )
+    script = read_script(o["input"], language=o["language"], gap=settings.gap)
+    voice_map = load_voices(o["voices"], list(o["voice"]), list(o["voice_text"]))
+    for speaker in sorted({line.speaker for line in script.lines}):
+        voice_for(speaker, voice_map)  # every speaker needs a voice before anything heavy starts
+    script = assign_languages(script, voice_map)
+    for message in (*script.warnings, *(f"skipped {s}" for s in script.skipped)):
+        err.print(f"[yellow]note:[/] {message}", soft_wrap=True)
+
+    if o["dry_run"]:
+        targets = plan_lines(script, estimated_speakers(script, voice_map), settings)
+        _print_plan(targets, o["as_json"])
+        return 0
+    return _render_for_real(o, settings, script, voice_map)
+
+
+def _render_for_real(o: dict, settings, script, voice_map) -> int:
+    from omnidub.engine import Engine
+    from omnidub.engine.settings import generation_settings
+    from omnidub.engine.loading import resolve_device, resolve_dtype, resolve_model
+    from omnidub.render import Renderer, default_out_dir
+
+    warn_synthetic(o["model"])
+    source = resolve_model(o["model"])
+    device = resolve_device(o["device"])
+    dtype = str(resolve_dtype(settings.dtype, device)).removeprefix("torch.")
+    gen = generation_settings(settings, device)
+    err.print(
+        f"omnidub: model [bold]{o['model']}[/] on {device} ({dtype}), preset {settings.name}: "
+        f"{settings.steps} steps, cfg {gen['cfg']}, batch {settings.batch}{', compiled' if settings.compile else ''}",
+        soft_wrap=True,
+    )
+    out_dir = o["out_dir"] or default_out_dir(o["input"])
+    asr = _asr_factory(o["asr_model"], device)
+    listener = _ProgressListener(err)
+    renderer = Renderer(
+        script,
+        voice_map,
+        settings,
+        out_dir,
+        input_path=o["input"],
+        model_identity={**source.identity, "device": device, "dtype": dtype},
+        settings=gen,
+        engine_factory=lambda: Engine(o["model"], device=device, preset=settings),
+        asr_factory=asr,
+        fmt=o["format"].value,
+        force=o["force"],
+        listener=listener,
+    )
+    summary = renderer.run()
+    if summary.interrupted:
+        err.print(f"interrupted: {summary.rendered + summary.cached} of {summary.lines} lines are done; rerun to finish.")
+        return 130
+
+    qa_failed = False
+    if o["qa"] or o["retakes"]:
+        from omnidub.qa import print_report, write_reports
+        from omnidub.retakes import qa_with_retakes
+
+        report = qa_with_retakes(renderer, asr(), o["retakes"], listener)
+        write_reports(report, out_dir)
+        if not o["as_json"]:
+            print_report(report, err)
+        qa_failed = not report.passed
+    _print_summary(summary, o["as_json"])
+    return 1 if summary.failed or qa_failed else 0
+
+
+def _asr_factory(asr_model: str | None, device: str):
+    from omnidub.asr import Asr
+
+    holder = {}
+
+    def make():
+        if "asr" not in holder:
+            holder["asr"] = Asr(asr_model, device=device)
+        return holder["asr"]
+
+    return make
+
+
+SHORT_FLAGS = {"compressed": "fast", "extended": "long", "overflow": "OVER"}
+
+
+def _print_plan(targets, as_json: bool) -> None:
+    rows = [
+        {
+            "index": t.line.index,
+            "speaker": t.line.speaker,
+            "text": t.line.text,
+            "start": round(t.start, 3),
+            "end": round(t.line.end, 3),
+            "language": t.line.language,
+            "natural": round(t.natural, 3),
+            "target": round(t.target, 3),
+            "speed": round(t.speed, 3),
+            "flags": list(t.flags),
+        }
+        for t in targets
+    ]
+    if as_json:
+        out.print_json(json.dumps({"lines": rows}))
+        return
+    table = Table(
+        box=box.SIMPLE_HEAD,
+        title="Plan (targets estimated from each whole reference)",
+        caption="fast: sped up to fit · long: runs into the silence after its slot · OVER: longer than its room",
+    )
+    cells = [
+        [str(r["index"]), r["speaker"], f"{r['start']:.2f}", f"{r['end']:.2f}", f"{r['natural']:.2f}",
+         f"{r['target']:.2f}", f"{r['speed']:.2f}x", " ".join(SHORT_FLAGS.get(f, f) for f in r["flags"])]
+        for r in rows
+    ]
+    for column in ("#", "speaker", "start", "end", "natural", "target", "speed", "flags"):
+        table.add_column(column, justify="left" if column in ("speaker", "flags") else "right")
+    table.add_column("text", min_width=16)
+    for r, c in zip(rows, cells):
+        table.add_row(*c, r["text"])
+    out.print(table)
+
+
+def _print_summary(summary, as_json: bool) -> None:
+    data = {
+        "out_dir": str(summary.out_dir),
+        "lines": summary.lines,
+        "rendered": summary.rendered,
+        "cached": summary.cached,
+        "failed": summary.failed,
+        "overflow": summary.overflow,
+        "program_seconds": round(summary.program_seconds, 3),
+        "audio_seconds": round(summary.audio_seconds, 3),
+        "synth_seconds": round(summary.synth_seconds, 3),
+        "rtf": None if summary.rtf is None else round(summary.rtf, 3),
+        "outputs": list(summary.outputs),
+    }
+    if as_json:
+        out.print_json(json.dumps(data))
+        return
+    table = Table(title=f"Rendered into {summary.out_dir}", show_header=False)
+    table.add_column(style="bold")
+    table.add_column()
+    table.add_row("lines", f"{summary.lines}: {summary.rendered} rendered, {summary.cached} cached, {summary.failed} failed")
+    table.add_row("overflow", f"{summary.overflow} line(s) longer than their room")
+    table.add_row("program", f"{summary.program_seconds:.1f} s")
+    if summary.rtf is not None:
+        table.add_row("speed", f"{summary.synth_seconds:.1f} s for {summary.audio_seconds:.1f} s of audio (RTF {summary.rtf:.2f})")
+    table.add_row("outputs", ", ".join(summary.outputs) or "(none)")
+    out.print(table)
+
+
+class _ProgressListener:
+    """Shows render progress with rich: lines done, cached vs rendered, speaker, elapsed, ETA, running RTF."""
+
+    def __init__(self, console: Console):
+        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+
+        self.console = console
+        self.progress = Progress(
+            SpinnerColumn(),
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TextColumn("{task.fields[counts]}"),
+            TimeElapsedColumn(),
+            TextColumn("ETA"),
+            TimeRemainingColumn(),
+            TextColumn("{task.fields[rtf]}"),
+            console=console,
+            transient=False,
+        )
+        self.task = None
+        self.rendered = self.cached = self.failed = 0
+        self.audio = self.wall = 0.0
+
+    def step(self, text: str) -> None:
+        self.console.print(f"[cyan]→[/] {text}")
+
+    def note(self, text: str) -> None:
+        self.console.print(f"[yellow]note:[/] {text}", soft_wrap=True)
+
+    def start(self, total: int, cached: int) -> None:
+        self.progress.start()
+        self.task = self.progress.add_task("rendering", total=total, counts="", rtf="")
+
+    def line_started(self, target) -> None:
+        self.progress.update(self.task, description=f"line {target.line.index} · {target.line.speaker}")
+
+    def line_done(self, entry: dict, audio_seconds: float, wall_seconds: float) -> None:
+        status = entry["status"]
+        self.rendered += status == "rendered"
+        self.cached += status == "cached"
+        self.failed += status == "failed"
+        self.audio += audio_seconds if status == "rendered" else 0.0
+        self.wall += wall_seconds
+        counts = f"{self.rendered} rendered · {self.cached} cached" + (f" · [red]{self.failed} failed[/]" if self.failed else "")
+        rtf = f"RTF {self.wall / self.audio:.2f}" if self.audio else ""
+        self.progress.update(self.task, advance=1, counts=counts, rtf=rtf)
+        if status == "failed":
+            self.console.print(f"[red]line {entry['index']} failed:[/] {entry['error']}", soft_wrap=True)
+
+    def finish(self) -> None:
+        if self.task is not None:
+            self.progress.update(self.task, description="done")
+        self.progress.stop()
+
+
+@app.command()
+def qa(
+    out_dir: Path = typer.Argument(..., help="A folder written by omnidub render."),
+    asr_model: Optional[str] = typer.Option(None, "--asr-model", help="faster-whisper size name or local model folder."),
+    max_wer: Optional[float] = typer.Option(None, "--max-wer", min=0.0, help="Highest WER (CER for zh/ja/...) a line may have."),
+    device: str = typer.Option("auto", "--device", help="Device for the ASR model."),
+    as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
+    debug: bool = DebugOption,
+) -> None:
+    """Transcribe every rendered line and report what to listen to (exit 1 when a line fails)."""
+    with user_errors(debug):
+        from omnidub.asr import Asr
+        from omnidub.qa import print_report, report_json, run_qa, write_reports
+
+        if not (out_dir / "manifest.json").is_file():
+            raise OmnidubError(f"{out_dir}: no manifest.json here; point qa at a folder written by omnidub render")
+        report = run_qa(out_dir, asr=Asr(asr_model, device=device), max_wer=max_wer)
+        write_reports(report, out_dir)
+        if as_json:
+            out.print_json(json.dumps(report_json(report)))
+        else:
+            print_report(report, out)
+    raise typer.Exit(0 if report.passed else 1)
+
+
+@app.command()
+def bench(
+    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP + " [default: k2-fsa/OmniVoice, else synthetic:full offline]"),
+    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
+    lines: int = typer.Option(2, "--lines", min=1, help="How many dubbing lines to synthesize per row."),
+    rows: Optional[str] = typer.Option(None, "--rows", help="Comma-separated row numbers or names to run (default: all)."),
+    repeat: Optional[int] = typer.Option(None, "--repeat", min=1, help="Timed repeats per row [default: 3 on GPU, 1 on CPU]."),
+    batch: int = typer.Option(2, "--batch", min=1, help="Batch size of the batching row."),
+    compile: bool = typer.Option(False, "--compile", help="Add the torch.compile row (compile time reported apart)."),
+    ref: Optional[Path] = typer.Option(None, "--ref", help="Reference clip (with --ref-text) instead of the bundled voice."),
+    ref_text: Optional[str] = typer.Option(None, "--ref-text", help="Exact transcript of --ref."),
+    quick: bool = typer.Option(False, "--quick", help="Smoke test: synthetic:tiny, 2 lines, few steps."),
+    json_file: Optional[Path] = typer.Option(None, "--json", help="Also write every figure to this JSON file."),
+    debug: bool = DebugOption,
+) -> None:
+    """Measure every speed lever side by side against the stock OmniVoice call."""
+    with user_errors(debug):
+        from omnidub.bench import BenchOptions, print_bench, run_bench
+
+        options = BenchOptions(
+            model=model, device=device, lines=lines, rows=rows, repeat=repeat, batch=batch, compile=compile,
+            ref=ref, ref_text=ref_text, quick=quick,
+        )
+        result = run_bench(options, console=err, warn=warn_synthetic)
+        print_bench(result, out)
+        if json_file:
+            json_file.write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
+            err.print(f"wrote {json_file}")
+    raise typer.Exit(0)
+
+
+def main() -> None:
+    """Console entry point."""
+    if os.environ.get("OMNIDUB_DEBUG"):
+        sys.argv.append("--debug")
+    app()

@@ -1,0 +1,98 @@
+"""Fitting each line to its slot: natural length, capped speed-up, extension into silence, overflow.
+
+Audio is never time-stretched after synthesis: a faster line is asked of the model through its target
+duration, and a line is never slowed down to fill a slot.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import lru_cache
+
+from omnidub.script import Line
+
+FRAME_RATE = 25  # OmniVoice audio frames per second (24 kHz, hop 960)
+# Upstream's fallback when there is no reference (voice design): a short sentence spoken in one second.
+FALLBACK_REF_TEXT = "Nice to meet you."
+FALLBACK_REF_FRAMES = 25
+# Room left before the next line when a long line extends past its slot.
+NEXT_LINE_MARGIN = 0.05
+
+
+@dataclass(frozen=True)
+class Target:
+    """The plan for one line: where it starts and how long it is rendered."""
+
+    line: Line
+    start: float
+    natural: float  # seconds the line would take at the speaker's own pace
+    target: float  # seconds to render
+    speed: float  # natural / target: 1.0 when the line fits, up to the preset's cap
+    overflow: float  # seconds past the last moment the line may end; 0 when it fits
+    limit: float | None  # the last moment the line may end (None: nothing follows)
+
+    @property
+    def end(self) -> float:
+        return self.start + self.target
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        flags = []
+        if self.speed > 1.0 + 1e-6:
+            flags.append("compressed")
+        if self.start + self.target > self.line.end + 1e-6:
+            flags.append("extended")
+        if self.overflow > 0:
+            flags.append("overflow")
+        return tuple(flags)
+
+
+@lru_cache(maxsize=1)
+def _estimator():
+    from omnivoice.utils.duration import RuleDurationEstimator
+
+    return RuleDurationEstimator()
+
+
+def natural_seconds(text: str, ref_text: str | None, ref_seconds: float | None, speed: float = 1.0) -> float:
+    """OmniVoice's own length estimate for ``text``, at the pace of a reference (its transcript and length)."""
+    if ref_text and ref_seconds:
+        frames = ref_seconds * FRAME_RATE
+    else:
+        ref_text, frames = FALLBACK_REF_TEXT, FALLBACK_REF_FRAMES
+    estimate = _estimator().estimate_duration(text, ref_text, frames)
+    if speed and speed > 0:
+        estimate /= speed
+    # Upstream generates whole frames, at least one.
+    return max(1, int(estimate)) / FRAME_RATE
+
+
+def plan(lines: list[Line], naturals: list[float], *, max_speedup: float, timed: bool = True, gap: float = 0.4) -> list[Target]:
+    """Fit every line to its slot; untimed scripts are laid out back to back at natural length."""
+    if len(lines) != len(naturals):
+        raise ValueError("one natural length per line")
+    if not timed:
+        targets, cursor = [], 0.0
+        for line, natural in zip(lines, naturals):
+            # The line's slot becomes what it is given here, so nothing reads as extended or late.
+            placed = replace(line, start=round(cursor, 3), end=round(cursor + natural, 3))
+            targets.append(Target(placed, placed.start, natural, natural, 1.0, 0.0, None))
+            cursor += natural + gap
+        return targets
+
+    starts = sorted(line.start for line in lines)
+    targets = []
+    for line, natural in zip(lines, naturals):
+        slot = max(line.end - line.start, 1.0 / FRAME_RATE)
+        later = [s for s in starts if s > line.start + 1e-9]
+        # Room runs to the next line of any speaker, which also keeps it off the same speaker's next line.
+        limit = max(line.end, later[0] - NEXT_LINE_MARGIN) if later else None
+        if natural <= slot:
+            target, speed = natural, 1.0
+        elif natural / max_speedup <= slot:
+            target, speed = slot, natural / slot
+        else:
+            target, speed = natural / max_speedup, max_speedup
+        overflow = max(0.0, line.start + target - limit) if limit is not None else 0.0
+        targets.append(Target(line, line.start, natural, target, speed, overflow, limit))
+    return targets
