@@ -1,0 +1,359 @@
+import os
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+
+import re
+from dataclasses import replace
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from omnidub.asr import Asr
+from omnidub.errors import OmnidubError
+from omnidub.presets import Preset
+from omnidub.script import DEFAULT_SPEAKER
+from omnidub.voices import (
+    PromptCache,
+    Voice,
+    load_audio,
+    load_voices,
+    prepare_reference,
+    prompt_key,
+    voice_for,
+    voice_prompt,
+)
+
+DATA = Path(__file__).parent / "data"
+TWO_SENTENCES = DATA / "two_sentences.wav"  # flite slt: a ~0.2 s pause after "dog", near 2.8 s
+NO_PAUSE = DATA / "no_pause.wav"  # flite rms: 5.4 s of connected speech, no pause at all
+RATE = 24000
+FAST = Preset()
+
+
+class NoAsr(Asr):
+    """An ASR that fails the test if anything tries to load or use it."""
+
+    def __init__(self):
+        super().__init__("never-loaded", device="cpu")
+
+    def _load(self):
+        raise AssertionError("the ASR model was loaded")
+
+
+@pytest.fixture(scope="module")
+def asr(whisper_tiny_en):
+    return Asr(str(whisper_tiny_en), device="cpu")
+
+
+def words(text):
+    return [re.sub(r"[^\w']", "", w).lower() for w in text.split() if re.sub(r"[^\w']", "", w)]
+
+
+def frame_rms(audio, rate, seconds=0.020):
+    n = int(seconds * rate)
+    return float(np.sqrt(np.mean(audio[-n:].astype(np.float64) ** 2)))
+
+
+def voice(speaker="ALICE", audio=TWO_SENTENCES, text=None, **kw):
+    return Voice(speaker, audio, text, kw.get("language"), kw.get("speed"), kw.get("instruct"))
+
+
+# --- voice sources ----------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def voices_toml(tmp_path):
+    (tmp_path / "refs").mkdir()
+    for name in ("alice.wav", "bob.wav", "narrator.wav"):
+        (tmp_path / "refs" / name).write_bytes(TWO_SENTENCES.read_bytes())
+    path = tmp_path / "voices.toml"
+    path.write_text(
+        """
+[ALICE]
+audio = "refs/alice.wav"
+text = "Alice's transcript."
+language = "en"
+speed = 1.1
+
+[BOB]
+audio = "refs/bob.wav"
+
+[ROBOT]
+instruct = "male, low pitch, robotic"
+
+[default]
+audio = "refs/narrator.wav"
+text = "Narrator."
+""",
+        encoding="utf-8",
+    )
+    return path
+
+
+def test_voices_toml_resolves_paths_relative_to_itself(voices_toml, monkeypatch, tmp_path):
+    monkeypatch.chdir(tmp_path.parent)
+    voices = load_voices(voices_toml, [], [])
+    assert sorted(voices) == ["ALICE", "BOB", "ROBOT", DEFAULT_SPEAKER]
+    alice = voices["ALICE"]
+    assert alice.audio == voices_toml.parent / "refs" / "alice.wav" and alice.audio.is_file()
+    assert (alice.text, alice.language, alice.speed) == ("Alice's transcript.", "en", 1.1)
+    assert voices["BOB"].text is None
+    assert voices["ROBOT"].audio is None and voices["ROBOT"].instruct == "male, low pitch, robotic"
+
+
+def test_command_line_voices_override_the_toml(voices_toml, tmp_path):
+    other = tmp_path / "other.wav"
+    other.write_bytes(TWO_SENTENCES.read_bytes())
+    voices = load_voices(
+        voices_toml,
+        [f"ALICE={other}", str(other)],
+        ["ALICE=New words.", "BOB=Bob's words.", "Words for the default voice, E=mc2."],
+    )
+    alice = voices["ALICE"]
+    # New audio, so the toml transcript is gone; the --voice-text one replaces it; language and speed stay.
+    assert (alice.audio, alice.text, alice.language, alice.speed) == (other, "New words.", "en", 1.1)
+    assert voices["BOB"].text == "Bob's words."
+    assert voices[DEFAULT_SPEAKER].audio == other
+    assert voices[DEFAULT_SPEAKER].text == "Words for the default voice, E=mc2."
+
+
+def test_voice_file_whose_name_contains_an_equals_sign_is_the_default_voice(tmp_path):
+    odd = tmp_path / "take=2.wav"
+    odd.write_bytes(TWO_SENTENCES.read_bytes())
+    voices = load_voices(None, [str(odd)], [])
+    assert voices[DEFAULT_SPEAKER].audio == odd
+
+
+def test_voice_argument_errors_name_the_missing_file(tmp_path):
+    with pytest.raises(OmnidubError, match=r"--voice ALICE=\.\.\.: audio file not found: .*nope\.wav"):
+        load_voices(None, [f"ALICE={tmp_path / 'nope.wav'}"], [])
+    with pytest.raises(OmnidubError, match=r"--voice: audio file not found: .*missing\.wav \(use --voice FILE"):
+        load_voices(None, [str(tmp_path / "missing.wav")], [])
+
+
+def test_voice_text_for_an_unknown_speaker_is_an_error_listing_voices(tmp_path):
+    with pytest.raises(OmnidubError, match=r"no voice named 'CAROL' \(known voices: ALICE\)"):
+        load_voices(None, [f"ALICE={TWO_SENTENCES}"], ["CAROL=Hi."])
+    with pytest.raises(OmnidubError, match=r"no reference audio to go with the transcript"):
+        load_voices(None, [f"ALICE={TWO_SENTENCES}"], ["A default transcript without a default voice."])
+
+
+@pytest.mark.parametrize(
+    "body,message",
+    [
+        ('[ALICE]\naudio = "a.wav"\ntext = "x"\npitch = 3\n', r"\[ALICE\]: unknown key\(s\) pitch"),
+        ('[ALICE]\ntext = "x"\n', r"\[ALICE\]: needs audio"),
+        ('[ALICE]\naudio = "gone.wav"\n', r"\[ALICE\]: audio file not found: .*gone\.wav"),
+        ('[ALICE]\naudio = "a.wav"\nspeed = -1\n', r"\[ALICE\]: speed must be a positive number"),
+        ('ALICE = "a.wav"\n', r"\[ALICE\]: expected a table"),
+        ("[ALICE\n", r"voices\.toml: not valid TOML"),
+    ],
+)
+def test_voices_toml_mistakes_are_clear_errors(tmp_path, body, message):
+    (tmp_path / "a.wav").write_bytes(TWO_SENTENCES.read_bytes())
+    path = tmp_path / "voices.toml"
+    path.write_text(body, encoding="utf-8")
+    with pytest.raises(OmnidubError, match=message):
+        load_voices(path, [], [])
+
+
+def test_voice_for_matches_exactly_then_ignoring_case_then_default():
+    voices = {
+        "ALICE": voice("ALICE"),
+        DEFAULT_SPEAKER: voice(DEFAULT_SPEAKER),
+    }
+    assert voice_for("ALICE", voices).speaker == "ALICE"
+    assert voice_for("Alice", voices).speaker == "ALICE"
+    assert voice_for("BOB", voices).speaker == DEFAULT_SPEAKER
+
+
+def test_voice_for_without_default_lists_the_known_voices():
+    voices = {"ALICE": voice("ALICE"), "BOB": voice("BOB")}
+    with pytest.raises(OmnidubError, match=r"no voice for speaker 'CAROL' and no default voice \(known voices: ALICE, BOB\)"):
+        voice_for("CAROL", voices)
+
+
+# --- reference audio --------------------------------------------------------------------------------------
+
+
+def write_with_av(path, audio, rate, codec):
+    import av
+
+    stereo = np.stack([audio, audio * 0.5]).astype(np.float32)
+    with av.open(str(path), "w") as container:
+        stream = container.add_stream(codec, rate=rate, layout="stereo")
+        frame = av.AudioFrame.from_ndarray(stereo, format="fltp", layout="stereo")
+        frame.rate = rate
+        for packet in stream.encode(frame):
+            container.mux(packet)
+        for packet in stream.encode(None):
+            container.mux(packet)
+
+
+@pytest.mark.parametrize("suffix", [".flac", ".ogg", ".mp3", ".m4a"])
+def test_references_in_common_formats_load_as_mono_at_the_model_rate(tmp_path, suffix):
+    mono, rate = sf.read(TWO_SENTENCES, dtype="float32")
+    path = tmp_path / f"ref{suffix}"
+    if suffix in (".flac", ".ogg"):
+        sf.write(path, np.stack([mono, mono * 0.5], axis=1), rate)
+    else:
+        write_with_av(path, mono, rate, "mp3" if suffix == ".mp3" else "aac")
+    audio = load_audio(path, RATE)
+    assert audio.ndim == 1 and audio.dtype == np.float32
+    assert abs(audio.size / RATE - mono.size / rate) < 0.15  # codecs add a little padding
+    assert 0.3 < np.sqrt(np.mean(audio**2)) / np.sqrt(np.mean((mono * 0.75) ** 2)) < 3
+
+
+def test_short_reference_is_an_error(tmp_path):
+    mono, rate = sf.read(TWO_SENTENCES, dtype="float32")
+    short = tmp_path / "short.wav"
+    sf.write(short, mono[int(0.2 * rate) : int(1.0 * rate)], rate)
+    with pytest.raises(OmnidubError, match=r"short\.wav: reference for 'ALICE' is 0\.80 s"):
+        prepare_reference(voice(audio=short, text="The quick"), sample_rate=RATE, preset=FAST, asr=NoAsr())
+
+
+def test_reference_inside_the_window_with_a_transcript_is_kept_without_asr(tmp_path):
+    mono, rate = sf.read(TWO_SENTENCES, dtype="float32")
+    clip = tmp_path / "clip.wav"
+    sf.write(clip, mono[: int(2.9 * rate)], rate)
+    ref = prepare_reference(voice(audio=clip, text="The quick brown fox jumps over the lazy dog."), sample_rate=RATE, preset=FAST, asr=NoAsr())
+    assert not ref.trimmed and ref.text == "The quick brown fox jumps over the lazy dog."
+    assert ref.audio.size == pytest.approx(2.9 * RATE, abs=2) and ref.sample_rate == RATE
+
+
+def test_long_reference_is_noted(tmp_path):
+    mono, rate = sf.read(TWO_SENTENCES, dtype="float32")
+    long = tmp_path / "long.wav"
+    sf.write(long, np.tile(mono, 4), rate)
+    ref = prepare_reference(voice(audio=long, text="Four times."), sample_rate=RATE, preset=FAST, asr=None)
+    assert "over 20 s" in ref.note and "kept whole" in ref.note and not ref.trimmed
+
+
+def assert_good_cut(ref, asr, full_text, preset=FAST):
+    low, high = preset.reference_window
+    seconds = ref.audio.size / ref.sample_rate
+    assert ref.trimmed and low <= seconds <= high
+    assert frame_rms(ref.audio, ref.sample_rate) < 0.1 * np.sqrt(np.mean(ref.audio**2))
+    heard = words(asr.transcribe(ref.audio, ref.sample_rate).text)
+    assert heard and heard == words(full_text)[: len(heard)]
+    return heard
+
+
+def test_trim_without_transcript_cuts_at_a_pause_and_transcribes(asr):
+    full = asr.transcribe(*sf.read(TWO_SENTENCES, dtype="float32")).text
+    ref = prepare_reference(voice(), sample_rate=RATE, preset=FAST, asr=asr)
+    heard = assert_good_cut(ref, asr, full)
+    assert words(ref.text) == heard
+    assert "trimmed 5.7 s" in ref.note and "transcript by ASR" in ref.note
+    assert ref.source_seconds == pytest.approx(5.71, abs=0.01)
+
+
+def test_trim_cuts_the_users_transcript_at_the_matching_word(asr):
+    given = "THE quick-brown fox jumps over the lazy dog! She sells sea shells by the sea shore every summer."
+    ref = prepare_reference(voice(text=given), sample_rate=RATE, preset=FAST, asr=asr)
+    heard = assert_good_cut(ref, asr, (DATA / "two_sentences.txt").read_text())
+    # Their words, spelling and punctuation, up to the word the clip ends on.
+    assert given.startswith(ref.text) and ref.text.endswith("dog!")
+    assert words(ref.text)[-1] == heard[-1]
+    assert "transcript by ASR" not in ref.note
+
+
+def test_no_pause_in_the_window_keeps_the_reference_whole(asr):
+    text = (DATA / "no_pause.txt").read_text().strip()
+    ref = prepare_reference(voice(audio=NO_PAUSE, text=text), sample_rate=RATE, preset=FAST, asr=asr)
+    assert not ref.trimmed and ref.text == text
+    assert ref.audio.size == load_audio(NO_PAUSE, RATE).size
+    assert "kept whole (5.4 s): no pause between words inside 2.5-4 s" in ref.note
+
+
+def test_unloadable_asr_keeps_the_reference_whole_with_the_reason():
+    text = (DATA / "two_sentences.txt").read_text().strip()
+    ref = prepare_reference(voice(text=text), sample_rate=RATE, preset=FAST, asr=Asr("small", device="cpu"))
+    assert not ref.trimmed and ref.text == text
+    assert "kept whole" in ref.note and "--asr-model PATH" in ref.note
+
+
+def test_no_transcript_and_no_asr_is_an_error():
+    with pytest.raises(OmnidubError, match=r"cannot load ASR model 'small'.*--asr-model PATH"):
+        prepare_reference(voice(), sample_rate=RATE, preset=FAST, asr=Asr("small", device="cpu"))
+    with pytest.raises(OmnidubError, match=r"voice 'ALICE' has no transcript .* --voice-text ALICE=TEXT"):
+        prepare_reference(voice(), sample_rate=RATE, preset=FAST, asr=None)
+
+
+def test_quality_preset_keeps_references_up_to_ten_seconds_whole():
+    quality = replace(FAST, name="quality", reference_seconds=0)
+    ref = prepare_reference(voice(text="The whole thing."), sample_rate=RATE, preset=quality, asr=NoAsr())
+    assert not ref.trimmed and ref.text == "The whole thing."
+
+
+# --- prompt cache -----------------------------------------------------------------------------------------
+
+
+def make_prompt(text="The quick brown fox."):
+    import torch
+    from omnivoice.models.omnivoice import VoiceClonePrompt
+
+    generator = torch.Generator().manual_seed(0)
+    return VoiceClonePrompt(torch.randint(0, 1024, (8, 75), generator=generator), text, 0.05)
+
+
+IDENTITY = {"id": "k2-fsa/OmniVoice", "revision": "abc", "synthetic": False}
+
+
+def test_prompt_key_changes_with_everything_that_changes_the_prompt(tmp_path):
+    base = voice(text="Words.")
+    key = prompt_key(base, FAST, IDENTITY)
+    assert re.fullmatch(r"[0-9a-f]{64}", key) and prompt_key(base, FAST, dict(IDENTITY)) == key
+    other_audio = tmp_path / "other.wav"
+    data = bytearray(TWO_SENTENCES.read_bytes())
+    data[-1] ^= 1
+    other_audio.write_bytes(bytes(data))
+    changed = [
+        prompt_key(replace(base, text="Other words."), FAST, IDENTITY),
+        prompt_key(replace(base, audio=other_audio), FAST, IDENTITY),
+        prompt_key(base, replace(FAST, reference_seconds=3.5), IDENTITY),
+        prompt_key(base, replace(FAST, reference_window=(2.0, 4.0)), IDENTITY),
+        prompt_key(base, FAST, {**IDENTITY, "revision": "def"}),
+    ]
+    assert key not in changed and len(set(changed)) == len(changed)
+    # Settings that do not touch the prompt leave the key alone.
+    assert prompt_key(base, replace(FAST, steps=32), IDENTITY) == key
+
+
+def test_prompt_cache_round_trip_and_corrupt_file_is_a_miss(tmp_path):
+    cache = PromptCache(tmp_path / "prompts")
+    assert cache.get("k") is None
+    prompt = make_prompt()
+    path = cache.put("k", prompt)
+    assert path.is_file() and [p.name for p in path.parent.iterdir()] == ["k.pt"]
+    loaded = cache.get("k")
+    assert loaded.ref_text == prompt.ref_text and loaded.ref_rms == pytest.approx(prompt.ref_rms)
+    assert (loaded.ref_audio_tokens == prompt.ref_audio_tokens).all()
+    path.write_bytes(b"not a prompt")
+    assert cache.get("k") is None
+
+
+def test_cache_hit_loads_no_asr_model_and_encodes_nothing(tmp_path):
+    cache = PromptCache(tmp_path / "prompts")
+    encoded = []
+
+    def encode(reference):
+        encoded.append(reference)
+        return make_prompt(reference.text)
+
+    first, reference = voice_prompt(
+        voice(text="The quick brown fox jumps over the lazy dog."), cache=cache, preset=FAST,
+        model_identity=IDENTITY, sample_rate=RATE, asr=Asr("small", device="cpu"), encode=encode,
+    )
+    assert len(encoded) == 1 and reference is not None and first.ref_text == reference.text
+
+    def no_encode(reference):
+        raise AssertionError("encoded again")
+
+    again, reference = voice_prompt(
+        voice(text="The quick brown fox jumps over the lazy dog."), cache=cache, preset=FAST,
+        model_identity=IDENTITY, sample_rate=RATE, asr=NoAsr(), encode=no_encode,
+    )
+    assert reference is None and again.ref_text == first.ref_text
