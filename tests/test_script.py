@@ -136,6 +136,12 @@ def test_a_cue_with_two_labelled_speakers_is_split_in_time(tmp_path):
     assert not script.warnings
 
 
+def test_a_label_on_its_own_line_names_the_speaker_of_the_next(tmp_path):
+    srt = "1\n00:00:01,000 --> 00:00:03,000\nALICE:\nWe should go.\n"
+    script = read_script(write(tmp_path, "in.srt", srt))
+    assert speakers_and_texts(script) == [("ALICE", "We should go.")]
+
+
 def test_malformed_srt_timestamp_names_the_cue(tmp_path):
     srt = SRT.replace("00:00:03,000 --> 00:00:04,000", "00:00:03,000 -> 00:00:04,000")
     with pytest.raises(OmnidubError, match=r"in\.srt: cue 2 \(line 6\): malformed"):
