@@ -158,6 +158,8 @@ def _read_text(path: Path) -> str:
         encoding = "utf-8-sig"
     elif data.startswith((b"\xff\xfe", b"\xfe\xff")):
         encoding = "utf-16"
+    elif b"\x00" in data:
+        raise OmnidubError(f"{path}: looks like UTF-16 without a byte-order mark; save it as UTF-8 (or UTF-16 with a BOM)")
     else:
         encoding = "utf-8"
     try:

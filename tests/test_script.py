@@ -166,6 +166,13 @@ def test_latin1_bytes_are_an_error_naming_the_file_and_line(tmp_path):
         read_script(path)
 
 
+def test_utf16_without_a_byte_order_mark_is_an_error(tmp_path):
+    path = tmp_path / "nobom.srt"
+    path.write_bytes(SRT.encode("utf-16-le"))
+    with pytest.raises(OmnidubError, match=r"nobom\.srt: looks like UTF-16 without a byte-order mark"):
+        read_script(path)
+
+
 def test_nothing_speakable_is_an_error(tmp_path):
     with pytest.raises(OmnidubError, match=r"in\.srt: no speakable lines; skipped: cue 1: sound description only"):
         read_script(write(tmp_path, "in.srt", "1\n00:00:01,000 --> 00:00:02,000\n[thunder]\n"))
