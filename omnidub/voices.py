@@ -293,7 +293,9 @@ def prepare_reference(voice: Voice, *, sample_rate: int, preset: Preset, asr: As
         if not voice.text:
             notes.append(f"transcript by ASR ({asr.name}): {text!r}")
         return result(clip, text, True)
-    return keep_whole("the given transcript does not match the recognised words at any pause", heard.text)
+    if voice.text:
+        return keep_whole("the given transcript does not match the recognised words at any pause", heard.text)
+    return keep_whole("no pause where the clip's last word could be confirmed", heard.text)
 
 
 def _ends_with(asr: Asr, clip: np.ndarray, sample_rate: int, voice: Voice, word: Word) -> bool:

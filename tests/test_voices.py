@@ -268,6 +268,13 @@ def test_no_pause_in_the_window_keeps_the_reference_whole(asr):
     assert "kept whole (5.4 s): no pause between words inside 2.5-4 s" in ref.note
 
 
+def test_a_transcript_that_does_not_match_the_audio_is_never_cut(asr):
+    wrong = "Completely different words that nobody in this clip ever says out loud at all."
+    ref = prepare_reference(voice(text=wrong), sample_rate=RATE, preset=FAST, asr=asr)
+    assert not ref.trimmed and ref.text == wrong
+    assert "does not match the recognised words" in ref.note
+
+
 def test_unloadable_asr_keeps_the_reference_whole_with_the_reason():
     text = (DATA / "two_sentences.txt").read_text().strip()
     ref = prepare_reference(voice(text=text), sample_rate=RATE, preset=FAST, asr=Asr("small", device="cpu"))
