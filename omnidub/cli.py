@@ -13,6 +13,7 @@ from typing import List, Optional
 
 import typer
 from rich.console import Console
+from rich.markup import escape
 from rich import box
 from rich.table import Table
 
@@ -63,7 +64,7 @@ def user_errors(debug: bool):
     except OmnidubError as exc:
         if debug:
             raise
-        err.print(f"[bold red]error:[/] {exc}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
         raise typer.Exit(2) from None
 
 
@@ -128,7 +129,7 @@ def _render(**o) -> int:
         voice_for(speaker, voice_map)  # every speaker needs a voice before anything heavy starts
     script = assign_languages(script, voice_map)
     for message in (*script.warnings, *(f"skipped {s}" for s in script.skipped)):
-        err.print(f"[yellow]note:[/] {message}", soft_wrap=True)
+        err.print(f"[yellow]note:[/] {escape(message)}", soft_wrap=True)
 
     if o["dry_run"]:
         targets = plan_lines(script, estimated_speakers(script, voice_map), settings)
@@ -138,8 +139,7 @@ def _render(**o) -> int:
 
 
 def _render_for_real(o: dict, settings, script, voice_map) -> int:
-    from omnidub.engine import Engine
-    from omnidub.engine.settings import generation_settings
+    from omnidub.engine import Engine, generation_settings
     from omnidub.engine.loading import resolve_device, resolve_dtype, resolve_model
     from omnidub.render import Renderer, default_out_dir
 
@@ -238,7 +238,7 @@ def _print_plan(targets, as_json: bool) -> None:
         table.add_column(column, justify="left" if column in ("speaker", "flags") else "right")
     table.add_column("text", min_width=16)
     for r, c in zip(rows, cells):
-        table.add_row(*c, r["text"])
+        table.add_row(*(escape(x) for x in c), escape(r["text"]))
     out.print(table)
 
 
@@ -296,17 +296,17 @@ class _ProgressListener:
         self.audio = self.wall = 0.0
 
     def step(self, text: str) -> None:
-        self.console.print(f"[cyan]→[/] {text}")
+        self.console.print(f"[cyan]→[/] {escape(text)}")
 
     def note(self, text: str) -> None:
-        self.console.print(f"[yellow]note:[/] {text}", soft_wrap=True)
+        self.console.print(f"[yellow]note:[/] {escape(text)}", soft_wrap=True)
 
     def start(self, total: int, cached: int) -> None:
         self.progress.start()
         self.task = self.progress.add_task("rendering", total=total, counts="", rtf="")
 
     def line_started(self, target) -> None:
-        self.progress.update(self.task, description=f"line {target.line.index} · {target.line.speaker}")
+        self.progress.update(self.task, description=f"line {target.line.index} · {escape(target.line.speaker)}")
 
     def line_done(self, entry: dict, audio_seconds: float, wall_seconds: float) -> None:
         status = entry["status"]
@@ -319,7 +319,7 @@ class _ProgressListener:
         rtf = f"RTF {self.wall / self.audio:.2f}" if self.audio else ""
         self.progress.update(self.task, advance=1, counts=counts, rtf=rtf)
         if status == "failed":
-            self.console.print(f"[red]line {entry['index']} failed:[/] {entry['error']}", soft_wrap=True)
+            self.console.print(f"[red]line {entry['index']} failed:[/] {escape(entry['error'])}", soft_wrap=True)
 
     def finish(self) -> None:
         if self.task is not None:

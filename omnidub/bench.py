@@ -1,0 +1,480 @@
+"""Benchmark: every speed lever side by side against the stock OmniVoice call, on one resident model.
+
+The ladder is cumulative: stock upstream ``generate`` (32 steps, whole reference, padded CFG, float32), then
+12 steps, a ~3 s reference cut at a word boundary, omnidub's loop with trimmed CFG, packed CFG, the preset's
+dtype, batching, and torch.compile. Rows are interleaved and repeated and the median is reported, because
+shared machines are noisy; warm-up runs are excluded.
+"""
+
+from __future__ import annotations
+
+import gc
+import platform
+import statistics
+import threading
+import time
+import tomllib
+from dataclasses import asdict, dataclass, field, replace
+from pathlib import Path
+
+from omnidub.errors import OmnidubError
+from omnidub.presets import Preset, load_preset
+
+ROOT = Path(__file__).resolve().parent
+BUNDLED_REF_CUT = ROOT / "data" / "alice-3s.wav"
+# Short dubbing lines of 2-4 s, like the seed's segments.
+LINES = (
+    "I'll pack some sandwiches and a flask of coffee.",
+    "Did you remember to book the hotel by the beach?",
+    "Around nine, after the morning traffic has cleared.",
+    "That sounds lovely. Let's book it tonight.",
+    "We should leave before the roads get busy.",
+    "Two rooms, Friday and Saturday night, with breakfast.",
+    "I wanted to compare the prices first.",
+    "Great. I'll bring the map and the umbrellas.",
+)
+ROWS = ("stock", "steps", "ref3s", "trimmed", "packed", "dtype", "batch", "compile")
+LABELS = {"stock": "stock", "steps": "12 steps", "ref3s": "3 s ref", "trimmed": "trimmed", "packed": "packed",
+          "dtype": "dtype", "batch": "batch", "compile": "compile"}
+TITLES = {
+    "stock": "stock: upstream generate, 32 steps, whole reference, padded, fp32",
+    "steps": "+ 12 steps",
+    "ref3s": "+ 3 s reference at a word boundary",
+    "trimmed": "+ omnidub loop, trimmed CFG (the seed's recipe)",
+    "packed": "packed CFG instead",
+    "dtype": "+ preset dtype",
+    "batch": "+ batch N (packed)",
+    "compile": "+ torch.compile",
+}
+
+
+@dataclass(frozen=True)
+class BenchOptions:
+    model: str | None = None
+    device: str = "auto"
+    lines: int = 2
+    rows: str | None = None
+    repeat: int | None = None
+    batch: int = 2
+    compile: bool = False
+    ref: Path | None = None
+    ref_text: str | None = None
+    quick: bool = False
+
+
+@dataclass
+class Row:
+    name: str
+    title: str
+    steps: int
+    cfg: str
+    dtype: str
+    batch: int
+    reference_seconds: float
+    runs: list[float] = field(default_factory=list)
+    audio_seconds: float = 0.0
+    peak_mb: float = 0.0
+    compile_seconds: float | None = None
+    speedup_vs_stock: float | None = None
+    speedup_vs_previous: float | None = None
+    logits_max_abs_diff: float | None = None
+    argmax_agreement: float | None = None
+    forward_tflop: float | None = None
+    note: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return statistics.median(self.runs) if self.runs else float("nan")
+
+    @property
+    def rtf(self) -> float:
+        return self.seconds / self.audio_seconds if self.audio_seconds else float("nan")
+
+
+@dataclass
+class BenchResult:
+    machine: dict
+    model: str
+    lines: list[str]
+    repeat: int
+    rows: list[Row]
+    matmul_gflops: dict
+    floor: dict
+
+    def to_json(self) -> dict:
+        rows = []
+        for row in self.rows:
+            data = asdict(row)
+            data.update(seconds=row.seconds, rtf=row.rtf, seconds_per_line=row.seconds / len(self.lines))
+            rows.append(data)
+        return {"machine": self.machine, "model": self.model, "lines": self.lines, "repeat": self.repeat,
+                "matmul_gflops": self.matmul_gflops, "floor": self.floor, "rows": rows}
+
+
+def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
+    """Run the ladder and return every figure."""
+    import torch
+
+    from omnidub.engine import Engine
+    from omnidub.engine.loading import resolve_device, resolve_model
+
+    say = console.print if console is not None else (lambda *a, **k: None)
+    model_spec = "synthetic:tiny" if options.quick else options.model
+    if model_spec is None:
+        try:
+            resolve_model("k2-fsa/OmniVoice")
+            model_spec = "k2-fsa/OmniVoice"
+        except OmnidubError:
+            model_spec = "synthetic:full"
+            say("[bold yellow]notice:[/] k2-fsa/OmniVoice is not reachable: benchmarking synthetic:full "
+                "(random weights, real shapes, so the timings are real).")
+    if warn is not None:
+        warn(model_spec)
+    device = resolve_device(options.device)
+    repeat = options.repeat or (3 if device.startswith("cuda") else 1)
+    n_lines = 2 if options.quick else options.lines
+    texts = [LINES[i % len(LINES)] for i in range(n_lines)]
+    selected = _select_rows(options.rows, options.compile)
+    fast = load_preset("fast")
+    stock_steps, fast_steps = (8, 4) if options.quick else (32, fast.steps)
+
+    full_audio, full_text, cut_audio, cut_text = _references(options)
+    say(f"bench: {model_spec} on {device}, {n_lines} line(s), rows {', '.join(selected)}, repeat {repeat}")
+
+    base = Preset(name="bench", steps=fast_steps, cfg="padded", batch=1, dtype="float32", seed=0)
+    say("→ loading the model (float32)")
+    engine32 = Engine(model_spec, device=device, preset=base)
+    prompts = {
+        "full": engine32.encode_prompt(full_audio, 24000, full_text),
+        "cut": engine32.encode_prompt(cut_audio, 24000, cut_text),
+    }
+    preset_dtype = _preset_dtype(fast.dtype, device)
+
+    rows: list[Row] = []
+    runners = {}
+    for name in selected:
+        row, runner = _make_row(name, engine32, prompts, texts, stock_steps, fast_steps, fast, preset_dtype, options, device, say)
+        rows.append(row)
+        runners[name] = runner
+
+    # Warm up every row once (compile happens here and is timed apart), then interleave the timed runs.
+    for row in rows:
+        say(f"→ warm-up: {row.title}")
+        began = time.perf_counter()
+        runners[row.name](texts[:1])
+        if row.name == "compile":
+            row.compile_seconds = time.perf_counter() - began
+    for r in range(repeat):
+        for row in rows:
+            say(f"→ run {r + 1}/{repeat}: {row.title}")
+            gc.collect()
+            with _PeakMemory(device) as peak:
+                _sync(device)
+                began = time.perf_counter()
+                audio_seconds = runners[row.name](texts)
+                _sync(device)
+                row.runs.append(time.perf_counter() - began)
+            row.audio_seconds = audio_seconds
+            row.peak_mb = max(row.peak_mb, peak.mb)
+
+    stock = next((r for r in rows if r.name == "stock"), None)
+    for previous, row in zip([None] + rows[:-1], rows):
+        if stock is not None:
+            row.speedup_vs_stock = stock.rtf / row.rtf
+        if previous is not None:
+            row.speedup_vs_previous = previous.rtf / row.rtf
+
+    if "dtype" in runners and preset_dtype != "float32":
+        _compare_logits(rows, engine32, runners["dtype"].engine, prompts["cut"], texts, say)
+
+    matmul = {dt: _matmul_gflops(device, dt) for dt in sorted({r.dtype for r in rows})}
+    floor = _floor(rows, runners, matmul, texts, prompts["cut"])
+    machine = {
+        "cpu": _cpu_name(),
+        "cores": __import__("os").cpu_count(),
+        "torch": torch.__version__,
+        "device": device,
+        "gpu": torch.cuda.get_device_name(0) if device.startswith("cuda") else None,
+        "python": platform.python_version(),
+        "threads": torch.get_num_threads(),
+    }
+    return BenchResult(machine, model_spec, texts, repeat, rows, matmul, floor)
+
+
+def _select_rows(spec: str | None, with_compile: bool) -> list[str]:
+    if not spec:
+        return [r for r in ROWS if r != "compile" or with_compile]
+    chosen = []
+    for part in (p.strip() for p in spec.split(",") if p.strip()):
+        if part.isdigit() and 1 <= int(part) <= len(ROWS):
+            part = ROWS[int(part) - 1]
+        if part not in ROWS:
+            raise OmnidubError(f"unknown bench row {part!r}; rows are 1-{len(ROWS)} or {', '.join(ROWS)}")
+        chosen.append(part)
+    return [r for r in ROWS if r in chosen]
+
+
+def _references(options: BenchOptions):
+    """The whole reference and its ~3 s cut, with exact transcripts."""
+    import soundfile as sf
+
+    from omnidub.voices import load_audio
+
+    if options.ref is not None:
+        if not options.ref_text:
+            raise OmnidubError("--ref needs --ref-text (its exact transcript)")
+        audio = load_audio(options.ref, 24000)
+        # A user reference has no bundled cut: both reference rows use it whole.
+        return audio, options.ref_text, audio, options.ref_text
+    examples = ROOT.parent / "examples" / "voices.toml"
+    if examples.is_file():
+        entry = tomllib.loads(examples.read_text(encoding="utf-8"))["ALICE"]
+        full_path, full_text = examples.parent / entry["audio"], entry["text"]
+    else:  # installed without the examples folder: the cut serves as both
+        full_path, full_text = BUNDLED_REF_CUT, (BUNDLED_REF_CUT.with_suffix(".txt")).read_text().strip()
+    full_audio = sf.read(str(full_path), dtype="float32")[0]
+    cut_audio = sf.read(str(BUNDLED_REF_CUT), dtype="float32")[0]
+    cut_text = BUNDLED_REF_CUT.with_suffix(".txt").read_text(encoding="utf-8").strip()
+    return full_audio, full_text, cut_audio, cut_text
+
+
+def _preset_dtype(spec: str, device: str) -> str:
+    from omnidub.engine.loading import resolve_dtype
+
+    return str(resolve_dtype(spec, device)).removeprefix("torch.")
+
+
+class _Runner:
+    """Runs one row over a list of texts and returns the seconds of audio produced."""
+
+    def __init__(self, fn, engine=None):
+        self.fn, self.engine = fn, engine
+
+    def __call__(self, texts):
+        return self.fn(texts)
+
+
+def _make_row(name, engine32, prompts, texts, stock_steps, fast_steps, fast, preset_dtype, options, device, say):
+    import torch
+
+    from omnidub.engine import Request
+
+    ref_full = prompts["full"].ref_audio_tokens.shape[-1] / 25
+    ref_cut = prompts["cut"].ref_audio_tokens.shape[-1] / 25
+
+    def upstream(steps, prompt):
+        def run(batch_texts):
+            produced = 0.0
+            for i, text in enumerate(batch_texts):
+                torch.manual_seed(i)
+                audio = engine32.model.generate(text=text, language="en", voice_clone_prompt=prompt, num_step=steps)[0]
+                produced += len(audio) / engine32.sample_rate
+            return produced
+        return _Runner(run, engine32)
+
+    def ours(engine):
+        def run(batch_texts):
+            requests = [Request(text=t, prompt=prompts["cut"], language="en", seed=i) for i, t in enumerate(batch_texts)]
+            return sum(len(r.audio) / r.sample_rate for r in engine.synthesize(requests))
+        return _Runner(run, engine)
+
+    if name == "stock":
+        return Row(name, TITLES[name], stock_steps, "padded", "float32", 1, ref_full), upstream(stock_steps, prompts["full"])
+    if name == "steps":
+        return Row(name, TITLES[name], fast_steps, "padded", "float32", 1, ref_full), upstream(fast_steps, prompts["full"])
+    if name == "ref3s":
+        return Row(name, TITLES[name], fast_steps, "padded", "float32", 1, ref_cut), upstream(fast_steps, prompts["cut"])
+    base = replace(fast, steps=fast_steps, batch=1, dtype="float32", compile=False)
+    if name in ("trimmed", "packed"):
+        engine = engine32.with_preset(replace(base, cfg=name))
+        return Row(name, TITLES[name], fast_steps, name, "float32", 1, ref_cut), ours(engine)
+    cfg = _resolved_cfg(fast.cfg, device)
+    if name == "dtype":
+        engine = engine32.with_preset(replace(base, cfg=cfg, dtype=fast.dtype))
+        title = f"+ {preset_dtype} (preset dtype), {cfg} CFG"
+        return Row(name, title, fast_steps, cfg, preset_dtype, 1, ref_cut), ours(engine)
+    if name == "batch":
+        say(f"→ preparing the batch row ({preset_dtype})")
+        engine = engine32.with_preset(replace(base, cfg="packed", dtype=fast.dtype, batch=options.batch))
+        title = f"+ batch {options.batch} (packed, {preset_dtype})"
+        return Row(name, title, fast_steps, "packed", preset_dtype, options.batch, ref_cut), ours(engine)
+    if name == "compile":
+        engine = engine32.with_preset(replace(base, cfg=cfg, dtype=fast.dtype, compile=True))
+        return Row(name, TITLES[name] + f" ({cfg}, {preset_dtype})", fast_steps, cfg, preset_dtype, 1, ref_cut), ours(engine)
+    raise AssertionError(name)
+
+
+def _resolved_cfg(spec: str, device: str) -> str:
+    from omnidub.engine.cfg import resolve_layout
+
+    return resolve_layout(spec, device)
+
+
+def _compare_logits(rows, engine32, engine_fast, prompt, texts, say) -> None:
+    """What the preset dtype changes: max |Δ logits| and argmax agreement against float32, same inputs."""
+    from omnidub.engine import Request
+
+    say("→ comparing first-step logits: preset dtype vs float32")
+    requests = [Request(text=t, prompt=prompt, language="en", duration=2.0, seed=0) for t in texts]
+    exact = engine32.first_step_logits(requests)
+    approx = engine_fast.first_step_logits(requests)
+    diff = max(float((a - b).abs().max()) for a, b in zip(exact, approx))
+    agree = [float((a.argmax(-1) == b.argmax(-1)).float().mean()) for a, b in zip(exact, approx)]
+    row = next(r for r in rows if r.name == "dtype")
+    row.logits_max_abs_diff, row.argmax_agreement = diff, statistics.fmean(agree)
+
+
+def _matmul_gflops(device: str, dtype_name: str, n: int = 2048) -> float:
+    """Dense n^3 matmul throughput in one dtype: the hardware's practical ceiling."""
+    import torch
+
+    dtype = getattr(torch, dtype_name)
+    a = torch.randn(n, n, device=device).to(dtype)
+    b = torch.randn(n, n, device=device).to(dtype)
+    for _ in range(2):
+        a @ b
+    runs = []
+    for _ in range(5):
+        _sync(device)
+        began = time.perf_counter()
+        a @ b
+        _sync(device)
+        runs.append(time.perf_counter() - began)
+    return 2 * n**3 / statistics.median(runs) / 1e9
+
+
+def _floor(rows, runners, matmul, texts, prompt) -> dict:
+    """For the fastest omnidub row: transformer FLOPs per second achieved, against the matmul ceiling."""
+    ours = [r for r in rows if r.name not in ("stock", "steps", "ref3s") and r.runs]
+    if not ours:
+        return {}
+    best = min(ours, key=lambda r: r.rtf)
+    engine = runners[best.name].engine
+    flops = _forward_flops(engine, texts, best.steps, prompt)
+    achieved = flops / best.seconds / 1e9
+    peak = matmul.get(best.dtype)
+    best.forward_tflop = flops / 1e12
+    return {
+        "row": best.name,
+        "forward_gflop": flops / 1e9,
+        "achieved_gflops": achieved,
+        "matmul_peak_gflops": peak,
+        "fraction_of_peak": achieved / peak if peak else None,
+        "note": "FLOPs of the useful transformer work (no padding), over the row's whole wall time",
+    }
+
+
+def _forward_flops(engine, texts, steps: int, prompt) -> float:
+    """Matmul FLOPs of the language model and audio heads for every step of every line (no padding)."""
+    import torch
+
+    from omnidub.engine import Request
+
+    llm = engine.model.llm
+    cfg = llm.config
+    linear = sum(m.weight.numel() for m in llm.modules() if isinstance(m, torch.nn.Linear))
+    heads = engine.model.audio_heads.weight.numel()
+    per_attention = 4 * cfg.num_attention_heads * getattr(cfg, "head_dim", cfg.hidden_size // cfg.num_attention_heads)
+    total = 0.0
+    for text in texts:
+        line = engine._resolve(Request(text=text, prompt=prompt, language="en"))
+        item = engine._item(line, 0)
+        c_len, t_len = item.input_ids.shape[-1], item.target_len
+        for length in (c_len, t_len):  # conditional and unconditional rows
+            total += 2 * linear * length + cfg.num_hidden_layers * per_attention * length * length
+        total += 2 * heads * 2 * t_len
+    return total * steps
+
+
+class _PeakMemory:
+    """Peak resident memory (CPU) or peak allocated memory (GPU) while the block runs."""
+
+    def __init__(self, device: str):
+        self.device, self.mb = device, 0.0
+
+    def __enter__(self):
+        import torch
+
+        if self.device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+            return self
+        import psutil
+
+        process = psutil.Process()
+        self._stop = threading.Event()
+
+        def sample():
+            while not self._stop.is_set():
+                self.mb = max(self.mb, process.memory_info().rss / 2**20)
+                self._stop.wait(0.05)
+
+        self._thread = threading.Thread(target=sample, daemon=True)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc):
+        import torch
+
+        if self.device.startswith("cuda"):
+            self.mb = torch.cuda.max_memory_allocated() / 2**20
+        else:
+            self._stop.set()
+            self._thread.join()
+        return False
+
+
+def _sync(device: str) -> None:
+    import torch
+
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+    elif device == "mps":
+        torch.mps.synchronize()
+
+
+def _cpu_name() -> str:
+    try:
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine()
+
+
+def print_bench(result: BenchResult, console) -> None:
+    """The ladder as a rich table, then the machine and the hardware floor."""
+    from rich.table import Table
+
+    table = Table(title=f"omnidub bench · {result.model} · {len(result.lines)} line(s) · median of {result.repeat}")
+    for column in ("#", "row", "steps", "cfg", "dtype", "batch", "ref s", "RTF", "s/line", "vs stock", "vs above", "peak MB"):
+        table.add_column(column, justify="left" if column in ("row", "cfg", "dtype") else "right")
+    for row in result.rows:
+        table.add_row(
+            str(ROWS.index(row.name) + 1), LABELS[row.name], str(row.steps), row.cfg, row.dtype.replace("float", "fp").replace("bfloat", "bf"),
+            str(row.batch), f"{row.reference_seconds:.1f}", f"{row.rtf:.2f}", f"{row.seconds / len(result.lines):.2f}",
+            _x(row.speedup_vs_stock), _x(row.speedup_vs_previous), f"{row.peak_mb:.0f}",
+        )
+    console.print(table)
+    m = result.machine
+    console.print(f"machine: {m['cpu']} · {m['cores']} cores · torch {m['torch']} · {m['device']}"
+                  + (f" ({m['gpu']})" if m.get("gpu") else "") + f" · {m['threads']} threads")
+    for row in result.rows:
+        if row.compile_seconds is not None:
+            console.print(f"compile: {row.compile_seconds:.1f} s for the first (warm-up) run, not counted in the row")
+        if row.logits_max_abs_diff is not None:
+            console.print(f"{row.dtype} vs float32 first-step logits: max |Δ| {row.logits_max_abs_diff:.4f}, "
+                          f"argmax agreement {row.argmax_agreement:.2%}")
+    for i, row in enumerate(result.rows, 1):
+        console.print(f"  {ROWS.index(row.name) + 1}. {row.title}", highlight=False)
+    matmul = ", ".join(f"{dt} {g:,.0f} GFLOP/s" for dt, g in result.matmul_gflops.items())
+    console.print(f"dense 2048³ matmul: {matmul}")
+    floor = result.floor
+    if floor:
+        fraction = f" = {floor['fraction_of_peak']:.0%} of the matmul peak" if floor.get("fraction_of_peak") else ""
+        console.print(f"floor: row '{floor['row']}' does {floor['forward_gflop']:,.3g} GFLOP of transformer work at "
+                      f"{floor['achieved_gflops']:,.3g} GFLOP/s over its wall time{fraction}")
+
+
+def _x(value: float | None) -> str:
+    return "" if value is None else f"{value:.2f}x"
