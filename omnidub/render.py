@@ -400,6 +400,9 @@ class Renderer:
     def _link(self, entry: dict) -> None:
         """Put the cached audio at the line's segment name (a hard link where the file system allows)."""
         source, dest = self._cached_path(entry["key"]), self.out_dir / entry["file"]
+        # rename() between two links of one file does nothing and would leave the temporary link behind.
+        if dest.exists() and os.path.samefile(source, dest):
+            return
         tmp = dest.with_name(f".{dest.name}.tmp")
         tmp.unlink(missing_ok=True)
         try:

@@ -1,0 +1,285 @@
+"""omnidub render end to end on the bundled example with the tiny synthetic model."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import subprocess
+import sys
+import time
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from typer.testing import CliRunner
+
+from omnidub.cli import app
+from omnidub.mix import Placement, assemble
+
+from conftest import EXAMPLES
+
+runner = CliRunner()
+
+
+def render(*args: str):
+    return runner.invoke(app, ["render", *map(str, args)], catch_exceptions=False)
+
+
+def manifest(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+def statuses(out: Path) -> list[str]:
+    return [line["status"] for line in manifest(out)["lines"]]
+
+
+def tree_bytes(out: Path) -> dict[str, bytes]:
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*.wav")) if ".cache" not in p.parts}
+
+
+@pytest.fixture(scope="module")
+def example_args(tiny_model_dir, whisper_tiny_en):
+    return ["--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--asr-model", whisper_tiny_en]
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory, example_args) -> Path:
+    out = tmp_path_factory.mktemp("render") / "dialogue"
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_outputs_have_program_length_and_each_line_sits_at_its_start(rendered):
+    data = manifest(rendered)
+    lines = data["lines"]
+    assert len(lines) == 11 and set(statuses(rendered)) == {"rendered"}
+    assert set(data["stems"]) == {"ALICE", "BOB"} and data["mix"] == "mix.wav"
+    rate = data["sample_rate"]
+    program = round(data["program_seconds"] * rate)
+    assert data["program_seconds"] >= 41.1
+    stems = {speaker: sf.read(rendered / path, dtype="float32")[0] for speaker, path in data["stems"].items()}
+    mix = sf.read(rendered / "mix.wav", dtype="float32")[0]
+    assert len(mix) == program and all(len(s) == program for s in stems.values())
+    for line in lines:
+        segment = sf.read(rendered / line["file"], dtype="float32")[0]
+        # The engine returns exactly the planned length; the planner never slows a line down.
+        assert len(segment) == round(line["target"] * rate)
+        assert line["duration"] == pytest.approx(line["target"], abs=1e-3)
+        assert line["target"] <= line["natural"] + 1e-3 and line["speed"] <= 1.25 + 1e-3
+        first = round(line["start"] * rate)
+        placed = stems[line["speaker"]][first : first + len(segment)]
+        np.testing.assert_allclose(placed, segment, atol=1e-6)
+    # Before the first line and in the 4 s gap the stems are silent.
+    assert not np.any(stems["ALICE"][: round(0.29 * rate)])
+    gap = slice(round(23.6 * rate), round(27.4 * rate))
+    assert not np.any(stems["ALICE"][gap]) and not np.any(stems["BOB"][gap])
+
+
+def test_the_tight_cue_is_sped_up_to_the_cap_and_marked_overflow(rendered):
+    tight = manifest(rendered)["lines"][7]
+    assert tight["text"].startswith("Okay, there's a small hotel")
+    assert tight["speed"] == pytest.approx(1.25, abs=1e-3)
+    assert "overflow" in tight["flags"]
+
+
+def test_rerun_synthesizes_nothing_and_rewrites_identical_files(rendered, example_args, monkeypatch):
+    before = tree_bytes(rendered)
+    # A rerun with nothing changed must not even load the TTS model.
+    import omnidub.engine.synthesis as synthesis
+
+    monkeypatch.setattr(synthesis.Engine, "__init__", lambda *a, **k: pytest.fail("the model was loaded"))
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", rendered)
+    assert result.exit_code == 0, result.output
+    assert set(statuses(rendered)) == {"cached"}
+    assert tree_bytes(rendered) == before
+
+
+def test_editing_one_line_renders_exactly_that_line(rendered, example_args, tmp_path):
+    out = tmp_path / "edited"
+    shutil.copytree(rendered, out)
+    srt = tmp_path / "dialogue.srt"
+    srt.write_text((EXAMPLES / "dialogue.srt").read_text().replace("What time should we leave?", "When do we leave?"))
+    result = render(srt, *example_args, "--out", out)
+    assert result.exit_code == 0, result.output
+    states = statuses(out)
+    assert states.count("rendered") == 1 and states[2] == "rendered" and states.count("cached") == 10
+
+
+def test_force_renders_everything_again(rendered, example_args, tmp_path):
+    out = tmp_path / "forced"
+    shutil.copytree(rendered, out)
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out, "--force")
+    assert result.exit_code == 0, result.output
+    assert set(statuses(out)) == {"rendered"}
+    # Same seeds, same settings: the audio is bit-identical to the first render.
+    assert tree_bytes(out) == tree_bytes(rendered)
+
+
+def test_changing_a_voice_rerenders_only_that_speakers_lines(rendered, tmp_path, whisper_tiny_en):
+    out = tmp_path / "revoiced"
+    shutil.copytree(rendered, out)
+    toml = tmp_path / "voices.toml"
+    text = (EXAMPLES / "voices.toml").read_text().replace('"voices/', f'"{EXAMPLES}/voices/')
+    toml.write_text(text.replace('[BOB]\naudio = "' + f"{EXAMPLES}/voices/bob.wav", '[BOB]\naudio = "' + f"{EXAMPLES}/voices/alice.wav")
+                    .replace("Well, I think we should leave on Friday. The weather looks better then, and the roads will be quiet.",
+                             "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."))
+    result = render(EXAMPLES / "dialogue.srt", "--voices", toml, "--model", "synthetic:tiny", "--asr-model", whisper_tiny_en, "--out", out)
+    assert result.exit_code == 0, result.output
+    for line in manifest(out)["lines"]:
+        assert line["status"] == ("rendered" if line["speaker"] == "BOB" else "cached")
+
+
+def test_flac_and_mp3_outputs_need_no_ffmpeg(rendered, example_args, tmp_path):
+    for fmt in ("flac", "mp3"):
+        out = tmp_path / fmt
+        shutil.copytree(rendered, out)
+        result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out, "--format", fmt)
+        assert result.exit_code == 0, result.output
+        info = sf.info(str(out / f"mix.{fmt}"))
+        assert info.duration == pytest.approx(manifest(out)["program_seconds"], abs=0.1)
+        assert (out / "stems" / f"ALICE.{fmt}").is_file()
+
+
+def test_a_line_the_model_rejects_fails_alone(tmp_path, example_args):
+    toml = tmp_path / "voices.toml"
+    toml.write_text(
+        f'[ALICE]\naudio = "{EXAMPLES}/voices/alice.wav"\n'
+        'text = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."\n'
+        '[BOB]\ninstruct = "purple dragon voice"\n'
+    )
+    script = tmp_path / "two.txt"
+    script.write_text("ALICE: Hello there, how are you?\nBOB: I am fine, thank you.\nALICE: Good to hear.\n")
+    out = tmp_path / "out"
+    args = [a if a != EXAMPLES / "voices.toml" else toml for a in example_args]
+    result = render(script, *args, "--out", out)
+    assert result.exit_code == 1
+    lines = manifest(out)["lines"]
+    assert [line["status"] for line in lines] == ["rendered", "failed", "rendered"]
+    assert "purple dragon" in lines[1]["error"]
+    assert (out / "mix.wav").is_file()
+
+
+def test_speaker_names_cannot_escape_the_output_folder(tmp_path, tiny_model_dir):
+    voice = EXAMPLES / "voices" / "alice.wav"
+    text = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."
+    script = tmp_path / "evil.vtt"
+    script.write_text(
+        "WEBVTT\n\n00:00:00.500 --> 00:00:02.000\n<v ../../escape>One line.\n\n"
+        "00:00:02.500 --> 00:00:04.000\n<v /etc/passwd>Two lines.\n\n"
+        "00:00:04.500 --> 00:00:06.000\n<v CON..\\..\\x>Three lines.\n"
+    )
+    box = tmp_path / "box"
+    out = box / "out"
+    before = set(tmp_path.rglob("*"))
+    result = render(script, "--voice", voice, "--voice-text", text, "--model", "synthetic:tiny",
+                    "--out", out, "--preset", _whole_reference_preset(tmp_path))
+    assert result.exit_code == 0, result.output
+    created = set(tmp_path.rglob("*")) - before
+    assert created and all(out in p.parents or p in (box, out) for p in created if p.name != "preset.toml")
+    assert len(list((out / "stems").iterdir())) == 3
+
+
+def _whole_reference_preset(tmp_path: Path) -> Path:
+    # Keeps the reference whole, so no ASR model is needed.
+    path = tmp_path / "preset.toml"
+    path.write_text("reference_seconds = 0\nsteps = 4\n")
+    return path
+
+
+def test_assembly_memory_does_not_grow_with_program_length(tmp_path):
+    rate = 24000
+    segment = tmp_path / "seg.wav"
+    sf.write(segment, np.full(rate * 2, 0.1, dtype=np.float32), rate, subtype="PCM_24")
+    peaks = {}
+    for minutes in (2, 120):
+        placements = [Placement(segment, 1.0, "A"), Placement(segment, minutes * 60 - 5.0, "A")]
+        tracemalloc.start()
+        assemble(placements, tmp_path / f"{minutes}.flac", rate, minutes * 60.0, "flac")
+        peaks[minutes] = tracemalloc.get_traced_memory()[1]
+        tracemalloc.stop()
+        assert sf.info(str(tmp_path / f"{minutes}.flac")).frames == minutes * 60 * rate
+    # A two-hour float buffer alone would be 690 MB; block-wise assembly stays near the two-minute peak.
+    assert peaks[120] < 1.5 * peaks[2] + 1_000_000
+    assert peaks[120] < 50_000_000
+
+
+def test_sparse_two_hour_program_renders_at_full_length(tmp_path, tiny_model_dir):
+    script = tmp_path / "sparse.txt"
+    script.write_text(
+        "[00:00:01.000 --> 00:00:03.000] A: Hello at the start.\n"
+        "[01:59:55.000 --> 01:59:58.000] A: And goodbye at the end.\n"
+    )
+    out = tmp_path / "out"
+    voice = EXAMPLES / "voices" / "alice.wav"
+    text = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."
+    result = render(script, "--voice", voice, "--voice-text", text, "--model", "synthetic:tiny", "--out", out,
+                    "--format", "flac", "--preset", _whole_reference_preset(tmp_path))
+    assert result.exit_code == 0, result.output
+    assert sf.info(str(out / "mix.flac")).duration == pytest.approx(7198.0, abs=0.01)
+
+
+def _long_script(path: Path, n: int = 40) -> Path:
+    path.write_text("".join(f"{'A' if i % 2 else 'B'}: This is line number {i} of a long scene.\n" for i in range(n)))
+    return path
+
+
+def _spawn(script: Path, out: Path, tmp_path: Path) -> subprocess.Popen:
+    voice = EXAMPLES / "voices" / "alice.wav"
+    text = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."
+    command = [sys.executable, "-m", "omnidub", "render", str(script), "--voice", str(voice), "--voice-text", text,
+               "--model", "synthetic:tiny", "--out", str(out), "--preset", str(_whole_reference_preset(tmp_path))]
+    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
+
+
+def _wait_for_rendered(out: Path, count: int, process: subprocess.Popen, limit: float = 300.0) -> None:
+    deadline = time.monotonic() + limit
+    while time.monotonic() < deadline:
+        try:
+            if statuses(out).count("rendered") >= count:
+                return
+        except (OSError, ValueError):
+            pass
+        if process.poll() is not None:
+            pytest.fail(f"render ended early: {process.stderr.read().decode()}")
+        time.sleep(0.05)
+    pytest.fail("render made no progress")
+
+
+def test_killed_mid_run_then_rerun_completes_and_renders_only_the_missing_lines(tmp_path, tiny_model_dir):
+    script, out = _long_script(tmp_path / "long.txt"), tmp_path / "out"
+    process = _spawn(script, out, tmp_path)
+    _wait_for_rendered(out, 3, process)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    done = sum(s == "rendered" for s in statuses(out))
+    assert 3 <= done < 40
+    result = render(script, "--voice", EXAMPLES / "voices" / "alice.wav", "--voice-text",
+                    "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today.",
+                    "--model", "synthetic:tiny", "--out", out, "--preset", tmp_path / "preset.toml")
+    assert result.exit_code == 0, result.output
+    states = statuses(out)
+    # Lines finished before the kill are reused (a line finished just before the manifest write counts too).
+    assert states.count("cached") >= done and states.count("rendered") == 40 - states.count("cached")
+    for line in manifest(out)["lines"]:
+        assert sf.info(str(out / line["file"])).frames > 0
+    assert not list(out.rglob(".*.tmp"))
+
+
+def test_ctrl_c_stops_after_the_line_in_flight_with_a_consistent_manifest(tmp_path, tiny_model_dir):
+    script, out = _long_script(tmp_path / "long.txt"), tmp_path / "out"
+    process = _spawn(script, out, tmp_path)
+    _wait_for_rendered(out, 2, process)
+    process.send_signal(signal.SIGINT)
+    _, stderr = process.communicate(timeout=300)
+    assert process.returncode == 130, stderr.decode()
+    assert "Traceback" not in stderr.decode()
+    lines = manifest(out)["lines"]
+    done = [line for line in lines if line["status"] == "rendered"]
+    assert 2 <= len(done) < 40
+    assert all(line["status"] == "pending" for line in lines if line not in done)
+    assert all((out / line["file"]).is_file() for line in done)
