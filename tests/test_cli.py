@@ -1,0 +1,158 @@
+"""The command line as a user meets it: help, bad input, the dry-run plan, qa, retakes and the bench smoke run."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from omnidub.cli import app
+
+from conftest import EXAMPLES, ROOT
+
+runner = CliRunner()
+ALICE_TEXT = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+def one_error_line(result) -> str:
+    assert result.exit_code == 2, result.output
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
+    assert "Traceback" not in result.output
+    return lines[0]
+
+
+def test_help_lists_the_three_commands():
+    result = subprocess.run([sys.executable, "-m", "omnidub", "--help"], capture_output=True, text=True, check=True)
+    for command in ("render", "qa", "bench"):
+        assert command in result.stdout
+
+
+def test_the_default_model_offline_is_one_clear_line():
+    # Run as a user would: a separate process, hub offline, the bundled example.
+    result = subprocess.run(
+        [sys.executable, "-m", "omnidub", "render", "examples/dialogue.srt", "--voices", "examples/voices.toml",
+         "--out", os.devnull + "-never"],
+        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+    )
+    assert result.returncode == 2
+    lines = result.stderr.strip().splitlines()
+    assert len(lines) == 1 and "k2-fsa/OmniVoice" in lines[0] and "--model" in lines[0], result.stderr
+    assert "synthetic:tiny" in lines[0]
+
+
+def test_dry_run_json_lists_every_cue_with_its_speaker_and_loads_no_model(monkeypatch):
+    import omnidub.engine.loading as loading
+
+    monkeypatch.setattr(loading, "load_model", lambda *a, **k: pytest.fail("a TTS model was loaded"))
+    result = run("render", EXAMPLES / "dialogue.srt", "--voices", EXAMPLES / "voices.toml", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    lines = json.loads(result.stdout)["lines"]
+    assert [line["index"] for line in lines] == list(range(1, 12))
+    assert [line["speaker"] for line in lines] == ["ALICE", "BOB"] * 3 + ["ALICE", "ALICE", "BOB", "ALICE", "BOB"]
+    assert lines[1]["text"] == "Yes, as long as the car is back from the garage."
+    assert all(line["language"] == "en" for line in lines)
+    assert {"start", "end", "target", "speed", "flags"} <= set(lines[0])
+    assert "overflow" in lines[7]["flags"]
+
+
+def test_dry_run_of_the_script_lays_lines_back_to_back():
+    result = run("render", EXAMPLES / "dialogue.txt", "--voices", EXAMPLES / "voices.toml", "--dry-run", "--json")
+    assert result.exit_code == 0, result.output
+    lines = json.loads(result.stdout)["lines"]
+    assert len(lines) == 11 and lines[0]["start"] == 0
+    for before, after in zip(lines, lines[1:]):
+        assert after["start"] == pytest.approx(before["start"] + before["target"] + 0.4, abs=2e-3)
+        assert not after["flags"]
+
+
+@pytest.mark.parametrize(
+    "content, suffix, expected",
+    [
+        ("1\n00:00:01,000 --> 00:00:xx,000\nALICE: Hi.\n", ".srt", "cue 1"),
+        ("1\n00:00:03,000 --> 00:00:01,000\nALICE: Hi.\n", ".srt", "before it starts"),
+        ("", ".srt", "empty"),
+        ("1\n00:00:01,000 --> 00:00:02,000\nCAROL: Hi.\n", ".srt", "CAROL"),
+        ("ALICE: Hi.\n", ".docx", ".docx"),
+    ],
+)
+def test_bad_input_is_one_line_and_exit_2(tmp_path, content, suffix, expected):
+    path = tmp_path / f"input{suffix}"
+    path.write_text(content)
+    line = one_error_line(run("render", path, "--voices", EXAMPLES / "voices.toml", "--dry-run"))
+    assert expected in line
+
+
+def test_missing_input_and_bad_settings_are_one_line(tmp_path):
+    assert "nope.srt" in one_error_line(run("render", tmp_path / "nope.srt", "--dry-run"))
+    assert "unknown preset" in one_error_line(run("render", EXAMPLES / "dialogue.srt", "--preset", "turbo", "--dry-run"))
+    missing = tmp_path / "voices.toml"
+    missing.write_text('[ALICE]\naudio = "gone.wav"\ntext = "hi"\n')
+    assert "gone.wav" in one_error_line(run("render", EXAMPLES / "dialogue.srt", "--voices", missing, "--dry-run"))
+    assert "folder not found" in one_error_line(
+        run("render", EXAMPLES / "dialogue.srt", "--voices", EXAMPLES / "voices.toml", "--model", tmp_path / "none")
+    )
+
+
+def test_qa_without_a_manifest_is_exit_2(tmp_path):
+    assert "manifest" in one_error_line(run("qa", tmp_path))
+
+
+@pytest.fixture(scope="module")
+def small_render(tmp_path_factory, tiny_model_dir, whisper_tiny_en):
+    folder = tmp_path_factory.mktemp("small")
+    script = folder / "two.txt"
+    script.write_text("ALICE: Thanks for coming in early.\nALICE: The traffic was terrible today.\n")
+    preset = folder / "preset.toml"
+    preset.write_text("reference_seconds = 0\nsteps = 4\n")
+    out = folder / "out"
+    result = run("render", script, "--voice", EXAMPLES / "voices" / "alice.wav", "--voice-text", ALICE_TEXT,
+                 "--model", "synthetic:tiny", "--preset", preset, "--out", out, "--retakes", "2",
+                 "--asr-model", whisper_tiny_en)
+    return result, out
+
+
+def test_render_retakes_record_every_attempt(small_render):
+    result, out = small_render
+    # Random weights speak noise, so QA fails every take: exit 1, and each line got its retakes.
+    assert result.exit_code == 1, result.output
+    manifest = json.loads((out / "manifest.json").read_text())
+    for line in manifest["lines"]:
+        attempts = line["attempts"]
+        assert len(attempts) == 3 and len({a["seed"] for a in attempts}) == 3
+        assert sum(a["chosen"] for a in attempts) == 1
+        chosen = next(a for a in attempts if a["chosen"])
+        assert chosen["key"] == line["key"]
+        assert chosen["error_rate"] == min(a["error_rate"] for a in attempts)
+    assert (out / "qa.json").is_file() and (out / "qa.html").is_file()
+
+
+def test_qa_command_reports_noise_as_failing(small_render, whisper_tiny_en):
+    _, out = small_render
+    result = run("qa", out, "--asr-model", whisper_tiny_en, "--json")
+    assert result.exit_code == 1
+    report = json.loads(result.stdout)
+    assert len(report["lines"]) == 2 and not report["passed"]
+    assert json.loads((out / "qa.json").read_text())["lines"][0]["index"] == 1
+
+
+def test_bench_quick_reports_every_row(tmp_path, tiny_model_dir):
+    target = tmp_path / "bench.json"
+    result = run("bench", "--quick", "--json", target)
+    assert result.exit_code == 0, result.output
+    data = json.loads(target.read_text())
+    names = [row["name"] for row in data["rows"]]
+    assert names == ["stock", "steps", "ref3s", "trimmed", "packed", "dtype", "batch"]
+    for row in data["rows"]:
+        assert row["rtf"] > 0 and row["audio_seconds"] > 0 and row["peak_mb"] > 0
+    assert data["rows"][0]["speedup_vs_stock"] == pytest.approx(1.0)
+    assert data["matmul_gflops"] and data["floor"]["row"] in names
