@@ -25,7 +25,8 @@ from omnidub.errors import OmnidubError
 from omnidub.mix import Placement, assemble, mix_gain, write_atomic
 from omnidub.presets import Preset
 from omnidub.script import Line, Script
-from omnidub.timing import FRAME_RATE, Target, natural_seconds, plan
+from omnidub.duration import FRAME_RATE, natural_seconds
+from omnidub.timing import Target, plan
 from omnidub.voices import PromptCache, Voice, prompt_key, voice_for
 
 MANIFEST = "manifest.json"

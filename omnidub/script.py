@@ -21,9 +21,9 @@ from __future__ import annotations
 import html
 import re
 from dataclasses import dataclass
-from functools import lru_cache
 from pathlib import Path
 
+from omnidub.duration import natural_seconds
 from omnidub.errors import OmnidubError
 
 DEFAULT_SPEAKER = "default"
@@ -135,16 +135,7 @@ def read_script(path, *, language: str | None = None, gap: float = 0.4) -> Scrip
 
 def estimate_natural_seconds(text: str) -> float:
     """Seconds OmniVoice would take to say `text` with no reference (upstream's rule-based fallback)."""
-    # Upstream falls back to "Nice to meet you." = 25 frames at 25 frames/s when it has no reference.
-    frames = _estimator().estimate_duration(text, "Nice to meet you.", 25)
-    return max(1, int(frames)) / 25.0
-
-
-@lru_cache(maxsize=1)
-def _estimator():
-    from omnivoice.utils.duration import RuleDurationEstimator
-
-    return RuleDurationEstimator()
+    return natural_seconds(text)
 
 
 def _read_text(path: Path) -> str:

@@ -7,14 +7,10 @@ duration, and a line is never slowed down to fill a slot.
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
 
+from omnidub.duration import FRAME_RATE
 from omnidub.script import Line
 
-FRAME_RATE = 25  # OmniVoice audio frames per second (24 kHz, hop 960)
-# Upstream's fallback when there is no reference (voice design): a short sentence spoken in one second.
-FALLBACK_REF_TEXT = "Nice to meet you."
-FALLBACK_REF_FRAMES = 25
 # Room left before the next line when a long line extends past its slot.
 NEXT_LINE_MARGIN = 0.05
 
@@ -45,26 +41,6 @@ class Target:
         if self.overflow > 0:
             flags.append("overflow")
         return tuple(flags)
-
-
-@lru_cache(maxsize=1)
-def _estimator():
-    from omnivoice.utils.duration import RuleDurationEstimator
-
-    return RuleDurationEstimator()
-
-
-def natural_seconds(text: str, ref_text: str | None, ref_seconds: float | None, speed: float = 1.0) -> float:
-    """OmniVoice's own length estimate for ``text``, at the pace of a reference (its transcript and length)."""
-    if ref_text and ref_seconds:
-        frames = ref_seconds * FRAME_RATE
-    else:
-        ref_text, frames = FALLBACK_REF_TEXT, FALLBACK_REF_FRAMES
-    estimate = _estimator().estimate_duration(text, ref_text, frames)
-    if speed and speed > 0:
-        estimate /= speed
-    # Upstream generates whole frames, at least one.
-    return max(1, int(estimate)) / FRAME_RATE
 
 
 def plan(lines: list[Line], naturals: list[float], *, max_speedup: float, timed: bool = True, gap: float = 0.4) -> list[Target]:
