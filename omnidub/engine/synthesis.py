@@ -40,7 +40,8 @@ class Request:
 
 @dataclass(frozen=True, eq=False)
 class Result:
-    """Audio of one line (float32 mono), with the wall seconds it cost and the frames generated."""
+    """Audio of one line (float32 mono), the wall seconds it cost (a batch's decoding time is shared equally
+    among its lines) and the frames generated."""
 
     audio: np.ndarray
     sample_rate: int
