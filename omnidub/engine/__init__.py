@@ -5,7 +5,7 @@ Exports are imported lazily so that ``omnidub.engine.loading`` and ``.synthetic`
 
 from __future__ import annotations
 
-__all__ = ["Engine", "Request", "Result", "generation_settings"]
+__all__ = ["Engine", "Request", "Result", "compare_logits", "generation_settings"]
 
 
 def __getattr__(name: str):

@@ -157,7 +157,7 @@ class Engine:
 
     @torch.inference_mode()
     def first_step_logits(self, requests: list[Request]) -> list[torch.Tensor]:
-        """First-step target logits per line, [2 (cond, uncond), C, frames, V] float32 on CPU (for bench)."""
+        """First-step target logits per line (all requests in one batch), [2 (cond, uncond), C, frames, V] float32 on CPU."""
         from omnidub.engine.cfg import Layout
 
         lines = [self._resolve(request) for request in requests]
@@ -261,6 +261,16 @@ class Engine:
             audio = fit_exact(match_reference_volume(audio[0], ref_rms), samples, self.sample_rate)
         seconds = line.seconds + time.perf_counter() - began
         return Result(np.ascontiguousarray(audio, dtype=np.float32), self.sample_rate, seconds, sum(line.frames))
+
+
+def compare_logits(a: Engine, b: Engine, requests: list[Request]) -> tuple[float, float]:
+    """Max |difference| and argmax agreement (0..1) of two engines' first-step logits on the same requests."""
+    diff, agree, total = 0.0, 0, 0
+    for x, y in zip(a.first_step_logits(requests), b.first_step_logits(requests)):
+        diff = max(diff, float((x - y).abs().max()))
+        agree += int((x.argmax(-1) == y.argmax(-1)).sum())
+        total += x[..., 0].numel()
+    return diff, agree / total
 
 
 def compile_llm(llm):
