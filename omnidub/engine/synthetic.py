@@ -20,7 +20,7 @@ from omnidub.errors import OmnidubError
 
 NAMES = ("tiny", "full")
 # Bump when the recipe changes so cached folders are rebuilt.
-RECIPE_VERSION = 1
+RECIPE_VERSION = 2
 SEED = 1234
 
 # Qwen3 adds these after the 151,643 byte-level BPE tokens (ids 151643..151668).
@@ -126,6 +126,8 @@ def _write_checkpoint(folder: Path, *, full: bool) -> None:
     )
     torch.manual_seed(SEED + 1)
     audio_tokenizer = HiggsAudioV2TokenizerModel(audio_config).eval()
+    # The shrunken tiny decoder barely responds to codes of unit scale; larger ones make tokens audible.
+    _randomize_codebooks(audio_tokenizer, std=1.0 if full else 300.0)
     audio_folder = folder / "audio_tokenizer"
     audio_tokenizer.save_pretrained(audio_folder)
     DacFeatureExtractor(feature_size=1, sampling_rate=24000, padding_value=0.0, hop_length=960).save_pretrained(audio_folder)
@@ -133,6 +135,20 @@ def _write_checkpoint(folder: Path, *, full: bool) -> None:
         json.dumps({"name": "full" if full else "tiny", "recipe": RECIPE_VERSION, "seed": SEED,
                     "note": "random weights: the audio is noise"}, indent=2)
     )
+
+
+def _randomize_codebooks(audio_tokenizer, std: float) -> None:
+    """Codebooks are buffers that transformers initialises to zeros; random ones make codes differ and decode
+    to different audio, as with trained weights."""
+    import torch
+
+    with torch.no_grad():
+        for quantizer in audio_tokenizer.quantizer.quantizers:
+            codebook = quantizer.codebook
+            codebook.embed.normal_(std=std)
+            codebook.embed_avg.copy_(codebook.embed)
+            codebook.cluster_size.fill_(1.0)
+            codebook.inited.fill_(1.0)
 
 
 def _wrap(tokenizer_object):

@@ -1,0 +1,66 @@
+"""Synthetic checkpoints: the real architecture, loaded through the real OmniVoice.from_pretrained."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from omnidub.engine import synthetic
+from omnidub.engine.loading import resolve_model
+from omnidub.errors import OmnidubError
+
+
+@pytest.fixture(scope="module")
+def tiny(tiny_model_dir):
+    from omnivoice.models.omnivoice import OmniVoice
+
+    return OmniVoice.from_pretrained(str(tiny_model_dir), dtype=torch.float32)
+
+
+def test_tiny_loads_through_upstream_with_omnivoice_control_tokens(tiny, tiny_model_dir):
+    assert resolve_model("synthetic:tiny").path == tiny_model_dir
+    assert tiny.sampling_rate == 24000 and tiny.audio_tokenizer.config.frame_rate == 25
+    ids = tiny.text_tokenizer.convert_tokens_to_ids(list(synthetic.OMNIVOICE_TOKENS))
+    assert tiny.text_tokenizer.unk_token_id not in ids and len(set(ids)) == 7
+    assert sum(p.numel() for p in tiny.parameters()) < 5_000_000
+
+
+def test_tiny_audio_depends_on_the_tokens(tiny):
+    codes = torch.randint(0, 1024, (2, 8, 50), generator=torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        first, second = (tiny.audio_tokenizer.decode(c[None]).audio_values for c in codes)
+    assert first.shape == second.shape == (1, 1, 50 * 960)
+    assert float((first - second).abs().max()) > 0.1 * float(first.abs().max())
+
+
+def test_full_has_exactly_the_released_shapes():
+    from omnivoice.models.omnivoice import OmniVoice, OmniVoiceConfig
+    from transformers import HiggsAudioV2TokenizerConfig, HiggsAudioV2TokenizerModel, Qwen3Config
+
+    # Built on the meta device: every shape, no memory.
+    with torch.device("meta"):
+        llm = Qwen3Config(vocab_size=151676, tie_word_embeddings=True, **synthetic.FULL_LLM)
+        model = OmniVoice(OmniVoiceConfig(llm_config=llm))
+        audio = HiggsAudioV2TokenizerModel(
+            HiggsAudioV2TokenizerConfig(
+                target_bandwidths=[0.5, 1, 1.5, 2], codebook_dim=64,
+                acoustic_model_config=dict(downsampling_ratios=[8, 5, 4, 2, 3], upsampling_ratios=[8, 5, 4, 2, 3], **synthetic.FULL_DAC),
+            )
+        )
+    assert sum(p.numel() for p in model.parameters()) == 612_577_280
+    assert sum(p.numel() for p in audio.parameters()) == 200_343_777
+    assert audio.config.hop_length == 960 and audio.config.num_quantizers == 8
+
+
+def test_full_tokenizes_like_qwen():
+    tokenizer = synthetic._qwen_tokenizer()
+    ids = tokenizer("Hello world, this is a short test of the dubbing pipeline.", add_special_tokens=False).input_ids
+    assert len(ids) == 14
+    assert len(tokenizer) == 151676
+    assert tokenizer.convert_tokens_to_ids("<|endoftext|>") == 151643
+    assert tokenizer.convert_tokens_to_ids(["<|denoise|>", "<|text_end|>"]) == [151669, 151675]
+
+
+def test_unknown_synthetic_name_is_a_user_error():
+    with pytest.raises(OmnidubError, match="synthetic:tiny or synthetic:full"):
+        resolve_model("synthetic:huge")
