@@ -34,6 +34,7 @@ LINES = (
     "Great. I'll bring the map and the umbrellas.",
 )
 ROWS = ("stock", "steps", "ref3s", "trimmed", "packed", "dtype", "batch", "compile")
+SHORT_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 LABELS = {"stock": "stock", "steps": "12 steps", "ref3s": "3 s ref", "trimmed": "trimmed", "packed": "packed",
           "dtype": "dtype", "batch": "batch", "compile": "compile"}
 TITLES = {
@@ -444,19 +445,23 @@ def _cpu_name() -> str:
 
 def print_bench(result: BenchResult, console) -> None:
     """The ladder as a rich table, then the machine and the hardware floor."""
+    from rich import box
     from rich.table import Table
 
-    table = Table(title=f"omnidub bench · {result.model} · {len(result.lines)} line(s) · median of {result.repeat}")
-    for column in ("#", "row", "steps", "cfg", "dtype", "batch", "ref s", "RTF", "s/line", "vs stock", "vs above", "peak MB"):
-        table.add_column(column, justify="left" if column in ("row", "cfg", "dtype") else "right")
+    table = Table(title=f"omnidub bench · {result.model} · {len(result.lines)} line(s) · median of {result.repeat}",
+                  box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    for column in ("row", "steps", "cfg", "dtype", "ref", "RTF", "s/line", "×stock", "×above", "MB"):
+        table.add_column(column, justify="left" if column in ("row", "cfg", "dtype") else "right", no_wrap=True)
     for row in result.rows:
+        label = f"{ROWS.index(row.name) + 1} {LABELS[row.name]}" + (f" {row.batch}" if row.name == "batch" else "")
         table.add_row(
-            str(ROWS.index(row.name) + 1), LABELS[row.name], str(row.steps), row.cfg, row.dtype.replace("float", "fp").replace("bfloat", "bf"),
-            str(row.batch), f"{row.reference_seconds:.1f}", f"{row.rtf:.2f}", f"{row.seconds / len(result.lines):.2f}",
-            _x(row.speedup_vs_stock), _x(row.speedup_vs_previous), f"{row.peak_mb:.0f}",
+            label, str(row.steps), row.cfg, SHORT_DTYPES.get(row.dtype, row.dtype), f"{row.reference_seconds:.1f}",
+            f"{row.rtf:.2f}", f"{row.seconds / len(result.lines):.1f}", _x(row.speedup_vs_stock),
+            _x(row.speedup_vs_previous), f"{row.peak_mb:.0f}",
         )
     console.print(table)
     m = result.machine
+    console.print("ref: reference seconds · RTF: wall / audio seconds · MB: peak memory (RSS on CPU, allocated on GPU)")
     console.print(f"machine: {m['cpu']} · {m['cores']} cores · torch {m['torch']} · {m['device']}"
                   + (f" ({m['gpu']})" if m.get("gpu") else "") + f" · {m['threads']} threads")
     for row in result.rows:
@@ -472,8 +477,8 @@ def print_bench(result: BenchResult, console) -> None:
     floor = result.floor
     if floor:
         fraction = f" = {floor['fraction_of_peak']:.0%} of the matmul peak" if floor.get("fraction_of_peak") else ""
-        console.print(f"floor: row '{floor['row']}' does {floor['forward_gflop']:,.3g} GFLOP of transformer work at "
-                      f"{floor['achieved_gflops']:,.3g} GFLOP/s over its wall time{fraction}")
+        console.print(f"floor: row '{floor['row']}' does {floor['forward_gflop']:,.4g} GFLOP of transformer work at "
+                      f"{floor['achieved_gflops']:,.4g} GFLOP/s over its wall time{fraction}")
 
 
 def _x(value: float | None) -> str:

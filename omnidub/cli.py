@@ -226,6 +226,8 @@ def _print_plan(targets, as_json: bool) -> None:
         return
     table = Table(
         box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        collapse_padding=True,
         title="Plan (targets estimated from each whole reference)",
         caption="fast: sped up to fit · long: runs into the silence after its slot · OVER: longer than its room",
     )
@@ -236,7 +238,7 @@ def _print_plan(targets, as_json: bool) -> None:
     ]
     for column in ("#", "speaker", "start", "end", "natural", "target", "speed", "flags"):
         table.add_column(column, justify="left" if column in ("speaker", "flags") else "right")
-    table.add_column("text", min_width=16)
+    table.add_column("text", ratio=1)
     for r, c in zip(rows, cells):
         table.add_row(*(escape(x) for x in c), escape(r["text"]))
     out.print(table)

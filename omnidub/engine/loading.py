@@ -81,7 +81,9 @@ def resolve_model(spec: str = DEFAULT_MODEL) -> ModelSource:
         from omnidub.engine.synthetic import build_synthetic
 
         name = spec[len(SYNTHETIC_PREFIX):]
-        return ModelSource(spec=spec, path=build_synthetic(name), synthetic=name)
+        with _quiet():
+            path = build_synthetic(name)
+        return ModelSource(spec=spec, path=path, synthetic=name)
     local = Path(spec).expanduser()
     if local.is_dir():
         if not (local / "config.json").is_file():
