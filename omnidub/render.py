@@ -27,10 +27,12 @@ from omnidub.presets import Preset
 from omnidub.script import Line, Script
 from omnidub.duration import FRAME_RATE, natural_seconds
 from omnidub.timing import Target, plan
-from omnidub.voices import PromptCache, Voice, prompt_key, voice_for
+from omnidub.voices import PromptCache, Voice, prompt_key, voice_for, voice_prompt
 
 MANIFEST = "manifest.json"
 SEGMENT_FORMAT = "wav"  # segments stay lossless: they are the cache; --format applies to stems and the mix
+# OmniVoice's audio rate; references are loaded at it (upstream would resample anything else anyway).
+MODEL_SAMPLE_RATE = 24000
 
 
 @dataclass(frozen=True)
@@ -258,35 +260,38 @@ class Renderer:
 
     def prepare_speakers(self) -> dict[str, Speaker]:
         """One prompt per distinct voice: from the prompt cache, else trimmed, transcribed and encoded once."""
-        from omnidub.voices import prepare_reference
-
         cache = PromptCache(prompt_cache_dir())
+        asr = self.asr()
+        # Which ASR model finds the cut (and any missing transcript) decides the prompt too.
+        identity = {**self.model_identity, "asr": asr.name if asr is not None else None}
         by_voice: dict[Voice, Speaker] = {}
         speakers = {}
         for name in sorted({line.speaker for line in self.script.lines}):
             voice = voice_for(name, self.voices)
             if voice not in by_voice:
-                if voice.audio is None:  # voice design: no reference, upstream's default pace
-                    by_voice[voice] = Speaker(name, voice, None, prompt_key(voice, self.preset, self.model_identity), None, None)
-                else:
-                    key = prompt_key(voice, self.preset, self.model_identity)
-                    prompt = cache.get(key)
-                    note = f"{voice.speaker}: reference prompt from cache"
-                    if prompt is None:
-                        self.listener.step(f"preparing the voice of {voice.speaker}")
-                        reference = prepare_reference(voice, sample_rate=self._sample_rate(), preset=self.preset, asr=self.asr())
-                        prompt = self.engine.encode_prompt(reference.audio, reference.sample_rate, reference.text)
-                        cache.put(key, prompt)
-                        note = f"{voice.speaker}: {reference.note}" if reference.note else ""
-                    frames = int(prompt.ref_audio_tokens.shape[-1])
-                    by_voice[voice] = Speaker(name, voice, prompt, key, prompt.ref_text, frames / FRAME_RATE, note)
-                    if note:
-                        self.listener.note(note)
+                by_voice[voice] = self._speaker(name, voice, cache, identity)
             speakers[name] = by_voice[voice]
         return speakers
 
-    def _sample_rate(self) -> int:
-        return int(self.engine.sample_rate)
+    def _speaker(self, name: str, voice: Voice, cache: PromptCache, identity: dict) -> Speaker:
+        key = prompt_key(voice, self.preset, identity)
+        if voice.audio is None:  # voice design: no reference, upstream's default pace
+            return Speaker(name, voice, None, key, None, None)
+        if not cache.path(key).is_file():
+            self.listener.step(f"preparing the voice of {voice.speaker}")
+        prompt, reference = voice_prompt(
+            voice, cache=cache, preset=self.preset, model_identity=identity, sample_rate=MODEL_SAMPLE_RATE,
+            asr=self.asr(), encode=lambda ref: self.engine.encode_prompt(ref.audio, ref.sample_rate, ref.text),
+        )
+        note = reference.note if reference is not None else "reference prompt from cache"
+        if note:
+            note = f"{voice.speaker}: {note}"
+            self.listener.note(note)
+        frames = int(prompt.ref_audio_tokens.shape[-1])
+        # Lines are keyed by what the prompt holds, so a prompt prepared differently re-renders its lines.
+        digest = hashlib.sha256(prompt.ref_audio_tokens.cpu().numpy().tobytes())
+        digest.update(f"{prompt.ref_text}\0{float(prompt.ref_rms):.9g}".encode())
+        return Speaker(name, voice, prompt, digest.hexdigest(), prompt.ref_text, frames / FRAME_RATE, note)
 
     # -- lines --------------------------------------------------------------------------------------------
     def _file_names(self, speakers: dict[str, Speaker]) -> dict[str, str]:
@@ -466,7 +471,7 @@ class Renderer:
         for entry in self.entries:
             if entry["status"] in ("rendered", "cached"):
                 return sf.info(str(self.out_dir / entry["file"])).samplerate
-        return 24000
+        return MODEL_SAMPLE_RATE
 
     def _remove_stale(self, names: dict[str, str]) -> None:
         """Drop segment and stem files that no line or speaker of this script owns any more."""
@@ -501,7 +506,7 @@ class Renderer:
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "model": self.model_identity,
             "settings": {**asdict(self.preset), **self.settings},
-            "sample_rate": 24000 if self._engine is None else int(self._engine.sample_rate),
+            "sample_rate": MODEL_SAMPLE_RATE if self._engine is None else int(self._engine.sample_rate),
             "program_seconds": None if program is None else round(program, 3),
             "format": self.fmt,
             "stems": {speaker: path for speaker, path in outputs.items() if speaker},

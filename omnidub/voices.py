@@ -60,6 +60,9 @@ class Reference:
     trimmed: bool
     source_seconds: float
     note: str
+    # Kept whole only because no ASR model could be loaded: a later run with one should trim it, so it is
+    # not worth caching.
+    provisional: bool = False
 
 
 # ---------------------------------------------------------------------------------------------------------
@@ -246,8 +249,8 @@ def prepare_reference(voice: Voice, *, sample_rate: int, preset: Preset, asr: As
     else:
         target, (low, high) = WHOLE_REFERENCE_SECONDS, (WHOLE_REFERENCE_SECONDS * 0.75, WHOLE_REFERENCE_SECONDS)
 
-    def result(clip: np.ndarray, text: str, trimmed: bool) -> Reference:
-        return Reference(voice.speaker, clip, sample_rate, text, trimmed, seconds, "; ".join(notes))
+    def result(clip: np.ndarray, text: str, trimmed: bool, provisional: bool = False) -> Reference:
+        return Reference(voice.speaker, clip, sample_rate, text, trimmed, seconds, "; ".join(notes), provisional)
 
     if seconds <= high:
         if voice.text:
@@ -257,23 +260,23 @@ def prepare_reference(voice: Voice, *, sample_rate: int, preset: Preset, asr: As
         notes.append(f"kept whole ({seconds:.1f} s); transcript by ASR ({asr.name}): {text!r}")
         return result(audio, text, False)
 
-    def keep_whole(why: str, transcript: str | None = None) -> Reference:
+    def keep_whole(why: str, transcript: str | None = None, provisional: bool = False) -> Reference:
         text = voice.text or transcript or _transcribe_whole(voice, audio, sample_rate, asr)
         notes.append(f"kept whole ({seconds:.1f} s): {why}")
         if not voice.text:
             notes.append(f"transcript by ASR ({asr.name}): {text!r}")
-        return result(audio, text, False)
+        return result(audio, text, False, provisional)
 
     if asr is None:
         if not voice.text:
             raise OmnidubError(_no_transcript(voice))
-        return keep_whole("no ASR model to find word boundaries")
+        return keep_whole("no ASR model to find word boundaries", provisional=True)
     try:
         heard = asr.transcribe(audio, sample_rate, language=_whisper_language(voice.language), word_timestamps=True)
     except OmnidubError as exc:
         if not voice.text:
             raise
-        return keep_whole(f"no ASR model to find word boundaries ({exc})")
+        return keep_whole(f"no ASR model to find word boundaries ({exc})", provisional=True)
 
     cuts = _pause_cuts(audio, sample_rate, heard.words, low, high, target)
     if not cuts:
@@ -445,7 +448,7 @@ def voice_prompt(
         return prompt, None
     reference = prepare_reference(voice, sample_rate=sample_rate, preset=preset, asr=asr)
     prompt = encode(reference)
-    if cache is not None:
+    if cache is not None and not reference.provisional:
         cache.put(key, prompt)
     return prompt, reference
 

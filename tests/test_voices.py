@@ -342,7 +342,7 @@ def test_prompt_cache_round_trip_and_corrupt_file_is_a_miss(tmp_path):
     assert cache.get("k") is None
 
 
-def test_cache_hit_loads_no_asr_model_and_encodes_nothing(tmp_path):
+def test_cache_hit_loads_no_asr_model_and_encodes_nothing(tmp_path, asr):
     cache = PromptCache(tmp_path / "prompts")
     encoded = []
 
@@ -352,9 +352,10 @@ def test_cache_hit_loads_no_asr_model_and_encodes_nothing(tmp_path):
 
     first, reference = voice_prompt(
         voice(text="The quick brown fox jumps over the lazy dog."), cache=cache, preset=FAST,
-        model_identity=IDENTITY, sample_rate=RATE, asr=Asr("small", device="cpu"), encode=encode,
+        model_identity=IDENTITY, sample_rate=RATE, asr=asr, encode=encode,
     )
     assert len(encoded) == 1 and reference is not None and first.ref_text == reference.text
+    assert not reference.provisional
 
     def no_encode(reference):
         raise AssertionError("encoded again")
@@ -364,3 +365,15 @@ def test_cache_hit_loads_no_asr_model_and_encodes_nothing(tmp_path):
         model_identity=IDENTITY, sample_rate=RATE, asr=NoAsr(), encode=no_encode,
     )
     assert reference is None and again.ref_text == first.ref_text
+
+
+def test_a_reference_kept_whole_for_want_of_asr_is_not_cached(tmp_path):
+    cache = PromptCache(tmp_path / "prompts")
+    prompt, reference = voice_prompt(
+        voice(text="The quick brown fox jumps over the lazy dog."), cache=cache, preset=FAST,
+        model_identity=IDENTITY, sample_rate=RATE, asr=Asr(str(tmp_path / "no-model"), device="cpu"),
+        encode=lambda ref: make_prompt(ref.text),
+    )
+    assert reference.provisional and not reference.trimmed and "no ASR model" in reference.note
+    # The next run, with an ASR model, should get the chance to trim it.
+    assert not list((tmp_path / "prompts").glob("*"))

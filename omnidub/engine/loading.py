@@ -146,8 +146,10 @@ def _quiet():
     finally:
         logging.disable(logging.NOTSET)
         hf_logging.set_verbosity(verbosity)
-        hf_logging.enable_progress_bar()
         if previous is None:
             os.environ.pop("HF_HUB_DISABLE_PROGRESS_BARS", None)
         else:
             os.environ["HF_HUB_DISABLE_PROGRESS_BARS"] = previous
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")  # the hub warns when the user's own setting keeps bars off
+            hf_logging.enable_progress_bar()
