@@ -13,9 +13,10 @@ import platform
 import statistics
 import threading
 import time
-import tomllib
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
+
+import tomllib
 
 from omnidub.errors import OmnidubError
 from omnidub.presets import Preset, load_preset
@@ -470,7 +471,7 @@ def print_bench(result: BenchResult, console) -> None:
         if row.logits_max_abs_diff is not None:
             console.print(f"{row.dtype} vs float32 first-step logits: max |Δ| {row.logits_max_abs_diff:.4f}, "
                           f"argmax agreement {row.argmax_agreement:.2%}")
-    for i, row in enumerate(result.rows, 1):
+    for row in result.rows:
         console.print(f"  {ROWS.index(row.name) + 1}. {row.title}", highlight=False)
     matmul = ", ".join(f"{dt} {g:,.0f} GFLOP/s" for dt, g in result.matmul_gflops.items())
     console.print(f"dense 2048³ matmul: {matmul}")

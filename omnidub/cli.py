@@ -12,9 +12,9 @@ from pathlib import Path
 from typing import List, Optional
 
 import typer
+from rich import box
 from rich.console import Console
 from rich.markup import escape
-from rich import box
 from rich.table import Table
 
 from omnidub.errors import OmnidubError
@@ -277,7 +277,15 @@ class _ProgressListener:
     """Shows render progress with rich: lines done, cached vs rendered, speaker, elapsed, ETA, running RTF."""
 
     def __init__(self, console: Console):
-        from rich.progress import BarColumn, MofNCompleteColumn, Progress, SpinnerColumn, TextColumn, TimeElapsedColumn, TimeRemainingColumn
+        from rich.progress import (
+            BarColumn,
+            MofNCompleteColumn,
+            Progress,
+            SpinnerColumn,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
 
         self.console = console
         self.progress = Progress(

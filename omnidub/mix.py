@@ -42,7 +42,7 @@ def assemble(placements: list[Placement], out: Path, sample_rate: int, total_sec
     total = int(round(total_seconds * sample_rate))
     tmp = out.with_name(f".{out.name}.tmp")
     with sf.SoundFile(tmp, "w", sample_rate, 1, format=major, subtype=subtype) as sink:
-        for block_start, block in _blocks(placements, sample_rate, total):
+        for _, block in _blocks(placements, sample_rate, total):
             sink.write(np.clip(block * gain, -1.0, 1.0))
     os.replace(tmp, out)
 

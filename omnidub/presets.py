@@ -3,10 +3,11 @@
 from __future__ import annotations
 
 import dataclasses
-import tomllib
 from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
+
+import tomllib
 
 from omnidub.errors import OmnidubError
 

@@ -7,12 +7,13 @@ a crash loses at most the line in flight.
 
 from __future__ import annotations
 
+import filecmp
 import hashlib
 import json
 import os
 import re
+import shutil
 import signal
-import time
 from dataclasses import asdict, dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -21,11 +22,10 @@ from typing import Callable
 import soundfile as sf
 
 from omnidub import __version__
-from omnidub.errors import OmnidubError
+from omnidub.duration import FRAME_RATE, natural_seconds
 from omnidub.mix import Placement, assemble, mix_gain, write_atomic
 from omnidub.presets import Preset
 from omnidub.script import Line, Script
-from omnidub.duration import FRAME_RATE, natural_seconds
 from omnidub.timing import Target, plan
 from omnidub.voices import PromptCache, Voice, prompt_key, voice_for, voice_prompt
 
@@ -214,9 +214,9 @@ class Renderer:
 
         self.entries = [self._entry(t, speakers[t.line.speaker], names, previous) for t in targets]
         pending = [i for i, e in enumerate(self.entries) if e["status"] != "cached"]
-        for i, entry in enumerate(self.entries):
+        for entry in self.entries:
             if entry["status"] == "cached":
-                self._link(entry)
+                self._place(entry)
         self._write_manifest()
         self.listener.start(len(self.entries), len(self.entries) - len(pending))
         for entry in self.entries:
@@ -392,7 +392,7 @@ class Renderer:
     def _store(self, entry: dict, audio, sample_rate: int) -> None:
         write_atomic(self._cached_path(entry["key"]), audio, sample_rate, SEGMENT_FORMAT)
         entry["duration"] = round(len(audio) / sample_rate, 3)
-        self._link(entry)
+        self._place(entry)
 
     def _fail(self, entry: dict, exc: Exception) -> None:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
@@ -403,20 +403,14 @@ class Renderer:
     def _cached_path(self, key: str) -> Path:
         return self.out_dir / ".cache" / f"{key}.{SEGMENT_FORMAT}"
 
-    def _link(self, entry: dict) -> None:
-        """Put the cached audio at the line's segment name (a hard link where the file system allows)."""
+    def _place(self, entry: dict) -> None:
+        """Put a copy of the cached audio at the line's segment name (a copy, so editing a segment never
+        reaches the cache)."""
         source, dest = self._cached_path(entry["key"]), self.out_dir / entry["file"]
-        # rename() between two links of one file does nothing and would leave the temporary link behind.
-        if dest.exists() and os.path.samefile(source, dest):
+        if dest.is_file() and filecmp.cmp(source, dest, shallow=False):
             return
         tmp = dest.with_name(f".{dest.name}.tmp")
-        tmp.unlink(missing_ok=True)
-        try:
-            os.link(source, tmp)
-        except OSError:
-            import shutil
-
-            shutil.copyfile(source, tmp)
+        shutil.copyfile(source, tmp)
         os.replace(tmp, dest)
 
     # -- retakes ------------------------------------------------------------------------------------------
@@ -439,7 +433,7 @@ class Renderer:
     def adopt(self, entry: dict, take: dict) -> None:
         """Make a take the line's audio; the line's base key stays, so reruns keep the take."""
         entry.update(key=take["key"], seed=take["seed"], duration=take["duration"])
-        self._link(entry)
+        self._place(entry)
         self._write_manifest()
 
     def reassemble(self) -> dict[str, str]:

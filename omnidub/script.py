@@ -124,7 +124,7 @@ def read_script(path, *, language: str | None = None, gap: float = 0.4) -> Scrip
 
     lines: list[Line] = []
     clock = 0.0
-    for index, (cue, speaker, words, start, end) in enumerate(pieces, 1):
+    for index, (_cue, speaker, words, start, end) in enumerate(pieces, 1):
         if not timed:
             start, end = clock, clock + estimate_natural_seconds(words)
             clock = end + gap

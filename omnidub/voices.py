@@ -14,12 +14,12 @@ import hashlib
 import json
 import os
 import re
-import tomllib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
 import numpy as np
+import tomllib
 
 from omnidub.asr import Asr, Word
 from omnidub.errors import OmnidubError

@@ -6,14 +6,12 @@ import json
 import os
 import subprocess
 import sys
-from pathlib import Path
 
 import pytest
+from conftest import EXAMPLES, ROOT
 from typer.testing import CliRunner
 
 from omnidub.cli import app
-
-from conftest import EXAMPLES, ROOT
 
 runner = CliRunner()
 ALICE_TEXT = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."

@@ -15,12 +15,11 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from conftest import EXAMPLES
 from typer.testing import CliRunner
 
 from omnidub.cli import app
 from omnidub.mix import Placement, assemble
-
-from conftest import EXAMPLES
 
 runner = CliRunner()
 

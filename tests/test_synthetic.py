@@ -35,7 +35,11 @@ def test_tiny_audio_depends_on_the_tokens(tiny):
 
 def test_full_has_exactly_the_released_shapes():
     from omnivoice.models.omnivoice import OmniVoice, OmniVoiceConfig
-    from transformers import HiggsAudioV2TokenizerConfig, HiggsAudioV2TokenizerModel, Qwen3Config
+    from transformers import (
+        HiggsAudioV2TokenizerConfig,
+        HiggsAudioV2TokenizerModel,
+        Qwen3Config,
+    )
 
     # Built on the meta device: every shape, no memory.
     with torch.device("meta"):

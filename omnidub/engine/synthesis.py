@@ -12,7 +12,12 @@ import torch
 
 from omnidub.engine.cfg import Item, resolve_layout
 from omnidub.engine.decode import Sampling, decode
-from omnidub.engine.loading import load_model, resolve_device, resolve_dtype, resolve_model
+from omnidub.engine.loading import (
+    load_model,
+    resolve_device,
+    resolve_dtype,
+    resolve_model,
+)
 from omnidub.engine.postprocess import fit_exact, match_reference_volume
 from omnidub.errors import OmnidubError
 from omnidub.presets import Preset

@@ -87,7 +87,12 @@ def build_synthetic(name: str) -> Path:
 def _write_checkpoint(folder: Path, *, full: bool) -> None:
     import torch
     from omnivoice.models.omnivoice import OmniVoice, OmniVoiceConfig
-    from transformers import DacFeatureExtractor, HiggsAudioV2TokenizerConfig, HiggsAudioV2TokenizerModel, Qwen3Config
+    from transformers import (
+        DacFeatureExtractor,
+        HiggsAudioV2TokenizerConfig,
+        HiggsAudioV2TokenizerModel,
+        Qwen3Config,
+    )
 
     tokenizer = _qwen_tokenizer() if full else _tiny_tokenizer()
     tokenizer.save_pretrained(folder)
