@@ -39,7 +39,7 @@ _LANGUAGE_ALIASES = {
 FLAG_LABELS = {
     "wer": "too many word errors",
     "cer": "too many character errors",
-    "overflow": "longer than its slot",
+    "overflow": "runs past its slot and the silence after it",
     "overlap": "runs into the speaker's next line",
     "clipping": "clipped samples",
     "silent": "mostly silent",
@@ -335,7 +335,9 @@ def _check_one(out_dir: Path, entry: dict, asr: Asr, settings: QaSettings, neigh
 
     start, end = _number(entry.get("start")), _number(entry.get("end"), default=math.inf)
     slot = end - start if math.isfinite(end) else level.duration
-    overflow = max(0.0, level.duration - slot)
+    # A render may run a line into the silence after its slot, up to its limit; only past that is it late.
+    room_end = _number(entry["limit"], default=math.inf) if "limit" in entry else end
+    overflow = max(0.0, start + level.duration - room_end) if math.isfinite(room_end) else 0.0
     next_start = _next_start(entry, neighbours)
     overlap = max(0.0, start + level.duration - next_start) if next_start is not None else 0.0
 

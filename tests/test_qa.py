@@ -278,3 +278,20 @@ def test_bad_inputs_raise_one_clear_error(tmp_path, whisper):
              "file": "segments/0001-ALICE.wav", "status": "rendered"}
     with pytest.raises(OmnidubError, match=r"0001-ALICE\.wav \(line 1\)"):
         check_lines(tmp_path, [entry], whisper, max_wer=0.2, max_cer=0.1)
+
+
+def test_a_line_may_run_into_the_silence_after_its_slot_up_to_its_limit(tmp_path, whisper):
+    # The same 2.97 s of speech in the same 2 s slot: only the room the render gave the line decides.
+    lines = [
+        {"index": 1, "text": FOX, "start": 0.0, "end": 2.0, "audio": "fox"},
+        {"index": 2, "text": FOX, "start": 10.0, "end": 12.0, "limit": 13.5, "audio": "fox"},
+        {"index": 3, "text": FOX, "start": 20.0, "end": 22.0, "limit": 22.5, "audio": "fox"},
+        {"index": 4, "text": FOX, "start": 30.0, "end": 32.0, "limit": None, "audio": "fox"},
+    ]
+    out = _make_output(tmp_path, lines)
+    manifest = json.loads((out / "manifest.json").read_text())
+    checks = {c.index: c for c in check_lines(out, manifest["lines"], whisper, max_wer=1.0, max_cer=1.0)}
+    assert "overflow" in checks[1].flags  # no limit recorded: the slot's end is the limit
+    assert "overflow" not in checks[2].flags
+    assert "overflow" in checks[3].flags and checks[3].overflow == pytest.approx(0.47, abs=0.02)
+    assert "overflow" not in checks[4].flags  # the last line of the program may run on
