@@ -235,7 +235,7 @@ class Renderer:
         finally:
             if previous_handler is not None:
                 signal.signal(signal.SIGINT, previous_handler)
-        self.listener.finish()
+            self.listener.finish()
 
         outputs: dict[str, str] = {}
         self.program = program = max([t.end for t in targets] + [t.line.end for t in targets if self.script.timed] + [0.0])
@@ -523,6 +523,7 @@ class Renderer:
 
         def handler(signum, frame):
             if self._stop:
+                # The manifest already holds every finished line; only the line in flight is dropped.
                 raise KeyboardInterrupt
             self._stop = True
             self.listener.note("stopping after the line in flight (Ctrl-C again to stop now)")

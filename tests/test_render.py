@@ -183,10 +183,10 @@ def test_speaker_names_cannot_escape_the_output_folder(tmp_path, tiny_model_dir)
     assert len(list((out / "stems").iterdir())) == 3
 
 
-def _whole_reference_preset(tmp_path: Path) -> Path:
+def _whole_reference_preset(tmp_path: Path, steps: int = 4) -> Path:
     # Keeps the reference whole, so no ASR model is needed.
     path = tmp_path / "preset.toml"
-    path.write_text("reference_seconds = 0\nsteps = 4\n")
+    path.write_text(f"reference_seconds = 0\nsteps = {steps}\n")
     return path
 
 
@@ -227,11 +227,11 @@ def _long_script(path: Path, n: int = 40) -> Path:
     return path
 
 
-def _spawn(script: Path, out: Path, tmp_path: Path) -> subprocess.Popen:
+def _spawn(script: Path, out: Path, tmp_path: Path, steps: int = 4) -> subprocess.Popen:
     voice = EXAMPLES / "voices" / "alice.wav"
     text = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."
     command = [sys.executable, "-m", "omnidub", "render", str(script), "--voice", str(voice), "--voice-text", text,
-               "--model", "synthetic:tiny", "--out", str(out), "--preset", str(_whole_reference_preset(tmp_path))]
+               "--model", "synthetic:tiny", "--out", str(out), "--preset", str(_whole_reference_preset(tmp_path, steps))]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
 
 
@@ -282,3 +282,32 @@ def test_ctrl_c_stops_after_the_line_in_flight_with_a_consistent_manifest(tmp_pa
     assert 2 <= len(done) < 40
     assert all(line["status"] == "pending" for line in lines if line not in done)
     assert all((out / line["file"]).is_file() for line in done)
+
+
+def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path, tiny_model_dir):
+    import threading
+
+    script, out = _long_script(tmp_path / "long.txt"), tmp_path / "out"
+    # Many steps make each line slow enough that the second Ctrl-C lands while a line is in flight.
+    process = _spawn(script, out, tmp_path, steps=200)
+    heard, first_handled = [], threading.Event()
+
+    def read_stderr():
+        for raw in process.stderr:
+            heard.append(raw.decode(errors="replace"))
+            if "stopping after the line in flight" in heard[-1]:
+                first_handled.set()
+
+    reader = threading.Thread(target=read_stderr, daemon=True)
+    reader.start()
+    _wait_for_rendered(out, 1, process)
+    process.send_signal(signal.SIGINT)
+    assert first_handled.wait(120), "".join(heard)
+    process.send_signal(signal.SIGINT)
+    process.wait(timeout=300)
+    reader.join(timeout=10)
+    stderr = "".join(heard)
+    assert process.returncode == 130, stderr
+    assert "Traceback" not in stderr and "interrupted:" not in stderr  # stopped at once, not after the line
+    lines = manifest(out)["lines"]
+    assert all((out / line["file"]).is_file() for line in lines if line["status"] == "rendered")
