@@ -75,6 +75,11 @@ def resolve_dtype(spec: str, device: str):
     return torch.bfloat16 if cpu_has_native_bf16() else torch.float32
 
 
+def dtype_name(spec: str, device: str) -> str:
+    """The dtype ``spec`` resolves to on ``device``, by name ("bfloat16", ...)."""
+    return str(resolve_dtype(spec, device)).removeprefix("torch.")
+
+
 def resolve_model(spec: str = DEFAULT_MODEL) -> ModelSource:
     """Turn ``--model`` into a local folder: build a synthetic checkpoint or find/download a hub snapshot."""
     if spec.startswith(SYNTHETIC_PREFIX):

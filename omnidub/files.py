@@ -1,0 +1,37 @@
+"""Where omnidub keeps its caches, and the one way it writes a file: atomically."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+from pathlib import Path
+
+
+def cache_home() -> Path:
+    """omnidub's cache folder: OMNIDUB_CACHE, else the user cache dir."""
+    from platformdirs import user_cache_dir
+
+    return Path(os.environ.get("OMNIDUB_CACHE") or user_cache_dir("omnidub"))
+
+
+@contextlib.contextmanager
+def atomic_path(path: Path):
+    """Yield a temporary path beside ``path``; on success it replaces ``path``, on failure it is removed.
+
+    A crash never leaves a torn file under the real name, and concurrent writers never share a temporary."""
+    path = Path(path)
+    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    os.close(fd)
+    try:
+        yield Path(temp)
+        os.replace(temp, path)
+    except BaseException:
+        Path(temp).unlink(missing_ok=True)
+        raise
+
+
+def write_text_atomic(path: Path, text: str) -> None:
+    """Write a whole text file atomically (UTF-8)."""
+    with atomic_path(path) as temp:
+        temp.write_text(text, encoding="utf-8")
