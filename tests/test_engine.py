@@ -8,6 +8,7 @@ import pytest
 import torch
 
 from omnidub.engine import Engine, Request, compare_logits
+from omnidub.engine.synthesis import target_frames
 from omnidub.errors import OmnidubError
 from omnidub.presets import Preset
 
@@ -113,14 +114,20 @@ def test_same_line_twice_gives_identical_audio(engine, requests_):
     assert not torch.equal(fast.tokens([reseeded])[0], fast.tokens(requests_[:1])[0])
 
 
-@pytest.mark.parametrize("duration", [2.0, 1.234])
-def test_duration_gives_exact_sample_count(engine, prompts, duration):
+@pytest.mark.parametrize(("duration", "frames"), [(2.0, 50), (1.234, 30), (29 / 25, 29)])
+def test_duration_gives_exact_sample_count(engine, prompts, duration, frames):
     result = engine.synthesize([Request("Exactly this long, please.", prompts[0], "en", None, duration, seed=3)])[0]
     assert result.sample_rate == SR
     assert result.audio.shape == (round(duration * SR),)
-    assert result.frames == int(duration * 25)
+    assert result.frames == frames
     # Edges fade to silence, so placing the line in a stem never clicks.
     assert result.audio[0] == 0.0 and result.audio[-1] == 0.0
+
+
+def test_a_whole_number_of_frames_is_never_one_short():
+    # k/25 s must give k frames although k/25*25 is often a hair under k in floating point.
+    assert [target_frames(k / 25, 25) for k in range(1, 401)] == list(range(1, 401))
+    assert target_frames(1.234, 25) == 30 and target_frames(0.01, 25) == 1
 
 
 def test_natural_length_follows_upstream_estimate_and_postprocessing(engine, prompts):

@@ -192,7 +192,7 @@ class Engine:
             except ValueError as exc:
                 raise OmnidubError(str(exc).splitlines()[0]) from None
         natural = self._natural_frames(request.text, request.prompt)
-        frames = natural if request.duration is None else max(1, int(request.duration * self.frame_rate))
+        frames = natural if request.duration is None else target_frames(request.duration, self.frame_rate)
         seed = request.seed & 0x7FFF_FFFF_FFFF_FFFF
         if frames <= CHUNK_THRESHOLD_SECONDS * self.frame_rate:
             return _Line(request, [request.text], [frames], [seed], language, instruct, [None])
@@ -266,6 +266,12 @@ class Engine:
             audio = fit_exact(match_reference_volume(audio[0], ref_rms), samples, self.sample_rate)
         seconds = line.seconds + time.perf_counter() - began
         return Result(np.ascontiguousarray(audio, dtype=np.float32), self.sample_rate, seconds, sum(line.frames))
+
+
+def target_frames(seconds: float, frame_rate: int) -> int:
+    """Frames generated for a line of exactly ``seconds``: whole frames, at least one (n/rate seconds gives n)."""
+    # seconds * rate of an exact n/rate often lands just under n (29/25*25 = 28.999...): absorb that before flooring.
+    return max(1, int(seconds * frame_rate + 1e-6))
 
 
 def compare_logits(a: Engine, b: Engine, requests: list[Request]) -> tuple[float, float]:
