@@ -158,6 +158,17 @@ def test_voice_design_and_auto_voice_lines(engine):
         engine.synthesize([Request("Bad instruct.", None, "en", "purple dragon", 1.0, seed=2)])
 
 
+def test_a_resolved_model_source_is_not_resolved_again(engine, monkeypatch):
+    from omnidub.engine import synthesis
+
+    monkeypatch.setattr(synthesis, "resolve_model", lambda spec: pytest.fail(f"{spec} resolved again"))
+    same = Engine(engine.source, device="cpu", preset=engine.preset)
+    assert same.identity == engine.identity and same.identity["id"] == "synthetic:tiny"
+    # Another dtype reloads the weights, from the same source.
+    other = _with(engine, dtype="bfloat16")
+    assert other.model is not engine.model and other.dtype == "bfloat16" and other.identity == engine.identity
+
+
 def test_compile_is_opt_in_and_wraps_the_language_model(engine, monkeypatch, tmp_path):
     monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", "unset")
     monkeypatch.delenv("TORCHINDUCTOR_CACHE_DIR")

@@ -5,7 +5,6 @@ from __future__ import annotations
 import os
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import numpy as np
 import torch
@@ -13,6 +12,9 @@ import torch
 from omnidub.engine.cfg import Item, resolve_layout
 from omnidub.engine.decode import Sampling, decode
 from omnidub.engine.loading import (
+    DEFAULT_MODEL,
+    ModelSource,
+    dtype_name,
     load_model,
     resolve_device,
     resolve_dtype,
@@ -20,6 +22,7 @@ from omnidub.engine.loading import (
 )
 from omnidub.engine.postprocess import fit_exact, match_reference_volume
 from omnidub.errors import OmnidubError
+from omnidub.files import cache_home
 from omnidub.presets import Preset
 
 # Bump when the decoding loop or post-processing changes what a line sounds like (cache keys carry it).
@@ -59,7 +62,7 @@ def generation_settings(preset: Preset, device: str) -> dict:
     return {
         "steps": preset.steps,
         "cfg": resolve_layout(preset.cfg, device),
-        "dtype": str(resolve_dtype(preset.dtype, device)).removeprefix("torch."),
+        "dtype": dtype_name(preset.dtype, device),
         "guidance_scale": preset.guidance_scale,
         "t_shift": preset.t_shift,
         "layer_penalty_factor": preset.layer_penalty_factor,
@@ -84,20 +87,23 @@ class _Line:
 
 
 class Engine:
-    """A resident OmniVoice with omnidub's decoding loop; settings come from a preset."""
+    """A resident OmniVoice with omnidub's decoding loop; settings come from a preset.
 
-    def __init__(self, model_spec: str = "k2-fsa/OmniVoice", device: str = "auto", preset: Preset | None = None,
+    ``model`` is a ``--model`` spec, or a :class:`ModelSource` the caller already resolved."""
+
+    def __init__(self, model: str | ModelSource = DEFAULT_MODEL, device: str = "auto", preset: Preset | None = None,
                  *, _shared: "Engine | None" = None):
         self.preset = preset or Preset()
         if _shared is not None:
-            self.device, self.dtype, self.model, self.identity = _shared.device, _shared.dtype, _shared.model, _shared.identity
+            self.device, self.dtype, self.model = _shared.device, _shared.dtype, _shared.model
+            self.source, self.identity = _shared.source, _shared.identity
         else:
             self.device = resolve_device(device)
             dtype = resolve_dtype(self.preset.dtype, self.device)
-            self.dtype = str(dtype).removeprefix("torch.")
-            source = resolve_model(model_spec)
-            self.model = load_model(source, self.device, dtype)
-            self.identity = dict(source.identity)
+            self.dtype = dtype_name(self.preset.dtype, self.device)
+            self.source = model if isinstance(model, ModelSource) else resolve_model(model)
+            self.model = load_model(self.source, self.device, dtype)
+            self.identity = dict(self.source.identity)
             # Prompts are encoded, and audio decoded, in float32 whatever the language model runs in.
             if self.model.audio_tokenizer.dtype != torch.float32:
                 self.model.audio_tokenizer.float()
@@ -119,8 +125,8 @@ class Engine:
 
     def with_preset(self, preset: Preset) -> "Engine":
         """An engine with other settings over the same resident model (reloads only if the dtype changes)."""
-        if str(resolve_dtype(preset.dtype, self.device)).removeprefix("torch.") != self.dtype:
-            return Engine(self.identity["id"], self.device, preset)
+        if dtype_name(preset.dtype, self.device) != self.dtype:
+            return Engine(self.source, self.device, preset)
         return Engine(preset=preset, _shared=self)
 
     @property
@@ -287,10 +293,7 @@ def compare_logits(a: Engine, b: Engine, requests: list[Request]) -> tuple[float
 def compile_llm(llm):
     """torch.compile the language model (dynamic shapes), caching inductor's output on disk across runs."""
     if "TORCHINDUCTOR_CACHE_DIR" not in os.environ:
-        from platformdirs import user_cache_dir
-
-        root = os.environ.get("OMNIDUB_CACHE") or user_cache_dir("omnidub")
-        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(Path(root) / "inductor")
+        os.environ["TORCHINDUCTOR_CACHE_DIR"] = str(cache_home() / "inductor")
     return torch.compile(llm, dynamic=True)
 
 
