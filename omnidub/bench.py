@@ -18,6 +18,7 @@ from pathlib import Path
 
 import tomllib
 
+from omnidub.duration import FRAME_RATE
 from omnidub.errors import OmnidubError
 from omnidub.presets import Preset, load_preset
 
@@ -117,40 +118,50 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
     """Run the ladder and return every figure."""
     import torch
 
-    from omnidub.engine import Engine
-    from omnidub.engine.loading import resolve_device, resolve_model
+    from omnidub.engine import Engine, Request, compare_logits
+    from omnidub.engine.loading import (
+        DEFAULT_MODEL,
+        dtype_name,
+        resolve_device,
+        resolve_model,
+    )
+    from omnidub.voices import load_audio
 
     say = console.print if console is not None else (lambda *a, **k: None)
+    device = resolve_device(options.device)
+    selected = _select_rows(options.rows, options.compile)
+    full_path, full_text, cut_path, cut_text = _references(options)
     model_spec = "synthetic:tiny" if options.quick else options.model
     if model_spec is None:
         try:
-            resolve_model("k2-fsa/OmniVoice")
-            model_spec = "k2-fsa/OmniVoice"
+            source = resolve_model(DEFAULT_MODEL)
+            model_spec = DEFAULT_MODEL
         except OmnidubError:
             model_spec = "synthetic:full"
-            say("[bold yellow]notice:[/] k2-fsa/OmniVoice is not reachable: benchmarking synthetic:full "
+            source = resolve_model(model_spec)
+            say(f"[bold yellow]notice:[/] {DEFAULT_MODEL} is not reachable: benchmarking synthetic:full "
                 "(random weights, real shapes, so the timings are real).")
+    else:
+        source = resolve_model(model_spec)
     if warn is not None:
         warn(model_spec)
-    device = resolve_device(options.device)
     repeat = options.repeat or (3 if device.startswith("cuda") else 1)
     n_lines = 2 if options.quick else options.lines
     texts = [LINES[i % len(LINES)] for i in range(n_lines)]
-    selected = _select_rows(options.rows, options.compile)
     fast = load_preset("fast")
     stock_steps, fast_steps = (8, 4) if options.quick else (32, fast.steps)
 
-    full_audio, full_text, cut_audio, cut_text = _references(options)
     say(f"bench: {model_spec} on {device}, {n_lines} line(s), rows {', '.join(selected)}, repeat {repeat}")
 
     base = Preset(name="bench", steps=fast_steps, cfg="padded", batch=1, dtype="float32", seed=0)
     say("→ loading the model (float32)")
-    engine32 = Engine(model_spec, device=device, preset=base)
+    engine32 = Engine(source, device=device, preset=base)
+    rate = engine32.sample_rate
     prompts = {
-        "full": engine32.encode_prompt(full_audio, 24000, full_text),
-        "cut": engine32.encode_prompt(cut_audio, 24000, cut_text),
+        "full": engine32.encode_prompt(load_audio(full_path, rate), rate, full_text),
+        "cut": engine32.encode_prompt(load_audio(cut_path, rate), rate, cut_text),
     }
-    preset_dtype = _preset_dtype(fast.dtype, device)
+    preset_dtype = dtype_name(fast.dtype, device)
 
     rows: list[Row] = []
     runners = {}
@@ -187,7 +198,10 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
             row.speedup_vs_previous = previous.rtf / row.rtf
 
     if "dtype" in runners and preset_dtype != "float32":
-        _compare_logits(rows, engine32, runners["dtype"].engine, prompts["cut"], texts, say)
+        say("→ comparing first-step logits: preset dtype vs float32")
+        requests = [Request(text=t, prompt=prompts["cut"], language="en", duration=2.0, seed=0) for t in texts]
+        row = next(r for r in rows if r.name == "dtype")
+        row.logits_max_abs_diff, row.argmax_agreement = compare_logits(engine32, runners["dtype"].engine, requests)
 
     matmul = {dt: _matmul_gflops(device, dt) for dt in sorted({r.dtype for r in rows})}
     floor = _floor(rows, runners, matmul, texts, prompts["cut"])
@@ -216,34 +230,21 @@ def _select_rows(spec: str | None, with_compile: bool) -> list[str]:
     return [r for r in ROWS if r in chosen]
 
 
-def _references(options: BenchOptions):
-    """The whole reference and its ~3 s cut, with exact transcripts."""
-    import soundfile as sf
-
-    from omnidub.voices import load_audio
-
+def _references(options: BenchOptions) -> tuple[Path, str, Path, str]:
+    """The files of the whole reference and its ~3 s cut, with exact transcripts."""
     if options.ref is not None:
         if not options.ref_text:
             raise OmnidubError("--ref needs --ref-text (its exact transcript)")
-        audio = load_audio(options.ref, 24000)
         # A user reference has no bundled cut: both reference rows use it whole.
-        return audio, options.ref_text, audio, options.ref_text
+        return options.ref, options.ref_text, options.ref, options.ref_text
     examples = ROOT.parent / "examples" / "voices.toml"
     if examples.is_file():
         entry = tomllib.loads(examples.read_text(encoding="utf-8"))["ALICE"]
         full_path, full_text = examples.parent / entry["audio"], entry["text"]
     else:  # installed without the examples folder: the cut serves as both
         full_path, full_text = BUNDLED_REF_CUT, (BUNDLED_REF_CUT.with_suffix(".txt")).read_text().strip()
-    full_audio = sf.read(str(full_path), dtype="float32")[0]
-    cut_audio = sf.read(str(BUNDLED_REF_CUT), dtype="float32")[0]
     cut_text = BUNDLED_REF_CUT.with_suffix(".txt").read_text(encoding="utf-8").strip()
-    return full_audio, full_text, cut_audio, cut_text
-
-
-def _preset_dtype(spec: str, device: str) -> str:
-    from omnidub.engine.loading import resolve_dtype
-
-    return str(resolve_dtype(spec, device)).removeprefix("torch.")
+    return full_path, full_text, BUNDLED_REF_CUT, cut_text
 
 
 class _Runner:
@@ -260,9 +261,10 @@ def _make_row(name, engine32, prompts, texts, stock_steps, fast_steps, fast, pre
     import torch
 
     from omnidub.engine import Request
+    from omnidub.engine.cfg import resolve_layout
 
-    ref_full = prompts["full"].ref_audio_tokens.shape[-1] / 25
-    ref_cut = prompts["cut"].ref_audio_tokens.shape[-1] / 25
+    ref_full = prompts["full"].ref_audio_tokens.shape[-1] / FRAME_RATE
+    ref_cut = prompts["cut"].ref_audio_tokens.shape[-1] / FRAME_RATE
 
     def upstream(steps, prompt):
         def run(batch_texts):
@@ -290,7 +292,7 @@ def _make_row(name, engine32, prompts, texts, stock_steps, fast_steps, fast, pre
     if name in ("trimmed", "packed"):
         engine = engine32.with_preset(replace(base, cfg=name))
         return Row(name, TITLES[name], fast_steps, name, "float32", 1, ref_cut), ours(engine)
-    cfg = _resolved_cfg(fast.cfg, device)
+    cfg = resolve_layout(fast.cfg, device)
     if name == "dtype":
         engine = engine32.with_preset(replace(base, cfg=cfg, dtype=fast.dtype))
         title = f"+ {preset_dtype} (preset dtype), {cfg} CFG"
@@ -304,26 +306,6 @@ def _make_row(name, engine32, prompts, texts, stock_steps, fast_steps, fast, pre
         engine = engine32.with_preset(replace(base, cfg=cfg, dtype=fast.dtype, compile=True))
         return Row(name, TITLES[name] + f" ({cfg}, {preset_dtype})", fast_steps, cfg, preset_dtype, 1, ref_cut), ours(engine)
     raise AssertionError(name)
-
-
-def _resolved_cfg(spec: str, device: str) -> str:
-    from omnidub.engine.cfg import resolve_layout
-
-    return resolve_layout(spec, device)
-
-
-def _compare_logits(rows, engine32, engine_fast, prompt, texts, say) -> None:
-    """What the preset dtype changes: max |Δ logits| and argmax agreement against float32, same inputs."""
-    from omnidub.engine import Request
-
-    say("→ comparing first-step logits: preset dtype vs float32")
-    requests = [Request(text=t, prompt=prompt, language="en", duration=2.0, seed=0) for t in texts]
-    exact = engine32.first_step_logits(requests)
-    approx = engine_fast.first_step_logits(requests)
-    diff = max(float((a - b).abs().max()) for a, b in zip(exact, approx))
-    agree = [float((a.argmax(-1) == b.argmax(-1)).float().mean()) for a, b in zip(exact, approx)]
-    row = next(r for r in rows if r.name == "dtype")
-    row.logits_max_abs_diff, row.argmax_agreement = diff, statistics.fmean(agree)
 
 
 def _matmul_gflops(device: str, dtype_name: str, n: int = 2048) -> float:
