@@ -12,6 +12,15 @@ from omnidub.errors import OmnidubError
 
 WHISPER_RATE = 16000
 
+# Names and ISO 639-2/3 codes people write for a language, to the code Whisper knows it by.
+_LANGUAGE_ALIASES = {
+    "eng": "en", "english": "en",
+    "cmn": "zh", "zho": "zh", "chi": "zh", "chinese": "zh", "mandarin": "zh",
+    "cantonese": "yue", "jpn": "ja", "japanese": "ja", "kor": "ko", "korean": "ko",
+    "tha": "th", "thai": "th", "arb": "ar", "ara": "ar", "arabic": "ar", "vie": "vi", "vietnamese": "vi",
+    "hin": "hi", "hindi": "hi", "ell": "el", "gre": "el", "greek": "el",
+}
+
 
 @dataclass(frozen=True)
 class Word:
@@ -30,6 +39,20 @@ class Transcript:
 def default_asr_model(device: str) -> str:
     """The faster-whisper model used when none is given: large-v3 on CUDA, small elsewhere."""
     return "large-v3" if device.startswith("cuda") else "small"
+
+
+def whisper_language(language: str | None) -> str | None:
+    """The Whisper code of a language as people write it ("en-US", "zh_CN", "cmn", "Chinese" -> "en", "zh", "zh",
+    "zh"); None when it is empty or Whisper does not know it, so Whisper detects the language itself."""
+    if not language:
+        return None
+    from faster_whisper.tokenizer import _LANGUAGE_CODES
+
+    code = language.strip().lower()
+    code = _LANGUAGE_ALIASES.get(code, code)
+    code = code.replace("_", "-").split("-")[0]
+    code = _LANGUAGE_ALIASES.get(code, code)
+    return code if code in _LANGUAGE_CODES else None
 
 
 def _resolve_device(device: str) -> str:
@@ -69,10 +92,6 @@ class Asr:
         self.name = str(model) if model else default_asr_model(self.device)
         self._model = None
         self._lock = threading.Lock()
-
-    @property
-    def loaded(self) -> bool:
-        return self._model is not None
 
     def _load(self):
         with self._lock:

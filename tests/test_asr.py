@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 import soundfile as sf
 
-from omnidub.asr import Asr, default_asr_model
+from omnidub.asr import Asr, default_asr_model, whisper_language
 from omnidub.errors import OmnidubError
 
 DATA = Path(__file__).parent / "data"
@@ -19,6 +19,13 @@ def test_default_model_depends_on_the_device():
     assert default_asr_model("cuda:1") == "large-v3"
     assert default_asr_model("cpu") == "small"
     assert Asr(device="cpu").name == "small"
+
+
+def test_languages_as_people_write_them_become_whisper_codes():
+    assert [whisper_language(x) for x in ("en-US", " English ", "zh_CN", "cmn-Hans", "Cantonese", "JA", "fr")] == [
+        "en", "en", "zh", "zh", "yue", "ja", "fr"]
+    # Unknown or empty: None, so Whisper detects the language instead of refusing the clip.
+    assert [whisper_language(x) for x in ("klingon", "xx-YY", "", None)] == [None, None, None, None]
 
 
 def test_hub_model_offline_is_one_clear_error_only_when_used():
