@@ -6,8 +6,6 @@ import dataclasses
 import html
 import json
 import math
-import os
-import tempfile
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Callable
@@ -17,24 +15,15 @@ import jiwer
 import numpy as np
 import soundfile as sf
 
-from omnidub.asr import Asr
+from omnidub.asr import Asr, whisper_language
 from omnidub.errors import OmnidubError
-
-DEFAULT_MAX_WER = 0.20
-DEFAULT_MAX_CER = 0.10
+from omnidub.files import write_text_atomic
+from omnidub.presets import Preset
 
 # OmniVoice's evaluation scores these languages per character. Where spaces carry no meaning they are
 # dropped; elsewhere they stay as a character of their own.
 CER_LANGUAGES_WITHOUT_SPACES = frozenset({"zh", "yue", "ja"})
 CER_LANGUAGES_WITH_SPACES = frozenset({"ko", "th", "ar", "vi", "hi", "el"})
-
-_LANGUAGE_ALIASES = {
-    "eng": "en", "english": "en",
-    "cmn": "zh", "zho": "zh", "chi": "zh", "chinese": "zh", "mandarin": "zh",
-    "cantonese": "yue", "jpn": "ja", "japanese": "ja", "kor": "ko", "korean": "ko",
-    "tha": "th", "thai": "th", "arb": "ar", "ara": "ar", "arabic": "ar", "vie": "vi", "vietnamese": "vi",
-    "hin": "hi", "hindi": "hi", "ell": "el", "gre": "el", "greek": "el",
-}
 
 FLAG_LABELS = {
     "wer": "too many word errors",
@@ -55,8 +44,9 @@ FLAG_LABELS = {
 class QaSettings:
     """Thresholds a line is held to."""
 
-    max_wer: float = DEFAULT_MAX_WER
-    max_cer: float = DEFAULT_MAX_CER
+    # The thresholds a render's preset sets, unless the caller gives others.
+    max_wer: float = Preset().max_wer
+    max_cer: float = Preset().max_cer
     clip_level: float = 0.999
     # A peak-normalised line touches full scale once or twice; clipping flattens runs of samples.
     clip_min_samples: int = 3
@@ -70,7 +60,10 @@ class QaSettings:
 
 @dataclass(frozen=True)
 class LineCheck:
-    """What QA found for one line; `transcript` and `error_rate` are None when it was not transcribed."""
+    """What QA found for one line; `transcript` and `error_rate` are None when it was not transcribed.
+
+    `diff` aligns the text with what was heard: (kind, text, heard) pieces, kind being equal, substitute,
+    delete or insert."""
 
     index: int
     speaker: str
@@ -97,6 +90,7 @@ class LineCheck:
     silent_fraction: float
     leading_silence: float
     trailing_silence: float
+    diff: tuple[tuple[str, str, str], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -130,19 +124,9 @@ class Report:
 # --- scoring -------------------------------------------------------------------------------------
 
 
-def language_code(language: str | None) -> str | None:
-    """A Whisper-style code for a manifest language ("en-US", "cmn", "Chinese" -> "en", "zh", "zh")."""
-    if not language:
-        return None
-    code = language.strip().lower()
-    code = _LANGUAGE_ALIASES.get(code, code)
-    code = code.replace("_", "-").split("-")[0]
-    return _LANGUAGE_ALIASES.get(code, code) or None
-
-
 def metric_for(language: str | None) -> str:
     """The metric a language is scored with: "cer" where OmniVoice scores per character, else "wer"."""
-    code = language_code(language)
+    code = whisper_language(language)
     return "cer" if code in CER_LANGUAGES_WITHOUT_SPACES | CER_LANGUAGES_WITH_SPACES else "wer"
 
 
@@ -166,29 +150,33 @@ def _normalize(text: str, code: str | None) -> str:
 @dataclass(frozen=True)
 class _Score:
     metric: str
-    reference: tuple[str, ...]
-    hypothesis: tuple[str, ...]
-    alignment: tuple  # jiwer AlignmentChunk items
+    diff: tuple[tuple[str, str, str], ...]
     errors: int
     units: int
 
 
 def _score(text: str, transcript: str, language: str | None) -> _Score:
-    code = language_code(language)
+    code = whisper_language(language)
     metric = metric_for(code)
     reference, hypothesis = _normalize(text, code), _normalize(transcript, code)
     if code in CER_LANGUAGES_WITHOUT_SPACES:
         reference, hypothesis = reference.replace(" ", ""), hypothesis.replace(" ", "")
     if not reference and not hypothesis:
-        return _Score(metric, (), (), (), 0, 0)
+        return _Score(metric, (), 0, 0)
     if metric == "cer":
         out = jiwer.process_characters(reference, hypothesis)
     else:
         out = jiwer.process_words(reference, hypothesis)
-    ref_units = tuple(out.references[0]) if reference else ()
-    hyp_units = tuple(out.hypotheses[0]) if hypothesis else ()
+    ref_units = out.references[0] if reference else []
+    hyp_units = out.hypotheses[0] if hypothesis else []
+    glue = "" if metric == "cer" else " "
+    diff = tuple(
+        (chunk.type, glue.join(ref_units[chunk.ref_start_idx : chunk.ref_end_idx]),
+         glue.join(hyp_units[chunk.hyp_start_idx : chunk.hyp_end_idx]))
+        for chunk in out.alignments[0]
+    )
     errors = out.substitutions + out.deletions + out.insertions
-    return _Score(metric, ref_units, hyp_units, tuple(out.alignments[0]), errors, len(ref_units))
+    return _Score(metric, diff, errors, len(ref_units))
 
 
 # --- audio ---------------------------------------------------------------------------------------
@@ -322,11 +310,11 @@ def _check_one(out_dir: Path, entry: dict, asr: Asr, settings: QaSettings, neigh
     data, rate = _read_segment(path, index)
     level, mono = _measure(data, rate, settings)
     language = entry.get("language")
-    code = language_code(language)
+    code = whisper_language(language)
     try:
         heard = asr.transcribe(mono, rate, language=code)
     except ValueError:
-        # A language Whisper does not know: let it detect one rather than refuse the line.
+        # A code this Whisper model lacks (yue before large-v3): let it detect one rather than refuse the line.
         heard = asr.transcribe(mono, rate, language=None)
     # An unlabelled line is scored in the language Whisper heard, and reported as such.
     language = language or heard.language or None
@@ -368,7 +356,7 @@ def _check_one(out_dir: Path, entry: dict, asr: Asr, settings: QaSettings, neigh
         note="; ".join(FLAG_LABELS[f] for f in flags), start=start, slot=slot, duration=level.duration,
         overflow=overflow, overlap=overlap, peak=level.peak, rms=level.rms, clipped_samples=level.clipped_samples,
         silent_fraction=level.silent_fraction, leading_silence=level.leading_silence,
-        trailing_silence=level.trailing_silence,
+        trailing_silence=level.trailing_silence, diff=score.diff,
     )
 
 
@@ -410,9 +398,10 @@ def run_qa(
     out_dir = Path(out_dir)
     manifest = read_manifest(out_dir)
     saved = manifest.get("settings") if isinstance(manifest.get("settings"), dict) else {}
+    default = QaSettings()
     settings = QaSettings(
-        max_wer=_threshold(max_wer if max_wer is not None else saved.get("max_wer", DEFAULT_MAX_WER), "max_wer"),
-        max_cer=_threshold(max_cer if max_cer is not None else saved.get("max_cer", DEFAULT_MAX_CER), "max_cer"),
+        max_wer=_threshold(max_wer if max_wer is not None else saved.get("max_wer", default.max_wer), "max_wer"),
+        max_cer=_threshold(max_cer if max_cer is not None else saved.get("max_cer", default.max_cer), "max_cer"),
     )
     lines = tuple(_check(out_dir, manifest["lines"], asr, settings, progress, None))
     failed = sum(not c.passed for c in lines)
@@ -451,23 +440,12 @@ def report_json(report: Report) -> dict:
     }
 
 
-def _write_atomic(path: Path, text: str) -> None:
-    fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
-    try:
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            handle.write(text)
-        os.replace(temp, path)
-    except BaseException:
-        Path(temp).unlink(missing_ok=True)
-        raise
-
-
 def write_reports(report: Report, out_dir: Path) -> tuple[Path, Path]:
     """Write qa.json and qa.html into the output folder, each atomically."""
     out_dir = Path(out_dir)
     json_path, html_path = out_dir / "qa.json", out_dir / "qa.html"
-    _write_atomic(json_path, json.dumps(report_json(report), ensure_ascii=False, indent=2) + "\n")
-    _write_atomic(html_path, render_html(report))
+    write_text_atomic(json_path, json.dumps(report_json(report), ensure_ascii=False, indent=2) + "\n")
+    write_text_atomic(html_path, render_html(report))
     return json_path, html_path
 
 
@@ -524,17 +502,15 @@ body.only-failing tr.pass{display:none}
 def _diff_html(check: LineCheck) -> str:
     if check.transcript is None:
         return f'<span class="bad">{html.escape(check.note)}</span>'
-    score = _score(check.text, check.transcript, check.language)
-    glue = "" if score.metric == "cer" else " "
+    glue = "" if check.metric == "cer" else " "
     parts: list[str] = []
-    for chunk in score.alignment:
-        ref = html.escape(glue.join(score.reference[chunk.ref_start_idx : chunk.ref_end_idx]))
-        hyp = html.escape(glue.join(score.hypothesis[chunk.hyp_start_idx : chunk.hyp_end_idx]))
-        if chunk.type == "equal":
+    for kind, text, heard in check.diff:
+        ref, hyp = html.escape(text), html.escape(heard)
+        if kind == "equal":
             parts.append(ref)
-        elif chunk.type == "substitute":
+        elif kind == "substitute":
             parts.append(f"<del>{ref}</del>{glue}<ins>{hyp}</ins>")
-        elif chunk.type == "delete":
+        elif kind == "delete":
             parts.append(f"<del>{ref}</del>")
         else:
             parts.append(f"<ins>{hyp}</ins>")

@@ -132,6 +132,9 @@ def test_line_that_says_something_else_fails_on_wer(report):
     assert "wer" in line.flags
     assert line.reference_units == 9
     assert line.error_rate >= 0.6
+    # The alignment keeps every word of the text, in order, and marks the ones not heard.
+    assert " ".join(text for _, text, _ in line.diff if text) == "the weather is lovely this morning in the valley"
+    assert {kind for kind, _, _ in line.diff} & {"substitute", "delete"}
 
 
 def test_chinese_line_is_scored_per_character(report):
@@ -209,6 +212,7 @@ def test_qa_json_has_settings_model_lines_and_corpus(report, output):
     assert {"speaker", "transcript", "error_rate", "flags", "errors", "reference_units"} <= set(first)
     assert data["lines"][6]["transcript"] is None and data["lines"][6]["flags"] == ["render-failed"]
     assert data["corpus"]["wer"]["errors"] == report.wer.errors
+    assert data["lines"][1]["diff"] == [list(piece) for piece in report.lines[1].diff]
     assert data["corpus"]["cer"]["units"] == 13
     assert not [p for p in output.iterdir() if p.name.endswith(".tmp")]
 
@@ -244,6 +248,7 @@ def test_qa_html_names_every_line_and_points_players_at_segments(report, output)
     for line in report.lines:
         assert f"#{line.index}" in text and line.text in text
     assert "<svg" in html_path.read_text(encoding="utf-8")
+    assert "<del>" in html_path.read_text(encoding="utf-8")  # words of the text not heard are struck out
     assert page.external == []  # one self-contained file
     assert len(page.audio) == 8  # every line with a segment, not the failed render
     for src in page.audio:
