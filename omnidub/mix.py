@@ -6,12 +6,13 @@ program with a few lines costs about what a two-minute one does.
 
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import soundfile as sf
+
+from omnidub.files import atomic_path
 
 BLOCK_SECONDS = 10.0
 # The mix is scaled down as a whole when overlapping speakers would clip; this is the peak it aims for.
@@ -31,20 +32,17 @@ class Placement:
 def write_atomic(path: Path, audio: np.ndarray, sample_rate: int, fmt: str = "wav") -> None:
     """Write a whole audio file through a temporary name, so a crash never leaves a torn file."""
     major, subtype = FORMATS[fmt]
-    tmp = path.with_name(f".{path.name}.tmp")
-    sf.write(tmp, np.asarray(audio, dtype=np.float32), sample_rate, format=major, subtype=subtype)
-    os.replace(tmp, path)
+    with atomic_path(path) as temp:
+        sf.write(temp, np.asarray(audio, dtype=np.float32), sample_rate, format=major, subtype=subtype)
 
 
 def assemble(placements: list[Placement], out: Path, sample_rate: int, total_seconds: float, fmt: str = "wav", gain: float = 1.0) -> None:
     """Sum the placed segments into one file of ``total_seconds``, streaming block by block."""
     major, subtype = FORMATS[fmt]
     total = int(round(total_seconds * sample_rate))
-    tmp = out.with_name(f".{out.name}.tmp")
-    with sf.SoundFile(tmp, "w", sample_rate, 1, format=major, subtype=subtype) as sink:
+    with atomic_path(out) as temp, sf.SoundFile(temp, "w", sample_rate, 1, format=major, subtype=subtype) as sink:
         for _, block in _blocks(placements, sample_rate, total):
             sink.write(np.clip(block * gain, -1.0, 1.0))
-    os.replace(tmp, out)
 
 
 def peak(placements: list[Placement], sample_rate: int, total_seconds: float) -> float:

@@ -12,7 +12,6 @@ from __future__ import annotations
 import difflib
 import hashlib
 import json
-import os
 import re
 from dataclasses import dataclass
 from pathlib import Path
@@ -23,6 +22,7 @@ import tomllib
 
 from omnidub.asr import Asr, Word
 from omnidub.errors import OmnidubError
+from omnidub.files import atomic_path
 from omnidub.presets import Preset
 from omnidub.script import DEFAULT_SPEAKER
 
@@ -419,6 +419,7 @@ def prompt_key(voice: Voice, preset: Preset, model_identity: dict) -> str:
                 digest.update(block)
     fields = {
         "text": voice.text,
+        "language": voice.language,  # steers the recogniser that finds the cut and any missing transcript
         "instruct": voice.instruct,
         "reference_seconds": preset.reference_seconds,
         "reference_window": list(preset.reference_window),
@@ -437,12 +438,14 @@ def voice_prompt(
     sample_rate: int,
     asr: Asr | None,
     encode: Callable[[Reference], Any],
+    key: str | None = None,
 ) -> tuple[Any, Reference | None]:
     """A voice's encoded prompt from the cache, else prepared, encoded with `encode` and stored.
 
     Returns (prompt, reference); reference is None on a cache hit, which touches neither ASR nor audio decoding.
+    `key` saves hashing the reference again when the caller already has its prompt_key.
     """
-    key = prompt_key(voice, preset, model_identity)
+    key = key or prompt_key(voice, preset, model_identity)
     prompt = cache.get(key) if cache is not None else None
     if prompt is not None:
         return prompt, None
@@ -476,12 +479,11 @@ class PromptCache:
 
     def put(self, key: str, prompt) -> Path:
         """Store a prompt; readers never see a half-written file."""
-        self.folder.mkdir(parents=True, exist_ok=True)
         path = self.path(key)
-        temp = path.with_name(f".{key}.{os.getpid()}.tmp")
         try:
-            prompt.save(str(temp))
-            os.replace(temp, path)
-        finally:
-            temp.unlink(missing_ok=True)
+            self.folder.mkdir(parents=True, exist_ok=True)
+            with atomic_path(path) as temp:
+                prompt.save(str(temp))
+        except OSError as exc:
+            raise OmnidubError(f"cannot write the voice prompt cache in {self.folder}: {exc.strerror or exc}") from None
         return path

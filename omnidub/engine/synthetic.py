@@ -11,12 +11,12 @@ shapes, so tests and benchmarks work without the hub. Their audio is noise.
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import tempfile
 from pathlib import Path
 
 from omnidub.errors import OmnidubError
+from omnidub.files import cache_home
 
 NAMES = ("tiny", "full")
 # Bump when the recipe changes so cached folders are rebuilt.
@@ -57,9 +57,7 @@ TINY_HUBERT = dict(
 
 def cache_root() -> Path:
     """Where synthetic checkpoints live (OMNIDUB_CACHE overrides the user cache dir)."""
-    from platformdirs import user_cache_dir
-
-    return Path(os.environ.get("OMNIDUB_CACHE") or user_cache_dir("omnidub")) / "synthetic"
+    return cache_home() / "synthetic"
 
 
 def build_synthetic(name: str) -> Path:
