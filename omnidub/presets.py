@@ -67,15 +67,16 @@ def builtin_presets() -> list[str]:
 def load_preset(name_or_path: str = "fast") -> Preset:
     """Load a built-in preset by name, or a preset TOML file by path."""
     path = Path(name_or_path)
-    if path.suffix == ".toml" or path.exists():
+    # A built-in name wins over a folder of the same name; a .toml or a path with a folder is a file.
+    if name_or_path in builtin_presets() and path.suffix != ".toml" and len(path.parts) == 1:
+        text = resources.files("omnidub.preset_files").joinpath(f"{name_or_path}.toml").read_text(encoding="utf-8")
+        name = name_or_path
+    elif path.suffix == ".toml" or len(path.parts) > 1 or path.is_file():
         if not path.is_file():
             raise OmnidubError(f"preset file not found: {path}")
         text, name = path.read_text(encoding="utf-8"), path.stem
     else:
-        if name_or_path not in builtin_presets():
-            raise OmnidubError(f"unknown preset {name_or_path!r}; built-in presets: {', '.join(builtin_presets())}, or give a .toml path")
-        text = resources.files("omnidub.preset_files").joinpath(f"{name_or_path}.toml").read_text(encoding="utf-8")
-        name = name_or_path
+        raise OmnidubError(f"unknown preset {name_or_path!r}; built-in presets: {', '.join(builtin_presets())}, or give a .toml path")
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -84,10 +85,10 @@ def load_preset(name_or_path: str = "fast") -> Preset:
     unknown = sorted(set(data) - known)
     if unknown:
         raise OmnidubError(f"preset {name_or_path}: unknown setting(s) {', '.join(unknown)}")
-    if "reference_window" in data:
-        data["reference_window"] = tuple(float(x) for x in data["reference_window"])
     data.setdefault("name", name)
     try:
+        if "reference_window" in data:
+            data["reference_window"] = tuple(float(x) for x in data["reference_window"])
         return Preset(**data)
-    except TypeError as exc:
+    except (TypeError, ValueError) as exc:
         raise OmnidubError(f"preset {name_or_path}: {exc}") from None

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import hashlib
 import io
 import logging
 import os
@@ -88,12 +89,13 @@ def resolve_model(spec: str = DEFAULT_MODEL) -> ModelSource:
         name = spec[len(SYNTHETIC_PREFIX):]
         with _quiet():
             path = build_synthetic(name)
-        return ModelSource(spec=spec, path=path, synthetic=name)
+        # The folder name carries the recipe version, so a new recipe invalidates what the old one rendered.
+        return ModelSource(spec=spec, path=path, synthetic=name, revision=path.name)
     local = Path(spec).expanduser()
     if local.is_dir():
         if not (local / "config.json").is_file():
             raise OmnidubError(f"{spec} is not an OmniVoice checkpoint folder (no config.json)")
-        return ModelSource(spec=str(local.resolve()), path=local.resolve())
+        return ModelSource(spec=str(local.resolve()), path=local.resolve(), revision=_fingerprint(local))
     if not _HUB_ID.match(spec):
         raise OmnidubError(f"model folder not found: {spec}")
     path = _download(spec)
@@ -111,6 +113,15 @@ def _download(repo_id: str) -> Path:
             f"cannot load model {repo_id} from the model hub ({type(exc).__name__}): "
             f"download it elsewhere and pass --model PATH, or use --model synthetic:tiny to try omnidub offline"
         ) from None
+
+
+def _fingerprint(folder: Path) -> str:
+    """Names, sizes and modification times of a local checkpoint's files: new weights, new renders."""
+    digest = hashlib.sha256()
+    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+        stat = path.stat()
+        digest.update(f"{path.relative_to(folder).as_posix()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
+    return "local-" + digest.hexdigest()[:16]
 
 
 def _snapshot_revision(path: Path) -> str | None:
