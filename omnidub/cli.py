@@ -4,8 +4,6 @@ from __future__ import annotations
 
 import contextlib
 import json
-import os
-import sys
 import warnings
 from enum import Enum
 from pathlib import Path
@@ -127,11 +125,11 @@ def _render(**o) -> int:
     voice_map = load_voices(o["voices"], list(o["voice"]), list(o["voice_text"]))
     for speaker in sorted({line.speaker for line in script.lines}):
         voice_for(speaker, voice_map)  # every speaker needs a voice before anything heavy starts
-    script = assign_languages(script, voice_map)
     for message in (*script.warnings, *(f"skipped {s}" for s in script.skipped)):
         err.print(f"[yellow]note:[/] {escape(message)}", soft_wrap=True)
 
     if o["dry_run"]:
+        script = assign_languages(script, voice_map)
         targets = plan_lines(script, estimated_speakers(script, voice_map), settings)
         _print_plan(targets, o["as_json"])
         return 0
@@ -180,7 +178,8 @@ def _render_for_real(o: dict, settings, script, voice_map) -> int:
         from omnidub.qa import print_report, write_reports
         from omnidub.retakes import qa_with_retakes
 
-        report = qa_with_retakes(renderer, asr(), o["retakes"], listener)
+        with _qa_progress(err) as progress:
+            report = qa_with_retakes(renderer, asr(), o["retakes"], listener, progress=progress)
         write_reports(report, out_dir)
         if not o["as_json"]:
             print_report(report, err)
@@ -311,7 +310,7 @@ class _ProgressListener:
     def note(self, text: str) -> None:
         self.console.print(f"[yellow]note:[/] {escape(text)}", soft_wrap=True)
 
-    def start(self, total: int, cached: int) -> None:
+    def start(self, total: int) -> None:
         self.progress.start()
         self.task = self.progress.add_task("rendering", total=total, counts="", rtf="")
 
@@ -337,6 +336,28 @@ class _ProgressListener:
         self.progress.stop()
 
 
+@contextlib.contextmanager
+def _qa_progress(console: Console):
+    """A progress bar for transcribing lines; yields the callback qa.run_qa takes."""
+    from rich.progress import (
+        BarColumn,
+        MofNCompleteColumn,
+        Progress,
+        TextColumn,
+        TimeElapsedColumn,
+        TimeRemainingColumn,
+    )
+
+    with Progress(TextColumn("transcribing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
+                  TimeRemainingColumn(), console=console, transient=True) as progress:
+        task = progress.add_task("qa", total=None)
+
+        def advance(done: int, total: int, index: int) -> None:
+            progress.update(task, completed=done, total=total)
+
+        yield advance
+
+
 @app.command()
 def qa(
     out_dir: Path = typer.Argument(..., help="A folder written by omnidub render."),
@@ -351,9 +372,8 @@ def qa(
         from omnidub.asr import Asr
         from omnidub.qa import print_report, report_json, run_qa, write_reports
 
-        if not (out_dir / "manifest.json").is_file():
-            raise OmnidubError(f"{out_dir}: no manifest.json here; point qa at a folder written by omnidub render")
-        report = run_qa(out_dir, asr=Asr(asr_model, device=device), max_wer=max_wer)
+        with _qa_progress(err) as progress:
+            report = run_qa(out_dir, asr=Asr(asr_model, device=device), max_wer=max_wer, progress=progress)
         write_reports(report, out_dir)
         if as_json:
             out.print_json(json.dumps(report_json(report)))
@@ -380,6 +400,10 @@ def bench(
     """Measure every speed lever side by side against the stock OmniVoice call."""
     with user_errors(debug):
         from omnidub.bench import BenchOptions, print_bench, run_bench
+        from omnidub.files import write_text_atomic
+
+        if json_file is not None and not json_file.parent.is_dir():
+            raise OmnidubError(f"--json {json_file}: folder {json_file.parent} does not exist")
 
         options = BenchOptions(
             model=model, device=device, lines=lines, rows=rows, repeat=repeat, batch=batch, compile=compile,
@@ -388,13 +412,11 @@ def bench(
         result = run_bench(options, console=err, warn=warn_synthetic)
         print_bench(result, out)
         if json_file:
-            json_file.write_text(json.dumps(result.to_json(), indent=2), encoding="utf-8")
+            write_text_atomic(json_file, json.dumps(result.to_json(), indent=2))
             err.print(f"wrote {json_file}")
     raise typer.Exit(0)
 
 
 def main() -> None:
     """Console entry point."""
-    if os.environ.get("OMNIDUB_DEBUG"):
-        sys.argv.append("--debug")
     app()

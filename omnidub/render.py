@@ -10,7 +10,6 @@ from __future__ import annotations
 import filecmp
 import hashlib
 import json
-import os
 import re
 import shutil
 import signal
@@ -23,7 +22,9 @@ import soundfile as sf
 
 from omnidub import __version__
 from omnidub.duration import FRAME_RATE, natural_seconds
-from omnidub.mix import Placement, assemble, mix_gain, write_atomic
+from omnidub.errors import OmnidubError
+from omnidub.files import atomic_path, cache_home, write_text_atomic
+from omnidub.mix import FORMATS, Placement, assemble, mix_gain, write_atomic
 from omnidub.presets import Preset
 from omnidub.script import Line, Script
 from omnidub.timing import Target, plan
@@ -39,13 +40,11 @@ MODEL_SAMPLE_RATE = 24000
 class Speaker:
     """A speaker ready to render: its voice, its prompt (None for a designed voice) and its pace."""
 
-    name: str
     voice: Voice
     prompt: object | None
-    key: str
+    key: str  # identifies what the prompt holds; part of every line key
     ref_text: str | None
     ref_seconds: float | None
-    note: str = ""
 
 
 @dataclass(frozen=True)
@@ -76,7 +75,7 @@ class Listener:
 
     def note(self, text: str) -> None: ...
 
-    def start(self, total: int, cached: int) -> None: ...
+    def start(self, total: int) -> None: ...
 
     def line_started(self, target: Target) -> None: ...
 
@@ -98,13 +97,21 @@ def line_seed(run_seed: int, line: Line) -> int:
 
 
 def default_out_dir(input_path: Path) -> Path:
-    return Path("output") / input_path.stem
+    """``output/<input stem>``, unless another input that still exists already rendered there."""
+    folder = Path("output") / input_path.stem
+    try:
+        other = json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("input")
+    except (OSError, ValueError, AttributeError):
+        return folder
+    # Two inputs with one stem (ep1/en.srt, ep2/en.srt) must not share a folder: the second render would
+    # replace the first and drop its cached audio. A renamed or moved input keeps its folder.
+    if other and Path(other).exists() and Path(other).resolve() != input_path.resolve():
+        raise OmnidubError(f"{folder} holds a render of {other}, not {input_path}; choose a folder with --out")
+    return folder
 
 
 def prompt_cache_dir() -> Path:
-    from platformdirs import user_cache_dir
-
-    return Path(os.environ.get("OMNIDUB_CACHE") or user_cache_dir("omnidub")) / "prompts"
+    return cache_home() / "prompts"
 
 
 def plan_lines(script: Script, speakers: dict[str, Speaker], preset: Preset) -> list[Target]:
@@ -135,8 +142,18 @@ def estimated_speakers(script: Script, voices: dict[str, Voice]) -> dict[str, Sp
                 seconds = sf.info(str(voice.audio)).duration
             except RuntimeError:
                 seconds = None  # not readable by libsndfile (mp3/m4a): fall back to upstream's default pace
-        speakers[name] = Speaker(name, voice, None, "", voice.text, seconds)
+        speakers[name] = Speaker(voice, None, "", voice.text, seconds)
     return speakers
+
+
+def _check_instruct(voice: Voice) -> None:
+    """A designed voice's instruct must be one OmniVoice knows; say so before any model loads."""
+    from omnivoice.models.omnivoice import _resolve_instruct
+
+    try:
+        _resolve_instruct(voice.instruct)
+    except ValueError as exc:
+        raise OmnidubError(f"voice {voice.speaker!r}: {str(exc).splitlines()[0]}") from None
 
 
 def line_key(target: Target, speaker: Speaker, seed: int, model: dict, settings: dict) -> str:
@@ -147,7 +164,7 @@ def line_key(target: Target, speaker: Speaker, seed: int, model: dict, settings:
         "prompt": speaker.key,
         "instruct": speaker.voice.instruct,
         "text": target.line.text,
-        "language": target.line.language or speaker.voice.language,
+        "language": target.line.language,
         "frames": round(target.target * FRAME_RATE * 1000),
         "seed": seed,
     }
@@ -173,7 +190,7 @@ class Renderer:
         force: bool = False,
         listener: Listener | None = None,
     ):
-        self.script = script
+        self.script = assign_languages(script, voices)
         self.voices = voices
         self.preset = preset
         self.out_dir = Path(out_dir)
@@ -189,6 +206,8 @@ class Renderer:
         self.listener = listener or Listener()
         self._stop = False
         self.entries: list[dict] = []
+        self.program: float | None = None  # known once every line is planned
+        self.outputs: dict[str, str] = {}  # {speaker: stem, "": mix}, relative to out_dir, once assembled
 
     # -- resources, loaded on first use -------------------------------------------------------------------
     @property
@@ -205,9 +224,12 @@ class Renderer:
 
     # -- the flow -----------------------------------------------------------------------------------------
     def run(self) -> Summary:
-        for sub in ("segments", "stems", ".cache"):
-            (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
         previous = self._previous_entries()
+        try:
+            for sub in ("segments", "stems", ".cache"):
+                (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OmnidubError(f"cannot write the output folder {self.out_dir}: {exc.strerror or exc}") from None
         self.speakers = speakers = self.prepare_speakers()
         self.targets = targets = plan_lines(self.script, speakers, self.preset)
         self.names = names = self._file_names(speakers)
@@ -218,11 +240,13 @@ class Renderer:
             if entry["status"] == "cached":
                 self._place(entry)
         self._write_manifest()
-        self.listener.start(len(self.entries), len(self.entries) - len(pending))
+        self.listener.start(len(self.entries))
         for entry in self.entries:
             if entry["status"] == "cached":
                 self.listener.line_done(entry, entry["duration"] or 0.0, 0.0)
 
+        if pending:
+            self.engine  # a model that cannot load is the user's to fix (exit 2), not a failure of every line
         synth_seconds = audio_seconds = 0.0
         previous_handler = self._catch_interrupt()
         try:
@@ -237,12 +261,11 @@ class Renderer:
                 signal.signal(signal.SIGINT, previous_handler)
             self.listener.finish()
 
-        outputs: dict[str, str] = {}
         self.program = program = max([t.end for t in targets] + [t.line.end for t in targets if self.script.timed] + [0.0])
         if not self._stop:
-            outputs = self.reassemble()
+            self.reassemble()
         else:
-            self._write_manifest(program=program)
+            self._write_manifest()
         counts = {s: sum(e["status"] == s for e in self.entries) for s in ("rendered", "cached", "failed")}
         return Summary(
             out_dir=self.out_dir,
@@ -255,43 +278,46 @@ class Renderer:
             synth_seconds=synth_seconds,
             program_seconds=program,
             interrupted=self._stop,
-            outputs=tuple(outputs.values()),
+            outputs=tuple(self.outputs.values()),
         )
 
     def prepare_speakers(self) -> dict[str, Speaker]:
         """One prompt per distinct voice: from the prompt cache, else trimmed, transcribed and encoded once."""
         cache = PromptCache(prompt_cache_dir())
         asr = self.asr()
-        # Which ASR model finds the cut (and any missing transcript) decides the prompt too.
-        identity = {**self.model_identity, "asr": asr.name if asr is not None else None}
+        # Prompts are encoded in float32 whatever the model's dtype; the ASR model that finds the cut (and
+        # any missing transcript) decides them too.
+        identity = {k: v for k, v in self.model_identity.items() if k != "dtype"}
+        identity["asr"] = asr.name if asr is not None else None
         by_voice: dict[Voice, Speaker] = {}
         speakers = {}
         for name in sorted({line.speaker for line in self.script.lines}):
             voice = voice_for(name, self.voices)
             if voice not in by_voice:
-                by_voice[voice] = self._speaker(name, voice, cache, identity)
+                by_voice[voice] = self._speaker(voice, cache, identity)
             speakers[name] = by_voice[voice]
         return speakers
 
-    def _speaker(self, name: str, voice: Voice, cache: PromptCache, identity: dict) -> Speaker:
+    def _speaker(self, voice: Voice, cache: PromptCache, identity: dict) -> Speaker:
         key = prompt_key(voice, self.preset, identity)
         if voice.audio is None:  # voice design: no reference, upstream's default pace
-            return Speaker(name, voice, None, key, None, None)
+            _check_instruct(voice)
+            return Speaker(voice, None, key, None, None)
         if not cache.path(key).is_file():
             self.listener.step(f"preparing the voice of {voice.speaker}")
         prompt, reference = voice_prompt(
             voice, cache=cache, preset=self.preset, model_identity=identity, sample_rate=MODEL_SAMPLE_RATE,
             asr=self.asr(), encode=lambda ref: self.engine.encode_prompt(ref.audio, ref.sample_rate, ref.text),
+            key=key,
         )
         note = reference.note if reference is not None else "reference prompt from cache"
         if note:
-            note = f"{voice.speaker}: {note}"
-            self.listener.note(note)
+            self.listener.note(f"{voice.speaker}: {note}")
         frames = int(prompt.ref_audio_tokens.shape[-1])
         # Lines are keyed by what the prompt holds, so a prompt prepared differently re-renders its lines.
         digest = hashlib.sha256(prompt.ref_audio_tokens.cpu().numpy().tobytes())
         digest.update(f"{prompt.ref_text}\0{float(prompt.ref_rms):.9g}".encode())
-        return Speaker(name, voice, prompt, digest.hexdigest(), prompt.ref_text, frames / FRAME_RATE, note)
+        return Speaker(voice, prompt, digest.hexdigest(), prompt.ref_text, frames / FRAME_RATE)
 
     # -- lines --------------------------------------------------------------------------------------------
     def _file_names(self, speakers: dict[str, Speaker]) -> dict[str, str]:
@@ -313,7 +339,7 @@ class Renderer:
             "index": line.index,
             "speaker": line.speaker,
             "text": line.text,
-            "language": line.language or speaker.voice.language,
+            "language": line.language,
             "start": round(target.start, 3),
             "end": round(line.end if self.script.timed else target.end, 3),
             "slot": round(line.end - line.start, 3) if self.script.timed else None,
@@ -396,7 +422,9 @@ class Renderer:
 
     def _fail(self, entry: dict, exc: Exception) -> None:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
-        entry.update(status="failed", error=f"{type(exc).__name__}: {message}".rstrip(": "))
+        # A user-fixable problem speaks for itself; anything else also names what went wrong.
+        error = message if isinstance(exc, OmnidubError) else f"{type(exc).__name__}: {message}".rstrip(": ")
+        entry.update(status="failed", error=error)
         self._write_manifest()
         self.listener.line_done(entry, 0.0, 0.0)
 
@@ -409,9 +437,8 @@ class Renderer:
         source, dest = self._cached_path(entry["key"]), self.out_dir / entry["file"]
         if dest.is_file() and filecmp.cmp(source, dest, shallow=False):
             return
-        tmp = dest.with_name(f".{dest.name}.tmp")
-        shutil.copyfile(source, tmp)
-        os.replace(tmp, dest)
+        with atomic_path(dest) as temp:
+            shutil.copyfile(source, temp)
 
     # -- retakes ------------------------------------------------------------------------------------------
     def render_take(self, entry: dict, seed: int) -> dict:
@@ -430,6 +457,10 @@ class Renderer:
         """The line's own seed, before any retake."""
         return line_seed(self.preset.seed, self.targets[self.entries.index(entry)].line)
 
+    def save_manifest(self) -> None:
+        """Write the manifest as the lines stand now (e.g. after recording retake attempts)."""
+        self._write_manifest()
+
     def adopt(self, entry: dict, take: dict) -> None:
         """Make a take the line's audio; the line's base key stays, so reruns keep the take."""
         entry.update(key=take["key"], seed=take["seed"], duration=take["duration"])
@@ -438,10 +469,10 @@ class Renderer:
 
     def reassemble(self) -> dict[str, str]:
         """Write stems and mix from the current segments, drop stale files, and finish the manifest."""
-        outputs = self._assemble(self.speakers, self.names, self.program)
+        self.outputs = self._assemble(self.speakers, self.names, self.program)
         self._remove_stale(self.names)
-        self._write_manifest(program=self.program, outputs=outputs)
-        return outputs
+        self._write_manifest()
+        return self.outputs
 
     # -- outputs ------------------------------------------------------------------------------------------
     def _assemble(self, speakers: dict[str, Speaker], names: dict[str, str], program: float) -> dict[str, str]:
@@ -468,7 +499,8 @@ class Renderer:
         return MODEL_SAMPLE_RATE
 
     def _remove_stale(self, names: dict[str, str]) -> None:
-        """Drop segment and stem files that no line or speaker of this script owns any more."""
+        """Drop files no line or speaker of this render owns any more: old segments, cached audio, stems of
+        speakers that left or of another format, an old-format mix, and QA reports of audio that changed."""
         keep_segments = {Path(e["file"]).name for e in self.entries}
         for path in (self.out_dir / "segments").glob(f"*.{SEGMENT_FORMAT}"):
             if path.name not in keep_segments and re.fullmatch(r"\d{4}-.+", path.stem):
@@ -477,6 +509,16 @@ class Renderer:
         for path in (self.out_dir / ".cache").glob(f"*.{SEGMENT_FORMAT}"):
             if path.stem not in keep_keys:
                 path.unlink()
+        keep_stems = {f"{name}.{self.fmt}" for name in names.values()}
+        for path in (self.out_dir / "stems").iterdir():
+            if path.suffix.lstrip(".") in FORMATS and path.name not in keep_stems:
+                path.unlink()
+        for fmt in FORMATS:
+            if fmt != self.fmt:
+                (self.out_dir / f"mix.{fmt}").unlink(missing_ok=True)
+        if any(e["status"] == "rendered" for e in self.entries):
+            for report in ("qa.json", "qa.html"):
+                (self.out_dir / report).unlink(missing_ok=True)
 
     # -- manifest -----------------------------------------------------------------------------------------
     def _previous_entries(self) -> dict[str, dict]:
@@ -492,11 +534,11 @@ class Renderer:
             if isinstance(e, dict) and e.get("base_key") and e.get("key") and e.get("status") in ("rendered", "cached")
         }
 
-    def _write_manifest(self, program: float | None = None, outputs: dict[str, str] | None = None) -> None:
-        outputs = outputs or {}
+    def _write_manifest(self) -> None:
+        program, outputs = self.program, self.outputs
         data = {
             "omnidub": __version__,
-            "input": str(self.input_path),
+            "input": str(self.input_path.resolve()),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
             "model": self.model_identity,
             "settings": {**asdict(self.preset), **self.settings},
@@ -508,10 +550,7 @@ class Renderer:
             "notes": list(self.script.warnings) + [f"skipped: {s}" for s in self.script.skipped],
             "lines": self.entries,
         }
-        path = self.out_dir / MANIFEST
-        tmp = path.with_name(f".{MANIFEST}.tmp")
-        tmp.write_text(json.dumps(data, indent=2, ensure_ascii=False), encoding="utf-8")
-        os.replace(tmp, path)
+        write_text_atomic(self.out_dir / MANIFEST, json.dumps(data, indent=2, ensure_ascii=False))
 
     # -- Ctrl-C -------------------------------------------------------------------------------------------
     def _catch_interrupt(self):

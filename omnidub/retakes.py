@@ -9,9 +9,9 @@ from omnidub.render import Renderer
 RETAKE_FLAGS = {"wer", "cer", "silent", "nan", "clipping"}
 
 
-def qa_with_retakes(renderer: Renderer, asr, retakes: int, listener=None) -> Report:
+def qa_with_retakes(renderer: Renderer, asr, retakes: int, listener=None, progress=None) -> Report:
     """Run QA on a finished render; retake failing lines with seed+1..seed+N, keep the best take by error rate."""
-    report = run_qa(renderer.out_dir, asr=asr)
+    report = run_qa(renderer.out_dir, asr=asr, progress=progress)
     if retakes <= 0:
         return report
     thresholds = dict(max_wer=report.settings.max_wer, max_cer=report.settings.max_cer)
@@ -39,8 +39,11 @@ def qa_with_retakes(renderer: Renderer, asr, retakes: int, listener=None) -> Rep
         for record in attempts:
             record["chosen"] = record["key"] == entry["key"]
         entry["attempts"] = attempts
+    if not changed:
+        renderer.save_manifest()  # the attempts are recorded; stems and mix are unchanged
+        return report
     renderer.reassemble()
-    return run_qa(renderer.out_dir, asr=asr) if changed else report
+    return run_qa(renderer.out_dir, asr=asr, progress=progress)
 
 
 def _rate(value: float | None) -> float:

@@ -20,12 +20,15 @@ class Target:
     """The plan for one line: where it starts and how long it is rendered."""
 
     line: Line
-    start: float
     natural: float  # seconds the line would take at the speaker's own pace
     target: float  # seconds to render
     speed: float  # natural / target: 1.0 when the line fits, up to the preset's cap
     overflow: float  # seconds past the last moment the line may end; 0 when it fits
     limit: float | None  # the last moment the line may end (None: nothing follows)
+
+    @property
+    def start(self) -> float:
+        return self.line.start
 
     @property
     def end(self) -> float:
@@ -52,7 +55,7 @@ def plan(lines: list[Line], naturals: list[float], *, max_speedup: float, timed:
         for line, natural in zip(lines, naturals):
             # The line's slot becomes what it is given here, so nothing reads as extended or late.
             placed = replace(line, start=round(cursor, 3), end=round(cursor + natural, 3))
-            targets.append(Target(placed, placed.start, natural, natural, 1.0, 0.0, None))
+            targets.append(Target(placed, natural, natural, 1.0, 0.0, None))
             cursor += natural + gap
         return targets
 
@@ -70,5 +73,5 @@ def plan(lines: list[Line], naturals: list[float], *, max_speedup: float, timed:
         else:
             target, speed = natural / max_speedup, max_speedup
         overflow = max(0.0, line.start + target - limit) if limit is not None else 0.0
-        targets.append(Target(line, line.start, natural, target, speed, overflow, limit))
+        targets.append(Target(line, natural, target, speed, overflow, limit))
     return targets

@@ -144,23 +144,69 @@ def test_flac_and_mp3_outputs_need_no_ffmpeg(rendered, example_args, tmp_path):
         assert (out / "stems" / f"ALICE.{fmt}").is_file()
 
 
-def test_a_line_the_model_rejects_fails_alone(tmp_path, example_args):
-    toml = tmp_path / "voices.toml"
-    toml.write_text(
-        f'[ALICE]\naudio = "{EXAMPLES}/voices/alice.wav"\n'
-        'text = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."\n'
-        '[BOB]\ninstruct = "purple dragon voice"\n'
-    )
-    script = tmp_path / "two.txt"
-    script.write_text("ALICE: Hello there, how are you?\nBOB: I am fine, thank you.\nALICE: Good to hear.\n")
+def test_a_line_the_model_rejects_fails_alone(tmp_path, example_args, monkeypatch):
+    import omnidub.engine.synthesis as synthesis
+
+    synthesize = synthesis.Engine.synthesize
+
+    def picky(self, requests):
+        if any("unsayable" in r.text for r in requests):
+            raise RuntimeError("the model rejected this text")
+        return synthesize(self, requests)
+
+    monkeypatch.setattr(synthesis.Engine, "synthesize", picky)
+    script = tmp_path / "three.txt"
+    script.write_text("ALICE: Hello there, how are you?\nBOB: This line is unsayable.\nALICE: Good to hear.\n")
     out = tmp_path / "out"
-    args = [a if a != EXAMPLES / "voices.toml" else toml for a in example_args]
-    result = render(script, *args, "--out", out)
+    result = render(script, *example_args, "--out", out, "--batch", "3")
     assert result.exit_code == 1
     lines = manifest(out)["lines"]
     assert [line["status"] for line in lines] == ["rendered", "failed", "rendered"]
-    assert "purple dragon" in lines[1]["error"]
-    assert (out / "mix.wav").is_file()
+    assert lines[1]["error"] == "RuntimeError: the model rejected this text"
+    assert (out / "mix.wav").is_file() and not (out / lines[1]["file"]).exists()
+
+
+def test_a_misspelt_designed_voice_is_one_line_before_any_model_loads(tmp_path, monkeypatch):
+    import omnidub.engine.loading as loading
+
+    monkeypatch.setattr(loading, "load_model", lambda *a, **k: pytest.fail("a TTS model was loaded"))
+    toml = tmp_path / "voices.toml"
+    toml.write_text('[BOB]\ninstruct = "purple dragon voice"\n')
+    script = tmp_path / "one.txt"
+    script.write_text("BOB: I am fine, thank you.\n")
+    result = render(script, "--voices", toml, "--model", "synthetic:tiny", "--out", tmp_path / "out")
+    assert result.exit_code == 2
+    assert "purple dragon" in result.stderr and "Traceback" not in result.output
+
+
+def test_stale_stems_and_other_formats_are_removed(rendered, example_args, tmp_path):
+    out = tmp_path / "restyled"
+    shutil.copytree(rendered, out)
+    (out / "stems" / "CAROL.wav").write_bytes(b"left from an older script")
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out, "--format", "flac")
+    assert result.exit_code == 0, result.output
+    assert sorted(p.name for p in (out / "stems").iterdir()) == ["ALICE.flac", "BOB.flac"]
+    assert (out / "mix.flac").is_file() and not (out / "mix.wav").exists()
+
+
+def test_inputs_with_one_stem_do_not_share_the_default_folder(tmp_path, monkeypatch):
+    import omnidub.render as render_module
+
+    monkeypatch.chdir(tmp_path)
+    first, second = tmp_path / "ep1" / "en.srt", tmp_path / "ep2" / "en.srt"
+    for path in (first, second):
+        path.parent.mkdir()
+        shutil.copy(EXAMPLES / "dialogue.srt", path)
+    folder = render_module.default_out_dir(first)
+    folder.mkdir(parents=True)
+    (folder / "manifest.json").write_text(json.dumps({"input": str(first.resolve()), "lines": []}))
+    assert render_module.default_out_dir(first) == folder
+    result = render(second, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny")
+    assert result.exit_code == 2
+    assert "holds a render of" in result.stderr and "--out" in result.stderr
+    # Once the first input is gone (renamed, moved), its folder is free again.
+    first.unlink()
+    assert render_module.default_out_dir(second) == folder
 
 
 def test_speaker_names_cannot_escape_the_output_folder(tmp_path, tiny_model_dir):
