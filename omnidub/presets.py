@@ -7,7 +7,11 @@ from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 
-import tomllib
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 from omnidub.errors import OmnidubError
 

@@ -17,8 +17,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable
 
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
 import numpy as np
-import tomllib
 
 from omnidub.asr import Asr, Word
 from omnidub.errors import OmnidubError
