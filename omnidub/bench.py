@@ -16,7 +16,10 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from pathlib import Path
 
-import tomllib
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 
 from omnidub.duration import FRAME_RATE
 from omnidub.errors import OmnidubError

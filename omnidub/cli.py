@@ -162,7 +162,7 @@ def _render_for_real(o: dict, settings, script, voice_map) -> int:
         input_path=o["input"],
         model_identity={**source.identity, "device": device, "dtype": dtype},
         settings=gen,
-        engine_factory=lambda: Engine(o["model"], device=device, preset=settings),
+        engine_factory=lambda: Engine(source, device=device, preset=settings),
         asr_factory=asr,
         fmt=o["format"].value,
         force=o["force"],

@@ -7,7 +7,6 @@ from dataclasses import dataclass, fields
 from importlib import resources
 from pathlib import Path
 
-
 try:
     import tomllib
 except ModuleNotFoundError:  # Python 3.10

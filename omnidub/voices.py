@@ -24,7 +24,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 import numpy as np
 
-from omnidub.asr import Asr, Word
+from omnidub.asr import Asr, Word, whisper_language
 from omnidub.errors import OmnidubError
 from omnidub.files import atomic_path
 from omnidub.presets import Preset
@@ -276,7 +276,7 @@ def prepare_reference(voice: Voice, *, sample_rate: int, preset: Preset, asr: As
             raise OmnidubError(_no_transcript(voice))
         return keep_whole("no ASR model to find word boundaries", provisional=True)
     try:
-        heard = asr.transcribe(audio, sample_rate, language=_whisper_language(voice.language), word_timestamps=True)
+        heard = asr.transcribe(audio, sample_rate, language=whisper_language(voice.language), word_timestamps=True)
     except OmnidubError as exc:
         if not voice.text:
             raise
@@ -307,7 +307,7 @@ def prepare_reference(voice: Voice, *, sample_rate: int, preset: Preset, asr: As
 
 def _ends_with(asr: Asr, clip: np.ndarray, sample_rate: int, voice: Voice, word: Word) -> bool:
     # Word times can be off by a whole short word; hearing the clip again confirms where it really ends.
-    heard = asr.transcribe(clip, sample_rate, language=_whisper_language(voice.language)).text.split()
+    heard = asr.transcribe(clip, sample_rate, language=whisper_language(voice.language)).text.split()
     return bool(heard) and _norm(heard[-1]) == _norm(word.text)
 
 
@@ -321,19 +321,10 @@ def _no_transcript(voice: Voice) -> str:
 def _transcribe_whole(voice: Voice, audio: np.ndarray, sample_rate: int, asr: Asr | None) -> str:
     if asr is None:
         raise OmnidubError(_no_transcript(voice))
-    text = asr.transcribe(audio, sample_rate, language=_whisper_language(voice.language)).text.strip()
+    text = asr.transcribe(audio, sample_rate, language=whisper_language(voice.language)).text.strip()
     if not text:
         raise OmnidubError(f"{voice.audio}: no speech recognised in the reference for {voice.speaker!r}; give its transcript")
     return text
-
-
-def _whisper_language(language: str | None) -> str | None:
-    if not language:
-        return None
-    from faster_whisper.tokenizer import _LANGUAGE_CODES
-
-    code = language.strip().lower()
-    return code if code in _LANGUAGE_CODES else None
 
 
 def _frame_rms(audio: np.ndarray, sample_rate: int) -> np.ndarray:
