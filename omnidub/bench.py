@@ -40,11 +40,11 @@ LINES = (
 )
 ROWS = ("stock", "steps", "ref3s", "trimmed", "packed", "dtype", "batch", "compile")
 SHORT_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
-LABELS = {"stock": "stock", "steps": "12 steps", "ref3s": "3 s ref", "trimmed": "trimmed", "packed": "packed",
+LABELS = {"stock": "stock", "steps": "steps", "ref3s": "3 s ref", "trimmed": "trimmed", "packed": "packed",
           "dtype": "dtype", "batch": "batch", "compile": "compile"}
 TITLES = {
-    "stock": "stock: upstream generate, 32 steps, whole reference, padded, fp32",
-    "steps": "+ 12 steps",
+    "stock": "stock: upstream generate, upstream step count, whole reference, padded, fp32",
+    "steps": "+ the fast preset's step count",
     "ref3s": "+ 3 s reference at a word boundary",
     "trimmed": "+ omnidub loop, trimmed CFG (the seed's recipe)",
     "packed": "packed CFG instead",
