@@ -138,16 +138,16 @@ def _render(**o) -> int:
 
 def _render_for_real(o: dict, settings, script, voice_map) -> int:
     from omnidub.engine import Engine, generation_settings
-    from omnidub.engine.loading import resolve_device, resolve_dtype, resolve_model
+    from omnidub.engine.loading import dtype_name, resolve_device, resolve_model
     from omnidub.render import Renderer, default_out_dir
 
     warn_synthetic(o["model"])
     source = resolve_model(o["model"])
     device = resolve_device(o["device"])
-    dtype = str(resolve_dtype(settings.dtype, device)).removeprefix("torch.")
+    dtype = dtype_name(settings.dtype, device)
     gen = generation_settings(settings, device)
     err.print(
-        f"omnidub: model [bold]{o['model']}[/] on {device} ({dtype}), preset {settings.name}: "
+        f"omnidub: model [bold]{escape(o['model'])}[/] on {device} ({dtype}), preset {settings.name}: "
         f"{settings.steps} steps, cfg {gen['cfg']}, batch {settings.batch}{', compiled' if settings.compile else ''}",
         soft_wrap=True,
     )
