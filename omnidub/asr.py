@@ -93,6 +93,21 @@ class Asr:
         self._model = None
         self._lock = threading.Lock()
 
+    def available(self) -> bool:
+        """Whether the model can load without the hub: a local folder, or a hub model already downloaded."""
+        folder = Path(self.name).expanduser()
+        if folder.is_dir():
+            return (folder / "model.bin").is_file()
+        if _looks_like_path(self.name):
+            return False
+        from faster_whisper import download_model
+
+        try:
+            download_model(self.name, local_files_only=True)
+        except Exception:  # noqa: BLE001 - not in the local cache (the hub raises several types)
+            return False
+        return True
+
     def _load(self):
         with self._lock:
             if self._model is not None:

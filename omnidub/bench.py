@@ -13,7 +13,7 @@ import platform
 import statistics
 import threading
 import time
-from dataclasses import asdict, dataclass, field, replace
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 
 try:
@@ -23,7 +23,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from omnidub.duration import FRAME_RATE
 from omnidub.errors import OmnidubError
-from omnidub.presets import Preset, load_preset
+from omnidub.config import DecodeOptions, EngineOptions, load_preset
 
 ROOT = Path(__file__).resolve().parent
 BUNDLED_REF_CUT = ROOT / "data" / "alice-3s.wav"
@@ -121,13 +121,11 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
     """Run the ladder and return every figure."""
     import torch
 
-    from omnidub.engine import Engine, Request, compare_logits
-    from omnidub.engine.loading import (
-        DEFAULT_MODEL,
-        dtype_name,
-        resolve_device,
-        resolve_model,
-    )
+    from omnidub.backends import Request
+    from omnidub.backends.torch import TorchBackend, compare_logits
+    from omnidub.backends.torch.upstream import resolve_device
+    from omnidub.hardware import dtype_for
+    from omnidub.models import DEFAULT_MODEL, resolve_model
     from omnidub.voices import load_audio
 
     say = console.print if console is not None else (lambda *a, **k: None)
@@ -152,19 +150,19 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
     n_lines = 2 if options.quick else options.lines
     texts = [LINES[i % len(LINES)] for i in range(n_lines)]
     fast = load_preset("fast")
-    stock_steps, fast_steps = (8, 4) if options.quick else (32, fast.steps)
+    stock_steps, fast_steps = (8, 4) if options.quick else (32, fast.engine.decode.steps)
 
     say(f"bench: {model_spec} on {device}, {n_lines} line(s), rows {', '.join(selected)}, repeat {repeat}")
 
-    base = Preset(name="bench", steps=fast_steps, cfg="padded", batch=1, dtype="float32", seed=0)
+    base = EngineOptions(DecodeOptions(steps=fast_steps), cfg="padded", batch=1, dtype="float32")
     say("→ loading the model (float32)")
-    engine32 = Engine(source, device=device, preset=base)
+    engine32 = TorchBackend(source, device=device, options=base)
     rate = engine32.sample_rate
     prompts = {
         "full": engine32.encode_prompt(load_audio(full_path, rate), rate, full_text),
         "cut": engine32.encode_prompt(load_audio(cut_path, rate), rate, cut_text),
     }
-    preset_dtype = dtype_name(fast.dtype, device)
+    preset_dtype = dtype_for(fast.engine.dtype, device)
 
     rows: list[Row] = []
     runners = {}
@@ -263,26 +261,30 @@ class _Runner:
 def _make_row(name, engine32, prompts, texts, stock_steps, fast_steps, fast, preset_dtype, options, device, say):
     import torch
 
-    from omnidub.engine import Request
-    from omnidub.engine.cfg import resolve_layout
+    from omnidub.backends import Request
+    from omnidub.backends.torch.upstream import voice_clone_prompt
+    from omnidub.config import resolve_layout
+    from omnidub.scheduler import Budget, stream
 
-    ref_full = prompts["full"].ref_audio_tokens.shape[-1] / FRAME_RATE
-    ref_cut = prompts["cut"].ref_audio_tokens.shape[-1] / FRAME_RATE
+    ref_full = prompts["full"].seconds
+    ref_cut = prompts["cut"].seconds
 
     def upstream(steps, prompt):
         def run(batch_texts):
             produced = 0.0
             for i, text in enumerate(batch_texts):
                 torch.manual_seed(i)
-                audio = engine32.model.generate(text=text, language="en", voice_clone_prompt=prompt, num_step=steps)[0]
+                audio = engine32.model.generate(text=text, language="en", voice_clone_prompt=voice_clone_prompt(prompt),
+                                                num_step=steps)[0]
                 produced += len(audio) / engine32.sample_rate
             return produced
         return _Runner(run, engine32)
 
-    def ours(engine):
+    def ours(engine, lines=1):
         def run(batch_texts):
-            requests = [Request(text=t, prompt=prompts["cut"], language="en", seed=i) for i, t in enumerate(batch_texts)]
-            return sum(len(r.audio) / r.sample_rate for r in engine.synthesize(requests))
+            requests = [Request(text=t, prompt=prompts["cut"], language="en", seed=i, id=str(i))
+                        for i, t in enumerate(batch_texts)]
+            return sum(len(r.audio) / r.sample_rate for r in stream(engine, requests, Budget(lines=lines)))
         return _Runner(run, engine)
 
     if name == "stock":
@@ -291,22 +293,22 @@ def _make_row(name, engine32, prompts, texts, stock_steps, fast_steps, fast, pre
         return Row(name, TITLES[name], fast_steps, "padded", "float32", 1, ref_full), upstream(fast_steps, prompts["full"])
     if name == "ref3s":
         return Row(name, TITLES[name], fast_steps, "padded", "float32", 1, ref_cut), upstream(fast_steps, prompts["cut"])
-    base = replace(fast, steps=fast_steps, batch=1, dtype="float32", compile=False)
+    base = fast.engine.replace(steps=fast_steps, batch=1, dtype="float32", compile=False)
     if name in ("trimmed", "packed"):
-        engine = engine32.with_preset(replace(base, cfg=name))
+        engine = engine32.with_options(base.replace(cfg=name))
         return Row(name, TITLES[name], fast_steps, name, "float32", 1, ref_cut), ours(engine)
-    cfg = resolve_layout(fast.cfg, device)
+    cfg = resolve_layout(fast.engine.cfg, device)
     if name == "dtype":
-        engine = engine32.with_preset(replace(base, cfg=cfg, dtype=fast.dtype))
+        engine = engine32.with_options(base.replace(cfg=cfg, dtype=fast.engine.dtype))
         title = f"+ {preset_dtype} (preset dtype), {cfg} CFG"
         return Row(name, title, fast_steps, cfg, preset_dtype, 1, ref_cut), ours(engine)
     if name == "batch":
         say(f"→ preparing the batch row ({preset_dtype})")
-        engine = engine32.with_preset(replace(base, cfg="packed", dtype=fast.dtype, batch=options.batch))
+        engine = engine32.with_options(base.replace(cfg="packed", dtype=fast.engine.dtype, batch=options.batch))
         title = f"+ batch {options.batch} (packed, {preset_dtype})"
-        return Row(name, title, fast_steps, "packed", preset_dtype, options.batch, ref_cut), ours(engine)
+        return Row(name, title, fast_steps, "packed", preset_dtype, options.batch, ref_cut), ours(engine, options.batch)
     if name == "compile":
-        engine = engine32.with_preset(replace(base, cfg=cfg, dtype=fast.dtype, compile=True))
+        engine = engine32.with_options(base.replace(cfg=cfg, dtype=fast.engine.dtype, compile=True))
         return Row(name, TITLES[name] + f" ({cfg}, {preset_dtype})", fast_steps, cfg, preset_dtype, 1, ref_cut), ours(engine)
     raise AssertionError(name)
 
@@ -355,7 +357,7 @@ def _forward_flops(engine, texts, steps: int, prompt) -> float:
     """Matmul FLOPs of the language model and audio heads for every step of every line (no padding)."""
     import torch
 
-    from omnidub.engine import Request
+    from omnidub.backends import Request
 
     llm = engine.model.llm
     cfg = llm.config

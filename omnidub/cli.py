@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import contextlib
 import json
+import os
+import signal
 import warnings
 from enum import Enum
 from pathlib import Path
@@ -16,6 +18,7 @@ from rich.markup import escape
 from rich.table import Table
 
 from omnidub.errors import OmnidubError
+from omnidub.files import cache_home
 
 # pydub (pulled in by omnivoice) warns about a missing ffmpeg binary at import; omnidub never needs one.
 warnings.filterwarnings("ignore", message="Couldn't find ffmpeg or avconv")
@@ -50,19 +53,35 @@ class Format(str, Enum):
     mp3 = "mp3"
 
 
+def _version(value: bool) -> None:
+    if value:
+        from omnidub import __version__
+
+        out.print(f"omnidub {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
+) -> None:
+    """Batch dubbing with OmniVoice voice cloning: subtitles or a script in, timed stems per speaker and a mix out."""
+
+
 MODEL_HELP = "Hub id, local checkpoint folder, or synthetic:tiny / synthetic:full (random weights, offline)."
 DebugOption = typer.Option(False, "--debug", help="Show full tracebacks.", hidden=True)
 
 
 @contextlib.contextmanager
 def user_errors(debug: bool):
-    """Turn a user's mistake into one line on stderr and exit code 2; anything else keeps its traceback."""
+    """Turn a user's mistake into one line on stderr and exit code 2 (``--debug``: the whole chain of causes);
+    anything else keeps its traceback."""
     try:
         yield
     except OmnidubError as exc:
         if debug:
             raise
-        err.print(f"[bold red]error:[/] {escape(str(exc))}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(printable(str(exc)))}", soft_wrap=True)
         raise typer.Exit(2) from None
 
 
@@ -86,18 +105,19 @@ def render(
     model: str = typer.Option("k2-fsa/OmniVoice", "--model", help=MODEL_HELP),
     device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
     steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Diffusion steps (fast preset: 12)."),
-    cfg: Optional[Cfg] = typer.Option(None, "--cfg", help="Classifier-free guidance layout."),
-    batch: Optional[int] = typer.Option(None, "--batch", min=1, help="Lines per forward pass."),
-    dtype: Optional[Dtype] = typer.Option(None, "--dtype", help="Model precision."),
+    cfg: Optional[Cfg] = typer.Option(None, "--cfg", help="Classifier-free guidance layout (preset: auto)."),
+    batch: Optional[int] = typer.Option(None, "--batch", min=1, help="Most lines per forward pass (preset: auto)."),
+    batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens", min=1, help="Most tokens per forward pass (preset: auto)."),
+    dtype: Optional[Dtype] = typer.Option(None, "--dtype", help="Model precision (preset: auto)."),
     compile: bool = typer.Option(False, "--compile", help="torch.compile the language model (slow start, faster steps)."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Output folder [default: output/<input stem>]."),
-    seed: Optional[int] = typer.Option(None, "--seed", help="Run seed; each line's seed derives from it and the line."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", help="Output folder (default: output/<input stem>)."),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Run seed; each line's seed derives from it (preset: 0)."),
     format: Format = typer.Option(Format.wav, "--format", help="Format of stems and mix."),
     force: bool = typer.Option(False, "--force", help="Render every line again, ignoring the cache."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Parse, map voices and plan timing; synthesize nothing."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Plan only: timing, keys and what is cached; loads no model."),
     qa: bool = typer.Option(False, "--qa", help="Run the QA checks after rendering."),
     retakes: int = typer.Option(0, "--retakes", min=0, help="Render lines that fail QA again, up to N times (implies --qa)."),
-    asr_model: Optional[str] = typer.Option(None, "--asr-model", help="faster-whisper size name or local model folder."),
+    asr_model: Optional[str] = typer.Option(None, "--asr-model", help="faster-whisper size name or local model folder (default: small on CPU, large-v3 on CUDA)."),
     as_json: bool = typer.Option(False, "--json", help="Print the plan or the summary as JSON."),
     debug: bool = DebugOption,
 ) -> None:
@@ -108,67 +128,43 @@ def render(
 
 
 def _render(**o) -> int:
-    from omnidub.presets import load_preset
-    from omnidub.render import assign_languages, estimated_speakers, plan_lines
-    from omnidub.script import read_script
-    from omnidub.voices import load_voices, voice_for
+    from omnidub.api import Session
+    from omnidub.config import load_preset
 
     settings = load_preset(o["preset"]).with_overrides(
         steps=o["steps"],
         cfg=o["cfg"].value if o["cfg"] else None,
         batch=o["batch"],
+        batch_tokens=o["batch_tokens"],
         dtype=o["dtype"].value if o["dtype"] else None,
         compile=True if o["compile"] else None,
         seed=o["seed"],
     )
-    script = read_script(o["input"], language=o["language"], gap=settings.gap)
-    voice_map = load_voices(o["voices"], list(o["voice"]), list(o["voice_text"]))
-    for speaker in sorted({line.speaker for line in script.lines}):
-        voice_for(speaker, voice_map)  # every speaker needs a voice before anything heavy starts
-    for message in (*script.warnings, *(f"skipped {s}" for s in script.skipped)):
+    session = Session(o["model"], o["device"], settings, o["asr_model"])
+    listener = _ProgressListener(err)
+    renderer = session.renderer(o["input"], voices=o["voices"], voice=o["voice"], voice_text=o["voice_text"],
+                                language=o["language"], out_dir=o["out_dir"], fmt=o["format"].value, force=o["force"],
+                                listener=listener)
+    for message in (*renderer.script.warnings, *(f"skipped {s}" for s in renderer.script.skipped)):
         err.print(f"[yellow]note:[/] {escape(message)}", soft_wrap=True)
 
     if o["dry_run"]:
-        script = assign_languages(script, voice_map)
-        targets = plan_lines(script, estimated_speakers(script, voice_map), settings)
-        _print_plan(targets, o["as_json"])
+        _print_plan(renderer.plan(), renderer.estimated, o["as_json"])
         return 0
-    return _render_for_real(o, settings, script, voice_map)
-
-
-def _render_for_real(o: dict, settings, script, voice_map) -> int:
-    from omnidub.engine import Engine, generation_settings
-    from omnidub.engine.loading import dtype_name, resolve_device, resolve_model
-    from omnidub.render import Renderer, default_out_dir
 
     warn_synthetic(o["model"])
-    source = resolve_model(o["model"])
-    device = resolve_device(o["device"])
-    dtype = dtype_name(settings.dtype, device)
-    gen = generation_settings(settings, device)
+    if settings.engine.compile:
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_home() / "inductor"))
+    engine = settings.engine
     err.print(
-        f"omnidub: model [bold]{escape(o['model'])}[/] on {device} ({dtype}), preset {settings.name}: "
-        f"{settings.steps} steps, cfg {gen['cfg']}, batch {settings.batch}{', compiled' if settings.compile else ''}",
+        f"omnidub: model [bold]{escape(o['model'])}[/] ({session.backend_name}) on {session.device} "
+        f"({session.identity['dtype']}), preset {settings.name}: {engine.decode.steps} steps, "
+        f"cfg {session.settings['cfg']}{', compiled' if engine.compile else ''}",
         soft_wrap=True,
     )
-    out_dir = o["out_dir"] or default_out_dir(o["input"])
-    asr = _asr_factory(o["asr_model"], device)
-    listener = _ProgressListener(err)
-    renderer = Renderer(
-        script,
-        voice_map,
-        settings,
-        out_dir,
-        input_path=o["input"],
-        model_identity={**source.identity, "device": device, "dtype": dtype},
-        settings=gen,
-        engine_factory=lambda: Engine(source, device=device, preset=settings),
-        asr_factory=asr,
-        fmt=o["format"].value,
-        force=o["force"],
-        listener=listener,
-    )
-    summary = renderer.run()
+    session.on_load = listener.loading
+    with _stop_on_ctrl_c(renderer):
+        summary = renderer.run()
     if summary.interrupted:
         err.print(f"interrupted: {summary.rendered + summary.cached} of {summary.lines} lines are done; rerun to finish.")
         return 130
@@ -179,67 +175,69 @@ def _render_for_real(o: dict, settings, script, voice_map) -> int:
         from omnidub.retakes import qa_with_retakes
 
         with _qa_progress(err) as progress:
-            report = qa_with_retakes(renderer, asr(), o["retakes"], listener, progress=progress)
-        write_reports(report, out_dir)
+            report = qa_with_retakes(renderer, session.asr(), o["retakes"], listener, progress=progress)
+        paths = write_reports(report, renderer.out_dir)
         if not o["as_json"]:
             print_report(report, err)
+            err.print(f"QA report: {paths[0]} and {paths[1]}")
         qa_failed = not report.passed
     _print_summary(summary, o["as_json"])
     return 1 if summary.failed or qa_failed else 0
 
 
-def _asr_factory(asr_model: str | None, device: str):
-    from omnidub.asr import Asr
+@contextlib.contextmanager
+def _stop_on_ctrl_c(renderer):
+    """First Ctrl-C: finish the lines in flight, then stop cleanly. A second one stops at once."""
+    def handler(signum, frame):
+        if renderer.stopping:
+            # The journal already holds every finished line; only the lines in flight are dropped.
+            raise KeyboardInterrupt
+        renderer.request_stop()
+        err.print("[yellow]note:[/] stopping after the line in flight (Ctrl-C again to stop now)")
 
-    holder = {}
-
-    def make():
-        if "asr" not in holder:
-            holder["asr"] = Asr(asr_model, device=device)
-        return holder["asr"]
-
-    return make
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
-SHORT_FLAGS = {"compressed": "fast", "extended": "long", "overflow": "OVER"}
-
-
-def _print_plan(targets, as_json: bool) -> None:
+def _print_plan(entries, estimated: bool, as_json: bool) -> None:
     rows = [
         {
-            "index": t.line.index,
-            "speaker": t.line.speaker,
-            "text": t.line.text,
-            "start": round(t.start, 3),
-            "end": round(t.line.end, 3),
-            "language": t.line.language,
-            "natural": round(t.natural, 3),
-            "target": round(t.target, 3),
-            "speed": round(t.speed, 3),
-            "flags": list(t.flags),
+            "index": e.index,
+            "speaker": e.speaker,
+            "text": e.text,
+            "start": e.start,
+            "end": e.end,
+            "language": e.language,
+            "natural": e.natural,
+            "target": e.target,
+            "speed": e.speed,
+            "limit_at": e.limit_at,
+            "flags": list(e.flags),
+            "key": e.key,
+            "status": "cached" if e.done else "render",
         }
-        for t in targets
+        for e in entries
     ]
     if as_json:
-        out.print_json(json.dumps({"lines": rows}))
+        out.print_json(json.dumps({"estimated": estimated, "lines": rows}))
         return
-    table = Table(
-        box=box.SIMPLE_HEAD,
-        pad_edge=False,
-        collapse_padding=True,
-        title="Plan (targets estimated from each whole reference)",
-        caption="fast: sped up to fit · long: runs into the silence after its slot · OVER: longer than its room",
-    )
-    cells = [
-        [str(r["index"]), r["speaker"], f"{r['start']:.2f}", f"{r['end']:.2f}", f"{r['natural']:.2f}",
-         f"{r['target']:.2f}", f"{r['speed']:.2f}x", " ".join(SHORT_FLAGS.get(f, f) for f in r["flags"])]
-        for r in rows
-    ]
-    for column in ("#", "speaker", "start", "end", "natural", "target", "speed", "flags"):
-        table.add_column(column, justify="left" if column in ("speaker", "flags") else "right")
+    cached = sum(r["status"] == "cached" for r in rows)
+    title = f"Plan: {cached} of {len(rows)} lines cached, {len(rows) - cached} to render"
+    if estimated:
+        title += " (timing estimated from whole references until their voices are prepared)"
+    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title=title,
+                  caption="compressed: sped up to fit · extended: runs into the silence after its slot · "
+                          "overflow: longer than its room")
+    for column in ("#", "speaker", "start", "end", "natural", "target", "speed", "status", "flags"):
+        table.add_column(column, justify="left" if column in ("speaker", "flags", "status") else "right")
     table.add_column("text", ratio=1)
-    for r, c in zip(rows, cells):
-        table.add_row(*(escape(x) for x in c), escape(r["text"]))
+    for r in rows:
+        cells = [str(r["index"]), r["speaker"], f"{r['start']:.2f}", f"{r['end']:.2f}", f"{r['natural']:.2f}",
+                 f"{r['target']:.2f}", f"{r['speed']:.2f}x", r["status"], " ".join(r["flags"]), r["text"]]
+        table.add_row(*(escape(printable(c)) for c in cells))
     out.print(table)
 
 
@@ -250,30 +248,31 @@ def _print_summary(summary, as_json: bool) -> None:
         "rendered": summary.rendered,
         "cached": summary.cached,
         "failed": summary.failed,
-        "overflow": summary.overflow,
+        "overflow": list(summary.overflow),
         "program_seconds": round(summary.program_seconds, 3),
         "audio_seconds": round(summary.audio_seconds, 3),
         "synth_seconds": round(summary.synth_seconds, 3),
         "rtf": None if summary.rtf is None else round(summary.rtf, 3),
-        "outputs": list(summary.outputs),
+        "outputs": ["segments/", "manifest.json", *summary.outputs],
     }
     if as_json:
         out.print_json(json.dumps(data))
         return
-    table = Table(title=f"Rendered into {summary.out_dir}", show_header=False)
+    table = Table(title=f"Rendered into {escape(str(summary.out_dir))}", show_header=False)
     table.add_column(style="bold")
     table.add_column()
     table.add_row("lines", f"{summary.lines}: {summary.rendered} rendered, {summary.cached} cached, {summary.failed} failed")
-    table.add_row("overflow", f"{summary.overflow} line(s) longer than their room")
+    if summary.overflow:
+        table.add_row("overflow", "line(s) " + ", ".join(map(str, summary.overflow)) + " run longer than their room")
     table.add_row("program", f"{summary.program_seconds:.1f} s")
     if summary.rtf is not None:
         table.add_row("speed", f"{summary.synth_seconds:.1f} s for {summary.audio_seconds:.1f} s of audio (RTF {summary.rtf:.2f})")
-    table.add_row("outputs", ", ".join(summary.outputs) or "(none)")
+    table.add_row("outputs", escape(", ".join(data["outputs"])))
     out.print(table)
 
 
 class _ProgressListener:
-    """Shows render progress with rich: lines done, cached vs rendered, speaker, elapsed, ETA, running RTF."""
+    """Shows render progress with rich: lines done, cached vs rendered, the line, elapsed, ETA, running RTF."""
 
     def __init__(self, console: Console):
         from rich.progress import (
@@ -310,15 +309,20 @@ class _ProgressListener:
     def note(self, text: str) -> None:
         self.console.print(f"[yellow]note:[/] {escape(text)}", soft_wrap=True)
 
+    def loading(self, what: str) -> None:
+        self.console.print(f"[cyan]→[/] loading {escape(what)}")
+
     def start(self, total: int) -> None:
         self.progress.start()
         self.task = self.progress.add_task("rendering", total=total, counts="", rtf="")
 
-    def line_started(self, target) -> None:
-        self.progress.update(self.task, description=f"line {target.line.index} · {escape(target.line.speaker)}")
+    def line_started(self, entry) -> None:
+        text = printable(entry.text)
+        text = text if len(text) <= 40 else text[:39] + "…"
+        self.progress.update(self.task, description=f"line {entry.index} · {escape(printable(entry.speaker))} · {escape(text)}")
 
-    def line_done(self, entry: dict, audio_seconds: float, wall_seconds: float) -> None:
-        status = entry["status"]
+    def line_done(self, entry, audio_seconds: float, wall_seconds: float) -> None:
+        status = entry.status
         self.rendered += status == "rendered"
         self.cached += status == "cached"
         self.failed += status == "failed"
@@ -328,12 +332,17 @@ class _ProgressListener:
         rtf = f"RTF {self.wall / self.audio:.2f}" if self.audio else ""
         self.progress.update(self.task, advance=1, counts=counts, rtf=rtf)
         if status == "failed":
-            self.console.print(f"[red]line {entry['index']} failed:[/] {escape(entry['error'])}", soft_wrap=True)
+            self.console.print(f"[red]line {entry.index} failed:[/] {escape(printable(entry.error or ''))}", soft_wrap=True)
 
     def finish(self) -> None:
         if self.task is not None:
             self.progress.update(self.task, description="done")
         self.progress.stop()
+
+
+def printable(text: str) -> str:
+    """Text with control characters (ANSI escapes included) removed, safe to show in a terminal."""
+    return "".join(ch for ch in str(text) if ch.isprintable() or ch == " ")
 
 
 @contextlib.contextmanager
@@ -369,16 +378,17 @@ def qa(
 ) -> None:
     """Transcribe every rendered line and report what to listen to (exit 1 when a line fails)."""
     with user_errors(debug):
-        from omnidub.asr import Asr
-        from omnidub.qa import print_report, report_json, run_qa, write_reports
+        from omnidub.api import Session
+        from omnidub.qa import print_report, report_json
 
+        session = Session(device=device, asr_model=asr_model)
         with _qa_progress(err) as progress:
-            report = run_qa(out_dir, asr=Asr(asr_model, device=device), max_wer=max_wer, progress=progress)
-        write_reports(report, out_dir)
+            report = session.qa(out_dir, max_wer=max_wer, progress=progress)
         if as_json:
             out.print_json(json.dumps(report_json(report)))
         else:
             print_report(report, out)
+            err.print(f"QA report: {out_dir / 'qa.html'} and {out_dir / 'qa.json'}")
     raise typer.Exit(0 if report.passed else 1)
 
 

@@ -31,7 +31,15 @@ def atomic_path(path: Path):
         raise
 
 
+def write_bytes_atomic(path: Path, data: bytes) -> None:
+    """Write a whole file atomically, synced to disk before it takes the real name."""
+    with atomic_path(path) as temp:
+        with open(temp, "wb") as handle:
+            handle.write(data)
+            handle.flush()
+            os.fsync(handle.fileno())
+
+
 def write_text_atomic(path: Path, text: str) -> None:
     """Write a whole text file atomically (UTF-8)."""
-    with atomic_path(path) as temp:
-        temp.write_text(text, encoding="utf-8")
+    write_bytes_atomic(path, text.encode("utf-8"))

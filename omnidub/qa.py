@@ -18,7 +18,7 @@ import soundfile as sf
 from omnidub.asr import Asr, whisper_language
 from omnidub.errors import OmnidubError
 from omnidub.files import write_text_atomic
-from omnidub.presets import Preset
+from omnidub.config import QaOptions
 
 # OmniVoice's evaluation scores these languages per character. Where spaces carry no meaning they are
 # dropped; elsewhere they stay as a character of their own.
@@ -45,8 +45,8 @@ class QaSettings:
     """Thresholds a line is held to."""
 
     # The thresholds a render's preset sets, unless the caller gives others.
-    max_wer: float = Preset().max_wer
-    max_cer: float = Preset().max_cer
+    max_wer: float = QaOptions().max_wer
+    max_cer: float = QaOptions().max_cer
     clip_level: float = 0.999
     # A peak-normalised line touches full scale once or twice; clipping flattens runs of samples.
     clip_min_samples: int = 3
@@ -324,7 +324,8 @@ def _check_one(out_dir: Path, entry: dict, asr: Asr, settings: QaSettings, neigh
     start, end = _number(entry.get("start")), _number(entry.get("end"), default=math.inf)
     slot = end - start if math.isfinite(end) else level.duration
     # A render may run a line into the silence after its slot, up to its limit; only past that is it late.
-    room_end = _number(entry["limit"], default=math.inf) if "limit" in entry else end
+    key = "limit_at" if "limit_at" in entry else "limit"  # "limit" in manifests of omnidub 0.1
+    room_end = _number(entry[key], default=math.inf) if key in entry else end
     overflow = max(0.0, start + level.duration - room_end) if math.isfinite(room_end) else 0.0
     next_start = _next_start(entry, neighbours)
     overlap = max(0.0, start + level.duration - next_start) if next_start is not None else 0.0

@@ -1,36 +1,34 @@
-"""Rendering a script: prompts per speaker, a timing plan, one cached segment per line, stems and a mix.
+"""Rendering one script: prompts per speaker, the timing plan, keyed segments, stems and a mix.
 
-Reruns redo only what changed: every line has a key over everything that changes its audio, and its audio is
-stored under that key in ``<out>/.cache/``. Files are written atomically and the manifest after every line, so
-a crash loses at most the line in flight.
+Orchestration only: keys come from ``keys``, batching from ``scheduler``, audio from the session's backend,
+records from ``journal``. Reruns redo only what changed: every line's audio is stored under its key in
+``<out>/.cache/``; each finished line is appended to the journal, so a crash loses at most the lines in flight.
 """
 
 from __future__ import annotations
 
 import filecmp
-import hashlib
-import json
 import re
 import shutil
-import signal
-from dataclasses import asdict, dataclass, replace
+from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Callable
 
 import soundfile as sf
 
 from omnidub import __version__
-from omnidub.duration import FRAME_RATE, natural_seconds
+from omnidub.backends.base import Prompt, Request
+from omnidub.duration import natural_seconds
 from omnidub.errors import OmnidubError
-from omnidub.files import atomic_path, cache_home, write_text_atomic
+from omnidub.files import atomic_path, cache_home
+from omnidub.journal import MANIFEST, Journal, LineEntry, read_entries, read_manifest
+from omnidub.keys import file_digest, line_key, line_seed
 from omnidub.mix import FORMATS, Placement, assemble, mix_gain, write_atomic
-from omnidub.presets import Preset
-from omnidub.script import Line, Script
+from omnidub.scheduler import Failure, stream
+from omnidub.script import Script
 from omnidub.timing import Target, plan
-from omnidub.voices import PromptCache, Voice, prompt_key, voice_for, voice_prompt
+from omnidub.voices import PromptCache, Voice, voice_for, voice_prompt, voice_prompt_key
 
-MANIFEST = "manifest.json"
 SEGMENT_FORMAT = "wav"  # segments stay lossless: they are the cache; --format applies to stems and the mix
 # OmniVoice's audio rate; references are loaded at it (upstream would resample anything else anyway).
 MODEL_SAMPLE_RATE = 24000
@@ -38,13 +36,15 @@ MODEL_SAMPLE_RATE = 24000
 
 @dataclass(frozen=True)
 class Speaker:
-    """A speaker ready to render: its voice, its prompt (None for a designed voice) and its pace."""
+    """A speaker ready to plan: its voice, its prompt key and, once known, its prompt (None: designed voice,
+    or not encoded yet) and pace."""
 
     voice: Voice
-    prompt: object | None
-    key: str  # identifies what the prompt holds; part of every line key
+    key: str
+    prompt: Prompt | None
     ref_text: str | None
     ref_seconds: float | None
+    estimated: bool = False  # paced by the whole reference because the prompt is not prepared yet
 
 
 @dataclass(frozen=True)
@@ -56,7 +56,7 @@ class Summary:
     rendered: int
     cached: int
     failed: int
-    overflow: int
+    overflow: tuple[int, ...]
     audio_seconds: float
     synth_seconds: float
     program_seconds: float
@@ -77,9 +77,9 @@ class Listener:
 
     def start(self, total: int) -> None: ...
 
-    def line_started(self, target: Target) -> None: ...
+    def line_started(self, entry: LineEntry) -> None: ...
 
-    def line_done(self, entry: dict, audio_seconds: float, wall_seconds: float) -> None: ...
+    def line_done(self, entry: LineEntry, audio_seconds: float, wall_seconds: float) -> None: ...
 
     def finish(self) -> None: ...
 
@@ -90,37 +90,19 @@ def safe_name(name: str) -> str:
     return cleaned[:64] or "speaker"
 
 
-def line_seed(run_seed: int, line: Line) -> int:
-    """A per-line seed from the run seed and the line's content, so one line always renders the same."""
-    digest = hashlib.sha256(f"{run_seed}\x00{line.speaker}\x00{line.text}\x00{line.language}".encode()).digest()
-    return int.from_bytes(digest[:4], "big") & 0x7FFFFFFF
-
-
 def default_out_dir(input_path: Path) -> Path:
     """``output/<input stem>``, unless another input that still exists already rendered there."""
     folder = Path("output") / input_path.stem
-    try:
-        other = json.loads((folder / MANIFEST).read_text(encoding="utf-8")).get("input")
-    except (OSError, ValueError, AttributeError):
-        return folder
+    other = (read_manifest(folder) or {}).get("input")
     # Two inputs with one stem (ep1/en.srt, ep2/en.srt) must not share a folder: the second render would
     # replace the first and drop its cached audio. A renamed or moved input keeps its folder.
-    if other and Path(other).exists() and Path(other).resolve() != input_path.resolve():
+    if isinstance(other, str) and other and Path(other).exists() and Path(other).resolve() != input_path.resolve():
         raise OmnidubError(f"{folder} holds a render of {other}, not {input_path}; choose a folder with --out")
     return folder
 
 
 def prompt_cache_dir() -> Path:
     return cache_home() / "prompts"
-
-
-def plan_lines(script: Script, speakers: dict[str, Speaker], preset: Preset) -> list[Target]:
-    """The timing plan for every line, paced by each speaker's reference."""
-    naturals = []
-    for line in script.lines:
-        speaker = speakers[line.speaker]
-        naturals.append(natural_seconds(line.text, speaker.ref_text, speaker.ref_seconds, speaker.voice.speed or 1.0))
-    return plan(list(script.lines), naturals, max_speedup=preset.max_speedup, timed=script.timed, gap=preset.gap)
 
 
 def assign_languages(script: Script, voices: dict[str, Voice]) -> Script:
@@ -131,195 +113,107 @@ def assign_languages(script: Script, voices: dict[str, Voice]) -> Script:
     return replace(script, lines=lines)
 
 
-def estimated_speakers(script: Script, voices: dict[str, Voice]) -> dict[str, Speaker]:
-    """Speakers paced by their whole reference, for --dry-run: no ASR, no model."""
-    speakers = {}
-    for name in sorted({line.speaker for line in script.lines}):
-        voice = voice_for(name, voices)
-        seconds = None
-        if voice.audio is not None:
-            try:
-                seconds = sf.info(str(voice.audio)).duration
-            except RuntimeError:
-                seconds = None  # not readable by libsndfile (mp3/m4a): fall back to upstream's default pace
-        speakers[name] = Speaker(voice, None, "", voice.text, seconds)
-    return speakers
-
-
-def _check_instruct(voice: Voice) -> None:
-    """A designed voice's instruct must be one OmniVoice knows; say so before any model loads."""
-    from omnivoice.models.omnivoice import _resolve_instruct
-
-    try:
-        _resolve_instruct(voice.instruct)
-    except ValueError as exc:
-        raise OmnidubError(f"voice {voice.speaker!r}: {str(exc).splitlines()[0]}") from None
-
-
-def line_key(target: Target, speaker: Speaker, seed: int, model: dict, settings: dict) -> str:
-    """A key over everything that changes a line's audio."""
-    payload = {
-        "model": model,
-        "settings": settings,
-        "prompt": speaker.key,
-        "instruct": speaker.voice.instruct,
-        "text": target.line.text,
-        "language": target.line.language,
-        "frames": round(target.target * FRAME_RATE * 1000),
-        "seed": seed,
-    }
-    return hashlib.sha256(json.dumps(payload, sort_keys=True).encode()).hexdigest()
-
-
 class Renderer:
-    """Renders one script into one output folder with a resident engine (loaded only when needed)."""
+    """Plans and renders one script into one output folder, with the session's backend (loaded only when a
+    line must be rendered or a prompt encoded)."""
 
-    def __init__(
-        self,
-        script: Script,
-        voices: dict[str, Voice],
-        preset: Preset,
-        out_dir: Path,
-        *,
-        input_path: Path,
-        model_identity: dict,
-        settings: dict,
-        engine_factory: Callable[[], object],
-        asr_factory: Callable[[], object] | None = None,
-        fmt: str = "wav",
-        force: bool = False,
-        listener: Listener | None = None,
-    ):
+    def __init__(self, session, script: Script, voices: dict[str, Voice], out_dir: Path, *, input_path: Path,
+                 fmt: str = "wav", force: bool = False, listener: Listener | None = None):
+        for speaker in sorted({line.speaker for line in script.lines}):
+            voice_for(speaker, voices)  # every speaker needs a voice before anything heavy starts
+        self.session = session
+        self.preset = session.preset
         self.script = assign_languages(script, voices)
         self.voices = voices
-        self.preset = preset
         self.out_dir = Path(out_dir)
         self.input_path = input_path
-        self.model_identity = model_identity
-        self.settings = settings
-        self._engine_factory = engine_factory
-        self._engine = None
-        self._asr_factory = asr_factory
-        self._asr = None
         self.fmt = fmt
         self.force = force
         self.listener = listener or Listener()
-        self._stop = False
-        self.entries: list[dict] = []
-        self.program: float | None = None  # known once every line is planned
+        self.stopping = False
+        self.entries: list[LineEntry] = []
+        self.speakers: dict[str, Speaker] = {}
+        self.names: dict[str, str] = {}
+        self.program: float | None = None
         self.outputs: dict[str, str] = {}  # {speaker: stem, "": mix}, relative to out_dir, once assembled
+        self.journal = Journal(self.out_dir)
+        self._cache = PromptCache(prompt_cache_dir())
 
-    # -- resources, loaded on first use -------------------------------------------------------------------
+    def request_stop(self) -> None:
+        """Finish the lines in flight, then stop (the CLI calls this on Ctrl-C)."""
+        self.stopping = True
+
+    # -- planning ------------------------------------------------------------------------------------------
+    def plan(self, *, prepare: bool = False) -> list[LineEntry]:
+        """Every line's entry: timing, key and whether its audio is cached. With ``prepare``, prompts that are
+        not cached yet are prepared (ASR, model); without it they are estimated from the whole reference."""
+        if not prepare:
+            try:
+                self.session.source
+            except OmnidubError as exc:  # a plan needs no model: say why cache status is unknown, and go on
+                self.listener.note(f"{exc}; the plan cannot tell which lines are cached")
+                self.session.use_unresolved_model()
+        self.speakers = self._speakers(prepare)
+        self.names = self._file_names(self.speakers)
+        previous = {} if self.force else {e.base_key: e for e in read_entries(self.out_dir) if e.done}
+        naturals = []
+        for line in self.script.lines:
+            s = self.speakers[line.speaker]
+            naturals.append(natural_seconds(line.text, s.ref_text, s.ref_seconds, s.voice.speed or 1.0))
+        timing = self.preset.timing
+        targets = plan(list(self.script.lines), naturals, max_speedup=timing.max_speedup, timed=self.script.timed,
+                       gap=timing.gap)
+        self.targets = targets
+        self.entries = [self._entry(t, previous) for t in targets]
+        self.program = max([t.end for t in targets] + [t.line.end for t in targets if self.script.timed] + [0.0])
+        if self.program > timing.max_program_hours * 3600:
+            raise OmnidubError(
+                f"{self.input_path}: the programme would be {self.program / 3600:.1f} hours long (a timestamp typo?); "
+                f"raise max_program_hours in a preset if that is right"
+            )
+        return self.entries
+
     @property
-    def engine(self):
-        if self._engine is None:
-            self.listener.step("loading the TTS model")
-            self._engine = self._engine_factory()
-        return self._engine
+    def estimated(self) -> bool:
+        """True when some speaker's pace is a guess from the whole reference (its prompt is not prepared yet)."""
+        return any(s.estimated for s in self.speakers.values())
 
-    def asr(self):
-        if self._asr is None and self._asr_factory is not None:
-            self._asr = self._asr_factory()
-        return self._asr
-
-    # -- the flow -----------------------------------------------------------------------------------------
-    def run(self) -> Summary:
-        previous = self._previous_entries()
-        try:
-            for sub in ("segments", "stems", ".cache"):
-                (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
-        except OSError as exc:
-            raise OmnidubError(f"cannot write the output folder {self.out_dir}: {exc.strerror or exc}") from None
-        self.speakers = speakers = self.prepare_speakers()
-        self.targets = targets = plan_lines(self.script, speakers, self.preset)
-        self.names = names = self._file_names(speakers)
-
-        self.entries = [self._entry(t, speakers[t.line.speaker], names, previous) for t in targets]
-        pending = [i for i, e in enumerate(self.entries) if e["status"] != "cached"]
-        for entry in self.entries:
-            if entry["status"] == "cached":
-                self._place(entry)
-        self._write_manifest()
-        self.listener.start(len(self.entries))
-        for entry in self.entries:
-            if entry["status"] == "cached":
-                self.listener.line_done(entry, entry["duration"] or 0.0, 0.0)
-
-        if pending:
-            self.engine  # a model that cannot load is the user's to fix (exit 2), not a failure of every line
-        synth_seconds = audio_seconds = 0.0
-        previous_handler = self._catch_interrupt()
-        try:
-            for group in self._batches(pending):
-                if self._stop:
-                    break
-                wall, produced = self._render_group([targets[i] for i in group], [self.entries[i] for i in group], speakers)
-                synth_seconds += wall
-                audio_seconds += produced
-        finally:
-            if previous_handler is not None:
-                signal.signal(signal.SIGINT, previous_handler)
-            self.listener.finish()
-
-        self.program = program = max([t.end for t in targets] + [t.line.end for t in targets if self.script.timed] + [0.0])
-        if not self._stop:
-            self.reassemble()
-        else:
-            self._write_manifest()
-        counts = {s: sum(e["status"] == s for e in self.entries) for s in ("rendered", "cached", "failed")}
-        return Summary(
-            out_dir=self.out_dir,
-            lines=len(self.entries),
-            rendered=counts["rendered"],
-            cached=counts["cached"],
-            failed=counts["failed"],
-            overflow=sum("overflow" in e["flags"] for e in self.entries),
-            audio_seconds=audio_seconds,
-            synth_seconds=synth_seconds,
-            program_seconds=program,
-            interrupted=self._stop,
-            outputs=tuple(self.outputs.values()),
-        )
-
-    def prepare_speakers(self) -> dict[str, Speaker]:
-        """One prompt per distinct voice: from the prompt cache, else trimmed, transcribed and encoded once."""
-        cache = PromptCache(prompt_cache_dir())
-        asr = self.asr()
-        # Prompts are encoded in float32 whatever the model's dtype; the ASR model that finds the cut (and
-        # any missing transcript) decides them too.
-        identity = {k: v for k, v in self.model_identity.items() if k != "dtype"}
-        identity["asr"] = asr.name if asr is not None else None
+    def _speakers(self, prepare: bool) -> dict[str, Speaker]:
         by_voice: dict[Voice, Speaker] = {}
         speakers = {}
         for name in sorted({line.speaker for line in self.script.lines}):
             voice = voice_for(name, self.voices)
             if voice not in by_voice:
-                by_voice[voice] = self._speaker(voice, cache, identity)
+                by_voice[voice] = self._speaker(voice, prepare)
             speakers[name] = by_voice[voice]
         return speakers
 
-    def _speaker(self, voice: Voice, cache: PromptCache, identity: dict) -> Speaker:
-        key = prompt_key(voice, self.preset, identity)
+    def _speaker(self, voice: Voice, prepare: bool) -> Speaker:
+        key = voice_prompt_key(voice, self.preset.voice, self.session.prompt_identity)
         if voice.audio is None:  # voice design: no reference, upstream's default pace
-            _check_instruct(voice)
-            return Speaker(voice, None, key, None, None)
-        if not cache.path(key).is_file():
+            return Speaker(voice, key, None, None, None)
+        prompt = self._cache.get(key)
+        if prompt is not None and prompt.provisional and prepare and self.session.asr().available():
+            prompt = None  # kept whole for want of an ASR model, which is here now: trim it
+        if prompt is None and prepare:
             self.listener.step(f"preparing the voice of {voice.speaker}")
-        prompt, reference = voice_prompt(
-            voice, cache=cache, preset=self.preset, model_identity=identity, sample_rate=MODEL_SAMPLE_RATE,
-            asr=self.asr(), encode=lambda ref: self.engine.encode_prompt(ref.audio, ref.sample_rate, ref.text),
-            key=key,
-        )
-        note = reference.note if reference is not None else "reference prompt from cache"
-        if note:
-            self.listener.note(f"{voice.speaker}: {note}")
-        frames = int(prompt.ref_audio_tokens.shape[-1])
-        # Lines are keyed by what the prompt holds, so a prompt prepared differently re-renders its lines.
-        digest = hashlib.sha256(prompt.ref_audio_tokens.cpu().numpy().tobytes())
-        digest.update(f"{prompt.ref_text}\0{float(prompt.ref_rms):.9g}".encode())
-        return Speaker(voice, prompt, digest.hexdigest(), prompt.ref_text, frames / FRAME_RATE)
+            backend = self.session.backend()
+            prompt, reference = voice_prompt(
+                voice, cache=self._cache, options=self.preset.voice, key=key, sample_rate=backend.sample_rate,
+                asr=self.session.asr(),
+                encode=lambda ref: backend.encode_prompt(ref.audio, ref.sample_rate, ref.text, voice.language),
+            )
+            if reference is not None and reference.note:
+                self.listener.note(f"{voice.speaker}: {reference.note}")
+        if prompt is None:
+            seconds = None
+            try:
+                seconds = sf.info(str(voice.audio)).duration
+            except (RuntimeError, OSError):
+                pass  # not readable by libsndfile (mp3/m4a): upstream's default pace
+            return Speaker(voice, key, None, voice.text, seconds, estimated=True)
+        return Speaker(voice, key, prompt, prompt.text, prompt.seconds)
 
-    # -- lines --------------------------------------------------------------------------------------------
     def _file_names(self, speakers: dict[str, Speaker]) -> dict[str, str]:
         names, taken = {}, set()
         for speaker in sorted(speakers):
@@ -331,240 +225,260 @@ class Renderer:
             names[speaker] = candidate
         return names
 
-    def _entry(self, target: Target, speaker: Speaker, names: dict[str, str], previous: dict[str, dict]) -> dict:
+    def _entry(self, target: Target, previous: dict[str, LineEntry]) -> LineEntry:
         line = target.line
-        seed = line_seed(self.preset.seed, line)
-        key = line_key(target, speaker, seed, self.model_identity, self.settings)
-        entry = {
-            "index": line.index,
-            "speaker": line.speaker,
-            "text": line.text,
-            "language": line.language,
-            "start": round(target.start, 3),
-            "end": round(line.end if self.script.timed else target.end, 3),
-            "slot": round(line.end - line.start, 3) if self.script.timed else None,
-            "target": round(target.target, 3),
-            "natural": round(target.natural, 3),
-            "speed": round(target.speed, 3),
-            "limit": None if target.limit is None else round(target.limit, 3),
-            "duration": None,
-            "file": f"segments/{line.index:04d}-{names[line.speaker]}.{SEGMENT_FORMAT}",
-            "base_key": key,
-            "key": key,
-            "seed": seed,
-            "status": "pending",
-            "error": None,
-            "flags": list(target.flags),
-            "seconds": 0.0,
-        }
+        speaker = self.speakers[line.speaker]
+        seed = line_seed(self.preset.seed, line.speaker, line.text, line.language)
+        key = self._line_key(target, speaker, seed)
+        entry = LineEntry(
+            index=line.index,
+            speaker=line.speaker,
+            text=line.text,
+            language=line.language,
+            start=round(target.start, 3),
+            end=round(line.end if self.script.timed else target.end, 3),
+            slot=round(line.end - line.start, 3) if self.script.timed else None,
+            natural=round(target.natural, 3),
+            target=round(target.target, 3),
+            speed=round(target.speed, 3),
+            limit_at=None if target.limit is None else round(target.limit, 3),
+            file=f"segments/{line.index:04d}-{self.names[line.speaker]}.{SEGMENT_FORMAT}",
+            base_key=key,
+            key=key,
+            seed=seed,
+            flags=list(target.flags),
+        )
         old = previous.get(key)
-        if old is not None and self._cached_path(old["key"]).is_file():
+        if old is not None and self._cached_path(old.key).is_file():
             # A retake chosen by QA on an earlier run is kept while the line itself is unchanged.
-            entry.update(key=old["key"], seed=old["seed"])
-            if old.get("attempts"):
-                entry["attempts"] = old["attempts"]
-        cached = self._cached_path(entry["key"])
+            entry.key, entry.seed, entry.attempts = old.key, old.seed, list(old.attempts)
+        cached = self._cached_path(entry.key)
         # The audio is keyed, so a line rendered just before a crash (missing from the manifest) counts too.
         if not self.force and cached.is_file():
-            entry.update(status="cached", duration=round(sf.info(str(cached)).duration, 3))
+            entry.status, entry.duration = "cached", round(sf.info(str(cached)).duration, 3)
+            entry.sha256 = old.sha256 if old is not None and old.key == entry.key else None
         return entry
 
-    def _batches(self, pending: list[int]):
-        size = max(1, self.preset.batch)
-        for i in range(0, len(pending), size):
-            yield pending[i : i + size]
+    def _line_key(self, target: Target, speaker: Speaker, seed: int) -> str:
+        return line_key(prompt=speaker.key, instruct=speaker.voice.instruct, text=target.line.text,
+                        language=target.line.language, seconds=target.target, seed=seed,
+                        model=self.session.identity, settings=self.session.settings)
 
-    def _render_group(self, targets: list[Target], entries: list[dict], speakers: dict[str, Speaker]) -> tuple[float, float]:
-        for target in targets:
-            self.listener.line_started(target)
+    # -- the flow ------------------------------------------------------------------------------------------
+    def run(self) -> Summary:
+        """Render every line that is not cached, then assemble stems and the mix."""
         try:
-            results = self._synthesize(targets, entries, speakers)
-        except Exception as exc:  # one bad line must not stop the run: retry the group line by line
-            if len(targets) == 1:
-                self._fail(entries[0], exc)
-                return 0.0, 0.0
-            wall = produced = 0.0
-            for target, entry in zip(targets, entries):
-                w, p = self._render_group([target], [entry], speakers)
-                wall, produced = wall + w, produced + p
-            return wall, produced
-        wall = produced = 0.0
-        for entry, result in zip(entries, results):
-            self._store(entry, result.audio, result.sample_rate)
-            entry.update(status="rendered", seconds=round(result.seconds, 3), error=None)
-            wall, produced = wall + result.seconds, produced + entry["duration"]
-            self._write_manifest()
-            self.listener.line_done(entry, entry["duration"], result.seconds)
-        return wall, produced
+            for sub in ("segments", "stems", ".cache"):
+                (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise OmnidubError(f"cannot write the output folder {self.out_dir}: {exc.strerror or exc}") from exc
+        self.plan(prepare=True)
+        pending = [e for e in self.entries if not e.done]
+        for entry in self.entries:
+            if entry.done:
+                self._place(entry)
+        if pending:
+            for speaker in {e.speaker for e in pending}:
+                if self.speakers[speaker].voice.instruct:
+                    self.session.check_instruct(self.speakers[speaker].voice.instruct)
+            self.session.backend()  # a model that cannot load is the user's to fix (exit 2), not every line failing
+        self.listener.start(len(self.entries))
+        for entry in self.entries:
+            if entry.done:
+                self.listener.line_done(entry, entry.duration or 0.0, 0.0)
 
-    def _synthesize(self, targets: list[Target], entries: list[dict], speakers: dict[str, Speaker], seeds: list[int] | None = None):
-        from omnidub.engine import Request
+        synth_seconds = audio_seconds = 0.0
+        try:
+            for entry, wall, produced in self._render(pending):
+                synth_seconds += wall
+                audio_seconds += produced
+        finally:
+            self.listener.finish()
+            self.journal.close()
 
+        if not self.stopping:
+            self.reassemble()
+        else:
+            self.save_manifest()
+        counts = {s: sum(e.status == s for e in self.entries) for s in ("rendered", "cached", "failed")}
+        return Summary(
+            out_dir=self.out_dir,
+            lines=len(self.entries),
+            rendered=counts["rendered"],
+            cached=counts["cached"],
+            failed=counts["failed"],
+            overflow=tuple(e.index for e in self.entries if "overflow" in e.flags),
+            audio_seconds=audio_seconds,
+            synth_seconds=synth_seconds,
+            program_seconds=self.program or 0.0,
+            interrupted=self.stopping,
+            outputs=tuple(self.outputs.values()),
+        )
+
+    def _requests(self, entries: list[LineEntry], seeds: list[int] | None = None) -> list[Request]:
         requests = []
-        for i, (target, entry) in enumerate(zip(targets, entries)):
-            speaker = speakers[target.line.speaker]
-            requests.append(
-                Request(
-                    text=target.line.text,
-                    prompt=speaker.prompt,
-                    language=entry["language"],
-                    instruct=speaker.voice.instruct,
-                    duration=target.target,
-                    seed=seeds[i] if seeds else entry["seed"],
-                )
-            )
-        return self.engine.synthesize(requests)
+        for i, entry in enumerate(entries):
+            speaker = self.speakers[entry.speaker]
+            requests.append(Request(text=entry.text, prompt=speaker.prompt, language=entry.language,
+                                    instruct=speaker.voice.instruct, duration=entry.target,
+                                    seed=seeds[i] if seeds else entry.seed, id=str(i)))
+        return requests
 
-    def _store(self, entry: dict, audio, sample_rate: int) -> None:
-        write_atomic(self._cached_path(entry["key"]), audio, sample_rate, SEGMENT_FORMAT)
-        entry["duration"] = round(len(audio) / sample_rate, 3)
+    def _render(self, pending: list[LineEntry]):
+        """Stream every pending line through the scheduler; yields (entry, wall seconds, audio seconds)."""
+        if not pending:
+            return
+        backend = self.session.backend()
+        requests = self._requests(pending)
+        for entry in pending:
+            self.listener.line_started(entry)
+        for outcome in stream(backend, requests, self.session.budget, should_stop=lambda: self.stopping):
+            entry = pending[int(outcome.id)]
+            if isinstance(outcome, Failure):
+                self._fail(entry, outcome.error)
+                continue
+            self._store(entry, outcome.audio, outcome.sample_rate)
+            entry.status, entry.render_seconds, entry.error = "rendered", round(outcome.seconds, 3), None
+            self.journal.append(entry)
+            self.listener.line_done(entry, entry.duration, outcome.seconds)
+            yield entry, outcome.seconds, entry.duration
+
+    def _store(self, entry: LineEntry, audio, sample_rate: int) -> None:
+        path = self._cached_path(entry.key)
+        write_atomic(path, audio, sample_rate, SEGMENT_FORMAT)
+        entry.duration = round(len(audio) / sample_rate, 3)
+        entry.sha256 = file_digest(path).hexdigest()
         self._place(entry)
 
-    def _fail(self, entry: dict, exc: Exception) -> None:
+    def _fail(self, entry: LineEntry, exc: BaseException) -> None:
         message = str(exc).strip().splitlines()[0] if str(exc).strip() else ""
         # A user-fixable problem speaks for itself; anything else also names what went wrong.
-        error = message if isinstance(exc, OmnidubError) else f"{type(exc).__name__}: {message}".rstrip(": ")
-        entry.update(status="failed", error=error)
-        self._write_manifest()
+        entry.status = "failed"
+        entry.error = message if isinstance(exc, OmnidubError) else f"{type(exc).__name__}: {message}".rstrip(": ")
+        self.journal.append(entry)
         self.listener.line_done(entry, 0.0, 0.0)
 
     def _cached_path(self, key: str) -> Path:
         return self.out_dir / ".cache" / f"{key}.{SEGMENT_FORMAT}"
 
-    def _place(self, entry: dict) -> None:
+    def _place(self, entry: LineEntry) -> None:
         """Put a copy of the cached audio at the line's segment name (a copy, so editing a segment never
         reaches the cache)."""
-        source, dest = self._cached_path(entry["key"]), self.out_dir / entry["file"]
+        source, dest = self._cached_path(entry.key), self.out_dir / entry.file
         if dest.is_file() and filecmp.cmp(source, dest, shallow=False):
             return
         with atomic_path(dest) as temp:
             shutil.copyfile(source, temp)
 
     # -- retakes ------------------------------------------------------------------------------------------
-    def render_take(self, entry: dict, seed: int) -> dict:
-        """Render a line again with another seed; returns a manifest entry for the take (not yet adopted)."""
-        position = self.entries.index(entry)
-        target, speaker = self.targets[position], self.speakers[entry["speaker"]]
-        key = line_key(target, speaker, seed, self.model_identity, self.settings)
+    def render_take(self, entry: LineEntry, seed: int) -> LineEntry:
+        """Render a line again with another seed; returns an entry for the take (not yet adopted)."""
+        target = self.targets[self.entries.index(entry)]
+        key = self._line_key(target, self.speakers[entry.speaker], seed)
         path = self._cached_path(key)
         if not path.is_file():
-            result = self._synthesize([target], [entry], self.speakers, seeds=[seed])[0]
-            write_atomic(path, result.audio, result.sample_rate, SEGMENT_FORMAT)
-        return dict(entry, key=key, seed=seed, file=path.relative_to(self.out_dir).as_posix(),
-                    duration=round(sf.info(str(path)).duration, 3), status="rendered")
+            [outcome] = list(stream(self.session.backend(), self._requests([entry], seeds=[seed]), self.session.budget))
+            if isinstance(outcome, Failure):
+                raise outcome.error
+            write_atomic(path, outcome.audio, outcome.sample_rate, SEGMENT_FORMAT)
+        return replace(entry, key=key, seed=seed, file=path.relative_to(self.out_dir).as_posix(),
+                       duration=round(sf.info(str(path)).duration, 3), status="rendered",
+                       sha256=file_digest(path).hexdigest(), attempts=[])
 
-    def base_seed(self, entry: dict) -> int:
+    def base_seed(self, entry: LineEntry) -> int:
         """The line's own seed, before any retake."""
-        return line_seed(self.preset.seed, self.targets[self.entries.index(entry)].line)
+        return line_seed(self.preset.seed, entry.speaker, entry.text, entry.language)
 
-    def save_manifest(self) -> None:
-        """Write the manifest as the lines stand now (e.g. after recording retake attempts)."""
-        self._write_manifest()
-
-    def adopt(self, entry: dict, take: dict) -> None:
+    def adopt(self, entry: LineEntry, take: LineEntry) -> None:
         """Make a take the line's audio; the line's base key stays, so reruns keep the take."""
-        entry.update(key=take["key"], seed=take["seed"], duration=take["duration"])
+        entry.key, entry.seed, entry.duration, entry.sha256 = take.key, take.seed, take.duration, take.sha256
         self._place(entry)
-        self._write_manifest()
+        self.journal.append(entry)
 
     def reassemble(self) -> dict[str, str]:
-        """Write stems and mix from the current segments, drop stale files, and finish the manifest."""
-        self.outputs = self._assemble(self.speakers, self.names, self.program)
-        self._remove_stale(self.names)
-        self._write_manifest()
+        """Write stems and mix from the current segments, drop stale files, and write the manifest."""
+        self.outputs = self._assemble()
+        self._remove_stale()
+        self.save_manifest()
         return self.outputs
 
     # -- outputs ------------------------------------------------------------------------------------------
-    def _assemble(self, speakers: dict[str, Speaker], names: dict[str, str], program: float) -> dict[str, str]:
+    def _assemble(self) -> dict[str, str]:
         """Write one stem per speaker and the mix; returns {speaker: stem path, "": mix path}, relative."""
         self.listener.step("assembling stems and mix")
         sample_rate = self._output_rate()
-        placements = [
-            Placement(self.out_dir / e["file"], e["start"], e["speaker"]) for e in self.entries if e["status"] in ("rendered", "cached")
-        ]
+        placements = [Placement(self.out_dir / e.file, e.start, e.speaker) for e in self.entries if e.done]
         outputs = {}
-        for speaker in sorted(speakers):
-            path = self.out_dir / "stems" / f"{names[speaker]}.{self.fmt}"
-            assemble([p for p in placements if p.speaker == speaker], path, sample_rate, program, self.fmt)
+        for speaker in sorted(self.speakers):
+            path = self.out_dir / "stems" / f"{self.names[speaker]}.{self.fmt}"
+            assemble([p for p in placements if p.speaker == speaker], path, sample_rate, self.program, self.fmt)
             outputs[speaker] = path.relative_to(self.out_dir).as_posix()
         mix_path = self.out_dir / f"mix.{self.fmt}"
-        assemble(placements, mix_path, sample_rate, program, self.fmt, gain=mix_gain(placements, sample_rate, program))
+        assemble(placements, mix_path, sample_rate, self.program, self.fmt, gain=mix_gain(placements, sample_rate, self.program))
         outputs[""] = mix_path.name
         return outputs
 
     def _output_rate(self) -> int:
         for entry in self.entries:
-            if entry["status"] in ("rendered", "cached"):
-                return sf.info(str(self.out_dir / entry["file"])).samplerate
+            if entry.done:
+                return sf.info(str(self.out_dir / entry.file)).samplerate
         return MODEL_SAMPLE_RATE
 
-    def _remove_stale(self, names: dict[str, str]) -> None:
+    def _remove_stale(self) -> None:
         """Drop files no line or speaker of this render owns any more: old segments, cached audio, stems of
         speakers that left or of another format, an old-format mix, and QA reports of audio that changed."""
-        keep_segments = {Path(e["file"]).name for e in self.entries}
+        keep_segments = {Path(e.file).name for e in self.entries}
         for path in (self.out_dir / "segments").glob(f"*.{SEGMENT_FORMAT}"):
             if path.name not in keep_segments and re.fullmatch(r"\d{4}-.+", path.stem):
                 path.unlink()
-        keep_keys = {e["key"] for e in self.entries} | {a["key"] for e in self.entries for a in e.get("attempts", [])}
+        keep_keys = {e.key for e in self.entries} | {a["key"] for e in self.entries for a in e.attempts}
         for path in (self.out_dir / ".cache").glob(f"*.{SEGMENT_FORMAT}"):
             if path.stem not in keep_keys:
                 path.unlink()
-        keep_stems = {f"{name}.{self.fmt}" for name in names.values()}
+        keep_stems = {f"{name}.{self.fmt}" for name in self.names.values()}
         for path in (self.out_dir / "stems").iterdir():
             if path.suffix.lstrip(".") in FORMATS and path.name not in keep_stems:
                 path.unlink()
         for fmt in FORMATS:
             if fmt != self.fmt:
                 (self.out_dir / f"mix.{fmt}").unlink(missing_ok=True)
-        if any(e["status"] == "rendered" for e in self.entries):
+        if any(e.status == "rendered" for e in self.entries):
             for report in ("qa.json", "qa.html"):
                 (self.out_dir / report).unlink(missing_ok=True)
 
     # -- manifest -----------------------------------------------------------------------------------------
-    def _previous_entries(self) -> dict[str, dict]:
-        """Last run's finished lines by base key (what the line would be without retakes)."""
-        path = self.out_dir / MANIFEST
-        try:
-            lines = json.loads(path.read_text(encoding="utf-8")).get("lines", [])
-        except (OSError, ValueError, AttributeError):
-            return {}  # no manifest, or one from an interrupted or foreign run: the keyed audio still counts
-        return {
-            e["base_key"]: e
-            for e in lines
-            if isinstance(e, dict) and e.get("base_key") and e.get("key") and e.get("status") in ("rendered", "cached")
-        }
+    def voices_record(self) -> dict:
+        """Per speaker: which sample, how it was prepared, and the prompt it gave."""
+        record = {}
+        for name, s in sorted(self.speakers.items()):
+            record[name] = {
+                "audio": str(s.voice.audio.resolve()) if s.voice.audio else None,
+                "instruct": s.voice.instruct,
+                "text": s.prompt.text if s.prompt else s.voice.text,
+                "seconds": round(s.prompt.seconds, 3) if s.prompt else None,
+                "prepared": s.prompt.note if s.prompt else None,
+                "prompt_key": s.key,
+                "file_name": self.names.get(name),
+            }
+        return record
 
-    def _write_manifest(self) -> None:
-        program, outputs = self.program, self.outputs
-        data = {
+    def manifest(self) -> dict:
+        return {
             "omnidub": __version__,
             "input": str(self.input_path.resolve()),
             "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-            "model": self.model_identity,
-            "settings": {**asdict(self.preset), **self.settings},
-            "sample_rate": MODEL_SAMPLE_RATE if self._engine is None else int(self._engine.sample_rate),
-            "program_seconds": None if program is None else round(program, 3),
+            "model": self.session.identity,
+            "settings": {**self.preset.to_json(), **self.session.settings},
+            "sample_rate": MODEL_SAMPLE_RATE,
+            "program_seconds": None if self.program is None else round(self.program, 3),
             "format": self.fmt,
-            "stems": {speaker: path for speaker, path in outputs.items() if speaker},
-            "mix": outputs.get(""),
+            "stems": {speaker: path for speaker, path in self.outputs.items() if speaker},
+            "mix": self.outputs.get(""),
+            "voices": self.voices_record(),
             "notes": list(self.script.warnings) + [f"skipped: {s}" for s in self.script.skipped],
-            "lines": self.entries,
+            "lines": [e.to_json() for e in self.entries],
         }
-        write_text_atomic(self.out_dir / MANIFEST, json.dumps(data, indent=2, ensure_ascii=False))
 
-    # -- Ctrl-C -------------------------------------------------------------------------------------------
-    def _catch_interrupt(self):
-        """First Ctrl-C: finish the line in flight, then stop cleanly. A second one stops at once."""
-        import threading
-
-        if threading.current_thread() is not threading.main_thread():
-            return None
-
-        def handler(signum, frame):
-            if self._stop:
-                # The manifest already holds every finished line; only the line in flight is dropped.
-                raise KeyboardInterrupt
-            self._stop = True
-            self.listener.note("stopping after the line in flight (Ctrl-C again to stop now)")
-
-        return signal.signal(signal.SIGINT, handler)
+    def save_manifest(self) -> None:
+        """Write the manifest as the lines stand now; the journal's records are then part of it."""
+        self.journal.snapshot(self.manifest())

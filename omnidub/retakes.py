@@ -19,17 +19,18 @@ def qa_with_retakes(renderer: Renderer, asr, retakes: int, listener=None, progre
     for check in report.lines:
         if check.passed or not RETAKE_FLAGS.intersection(check.flags):
             continue
-        entry = next(e for e in renderer.entries if e["index"] == check.index)
-        if entry["status"] == "failed":
+        entry = next(e for e in renderer.entries if e.index == check.index)
+        if entry.status == "failed":
             continue
         best_rate = _rate(check.error_rate)
-        attempts = [{"seed": entry["seed"], "key": entry["key"], "error_rate": check.error_rate, "passed": False}]
+        attempts = [{"seed": entry.seed, "key": entry.key, "error_rate": check.error_rate, "passed": False}]
+        everyone = [e.to_json() for e in renderer.entries]
         for attempt in range(1, retakes + 1):
             if listener is not None:
-                listener.step(f"retake {attempt} of line {entry['index']} ({check.metric} {best_rate:.2f})")
+                listener.step(f"retake {attempt} of line {entry.index} ({check.metric} {best_rate:.2f})")
             take = renderer.render_take(entry, renderer.base_seed(entry) + attempt)
-            [heard] = check_lines(renderer.out_dir, [take], asr, all_lines=renderer.entries, **thresholds)
-            attempts.append({"seed": take["seed"], "key": take["key"], "error_rate": heard.error_rate, "passed": heard.passed})
+            [heard] = check_lines(renderer.out_dir, [take.to_json()], asr, all_lines=everyone, **thresholds)
+            attempts.append({"seed": take.seed, "key": take.key, "error_rate": heard.error_rate, "passed": heard.passed})
             if _rate(heard.error_rate) < best_rate:
                 best_rate = _rate(heard.error_rate)
                 renderer.adopt(entry, take)
@@ -37,8 +38,8 @@ def qa_with_retakes(renderer: Renderer, asr, retakes: int, listener=None, progre
             if heard.passed:
                 break
         for record in attempts:
-            record["chosen"] = record["key"] == entry["key"]
-        entry["attempts"] = attempts
+            record["chosen"] = record["key"] == entry.key
+        entry.attempts = attempts
     if not changed:
         renderer.save_manifest()  # the attempts are recorded; stems and mix are unchanged
         return report

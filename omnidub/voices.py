@@ -10,12 +10,10 @@ recognised words), else the recognised words. The trimmed clip is heard again to
 from __future__ import annotations
 
 import difflib
-import hashlib
-import json
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Callable
 
 try:
     import tomllib
@@ -25,9 +23,11 @@ except ModuleNotFoundError:  # Python 3.10
 import numpy as np
 
 from omnidub.asr import Asr, Word, whisper_language
+from omnidub.backends.base import Prompt
+from omnidub.config import VoiceOptions
 from omnidub.errors import OmnidubError
-from omnidub.files import atomic_path
-from omnidub.presets import Preset
+from omnidub.files import write_bytes_atomic
+from omnidub.keys import prompt_key
 from omnidub.script import DEFAULT_SPEAKER
 
 VOICE_KEYS = ("audio", "text", "language", "speed", "instruct")
@@ -231,7 +231,7 @@ def _decode_with_av(path: Path) -> tuple[np.ndarray, int]:
     return (np.concatenate(chunks) if chunks else np.zeros(0, np.float32)), int(rate)
 
 
-def prepare_reference(voice: Voice, *, sample_rate: int, preset: Preset, asr: Asr | None) -> Reference:
+def prepare_reference(voice: Voice, *, sample_rate: int, options: VoiceOptions, asr: Asr | None) -> Reference:
     """Load a voice's reference, trim it to the preset's length at a word boundary, and fix its transcript."""
     if voice.audio is None:
         raise OmnidubError(f"voice {voice.speaker!r} has no reference audio (it is an instruct voice)")
@@ -248,8 +248,8 @@ def prepare_reference(voice: Voice, *, sample_rate: int, preset: Preset, asr: As
     if seconds > LONG_REFERENCE_SECONDS:
         notes.append(f"reference is {seconds:.1f} s; over {LONG_REFERENCE_SECONDS:.0f} s degrades cloning, 3-10 s works best")
 
-    if preset.reference_seconds > 0:
-        target, (low, high) = preset.reference_seconds, preset.reference_window
+    if options.reference_seconds > 0:
+        target, (low, high) = options.reference_seconds, options.reference_window
     else:
         target, (low, high) = WHOLE_REFERENCE_SECONDS, (WHOLE_REFERENCE_SECONDS * 0.75, WHOLE_REFERENCE_SECONDS)
 
@@ -405,80 +405,61 @@ def _fade_out(clip: np.ndarray, sample_rate: int) -> np.ndarray:
 # Prompt cache
 
 
-def prompt_key(voice: Voice, preset: Preset, model_identity: dict) -> str:
-    """Hex sha256 of everything that changes a voice's encoded prompt."""
-    digest = hashlib.sha256(b"omnidub-prompt-v1\0")
-    if voice.audio is not None:
-        with open(voice.audio, "rb") as handle:
-            for block in iter(lambda: handle.read(1 << 20), b""):
-                digest.update(block)
-    fields = {
-        "text": voice.text,
-        "language": voice.language,  # steers the recogniser that finds the cut and any missing transcript
-        "instruct": voice.instruct,
-        "reference_seconds": preset.reference_seconds,
-        "reference_window": list(preset.reference_window),
-        "model": model_identity,
-    }
-    digest.update(json.dumps(fields, sort_keys=True, default=str).encode())
-    return digest.hexdigest()
-
-
-def voice_prompt(
-    voice: Voice,
-    *,
-    cache: "PromptCache | None",
-    preset: Preset,
-    model_identity: dict,
-    sample_rate: int,
-    asr: Asr | None,
-    encode: Callable[[Reference], Any],
-    key: str | None = None,
-) -> tuple[Any, Reference | None]:
-    """A voice's encoded prompt from the cache, else prepared, encoded with `encode` and stored.
-
-    Returns (prompt, reference); reference is None on a cache hit, which touches neither ASR nor audio decoding.
-    `key` saves hashing the reference again when the caller already has its prompt_key.
-    """
-    key = key or prompt_key(voice, preset, model_identity)
-    prompt = cache.get(key) if cache is not None else None
-    if prompt is not None:
-        return prompt, None
-    reference = prepare_reference(voice, sample_rate=sample_rate, preset=preset, asr=asr)
-    prompt = encode(reference)
-    if cache is not None and not reference.provisional:
-        cache.put(key, prompt)
-    return prompt, reference
+def voice_prompt_key(voice: Voice, options: VoiceOptions, identity: dict) -> str:
+    """The prompt key of a voice (see :func:`omnidub.keys.prompt_key`)."""
+    return prompt_key(voice.audio, voice.text, voice.language, voice.instruct, options, identity)
 
 
 class PromptCache:
-    """Encoded voice prompts on disk, one file per key, written atomically."""
+    """Encoded voice prompts on disk (``.npz``, no model classes), one file per key, written atomically."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
 
     def path(self, key: str) -> Path:
-        return self.folder / f"{key}.pt"
+        return self.folder / f"{key}.npz"
 
-    def get(self, key: str):
-        """The cached VoiceClonePrompt for `key`, or None (also when the file is unreadable)."""
+    def get(self, key: str) -> Prompt | None:
+        """The cached prompt for `key`, or None (also when the file is unreadable)."""
         path = self.path(key)
         if not path.is_file():
             return None
-        from omnivoice.models.omnivoice import VoiceClonePrompt
-
         try:
-            return VoiceClonePrompt.load(str(path))
-        except Exception:  # a truncated or foreign file is a miss; it gets rewritten
+            return Prompt.load(path)
+        except Exception:  # noqa: BLE001 - a truncated or foreign file is a miss; it gets rewritten
             return None
 
-    def put(self, key: str, prompt) -> Path:
+    def put(self, key: str, prompt: Prompt) -> Path:
         """Store a prompt; readers never see a half-written file."""
         path = self.path(key)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            with atomic_path(path) as temp:
-                prompt.save(str(temp))
+            write_bytes_atomic(path, prompt.to_bytes())
         except OSError as exc:
-            raise OmnidubError(f"cannot write the voice prompt cache in {self.folder}: {exc.strerror or exc}") from None
+            raise OmnidubError(f"cannot write the voice prompt cache in {self.folder}: {exc.strerror or exc}") from exc
         return path
+
+
+def voice_prompt(
+    voice: Voice,
+    *,
+    cache: PromptCache | None,
+    options: VoiceOptions,
+    key: str,
+    sample_rate: int,
+    asr: Asr | None,
+    encode: Callable[[Reference], Prompt],
+) -> tuple[Prompt, Reference | None]:
+    """A voice's encoded prompt from the cache, else prepared, encoded with `encode` and stored.
+
+    Returns (prompt, reference); reference is None on a cache hit, which touches neither ASR nor audio decoding.
+    A prompt kept whole for want of an ASR model is prepared again once that model is available.
+    """
+    prompt = cache.get(key) if cache is not None else None
+    if prompt is not None and not (prompt.provisional and asr is not None and asr.available()):
+        return prompt, None
+    reference = prepare_reference(voice, sample_rate=sample_rate, options=options, asr=asr)
+    prompt = replace(encode(reference), note=reference.note, provisional=reference.provisional)
+    if cache is not None:
+        cache.put(key, prompt)
+    return prompt, reference

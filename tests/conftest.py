@@ -4,10 +4,13 @@ from __future__ import annotations
 
 import hashlib
 import os
+import tempfile
 from pathlib import Path
 
-# Before anything imports huggingface_hub: tests never reach a model hub.
+# Before anything imports huggingface_hub: tests never reach a model hub, and never see what the developer
+# downloaded (a cached `small` Whisper or OmniVoice would change what the tests exercise).
 os.environ["HF_HUB_OFFLINE"] = "1"
+os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="omnidub-test-hf-")
 os.environ.setdefault("OMNIDUB_CACHE", str(Path(__file__).resolve().parent.parent / ".cache" / "test"))
 
 import pytest  # noqa: E402
@@ -20,7 +23,7 @@ WHISPER_TINY_EN_SHA256 = "1a5afae06a4db91c975c9a9d78be5cc110ee4ea022ad57d55492e4
 @pytest.fixture(scope="session")
 def tiny_model_dir() -> Path:
     """The synthetic tiny checkpoint (real architecture, random weights), built once and cached."""
-    from omnidub.engine.synthetic import build_synthetic
+    from omnidub.synthetic import build_synthetic
 
     return build_synthetic("tiny")
 

@@ -48,12 +48,34 @@ def test_the_default_model_offline_is_one_clear_line():
     assert "synthetic:tiny" in lines[0]
 
 
-def test_dry_run_json_lists_every_cue_with_its_speaker_and_loads_no_model(monkeypatch):
-    import omnidub.engine.loading as loading
+def test_version_and_help_start_without_torch():
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from omnidub.cli import app\n"
+        "r = CliRunner().invoke(app, ['--version'])\n"
+        "h = CliRunner().invoke(app, ['render', '--help'])\n"
+        "heavy = [m for m in ('torch', 'transformers', 'omnivoice') if m in sys.modules]\n"
+        "print(r.exit_code, h.exit_code, r.stdout.strip(), heavy)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True, cwd=ROOT)
+    assert result.stdout.strip() == "0 0 omnidub 0.1.0 []", result.stdout + result.stderr
 
-    monkeypatch.setattr(loading, "load_model", lambda *a, **k: pytest.fail("a TTS model was loaded"))
-    result = run("render", EXAMPLES / "dialogue.srt", "--voices", EXAMPLES / "voices.toml", "--dry-run", "--json")
-    assert result.exit_code == 0, result.output
+
+def test_dry_run_json_lists_every_cue_with_its_speaker_and_loads_no_model():
+    # In its own process, so that nothing another test imported hides a heavy import.
+    code = (
+        "import sys\n"
+        "from typer.testing import CliRunner\n"
+        "from omnidub.cli import app\n"
+        "r = CliRunner().invoke(app, ['render', 'examples/dialogue.srt', '--voices', 'examples/voices.toml',"
+        " '--model', 'synthetic:tiny', '--dry-run', '--json'])\n"
+        "assert r.exit_code == 0, r.output\n"
+        "assert not [m for m in ('torch', 'transformers', 'omnivoice') if m in sys.modules], sorted(sys.modules)\n"
+        "print(r.stdout)\n"
+    )
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 0, result.stderr
     lines = json.loads(result.stdout)["lines"]
     assert [line["index"] for line in lines] == list(range(1, 12))
     assert [line["speaker"] for line in lines] == ["ALICE", "BOB"] * 3 + ["ALICE", "ALICE", "BOB", "ALICE", "BOB"]

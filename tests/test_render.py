@@ -19,6 +19,7 @@ from conftest import EXAMPLES
 from typer.testing import CliRunner
 
 from omnidub.cli import app
+from omnidub.journal import read_entries
 from omnidub.mix import Placement, assemble
 
 runner = CliRunner()
@@ -33,7 +34,9 @@ def manifest(out: Path) -> dict:
 
 
 def statuses(out: Path) -> list[str]:
-    return [line["status"] for line in manifest(out)["lines"]]
+    """Each line's status by index: the manifest, updated by the journal of a run in progress or killed."""
+    latest = {entry.index: entry.status for entry in read_entries(out)}
+    return [latest[i] for i in sorted(latest)]
 
 
 def tree_bytes(out: Path) -> dict[str, bytes]:
@@ -89,9 +92,9 @@ def test_the_tight_cue_is_sped_up_to_the_cap_and_marked_overflow(rendered):
 def test_rerun_synthesizes_nothing_and_rewrites_identical_files(rendered, example_args, monkeypatch):
     before = tree_bytes(rendered)
     # A rerun with nothing changed must not even load the TTS model.
-    import omnidub.engine.synthesis as synthesis
+    from omnidub.backends.torch import TorchBackend
 
-    monkeypatch.setattr(synthesis.Engine, "__init__", lambda *a, **k: pytest.fail("the model was loaded"))
+    monkeypatch.setattr(TorchBackend, "__init__", lambda *a, **k: pytest.fail("the model was loaded"))
     result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", rendered)
     assert result.exit_code == 0, result.output
     assert set(statuses(rendered)) == {"cached"}
@@ -145,16 +148,16 @@ def test_flac_and_mp3_outputs_need_no_ffmpeg(rendered, example_args, tmp_path):
 
 
 def test_a_line_the_model_rejects_fails_alone(tmp_path, example_args, monkeypatch):
-    import omnidub.engine.synthesis as synthesis
+    from omnidub.backends.torch import TorchBackend
 
-    synthesize = synthesis.Engine.synthesize
+    synthesize = TorchBackend.synthesize
 
     def picky(self, requests):
         if any("unsayable" in r.text for r in requests):
             raise RuntimeError("the model rejected this text")
         return synthesize(self, requests)
 
-    monkeypatch.setattr(synthesis.Engine, "synthesize", picky)
+    monkeypatch.setattr(TorchBackend, "synthesize", picky)
     script = tmp_path / "three.txt"
     script.write_text("ALICE: Hello there, how are you?\nBOB: This line is unsayable.\nALICE: Good to hear.\n")
     out = tmp_path / "out"
@@ -167,9 +170,9 @@ def test_a_line_the_model_rejects_fails_alone(tmp_path, example_args, monkeypatc
 
 
 def test_a_misspelt_designed_voice_is_one_line_before_any_model_loads(tmp_path, monkeypatch):
-    import omnidub.engine.loading as loading
+    from omnidub.backends.torch import upstream
 
-    monkeypatch.setattr(loading, "load_model", lambda *a, **k: pytest.fail("a TTS model was loaded"))
+    monkeypatch.setattr(upstream, "load_model", lambda *a, **k: pytest.fail("a TTS model was loaded"))
     toml = tmp_path / "voices.toml"
     toml.write_text('[BOB]\ninstruct = "purple dragon voice"\n')
     script = tmp_path / "one.txt"
@@ -355,5 +358,6 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path, tiny_model_dir):
     stderr = "".join(heard)
     assert process.returncode == 130, stderr
     assert "Traceback" not in stderr and "interrupted:" not in stderr  # stopped at once, not after the line
-    lines = manifest(out)["lines"]
-    assert all((out / line["file"]).is_file() for line in lines if line["status"] == "rendered")
+    # Stopped at once: no manifest snapshot, but the journal holds every finished line, and its audio is there.
+    finished = [e for e in read_entries(out) if e.status == "rendered"]
+    assert finished and all((out / e.file).is_file() for e in finished)

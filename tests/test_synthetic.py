@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 import torch
 
-from omnidub.engine import synthetic
-from omnidub.engine.loading import resolve_model
+from omnidub import synthetic
+from omnidub.models import resolve_model
 from omnidub.errors import OmnidubError
 
 

@@ -3,6 +3,8 @@ import os
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import re
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -11,8 +13,9 @@ import pytest
 import soundfile as sf
 
 from omnidub.asr import Asr
+from omnidub.backends.base import Prompt
 from omnidub.errors import OmnidubError
-from omnidub.presets import Preset
+from omnidub.config import Preset, VoiceOptions
 from omnidub.script import DEFAULT_SPEAKER
 from omnidub.voices import (
     PromptCache,
@@ -20,7 +23,7 @@ from omnidub.voices import (
     load_audio,
     load_voices,
     prepare_reference,
-    prompt_key,
+    voice_prompt_key,
     voice_for,
     voice_prompt,
 )
@@ -29,7 +32,7 @@ DATA = Path(__file__).parent / "data"
 TWO_SENTENCES = DATA / "two_sentences.wav"  # flite slt: a ~0.2 s pause after "dog", near 2.8 s
 NO_PAUSE = DATA / "no_pause.wav"  # flite rms: 5.4 s of connected speech, no pause at all
 RATE = 24000
-FAST = Preset()
+FAST = VoiceOptions()
 
 
 class NoAsr(Asr):
@@ -211,14 +214,14 @@ def test_short_reference_is_an_error(tmp_path):
     short = tmp_path / "short.wav"
     sf.write(short, mono[int(0.2 * rate) : int(1.0 * rate)], rate)
     with pytest.raises(OmnidubError, match=r"short\.wav: reference for 'ALICE' is 0\.80 s"):
-        prepare_reference(voice(audio=short, text="The quick"), sample_rate=RATE, preset=FAST, asr=NoAsr())
+        prepare_reference(voice(audio=short, text="The quick"), sample_rate=RATE, options=FAST, asr=NoAsr())
 
 
 def test_reference_inside_the_window_with_a_transcript_is_kept_without_asr(tmp_path):
     mono, rate = sf.read(TWO_SENTENCES, dtype="float32")
     clip = tmp_path / "clip.wav"
     sf.write(clip, mono[: int(2.9 * rate)], rate)
-    ref = prepare_reference(voice(audio=clip, text="The quick brown fox jumps over the lazy dog."), sample_rate=RATE, preset=FAST, asr=NoAsr())
+    ref = prepare_reference(voice(audio=clip, text="The quick brown fox jumps over the lazy dog."), sample_rate=RATE, options=FAST, asr=NoAsr())
     assert not ref.trimmed and ref.text == "The quick brown fox jumps over the lazy dog."
     assert ref.audio.size == pytest.approx(2.9 * RATE, abs=2) and ref.sample_rate == RATE
 
@@ -227,12 +230,12 @@ def test_long_reference_is_noted(tmp_path):
     mono, rate = sf.read(TWO_SENTENCES, dtype="float32")
     long = tmp_path / "long.wav"
     sf.write(long, np.tile(mono, 4), rate)
-    ref = prepare_reference(voice(audio=long, text="Four times."), sample_rate=RATE, preset=FAST, asr=None)
+    ref = prepare_reference(voice(audio=long, text="Four times."), sample_rate=RATE, options=FAST, asr=None)
     assert "over 20 s" in ref.note and "kept whole" in ref.note and not ref.trimmed
 
 
-def assert_good_cut(ref, asr, full_text, preset=FAST):
-    low, high = preset.reference_window
+def assert_good_cut(ref, asr, full_text, options=FAST):
+    low, high = options.reference_window
     seconds = ref.audio.size / ref.sample_rate
     assert ref.trimmed and low <= seconds <= high
     assert frame_rms(ref.audio, ref.sample_rate) < 0.1 * np.sqrt(np.mean(ref.audio**2))
@@ -243,7 +246,7 @@ def assert_good_cut(ref, asr, full_text, preset=FAST):
 
 def test_trim_without_transcript_cuts_at_a_pause_and_transcribes(asr):
     full = asr.transcribe(*sf.read(TWO_SENTENCES, dtype="float32")).text
-    ref = prepare_reference(voice(), sample_rate=RATE, preset=FAST, asr=asr)
+    ref = prepare_reference(voice(), sample_rate=RATE, options=FAST, asr=asr)
     heard = assert_good_cut(ref, asr, full)
     assert words(ref.text) == heard
     assert "trimmed 5.7 s" in ref.note and "transcript by ASR" in ref.note
@@ -252,7 +255,7 @@ def test_trim_without_transcript_cuts_at_a_pause_and_transcribes(asr):
 
 def test_trim_cuts_the_users_transcript_at_the_matching_word(asr):
     given = "THE quick-brown fox jumps over the lazy dog! She sells sea shells by the sea shore every summer."
-    ref = prepare_reference(voice(text=given), sample_rate=RATE, preset=FAST, asr=asr)
+    ref = prepare_reference(voice(text=given), sample_rate=RATE, options=FAST, asr=asr)
     heard = assert_good_cut(ref, asr, (DATA / "two_sentences.txt").read_text())
     # Their words, spelling and punctuation, up to the word the clip ends on.
     assert given.startswith(ref.text) and ref.text.endswith("dog!")
@@ -262,7 +265,7 @@ def test_trim_cuts_the_users_transcript_at_the_matching_word(asr):
 
 def test_no_pause_in_the_window_keeps_the_reference_whole(asr):
     text = (DATA / "no_pause.txt").read_text().strip()
-    ref = prepare_reference(voice(audio=NO_PAUSE, text=text), sample_rate=RATE, preset=FAST, asr=asr)
+    ref = prepare_reference(voice(audio=NO_PAUSE, text=text), sample_rate=RATE, options=FAST, asr=asr)
     assert not ref.trimmed and ref.text == text
     assert ref.audio.size == load_audio(NO_PAUSE, RATE).size
     assert "kept whole (5.4 s): no pause between words inside 2.5-4 s" in ref.note
@@ -270,28 +273,28 @@ def test_no_pause_in_the_window_keeps_the_reference_whole(asr):
 
 def test_a_transcript_that_does_not_match_the_audio_is_never_cut(asr):
     wrong = "Completely different words that nobody in this clip ever says out loud at all."
-    ref = prepare_reference(voice(text=wrong), sample_rate=RATE, preset=FAST, asr=asr)
+    ref = prepare_reference(voice(text=wrong), sample_rate=RATE, options=FAST, asr=asr)
     assert not ref.trimmed and ref.text == wrong
     assert "does not match the recognised words" in ref.note
 
 
 def test_unloadable_asr_keeps_the_reference_whole_with_the_reason():
     text = (DATA / "two_sentences.txt").read_text().strip()
-    ref = prepare_reference(voice(text=text), sample_rate=RATE, preset=FAST, asr=Asr("small", device="cpu"))
+    ref = prepare_reference(voice(text=text), sample_rate=RATE, options=FAST, asr=Asr("small", device="cpu"))
     assert not ref.trimmed and ref.text == text
     assert "kept whole" in ref.note and "--asr-model PATH" in ref.note
 
 
 def test_no_transcript_and_no_asr_is_an_error():
     with pytest.raises(OmnidubError, match=r"cannot load ASR model 'small'.*--asr-model PATH"):
-        prepare_reference(voice(), sample_rate=RATE, preset=FAST, asr=Asr("small", device="cpu"))
+        prepare_reference(voice(), sample_rate=RATE, options=FAST, asr=Asr("small", device="cpu"))
     with pytest.raises(OmnidubError, match=r"voice 'ALICE' has no transcript .* --voice-text ALICE=TEXT"):
-        prepare_reference(voice(), sample_rate=RATE, preset=FAST, asr=None)
+        prepare_reference(voice(), sample_rate=RATE, options=FAST, asr=None)
 
 
 def test_quality_preset_keeps_references_up_to_ten_seconds_whole():
-    quality = replace(FAST, name="quality", reference_seconds=0)
-    ref = prepare_reference(voice(text="The whole thing."), sample_rate=RATE, preset=quality, asr=NoAsr())
+    quality = replace(FAST, reference_seconds=0)
+    ref = prepare_reference(voice(text="The whole thing."), sample_rate=RATE, options=quality, asr=NoAsr())
     assert not ref.trimmed and ref.text == "The whole thing."
 
 
@@ -299,11 +302,8 @@ def test_quality_preset_keeps_references_up_to_ten_seconds_whole():
 
 
 def make_prompt(text="The quick brown fox."):
-    import torch
-    from omnivoice.models.omnivoice import VoiceClonePrompt
-
-    generator = torch.Generator().manual_seed(0)
-    return VoiceClonePrompt(torch.randint(0, 1024, (8, 75), generator=generator), text, 0.05)
+    codes = np.random.default_rng(0).integers(0, 1024, size=(8, 75))
+    return Prompt(codes, text, 0.05, "en")
 
 
 IDENTITY = {"id": "k2-fsa/OmniVoice", "revision": "abc", "synthetic": False}
@@ -311,22 +311,22 @@ IDENTITY = {"id": "k2-fsa/OmniVoice", "revision": "abc", "synthetic": False}
 
 def test_prompt_key_changes_with_everything_that_changes_the_prompt(tmp_path):
     base = voice(text="Words.")
-    key = prompt_key(base, FAST, IDENTITY)
-    assert re.fullmatch(r"[0-9a-f]{64}", key) and prompt_key(base, FAST, dict(IDENTITY)) == key
+    key = voice_prompt_key(base, FAST, IDENTITY)
+    assert re.fullmatch(r"[0-9a-f]{64}", key) and voice_prompt_key(base, FAST, dict(IDENTITY)) == key
     other_audio = tmp_path / "other.wav"
     data = bytearray(TWO_SENTENCES.read_bytes())
     data[-1] ^= 1
     other_audio.write_bytes(bytes(data))
     changed = [
-        prompt_key(replace(base, text="Other words."), FAST, IDENTITY),
-        prompt_key(replace(base, audio=other_audio), FAST, IDENTITY),
-        prompt_key(base, replace(FAST, reference_seconds=3.5), IDENTITY),
-        prompt_key(base, replace(FAST, reference_window=(2.0, 4.0)), IDENTITY),
-        prompt_key(base, FAST, {**IDENTITY, "revision": "def"}),
+        voice_prompt_key(replace(base, text="Other words."), FAST, IDENTITY),
+        voice_prompt_key(replace(base, audio=other_audio), FAST, IDENTITY),
+        voice_prompt_key(replace(base, language="de"), FAST, IDENTITY),
+        voice_prompt_key(base, replace(FAST, reference_seconds=3.5), IDENTITY),
+        voice_prompt_key(base, replace(FAST, reference_window=(2.0, 4.0)), IDENTITY),
+        voice_prompt_key(base, FAST, {**IDENTITY, "revision": "def"}),
+        voice_prompt_key(base, FAST, {**IDENTITY, "asr": "tiny.en"}),
     ]
     assert key not in changed and len(set(changed)) == len(changed)
-    # Settings that do not touch the prompt leave the key alone.
-    assert prompt_key(base, replace(FAST, steps=32), IDENTITY) == key
 
 
 def test_prompt_cache_round_trip_and_corrupt_file_is_a_miss(tmp_path):
@@ -334,46 +334,59 @@ def test_prompt_cache_round_trip_and_corrupt_file_is_a_miss(tmp_path):
     assert cache.get("k") is None
     prompt = make_prompt()
     path = cache.put("k", prompt)
-    assert path.is_file() and [p.name for p in path.parent.iterdir()] == ["k.pt"]
+    assert path.is_file() and [p.name for p in path.parent.iterdir()] == ["k.npz"]
     loaded = cache.get("k")
-    assert loaded.ref_text == prompt.ref_text and loaded.ref_rms == pytest.approx(prompt.ref_rms)
-    assert (loaded.ref_audio_tokens == prompt.ref_audio_tokens).all()
+    assert loaded.text == prompt.text and loaded.rms == pytest.approx(prompt.rms) and loaded.language == "en"
+    assert np.array_equal(loaded.codes, prompt.codes) and loaded.digest() == prompt.digest()
     path.write_bytes(b"not a prompt")
     assert cache.get("k") is None
+    path.write_bytes(prompt.to_bytes()[:100])  # torn by a crash
+    assert cache.get("k") is None
+
+
+def test_prompts_load_without_torch(tmp_path):
+    path = PromptCache(tmp_path).put("k", make_prompt())
+    code = f"import sys; from omnidub.backends.base import Prompt; Prompt.load({str(path)!r}); print('torch' in sys.modules)"
+    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert result.stdout.strip() == "False"
 
 
 def test_cache_hit_loads_no_asr_model_and_encodes_nothing(tmp_path, asr):
     cache = PromptCache(tmp_path / "prompts")
     encoded = []
+    base = voice(text="The quick brown fox jumps over the lazy dog.")
+    key = voice_prompt_key(base, FAST, IDENTITY)
 
     def encode(reference):
         encoded.append(reference)
         return make_prompt(reference.text)
 
-    first, reference = voice_prompt(
-        voice(text="The quick brown fox jumps over the lazy dog."), cache=cache, preset=FAST,
-        model_identity=IDENTITY, sample_rate=RATE, asr=asr, encode=encode,
-    )
-    assert len(encoded) == 1 and reference is not None and first.ref_text == reference.text
-    assert not reference.provisional
+    first, reference = voice_prompt(base, cache=cache, options=FAST, key=key, sample_rate=RATE, asr=asr, encode=encode)
+    assert len(encoded) == 1 and reference is not None and first.text == reference.text
+    assert not reference.provisional and first.note == reference.note
 
     def no_encode(reference):
         raise AssertionError("encoded again")
 
-    again, reference = voice_prompt(
-        voice(text="The quick brown fox jumps over the lazy dog."), cache=cache, preset=FAST,
-        model_identity=IDENTITY, sample_rate=RATE, asr=NoAsr(), encode=no_encode,
-    )
-    assert reference is None and again.ref_text == first.ref_text
+    again, reference = voice_prompt(base, cache=cache, options=FAST, key=key, sample_rate=RATE, asr=NoAsr(),
+                                    encode=no_encode)
+    assert reference is None and again.text == first.text
 
 
-def test_a_reference_kept_whole_for_want_of_asr_is_not_cached(tmp_path):
+def test_a_reference_kept_whole_for_want_of_asr_is_prepared_again_once_asr_is_there(tmp_path, asr):
     cache = PromptCache(tmp_path / "prompts")
-    prompt, reference = voice_prompt(
-        voice(text="The quick brown fox jumps over the lazy dog."), cache=cache, preset=FAST,
-        model_identity=IDENTITY, sample_rate=RATE, asr=Asr(str(tmp_path / "no-model"), device="cpu"),
-        encode=lambda ref: make_prompt(ref.text),
-    )
+    base = voice(text="The quick brown fox jumps over the lazy dog.")
+    key = voice_prompt_key(base, FAST, IDENTITY)
+    missing = Asr(str(tmp_path / "no-model"), device="cpu")
+    prompt, reference = voice_prompt(base, cache=cache, options=FAST, key=key, sample_rate=RATE, asr=missing,
+                                     encode=lambda ref: make_prompt(ref.text))
     assert reference.provisional and not reference.trimmed and "no ASR model" in reference.note
-    # The next run, with an ASR model, should get the chance to trim it.
-    assert not list((tmp_path / "prompts").glob("*"))
+    assert prompt.provisional
+    # Cached, so a rerun without ASR loads nothing ...
+    again, reference = voice_prompt(base, cache=cache, options=FAST, key=key, sample_rate=RATE, asr=missing,
+                                    encode=lambda ref: pytest.fail("encoded again"))
+    assert reference is None and again.provisional
+    # ... but a run that has an ASR model trims it.
+    trimmed, reference = voice_prompt(base, cache=cache, options=FAST, key=key, sample_rate=RATE, asr=asr,
+                                      encode=lambda ref: make_prompt(ref.text))
+    assert reference is not None and not trimmed.provisional and not cache.get(key).provisional

@@ -18,16 +18,9 @@ from dataclasses import dataclass
 
 import torch
 
-LAYOUTS = ("padded", "trimmed", "packed")
+from omnidub.backends.torch import upstream
 
-
-def resolve_layout(spec: str, device: str) -> str:
-    """``auto``: trimmed off CUDA (fewer tokens wins where compute is the bottleneck), padded on CUDA."""
-    if spec == "auto":
-        return "padded" if device.startswith("cuda") else "trimmed"
-    if spec not in LAYOUTS:
-        raise ValueError(f"unknown cfg layout {spec!r}")
-    return spec
+from omnidub.config import LAYOUTS, resolve_layout  # noqa: F401 - re-exported for the backend
 
 
 @dataclass
@@ -93,7 +86,7 @@ class Layout:
         llm = llm if llm is not None else model.llm
         hidden = []
         for plan in self.plans:
-            embeds = model._prepare_embed_inputs(plan.input_ids, plan.audio_mask)
+            embeds = upstream.embed(model, plan.input_ids, plan.audio_mask)
             out = llm(inputs_embeds=embeds, attention_mask=plan.attention_mask, position_ids=plan.position_ids,
                       return_dict=True)
             hidden.append(out[0].reshape(-1, out[0].shape[-1]))

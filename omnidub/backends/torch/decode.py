@@ -8,24 +8,11 @@ line draws its noise from its own generator in its own shape, so a line decodes 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import torch
 import torch.nn.functional as F
 
-from omnidub.engine.cfg import Item, Layout
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """The decoding settings upstream's OmniVoiceGenerationConfig carries, with the same meanings."""
-
-    steps: int = 32
-    guidance_scale: float = 2.0
-    t_shift: float = 0.1
-    layer_penalty_factor: float = 5.0
-    position_temperature: float = 5.0
-    class_temperature: float = 0.0
+from omnidub.backends.torch.layout import Item, Layout
+from omnidub.config import DecodeOptions
 
 
 def schedule(total: int, steps: int, t_shift: float) -> list[int]:
@@ -47,7 +34,7 @@ def gumbel(uniform: torch.Tensor) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def decode(model, items: list[Item], seeds: list[int], sampling: Sampling, layout: str, llm=None) -> list[torch.Tensor]:
+def decode(model, items: list[Item], seeds: list[int], sampling: DecodeOptions, layout: str, llm=None) -> list[torch.Tensor]:
     """Decode a batch of items; returns each line's tokens [C, target_len] (long, on the model's device)."""
     device = model.device
     mask_id = model.config.audio_mask_id

@@ -60,11 +60,16 @@ def cache_root() -> Path:
     return cache_home() / "synthetic"
 
 
-def build_synthetic(name: str) -> Path:
-    """Return the folder of synthetic checkpoint ``name``, building it on first use."""
+def synthetic_folder(name: str) -> Path:
+    """Where synthetic checkpoint ``name`` lives once built."""
     if name not in NAMES:
         raise OmnidubError(f"unknown synthetic model {name!r}; use synthetic:tiny or synthetic:full")
-    folder = cache_root() / f"{name}-v{RECIPE_VERSION}"
+    return cache_root() / f"{name}-v{RECIPE_VERSION}"
+
+
+def build_synthetic(name: str) -> Path:
+    """Return the folder of synthetic checkpoint ``name``, building it on first use."""
+    folder = synthetic_folder(name)
     if (folder / "config.json").is_file():
         return folder
     folder.parent.mkdir(parents=True, exist_ok=True)

@@ -1,0 +1,144 @@
+"""The library face: options in, a session that holds the model, device and ASR; plan, render and QA.
+
+    from omnidub.api import Session
+    session = Session(model="synthetic:tiny")
+    summary = session.render("dialogue.srt", voices="voices.toml")
+
+Nothing here installs a signal handler or changes process-wide state; the command line does that itself.
+Heavy things (torch, the TTS model, the ASR model) load on first use, so planning and fully cached reruns
+never pay for them.
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from omnidub.config import Preset, generation_settings, load_preset
+from omnidub.errors import OmnidubError
+from omnidub.hardware import device_kind, dtype_for, guess_device
+from omnidub.models import DEFAULT_MODEL, ModelSource, resolve_model
+from omnidub.scheduler import Budget, default_budget
+
+
+class Session:
+    """One model, device and ASR for any number of renders; each loads on first use."""
+
+    def __init__(self, model: str = DEFAULT_MODEL, device: str = "auto", preset: Preset | str = "fast",
+                 asr_model: str | None = None, *, source: ModelSource | None = None):
+        self.model_spec = model
+        self.device_spec = device
+        self.preset = load_preset(preset) if isinstance(preset, str) else preset
+        self.asr_model = asr_model
+        self._source = source
+        self._backend = None
+        self._asr = None
+        self.on_load = lambda what: None  # the CLI shows a spinner while a model loads
+
+    # -- what is known without loading anything ----------------------------------------------------------------
+    @property
+    def source(self) -> ModelSource:
+        if self._source is None:
+            self._source = resolve_model(self.model_spec)
+        return self._source
+
+    def use_unresolved_model(self) -> None:
+        """Plan against the model's name alone (it cannot be found or downloaded now): no line will match a key."""
+        self._source = ModelSource(spec=self.model_spec, path=Path(self.model_spec), revision="unresolved")
+
+    @property
+    def device(self) -> str:
+        return self._backend.device if self._backend is not None else guess_device(self.device_spec)
+
+    @property
+    def backend_name(self) -> str:
+        return "onnxruntime" if self.source.backend == "onnx" else "torch"
+
+    @property
+    def identity(self) -> dict:
+        """What identifies the model a line is rendered with (for line keys and the manifest)."""
+        if self._backend is not None:
+            return self._backend.identity
+        return {**self.source.identity, "backend": self.backend_name, "device": device_kind(self.device),
+                "dtype": dtype_for(self.preset.engine.dtype, self.device)}
+
+    @property
+    def prompt_identity(self) -> dict:
+        """What identifies an encoded prompt: the model and device kind (prompts are encoded in float32) and
+        the ASR model that finds the cut."""
+        return {**self.source.identity, "device": device_kind(self.device), "asr": self.asr_name}
+
+    @property
+    def asr_name(self) -> str:
+        from omnidub.asr import default_asr_model
+
+        return self.asr_model or default_asr_model(self.device)
+
+    @property
+    def settings(self) -> dict:
+        return generation_settings(self.preset.engine, self.device)
+
+    @property
+    def budget(self) -> Budget:
+        return default_budget(self.preset.engine, self.device)
+
+    # -- loaded on first use -----------------------------------------------------------------------------------
+    def backend(self):
+        """The resident backend, loaded on first call."""
+        if self._backend is None:
+            self.on_load("the TTS model")
+            self._backend = load_backend(self.source, self.device_spec, self.preset)
+        return self._backend
+
+    def asr(self):
+        """The ASR model for reference trimming and QA (it loads on its first transcription)."""
+        from omnidub.asr import Asr
+
+        if self._asr is None:
+            self._asr = Asr(self.asr_model, device=self.device)
+        return self._asr
+
+    def check_instruct(self, instruct: str) -> None:
+        """A designed voice's instruction must be one OmniVoice knows: checked without loading the model."""
+        from omnidub.backends.torch.upstream import resolve_instruct
+
+        resolve_instruct(instruct)
+
+    # -- jobs ------------------------------------------------------------------------------------------------
+    def renderer(self, input_path, *, voices=None, voice: list[str] = (), voice_text: list[str] = (),
+                 language: str | None = None, out_dir=None, fmt: str = "wav", force: bool = False, listener=None):
+        """A renderer for one input (plan it, render it, or both)."""
+        from omnidub.render import Renderer, default_out_dir
+        from omnidub.script import read_script
+        from omnidub.voices import load_voices
+
+        input_path = Path(input_path)
+        script = read_script(input_path, language=language, gap=self.preset.timing.gap)
+        voice_map = load_voices(Path(voices) if voices else None, list(voice), list(voice_text))
+        out = Path(out_dir) if out_dir else default_out_dir(input_path)
+        return Renderer(self, script, voice_map, out, input_path=input_path, fmt=fmt, force=force, listener=listener)
+
+    def render(self, input_path, **kwargs):
+        """Render one input into its output folder; returns the run's Summary."""
+        return self.renderer(input_path, **kwargs).run()
+
+    def qa(self, out_dir, *, max_wer: float | None = None, progress=None):
+        """Check a rendered folder; returns the QA Report (written to qa.json and qa.html)."""
+        from omnidub.qa import run_qa, write_reports
+
+        report = run_qa(Path(out_dir), asr=self.asr(), max_wer=max_wer, progress=progress)
+        write_reports(report, Path(out_dir))
+        return report
+
+
+def load_backend(source: ModelSource, device: str, preset: Preset):
+    """The backend a source calls for: ONNX Runtime for an export folder, else torch."""
+    if source.backend == "onnx":
+        try:
+            from omnidub.backends.onnx import OnnxBackend
+        except ImportError as exc:
+            raise OmnidubError(f"{source.spec} is an ONNX export, but the ONNX Runtime backend is not available: {exc}") from exc
+        return OnnxBackend(source, device=device, options=preset.engine)
+    from omnidub.backends.torch import TorchBackend
+
+    return TorchBackend(source, device=device, options=preset.engine)
+
