@@ -36,6 +36,14 @@ class Transcript:
     words: tuple[Word, ...]
 
 
+# faster-whisper's hub repositories for its plain size names (the rest are looked up through faster-whisper).
+_STANDARD_REPO = {
+    **{f"{size}{en}": f"Systran/faster-whisper-{size}{en}" for size in ("tiny", "base", "small", "medium") for en in ("", ".en")},
+    **{f"large-{v}": f"Systran/faster-whisper-large-{v}" for v in ("v1", "v2", "v3")},
+    "large": "Systran/faster-whisper-large-v3",
+}
+
+
 def default_asr_model(device: str) -> str:
     """The faster-whisper model used when none is given: large-v3 on CUDA, small elsewhere."""
     return "large-v3" if device.startswith("cuda") else "small"
@@ -100,6 +108,13 @@ class Asr:
             return (folder / "model.bin").is_file()
         if _looks_like_path(self.name):
             return False
+        repo = _STANDARD_REPO.get(self.name, self.name if "/" in self.name else None)
+        if repo is not None:
+            # Look in the hub's cache layout directly: importing faster-whisper costs more than a cached rerun.
+            from huggingface_hub.constants import HF_HUB_CACHE
+
+            snapshots = Path(HF_HUB_CACHE) / ("models--" + repo.replace("/", "--")) / "snapshots"
+            return any((s / "model.bin").is_file() for s in snapshots.glob("*"))
         from faster_whisper import download_model
 
         try:

@@ -53,3 +53,16 @@ def test_transcribes_stereo_audio_at_any_rate_with_word_times(whisper_tiny_en):
     assert [w.text.strip(".,").lower() for w in transcript.words[:4]] == ["the", "quick", "brown", "fox"]
     starts = [w.start for w in transcript.words]
     assert starts == sorted(starts) and transcript.words[-1].end <= mono.size / rate + 0.1
+
+
+def test_availability_is_read_from_the_local_cache_without_the_hub(tmp_path, monkeypatch, whisper_tiny_en):
+    import huggingface_hub.constants as constants
+
+    monkeypatch.setattr(constants, "HF_HUB_CACHE", str(tmp_path))
+    assert Asr(str(whisper_tiny_en)).available()
+    assert not Asr(str(tmp_path / "missing")).available()
+    assert not Asr("small").available()
+    snapshot = tmp_path / "models--Systran--faster-whisper-small" / "snapshots" / "abc"
+    snapshot.mkdir(parents=True)
+    (snapshot / "model.bin").write_bytes(b"")
+    assert Asr("small").available() and not Asr("small.en").available()
