@@ -121,11 +121,13 @@ class Session:
         """Render one input into its output folder; returns the run's Summary."""
         return self.renderer(input_path, **kwargs).run()
 
-    def qa(self, out_dir, *, max_wer: float | None = None, progress=None):
-        """Check a rendered folder; returns the QA Report (written to qa.json and qa.html)."""
-        from omnidub.qa import run_qa, write_reports
+    def qa(self, out_dir, *, max_wer: float | None = None, progress=None, speaker_model: str | None = None):
+        """Check a rendered folder; returns the QA Report (written to qa.json and qa.html). `speaker_model`
+        names the voice check's encoder (default resemblyzer; "none" skips the check)."""
+        from omnidub.qa import run_qa, speaker_encoder, write_reports
 
-        report = run_qa(Path(out_dir), asr=self.asr(), max_wer=max_wer, progress=progress)
+        encoder = speaker_encoder(speaker_model, self.device)
+        report = run_qa(Path(out_dir), asr=self.asr(), max_wer=max_wer, progress=progress, encoder=encoder)
         write_reports(report, Path(out_dir))
         return report
 

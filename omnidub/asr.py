@@ -154,6 +154,10 @@ class Asr:
                 ) from None
             return self._model
 
+    def english_only(self) -> bool:
+        """True for English-only models (tiny.en ...), which hear English words in any language."""
+        return not self._load().model.is_multilingual
+
     def transcribe(
         self,
         audio: np.ndarray,

@@ -85,6 +85,11 @@ def user_errors(debug: bool):
         raise typer.Exit(2) from None
 
 
+SPEAKER_MODEL_HELP = (
+    "Speaker encoder for the QA voice check: resemblyzer (GE2E, bundled), or none to skip the check."
+)
+
+
 def warn_synthetic(model: str) -> None:
     if model.startswith("synthetic:"):
         err.print(
@@ -118,6 +123,7 @@ def render(
     qa: bool = typer.Option(False, "--qa", help="Run the QA checks after rendering."),
     retakes: int = typer.Option(0, "--retakes", min=0, help="Render lines that fail QA again, up to N times (implies --qa)."),
     asr_model: Optional[str] = typer.Option(None, "--asr-model", help="faster-whisper size name or local model folder (default: small on CPU, large-v3 on CUDA)."),
+    speaker_model: str = typer.Option("resemblyzer", "--speaker-model", help=SPEAKER_MODEL_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the plan or the summary as JSON."),
     debug: bool = DebugOption,
 ) -> None:
@@ -131,6 +137,10 @@ def _render(**o) -> int:
     from omnidub.api import Session
     from omnidub.config import load_preset
 
+    if o["qa"] or o["retakes"]:
+        from omnidub.qa import speaker_encoder
+
+        speaker_encoder(o["speaker_model"])  # a wrong name is said before the render, not after it
     settings = load_preset(o["preset"]).with_overrides(
         steps=o["steps"],
         cfg=o["cfg"].value if o["cfg"] else None,
@@ -171,15 +181,15 @@ def _render(**o) -> int:
 
     qa_failed = False
     if o["qa"] or o["retakes"]:
-        from omnidub.qa import print_report, write_reports
+        from omnidub.qa import print_report, speaker_encoder, write_reports
         from omnidub.retakes import qa_with_retakes
 
+        encoder = speaker_encoder(o["speaker_model"], session.device)
         with _qa_progress(err) as progress:
-            report = qa_with_retakes(renderer, session.asr(), o["retakes"], listener, progress=progress)
-        paths = write_reports(report, renderer.out_dir)
+            report = qa_with_retakes(renderer, session.asr(), o["retakes"], listener, progress=progress, encoder=encoder)
+        written = write_reports(report, renderer.out_dir)
         if not o["as_json"]:
-            print_report(report, err)
-            err.print(f"QA report: {paths[0]} and {paths[1]}")
+            print_report(report, err, written)
         qa_failed = not report.passed
     _print_summary(summary, o["as_json"])
     return 1 if summary.failed or qa_failed else 0
@@ -372,23 +382,24 @@ def qa(
     out_dir: Path = typer.Argument(..., help="A folder written by omnidub render."),
     asr_model: Optional[str] = typer.Option(None, "--asr-model", help="faster-whisper size name or local model folder."),
     max_wer: Optional[float] = typer.Option(None, "--max-wer", min=0.0, help="Highest WER (CER for zh/ja/...) a line may have."),
-    device: str = typer.Option("auto", "--device", help="Device for the ASR model."),
+    speaker_model: str = typer.Option("resemblyzer", "--speaker-model", help=SPEAKER_MODEL_HELP),
+    device: str = typer.Option("auto", "--device", help="Device for the ASR and speaker models."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     debug: bool = DebugOption,
 ) -> None:
-    """Transcribe every rendered line and report what to listen to (exit 1 when a line fails)."""
+    """Transcribe every rendered line, compare its voice with its speaker's, and report what to listen to
+    (exit 1 when a line fails)."""
     with user_errors(debug):
         from omnidub.api import Session
         from omnidub.qa import print_report, report_json
 
         session = Session(device=device, asr_model=asr_model)
         with _qa_progress(err) as progress:
-            report = session.qa(out_dir, max_wer=max_wer, progress=progress)
+            report = session.qa(out_dir, max_wer=max_wer, progress=progress, speaker_model=speaker_model)
         if as_json:
             out.print_json(json.dumps(report_json(report)))
         else:
-            print_report(report, out)
-            err.print(f"QA report: {out_dir / 'qa.html'} and {out_dir / 'qa.json'}")
+            print_report(report, out, (out_dir / "qa.json", out_dir / "qa.html"))
     raise typer.Exit(0 if report.passed else 1)
 
 

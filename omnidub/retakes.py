@@ -1,20 +1,28 @@
-"""QA after rendering, with retakes: lines that fail intelligibility are rendered again with new seeds."""
+"""QA after rendering, with retakes: lines that fail intelligibility or voice are rendered again with new seeds."""
 
 from __future__ import annotations
 
-from omnidub.qa import Report, check_lines, run_qa
+from pathlib import Path
+
+from omnidub.qa import LineCheck, Report, check_lines, run_qa
 from omnidub.render import Renderer
+from omnidub.voices import voice_for
 
 # Only failures a new seed can fix are retaken: timing and level flags come from the plan or the reference.
-RETAKE_FLAGS = {"wer", "cer", "silent", "nan", "clipping"}
+RETAKE_FLAGS = {"wer", "cer", "voice", "silent", "nan", "clipping"}
 
 
-def qa_with_retakes(renderer: Renderer, asr, retakes: int, listener=None, progress=None) -> Report:
-    """Run QA on a finished render; retake failing lines with seed+1..seed+N, keep the best take by error rate."""
-    report = run_qa(renderer.out_dir, asr=asr, progress=progress)
+def qa_with_retakes(renderer: Renderer, asr, retakes: int, listener=None, progress=None, encoder=None) -> Report:
+    """Run QA on a finished render; retake failing lines with seed+1..seed+N and keep the best take
+    (passing, then fewest retakable flags, lowest error rate, closest voice)."""
+    references = _references(renderer)
+    report = run_qa(renderer.out_dir, asr=asr, progress=progress, encoder=encoder, references=references)
     if retakes <= 0:
         return report
-    thresholds = dict(max_wer=report.settings.max_wer, max_cer=report.settings.max_cer)
+    thresholds = dict(
+        max_wer=report.settings.max_wer, max_cer=report.settings.max_cer,
+        min_voice_similarity=report.settings.min_voice_similarity,
+    )
     changed = False
     for check in report.lines:
         if check.passed or not RETAKE_FLAGS.intersection(check.flags):
@@ -22,17 +30,20 @@ def qa_with_retakes(renderer: Renderer, asr, retakes: int, listener=None, progre
         entry = next(e for e in renderer.entries if e.index == check.index)
         if entry.status == "failed":
             continue
-        best_rate = _rate(check.error_rate)
-        attempts = [{"seed": entry.seed, "key": entry.key, "error_rate": check.error_rate, "passed": False}]
+        best = check
+        attempts = [_attempt(entry, check)]
         everyone = [e.to_json() for e in renderer.entries]
         for attempt in range(1, retakes + 1):
             if listener is not None:
-                listener.step(f"retake {attempt} of line {entry.index} ({check.metric} {best_rate:.2f})")
+                listener.step(f"retake {attempt} of line {entry.index} ({', '.join(best.flags)})")
             take = renderer.render_take(entry, renderer.base_seed(entry) + attempt)
-            [heard] = check_lines(renderer.out_dir, [take.to_json()], asr, all_lines=everyone, **thresholds)
-            attempts.append({"seed": take.seed, "key": take.key, "error_rate": heard.error_rate, "passed": heard.passed})
-            if _rate(heard.error_rate) < best_rate:
-                best_rate = _rate(heard.error_rate)
+            [heard] = check_lines(
+                renderer.out_dir, [take.to_json()], asr, all_lines=everyone, program_seconds=report.program_seconds,
+                encoder=encoder, references=references, **thresholds,
+            )
+            attempts.append(_attempt(take, heard))
+            if _rank(heard) < _rank(best):
+                best = heard
                 renderer.adopt(entry, take)
                 changed = True
             if heard.passed:
@@ -44,8 +55,27 @@ def qa_with_retakes(renderer: Renderer, asr, retakes: int, listener=None, progre
         renderer.save_manifest()  # the attempts are recorded; stems and mix are unchanged
         return report
     renderer.reassemble()
-    return run_qa(renderer.out_dir, asr=asr, progress=progress)
+    return run_qa(renderer.out_dir, asr=asr, progress=progress, encoder=encoder, references=references)
 
 
-def _rate(value: float | None) -> float:
-    return float("inf") if value is None else value
+def _references(renderer: Renderer) -> dict[str, Path]:
+    """Each speaker's reference recording, as cast for this render (designed voices have none)."""
+    found = {}
+    for speaker in dict.fromkeys(e.speaker for e in renderer.entries):
+        voice = voice_for(speaker, renderer.voices)
+        if voice.audio is not None:
+            found[speaker] = Path(voice.audio)
+    return found
+
+
+def _attempt(entry, check: LineCheck) -> dict:
+    similarity = None if check.voice is None else round(check.voice.similarity, 4)
+    return {"seed": entry.seed, "key": entry.key, "error_rate": check.error_rate, "voice_similarity": similarity,
+            "flags": list(check.flags), "passed": check.passed}
+
+
+def _rank(check: LineCheck) -> tuple:
+    """Smaller is better."""
+    similarity = check.voice.similarity if check.voice is not None else 0.0
+    error_rate = float("inf") if check.error_rate is None else check.error_rate
+    return (not check.passed, len(RETAKE_FLAGS.intersection(check.flags)), error_rate, -similarity)

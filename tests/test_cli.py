@@ -12,6 +12,7 @@ from conftest import EXAMPLES, ROOT
 from typer.testing import CliRunner
 
 from omnidub.cli import app
+from omnidub.retakes import RETAKE_FLAGS
 
 runner = CliRunner()
 ALICE_TEXT = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."
@@ -127,6 +128,13 @@ def test_qa_without_a_manifest_is_exit_2(tmp_path):
     assert "manifest" in one_error_line(run("qa", tmp_path))
 
 
+def test_an_unknown_speaker_model_is_one_line(tmp_path):
+    assert "resemblyzer" in one_error_line(run("qa", tmp_path, "--speaker-model", "ecapa"))
+    assert "resemblyzer" in one_error_line(
+        run("render", EXAMPLES / "dialogue.srt", "--voices", EXAMPLES / "voices.toml", "--qa", "--speaker-model", "ecapa")
+    )
+
+
 @pytest.fixture(scope="module")
 def small_render(tmp_path_factory, tiny_model_dir, whisper_tiny_en):
     folder = tmp_path_factory.mktemp("small")
@@ -152,7 +160,10 @@ def test_render_retakes_record_every_attempt(small_render):
         assert sum(a["chosen"] for a in attempts) == 1
         chosen = next(a for a in attempts if a["chosen"])
         assert chosen["key"] == line["key"]
-        assert chosen["error_rate"] == min(a["error_rate"] for a in attempts)
+        # The best take: passing, then fewest retakable flags (words, voice, level), lowest error rate.
+        ranks = [(a["passed"], -len(set(a["flags"]) & RETAKE_FLAGS), -a["error_rate"]) for a in attempts]
+        assert ranks[attempts.index(chosen)][:3] == max(ranks)
+        assert all("voice_similarity" in a for a in attempts)
     assert (out / "qa.json").is_file() and (out / "qa.html").is_file()
 
 

@@ -36,6 +36,9 @@ class CountingAsr:
     def __init__(self, asr: Asr) -> None:
         self.asr, self.name, self.calls = asr, asr.name, 0
 
+    def english_only(self) -> bool:
+        return self.asr.english_only()
+
     def transcribe(self, audio, sample_rate, language=None, word_timestamps=False):
         self.calls += 1
         return self.asr.transcribe(audio, sample_rate, language=language, word_timestamps=word_timestamps)
@@ -132,19 +135,61 @@ def test_line_that_says_something_else_fails_on_wer(report):
     assert "wer" in line.flags
     assert line.reference_units == 9
     assert line.error_rate >= 0.6
-    # The alignment keeps every word of the text, in order, and marks the ones not heard.
-    assert " ".join(text for _, text, _ in line.diff if text) == "the weather is lovely this morning in the valley"
+    # The alignment keeps every word of the text as the user wrote it, in order, and the words as heard.
+    assert " ".join(text for _, text, _ in line.diff if text) == OTHER_TEXT
+    assert " ".join(heard for _, _, heard in line.diff if heard) == " ".join(line.transcript.split())
     assert {kind for kind, _, _ in line.diff} & {"substitute", "delete"}
 
 
-def test_chinese_line_is_scored_per_character(report):
+def test_the_difference_is_shown_in_the_users_words_and_as_heard(tmp_path):
+    text = "Around 9, after the morning traffic. Let's go!"
+    out = _make_output(tmp_path, [{"index": 1, "text": text, "start": 0, "end": 4, "audio": "fox"}])
+    manifest = json.loads((out / "manifest.json").read_text())
+    heard = "around nine after the morning traffic let us go to the beach"
+    (line,) = check_lines(out, manifest["lines"], ScriptedAsr(heard, "en"), max_wer=0.5, max_cer=0.1)
+    # "9" heard as "nine" and "Let's" as "let us" are what the scorer counts as equal: only "to the beach" differs.
+    assert line.errors == 3 and line.reference_units == 9  # "let us" counts twice
+    assert line.diff == (("equal", "Around 9, after the morning traffic. Let's go!", "around nine after the morning traffic let us go"),
+                         ("insert", "", "to the beach"))
+
+
+def test_non_english_line_with_an_english_only_model_is_unscored_with_one_note(counted):
+    report, asr, _ = counted
     line = _line(report, 3)
+    assert "unscored" in line.marks and line.flags == () and line.passed
+    assert line.transcript is None and line.error_rate is None
+    assert report.cer.lines == 0
+    [note] = [n for n in report.notes if "English-only" in n]
+    assert "1 line(s) in zh" in note and "--asr-model" in note
+
+
+class ScriptedAsr:
+    """A multilingual ASR that hears a fixed text: scoring is tested apart from recognition."""
+
+    name = "scripted"
+
+    def __init__(self, heard: str, language: str) -> None:
+        self.heard, self.language = heard, language
+
+    def english_only(self) -> bool:
+        return False
+
+    def transcribe(self, audio, sample_rate, language=None, word_timestamps=False):
+        from omnidub.asr import Transcript
+
+        return Transcript(self.heard, language or self.language, ())
+
+
+def test_chinese_line_is_scored_per_character(tmp_path):
+    out = _make_output(tmp_path, [{"index": 1, "text": CHINESE_TEXT, "language": "zh", "start": 0, "end": 4, "audio": "fox"}])
+    manifest = json.loads((out / "manifest.json").read_text())
+    heard = "今天天气很好我们去公园"  # the last two characters (散步) not heard
+    (line,) = check_lines(out, manifest["lines"], ScriptedAsr(heard, "zh"), max_wer=0.2, max_cer=0.1)
     assert line.metric == "cer"
     assert line.reference_units == 13  # characters, punctuation and spaces dropped
-    assert line.errors >= 7  # English words heard instead of Chinese: most characters are wrong
-    assert line.error_rate == pytest.approx(line.errors / 13)
+    assert line.errors == 2 and line.error_rate == pytest.approx(2 / 13)
     assert "cer" in line.flags and not line.passed
-    assert report.cer.units == 13 and report.cer.errors == line.errors
+    assert [piece for piece in line.diff if piece[0] != "equal"] == [("delete", "散步。", "")]
 
 
 def test_level_flags_on_constructed_audio(report):
@@ -164,7 +209,8 @@ def test_overflow_and_overlap_with_the_speakers_next_line(report):
     spoken = sf.info(DATA / "fox.wav").duration
     assert {"overflow", "overlap"} <= set(line.flags)
     assert line.overflow == pytest.approx(spoken - 2.0, abs=0.01)
-    assert line.overlap == pytest.approx(20.0 + spoken - 22.5, abs=0.01)
+    assert line.overlap == pytest.approx(20.0 + spoken - 22.5, abs=0.01) and line.overlap_line == 7
+    assert "into line 7" in line.note
     assert "wer" not in line.flags  # the words are right; only the timing fails
     # BOB's line 2 ends long before BOB speaks again
     assert "overlap" not in _line(report, 2).flags and "overflow" not in _line(report, 1).flags
@@ -176,7 +222,7 @@ def test_render_failed_line_is_reported_without_transcription(counted):
     assert not line.passed and line.flags == ("render-failed",)
     assert line.transcript is None and line.error_rate is None
     assert "out of memory" in line.note
-    assert asr.calls == len(report.lines) - 1
+    assert asr.calls == len(report.lines) - 2  # nor the Chinese line an English-only model cannot score
     assert [s[0] for s in seen] == list(range(1, 10)) and {s[1] for s in seen} == {9}
 
 
@@ -190,7 +236,7 @@ def test_corpus_wer_is_total_errors_over_total_words(report):
 
 def test_verdict_and_thresholds_come_from_the_manifest(report):
     assert not report.passed
-    assert report.failed == sum(not c.passed for c in report.lines) == 8
+    assert report.failed == sum(not c.passed for c in report.lines) == 7
     assert report.settings.max_wer == 0.25 and report.settings.max_cer == 0.1
 
 
@@ -205,7 +251,7 @@ def test_qa_json_has_settings_model_lines_and_corpus(report, output):
     data = json.loads(json_path.read_text(encoding="utf-8"))
     assert data["asr_model"] == report.asr_model
     assert data["settings"]["max_wer"] == 0.25
-    assert data["passed"] is False and data["failed"] == 8
+    assert data["passed"] is False and data["failed"] == 7
     assert [line["index"] for line in data["lines"]] == list(range(1, 10))
     first = data["lines"][0]
     assert first["text"] == FOX and first["passed"] is True and first["metric"] == "wer"
@@ -213,7 +259,8 @@ def test_qa_json_has_settings_model_lines_and_corpus(report, output):
     assert data["lines"][6]["transcript"] is None and data["lines"][6]["flags"] == ["render-failed"]
     assert data["corpus"]["wer"]["errors"] == report.wer.errors
     assert data["lines"][1]["diff"] == [list(piece) for piece in report.lines[1].diff]
-    assert data["corpus"]["cer"]["units"] == 13
+    assert data["lines"][2]["marks"] == ["unscored"] and data["corpus"]["cer"]["units"] == 0
+    assert data["notes"] == list(report.notes) and data["speaker_model"] is None
     assert not [p for p in output.iterdir() if p.name.endswith(".tmp")]
 
 
@@ -221,47 +268,63 @@ class _Page(HTMLParser):
     def __init__(self) -> None:
         super().__init__()
         self.text: list[str] = []
-        self.audio: list[str] = []
+        self.audio: list[dict] = []
         self.external: list[str] = []
         self.rows: list[str] = []
+        self.row_ids: list[str] = []
+        self.bars: list[str] = []
 
     def handle_starttag(self, tag, attrs):
         attrs = dict(attrs)
         if tag == "audio":
-            self.audio.append(attrs["src"])
+            self.audio.append(attrs)
         elif tag == "tr" and attrs.get("id", "").startswith("line-"):
             self.rows.append(attrs["class"])
+            self.row_ids.append(attrs["id"])
+        elif tag == "a" and "bar" in attrs.get("class", "").split():
+            self.bars.append(attrs["href"])
         for name in ("src", "href"):
-            if tag != "audio" and attrs.get(name):
+            if tag != "audio" and attrs.get(name) and not attrs[name].startswith("#"):
                 self.external.append(attrs[name])
 
     def handle_data(self, data):
         self.text.append(data)
 
 
+def read_page(path: Path) -> _Page:
+    page = _Page()
+    page.feed(path.read_text(encoding="utf-8"))
+    page.close()
+    return page
+
+
 def test_qa_html_names_every_line_and_points_players_at_segments(report, output):
     _, html_path = write_reports(report, output)
-    page = _Page()
-    page.feed(html_path.read_text(encoding="utf-8"))
-    page.close()
+    page = read_page(html_path)
     text = "".join(page.text)
     for line in report.lines:
         assert f"#{line.index}" in text and line.text in text
-    assert "<svg" in html_path.read_text(encoding="utf-8")
+    assert "00:20.000" in text and "00:40.000" in text  # each row's start
     assert "<del>" in html_path.read_text(encoding="utf-8")  # words of the text not heard are struck out
     assert page.external == []  # one self-contained file
     assert len(page.audio) == 8  # every line with a segment, not the failed render
-    for src in page.audio:
-        assert not src.startswith(("/", "http")) and (output / unquote(src)).is_file()
+    for player in page.audio:
+        assert player["preload"] == "metadata"
+        assert not player["src"].startswith(("/", "http")) and (output / unquote(player["src"])).is_file()
     assert page.rows == ["fail"] * report.failed + ["pass"] * (len(report.lines) - report.failed)
+    # Every line has a bar on the timeline, and every bar leads to its row.
+    assert sorted(page.bars) == sorted(f"#{row_id}" for row_id in page.row_ids)
 
 
-def test_terminal_report_lists_failing_lines_and_totals(report):
-    console = Console(record=True, width=140)
-    print_report(report, console)
+def test_terminal_report_lists_failing_lines_and_totals(report, output):
+    console = Console(record=True, width=200)
+    print_report(report, console, (output / "qa.json", output / "qa.html"))
     out = console.export_text()
     assert OTHER_TEXT in out and GOODBYE in out and "render-failed" in out
-    assert "8 failing" in out and report.asr_model in out
+    assert "7 failing" in out and report.asr_model in out
+    assert "00:20.000" in out  # the start of failing line 6
+    assert "English-only" in out  # the note on the unscored line
+    assert str(output / "qa.html") in out and str(output / "qa.json") in out
 
 
 def test_missing_segment_file_is_flagged(tmp_path, whisper):

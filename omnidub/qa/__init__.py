@@ -1,0 +1,24 @@
+"""Quality check of a rendered output folder: intelligibility, voice, timing and level of every line."""
+
+from omnidub.qa.checks import (
+    FLAG_LABELS,
+    MARK_LABELS,
+    LineCheck,
+    QaSettings,
+    Report,
+    SpeakerVoice,
+    check_lines,
+    manifest_references,
+    metric_for,
+    read_manifest,
+    run_qa,
+)
+from omnidub.qa.page import render_html
+from omnidub.qa.report import print_report, report_json, write_reports
+from omnidub.qa.voice import SpeakerEncoder, VoiceMatch, speaker_encoder
+
+__all__ = [
+    "FLAG_LABELS", "MARK_LABELS", "LineCheck", "QaSettings", "Report", "SpeakerEncoder", "SpeakerVoice", "VoiceMatch",
+    "check_lines", "manifest_references", "metric_for", "print_report", "read_manifest", "render_html", "report_json",
+    "run_qa", "speaker_encoder", "write_reports",
+]

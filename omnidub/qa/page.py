@@ -1,0 +1,274 @@
+"""qa.html: one self-contained page that leads the ear to the lines worth hearing."""
+
+from __future__ import annotations
+
+import html
+import json
+import math
+from urllib.parse import quote
+
+from omnidub.asr import whisper_language
+from omnidub.qa.checks import CER_LANGUAGES_WITHOUT_SPACES, FLAG_LABELS, MARK_LABELS, LineCheck, Report
+from omnidub.qa.report import corpus_text, rate_text, timecode
+
+# Default zoom: the page's width, or this many pixels per second when that is wider (an hour scrolls).
+PIXELS_PER_SECOND = 8
+
+_CSS = """
+body{font-family:system-ui,sans-serif;margin:1.2em;color:#222}
+h1{margin:.2em 0}.facts{color:#444;margin:.3em 0}.facts span{margin-right:1.2em}
+table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.4em;vertical-align:top;text-align:left}
+table.voices{width:auto}table.voices td,table.voices th{padding:.2em .8em}
+tr.fail td:first-child{border-left:4px solid #c62828}tr.pass td:first-child{border-left:4px solid #2e7d32}
+tr:target{background:#fff8c4}
+del{background:#ffcdd2;text-decoration:line-through}ins{background:#c8e6c9;text-decoration:none}
+.flag{display:inline-block;background:#c62828;color:#fff;border-radius:3px;padding:0 .3em;margin:1px;font-size:.85em}
+.mark{display:inline-block;background:#757575;color:#fff;border-radius:3px;padding:0 .3em;margin:1px;font-size:.85em}
+.ok{color:#2e7d32}.bad{color:#c62828}.small{font-size:.85em;color:#555}.notes li{color:#8a5a00}
+body.only-failing tr.pass{display:none}
+.player{display:flex;gap:1em;align-items:center;flex-wrap:wrap;margin:.5em 0}.player audio{flex:1;min-width:300px}
+.timeline{display:flex;border:1px solid #ccc;background:#fafafa}
+.names{flex:none;width:8em;border-right:1px solid #ccc}
+.names div{height:34px;line-height:34px;padding:0 .4em;overflow:hidden;white-space:nowrap;text-overflow:ellipsis}
+.names div:first-child{height:20px}
+.scroll{flex:1;overflow-x:auto;position:relative}
+.lanes{position:relative;min-width:100%}
+.ruler{position:relative;height:20px;border-bottom:1px solid #ddd;font-size:11px;color:#555;overflow:hidden}
+.ruler span{position:absolute;top:3px;padding-left:2px;border-left:1px solid #bbb;white-space:nowrap}
+.lane{position:relative;height:34px;border-bottom:1px solid #eee}
+.slot{position:absolute;top:4px;height:26px;background:#e4e4e4;border:1px solid #b0b0b0;box-sizing:border-box}
+.bar{position:absolute;top:10px;height:14px;min-width:2px;border-radius:2px;color:#fff;font-size:10px;
+ line-height:14px;overflow:hidden;text-decoration:none;padding-left:2px;box-sizing:border-box}
+.bar.pass{background:#4a7bd0}.bar.fail{background:#c62828}.bar.edited{outline:2px dashed #555}
+.bar:focus,.bar:hover{outline:2px solid #222;z-index:2}
+.playhead{position:absolute;top:0;bottom:0;width:2px;background:#ff9800;pointer-events:none;left:0}
+button.seek{font-family:ui-monospace,monospace;cursor:pointer}
+"""
+
+_SCRIPT = """
+(function(){
+  const program = PROGRAM, mix = document.getElementById('mix');
+  const lanes = document.getElementById('lanes'), scroll = document.getElementById('scroll');
+  const ruler = document.getElementById('ruler'), head = document.getElementById('playhead');
+  let pps = null;  // pixels per second; null: the page's width, or PPS when that is wider; 0: the page's width
+  function width(){ return lanes.getBoundingClientRect().width; }
+  function layout(){
+    lanes.style.width = pps === null ? 'max(100%, ' + Math.ceil(program * PPS) + 'px)'
+      : pps === 0 ? '100%' : Math.ceil(program * pps) + 'px';
+    const perSecond = width() / program, steps = [1,2,5,10,15,30,60,120,300,600,900,1800,3600];
+    const step = steps.find(s => s * perSecond >= 70) || 3600;
+    ruler.textContent = '';
+    for (let t = 0; t <= program; t += step) {
+      const tick = document.createElement('span');
+      tick.style.left = (100 * t / program) + '%';
+      tick.textContent = clock(t);
+      ruler.appendChild(tick);
+    }
+    place();
+  }
+  function clock(t){
+    const h = Math.floor(t / 3600), m = Math.floor(t % 3600 / 60), s = Math.floor(t % 60);
+    const mm = String(m).padStart(2, '0'), ss = String(s).padStart(2, '0');
+    return h ? h + ':' + mm + ':' + ss : mm + ':' + ss;
+  }
+  function place(){
+    const t = mix ? mix.currentTime : 0;
+    head.style.left = (100 * t / program) + '%';
+    if (mix && !mix.paused) {
+      const x = width() * t / program;
+      if (x < scroll.scrollLeft || x > scroll.scrollLeft + scroll.clientWidth - 20) scroll.scrollLeft = x - 40;
+    }
+  }
+  function seek(t, play){
+    if (!mix) return;
+    mix.currentTime = t; place();
+    if (play) mix.play();
+  }
+  document.querySelectorAll('[data-zoom]').forEach(b => b.addEventListener('click', () => {
+    const current = width() / program, z = b.dataset.zoom;
+    pps = z === 'fit' ? 0 : Math.max(0.05, z === 'in' ? current * 2 : current / 2);
+    layout();
+  }));
+  document.querySelectorAll('a.bar').forEach(a => a.addEventListener('click', () => seek(+a.dataset.start, false)));
+  document.querySelectorAll('button.seek').forEach(b => b.addEventListener('click', () => seek(+b.dataset.start, true)));
+  lanes.addEventListener('click', e => {
+    if (e.target.closest('a.bar')) return;
+    const box = lanes.getBoundingClientRect();
+    seek(program * (e.clientX - box.left) / box.width, false);
+  });
+  if (mix) mix.addEventListener('timeupdate', place);
+  window.addEventListener('resize', layout);
+  layout();
+})();
+"""
+
+
+def _src(path: str) -> str:
+    return html.escape(quote(path), quote=True)
+
+
+def _diff_html(check: LineCheck) -> tuple[str, str]:
+    """The user's text with the words not heard struck, and the words as heard with the differences marked."""
+    if check.transcript is None:
+        return html.escape(check.text), ""
+    glue = "" if whisper_language(check.language) in CER_LANGUAGES_WITHOUT_SPACES else " "
+    ours, heard = [], []
+    for kind, text, said in check.diff:
+        mine, theirs = html.escape(text), html.escape(said)
+        if kind == "equal":
+            ours.append(mine)
+            heard.append(theirs)
+            continue
+        if mine:
+            ours.append(f"<del>{mine}</del>")
+        if theirs:
+            heard.append(f"<ins>{theirs}</ins>")
+    return glue.join(p for p in ours if p), glue.join(p for p in heard if p)
+
+
+def _timeline(report: Report) -> tuple[str, str]:
+    """The timeline's lanes and the script that zooms it and drives the mix player."""
+    lines = report.lines
+    if not lines:
+        return "", ""
+    ends = [c.start + max(c.slot, c.duration) for c in lines]
+    program = max([report.program_seconds or 0.0, *ends, 1.0])
+    speakers = list(dict.fromkeys(c.speaker for c in sorted(lines, key=lambda c: (c.start, c.index))))
+
+    def span(start: float, length: float) -> str:
+        return f"left:{100 * start / program:.4f}%;width:{100 * max(length, 0.0) / program:.4f}%"
+
+    names = ['<div class="names"><div></div>']
+    lanes = [
+        f'<div class="lanes" id="lanes" style="width:max(100%, {math.ceil(program * PIXELS_PER_SECOND)}px)">'
+        '<div class="ruler" id="ruler"></div>'
+    ]
+    for speaker in speakers:
+        names.append(f"<div>{html.escape(speaker)}</div>")
+        lanes.append('<div class="lane">')
+        for c in lines:
+            if c.speaker != speaker:
+                continue
+            tip = f"#{c.index} {timecode(c.start)} {c.speaker}: {c.text} (slot {c.slot:.2f} s, rendered {c.duration:.2f} s)"
+            if c.flags:
+                tip += " - " + ", ".join(c.flags)
+            classes = "bar " + ("pass" if c.passed else "fail") + (" edited" if "edited" in c.marks else "")
+            lanes.append(
+                f'<div class="slot" style="{span(c.start, c.slot)}"></div>'
+                f'<a class="{classes}" href="#line-{c.index}" data-start="{c.start:.3f}" '
+                f'style="{span(c.start, c.duration)}" title="{html.escape(tip, quote=True)}">{c.index}</a>'
+            )
+        lanes.append("</div>")
+    lanes.append('<div class="playhead" id="playhead"></div></div>')
+    names.append("</div>")
+    script = _SCRIPT.replace("PROGRAM", json.dumps(round(program, 3))).replace("PPS", str(PIXELS_PER_SECOND))
+    return (
+        f'{"".join(names)}<div class="scroll" id="scroll">{"".join(lanes)}</div>',
+        f"<script>{script}</script>",
+    )
+
+
+def _figures(c: LineCheck) -> list[str]:
+    figures = [rate_text(c)]
+    if c.transcript is not None:
+        unit = "chars" if c.metric == "cer" else "words"
+        figures.append(f"{c.errors} errors / {c.reference_units} {unit}")
+    if c.voice is not None:
+        voice = f"voice {c.voice.similarity:.2f} to {c.speaker}"
+        if c.voice.nearest is not None:
+            voice += f"; nearest other {c.voice.nearest} {c.voice.nearest_similarity:.2f}"
+        figures.append(voice)
+    if c.file and not {"missing-file", "render-failed"} & set(c.flags):
+        figures.append(f"{c.duration:.2f} s in a {c.slot:.2f} s slot")
+        if c.overflow:
+            figures.append(f"overflow {c.overflow:.2f} s")
+        if c.overlap:
+            figures.append(f"overlap {c.overlap:.2f} s into #{c.overlap_line}")
+        peak_db = 20 * math.log10(c.peak) if c.peak > 0 else -math.inf
+        figures.append(f"peak {peak_db:.1f} dBFS, {c.silent_fraction:.0%} silent")
+        figures.append(f"silence {c.leading_silence:.2f} s before, {c.trailing_silence:.2f} s after")
+    return figures
+
+
+def _row_html(c: LineCheck, has_mix: bool) -> str:
+    flags = "".join(f'<span class="flag" title="{html.escape(FLAG_LABELS.get(f, f))}">{html.escape(f)}</span>' for f in c.flags)
+    marks = "".join(f'<span class="mark" title="{html.escape(MARK_LABELS.get(m, m))}">{html.escape(m)}</span>' for m in c.marks)
+    audio = ""
+    if c.file and not {"missing-file", "render-failed"} & set(c.flags):
+        audio = f'<audio controls preload="metadata" src="{_src(c.file)}"></audio>'
+    start = timecode(c.start)
+    when = f'<button class="seek" data-start="{c.start:.3f}" title="play the mix from here">{start}</button>' if has_mix else start
+    text, heard = _diff_html(c)
+    heard_html = f"<div class=small>heard: {heard}</div>" if c.transcript is not None else ""
+    verdict = '<span class="ok">pass</span>' if c.passed else '<span class="bad">FAIL</span>'
+    note = f"<div class=small>{html.escape(c.note)}</div>" if c.note else ""
+    return (
+        f'<tr class="{"pass" if c.passed else "fail"}" id="line-{c.index}">'
+        f"<td>#{c.index}<br>{verdict}<br>{marks}</td>"
+        f"<td>{when}<br>{html.escape(c.speaker)}<br><span class=small>{html.escape(c.language or '')}</span></td>"
+        f"<td><div>{text}</div>{heard_html}</td>"
+        f'<td class=small>{"<br>".join(html.escape(f) for f in _figures(c))}</td><td>{flags}{note}</td><td>{audio}</td></tr>'
+    )
+
+
+def _header(report: Report) -> str:
+    verdict = "all lines passed" if report.passed else f"{report.failed} of {len(report.lines)} lines failing"
+    facts = [
+        ("render model", report.render_model or "unknown"),
+        ("preset", report.preset or "unknown"),
+        ("ASR model", report.asr_model),
+        ("speaker model", report.speaker_model or "none (no voice check)"),
+    ]
+    thresholds = f"WER \u2264 {report.settings.max_wer:.0%}, CER \u2264 {report.settings.max_cer:.0%}"
+    if report.speaker_model:
+        thresholds += f", voice similarity \u2265 {report.settings.min_voice_similarity:.2f} and nearest to its own speaker"
+    facts.append(("thresholds", thresholds))
+    if report.program_seconds:
+        facts.append(("programme", timecode(report.program_seconds)))
+    parts = [
+        f"<p><b class={'ok' if report.passed else 'bad'}>{html.escape(verdict)}</b>"
+        + "".join(f"; {html.escape(corpus_text(f))}" for f in (report.wer, report.cer) if f.lines) + "</p>",
+        '<p class="facts">' + "".join(f"<span><b>{html.escape(k)}:</b> {html.escape(v)}</span>" for k, v in facts) + "</p>",
+    ]
+    if report.voices:
+        rows = "".join(
+            f"<tr><td>{html.escape(v.speaker)}</td><td>{v.lines}</td>"
+            f"<td>{'-' if v.mean_similarity is None else f'{v.mean_similarity:.2f}'}</td>"
+            f"<td>{'-' if v.min_similarity is None else f'{v.min_similarity:.2f}'}</td><td>{v.failed}</td></tr>"
+            for v in report.voices
+        )
+        parts.append(
+            '<table class="voices"><thead><tr><th>speaker</th><th>lines measured</th><th>mean voice similarity</th>'
+            f"<th>lowest</th><th>flagged voice</th></tr></thead><tbody>{rows}</tbody></table>"
+        )
+    if report.notes:
+        parts.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in report.notes) + "</ul>")
+    return "\n".join(parts)
+
+
+def render_html(report: Report) -> str:
+    """The self-contained qa.html page: header, mix player and timeline, and a row per line, failing lines first."""
+    ordered = sorted(report.lines, key=lambda c: (c.passed, c.index))
+    title = f"omnidub QA: {report.out_dir.name}"
+    timeline, script = _timeline(report)
+    mix = (
+        f'<audio id="mix" controls preload="metadata" src="{_src(report.mix)}"></audio>' if report.mix
+        else "<span class=small>no mix in this folder</span>"
+    )
+    return (
+        "<!DOCTYPE html>\n"
+        f'<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{_CSS}</style></head>\n'
+        f"<body><h1>{html.escape(title)}</h1>\n{_header(report)}\n"
+        "<h2>Timeline</h2>\n"
+        f'<div class="player">{mix}<span>zoom <button data-zoom="out">\u2212</button> '
+        '<button data-zoom="fit">fit</button> <button data-zoom="in">+</button></span></div>\n'
+        "<p class=small>Grey: the line's slot. Bar: the rendered length (red when the line fails); a bar leads to its "
+        "row and sets the mix there; a click elsewhere on the timeline seeks the mix.</p>\n"
+        f'<div class="timeline">{timeline}</div>\n'
+        '<h2>Lines</h2><label><input type="checkbox" '
+        "onchange=\"document.body.classList.toggle('only-failing', this.checked)\"> only failing lines</label>\n"
+        "<table><thead><tr><th>line</th><th>start / speaker</th><th>text / heard</th><th>figures</th>"
+        "<th>flags</th><th>listen</th></tr></thead><tbody>\n"
+        + "\n".join(_row_html(c, report.mix is not None) for c in ordered)
+        + f"\n</tbody></table>\n{script}</body></html>\n"
+    )
