@@ -19,25 +19,33 @@ def cache_home() -> Path:
 def atomic_path(path: Path):
     """Yield a temporary path beside ``path``; on success it replaces ``path``, on failure it is removed.
 
-    A crash never leaves a torn file under the real name, and concurrent writers never share a temporary."""
+    A crash never leaves a torn file under the real name, and concurrent writers never share a temporary. The
+    temporary is fsync'd before the rename."""
     path = Path(path)
     fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
     os.close(fd)
     try:
         yield Path(temp)
+        _sync(temp)  # the bytes reach the disk before the name does: a power loss leaves the old file or the new
         os.replace(temp, path)
     except BaseException:
         Path(temp).unlink(missing_ok=True)
         raise
 
 
+def _sync(path) -> None:
+    fd = os.open(path, os.O_RDONLY)
+    try:
+        os.fsync(fd)
+    finally:
+        os.close(fd)
+
+
 def write_bytes_atomic(path: Path, data: bytes) -> None:
-    """Write a whole file atomically, synced to disk before it takes the real name."""
+    """Write a whole file atomically (synced to disk before it takes the real name, like every atomic write)."""
     with atomic_path(path) as temp:
         with open(temp, "wb") as handle:
             handle.write(data)
-            handle.flush()
-            os.fsync(handle.fileno())
 
 
 def write_text_atomic(path: Path, text: str) -> None:

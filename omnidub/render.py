@@ -14,6 +14,7 @@ from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
 
+import numpy as np
 import soundfile as sf
 
 from omnidub import __version__
@@ -90,6 +91,27 @@ def safe_name(name: str) -> str:
     return cleaned[:64] or "speaker"
 
 
+def verify_segment(path: Path, seconds: float, sha256: str | None = None) -> str | None:
+    """Why the audio file at ``path`` cannot stand for a line of ``seconds`` (None: it can).
+
+    Its length must be the line's exact length, and its bytes the recorded hash; without a hash, every
+    sample must decode to a finite number."""
+    try:
+        info = sf.info(str(path))
+    except (RuntimeError, OSError):
+        return "not a readable audio file"
+    expected = round(seconds * info.samplerate)
+    if info.frames != expected:
+        return f"{info.frames} samples where {expected} belong"
+    if sha256 is not None:
+        return None if file_digest(path).hexdigest() == sha256 else "its bytes differ from those written"
+    try:
+        audio, _ = sf.read(str(path), dtype="float32")
+    except (RuntimeError, OSError):
+        return "not a readable audio file"
+    return None if len(audio) == expected and np.isfinite(audio).all() else "its samples do not decode"
+
+
 def default_out_dir(input_path: Path) -> Path:
     """``output/<input stem>``, unless another input that still exists already rendered there."""
     folder = Path("output") / input_path.stem
@@ -137,6 +159,7 @@ class Renderer:
         self.program: float | None = None
         self.outputs: dict[str, str] = {}  # {speaker: stem, "": mix}, relative to out_dir, once assembled
         self.journal = Journal(self.out_dir)
+        self._repair = False
         self._cache = PromptCache(prompt_cache_dir())
 
     def request_stop(self) -> None:
@@ -153,9 +176,12 @@ class Renderer:
             except OmnidubError as exc:  # a plan needs no model: say why cache status is unknown, and go on
                 self.listener.note(f"{exc}; the plan cannot tell which lines are cached")
                 self.session.use_unresolved_model()
+        self._repair = prepare  # a plan alone changes nothing on disk
         self.speakers = self._speakers(prepare)
         self.names = self._file_names(self.speakers)
-        previous = {} if self.force else {e.base_key: e for e in read_entries(self.out_dir) if e.done}
+        records = [] if self.force else read_entries(self.out_dir)
+        previous = {e.base_key: e for e in records if e.done}
+        known = {e.key: e for e in records if e.done}  # the latest record of each key: its hash and segment name
         naturals = []
         for line in self.script.lines:
             s = self.speakers[line.speaker]
@@ -164,7 +190,7 @@ class Renderer:
         targets = plan(list(self.script.lines), naturals, max_speedup=timing.max_speedup, timed=self.script.timed,
                        gap=timing.gap)
         self.targets = targets
-        self.entries = [self._entry(t, previous) for t in targets]
+        self.entries = [self._entry(t, previous, known) for t in targets]
         self.program = max([t.end for t in targets] + [t.line.end for t in targets if self.script.timed] + [0.0])
         if self.program > timing.max_program_hours * 3600:
             raise OmnidubError(
@@ -225,7 +251,7 @@ class Renderer:
             names[speaker] = candidate
         return names
 
-    def _entry(self, target: Target, previous: dict[str, LineEntry]) -> LineEntry:
+    def _entry(self, target: Target, previous: dict[str, LineEntry], known: dict[str, LineEntry]) -> LineEntry:
         line = target.line
         speaker = self.speakers[line.speaker]
         seed = line_seed(self.preset.seed, line.speaker, line.text, line.language)
@@ -248,16 +274,43 @@ class Renderer:
             seed=seed,
             flags=list(target.flags),
         )
+        if self.force:
+            return entry
         old = previous.get(key)
-        if old is not None and self._cached_path(old.key).is_file():
-            # A retake chosen by QA on an earlier run is kept while the line itself is unchanged.
+        if old is not None:
+            # A retake chosen by QA on an earlier run is kept while the line itself is unchanged (and rendered
+            # again from its own seed if its audio was lost).
             entry.key, entry.seed, entry.attempts = old.key, old.seed, list(old.attempts)
-        cached = self._cached_path(entry.key)
         # The audio is keyed, so a line rendered just before a crash (missing from the manifest) counts too.
-        if not self.force and cached.is_file():
-            entry.status, entry.duration = "cached", round(sf.info(str(cached)).duration, 3)
-            entry.sha256 = old.sha256 if old is not None and old.key == entry.key else None
+        self._reuse(entry, known.get(entry.key))
         return entry
+
+    def _reuse(self, entry: LineEntry, record: LineEntry | None) -> None:
+        """Mark the entry cached when its keyed audio verifies, else when an intact segment can restore it; else
+        leave it to be rendered. A damaged cache file is noted (and removed when repairing)."""
+        path, sha = self._cached_path(entry.key), record.sha256 if record is not None else None
+        problem = None
+        if path.exists():
+            problem = verify_segment(path, entry.target, sha)
+            if problem is None:
+                entry.status, entry.duration = "cached", round(sf.info(str(path)).duration, 3)
+                entry.sha256 = sha or file_digest(path).hexdigest()
+                return
+            if self._repair:
+                path.unlink(missing_ok=True)
+        # A segment can stand in for the cache only when its content hash was recorded.
+        for name in dict.fromkeys([entry.file, record.file] if sha else []):
+            segment = self.out_dir / name
+            if segment.is_file() and verify_segment(segment, entry.target, sha) is None:
+                if self._repair:
+                    with atomic_path(path) as temp:
+                        shutil.copyfile(segment, temp)
+                entry.status, entry.duration, entry.sha256 = "cached", round(sf.info(str(segment)).duration, 3), sha
+                if problem:
+                    self.listener.note(f"line {entry.index}: its cached audio is damaged ({problem}); restored from {name}")
+                return
+        if problem:
+            self.listener.note(f"line {entry.index}: its cached audio is damaged ({problem}); rendering it again")
 
     def _line_key(self, target: Target, speaker: Speaker, seed: int) -> str:
         return line_key(prompt=speaker.key, instruct=speaker.voice.instruct, text=target.line.text,
@@ -376,7 +429,7 @@ class Renderer:
         target = self.targets[self.entries.index(entry)]
         key = self._line_key(target, self.speakers[entry.speaker], seed)
         path = self._cached_path(key)
-        if not path.is_file():
+        if verify_segment(path, entry.target) is not None:
             [outcome] = list(stream(self.session.backend(), self._requests([entry], seeds=[seed]), self.session.budget))
             if isinstance(outcome, Failure):
                 raise outcome.error

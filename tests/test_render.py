@@ -361,3 +361,44 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path, tiny_model_dir):
     # Stopped at once: no manifest snapshot, but the journal holds every finished line, and its audio is there.
     finished = [e for e in read_entries(out) if e.status == "rendered"]
     assert finished and all((out / e.file).is_file() for e in finished)
+
+
+def test_damaged_cache_entries_are_rendered_again_and_the_outputs_match_an_undisturbed_run(rendered, example_args, tmp_path):
+    out = tmp_path / "damaged"
+    shutil.copytree(rendered, out)
+    before = tree_bytes(out)
+    cached = [out / ".cache" / f"{line['key']}.wav" for line in manifest(out)["lines"]]
+    whole = cached[0].read_bytes()
+    cached[0].write_bytes(whole[: len(whole) // 2])  # truncated
+    cached[1].write_bytes(cached[1].read_bytes()[:44])  # the header alone
+    flipped = bytearray(cached[2].read_bytes())
+    flipped[2000:5000] = bytes(b ^ 0xFF for b in flipped[2000:5000])  # same length, other samples
+    cached[2].write_bytes(bytes(flipped))
+    cached[3].write_bytes(b"")  # empty
+    for line in manifest(out)["lines"][:4]:
+        (out / line["file"]).unlink()  # nothing intact to restore them from
+    cached[4].write_bytes(cached[4].read_bytes()[:-960])  # its segment is intact: restored, not rendered
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert statuses(out) == ["rendered"] * 4 + ["cached"] * 7
+    assert "line 5: its cached audio is damaged" in result.stderr and "restored from segments/0005-" in result.stderr
+    assert all(f"line {i}: its cached audio is damaged" in result.stderr for i in (1, 2, 3, 4))
+    assert result.stderr.count("rendering it again") == 4
+    assert tree_bytes(out) == before
+
+
+def test_intact_segments_stand_in_for_a_lost_cache_and_damaged_ones_do_not(rendered, example_args, tmp_path):
+    out = tmp_path / "no-cache"
+    shutil.copytree(rendered, out)
+    before = tree_bytes(out)
+    shutil.rmtree(out / ".cache")
+    segment = out / manifest(out)["lines"][4]["file"]
+    flipped = bytearray(segment.read_bytes())
+    flipped[-3000:] = bytes(b ^ 0x55 for b in flipped[-3000:])
+    segment.write_bytes(bytes(flipped))
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert statuses(out) == ["cached"] * 4 + ["rendered"] + ["cached"] * 6
+    assert "restored from" not in result.stderr  # a lost cache is no damage
+    assert tree_bytes(out) == before
+    assert len(list((out / ".cache").glob("*.wav"))) == 11
