@@ -8,8 +8,10 @@ records from ``journal``. Reruns redo only what changed: every line's audio is s
 from __future__ import annotations
 
 import filecmp
+import hashlib
 import re
 import shutil
+from collections import Counter
 from dataclasses import dataclass, replace
 from datetime import datetime, timezone
 from pathlib import Path
@@ -89,6 +91,37 @@ def safe_name(name: str) -> str:
     """A speaker name that is safe as a file name: no separators, no dots in front, never empty."""
     cleaned = re.sub(r"[^\w-]+", "_", name, flags=re.UNICODE).strip("_")
     return cleaned[:64] or "speaker"
+
+
+def file_names(speakers, previous: dict[str, str] | None = None) -> dict[str, str]:
+    """Each speaker's file name, from its own name alone: the safe name, plus a short hash of the name when
+    sanitising changed it or another speaker's name differs only in case. A speaker keeps the name it had in
+    ``previous`` (the last render's mapping) while that is still one of its own, so adding a speaker moves
+    no one else's files."""
+    previous = previous or {}
+
+    def own(speaker: str, digits: int = 6) -> str:
+        return f"{safe_name(speaker)}-{hashlib.sha256(speaker.encode()).hexdigest()[:digits]}"
+
+    plain = {s: safe_name(s) if safe_name(s) == s else own(s) for s in speakers}
+    folds = Counter(name.casefold() for name in plain.values())
+    names: dict[str, str] = {}
+    taken: set[str] = set()
+    for speaker in sorted(speakers):
+        old = previous.get(speaker)
+        if old in (plain[speaker], own(speaker)) and old.casefold() not in taken:
+            names[speaker] = old
+            taken.add(old.casefold())
+    for speaker in sorted(set(speakers) - set(names)):
+        name, digits = plain[speaker], 6
+        if folds[name.casefold()] > 1 or name.casefold() in taken:
+            name = own(speaker)
+        while name.casefold() in taken:  # a hash prefix shared by chance: a longer one
+            digits += 6
+            name = own(speaker, digits)
+        names[speaker] = name
+        taken.add(name.casefold())
+    return names
 
 
 def verify_segment(path: Path, seconds: float, sha256: str | None = None) -> str | None:
@@ -241,15 +274,11 @@ class Renderer:
         return Speaker(voice, key, prompt, prompt.text, prompt.seconds)
 
     def _file_names(self, speakers: dict[str, Speaker]) -> dict[str, str]:
-        names, taken = {}, set()
-        for speaker in sorted(speakers):
-            base = candidate = safe_name(speaker)
-            n = 2
-            while candidate.lower() in taken:
-                candidate, n = f"{base}_{n}", n + 1
-            taken.add(candidate.lower())
-            names[speaker] = candidate
-        return names
+        voices = (read_manifest(self.out_dir) or {}).get("voices")
+        previous = {}
+        if isinstance(voices, dict):
+            previous = {name: record.get("file_name") for name, record in voices.items() if isinstance(record, dict)}
+        return file_names(speakers, previous)
 
     def _entry(self, target: Target, previous: dict[str, LineEntry], known: dict[str, LineEntry]) -> LineEntry:
         line = target.line

@@ -402,3 +402,19 @@ def test_intact_segments_stand_in_for_a_lost_cache_and_damaged_ones_do_not(rende
     assert "restored from" not in result.stderr  # a lost cache is no damage
     assert tree_bytes(out) == before
     assert len(list((out / ".cache").glob("*.wav"))) == 11
+
+
+def test_a_speakers_file_name_depends_on_its_own_name_only():
+    from omnidub.render import file_names
+
+    first = file_names(["Zoe!", "BOB", "Dr. Who"])
+    assert first["BOB"] == "BOB" and first["Zoe!"].startswith("Zoe-") and first["Dr. Who"].startswith("Dr_Who-")
+    # Speakers who arrive later, even ones that sanitise to the same name, move no one else's file.
+    later = file_names(["Zoe!", "BOB", "Dr. Who", "Zoe", "Zoe?", "Dr_Who"], previous=first)
+    assert {s: later[s] for s in first} == first
+    assert later["Zoe"] == "Zoe" and later["Dr_Who"] == "Dr_Who" and later["Zoe?"] not in first.values()
+    # Names that differ only in case get their own suffixes; whoever held the plain name keeps it.
+    assert file_names(["bob", "BOB"], previous=first) == {"BOB": "BOB", "bob": file_names(["bob", "BOB"])["bob"]}
+    fresh = file_names(["bob", "BOB"])
+    assert len({n.casefold() for n in fresh.values()}) == 2 and fresh == file_names(["BOB", "bob"])
+    assert file_names(["BOB"], previous=fresh) == {"BOB": fresh["BOB"]}  # kept when the other leaves again
