@@ -23,7 +23,7 @@ from omnidub import __version__
 from omnidub.backends.base import Prompt, Request
 from omnidub.duration import natural_seconds
 from omnidub.errors import OmnidubError
-from omnidub.files import atomic_path, cache_home
+from omnidub.files import atomic_path, cache_home, remove_debris
 from omnidub.journal import MANIFEST, Journal, LineEntry, read_entries, read_manifest
 from omnidub.keys import file_digest, line_key, line_seed
 from omnidub.mix import FORMATS, Placement, assemble, mix_gain, write_atomic
@@ -354,6 +354,10 @@ class Renderer:
                 (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise OmnidubError(f"cannot write the output folder {self.out_dir}: {exc.strerror or exc}") from exc
+        folders = [self.out_dir, *(self.out_dir / sub for sub in ("segments", "stems", ".cache")), prompt_cache_dir()]
+        debris = sum(remove_debris(folder) for folder in folders)
+        if debris:
+            self.listener.note(f"removed {debris} temporary file(s) left by an interrupted run")
         self.plan(prepare=True)
         pending = [e for e in self.entries if not e.done]
         for entry in self.entries:

@@ -10,13 +10,16 @@ shapes, so tests and benchmarks work without the hub. Their audio is noise.
 
 from __future__ import annotations
 
+import errno
 import json
+import os
+import re
 import shutil
 import tempfile
 from pathlib import Path
 
 from omnidub.errors import OmnidubError
-from omnidub.files import cache_home
+from omnidub.files import cache_home, writer_alive
 
 NAMES = ("tiny", "full")
 # Bump when the recipe changes so cached folders are rebuilt.
@@ -72,9 +75,14 @@ def build_synthetic(name: str) -> Path:
     folder = synthetic_folder(name)
     if (folder / "config.json").is_file():
         return folder
-    folder.parent.mkdir(parents=True, exist_ok=True)
-    # Build beside the target and rename, so a crash never leaves a half-written checkpoint in place.
-    staging = Path(tempfile.mkdtemp(prefix=f".{name}-", dir=folder.parent))
+    try:
+        folder.parent.mkdir(parents=True, exist_ok=True)
+        _remove_stale_staging(folder.parent, name)
+        # Build beside the target and rename, so a crash never leaves a half-written checkpoint in place; the
+        # pid in the staging name lets a later start remove what a killed build left.
+        staging = Path(tempfile.mkdtemp(prefix=f".{name}-{os.getpid()}-", dir=folder.parent))
+    except OSError as exc:
+        raise OmnidubError(f"cannot build synthetic:{name} in {folder.parent}: {exc.strerror or exc}") from exc
     try:
         _write_checkpoint(staging, full=(name == "full"))
         try:
@@ -82,9 +90,38 @@ def build_synthetic(name: str) -> Path:
         except OSError:
             if not (folder / "config.json").is_file():  # a concurrent build did not win either
                 raise
+    except Exception as exc:
+        reason = _disk_trouble(exc)
+        if reason is None:
+            raise
+        raise OmnidubError(f"cannot build synthetic:{name} in {folder.parent}: {reason}; free some space or "
+                           "point OMNIDUB_CACHE at a roomier disk") from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder
+
+
+def _remove_stale_staging(root: Path, name: str) -> None:
+    """Remove staging folders of builds that were killed (their process is gone)."""
+    pattern = re.compile(rf"\.{re.escape(name)}-(?:(\d+)-)?[a-z0-9_]{{8}}")
+    for path in root.iterdir():
+        match = pattern.fullmatch(path.name)
+        if match and path.is_dir() and not path.is_symlink() and not writer_alive(match.group(1)):
+            shutil.rmtree(path, ignore_errors=True)
+
+
+def _disk_trouble(exc: BaseException) -> str | None:
+    """Why writing failed, when the disk is the reason (full, quota, read-only); None for anything else."""
+    while exc is not None:
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES):
+            return exc.strerror or str(exc)
+        text = str(exc)
+        # safetensors and torch report a full disk through their own exception types.
+        for marker in ("No space left on device", "Disk quota exceeded", "Read-only file system"):
+            if marker in text:
+                return marker
+        exc = exc.__cause__ or exc.__context__
+    return None
 
 
 def _write_checkpoint(folder: Path, *, full: bool) -> None:

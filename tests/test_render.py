@@ -418,3 +418,22 @@ def test_a_speakers_file_name_depends_on_its_own_name_only():
     fresh = file_names(["bob", "BOB"])
     assert len({n.casefold() for n in fresh.values()}) == 2 and fresh == file_names(["BOB", "bob"])
     assert file_names(["BOB"], previous=fresh) == {"BOB": fresh["BOB"]}  # kept when the other leaves again
+
+
+def test_temporaries_left_by_a_killed_run_are_removed_at_the_next_start(rendered, example_args, tmp_path):
+    import subprocess
+
+    out = tmp_path / "debris"
+    shutil.copytree(rendered, out)
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    debris = [out / "stems" / ".ALICE.wav.k2x_9abc.tmp", out / "segments" / f".0001-ALICE.wav.{dead.pid}-abcdefgh.tmp",
+              out / ".cache" / f".{'0' * 64}.wav.{dead.pid}-q1w2e3r4.tmp", out / f".manifest.json.{dead.pid}-zzzzzzzz.tmp"]
+    kept = [out / "stems" / f".BOB.wav.{os.getpid()}-abcdefgh.tmp",  # a writer that still runs
+            out / "stems" / ".notes.tmp", out / "stems" / "take.abcdefgh.tmp", out / "segments" / "mine.txt"]
+    for path in debris + kept:
+        path.write_bytes(b"x" * 100)
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "removed 4 temporary file(s)" in result.stderr
+    assert not any(p.exists() for p in debris) and all(p.exists() for p in kept)

@@ -68,3 +68,40 @@ def test_full_tokenizes_like_qwen():
 def test_unknown_synthetic_name_is_a_user_error():
     with pytest.raises(OmnidubError, match="synthetic:tiny or synthetic:full"):
         resolve_model("synthetic:huge")
+
+
+def _dead_pid() -> int:
+    import subprocess
+    import sys
+
+    process = subprocess.Popen([sys.executable, "-c", "pass"])
+    process.wait()
+    return process.pid
+
+
+def test_a_full_cache_is_one_line_and_killed_builds_leave_nothing(tmp_path, monkeypatch):
+    import errno
+    import os
+
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
+    root = synthetic.cache_root()
+    root.mkdir(parents=True)
+    killed = [root / f".tiny-{_dead_pid()}-abcd_123", root / ".tiny-zz99yy88"]  # this version's, an older one
+    running = root / f".tiny-{os.getpid()}-abcdefgh"
+    for folder in (*killed, running):
+        (folder / "audio_tokenizer").mkdir(parents=True)
+        (folder / "model.safetensors").write_bytes(b"half")
+    for error in (OSError(errno.ENOSPC, "No space left on device"),
+                  RuntimeError('Error while serializing: IoError(Os { code: 28, message: "No space left on device" })')):
+        def full(folder, *, full, error=error):
+            (folder / "model.safetensors").write_bytes(b"partial")
+            raise error
+
+        monkeypatch.setattr(synthetic, "_write_checkpoint", full)
+        with pytest.raises(OmnidubError, match=r"cannot build synthetic:tiny in .*: No space left on device; free some"):
+            synthetic.build_synthetic("tiny")
+        assert sorted(p.name for p in root.iterdir()) == [running.name]  # nothing of ours left but a live build
+
+    monkeypatch.setattr(synthetic, "_write_checkpoint", lambda folder, full: 1 / 0)
+    with pytest.raises(ZeroDivisionError):  # a bug is not a disk problem: it keeps its traceback
+        synthetic.build_synthetic("tiny")
