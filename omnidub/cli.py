@@ -156,7 +156,7 @@ def _render(**o) -> int:
                                 language=o["language"], out_dir=o["out_dir"], fmt=o["format"].value, force=o["force"],
                                 listener=listener)
     for message in (*renderer.script.warnings, *(f"skipped {s}" for s in renderer.script.skipped)):
-        err.print(f"[yellow]note:[/] {escape(message)}", soft_wrap=True)
+        err.print(f"[yellow]note:[/] {escape(printable(message))}", soft_wrap=True)
 
     if o["dry_run"]:
         _print_plan(renderer.plan(), renderer.estimated, o["as_json"])
@@ -167,7 +167,7 @@ def _render(**o) -> int:
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_home() / "inductor"))
     engine = settings.engine
     err.print(
-        f"omnidub: model [bold]{escape(o['model'])}[/] ({session.backend_name}) on {session.device} "
+        f"omnidub: model [bold]{escape(printable(o['model']))}[/] ({session.backend_name}) on {session.device} "
         f"({session.identity['dtype']}), preset {settings.name}: {engine.decode.steps} steps, "
         f"cfg {session.settings['cfg']}{', compiled' if engine.compile else ''}",
         soft_wrap=True,
@@ -268,7 +268,7 @@ def _print_summary(summary, as_json: bool) -> None:
     if as_json:
         out.print_json(json.dumps(data))
         return
-    table = Table(title=f"Rendered into {escape(str(summary.out_dir))}", show_header=False)
+    table = Table(title=f"Rendered into {escape(printable(summary.out_dir))}", show_header=False)
     table.add_column(style="bold")
     table.add_column()
     table.add_row("lines", f"{summary.lines}: {summary.rendered} rendered, {summary.cached} cached, {summary.failed} failed")
@@ -277,7 +277,7 @@ def _print_summary(summary, as_json: bool) -> None:
     table.add_row("program", f"{summary.program_seconds:.1f} s")
     if summary.rtf is not None:
         table.add_row("speed", f"{summary.synth_seconds:.1f} s for {summary.audio_seconds:.1f} s of audio (RTF {summary.rtf:.2f})")
-    table.add_row("outputs", escape(", ".join(data["outputs"])))
+    table.add_row("outputs", escape(printable(", ".join(data["outputs"]))))
     out.print(table)
 
 
@@ -314,13 +314,13 @@ class _ProgressListener:
         self.audio = self.wall = 0.0
 
     def step(self, text: str) -> None:
-        self.console.print(f"[cyan]→[/] {escape(text)}")
+        self.console.print(f"[cyan]→[/] {escape(printable(text))}")
 
     def note(self, text: str) -> None:
-        self.console.print(f"[yellow]note:[/] {escape(text)}", soft_wrap=True)
+        self.console.print(f"[yellow]note:[/] {escape(printable(text))}", soft_wrap=True)
 
     def loading(self, what: str) -> None:
-        self.console.print(f"[cyan]→[/] loading {escape(what)}")
+        self.console.print(f"[cyan]→[/] loading {escape(printable(what))}")
 
     def start(self, total: int) -> None:
         self.progress.start()

@@ -25,6 +25,7 @@ from pathlib import Path
 
 from omnidub.duration import natural_seconds
 from omnidub.errors import OmnidubError
+from omnidub.lightweight import omnivoice_module
 
 DEFAULT_SPEAKER = "default"
 
@@ -42,6 +43,10 @@ SOUND_WORDS = frozenset(
 )
 
 SUFFIXES = (".srt", ".vtt", ".txt")
+# A line longer than this is a mistake (a pasted document, a missing blank line): it would plan minutes of audio.
+MAX_LINE_CHARACTERS = 2000
+# A cue this long is probably a typo'd timestamp; every stem runs to the end of the last cue.
+LONG_CUE_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -68,6 +73,7 @@ class _Cue:
     start: float | None
     end: float | None
     body: str  # raw payload, lines joined by "\n"
+    line: int = 0  # line number of the payload's first row in the file (0: unknown)
 
 
 _NONVERBAL_RE = re.compile(r"\[(" + "|".join(re.escape(t) for t in NONVERBAL_TAGS) + r")\]", re.IGNORECASE)
@@ -84,6 +90,11 @@ _TITLE_RE = re.compile(r"^(?:Mr|Mrs|Ms|Mx|Dr|Prof|St|Sr|Jr|MR|MRS|MS|DR|PROF)\.\
 _SPEAKABLE_RE = re.compile(r"[^\W_]")
 _TIME = r"(?:(\d+):)?(\d{1,2}):(\d{1,2})(?:[.,](\d{1,3}))?"
 _TIMING_RE = re.compile(rf"^\s*{_TIME}\s*-->\s*{_TIME}(?:\s+.*)?$")
+_LOOSE_TIMING_RE = re.compile(r"^\s*\d+:\d+")  # a row that was meant as a timing, however malformed
+# An opening voice tag that never closes: "<v ALICE Hello" would be read aloud.
+_OPEN_VOICE_RE = re.compile(r"^\s*<v(?:[\s.][^>]*)?$", re.IGNORECASE)
+# Terminal escapes (CSI, OSC and two-character ones) and any other control character but line breaks and tabs.
+_CONTROL_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
 _SCRIPT_TIMING_RE = re.compile(rf"^\s*\[\s*{_TIME}\s*-->\s*{_TIME}\s*\]\s*(.*)$")
 
 
@@ -96,10 +107,13 @@ def read_script(path, *, language: str | None = None, gap: float = 0.4) -> Scrip
     text = _read_text(path)
     if not text.strip():
         raise OmnidubError(f"{path}: the file is empty")
+    if language is not None:
+        check_language(language, "--language")
+    notes: list[str] = []  # text outside any cue, found by the parsers
     if suffix == ".srt":
-        cues, label_case = _parse_srt(path, text), True
+        cues, label_case = _parse_srt(path, text, notes), True
     elif suffix == ".vtt":
-        cues, label_case = _parse_vtt(path, text), True
+        cues, label_case = _parse_vtt(path, text, notes), True
     else:
         cues, label_case = _parse_txt(path, text), False
 
@@ -109,6 +123,9 @@ def read_script(path, *, language: str | None = None, gap: float = 0.4) -> Scrip
     for cue in cues:
         if cue.start is not None and cue.end < cue.start:
             raise OmnidubError(f"{path}: {cue.where}: ends at {_clock(cue.end)}, before it starts at {_clock(cue.start)}")
+        _check_voice_tags(path, cue)
+        if cue.start is not None and cue.end - cue.start > LONG_CUE_SECONDS:
+            notes.append(f"{cue.where} lasts {_clock(cue.end - cue.start)} (a timestamp typo?); the programme runs to its end")
         parts, reason = _speech_parts(cue.body, capitalised_labels=label_case)
         if not parts:
             skipped.append(f"{cue.where}: {reason} ({_preview(cue.body)})")
@@ -116,6 +133,12 @@ def read_script(path, *, language: str | None = None, gap: float = 0.4) -> Scrip
         if cue.start is not None and cue.end == cue.start:
             skipped.append(f"{cue.where}: zero length ({_preview(cue.body)})")
             continue
+        for speaker, words in parts:
+            if len(words) > MAX_LINE_CHARACTERS:
+                raise OmnidubError(
+                    f"{path}: {cue.where}: {len(words):,} characters of text; a line may hold at most "
+                    f"{MAX_LINE_CHARACTERS:,} (split it into shorter lines)"
+                )
         for (speaker, words), (start, end) in zip(parts, _share_time(cue, [w for _, w in parts])):
             pieces.append((cue, speaker, words, start, end))
     if not pieces:
@@ -130,7 +153,7 @@ def read_script(path, *, language: str | None = None, gap: float = 0.4) -> Scrip
             clock = end + gap
         lines.append(Line(index, speaker, words, round(start, 3), round(end, 3), language))
     warnings = _overlaps(lines, {line.index: cue.where for line, (cue, *_) in zip(lines, pieces)}) if timed else []
-    return Script(tuple(lines), tuple(skipped), tuple(warnings), timed)
+    return Script(tuple(lines), tuple(skipped), tuple(notes + warnings), timed)
 
 
 def estimate_natural_seconds(text: str) -> float:
@@ -164,13 +187,26 @@ def _read_text(path: Path) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
-def _parse_srt(path: Path, text: str) -> list[_Cue]:
+def _parse_srt(path: Path, text: str, notes: list[str]) -> list[_Cue]:
     import srt
 
+    for number, row in enumerate(text.split("\n"), 1):
+        if "-->" in row:  # srt accepts 00:75:00; out-of-range fields are refused here as in WebVTT and scripts
+            _check_range(path, f"line {number}", row)
     cues: list[_Cue] = []
+    cursor = 0
     try:
         for sub in srt.parse(text):
-            cues.append(_Cue(f"cue {sub.index}", sub.start.total_seconds(), sub.end.total_seconds(), sub.content))
+            at = text.find(sub.content, cursor) if sub.content else -1
+            first = text.count("\n", 0, at) + 1 if at >= 0 else 0
+            cursor = at + len(sub.content) if at >= 0 else cursor
+            # A blank line ends a cue: whatever srt folded into it after one belongs to no cue.
+            body, *rest = re.split(r"\n[ \t]*\n", sub.content, maxsplit=1)
+            if rest and rest[0].strip():
+                stray = at + len(sub.content) - len(rest[0]) + (len(rest[0]) - len(rest[0].lstrip()))
+                where = f"line {text.count(chr(10), 0, stray) + 1}" if at >= 0 else f"after cue {sub.index}"
+                notes.append(f"{where}: text outside any cue, not spoken: {_preview(rest[0])}")
+            cues.append(_Cue(f"cue {sub.index}", sub.start.total_seconds(), sub.end.total_seconds(), body, first))
     except srt.SRTParseError as exc:
         # The unmatched block starts at expected_start; actual_start is where parsing picked up again.
         offset = exc.expected_start + len(exc.unmatched_content) - len(exc.unmatched_content.lstrip())
@@ -185,7 +221,7 @@ def _parse_srt(path: Path, text: str) -> list[_Cue]:
     return cues
 
 
-def _parse_vtt(path: Path, text: str) -> list[_Cue]:
+def _parse_vtt(path: Path, text: str, notes: list[str]) -> list[_Cue]:
     # Parsed by hand: webvtt-py silently drops cues with malformed timings, and line numbers matter here.
     rows = text.split("\n")
     if not rows[0].lstrip("\ufeff").startswith("WEBVTT"):
@@ -205,10 +241,14 @@ def _parse_vtt(path: Path, text: str) -> list[_Cue]:
             continue
         timing_at = 0 if "-->" in block[0] else 1
         if timing_at >= len(block) or "-->" not in block[timing_at]:
+            if not any(_LOOSE_TIMING_RE.match(row) for row in block):
+                # No timing anywhere: text between cues, which WebVTT players ignore too.
+                notes.append(f"line {first + 1}: text outside any cue, not spoken: {_preview(' / '.join(block))}")
+                continue
             raise OmnidubError(f"{path}: line {first + timing_at + 1}: expected a cue timing 'start --> end', got {_preview(block[min(timing_at, len(block) - 1)])}")
         where = f"cue at line {first + timing_at + 1}"
         start, end, _ = _parse_timing(path, where, block[timing_at], _TIMING_RE)
-        cues.append(_Cue(where, start, end, "\n".join(block[timing_at + 1 :])))
+        cues.append(_Cue(where, start, end, "\n".join(block[timing_at + 1 :]), first + timing_at + 2))
     return cues
 
 
@@ -222,7 +262,7 @@ def _parse_txt(path: Path, text: str) -> list[_Cue]:
         start = end = None
         if row.startswith("[") and "-->" in row.split("]", 1)[0]:
             start, end, row = _parse_timing(path, where, row, _SCRIPT_TIMING_RE)
-        cues.append(_Cue(where, start, end, row))
+        cues.append(_Cue(where, start, end, row, number))
     timed = [c for c in cues if c.start is not None]
     if timed and len(timed) != len(cues):
         untimed = next(c for c in cues if c.start is None)
@@ -235,16 +275,26 @@ def _parse_txt(path: Path, text: str) -> list[_Cue]:
 def _parse_timing(path: Path, where: str, row: str, pattern: re.Pattern) -> tuple[float, float, str]:
     """Start and end seconds of a timing row, and whatever follows the timing."""
     match = pattern.match(row)
-    groups = match.groups() if match else ()
-    if not match or not (_valid(groups[0:4]) and _valid(groups[4:8])):
+    if not match:
         raise OmnidubError(f"{path}: {where}: malformed timestamp {_preview(row)}; expected HH:MM:SS.mmm --> HH:MM:SS.mmm")
+    groups = match.groups()
+    _check_range(path, where, row, groups)
     rest = groups[8] if len(groups) > 8 else ""
     return _seconds(groups[0:4]), _seconds(groups[4:8]), rest or ""
 
 
-def _valid(groups) -> bool:
-    hours, minutes, seconds, _ = groups
-    return int(seconds) < 60 and (hours is None or int(minutes) < 60)
+def _check_range(path: Path, where: str, row: str, groups=None) -> None:
+    """Minutes and seconds run 00-59 in every format (``00:75:00`` is a typo, not 01:15:00)."""
+    if groups is None:
+        match = _TIMING_RE.match(row)
+        if not match:
+            return  # not a timing omnidub reads itself; the SRT parser judges it
+        groups = match.groups()
+    for hours, minutes, seconds, _ in (groups[0:4], groups[4:8]):
+        if int(minutes) > 59 or int(seconds) > 59:
+            raise OmnidubError(
+                f"{path}: {where}: timestamp out of range in {_preview(row)}; minutes and seconds run from 00 to 59"
+            )
 
 
 def _seconds(groups) -> float:
@@ -253,9 +303,34 @@ def _seconds(groups) -> float:
     return int(hours or 0) * 3600 + int(minutes) * 60 + int(seconds) + millis / 1000
 
 
+def _check_voice_tags(path: Path, cue: _Cue) -> None:
+    for k, row in enumerate(cue.body.split("\n")):
+        if ">" not in row and _OPEN_VOICE_RE.match(row):
+            where = f"line {cue.line + k}" if cue.line else cue.where
+            raise OmnidubError(f"{path}: {where}: voice tag without its closing '>': {_preview(row)}; write <v NAME>text")
+
+
+def check_language(language: str, where: str) -> str:
+    """A language as OmniVoice knows it (an id such as ``en`` or an English name such as ``German``); anything
+    else is an error offering the close matches."""
+    lang_map = omnivoice_module("lang_map")
+    if language in lang_map.LANG_IDS or language.lower() in lang_map.LANG_NAME_TO_ID or language.lower() == "none":
+        return language
+    import difflib
+
+    base = re.split(r"[-_]", language.lower())[0]  # en-US: OmniVoice takes the language, not the region
+    # Names only: among 2-3 letter ids everything is close to everything.
+    close = ([base] if base in lang_map.LANG_IDS else []) + difflib.get_close_matches(language.lower(), list(lang_map.LANG_NAME_TO_ID), n=3, cutoff=0.6)
+    hint = f"; close matches: {', '.join(dict.fromkeys(close))}" if close else ""
+    raise OmnidubError(
+        f"{where}: unknown language {language!r}{hint} (OmniVoice takes a language id like en or an English name like German)"
+    )
+
+
 def _speech_parts(body: str, *, capitalised_labels: bool) -> tuple[list[tuple[str, str]], str]:
     """Split a cue into (speaker, clean text) parts, or return no parts and why it was skipped."""
     parts: list[list] = []  # [speaker, [texts]]
+    body = _CONTROL_RE.sub("", body.replace("\t", " "))  # never spoken, never printed
     for raw in _ASS_RE.sub("", body).split("\n"):
         if _MUSIC_RE.search(raw):
             continue  # SDH marks sung lyrics with music notes; they are not dubbed as speech

@@ -187,3 +187,22 @@ def test_bench_quick_reports_every_row(tmp_path, tiny_model_dir):
         assert row["rtf"] > 0 and row["audio_seconds"] > 0 and row["peak_mb"] > 0
     assert data["rows"][0]["speedup_vs_stock"] == pytest.approx(1.0)
     assert data["matmul_gflops"] and data["floor"]["row"] in names
+
+
+def test_terminal_escapes_in_subtitles_never_reach_the_terminal_and_stray_text_is_a_note(tmp_path):
+    srt = tmp_path / "ansi.srt"
+    srt.write_text("1\n00:00:01,000 --> 00:00:03,000\n\x1b[2J\x1b[31mALICE: Red\x1b[0m alert.\n\n\x1b[5mStray\x07 words\n")
+    result = run("render", srt, "--voices", EXAMPLES / "voices.toml", "--dry-run")
+    assert result.exit_code == 0, result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output
+    assert "Red alert." in result.stdout and "Stray" not in result.stdout
+    assert "line 5: text outside any cue, not spoken" in result.stderr
+
+
+def test_an_unknown_language_is_one_line_offering_close_matches():
+    line = one_error_line(run("render", EXAMPLES / "dialogue.srt", "--voices", EXAMPLES / "voices.toml",
+                              "--language", "klingon", "--dry-run"))
+    assert "unknown language 'klingon'" in line
+    line = one_error_line(run("render", EXAMPLES / "dialogue.srt", "--voices", EXAMPLES / "voices.toml",
+                              "--language", "Germn", "--dry-run"))
+    assert "close matches: german" in line

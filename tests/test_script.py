@@ -286,10 +286,68 @@ def test_script_mixing_timed_and_untimed_lines_is_an_error(tmp_path):
 
 def test_script_malformed_timestamp_names_the_line(tmp_path):
     text = "# header\n[00:00:01.000 --> 00:00:61.000] ANN: First.\n"
-    with pytest.raises(OmnidubError, match=r"play\.txt: line 2: malformed timestamp"):
+    with pytest.raises(OmnidubError, match=r"play\.txt: line 2: timestamp out of range"):
         read_script(write(tmp_path, "play.txt", text))
 
 
 def test_script_lowercase_labels_are_speakers(tmp_path):
     script = read_script(write(tmp_path, "play.txt", "alice: hi there\n"))
     assert speakers_and_texts(script) == [("alice", "hi there")]
+
+
+def test_text_outside_any_cue_is_a_warning_naming_its_line_and_never_spoken(tmp_path):
+    srt = SRT + "\nTranslator's note: check the names.\n"
+    script = read_script(write(tmp_path, "in.srt", srt.replace("[BOB] How are you?\n", "[BOB] How are you?\n\nstray words\n")))
+    assert [line.text for line in script.lines] == ["Hello there, my friend.", "How are you?", "No label here."]
+    assert any(w.startswith("line 10: text outside any cue") and "stray words" in w for w in script.warnings)
+    assert any(w.startswith("line 16: text outside any cue") and "Translator" in w for w in script.warnings)
+    vtt = read_script(write(tmp_path, "in.vtt", "WEBVTT\n\n00:01.000 --> 00:02.000\nHi.\n\nLeft over words\n"))
+    assert [line.text for line in vtt.lines] == ["Hi."]
+    assert any(w.startswith("line 6: text outside any cue") for w in vtt.warnings)
+
+
+@pytest.mark.parametrize("name,text", [
+    ("in.vtt", "WEBVTT\n\n00:01.000 --> 00:02.000\n<v Bob>Fine.\n\n00:03.000 --> 00:04.000\n<v ALICE Hello there\n"),
+    ("in.srt", "1\n00:00:01,000 --> 00:00:02,000\nFine.\n\n2\n00:00:03,000 --> 00:00:04,000\n<v ALICE Hello there\n"),
+])
+def test_an_unclosed_voice_tag_is_an_error_with_its_line(tmp_path, name, text):
+    with pytest.raises(OmnidubError, match=r"line 7: voice tag without its closing '>'"):
+        read_script(write(tmp_path, name, text))
+
+
+@pytest.mark.parametrize("name,text,line", [
+    ("in.srt", "1\n00:75:00,000 --> 00:75:02,000\nHi.\n", 2),
+    ("in.srt", "1\n00:00:01,000 --> 00:00:99,000\nHi.\n", 2),
+    ("in.vtt", "WEBVTT\n\n00:99.000 --> 01:00.000\nHi.\n", 3),
+    ("in.vtt", "WEBVTT\n\n00:75:00.000 --> 00:75:02.000\nHi.\n", 3),
+    ("in.txt", "[00:75:00.000 --> 00:75:02.000] Hi.\n", 1),
+])
+def test_out_of_range_fields_are_refused_alike_in_every_format(tmp_path, name, text, line):
+    with pytest.raises(OmnidubError, match=rf"line {line}: timestamp out of range"):
+        read_script(write(tmp_path, name, text))
+
+
+def test_terminal_escapes_and_control_characters_never_reach_a_line(tmp_path):
+    srt = "1\n00:00:01,000 --> 00:00:02,000\n\x1b[31mALICE\x1b[0m: Red\x07 alert\x1b]0;title\x07 now.\n"
+    [line] = read_script(write(tmp_path, "in.srt", srt)).lines
+    assert (line.speaker, line.text) == ("ALICE", "Red alert now.")
+
+
+def test_a_giant_cue_is_refused_and_a_giant_slot_is_noted(tmp_path):
+    huge = "1\n00:00:01,000 --> 00:00:03,000\n" + "word " * 100_000 + "\n"
+    with pytest.raises(OmnidubError, match=r"cue 1: 499,999 characters of text; a line may hold at most 2,000"):
+        read_script(write(tmp_path, "huge.srt", huge))
+    script = read_script(write(tmp_path, "long.srt", "1\n00:00:01,000 --> 10:00:01,000\nHi.\n"))
+    assert [line.end for line in script.lines] == [36001.0]
+    assert any(w.startswith("cue 1 lasts 10:00:00.000") for w in script.warnings)
+
+
+def test_languages_are_checked_against_omnivoices_list_with_close_matches(tmp_path):
+    path = write(tmp_path, "in.srt", SRT)
+    assert read_script(path, language="German").lines[0].language == "German"
+    with pytest.raises(OmnidubError, match=r"--language: unknown language 'klingon'"):
+        read_script(path, language="klingon")
+    with pytest.raises(OmnidubError, match=r"unknown language 'en-US'; close matches: en"):
+        read_script(path, language="en-US")
+    with pytest.raises(OmnidubError, match=r"unknown language 'Englsh'; close matches: english"):
+        read_script(path, language="Englsh")
