@@ -25,15 +25,19 @@ import numpy as np
 from omnidub.asr import Asr, Word, whisper_language
 from omnidub.backends.base import Prompt
 from omnidub.config import VoiceOptions
+from omnidub.duration import natural_seconds
 from omnidub.errors import OmnidubError
 from omnidub.files import write_bytes_atomic
 from omnidub.keys import prompt_key
-from omnidub.script import DEFAULT_SPEAKER
+from omnidub.script import DEFAULT_SPEAKER, check_language
 
 VOICE_KEYS = ("audio", "text", "language", "speed", "instruct")
 MIN_REFERENCE_SECONDS = 1.0
 LONG_REFERENCE_SECONDS = 20.0
 WHOLE_REFERENCE_SECONDS = 10.0  # reference_seconds = 0 keeps up to this much
+# A transcript read at a usual pace should take roughly its audio's length; past this factor either way it
+# probably does not belong to the audio, and every line paced by it comes out too long or too short.
+PACE_MISMATCH = 2.5
 
 _FRAME = 0.020
 _HOP = 0.010
@@ -134,6 +138,8 @@ def _read_voices_toml(path: Path) -> dict[str, Voice]:
         for key in ("audio", "text", "language", "instruct"):
             if key in table and not isinstance(table[key], str):
                 raise OmnidubError(f"{where}: {key} must be a string")
+        if table.get("language"):
+            check_language(table["language"], f"{where}: language")
         if "audio" not in table and "instruct" not in table:
             raise OmnidubError(f"{where}: needs audio = \"file\" (with text = \"transcript\") or instruct = \"voice description\"")
         speed = table.get("speed")
@@ -236,6 +242,8 @@ def prepare_reference(voice: Voice, *, sample_rate: int, options: VoiceOptions, 
     if voice.audio is None:
         raise OmnidubError(f"voice {voice.speaker!r} has no reference audio (it is an instruct voice)")
     audio = load_audio(voice.audio, sample_rate)
+    if not np.isfinite(audio).all():
+        raise OmnidubError(f"{voice.audio}: reference for {voice.speaker!r} has samples that are not numbers (NaN or infinity); export it again")
     seconds = audio.size / sample_rate
     if seconds < MIN_REFERENCE_SECONDS:
         raise OmnidubError(
@@ -254,6 +262,9 @@ def prepare_reference(voice: Voice, *, sample_rate: int, options: VoiceOptions, 
         target, (low, high) = WHOLE_REFERENCE_SECONDS, (WHOLE_REFERENCE_SECONDS * 0.75, WHOLE_REFERENCE_SECONDS)
 
     def result(clip: np.ndarray, text: str, trimmed: bool, provisional: bool = False) -> Reference:
+        mismatch = _pace_mismatch(text, clip.size / sample_rate)
+        if mismatch:
+            notes.append(mismatch)
         return Reference(voice.speaker, clip, sample_rate, text, trimmed, seconds, "; ".join(notes), provisional)
 
     if seconds <= high:
@@ -303,6 +314,16 @@ def prepare_reference(voice: Voice, *, sample_rate: int, options: VoiceOptions, 
     if voice.text:
         return keep_whole("the given transcript does not match the recognised words at any pause", heard.text)
     return keep_whole("no pause where the clip's last word could be confirmed", heard.text)
+
+
+def _pace_mismatch(text: str, seconds: float) -> str | None:
+    """A warning when a transcript cannot plausibly be what its audio says (far too long or short for it)."""
+    usual = natural_seconds(text)  # upstream's length for the text at its default pace, language-aware
+    if usual <= 0 or 1 / PACE_MISMATCH <= seconds / usual <= PACE_MISMATCH:
+        return None
+    how = "too long" if seconds < usual else "too short"
+    return (f"warning: the transcript looks {how} for {seconds:.1f} s of audio (it reads in about {usual:.1f} s); "
+            "check that it is exactly what the reference says, or every line's length will be off")
 
 
 def _ends_with(asr: Asr, clip: np.ndarray, sample_rate: int, voice: Voice, word: Word) -> bool:

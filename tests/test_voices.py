@@ -390,3 +390,36 @@ def test_a_reference_kept_whole_for_want_of_asr_is_prepared_again_once_asr_is_th
     trimmed, reference = voice_prompt(base, cache=cache, options=FAST, key=key, sample_rate=RATE, asr=asr,
                                       encode=lambda ref: make_prompt(ref.text))
     assert reference is not None and not trimmed.provisional and not cache.get(key).provisional
+
+
+def test_a_transcript_far_from_its_audio_is_warned_about(tmp_path):
+    mono, rate = sf.read(TWO_SENTENCES, dtype="float32")
+    clip = tmp_path / "clip.wav"
+    sf.write(clip, mono[: int(1.5 * rate)], rate)
+    fitting = prepare_reference(voice(audio=clip, text="The quick brown fox."), sample_rate=RATE, options=FAST, asr=NoAsr())
+    assert "transcript looks" not in fitting.note
+    paragraph = "The quick brown fox jumps over the lazy dog, and then it runs all the way home across the fields."
+    long = prepare_reference(voice(audio=clip, text=paragraph), sample_rate=RATE, options=FAST, asr=NoAsr())
+    assert "the transcript looks too long for 1.5 s of audio" in long.note
+    short = prepare_reference(voice(audio=TWO_SENTENCES, text="Hi."), sample_rate=RATE,
+                              options=VoiceOptions(reference_seconds=0), asr=NoAsr())
+    assert "the transcript looks too short" in short.note
+
+
+def test_a_reference_with_samples_that_are_not_numbers_is_an_error(tmp_path):
+    mono, rate = sf.read(TWO_SENTENCES, dtype="float32")
+    mono[1000:1010] = np.nan
+    broken = tmp_path / "nan.wav"
+    sf.write(broken, mono, rate, subtype="FLOAT")
+    with pytest.raises(OmnidubError, match=r"nan\.wav: reference for 'ALICE' has samples that are not numbers"):
+        prepare_reference(voice(audio=broken, text="The quick brown fox."), sample_rate=RATE, options=FAST, asr=NoAsr())
+
+
+def test_voices_toml_languages_are_checked_with_close_matches(tmp_path):
+    (tmp_path / "a.wav").write_bytes(TWO_SENTENCES.read_bytes())
+    toml = tmp_path / "voices.toml"
+    toml.write_text('[ALICE]\naudio = "a.wav"\ntext = "Hi."\nlanguage = "Frensh"\n')
+    with pytest.raises(OmnidubError, match=r"\[ALICE\]: language: unknown language 'Frensh'; close matches: french"):
+        load_voices(toml, [], [])
+    toml.write_text('[ALICE]\naudio = "a.wav"\ntext = "Hi."\nlanguage = "fr"\n')
+    assert load_voices(toml, [], [])["ALICE"].language == "fr"
