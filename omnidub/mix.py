@@ -18,6 +18,10 @@ BLOCK_SECONDS = 10.0
 # The mix is scaled down as a whole when overlapping speakers would clip; this is the peak it aims for.
 MIX_PEAK = 0.98
 FORMATS = {"wav": ("WAV", "PCM_24"), "flac": ("FLAC", "PCM_24"), "mp3": ("MP3", "MPEG_LAYER_III")}
+# A RIFF header counts bytes in 32 bits: a WAV file holds at most 4 GiB, about 16.5 hours of 24 kHz 24-bit mono.
+WAV_LIMIT_BYTES = 2**32 - 1
+_WAV_HEADER_BYTES = 1024  # generous: fmt and other chunks before the samples
+_SAMPLE_BYTES = {"PCM_16": 2, "PCM_24": 3, "PCM_32": 4, "FLOAT": 4}
 
 
 @dataclass(frozen=True)
@@ -29,17 +33,26 @@ class Placement:
     speaker: str
 
 
+def container(fmt: str, frames: int, channels: int = 1) -> tuple[str, str]:
+    """The soundfile (format, subtype) a file of ``frames`` is written with: WAV past its 4 GiB limit becomes
+    RF64, the 64-bit WAV that ffmpeg and editors read, under the same .wav name."""
+    major, subtype = FORMATS[fmt]
+    if major == "WAV" and frames * channels * _SAMPLE_BYTES[subtype] + _WAV_HEADER_BYTES > WAV_LIMIT_BYTES:
+        return "RF64", subtype
+    return major, subtype
+
+
 def write_atomic(path: Path, audio: np.ndarray, sample_rate: int, fmt: str = "wav") -> None:
     """Write a whole audio file through a temporary name, so a crash never leaves a torn file."""
-    major, subtype = FORMATS[fmt]
+    major, subtype = container(fmt, len(audio))
     with atomic_path(path) as temp:
         sf.write(temp, np.asarray(audio, dtype=np.float32), sample_rate, format=major, subtype=subtype)
 
 
 def assemble(placements: list[Placement], out: Path, sample_rate: int, total_seconds: float, fmt: str = "wav", gain: float = 1.0) -> None:
     """Sum the placed segments into one file of ``total_seconds``, streaming block by block."""
-    major, subtype = FORMATS[fmt]
     total = int(round(total_seconds * sample_rate))
+    major, subtype = container(fmt, total)
     with atomic_path(out) as temp, sf.SoundFile(temp, "w", sample_rate, 1, format=major, subtype=subtype) as sink:
         for _, block in _blocks(placements, sample_rate, total):
             sink.write(np.clip(block * gain, -1.0, 1.0))

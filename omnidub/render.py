@@ -26,7 +26,7 @@ from omnidub.errors import OmnidubError
 from omnidub.files import atomic_path, cache_home, remove_debris
 from omnidub.journal import MANIFEST, Journal, LineEntry, read_entries, read_manifest
 from omnidub.keys import file_digest, line_key, line_seed
-from omnidub.mix import FORMATS, Placement, assemble, mix_gain, write_atomic
+from omnidub.mix import FORMATS, Placement, assemble, container, mix_gain, write_atomic
 from omnidub.scheduler import Failure, stream
 from omnidub.script import Script
 from omnidub.timing import Target, plan
@@ -493,6 +493,8 @@ class Renderer:
         """Write one stem per speaker and the mix; returns {speaker: stem path, "": mix path}, relative."""
         self.listener.step("assembling stems and mix")
         sample_rate = self._output_rate()
+        if container(self.fmt, int(round((self.program or 0.0) * sample_rate)))[0] == "RF64":
+            self.listener.note("stems and mix pass WAV's 4 GiB limit: they are written as RF64 (64-bit WAV)")
         placements = [Placement(self.out_dir / e.file, e.start, e.speaker) for e in self.entries if e.done]
         outputs = {}
         for speaker in sorted(self.speakers):

@@ -437,3 +437,23 @@ def test_temporaries_left_by_a_killed_run_are_removed_at_the_next_start(rendered
     assert result.exit_code == 0, result.output
     assert "removed 4 temporary file(s)" in result.stderr
     assert not any(p.exists() for p in debris) and all(p.exists() for p in kept)
+
+
+def test_stems_past_the_wav_limit_are_written_as_rf64(tmp_path, monkeypatch):
+    import omnidub.mix as mix
+
+    rate = 24000
+    seventeen_hours = 17 * 3600 * rate  # 24-bit mono: 4.4 GB, past the 4 GiB a RIFF header can count
+    assert mix.container("wav", 16 * 3600 * rate) == ("WAV", "PCM_24")
+    assert mix.container("wav", seventeen_hours) == ("RF64", "PCM_24")
+    assert mix.container("flac", seventeen_hours) == ("FLAC", "PCM_24")
+    # The same choice on a small scale, through the real writer: the file reads back whole.
+    segment = tmp_path / "seg.wav"
+    sf.write(segment, np.full(rate, 0.1, dtype=np.float32), rate, subtype="PCM_24")
+    monkeypatch.setattr(mix, "WAV_LIMIT_BYTES", 3 * 3 * rate)
+    for seconds, kind in ((2.0, "WAV"), (4.0, "RF64")):
+        out = tmp_path / f"{seconds}.wav"
+        assemble([Placement(segment, 1.0, "A")], out, rate, seconds, "wav")
+        info = sf.info(str(out))
+        assert (info.format, info.frames) == (kind, seconds * rate)
+        assert sf.read(str(out), dtype="float32")[0][rate + 10] == pytest.approx(0.1, abs=1e-4)
