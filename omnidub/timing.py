@@ -9,10 +9,14 @@ from __future__ import annotations
 from dataclasses import dataclass, replace
 
 from omnidub.duration import FRAME_RATE
+from omnidub.errors import OmnidubError
 from omnidub.script import Line
 
 # Room left before the next line when a long line extends past its slot.
 NEXT_LINE_MARGIN = 0.05
+# No line is planned longer than this. Text is capped when read, so only a voice paced absurdly (a transcript
+# far shorter than its reference, a tiny speed) gets near it.
+MAX_LINE_SECONDS = 600.0
 
 
 @dataclass(frozen=True)
@@ -50,6 +54,12 @@ def plan(lines: list[Line], naturals: list[float], *, max_speedup: float, timed:
     """Fit every line to its slot; untimed scripts are laid out back to back at natural length."""
     if len(lines) != len(naturals):
         raise ValueError("one natural length per line")
+    for line, natural in zip(lines, naturals):
+        if natural > MAX_LINE_SECONDS:
+            raise OmnidubError(
+                f"line {line.index} ({line.speaker}) would take {natural / 60:.0f} minutes at its voice's pace; a line "
+                f"may take at most {MAX_LINE_SECONDS / 60:.0f} (check the voice's transcript and speed, or split the line)"
+            )
     if not timed:
         targets, cursor = [], 0.0
         for line, natural in zip(lines, naturals):

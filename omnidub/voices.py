@@ -38,6 +38,7 @@ WHOLE_REFERENCE_SECONDS = 10.0  # reference_seconds = 0 keeps up to this much
 # A transcript read at a usual pace should take roughly its audio's length; past this factor either way it
 # probably does not belong to the audio, and every line paced by it comes out too long or too short.
 PACE_MISMATCH = 2.5
+MIN_SPEED, MAX_SPEED = 0.25, 4.0  # a voice's speaking-rate factor; past these, speech is no longer speech
 
 _FRAME = 0.020
 _HOP = 0.010
@@ -143,8 +144,9 @@ def _read_voices_toml(path: Path) -> dict[str, Voice]:
         if "audio" not in table and "instruct" not in table:
             raise OmnidubError(f"{where}: needs audio = \"file\" (with text = \"transcript\") or instruct = \"voice description\"")
         speed = table.get("speed")
-        if speed is not None and (isinstance(speed, bool) or not isinstance(speed, (int, float)) or speed <= 0):
-            raise OmnidubError(f"{where}: speed must be a positive number, got {speed!r}")
+        if speed is not None and (isinstance(speed, bool) or not isinstance(speed, (int, float))
+                                  or not MIN_SPEED <= speed <= MAX_SPEED):
+            raise OmnidubError(f"{where}: speed must be a number from {MIN_SPEED:g} to {MAX_SPEED:g}, got {speed!r}")
         audio = None
         if "audio" in table:
             audio = Path(table["audio"]).expanduser()

@@ -206,3 +206,15 @@ def test_an_unknown_language_is_one_line_offering_close_matches():
     line = one_error_line(run("render", EXAMPLES / "dialogue.srt", "--voices", EXAMPLES / "voices.toml",
                               "--language", "Germn", "--dry-run"))
     assert "close matches: german" in line
+
+
+def test_a_programme_past_the_limit_is_one_line(tmp_path):
+    srt = tmp_path / "typo.srt"
+    srt.write_text("1\n00:00:01,000 --> 00:00:02,000\nALICE: Hi.\n\n2\n99:00:01,000 --> 99:00:02,000\nBOB: Bye.\n")
+    line = one_error_line(run("render", srt, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--dry-run"))
+    assert "the programme would be 99.0 hours long" in line
+    preset = tmp_path / "long.toml"
+    preset.write_text("max_program_hours = 100\n")
+    result = run("render", srt, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--dry-run", "--json",
+                 "--preset", preset)
+    assert result.exit_code == 0, result.output

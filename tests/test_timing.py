@@ -5,6 +5,7 @@ from __future__ import annotations
 import pytest
 
 from omnidub.duration import natural_seconds
+from omnidub.errors import OmnidubError
 from omnidub.script import Line
 from omnidub.timing import plan
 
@@ -61,3 +62,12 @@ def test_natural_length_follows_the_reference_pace():
     fast = natural_seconds(text, "One two three.", 1.5)
     assert slow == pytest.approx(2 * fast, rel=0.05)
     assert natural_seconds(text, "One two three.", 3.0, speed=2.0) == pytest.approx(fast, rel=0.05)
+
+
+def test_no_line_is_planned_longer_than_the_cap_whatever_its_slot():
+    # A ten-hour slot gives a short line its natural length, not ten hours.
+    [target] = plan([line(1, 0.0, 36000.0)], [1.5], max_speedup=1.25)
+    assert target.target == 1.5 and target.end == 1.5
+    # A natural length only an absurd voice pace can give is refused, naming the line.
+    with pytest.raises(OmnidubError, match=r"line 2 \(B\) would take 900 minutes at its voice's pace"):
+        plan([line(1, 0.0, 2.0), line(2, 3.0, 5.0, "B")], [1.0, 54000.0], max_speedup=1.25)
