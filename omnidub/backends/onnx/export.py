@@ -1,0 +1,215 @@
+"""``omnidub export``: OmniVoice as three ONNX graphs (fp32), optional int8 transformer, and ``export.json``.
+
+The legacy TorchScript exporter is used: it traces the real modules (SDPA without a causal flag, the codec's
+shape branches baked in) and needs no onnxscript. Graphs over 2 GB keep their weights in one sidecar file.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import tempfile
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+from omnidub.backends.onnx.runtime import EXPORT_FORMAT, MANIFEST
+from omnidub.errors import OmnidubError
+
+DEFAULT_OPSET = 18
+TRANSFORMER = "transformer.onnx"
+TRANSFORMER_INT8 = "transformer.int8.onnx"
+ENCODER = "encoder.onnx"
+DECODER = "decoder.onnx"
+# Above this, protobuf cannot hold the weights inside the graph file.
+EXTERNAL_DATA_BYTES = 2 * 1024**3 - 64 * 1024**2
+QUANTIZE = ("int8",)
+
+CONTRACT = {
+    TRANSFORMER: {
+        "inputs": {
+            "input_ids": ["rows", "codebooks", "length", "int64"],
+            "audio_mask": ["rows", "length", "bool"],
+            "attention_mask": ["rows", 1, "length", "length", "bool"],
+            "position_ids": ["rows", "length", "int64"],
+            "target_index": ["targets", "int64 (flat row * length + column)"],
+        },
+        "outputs": {"logits": ["targets", "codebooks", "audio_vocab", "float32"]},
+    },
+    ENCODER: {"inputs": {"waveform": ["batch", 1, "samples", "float32 at sample_rate"]},
+              "outputs": {"codes": ["batch", "codebooks", "frames", "int64"]}},
+    DECODER: {"inputs": {"codes": ["batch", "codebooks", "frames", "int64"]},
+              "outputs": {"waveform": ["batch", 1, "samples", "float32"]}},
+}
+
+
+@dataclass(frozen=True)
+class ExportResult:
+    folder: Path
+    manifest: dict
+    seconds: float
+
+
+def export(out_dir: Path, model: str, *, opset: int = DEFAULT_OPSET, quantize: str | None = None) -> ExportResult:
+    """Export ``model`` (a --model spec) into ``out_dir``: graphs, tokenizer, ``export.json`` (parity comes later)."""
+    _require_exporter()
+    if quantize is not None and quantize not in QUANTIZE:
+        raise OmnidubError(f"unknown quantization {quantize!r}; use int8")
+    import onnx
+    import torch
+
+    began = time.perf_counter()
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    source, omnivoice = load_torch_model(model)
+    from omnidub.backends.onnx.graphs import DecoderGraph, EncoderGraph, TransformerGraph
+
+    config = omnivoice.config
+    codebooks = config.num_audio_codebook
+    tokenizer = omnivoice.audio_tokenizer
+    hop = int(tokenizer.config.hop_length)
+    # Example inputs only fix ranks and dtypes; every length axis is dynamic.
+    rows, length, targets = 2, 48, 16
+    transformer_inputs = (
+        torch.full((rows, codebooks, length), config.audio_mask_id, dtype=torch.long),
+        torch.arange(length).ge(length // 2).repeat(rows, 1),
+        torch.ones(rows, 1, length, length, dtype=torch.bool),
+        torch.arange(length).repeat(rows, 1),
+        torch.arange(length - targets, length),
+    )
+    graphs = [
+        (TRANSFORMER, TransformerGraph(omnivoice), transformer_inputs,
+         {"input_ids": {0: "rows", 2: "length"}, "audio_mask": {0: "rows", 1: "length"},
+          "attention_mask": {0: "rows", 2: "length", 3: "length"}, "position_ids": {0: "rows", 1: "length"},
+          "target_index": {0: "targets"}, "logits": {0: "targets"}}),
+        (ENCODER, EncoderGraph(tokenizer), (torch.zeros(1, 1, hop * 40),),
+         {"waveform": {0: "batch", 2: "samples"}, "codes": {0: "batch", 2: "frames"}}),
+        (DECODER, DecoderGraph(tokenizer), (torch.zeros(1, codebooks, 40, dtype=torch.long),),
+         {"codes": {0: "batch", 2: "frames"}, "waveform": {0: "batch", 2: "samples"}}),
+    ]
+    files = {}
+    for name, module, inputs, axes in graphs:
+        contract = CONTRACT[name]
+        with tempfile.TemporaryDirectory(prefix="omnidub-export-", dir=out_dir) as scratch:
+            raw = Path(scratch) / name
+            with torch.inference_mode(False), torch.no_grad(), _quiet_export():
+                torch.onnx.export(module.eval(), inputs, str(raw), dynamo=False, opset_version=opset,
+                                  input_names=list(contract["inputs"]), output_names=list(contract["outputs"]),
+                                  dynamic_axes=axes, do_constant_folding=True)
+            files[name] = _consolidate(raw, out_dir / name, onnx)
+    if quantize == "int8":
+        files[TRANSFORMER_INT8] = quantize_int8(out_dir / TRANSFORMER, out_dir / TRANSFORMER_INT8)
+    for extra in ("tokenizer.json", "tokenizer_config.json"):
+        if (source.path / extra).is_file():
+            shutil.copyfile(source.path / extra, out_dir / extra)
+    if not (out_dir / "tokenizer.json").is_file():
+        raise OmnidubError(f"{source.spec} has no tokenizer.json; the ONNX backend needs the fast tokenizer file")
+
+    manifest = {
+        "format": EXPORT_FORMAT,
+        "model": dict(source.identity),
+        "opset": opset,
+        "exporter": {"kind": "torch.onnx legacy (TorchScript)", "torch": torch.__version__, "onnx": onnx.__version__},
+        "quantize": quantize,
+        "transformer": TRANSFORMER_INT8 if quantize == "int8" else TRANSFORMER,
+        "config": {
+            "codebooks": codebooks,
+            "audio_vocab": int(config.audio_vocab_size),
+            "mask_id": int(config.audio_mask_id),
+            "sample_rate": int(omnivoice.sampling_rate),
+            "hop_length": hop,
+            "frame_rate": int(tokenizer.config.frame_rate),
+        },
+        "contract": CONTRACT,
+        "files": files,
+        "parity": None,
+    }
+    write_manifest(out_dir, manifest)
+    return ExportResult(out_dir, manifest, time.perf_counter() - began)
+
+
+def quantize_int8(source: Path, target: Path) -> dict:
+    """Dynamic int8 of the transformer's MatMul weights (activations quantized per call)."""
+    from onnxruntime.quantization import QuantType, quantize_dynamic
+
+    big = _external(source)
+    quantize_dynamic(str(source), str(target), op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8,
+                     use_external_data_format=big)
+    return _describe(target)
+
+
+def load_torch_model(spec: str):
+    """The torch model a --model spec names, in float32 on the CPU (what the graphs are traced from)."""
+    import torch
+
+    from omnidub.engine.loading import load_model, resolve_model
+
+    source = resolve_model(spec)
+    model = load_model(source, "cpu", torch.float32)
+    model.audio_tokenizer.float().eval()
+    return source, model
+
+
+def write_manifest(folder: Path, manifest: dict) -> None:
+    path = Path(folder) / MANIFEST
+    staging = path.with_suffix(".json.tmp")
+    staging.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
+    staging.replace(path)
+
+
+def _consolidate(raw: Path, target: Path, onnx) -> dict:
+    """Move an exported graph into place: one file, or graph + one ``.data`` sidecar when the weights need it."""
+    # The exporter may have spilled each big weight into its own loose file beside the graph; loading with
+    # external data from the scratch folder gathers them all before we write our own layout.
+    model = onnx.load(str(raw), load_external_data=True)
+    size = sum(len(t.raw_data) for t in model.graph.initializer)
+    data = target.with_name(target.name + ".data")
+    data.unlink(missing_ok=True)
+    if size > EXTERNAL_DATA_BYTES:
+        onnx.save_model(model, str(target), save_as_external_data=True, all_tensors_to_one_file=True,
+                        location=data.name, size_threshold=1024)
+    else:
+        onnx.save_model(model, str(target))
+    return _describe(target)
+
+
+def _describe(path: Path) -> dict:
+    data = path.with_name(path.name + ".data")
+    out = {"sha256": _sha256(path), "bytes": path.stat().st_size}
+    if data.is_file():
+        out["data"] = {"file": data.name, "sha256": _sha256(data), "bytes": data.stat().st_size}
+    return out
+
+
+def _external(path: Path) -> bool:
+    return path.with_name(path.name + ".data").is_file()
+
+
+def _sha256(path: Path) -> str:
+    digest = hashlib.sha256()
+    with open(path, "rb") as handle:
+        for block in iter(lambda: handle.read(1 << 20), b""):
+            digest.update(block)
+    return digest.hexdigest()
+
+
+def _require_exporter() -> None:
+    try:
+        import onnx  # noqa: F401
+    except ImportError as exc:
+        raise OmnidubError("omnidub export needs the onnx package: pip install 'omnidub[onnx]'") from exc
+
+
+class _quiet_export:
+    """The legacy exporter warns about every traced branch; those are expected (the parity check covers them)."""
+
+    def __enter__(self):
+        import warnings
+
+        self._catch = warnings.catch_warnings()
+        self._catch.__enter__()
+        warnings.simplefilter("ignore")
+
+    def __exit__(self, *exc):
+        self._catch.__exit__(*exc)

@@ -1,0 +1,137 @@
+"""ONNX Runtime sessions over an export folder: the transformer's target logits, encode and decode. No torch."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+
+from omnidub.errors import OmnidubError
+
+MANIFEST = "export.json"
+EXPORT_FORMAT = 1
+
+
+def physical_cores() -> int:
+    import psutil
+
+    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+
+
+class Runtime:
+    """The export's three graphs in ONNX Runtime sessions; the transformer is loaded now, the codec on first use."""
+
+    def __init__(self, folder: Path, device: str = "cpu", *, threads: int | None = None, quantized: bool | None = None):
+        import onnxruntime as ort
+
+        self.folder = Path(folder)
+        self.manifest = read_manifest(self.folder)
+        config = self.manifest["config"]
+        self.codebooks = int(config["codebooks"])
+        self.mask_id = int(config["mask_id"])
+        self.sample_rate = int(config["sample_rate"])
+        self.hop = int(config["hop_length"])
+        self.frame_rate = int(config["frame_rate"])
+        self.device = device
+        self._ort = ort
+        options = ort.SessionOptions()
+        options.intra_op_num_threads = threads or physical_cores()
+        options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
+        options.enable_mem_pattern = True
+        options.log_severity_level = 3
+        self._options = options
+        if device.startswith("cuda"):
+            if "CUDAExecutionProvider" not in ort.get_available_providers():
+                raise OmnidubError("device cuda requested but this onnxruntime has no CUDA provider; "
+                                   "pip install onnxruntime-gpu or use --device cpu")
+            index = int(device.split(":")[1]) if ":" in device else 0
+            # TF32 off: its ~1e-2 logit error compounds over the steps into different speech.
+            self._providers = [("CUDAExecutionProvider", {"device_id": index, "use_tf32": 0}), "CPUExecutionProvider"]
+            self._ort_device = ("cuda", index)
+        elif device == "cpu":
+            self._providers = ["CPUExecutionProvider"]
+            self._ort_device = ("cpu", 0)
+        else:
+            raise OmnidubError(f"the ONNX Runtime backend runs on cpu or cuda, not {device!r}")
+        if quantized is None:
+            quantized = self.manifest.get("quantize") == "int8"
+        self.quantized = quantized
+        name = "transformer.int8.onnx" if quantized else "transformer.onnx"
+        if quantized and name not in self.manifest["files"]:
+            raise OmnidubError(f"{self.folder} has no int8 transformer; export it with --quantize int8")
+        self.transformer = self._session(name)
+        self._encoder = self._decoder = None
+
+    def _session(self, name: str):
+        path = self.folder / name
+        if not path.is_file():
+            raise OmnidubError(f"{path} is missing; export the model again")
+        try:
+            return self._ort.InferenceSession(str(path), sess_options=self._options, providers=self._providers)
+        except Exception as exc:  # ORT raises its own Fail/InvalidGraph types
+            raise OmnidubError(f"cannot load {path}: {exc}".splitlines()[0]) from exc
+
+    @property
+    def encoder(self):
+        if self._encoder is None:
+            self._encoder = self._session("encoder.onnx")
+        return self._encoder
+
+    @property
+    def decoder(self):
+        if self._decoder is None:
+            self._decoder = self._session("decoder.onnx")
+        return self._decoder
+
+    def forward_fn(self):
+        """A ``forward(plan) -> logits [N, C, V]`` for one decoding batch, keeping each plan's fixed inputs bound.
+
+        The masks, positions and target indices stay in ORT values for the whole decode; the tokens change
+        every step and are bound again before every run (a bound input is copied once, not watched)."""
+        bindings: dict[int, object] = {}
+        kind, index = self._ort_device
+
+        def forward(plan) -> np.ndarray:
+            binding = bindings.get(id(plan))
+            if binding is None:
+                binding = self.transformer.io_binding()
+                for name in ("audio_mask", "attention_mask", "position_ids", "target_index"):
+                    value = self._ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(getattr(plan, name)), kind, index)
+                    binding.bind_ortvalue_input(name, value)
+                binding.bind_output("logits")
+                bindings[id(plan)] = (binding, plan)  # keep the plan alive so its id stays unique
+            else:
+                binding = binding[0]
+            binding.bind_ortvalue_input("input_ids", self._ort.OrtValue.ortvalue_from_numpy(
+                np.ascontiguousarray(plan.input_ids), kind, index))
+            self.transformer.run_with_iobinding(binding)
+            return binding.copy_outputs_to_cpu()[0]
+
+        return forward
+
+    def encode(self, waveform: np.ndarray) -> np.ndarray:
+        """Codes [C, frames] int64 of a mono float32 waveform at the model's rate."""
+        x = np.ascontiguousarray(waveform, dtype=np.float32).reshape(1, 1, -1)
+        return self.encoder.run(None, {"waveform": x})[0][0].astype(np.int64)
+
+    def decode(self, codes: np.ndarray) -> np.ndarray:
+        """Mono float32 waveform of codes [C, frames]."""
+        x = np.ascontiguousarray(codes, dtype=np.int64)[None]
+        return self.decoder.run(None, {"codes": x})[0][0, 0].astype(np.float32)
+
+
+def read_manifest(folder: Path) -> dict:
+    """``export.json`` of an export folder, or a one-line error."""
+    import json
+
+    path = Path(folder) / MANIFEST
+    try:
+        manifest = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError as exc:
+        raise OmnidubError(f"{folder} is not an omnidub export (no {MANIFEST}); run omnidub export first") from exc
+    except json.JSONDecodeError as exc:
+        raise OmnidubError(f"{path} is not valid JSON: {exc}") from exc
+    if manifest.get("format") != EXPORT_FORMAT:
+        raise OmnidubError(f"{path} has export format {manifest.get('format')}, this omnidub reads {EXPORT_FORMAT}; export again")
+    return manifest
