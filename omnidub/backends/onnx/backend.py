@@ -1,0 +1,204 @@
+"""The ONNX Runtime backend: an omnidub export rendered with omnidub's own host loop, without torch.
+
+Same requests, layouts, schedule, CFG, scoring, per-line noise and post-processing as the torch backend; the
+three networks run in ONNX Runtime. At zero temperatures its tokens equal the torch backend's.
+"""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Iterator, Sequence
+
+import numpy as np
+
+from omnidub.backends.base import Prompt, Request, Result
+from omnidub.backends.onnx import audio as upstream_audio
+from omnidub.backends.onnx.host import decode
+from omnidub.backends.onnx.layout import resolve_layout
+from omnidub.backends.onnx.prompt import PromptBuilder, omnivoice_module, resolve_instruct, resolve_language
+from omnidub.backends.onnx.runtime import Runtime
+from omnidub.backends.postprocess import fit_exact, match_reference_volume
+from omnidub.config import EngineOptions, generation_settings
+from omnidub.duration import natural_frames
+from omnidub.errors import OmnidubError
+from omnidub.models import ModelSource, resolve_model
+
+# Upstream's long-form rule: text estimated over 30 s is split at punctuation into ~15 s chunks.
+CHUNK_THRESHOLD_SECONDS = 30.0
+CHUNK_SECONDS = 15.0
+CHUNK_GAP_SECONDS = 0.1
+
+
+@dataclass
+class _Line:
+    request: Request
+    texts: list[str]
+    frames: list[int]
+    seeds: list[int]
+    language: str | None
+    instruct: str | None
+    tokens: list[np.ndarray | None] = field(default_factory=list)
+    seconds: float = 0.0
+
+
+class OnnxBackend:
+    """An omnidub export folder in ONNX Runtime. ``model`` is the folder (or its resolved source)."""
+
+    name = "onnxruntime"
+
+    def __init__(self, model: str | Path | ModelSource, device: str = "cpu", options: EngineOptions | None = None,
+                 *, threads: int | None = None, quantized: bool | None = None, _shared: "OnnxBackend | None" = None):
+        self.options = options or EngineOptions()
+        if _shared is not None:
+            self.source, self.runtime, self.prompts = _shared.source, _shared.runtime, _shared.prompts
+        else:
+            self.source = model if isinstance(model, ModelSource) else resolve_model(str(model))
+            device = "cpu" if device == "auto" else device
+            self.runtime = Runtime(self.source.path, device, threads=threads, quantized=quantized)
+            self.prompts = PromptBuilder(self.source.path / "tokenizer.json", self.runtime.codebooks, self.runtime.mask_id)
+        self.device = self.runtime.device
+        self.dtype = "int8" if self.runtime.quantized else "float32"
+        self.sample_rate = self.runtime.sample_rate
+        self.frame_rate = self.runtime.frame_rate
+        self.layout = resolve_layout(self.options.cfg, self.device)
+
+    def with_options(self, options: EngineOptions) -> "OnnxBackend":
+        """Other decoding settings over the same sessions."""
+        return OnnxBackend(self.source, options=options, _shared=self)
+
+    @property
+    def identity(self) -> dict:
+        exported = self.runtime.manifest.get("model", {})
+        return {**self.source.identity, "exported_from": exported, "backend": self.name,
+                "device": "cuda" if self.device.startswith("cuda") else "cpu", "dtype": self.dtype}
+
+    @property
+    def settings(self) -> dict:
+        return {**generation_settings(self.options, self.device), "cfg": self.layout, "dtype": self.dtype}
+
+    def encode_prompt(self, audio: np.ndarray, sample_rate: int, text: str, language: str | None = None) -> Prompt:
+        """Upstream's prompt recipe (level, silence trim, whole frames) with the encoder graph."""
+        if not text or not text.strip():
+            raise OmnidubError("a reference needs its transcript to clone the voice")
+        wave = np.asarray(audio, dtype=np.float32)
+        if wave.ndim > 1:
+            wave = wave.mean(axis=0 if wave.shape[0] < wave.shape[-1] else -1)
+        if int(sample_rate) != self.sample_rate:
+            import soxr
+
+            wave = soxr.resample(wave, int(sample_rate), self.sample_rate).astype(np.float32)
+        rms = float(np.sqrt(np.mean(wave**2))) if wave.size else 0.0
+        if 0 < rms < 0.1:
+            wave = wave * (0.1 / rms)
+        wave = upstream_audio.remove_silence(wave, self.sample_rate, mid_ms=200, lead_ms=100, trail_ms=200)
+        wave = wave[: wave.shape[-1] - wave.shape[-1] % self.runtime.hop]
+        if wave.shape[-1] == 0:
+            raise OmnidubError("reference audio unusable: it is empty after silence removal")
+        codes = self.runtime.encode(wave)
+        return Prompt(codes, omnivoice_module("text").add_punctuation(text), rms, language)
+
+    def cost(self, request: Request) -> int:
+        """Tokens one step runs for this line: its conditional row and its target row."""
+        frames = self._frames(request)
+        ref = request.prompt.frames if request.prompt is not None else 0
+        return len(request.text) // 3 + 24 + ref + 2 * frames
+
+    def synthesize(self, requests: Sequence[Request]) -> Iterator[Result]:
+        lines = [self._resolve(request) for request in requests]
+        self._decode_lines(lines)
+        for line in lines:
+            yield self._finish(line)
+
+    def tokens(self, requests: Sequence[Request]) -> list[np.ndarray]:
+        lines = [self._resolve(request) for request in requests]
+        self._decode_lines(lines)
+        return [np.concatenate(line.tokens, axis=-1) for line in lines]
+
+    def check_instruct(self, instruct: str, text: str = "") -> None:
+        resolve_instruct(instruct, text)
+
+    # -- internals ---------------------------------------------------------------------------------------------
+
+    def _frames(self, request: Request) -> int:
+        if request.frames is not None:
+            return max(1, int(request.frames))
+        prompt = request.prompt
+        return natural_frames(request.text, prompt.text if prompt else None, prompt.frames if prompt else None)
+
+    def _resolve(self, request: Request) -> _Line:
+        if not request.text or not request.text.strip():
+            raise OmnidubError("cannot synthesize an empty line")
+        language = resolve_language(request.language)
+        instruct = resolve_instruct(request.instruct, request.text) if request.instruct else None
+        frames = self._frames(request)
+        seed = request.seed & 0x7FFF_FFFF_FFFF_FFFF
+        if frames <= CHUNK_THRESHOLD_SECONDS * self.frame_rate:
+            return _Line(request, [request.text], [frames], [seed], language, instruct, [None])
+        prompt = request.prompt
+        chunk_chars = int(CHUNK_SECONDS * self.frame_rate / (frames / len(request.text)))
+        texts = omnivoice_module("text").chunk_text_punctuation(text=request.text, chunk_len=chunk_chars, min_chunk_len=3)
+        estimates = [natural_frames(t, prompt.text if prompt else None, prompt.frames if prompt else None) for t in texts]
+        if request.frames is None:
+            budgets = estimates
+        else:
+            gaps = int(round(CHUNK_GAP_SECONDS * self.frame_rate * (len(texts) - 1)))
+            budgets = split_frames(max(len(texts), frames - gaps), estimates)
+        seeds = [seed] + [chunk_seed(seed, j) for j in range(1, len(texts))]
+        return _Line(request, texts, budgets, seeds, language, instruct, [None] * len(texts))
+
+    def _item(self, line: _Line, chunk: int):
+        prompt = line.request.prompt
+        if prompt is not None:
+            ref_text, ref_codes = prompt.text, prompt.codes
+        elif chunk > 0:
+            ref_text, ref_codes = line.texts[0], line.tokens[0]  # upstream voices later chunks with the first
+        else:
+            ref_text, ref_codes = None, None
+        return self.prompts.item(line.texts[chunk], line.frames[chunk], ref_text, ref_codes, line.language, line.instruct)
+
+    def _decode_lines(self, lines: list[_Line]) -> None:
+        for second_pass in (False, True):
+            work = [(line, j) for line in lines for j in range(len(line.texts))
+                    if line.tokens[j] is None and (second_pass or j == 0 or line.request.prompt is not None)]
+            if not work:
+                continue
+            began = time.perf_counter()
+            items = [self._item(line, j) for line, j in work]
+            tokens = decode(self.runtime.forward_fn(), items, [line.seeds[j] for line, j in work], self.options.decode,
+                            self.layout, mask_id=self.runtime.mask_id)
+            share = (time.perf_counter() - began) / len(work)
+            for (line, j), t in zip(work, tokens):
+                line.tokens[j] = t
+                line.seconds += share
+
+    def _finish(self, line: _Line) -> Result:
+        began = time.perf_counter()
+        waves = [self.runtime.decode(t) for t in line.tokens]
+        audio = upstream_audio.join_chunks(waves, self.sample_rate)
+        ref_rms = line.request.prompt.rms if line.request.prompt is not None else None
+        if line.request.frames is None:
+            audio = upstream_audio.remove_silence(audio, self.sample_rate, mid_ms=500, lead_ms=100, trail_ms=100)
+            audio = upstream_audio.fade_and_pad(match_reference_volume(audio, ref_rms), self.sample_rate)
+        else:
+            samples = int(line.request.frames) * self.runtime.hop
+            audio = fit_exact(match_reference_volume(audio, ref_rms), samples, self.sample_rate)
+        seconds = line.seconds + time.perf_counter() - began
+        return Result(line.request.id, np.ascontiguousarray(audio, dtype=np.float32), self.sample_rate, seconds,
+                      sum(line.frames))
+
+
+def split_frames(total: int, weights: list[int]) -> list[int]:
+    """``total`` split in proportion to ``weights`` (largest remainders), every share at least 1."""
+    raw = [total * w / sum(weights) for w in weights]
+    shares = [max(1, int(r)) for r in raw]
+    order = sorted(range(len(raw)), key=lambda i: raw[i] - int(raw[i]), reverse=True)
+    for i in order[: max(0, total - sum(shares))]:
+        shares[i] += 1
+    return shares
+
+
+def chunk_seed(seed: int, chunk: int) -> int:
+    """Each chunk of a long line gets its own noise stream (as in the torch backend)."""
+    return int(np.random.SeedSequence([seed, chunk]).generate_state(1, np.uint64)[0]) & 0x7FFF_FFFF_FFFF_FFFF

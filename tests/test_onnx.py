@@ -1,0 +1,119 @@
+"""ONNX export and the ONNX Runtime backend on the tiny synthetic model: same tokens as torch, no torch at run time."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+pytest.importorskip("onnx")
+torch = pytest.importorskip("torch")
+
+from omnidub.backends.onnx import host, layout  # noqa: E402
+from omnidub.backends.onnx.rng import TorchRandom  # noqa: E402
+
+DATA = Path(__file__).resolve().parent.parent / "omnidub" / "data"
+
+
+@pytest.fixture(scope="session")
+def export_dir(tmp_path_factory, tiny_model_dir) -> Path:
+    """synthetic:tiny exported once per session, with the int8 transformer."""
+    from omnidub.backends.onnx.export import export
+
+    folder = tmp_path_factory.mktemp("export")
+    export(folder, "synthetic:tiny", quantize="int8")
+    return folder
+
+
+@pytest.fixture(scope="module")
+def engine(tiny_model_dir):
+    from omnidub.engine import Engine
+    from omnidub.presets import Preset
+
+    return Engine("synthetic:tiny", "cpu", Preset(dtype="float32"))
+
+
+@pytest.fixture(scope="module")
+def prompt(engine):
+    import soundfile as sf
+
+    wave, rate = sf.read(DATA / "alice-3s.wav", dtype="float32")
+    return engine.encode_prompt(wave, rate, (DATA / "alice-3s.txt").read_text().strip())
+
+
+@pytest.mark.parametrize("seed", [0, 7, 2**40 + 3, 0x7FFF_FFFF_FFFF_FFFF])
+def test_noise_stream_is_torch_rand_bit_for_bit(seed):
+    generator = torch.Generator().manual_seed(seed)
+    ours = TorchRandom(seed)
+    for shape in [(8, 13), (1,), (8, 40, 1025), (3, 5)]:
+        assert np.array_equal(torch.rand(*shape, generator=generator).numpy(), ours.rand(*shape))
+
+
+def test_schedule_matches_the_torch_loop():
+    from omnidub.engine.decode import schedule
+
+    for steps in (8, 12, 32):
+        for total in range(1, 2000, 13):
+            assert host.schedule(total, steps, 0.1) == schedule(total, steps, 0.1)
+
+
+def _items(engine, prompt):
+    from omnidub.engine import Request
+
+    requests = [Request("So, are we still driving to the coast next week?", prompt, "en", duration=1.6, seed=5),
+                Request("Yes.", prompt, "en", duration=0.3, seed=7),
+                Request("Great. What time should we leave?", None, "en", duration=1.2, seed=9)]
+    torch_items = [engine._item(engine._resolve(r), 0) for r in requests]
+    ours = [layout.Item(t.input_ids.numpy(), t.audio_mask.numpy(), t.target_len) for t in torch_items]
+    return torch_items, ours
+
+
+@pytest.mark.parametrize("kind", layout.LAYOUTS)
+def test_layouts_build_the_torch_rows(engine, prompt, kind):
+    from omnidub.engine.cfg import Layout
+
+    torch_items, items = _items(engine, prompt)
+    theirs, ours = Layout(torch_items, kind, 1024, "cpu"), layout.Layout(items, kind, 1024)
+    assert len(theirs.plans) == len(ours.plans)
+    for a, b in zip(theirs.plans, ours.plans):
+        for name in ("input_ids", "audio_mask", "attention_mask", "position_ids"):
+            assert np.array_equal(getattr(a, name).numpy(), getattr(b, name))
+        width = a.input_ids.shape[2]
+        assert np.array_equal((a.dst_row * width + a.dst_col).numpy(), b.target_index)
+
+
+def test_prompt_layout_matches_upstream(engine):
+    from omnivoice.models.omnivoice import _resolve_instruct, _resolve_language
+
+    from omnidub.backends.onnx.prompt import PromptBuilder, resolve_instruct, resolve_language
+
+    builder = PromptBuilder(engine.source.path / "tokenizer.json", 8, 1024)
+    ref = torch.randint(0, 1024, (8, 30), generator=torch.Generator().manual_seed(0))
+    cases = [("Hello world, this is a test.", 20, "Good morning.", ref, "en", None),
+             ("Ha [laughter] that's  funny\n right?", 7, None, None, None, "female, low pitch"),
+             ("你好 世界 （测试）", 11, "Some ref", ref, "zh", "男，河南话"),
+             ("[sigh]", 3, None, None, None, None)]
+    for text, frames, ref_text, ref_codes, language, instruct in cases:
+        expected = engine.model._prepare_inference_inputs(text, frames, ref_text, ref_codes, language, instruct, True)
+        item = builder.item(text, frames, ref_text, None if ref_codes is None else ref_codes.numpy(), language, instruct)
+        assert np.array_equal(expected["input_ids"][0].numpy(), item.input_ids)
+        assert np.array_equal(expected["audio_mask"][0].numpy(), item.audio_mask)
+    for instruct, zh in [("female, low pitch, british accent", False), ("Male，Whisper", True), ("男, 青年", False)]:
+        assert resolve_instruct(instruct, "你好" if zh else "hi") == _resolve_instruct(instruct, use_zh=zh)
+    for language in ("en", "English", "none", None, "klingon", "Chinese"):
+        assert resolve_language(language) == _resolve_language(language)
+
+
+@pytest.mark.parametrize("temperature, kind", [(0.0, "trimmed"), (5.0, "packed")])
+def test_ort_host_loop_gives_the_torch_tokens(engine, prompt, export_dir, temperature, kind):
+    from omnidub.backends.onnx.runtime import Runtime
+    from omnidub.engine.decode import Sampling, decode
+
+    torch_items, items = _items(engine, prompt)
+    sampling = Sampling(steps=8, position_temperature=temperature)
+    expected = decode(engine.model, torch_items, [5, 7, 9], sampling, kind)
+    runtime = Runtime(export_dir, "cpu", threads=1, quantized=False)
+    got = host.decode(runtime.forward_fn(), items, [5, 7, 9], sampling, kind, mask_id=1024)
+    for a, b in zip(expected, got):
+        assert np.array_equal(a.numpy(), b)
