@@ -21,7 +21,7 @@ from omnidub.backends.onnx.prompt import PromptBuilder, omnivoice_module, resolv
 from omnidub.backends.onnx.runtime import Runtime
 from omnidub.backends.postprocess import fit_exact, match_reference_volume
 from omnidub.config import EngineOptions, generation_settings
-from omnidub.duration import natural_frames
+from omnidub.duration import natural_frames, target_frames
 from omnidub.errors import OmnidubError
 from omnidub.models import ModelSource, resolve_model
 
@@ -55,7 +55,7 @@ class OnnxBackend:
             self.source, self.runtime, self.prompts = _shared.source, _shared.runtime, _shared.prompts
         else:
             self.source = model if isinstance(model, ModelSource) else resolve_model(str(model))
-            device = "cpu" if device == "auto" else device
+            device = auto_device() if device == "auto" else device
             self.runtime = Runtime(self.source.path, device, threads=threads, quantized=quantized)
             self.prompts = PromptBuilder(self.source.path / "tokenizer.json", self.runtime.codebooks, self.runtime.mask_id)
         self.device = self.runtime.device
@@ -122,8 +122,8 @@ class OnnxBackend:
     # -- internals ---------------------------------------------------------------------------------------------
 
     def _frames(self, request: Request) -> int:
-        if request.frames is not None:
-            return max(1, int(request.frames))
+        if request.duration is not None:
+            return target_frames(request.duration, self.frame_rate)
         prompt = request.prompt
         return natural_frames(request.text, prompt.text if prompt else None, prompt.frames if prompt else None)
 
@@ -140,7 +140,7 @@ class OnnxBackend:
         chunk_chars = int(CHUNK_SECONDS * self.frame_rate / (frames / len(request.text)))
         texts = omnivoice_module("text").chunk_text_punctuation(text=request.text, chunk_len=chunk_chars, min_chunk_len=3)
         estimates = [natural_frames(t, prompt.text if prompt else None, prompt.frames if prompt else None) for t in texts]
-        if request.frames is None:
+        if request.duration is None:
             budgets = estimates
         else:
             gaps = int(round(CHUNK_GAP_SECONDS * self.frame_rate * (len(texts) - 1)))
@@ -178,15 +178,22 @@ class OnnxBackend:
         waves = [self.runtime.decode(t) for t in line.tokens]
         audio = upstream_audio.join_chunks(waves, self.sample_rate)
         ref_rms = line.request.prompt.rms if line.request.prompt is not None else None
-        if line.request.frames is None:
+        if line.request.duration is None:
             audio = upstream_audio.remove_silence(audio, self.sample_rate, mid_ms=500, lead_ms=100, trail_ms=100)
             audio = upstream_audio.fade_and_pad(match_reference_volume(audio, ref_rms), self.sample_rate)
         else:
-            samples = int(line.request.frames) * self.runtime.hop
+            samples = int(round(line.request.duration * self.sample_rate))
             audio = fit_exact(match_reference_volume(audio, ref_rms), samples, self.sample_rate)
         seconds = line.seconds + time.perf_counter() - began
         return Result(line.request.id, np.ascontiguousarray(audio, dtype=np.float32), self.sample_rate, seconds,
                       sum(line.frames))
+
+
+def auto_device() -> str:
+    """CUDA when this onnxruntime has its CUDA provider, else the CPU."""
+    import onnxruntime
+
+    return "cuda" if "CUDAExecutionProvider" in onnxruntime.get_available_providers() else "cpu"
 
 
 def split_frames(total: int, weights: list[int]) -> list[int]:

@@ -65,8 +65,8 @@ def check(folder: Path, *, e2e_seconds=E2E_SECONDS, lines=EXAMPLE_LINES, steps: 
 
     from omnidub.backends.base import Request
     from omnidub.backends.onnx.backend import OnnxBackend
-    from omnidub.backends.onnx.export import read_manifest, write_manifest
-    from omnidub.backends.onnx.runtime import Runtime
+    from omnidub.backends.onnx.export import write_manifest
+    from omnidub.backends.onnx.runtime import Runtime, read_manifest
     from omnidub.backends.torch import TorchBackend
     from omnidub.config import EngineOptions
     from omnidub.duration import natural_frames
@@ -92,8 +92,9 @@ def check(folder: Path, *, e2e_seconds=E2E_SECONDS, lines=EXAMPLE_LINES, steps: 
     prompt = torch_backend.encode_prompt(wave, rate, ref_text, "en")
 
     say("rendering the example with torch, checking the transformer at every step")
-    requests = [Request(text, prompt, "en", frames=natural_frames(text, prompt.text, prompt.frames), seed=i + 1, id=str(i))
-                for i, text in enumerate(lines)]
+    # Each line at its natural length, as a render that fits its slot would ask.
+    requests = [Request(text, prompt, "en", duration=natural_frames(text, prompt.text, prompt.frames) / runtime.frame_rate,
+                        seed=i + 1, id=str(i)) for i, text in enumerate(lines)]
     figures = _Transformer(runtime, int8)
     with figures.capture():
         rendered = torch_backend.tokens(requests)
@@ -129,7 +130,8 @@ def check(folder: Path, *, e2e_seconds=E2E_SECONDS, lines=EXAMPLE_LINES, steps: 
     e2e = []
     for i, seconds in enumerate(e2e_seconds):
         frames = max(1, int(round(seconds * runtime.frame_rate)))
-        request = Request(text if seconds > 2 else lines[i % len(lines)], prompt, "en", frames=frames, seed=100 + i, id=str(i))
+        request = Request(text if seconds > 2 else lines[i % len(lines)], prompt, "en", duration=frames / runtime.frame_rate,
+                          seed=100 + i, id=str(i))
         a = next(iter(torch_zero.synthesize([request])))
         b = next(iter(onnx_zero.synthesize([request])))
         tokens_a, tokens_b = torch_zero.tokens([request])[0], onnx_zero.tokens([request])[0]
@@ -204,7 +206,7 @@ class _Transformer:
     """Hooks the torch backend's layout: every forward's inputs run through ORT and are compared right away."""
 
     def __init__(self, runtime, int8=None):
-        self.runtime, self.int8 = runtime, int8
+        self.runtimes = {"fp32": runtime, "int8": int8}
         self.forwards = 0
         self._stats = {"fp32": [0, 0, 0.0], "int8": [0, 0, 0.0]}  # agree, positions, max |Δ|
 
@@ -253,7 +255,7 @@ class _Transformer:
                 "attention_mask": plan.attention_mask.cpu().numpy(), "position_ids": plan.position_ids.cpu().numpy(),
                 "target_index": flat.astype(np.int64),
             }
-            for key, runtime in (("fp32", self.runtime), ("int8", self.int8)):
+            for key, runtime in self.runtimes.items():
                 if runtime is None:
                     continue
                 got = runtime.transformer.run(None, inputs)[0]
