@@ -28,10 +28,10 @@ def export_dir(tmp_path_factory, tiny_model_dir) -> Path:
 
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir):
-    from omnidub.engine import Engine
-    from omnidub.presets import Preset
+    from omnidub.backends.torch import TorchBackend
+    from omnidub.config import EngineOptions
 
-    return Engine("synthetic:tiny", "cpu", Preset(dtype="float32"))
+    return TorchBackend("synthetic:tiny", "cpu", EngineOptions(dtype="float32"))
 
 
 @pytest.fixture(scope="module")
@@ -39,7 +39,7 @@ def prompt(engine):
     import soundfile as sf
 
     wave, rate = sf.read(DATA / "alice-3s.wav", dtype="float32")
-    return engine.encode_prompt(wave, rate, (DATA / "alice-3s.txt").read_text().strip())
+    return engine.encode_prompt(wave, rate, (DATA / "alice-3s.txt").read_text().strip(), "en")
 
 
 @pytest.mark.parametrize("seed", [0, 7, 2**40 + 3, 0x7FFF_FFFF_FFFF_FFFF])
@@ -51,7 +51,7 @@ def test_noise_stream_is_torch_rand_bit_for_bit(seed):
 
 
 def test_schedule_matches_the_torch_loop():
-    from omnidub.engine.decode import schedule
+    from omnidub.backends.torch.decode import schedule
 
     for steps in (8, 12, 32):
         for total in range(1, 2000, 13):
@@ -59,7 +59,7 @@ def test_schedule_matches_the_torch_loop():
 
 
 def _items(engine, prompt):
-    from omnidub.engine import Request
+    from omnidub.backends.base import Request
 
     requests = [Request("So, are we still driving to the coast next week?", prompt, "en", duration=1.6, seed=5),
                 Request("Yes.", prompt, "en", duration=0.3, seed=7),
@@ -71,7 +71,7 @@ def _items(engine, prompt):
 
 @pytest.mark.parametrize("kind", layout.LAYOUTS)
 def test_layouts_build_the_torch_rows(engine, prompt, kind):
-    from omnidub.engine.cfg import Layout
+    from omnidub.backends.torch.layout import Layout
 
     torch_items, items = _items(engine, prompt)
     theirs, ours = Layout(torch_items, kind, 1024, "cpu"), layout.Layout(items, kind, 1024)
@@ -108,10 +108,11 @@ def test_prompt_layout_matches_upstream(engine):
 @pytest.mark.parametrize("temperature, kind", [(0.0, "trimmed"), (5.0, "packed")])
 def test_ort_host_loop_gives_the_torch_tokens(engine, prompt, export_dir, temperature, kind):
     from omnidub.backends.onnx.runtime import Runtime
-    from omnidub.engine.decode import Sampling, decode
+    from omnidub.backends.torch.decode import decode
+    from omnidub.config import DecodeOptions
 
     torch_items, items = _items(engine, prompt)
-    sampling = Sampling(steps=8, position_temperature=temperature)
+    sampling = DecodeOptions(steps=8, position_temperature=temperature)
     expected = decode(engine.model, torch_items, [5, 7, 9], sampling, kind)
     runtime = Runtime(export_dir, "cpu", threads=1, quantized=False)
     got = host.decode(runtime.forward_fn(), items, [5, 7, 9], sampling, kind, mask_id=1024)

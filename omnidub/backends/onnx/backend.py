@@ -16,13 +16,13 @@ import numpy as np
 from omnidub.backends.base import Prompt, Request, Result
 from omnidub.backends.onnx import audio as upstream_audio
 from omnidub.backends.onnx.host import decode
-from omnidub.backends.onnx.layout import resolve_layout
-from omnidub.backends.onnx.prompt import PromptBuilder, omnivoice_module, resolve_instruct, resolve_language
+from omnidub.backends.onnx.prompt import PromptBuilder, resolve_instruct, resolve_language
 from omnidub.backends.onnx.runtime import Runtime
 from omnidub.backends.postprocess import fit_exact, match_reference_volume
-from omnidub.config import EngineOptions, generation_settings
+from omnidub.config import EngineOptions, generation_settings, resolve_layout
 from omnidub.duration import natural_frames, target_frames
 from omnidub.errors import OmnidubError
+from omnidub.lightweight import omnivoice_module
 from omnidub.models import ModelSource, resolve_model
 
 # Upstream's long-form rule: text estimated over 30 s is split at punctuation into ~15 s chunks.

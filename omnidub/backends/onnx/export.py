@@ -143,11 +143,14 @@ def load_torch_model(spec: str):
     """The torch model a --model spec names, in float32 on the CPU (what the graphs are traced from)."""
     import torch
 
-    from omnidub.engine.loading import load_model, resolve_model
+    from omnidub.backends.torch.upstream import load_model
+    from omnidub.models import resolve_model
 
     source = resolve_model(spec)
+    if source.backend != "torch":
+        raise OmnidubError(f"{spec} is already an ONNX export; export from a checkpoint (hub id, folder or synthetic:*)")
     model = load_model(source, "cpu", torch.float32)
-    model.audio_tokenizer.float().eval()
+    model.audio_tokenizer.eval()
     return source, model
 
 

@@ -9,24 +9,11 @@ are bit-identical too, so only float rounding of the two runtimes can tell them 
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
-
 import numpy as np
 
 from omnidub.backends.onnx.layout import Item, Layout
 from omnidub.backends.onnx.rng import TorchRandom
-
-
-@dataclass(frozen=True)
-class Sampling:
-    """Upstream's decoding settings, with the same meanings."""
-
-    steps: int = 32
-    guidance_scale: float = 2.0
-    t_shift: float = 0.1
-    layer_penalty_factor: float = 5.0
-    position_temperature: float = 5.0
-    class_temperature: float = 0.0
+from omnidub.config import DecodeOptions
 
 
 def schedule(total: int, steps: int, t_shift: float) -> list[int]:
@@ -67,7 +54,7 @@ def guided_log_probs(c_logits: np.ndarray, u_logits: np.ndarray, scale: float) -
     return log_softmax(c + np.float32(scale) * (c - u))
 
 
-def decode(forward, items: list[Item], seeds: list[int], sampling: Sampling, layout: str, *, mask_id: int) -> list[np.ndarray]:
+def decode(forward, items: list[Item], seeds: list[int], sampling: DecodeOptions, layout: str, *, mask_id: int) -> list[np.ndarray]:
     """Decode a batch of items; returns each line's tokens [C, target_len] int64."""
     batch = len(items)
     codebooks = items[0].input_ids.shape[0]

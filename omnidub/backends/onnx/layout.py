@@ -113,11 +113,3 @@ def _build_plan(items: list[Item], rows, pad_id: int) -> Plan:
     return Plan(input_ids, audio_mask, attention, positions, np.concatenate(index).astype(np.int64),
                 np.concatenate(half), np.concatenate(line_of), np.concatenate(frame))
 
-
-def resolve_layout(spec: str, device: str) -> str:
-    """``auto``: trimmed off CUDA (fewer tokens wins where compute is the bottleneck), padded on CUDA."""
-    if spec == "auto":
-        return "padded" if device.startswith("cuda") else "trimmed"
-    if spec not in LAYOUTS:
-        raise ValueError(f"unknown cfg layout {spec!r}")
-    return spec

@@ -15,6 +15,7 @@ import numpy as np
 
 from omnidub.backends.onnx.layout import Item
 from omnidub.errors import OmnidubError
+from omnidub.lightweight import omnivoice_module
 
 # Upstream tokenizes these tags on their own, so their ids do not depend on the words around them.
 _NONVERBAL = re.compile(
@@ -105,24 +106,3 @@ def resolve_instruct(instruct: str | None, text: str) -> str | None:
             raise OmnidubError(f"conflicting voice-design items: {' vs '.join(hits)} (one per category)")
     chinese = any(re.search(_CJK, item) for item in items)
     return ("，" if chinese else ", ").join(items)
-
-
-def omnivoice_module(name: str):
-    """``omnivoice.utils.<name>`` without running omnivoice's ``__init__`` (which imports torch)."""
-    import importlib.util
-    import sys
-
-    full = f"omnivoice.utils.{name}"
-    if full in sys.modules:
-        return sys.modules[full]
-    key = f"omnidub._omnivoice_{name}"
-    if key not in sys.modules:
-        spec = importlib.util.find_spec("omnivoice")  # finds the package without running its __init__
-        if spec is None or not spec.submodule_search_locations:
-            raise OmnidubError("the omnivoice package is not installed; pip install omnivoice")
-        path = Path(next(iter(spec.submodule_search_locations))) / "utils" / f"{name}.py"
-        module_spec = importlib.util.spec_from_file_location(key, path)
-        module = importlib.util.module_from_spec(module_spec)
-        module_spec.loader.exec_module(module)
-        sys.modules[key] = module
-    return sys.modules[key]

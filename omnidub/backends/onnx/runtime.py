@@ -8,8 +8,8 @@ from pathlib import Path
 import numpy as np
 
 from omnidub.errors import OmnidubError
+from omnidub.models import EXPORT_MANIFEST as MANIFEST
 
-MANIFEST = "export.json"
 EXPORT_FORMAT = 1
 
 
