@@ -47,6 +47,10 @@ class Dtype(str, Enum):
     float16 = "float16"
 
 
+class Quantize(str, Enum):
+    int8 = "int8"
+
+
 class Format(str, Enum):
     wav = "wav"
     flac = "flac"
@@ -436,6 +440,42 @@ def bench(
             write_text_atomic(json_file, json.dumps(result.to_json(), indent=2))
             err.print(f"wrote {json_file}")
     raise typer.Exit(0)
+
+
+@app.command()
+def export(
+    out_dir: Path = typer.Argument(..., help="Folder to write the ONNX graphs, export.json and parity.json into."),
+    model: str = typer.Option("k2-fsa/OmniVoice", "--model", help=MODEL_HELP),
+    opset: int = typer.Option(18, "--opset", min=14, max=21, help="ONNX opset of the graphs."),
+    quantize: Optional[Quantize] = typer.Option(None, "--quantize", help="Also write a dynamic int8 transformer and render with it (its parity is reported as a cost)."),
+    no_check: bool = typer.Option(False, "--no-check", help="Skip the parity check against torch."),
+    check_only: bool = typer.Option(False, "--check-only", help="Only run the parity check of an existing export."),
+    as_json: bool = typer.Option(False, "--json", help="Print the parity report as JSON."),
+    debug: bool = DebugOption,
+) -> None:
+    """Export the model as ONNX graphs for the ONNX Runtime backend (--model OUT_DIR), then check them against
+    torch in fp32 on the CPU (exit 1 when a parity bound is missed)."""
+    with user_errors(debug):
+        from omnidub.backends.onnx.parity import check, print_parity
+
+        if check_only and (no_check or quantize is not None):
+            raise OmnidubError("--check-only checks an existing export: it takes neither --no-check nor --quantize")
+        if not check_only:
+            from omnidub.backends.onnx.export import export as export_graphs
+
+            warn_synthetic(model)
+            err.print(f"exporting {escape(model)} to {escape(str(out_dir))} (opset {opset})")
+            result = export_graphs(out_dir, model, opset=opset, quantize=quantize.value if quantize else None)
+            err.print(f"exported in {result.seconds:.0f} s")
+            if no_check:
+                raise typer.Exit(0)
+        report = check(out_dir, progress=lambda message: err.print(f"→ {message}"))
+        if as_json:
+            out.print_json(json.dumps(report))
+        else:
+            print_parity(report, out)
+            err.print(f"parity report: {out_dir / 'parity.json'}")
+    raise typer.Exit(0 if report["pass"] else 1)
 
 
 def main() -> None:

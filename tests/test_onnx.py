@@ -118,3 +118,89 @@ def test_ort_host_loop_gives_the_torch_tokens(engine, prompt, export_dir, temper
     got = host.decode(runtime.forward_fn(), items, [5, 7, 9], sampling, kind, mask_id=1024)
     for a, b in zip(expected, got):
         assert np.array_equal(a.numpy(), b)
+
+
+def test_parity_check_passes_every_bound(export_dir):
+    import json
+
+    from omnidub.backends.onnx.parity import BOUNDS, check
+
+    report = check(export_dir, e2e_seconds=(0.3, 2.0), lines=("Great. What time should we leave?",), steps=4, threads=1)
+    assert report["pass"], report["failures"]
+    assert report["transformer"]["argmax_agreement"] == 1.0
+    assert report["transformer"]["max_abs_logit_diff"] <= BOUNDS["transformer_max_abs_logit_diff"]
+    assert report["encoder"]["code_match"] == 1.0
+    assert report["decoder"]["log_spectral_l1"] <= BOUNDS["decoder_log_spectral_l1"]
+    for line in report["end_to_end"]["lines"]:
+        assert line["token_identity"] == 1.0
+        assert line["log_spectral_l1"] <= BOUNDS["end_to_end_log_spectral_l1"]
+    # The int8 graph is measured on the same inputs, as a cost: it is not exact.
+    assert 0.5 < report["int8_cost"]["argmax_agreement"] < 1.0
+    saved = json.loads((export_dir / "parity.json").read_text())
+    assert saved["pass"] and saved["end_to_end"]["lines"] == report["end_to_end"]["lines"]
+    manifest = json.loads((export_dir / "export.json").read_text())
+    assert manifest["parity"]["pass"] and manifest["model"]["id"] == "synthetic:tiny"
+    assert set(manifest["files"]) == {"transformer.onnx", "transformer.int8.onnx", "encoder.onnx", "decoder.onnx"}
+
+
+def test_parity_metric_sees_different_audio_not_rounding_or_phase():
+    from omnidub.backends.onnx.parity import BOUNDS, log_spectral_l1
+
+    rng = np.random.default_rng(0)
+    noise = rng.standard_normal(24000).astype(np.float32) * 0.1
+    assert log_spectral_l1(noise, noise + rng.standard_normal(24000).astype(np.float32) * 1e-6) < BOUNDS["decoder_log_spectral_l1"]
+    assert log_spectral_l1(noise, rng.standard_normal(24000).astype(np.float32) * 0.1) > 0.5
+    t = np.arange(24000) / 24000
+    tone = np.sin(2 * np.pi * 440 * t)
+    # A phase shift changes the waveform completely but the spectrum only at the clip's edges.
+    assert log_spectral_l1(tone, np.sin(2 * np.pi * 440 * t + 1.0)) < 0.1 < log_spectral_l1(tone, np.sin(2 * np.pi * 660 * t))
+
+
+def test_int8_export_loads_and_renders(export_dir):
+    from omnidub.backends.base import Request
+    from omnidub.backends.onnx import OnnxBackend
+
+    backend = OnnxBackend(export_dir, "cpu", threads=1)
+    assert backend.identity["dtype"] == "int8" and backend.identity["backend"] == "onnxruntime"
+    (result,) = backend.synthesize([Request("Great. What time should we leave?", None, "en", duration=1.0, seed=1)])
+    assert result.audio.shape == (24000,) and np.isfinite(result.audio).all() and np.abs(result.audio).max() > 0
+
+
+def test_ort_render_runs_without_torch(export_dir, tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+
+    srt = tmp_path / "two.srt"
+    srt.write_text("1\n00:00:00,300 --> 00:00:01,500\nALICE: Great. What time should we leave?\n\n"
+                   "2\n00:00:02,000 --> 00:00:03,000\nALICE: Around nine.\n", encoding="utf-8")
+    examples = Path(__file__).resolve().parent.parent / "examples"
+    out = tmp_path / "out"
+    script = (
+        "import sys\n"
+        "from omnidub.api import Session\n"
+        f"summary = Session(model={str(export_dir)!r}, device='cpu').render({str(srt)!r}, "
+        f"voices={str(examples / 'voices.toml')!r}, out_dir={str(out)!r})\n"
+        "assert summary.rendered == 2, summary\n"
+        "heavy = sorted(m for m in sys.modules if m.split('.')[0] in ('torch', 'transformers', 'omnivoice'))\n"
+        "assert not heavy, heavy[:5]\n"
+    )
+    env = {**os.environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent), "OMP_NUM_THREADS": "1"}
+    done = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=300)
+    assert done.returncode == 0, done.stderr[-2000:]
+    manifest = json.loads((out / "manifest.json").read_text())
+    assert manifest["model"]["backend"] == "onnxruntime"
+    assert [line["status"] for line in manifest["lines"]] == ["rendered", "rendered"]
+
+
+def test_export_command_errors_are_one_line(tmp_path):
+    from typer.testing import CliRunner
+
+    from omnidub.cli import app
+
+    runner = CliRunner()
+    result = runner.invoke(app, ["export", str(tmp_path), "--check-only"])
+    assert result.exit_code == 2 and "no export.json" in result.output
+    result = runner.invoke(app, ["export", str(tmp_path), "--check-only", "--no-check"])
+    assert result.exit_code == 2

@@ -133,9 +133,15 @@ def quantize_int8(source: Path, target: Path) -> dict:
     """Dynamic int8 of the transformer's MatMul weights (activations quantized per call)."""
     from onnxruntime.quantization import QuantType, quantize_dynamic
 
+    import logging
+
     big = _external(source)
-    quantize_dynamic(str(source), str(target), op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8,
-                     use_external_data_format=big)
+    logging.disable(logging.WARNING)  # the quantizer advises a pre-processing pass on its root logger
+    try:
+        quantize_dynamic(str(source), str(target), op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8,
+                         use_external_data_format=big)
+    finally:
+        logging.disable(logging.NOTSET)
     return _describe(target)
 
 

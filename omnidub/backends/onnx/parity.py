@@ -41,12 +41,16 @@ PARITY_FILE = "parity.json"
 
 
 def log_spectral_l1(a: np.ndarray, b: np.ndarray, n_fft: int = 1024, hop: int = 256) -> float:
-    """Mean |ln|A| - ln|B|| over STFT bins (Hann window); blind to phase, which a GAN vocoder does not fix."""
+    """Mean |ln|A| - ln|B|| over STFT bins (Hann window); blind to phase, which a GAN vocoder does not pin down.
+
+    Magnitudes are floored 80 dB under the loudest bin of either signal, so float rounding in near-silence
+    (or in a window's far sidelobes) does not count as a difference anyone could hear."""
     n = min(a.shape[-1], b.shape[-1])
     if n == 0:
         return 0.0
-    spectra = [np.log(np.abs(_stft(x[:n], n_fft, hop)) + 1e-5) for x in (a, b)]
-    return float(np.mean(np.abs(spectra[0] - spectra[1])))
+    mags = [np.abs(_stft(x[:n], n_fft, hop)) for x in (a, b)]
+    floor = max(1e-5, 1e-4 * max(float(m.max()) for m in mags))
+    return float(np.mean(np.abs(np.log(np.maximum(mags[0], floor)) - np.log(np.maximum(mags[1], floor)))))
 
 
 def _stft(x: np.ndarray, n_fft: int, hop: int) -> np.ndarray:
@@ -78,8 +82,8 @@ def check(folder: Path, *, e2e_seconds=E2E_SECONDS, lines=EXAMPLE_LINES, steps: 
     options = EngineOptions(dtype="float32", cfg="trimmed")
     if steps is not None:
         options = dataclasses.replace(options, decode=dataclasses.replace(options.decode, steps=steps))
-    say("loading the torch model")
-    torch_backend = TorchBackend(manifest["model"]["id"], "cpu", options)
+    say("loading the torch model the export was made from")
+    torch_backend = TorchBackend(_exported_from(manifest), "cpu", options)
     runtime = Runtime(folder, "cpu", threads=threads, quantized=False)
     int8 = Runtime(folder, "cpu", threads=threads, quantized=True) if "transformer.int8.onnx" in manifest["files"] else None
     onnx_backend = OnnxBackend(folder, "cpu", options, threads=threads, quantized=False)
@@ -167,6 +171,47 @@ def check(folder: Path, *, e2e_seconds=E2E_SECONDS, lines=EXAMPLE_LINES, steps: 
         manifest["parity"]["int8_cost"] = figures.int8
     write_manifest(folder, manifest)
     return report
+
+
+def _exported_from(manifest: dict):
+    """The checkpoint the export was traced from, refusing one whose weights changed since."""
+    from omnidub.errors import OmnidubError
+    from omnidub.models import resolve_model
+
+    model = manifest.get("model") or {}
+    source = resolve_model(model.get("id", ""))
+    if model.get("revision") and source.revision != model["revision"]:
+        raise OmnidubError(f"{source.spec} changed since it was exported (revision {source.revision}, export has "
+                           f"{model['revision']}); export it again")
+    return source
+
+
+def print_parity(report: dict, console) -> None:
+    """The five figures against their bounds, then the int8 cost when there is one."""
+    from rich import box
+    from rich.table import Table
+
+    t, e, d, e2e = report["transformer"], report["encoder"], report["decoder"], report["end_to_end"]
+    table = Table(title=f"ONNX parity · {report['inputs']} · {report['provider']}, {report['precision']}",
+                  box=box.SIMPLE_HEAD, pad_edge=False)
+    for column in ("figure", "value", "bound"):
+        table.add_column(column, justify="left" if column == "figure" else "right")
+    table.add_row("transformer argmax agreement", f"{t['argmax_agreement']:.6f}", f">= {BOUNDS['transformer_argmax_agreement']}")
+    table.add_row("transformer max |Δ logits|", f"{t['max_abs_logit_diff']:.2e}", f"<= {BOUNDS['transformer_max_abs_logit_diff']:.0e}")
+    table.add_row("encoder code match", f"{e['code_match']:.6f}", f">= {BOUNDS['encoder_code_match']}")
+    table.add_row("decoder log-spectral L1", f"{d['log_spectral_l1']:.2e}", f"<= {BOUNDS['decoder_log_spectral_l1']}")
+    for line in e2e["lines"]:
+        table.add_row(f"end to end {line['seconds']:g} s: same tokens · log-spectral L1",
+                      f"{line['token_identity']:.4f} · {line['log_spectral_l1']:.2e}",
+                      f"1 · <= {BOUNDS['end_to_end_log_spectral_l1']}")
+    console.print(table)
+    if "int8_cost" in report:
+        cost = report["int8_cost"]
+        console.print(f"int8 transformer (a cost, no bound): argmax agreement {cost['argmax_agreement']:.4f}, "
+                      f"max |Δ logits| {cost['max_abs_logit_diff']:.3g}")
+    for failure in report["failures"]:
+        console.print(f"[bold red]missed:[/] {failure}")
+    console.print("parity: " + ("[bold green]pass[/]" if report["pass"] else "[bold red]FAIL[/]"))
 
 
 def failures(report: dict) -> list[str]:
