@@ -58,8 +58,13 @@ class Session:
         """What identifies the model a line is rendered with (for line keys and the manifest)."""
         if self._backend is not None:
             return self._backend.identity
-        return {**self.source.identity, "backend": self.backend_name, "device": device_kind(self.device),
-                "dtype": dtype_for(self.preset.engine.dtype, self.device)}
+        if self.source.backend == "onnx":
+            from omnidub.backends.onnx.runtime import export_dtype, read_manifest
+
+            dtype = export_dtype(read_manifest(self.source.path))
+        else:
+            dtype = dtype_for(self.preset.engine.dtype, self.device)
+        return {**self.source.identity, "backend": self.backend_name, "device": device_kind(self.device), "dtype": dtype}
 
     @property
     def prompt_identity(self) -> dict:
@@ -99,7 +104,10 @@ class Session:
 
     def check_instruct(self, instruct: str) -> None:
         """A designed voice's instruction must be one OmniVoice knows: checked without loading the model."""
-        from omnidub.backends.torch.upstream import resolve_instruct
+        if self.source.backend == "onnx":  # its own torch-free rules, checked against upstream's in the tests
+            from omnidub.backends.onnx.prompt import resolve_instruct
+        else:
+            from omnidub.backends.torch.upstream import resolve_instruct
 
         resolve_instruct(instruct)
 

@@ -38,10 +38,12 @@ LINES = (
     "I wanted to compare the prices first.",
     "Great. I'll bring the map and the umbrellas.",
 )
-ROWS = ("stock", "steps", "ref3s", "trimmed", "packed", "dtype", "batch", "compile")
+ROWS = ("stock", "steps", "ref3s", "trimmed", "packed", "dtype", "batch", "compile", "onnx", "onnx-int8")
+# Rows that need an ONNX export (bench --model EXPORT_DIR); the torch rows then run on the model it came from.
+ONNX_ROWS = ("onnx", "onnx-int8")
 SHORT_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16"}
 LABELS = {"stock": "stock", "steps": "steps", "ref3s": "3 s ref", "trimmed": "trimmed", "packed": "packed",
-          "dtype": "dtype", "batch": "batch", "compile": "compile"}
+          "dtype": "dtype", "batch": "batch", "compile": "compile", "onnx": "ORT", "onnx-int8": "ORT int8"}
 TITLES = {
     "stock": "stock: upstream generate, upstream step count, whole reference, padded, fp32",
     "steps": "+ the fast preset's step count",
@@ -51,6 +53,8 @@ TITLES = {
     "dtype": "+ preset dtype",
     "batch": "+ batch N (packed)",
     "compile": "+ torch.compile",
+    "onnx": "ONNX Runtime, fp32, omnidub's numpy host loop",
+    "onnx-int8": "ONNX Runtime, dynamic int8 transformer",
 }
 
 
@@ -130,9 +134,20 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
 
     say = console.print if console is not None else (lambda *a, **k: None)
     device = resolve_device(options.device)
-    selected = _select_rows(options.rows, options.compile)
     full_path, full_text, cut_path, cut_text = _references(options)
     model_spec = "synthetic:tiny" if options.quick else options.model
+    export_dir = None
+    if model_spec is not None and resolve_model(model_spec).backend == "onnx":
+        from omnidub.backends.onnx.runtime import read_manifest
+
+        export_dir = resolve_model(model_spec).path
+        manifest = read_manifest(export_dir)
+        model_spec = manifest["model"]["id"]
+        say(f"bench: ONNX rows from {export_dir}; torch rows on {model_spec}, the model it was exported from")
+    selected = _select_rows(options.rows, options.compile, export_dir is not None)
+    if export_dir is not None and "transformer.int8.onnx" not in manifest["files"] and "onnx-int8" in selected:
+        selected.remove("onnx-int8")
+        say("[bold yellow]notice:[/] the export has no int8 transformer (export --quantize int8): no ORT int8 row")
     if model_spec is None:
         try:
             source = resolve_model(DEFAULT_MODEL)
@@ -167,7 +182,8 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
     rows: list[Row] = []
     runners = {}
     for name in selected:
-        row, runner = _make_row(name, engine32, prompts, texts, stock_steps, fast_steps, fast, preset_dtype, options, device, say)
+        row, runner = _make_row(name, engine32, prompts, texts, stock_steps, fast_steps, fast, preset_dtype, options, device, say,
+                                export_dir)
         rows.append(row)
         runners[name] = runner
 
@@ -204,7 +220,7 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
         row = next(r for r in rows if r.name == "dtype")
         row.logits_max_abs_diff, row.argmax_agreement = compare_logits(engine32, runners["dtype"].engine, requests)
 
-    matmul = {dt: _matmul_gflops(device, dt) for dt in sorted({r.dtype for r in rows})}
+    matmul = {dt: _matmul_gflops(device, dt) for dt in sorted({r.dtype for r in rows if r.name not in ONNX_ROWS})}
     floor = _floor(rows, runners, matmul, texts, prompts["cut"])
     machine = {
         "cpu": _cpu_name(),
@@ -218,15 +234,17 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
     return BenchResult(machine, model_spec, texts, repeat, rows, matmul, floor)
 
 
-def _select_rows(spec: str | None, with_compile: bool) -> list[str]:
+def _select_rows(spec: str | None, with_compile: bool, with_onnx: bool = False) -> list[str]:
     if not spec:
-        return [r for r in ROWS if r != "compile" or with_compile]
+        return [r for r in ROWS if (r != "compile" or with_compile) and (r not in ONNX_ROWS or with_onnx)]
     chosen = []
     for part in (p.strip() for p in spec.split(",") if p.strip()):
         if part.isdigit() and 1 <= int(part) <= len(ROWS):
             part = ROWS[int(part) - 1]
         if part not in ROWS:
             raise OmnidubError(f"unknown bench row {part!r}; rows are 1-{len(ROWS)} or {', '.join(ROWS)}")
+        if part in ONNX_ROWS and not with_onnx:
+            raise OmnidubError(f"bench row {part} needs an ONNX export: pass --model EXPORT_DIR (see omnidub export)")
         chosen.append(part)
     return [r for r in ROWS if r in chosen]
 
@@ -258,7 +276,8 @@ class _Runner:
         return self.fn(texts)
 
 
-def _make_row(name, engine32, prompts, texts, stock_steps, fast_steps, fast, preset_dtype, options, device, say):
+def _make_row(name, engine32, prompts, texts, stock_steps, fast_steps, fast, preset_dtype, options, device, say,
+              export_dir=None):
     import torch
 
     from omnidub.backends import Request
@@ -310,6 +329,15 @@ def _make_row(name, engine32, prompts, texts, stock_steps, fast_steps, fast, pre
     if name == "compile":
         engine = engine32.with_options(base.replace(cfg=cfg, dtype=fast.engine.dtype, compile=True))
         return Row(name, TITLES[name] + f" ({cfg}, {preset_dtype})", fast_steps, cfg, preset_dtype, 1, ref_cut), ours(engine)
+    if name in ONNX_ROWS:
+        from omnidub.backends.onnx import OnnxBackend
+
+        int8 = name == "onnx-int8"
+        # The same thread count as torch, so the rows compare runtimes, not thread counts.
+        engine = OnnxBackend(export_dir, "cuda" if device.startswith("cuda") else "cpu", base.replace(cfg=cfg), quantized=int8,
+                             threads=torch.get_num_threads())
+        row = Row(name, TITLES[name] + f" ({cfg})", fast_steps, cfg, "int8" if int8 else "float32", 1, ref_cut)
+        return row, ours(engine)
     raise AssertionError(name)
 
 
@@ -334,7 +362,7 @@ def _matmul_gflops(device: str, dtype_name: str, n: int = 2048) -> float:
 
 def _floor(rows, runners, matmul, texts, prompt) -> dict:
     """For the fastest omnidub row: transformer FLOPs per second achieved, against the matmul ceiling."""
-    ours = [r for r in rows if r.name not in ("stock", "steps", "ref3s") and r.runs]
+    ours = [r for r in rows if r.name not in ("stock", "steps", "ref3s") + ONNX_ROWS and r.runs]
     if not ours:
         return {}
     best = min(ours, key=lambda r: r.rtf)

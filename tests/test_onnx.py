@@ -204,3 +204,22 @@ def test_export_command_errors_are_one_line(tmp_path):
     assert result.exit_code == 2 and "no export.json" in result.output
     result = runner.invoke(app, ["export", str(tmp_path), "--check-only", "--no-check"])
     assert result.exit_code == 2
+
+
+def test_bench_on_an_export_adds_the_onnx_rows(export_dir, tmp_path):
+    import json
+
+    from typer.testing import CliRunner
+
+    from omnidub.cli import app
+
+    target = tmp_path / "bench.json"
+    result = CliRunner().invoke(app, ["bench", "--model", str(export_dir), "--rows", "trimmed,onnx,onnx-int8",
+                                      "--lines", "1", "--json", str(target)])
+    assert result.exit_code == 0, result.output
+    data = json.loads(target.read_text())
+    assert data["model"] == "synthetic:tiny"  # the torch rows run on the model the export came from
+    rows = {row["name"]: row for row in data["rows"]}
+    assert list(rows) == ["trimmed", "onnx", "onnx-int8"]
+    assert rows["onnx"]["dtype"] == "float32" and rows["onnx-int8"]["dtype"] == "int8"
+    assert all(row["rtf"] > 0 and row["audio_seconds"] == rows["trimmed"]["audio_seconds"] for row in rows.values())

@@ -22,6 +22,7 @@ from omnidub.backends.postprocess import fit_exact, match_reference_volume
 from omnidub.config import EngineOptions, generation_settings, resolve_layout
 from omnidub.duration import natural_frames, target_frames
 from omnidub.errors import OmnidubError
+from omnidub.hardware import device_kind
 from omnidub.lightweight import omnivoice_module
 from omnidub.models import ModelSource, resolve_model
 
@@ -70,13 +71,12 @@ class OnnxBackend:
 
     @property
     def identity(self) -> dict:
-        exported = self.runtime.manifest.get("model", {})
-        return {**self.source.identity, "exported_from": exported, "backend": self.name,
-                "device": "cuda" if self.device.startswith("cuda") else "cpu", "dtype": self.dtype}
+        """As the session guesses it before loading (keys must not change when the backend loads)."""
+        return {**self.source.identity, "backend": self.name, "device": device_kind(self.device), "dtype": self.dtype}
 
     @property
     def settings(self) -> dict:
-        return {**generation_settings(self.options, self.device), "cfg": self.layout, "dtype": self.dtype}
+        return generation_settings(self.options, self.device)
 
     def encode_prompt(self, audio: np.ndarray, sample_rate: int, text: str, language: str | None = None) -> Prompt:
         """Upstream's prompt recipe (level, silence trim, whole frames) with the encoder graph."""

@@ -81,7 +81,7 @@ def resolve_language(language: str | None) -> str | None:
     return table.LANG_NAME_TO_ID.get(language.lower())
 
 
-def resolve_instruct(instruct: str | None, text: str) -> str | None:
+def resolve_instruct(instruct: str | None, text: str = "") -> str | None:
     """Validate and normalise a voice-design instruct with upstream's tables and rules; a bad item is an error."""
     if instruct is None or not instruct.strip():
         return None

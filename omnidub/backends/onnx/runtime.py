@@ -13,10 +13,14 @@ from omnidub.models import EXPORT_MANIFEST as MANIFEST
 EXPORT_FORMAT = 1
 
 
-def physical_cores() -> int:
+def default_threads() -> int:
+    """OMP_NUM_THREADS when set (workers sharing a machine split its cores that way), else the physical cores."""
     import psutil
 
-    return psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    try:
+        return max(1, int(os.environ["OMP_NUM_THREADS"]))
+    except (KeyError, ValueError):
+        return psutil.cpu_count(logical=False) or os.cpu_count() or 1
 
 
 class Runtime:
@@ -36,7 +40,7 @@ class Runtime:
         self.device = device
         self._ort = ort
         options = ort.SessionOptions()
-        options.intra_op_num_threads = threads or physical_cores()
+        options.intra_op_num_threads = threads or default_threads()
         options.graph_optimization_level = ort.GraphOptimizationLevel.ORT_ENABLE_ALL
         options.enable_mem_pattern = True
         options.log_severity_level = 3
@@ -55,7 +59,7 @@ class Runtime:
         else:
             raise OmnidubError(f"the ONNX Runtime backend runs on cpu or cuda, not {device!r}")
         if quantized is None:
-            quantized = self.manifest.get("quantize") == "int8"
+            quantized = export_dtype(self.manifest) == "int8"
         self.quantized = quantized
         name = "transformer.int8.onnx" if quantized else "transformer.onnx"
         if quantized and name not in self.manifest["files"]:
@@ -135,3 +139,8 @@ def read_manifest(folder: Path) -> dict:
     if manifest.get("format") != EXPORT_FORMAT:
         raise OmnidubError(f"{path} has export format {manifest.get('format')}, this omnidub reads {EXPORT_FORMAT}; export again")
     return manifest
+
+
+def export_dtype(manifest: dict) -> str:
+    """The precision an export renders in by default: int8 when exported with --quantize int8, else float32."""
+    return "int8" if manifest.get("quantize") == "int8" else "float32"
