@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import torch
 
+from omnidub.backends.torch import upstream
+
 TRANSFORMER_INPUTS = ("input_ids", "audio_mask", "attention_mask", "position_ids", "target_index")
 
 
@@ -15,7 +17,7 @@ class TransformerGraph(torch.nn.Module):
         self.model = model
 
     def forward(self, input_ids, audio_mask, attention_mask, position_ids, target_index):
-        embeds = self.model._prepare_embed_inputs(input_ids, audio_mask)
+        embeds = upstream.embed(self.model, input_ids, audio_mask)
         hidden = self.model.llm(inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids,
                                 use_cache=False, return_dict=True)[0]
         targets = hidden.reshape(-1, hidden.shape[-1])[target_index]
