@@ -223,3 +223,19 @@ def test_bench_on_an_export_adds_the_onnx_rows(export_dir, tmp_path):
     assert list(rows) == ["trimmed", "onnx", "onnx-int8"]
     assert rows["onnx"]["dtype"] == "float32" and rows["onnx-int8"]["dtype"] == "int8"
     assert all(row["rtf"] > 0 and row["audio_seconds"] == rows["trimmed"]["audio_seconds"] for row in rows.values())
+
+
+def test_big_graphs_keep_their_weights_in_one_sidecar(export_dir, tmp_path, monkeypatch):
+    import onnx
+    import onnxruntime
+
+    from omnidub.backends.onnx import export
+
+    monkeypatch.setattr(export, "EXTERNAL_DATA_BYTES", 0)  # as if the decoder were over 2 GB
+    described = export._consolidate(export_dir / "decoder.onnx", tmp_path / "decoder.onnx", onnx)
+    assert described["data"]["file"] == "decoder.onnx.data" and (tmp_path / "decoder.onnx.data").is_file()
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["decoder.onnx", "decoder.onnx.data"]
+    codes = np.random.default_rng(0).integers(0, 1024, (1, 8, 10))
+    runs = [onnxruntime.InferenceSession(str(folder / "decoder.onnx")).run(None, {"codes": codes})[0]
+            for folder in (export_dir, tmp_path)]
+    assert np.array_equal(runs[0], runs[1])
