@@ -11,6 +11,7 @@ never pay for them.
 
 from __future__ import annotations
 
+import contextlib
 from pathlib import Path
 
 from omnidub.config import Preset, generation_settings, load_preset
@@ -32,7 +33,8 @@ class Session:
         self._source = source
         self._backend = None
         self._asr = None
-        self.on_load = lambda what: None  # the CLI shows a spinner while a model loads
+        # A context manager around each model load: the CLI shows a spinner with what is loading.
+        self.on_load = lambda what: contextlib.nullcontext()
 
     # -- what is known without loading anything ----------------------------------------------------------------
     @property
@@ -90,8 +92,8 @@ class Session:
     def backend(self):
         """The resident backend, loaded on first call."""
         if self._backend is None:
-            self.on_load("the TTS model")
-            self._backend = load_backend(self.source, self.device_spec, self.preset)
+            with self.on_load(f"the TTS model {self.model_spec}"):
+                self._backend = load_backend(self.source, self.device_spec, self.preset)
         return self._backend
 
     def asr(self):
@@ -113,9 +115,10 @@ class Session:
 
     # -- jobs ------------------------------------------------------------------------------------------------
     def renderer(self, input_path, *, voices=None, voice: list[str] = (), voice_text: list[str] = (),
-                 language: str | None = None, out_dir=None, fmt: str = "wav", force: bool = False, listener=None):
-        """A renderer for one input (plan it, render it, or both)."""
-        from omnidub.render import Renderer, default_out_dir
+                 language: str | None = None, out_dir=None, fmt: str = "wav", force: bool = False, listener=None,
+                 only: str | None = None):
+        """A renderer for one input (plan it, render it, or both); ``only`` ("3,8-10") limits what it renders."""
+        from omnidub.render import Renderer, default_out_dir, select_lines
         from omnidub.script import read_script
         from omnidub.voices import load_voices
 
@@ -123,11 +126,16 @@ class Session:
         script = read_script(input_path, language=language, gap=self.preset.timing.gap)
         voice_map = load_voices(Path(voices) if voices else None, list(voice), list(voice_text))
         out = Path(out_dir) if out_dir else default_out_dir(input_path)
-        return Renderer(self, script, voice_map, out, input_path=input_path, fmt=fmt, force=force, listener=listener)
+        return Renderer(self, script, voice_map, out, input_path=input_path, fmt=fmt, force=force, listener=listener,
+                        only=select_lines(only, script))
 
     def render(self, input_path, **kwargs):
         """Render one input into its output folder; returns the run's Summary."""
-        return self.renderer(input_path, **kwargs).run()
+        renderer = self.renderer(input_path, **kwargs)
+        try:
+            return renderer.run()
+        finally:
+            renderer.close()
 
     def qa(self, out_dir, *, max_wer: float | None = None, progress=None, speaker_model: str | None = None):
         """Check a rendered folder; returns the QA Report (written to qa.json and qa.html). `speaker_model`

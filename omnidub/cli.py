@@ -5,13 +5,16 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import signal
+import sys
 import warnings
 from enum import Enum
 from pathlib import Path
 from typing import List, Optional
 
 import typer
+import typer.core
 from rich import box
 from rich.console import Console
 from rich.markup import escape
@@ -23,14 +26,52 @@ from omnidub.files import cache_home
 # pydub (pulled in by omnivoice) warns about a missing ffmpeg binary at import; omnidub never needs one.
 warnings.filterwarnings("ignore", message="Couldn't find ffmpeg or avconv")
 
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False)
+
+# Typer ships its own copy of click; its exception classes are reached through the one it exports.
+_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+class _Group(typer.core.TyperGroup):
+    """Usage errors (an unknown option, a bad value) are one line on stderr with exit 2, like every other error."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _ClickException as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `omnidub`: the help, as asked
+                exc.show()
+                code = exc.exit_code
+            else:
+                where = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) is not None else ""
+                err.print(f"[bold red]error:[/] {escape(exc.format_message())}{escape(where)}", soft_wrap=True)
+                code = exc.exit_code
+        except typer.Abort:
+            err.print("aborted")
+            code = 1
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+class _Command(typer.core.TyperCommand):
+    """Arguments in the usage line as their metavars (INPUT), not Typer's {input}."""
+
+    def collect_usage_pieces(self, ctx):
+        return [re.sub(r"^\{(.*)\}$", r"\1", piece) for piece in super().collect_usage_pieces(ctx)]
+
+
+# Plain click-style help: Typer's rich help shows flags as taking a value (--force <bool>), eats text in square
+# brackets, and breaks option values mid-word at 80 columns.
 app = typer.Typer(
+    cls=_Group,
     add_completion=False,
     no_args_is_help=True,
     pretty_exceptions_enable=False,
+    rich_markup_mode=None,
     help="Batch dubbing with OmniVoice voice cloning: subtitles or a script in, timed stems per speaker and a mix out.",
 )
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
 
 
 class Cfg(str, Enum):
@@ -73,6 +114,8 @@ def _main(
 
 
 MODEL_HELP = "Hub id, local checkpoint folder, or synthetic:tiny / synthetic:full (random weights, offline)."
+ASR_HELP = "faster-whisper size name, or a local CTranslate2 model folder (works offline)."
+ASR_DEFAULT = "small on CPU, large-v3 on CUDA"
 DebugOption = typer.Option(False, "--debug", help="Show full tracebacks.", hidden=True)
 
 
@@ -103,35 +146,58 @@ def warn_synthetic(model: str) -> None:
         )
 
 
-@app.command()
+@app.command(cls=_Command)
 def render(
-    input: Path = typer.Argument(..., help="Subtitles (.srt, .vtt) or a script (.txt: 'SPEAKER: text' per line)."),
-    voice: List[str] = typer.Option([], "--voice", help="Reference audio: REF for the default voice, or SPEAKER=REF."),
-    voice_text: List[str] = typer.Option([], "--voice-text", help="Transcript of a reference: TEXT or SPEAKER=TEXT."),
-    voices: Optional[Path] = typer.Option(None, "--voices", help="voices.toml mapping speakers to references."),
-    language: Optional[str] = typer.Option(None, "--language", help="Language code of the lines, e.g. en, de, zh."),
-    preset: str = typer.Option("fast", "--preset", help="fast, quality, or a preset .toml file."),
-    model: str = typer.Option("k2-fsa/OmniVoice", "--model", help=MODEL_HELP),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1, help="Diffusion steps (fast preset: 12)."),
-    cfg: Optional[Cfg] = typer.Option(None, "--cfg", help="Classifier-free guidance layout (preset: auto)."),
-    batch: Optional[int] = typer.Option(None, "--batch", min=1, help="Most lines per forward pass (preset: auto)."),
-    batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens", min=1, help="Most tokens per forward pass (preset: auto)."),
-    dtype: Optional[Dtype] = typer.Option(None, "--dtype", help="Model precision (preset: auto)."),
+    input: Path = typer.Argument(..., metavar="INPUT", show_default=False,
+                                 help="Subtitles (.srt, .vtt) or a script (.txt: 'SPEAKER: text' per line)."),
+    voice: List[str] = typer.Option([], "--voice", metavar="[SPEAKER=]REF", show_default=False,
+                                    help="Reference audio for the default voice, or for one speaker."),
+    voice_text: List[str] = typer.Option([], "--voice-text", metavar="[SPEAKER=]TEXT", show_default=False,
+                                         help="Exact transcript of a reference."),
+    voices: Optional[Path] = typer.Option(None, "--voices", metavar="FILE", help="voices.toml mapping speakers to references."),
+    language: Optional[str] = typer.Option(None, "--language", metavar="CODE", show_default=False,
+                                           help="Language code of the lines, e.g. en, de, zh. [default: the voice's language]"),
+    preset: str = typer.Option("fast", "--preset", metavar="NAME|FILE", help="fast, quality, or a preset .toml file."),
+    model: str = typer.Option("k2-fsa/OmniVoice", "--model", metavar="ID|PATH", help=MODEL_HELP),
+    device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda|mps", help="Where the model runs."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, metavar="N", show_default=False,
+                                        help="Diffusion steps. [default: 12 in fast, 32 in quality]"),
+    cfg: Optional[Cfg] = typer.Option(None, "--cfg", metavar="auto|padded|trimmed|packed", show_default=False,
+                                      help="Classifier-free guidance layout. [default: auto: padded on CUDA, trimmed elsewhere]"),
+    batch: Optional[int] = typer.Option(None, "--batch", min=1, metavar="N", show_default=False,
+                                        help="Most lines per forward pass. [default: auto: 1 on CPU]"),
+    batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens", min=1, metavar="N", show_default=False,
+                                               help="Most tokens per forward pass. [default: auto]"),
+    dtype: Optional[Dtype] = typer.Option(None, "--dtype", metavar="auto|float32|bfloat16|float16", show_default=False,
+                                          help="Model precision. [default: auto: the fastest the device does well]"),
     compile: bool = typer.Option(False, "--compile", help="torch.compile the language model (slow start, faster steps)."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", help="Output folder (default: output/<input stem>)."),
-    seed: Optional[int] = typer.Option(None, "--seed", min=0, help="Run seed; each line's seed derives from it (preset: 0)."),
-    format: Format = typer.Option(Format.wav, "--format", help="Format of stems and mix."),
-    force: bool = typer.Option(False, "--force", help="Render every line again, ignoring the cache."),
+    out_dir: Optional[Path] = typer.Option(None, "--out", metavar="DIR", show_default=False,
+                                           help="Output folder. [default: output/<input stem>]"),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, metavar="N", show_default=False,
+                                       help="Run seed; each line's seed derives from it. [default: 0]"),
+    format: Format = typer.Option(Format.wav, "--format", metavar="wav|flac|mp3", help="Format of stems and mix (segments stay WAV)."),
+    only: Optional[str] = typer.Option(None, "--only", metavar="LINES", show_default=False,
+                                       help="Render just these lines, e.g. 3,8-10; the others keep their audio. [default: every line]"),
+    force: bool = typer.Option(False, "--force", help="Render again, ignoring the cache; also allows an output "
+                               "folder that holds other files."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Plan only: timing, keys and what is cached; loads no model."),
     qa: bool = typer.Option(False, "--qa", help="Run the QA checks after rendering."),
-    retakes: int = typer.Option(0, "--retakes", min=0, help="Render lines that fail QA again, up to N times (implies --qa)."),
-    asr_model: Optional[str] = typer.Option(None, "--asr-model", help="faster-whisper size name or local model folder (default: small on CPU, large-v3 on CUDA)."),
-    speaker_model: str = typer.Option("resemblyzer", "--speaker-model", help=SPEAKER_MODEL_HELP),
+    retakes: int = typer.Option(0, "--retakes", min=0, metavar="N", help="Render lines that fail QA again, up to N times (implies --qa)."),
+    asr_model: Optional[str] = typer.Option(None, "--asr-model", metavar="NAME|PATH", show_default=False, help=f"{ASR_HELP} [default: {ASR_DEFAULT}]"),
+    speaker_model: str = typer.Option("resemblyzer", "--speaker-model", metavar="NAME|PATH", help=SPEAKER_MODEL_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the plan or the summary as JSON."),
     debug: bool = DebugOption,
 ) -> None:
-    """Render INPUT into timed WAV stems per speaker plus a mix."""
+    """Render INPUT into timed stems per speaker plus a mix.
+
+    \b
+    Examples:
+      omnidub render episode.srt --voices voices.toml
+      omnidub render episode.srt --voice ALICE=alice.wav --voice-text "ALICE=Hi."
+      omnidub render script.txt --voices voices.toml --dry-run
+      omnidub render episode.srt --voices voices.toml --only 3,8-10
+      omnidub render episode.srt --voices voices.toml --model synthetic:tiny
+    """
     with user_errors(debug):
         code = _render(**locals())
     raise typer.Exit(code)
@@ -158,7 +224,14 @@ def _render(**o) -> int:
     listener = _ProgressListener(err)
     renderer = session.renderer(o["input"], voices=o["voices"], voice=o["voice"], voice_text=o["voice_text"],
                                 language=o["language"], out_dir=o["out_dir"], fmt=o["format"].value, force=o["force"],
-                                listener=listener)
+                                listener=listener, only=o["only"])
+    try:
+        return _run(o, session, settings, renderer, listener)
+    finally:
+        renderer.close()
+
+
+def _run(o: dict, session, settings, renderer, listener) -> int:
     for message in (*renderer.script.warnings, *(f"skipped {s}" for s in renderer.script.skipped)):
         err.print(f"[yellow]note:[/] {escape(printable(message))}", soft_wrap=True)
 
@@ -166,6 +239,7 @@ def _render(**o) -> int:
         _print_plan(renderer.plan(), renderer.estimated, o["as_json"])
         return 0
 
+    renderer.open_folder()  # a folder that cannot be used is said before the model banner, not after
     warn_synthetic(o["model"])
     if settings.engine.compile:
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_home() / "inductor"))
@@ -263,6 +337,7 @@ def _print_summary(summary, as_json: bool) -> None:
         "cached": summary.cached,
         "failed": summary.failed,
         "overflow": list(summary.overflow),
+        "pending": list(summary.pending),
         "program_seconds": round(summary.program_seconds, 3),
         "audio_seconds": round(summary.audio_seconds, 3),
         "synth_seconds": round(summary.synth_seconds, 3),
@@ -275,7 +350,9 @@ def _print_summary(summary, as_json: bool) -> None:
     table = Table(title=f"Rendered into {escape(printable(summary.out_dir))}", show_header=False)
     table.add_column(style="bold")
     table.add_column()
-    table.add_row("lines", f"{summary.lines}: {summary.rendered} rendered, {summary.cached} cached, {summary.failed} failed")
+    pending = f", {len(summary.pending)} left for later (--only)" if summary.pending else ""
+    table.add_row("lines", f"{summary.lines}: {summary.rendered} rendered, {summary.cached} cached, "
+                           f"{summary.failed} failed{pending}")
     if summary.overflow:
         table.add_row("overflow", "line(s) " + ", ".join(map(str, summary.overflow)) + " run longer than their room")
     table.add_row("program", f"{summary.program_seconds:.1f} s")
@@ -323,8 +400,15 @@ class _ProgressListener:
     def note(self, text: str) -> None:
         self.console.print(f"[yellow]note:[/] {escape(printable(text))}", soft_wrap=True)
 
-    def loading(self, what: str) -> None:
-        self.console.print(f"[cyan]→[/] loading {escape(printable(what))}")
+    @contextlib.contextmanager
+    def loading(self, what: str):
+        """A spinner with what is loading and for how long; one line stays when it is done."""
+        import time
+
+        started = time.monotonic()
+        with self.console.status(f"loading {escape(printable(what))}…", spinner="dots"):
+            yield
+        self.console.print(f"[cyan]→[/] loaded {escape(printable(what))} in {time.monotonic() - started:.1f} s")
 
     def start(self, total: int) -> None:
         self.progress.start()
@@ -381,18 +465,26 @@ def _qa_progress(console: Console):
         yield advance
 
 
-@app.command()
+@app.command(cls=_Command)
 def qa(
-    out_dir: Path = typer.Argument(..., help="A folder written by omnidub render."),
-    asr_model: Optional[str] = typer.Option(None, "--asr-model", help="faster-whisper size name or local model folder."),
-    max_wer: Optional[float] = typer.Option(None, "--max-wer", min=0.0, help="Highest WER (CER for zh/ja/...) a line may have."),
-    speaker_model: str = typer.Option("resemblyzer", "--speaker-model", help=SPEAKER_MODEL_HELP),
-    device: str = typer.Option("auto", "--device", help="Device for the ASR and speaker models."),
+    out_dir: Path = typer.Argument(..., metavar="OUT_DIR", show_default=False, help="A folder written by omnidub render."),
+    asr_model: Optional[str] = typer.Option(None, "--asr-model", metavar="NAME|PATH", show_default=False, help=f"{ASR_HELP} [default: {ASR_DEFAULT}]"),
+    max_wer: Optional[float] = typer.Option(None, "--max-wer", min=0.0, metavar="X", show_default=False,
+                                            help="Highest WER (CER for zh/ja/...) a line may have. "
+                                                 "[default: the render's preset, else 0.2]"),
+    speaker_model: str = typer.Option("resemblyzer", "--speaker-model", metavar="NAME|PATH", help=SPEAKER_MODEL_HELP),
+    device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda", help="Device for the ASR and speaker models."),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     debug: bool = DebugOption,
 ) -> None:
     """Transcribe every rendered line, compare its voice with its speaker's, and report what to listen to
-    (exit 1 when a line fails)."""
+    (exit 1 when a line fails).
+
+    \b
+    Examples:
+      omnidub qa output/episode
+      omnidub qa output/episode --asr-model ~/models/whisper-small --json
+    """
     with user_errors(debug):
         from omnidub.api import Session
         from omnidub.qa import print_report, report_json
@@ -407,19 +499,23 @@ def qa(
     raise typer.Exit(0 if report.passed else 1)
 
 
-@app.command()
+@app.command(cls=_Command)
 def bench(
-    model: Optional[str] = typer.Option(None, "--model", help=MODEL_HELP + " [default: k2-fsa/OmniVoice, else synthetic:full offline]"),
-    device: str = typer.Option("auto", "--device", help="auto, cpu, cuda or mps."),
-    lines: int = typer.Option(2, "--lines", min=1, help="How many dubbing lines to synthesize per row."),
-    rows: Optional[str] = typer.Option(None, "--rows", help="Comma-separated row numbers or names to run (default: all)."),
-    repeat: Optional[int] = typer.Option(None, "--repeat", min=1, help="Timed repeats per row [default: 3 on GPU, 1 on CPU]."),
-    batch: int = typer.Option(2, "--batch", min=1, help="Batch size of the batching row."),
+    model: Optional[str] = typer.Option(None, "--model", metavar="ID|PATH", help=f"{MODEL_HELP} [default: k2-fsa/OmniVoice, else synthetic:full offline]",
+                                        show_default=False),
+    device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda|mps", help="Where the model runs."),
+    lines: int = typer.Option(2, "--lines", min=1, metavar="N", help="How many dubbing lines to synthesize per row."),
+    rows: Optional[str] = typer.Option(None, "--rows", metavar="ROWS", show_default=False,
+                                       help="Comma-separated row numbers or names to run. [default: all]"),
+    repeat: Optional[int] = typer.Option(None, "--repeat", min=1, metavar="N", show_default=False,
+                                         help="Timed repeats per row. [default: 3 on GPU, 1 on CPU]"),
+    batch: int = typer.Option(2, "--batch", min=1, metavar="N", help="Batch size of the batching row."),
     compile: bool = typer.Option(False, "--compile", help="Add the torch.compile row (compile time reported apart)."),
-    ref: Optional[Path] = typer.Option(None, "--ref", help="Reference clip (with --ref-text) instead of the bundled voice."),
-    ref_text: Optional[str] = typer.Option(None, "--ref-text", help="Exact transcript of --ref."),
+    ref: Optional[Path] = typer.Option(None, "--ref", metavar="FILE",
+                                       help="Reference clip (with --ref-text) instead of the bundled voice."),
+    ref_text: Optional[str] = typer.Option(None, "--ref-text", metavar="TEXT", help="Exact transcript of --ref."),
     quick: bool = typer.Option(False, "--quick", help="Smoke test: synthetic:tiny, 2 lines, few steps."),
-    json_file: Optional[Path] = typer.Option(None, "--json", help="Also write every figure to this JSON file."),
+    json_file: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="Also write every figure to this JSON file."),
     debug: bool = DebugOption,
 ) -> None:
     """Measure every speed lever side by side against the stock OmniVoice call."""

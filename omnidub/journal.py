@@ -12,7 +12,7 @@ import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from omnidub.files import write_text_atomic
+from omnidub.files import cannot_write, write_text_atomic
 
 MANIFEST = "manifest.json"
 JOURNAL = "journal.jsonl"
@@ -70,11 +70,27 @@ class Journal:
         self._handle = None
 
     def append(self, entry: LineEntry) -> None:
-        if self._handle is None:
-            self._handle = open(self.path, "a", encoding="utf-8")
-        self._handle.write(json.dumps(entry.to_json(), ensure_ascii=False) + "\n")
-        self._handle.flush()
-        os.fsync(self._handle.fileno())
+        try:
+            if self._handle is None:
+                self._handle = open(self.path, "a", encoding="utf-8")
+            self._handle.write(json.dumps(entry.to_json(), ensure_ascii=False) + "\n")
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+        except OSError as exc:
+            # A torn record is ignored on reading; the line's keyed audio still counts on the next run.
+            self.close_quietly()
+            problem = cannot_write(self.path, exc)
+            if problem is None:
+                raise
+            raise problem from exc
+
+    def close_quietly(self) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            try:
+                handle.close()
+            except OSError:
+                pass  # buffered bytes that cannot be written: the record is torn, and read as such
 
     def close(self) -> None:
         if self._handle is not None:

@@ -23,8 +23,8 @@ from omnidub import __version__
 from omnidub.backends.base import Prompt, Request
 from omnidub.duration import natural_seconds
 from omnidub.errors import OmnidubError
-from omnidub.files import atomic_path, cache_home, remove_debris
-from omnidub.journal import MANIFEST, Journal, LineEntry, read_entries, read_manifest
+from omnidub.files import LOCK, QA_MARKS, FolderLock, atomic_path, cache_home, is_temporary, remove_debris
+from omnidub.journal import JOURNAL, MANIFEST, Journal, LineEntry, read_entries, read_manifest
 from omnidub.keys import file_digest, line_key, line_seed
 from omnidub.mix import FORMATS, Placement, assemble, container, mix_gain, write_atomic
 from omnidub.scheduler import Failure, stream
@@ -65,6 +65,7 @@ class Summary:
     program_seconds: float
     interrupted: bool = False
     outputs: tuple[str, ...] = ()
+    pending: tuple[int, ...] = ()  # lines left out by --only that have no audio yet
 
     @property
     def rtf(self) -> float | None:
@@ -156,6 +157,71 @@ def default_out_dir(input_path: Path) -> Path:
     return folder
 
 
+def select_lines(spec: str | None, script: Script) -> frozenset[int] | None:
+    """The line numbers ``--only 3,8-10`` names (None: every line); each must be a line of the script."""
+    if spec is None:
+        return None
+    chosen = set()
+    for part in spec.split(","):
+        match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
+        if not match:
+            raise OmnidubError(f"--only {spec}: give line numbers and ranges, e.g. 3,8-10")
+        first, last = int(match[1]), int(match[2] or match[1])
+        if last < first:
+            raise OmnidubError(f"--only {spec}: range {part.strip()} runs backwards")
+        chosen.update(range(first, last + 1))
+    known = {line.index for line in script.lines}
+    unknown = sorted(chosen - known)
+    if unknown:
+        raise OmnidubError(f"--only {spec}: no line {unknown[0]} in the script (its lines are {min(known)}-{max(known)})")
+    return frozenset(chosen)
+
+
+KEYED_AUDIO = re.compile(r"[0-9a-f]{64}\.wav")  # a line's audio in .cache/, named by its key
+
+
+def foreign_file(out_dir: Path) -> str | None:
+    """A file in ``out_dir`` that no omnidub render explains (None when it holds a manifest or journal, or
+    only what an interrupted first run leaves: empty folders, the lock, temporaries, keyed audio)."""
+    if (out_dir / MANIFEST).exists() or (out_dir / JOURNAL).exists() or not out_dir.is_dir():
+        return None
+    for path in out_dir.rglob("*"):
+        relative = path.relative_to(out_dir)
+        if path.is_dir() or relative.as_posix() == LOCK or is_temporary(path.name):
+            continue
+        if relative.parent.as_posix() == ".cache" and KEYED_AUDIO.fullmatch(path.name):
+            continue
+        return relative.as_posix()
+    return None
+
+
+def is_qa_report(path: Path) -> bool:
+    """Whether a qa.json / qa.html was written by omnidub qa (both carry its mark)."""
+    try:
+        with open(path, encoding="utf-8", errors="replace") as handle:
+            head = handle.read(4096)
+    except OSError:
+        return False
+    return any(mark in head for mark in QA_MARKS)
+
+
+def _inside(relative: str) -> bool:
+    # A manifest is data from disk: a path in it must not lead out of the output folder.
+    path = Path(relative)
+    return bool(relative) and not path.is_absolute() and ".." not in path.parts
+
+
+def _ranges(numbers: list[int]) -> str:
+    """[1, 2, 3, 7] -> "1-3, 7"."""
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
 def prompt_cache_dir() -> Path:
     return cache_home() / "prompts"
 
@@ -173,7 +239,8 @@ class Renderer:
     line must be rendered or a prompt encoded)."""
 
     def __init__(self, session, script: Script, voices: dict[str, Voice], out_dir: Path, *, input_path: Path,
-                 fmt: str = "wav", force: bool = False, listener: Listener | None = None):
+                 fmt: str = "wav", force: bool = False, listener: Listener | None = None,
+                 only: frozenset[int] | None = None):
         for speaker in sorted({line.speaker for line in script.lines}):
             voice_for(speaker, voices)  # every speaker needs a voice before anything heavy starts
         self.session = session
@@ -184,6 +251,7 @@ class Renderer:
         self.input_path = input_path
         self.fmt = fmt
         self.force = force
+        self.only = only
         self.listener = listener or Listener()
         self.stopping = False
         self.entries: list[LineEntry] = []
@@ -193,7 +261,10 @@ class Renderer:
         self.outputs: dict[str, str] = {}  # {speaker: stem, "": mix}, relative to out_dir, once assembled
         self.journal = Journal(self.out_dir)
         self._repair = False
+        self.notes: list[str] = []  # said once on the console, and kept in the manifest
         self._cache = PromptCache(prompt_cache_dir())
+        self._lock = FolderLock(self.out_dir)
+        self._owned: set[str] = set()
 
     def request_stop(self) -> None:
         """Finish the lines in flight, then stop (the CLI calls this on Ctrl-C)."""
@@ -211,8 +282,9 @@ class Renderer:
                 self.session.use_unresolved_model()
         self._repair = prepare  # a plan alone changes nothing on disk
         self.speakers = self._speakers(prepare)
+        self._note_untrimmed(prepare)
         self.names = self._file_names(self.speakers)
-        records = [] if self.force else read_entries(self.out_dir)
+        records = read_entries(self.out_dir)
         previous = {e.base_key: e for e in records if e.done}
         known = {e.key: e for e in records if e.done}  # the latest record of each key: its hash and segment name
         naturals = []
@@ -236,6 +308,22 @@ class Renderer:
     def estimated(self) -> bool:
         """True when some speaker's pace is a guess from the whole reference (its prompt is not prepared yet)."""
         return any(s.estimated for s in self.speakers.values())
+
+    def selected(self, index: int) -> bool:
+        """Whether this run may render the line (``--only``)."""
+        return self.only is None or index in self.only
+
+    def _note_untrimmed(self, prepare: bool) -> None:
+        # Said once for all speakers: the fast preset's ~3 s cut needs word times, which need an ASR model.
+        whole = sorted({s.voice.speaker for s in self.speakers.values() if s.prompt is not None and s.prompt.provisional})
+        if not whole:
+            return
+        note = (f"no ASR model ({self.session.asr_name}) to find word boundaries, so the samples of "
+                f"{', '.join(whole)} are kept whole; pass --asr-model with a local faster-whisper folder to trim them")
+        if note not in self.notes:
+            self.notes.append(note)
+            if prepare:
+                self.listener.note(note)
 
     def _speakers(self, prepare: bool) -> dict[str, Speaker]:
         by_voice: dict[Voice, Speaker] = {}
@@ -262,8 +350,9 @@ class Renderer:
                 asr=self.session.asr(),
                 encode=lambda ref: backend.encode_prompt(ref.audio, ref.sample_rate, ref.text, voice.language),
             )
-            if reference is not None and reference.note:
-                self.listener.note(f"{voice.speaker}: {reference.note}")
+            said = [part for part in (reference.note if reference else "").split("; ") if part and "no ASR model" not in part]
+            if said:  # a sample kept whole for want of ASR is said once for all speakers (_note_untrimmed)
+                self.listener.note(f"{voice.speaker}: {'; '.join(said)}")
         if prompt is None:
             seconds = None
             try:
@@ -303,7 +392,7 @@ class Renderer:
             seed=seed,
             flags=list(target.flags),
         )
-        if self.force:
+        if self.force and self.selected(line.index):  # --force renders again what this run may render
             return entry
         old = previous.get(key)
         if old is not None:
@@ -347,19 +436,45 @@ class Renderer:
                         model=self.session.identity, settings=self.session.settings)
 
     # -- the flow ------------------------------------------------------------------------------------------
-    def run(self) -> Summary:
-        """Render every line that is not cached, then assemble stems and the mix."""
+    def open_folder(self) -> None:
+        """Claim the output folder before anything slow starts: refuse someone else's files (unless --force),
+        lock it against a second run, and clear what an interrupted write left behind."""
+        if self._lock.held:
+            return
+        stranger = None if self.force else foreign_file(self.out_dir)
+        if stranger is not None:
+            raise OmnidubError(
+                f"{self.out_dir} holds files omnidub did not write (e.g. {stranger}); choose an empty folder with "
+                f"--out, or pass --force to render into it (omnidub removes only files its own manifest lists)"
+            )
         try:
+            self.out_dir.mkdir(parents=True, exist_ok=True)
+            self._lock.acquire()
             for sub in ("segments", "stems", ".cache"):
-                (self.out_dir / sub).mkdir(parents=True, exist_ok=True)
+                (self.out_dir / sub).mkdir(exist_ok=True)
         except OSError as exc:
             raise OmnidubError(f"cannot write the output folder {self.out_dir}: {exc.strerror or exc}") from exc
         folders = [self.out_dir, *(self.out_dir / sub for sub in ("segments", "stems", ".cache")), prompt_cache_dir()]
         debris = sum(remove_debris(folder) for folder in folders)
         if debris:
             self.listener.note(f"removed {debris} temporary file(s) left by an interrupted run")
+        self._owned = self._written_before()
+
+    def close(self) -> None:
+        """Let go of the output folder (the lock); the process ending does the same."""
+        self.journal.close()
+        self._lock.release()
+
+    def run(self) -> Summary:
+        """Render every line that is not cached, then assemble stems and the mix."""
+        self.open_folder()
         self.plan(prepare=True)
-        pending = [e for e in self.entries if not e.done]
+        pending = [e for e in self.entries if not e.done and self.selected(e.index)]
+        left_out = [e.index for e in self.entries if not e.done and not self.selected(e.index)]
+        if left_out:
+            self.notes.append(f"--only: line(s) {_ranges(left_out)} have no audio yet and are left out of the stems "
+                              f"and mix; rerun without --only to render them")
+            self.listener.note(self.notes[-1])
         for entry in self.entries:
             if entry.done:
                 self._place(entry)
@@ -368,7 +483,7 @@ class Renderer:
                 if self.speakers[speaker].voice.instruct:
                     self.session.check_instruct(self.speakers[speaker].voice.instruct)
             self.session.backend()  # a model that cannot load is the user's to fix (exit 2), not every line failing
-        self.listener.start(len(self.entries))
+        self.listener.start(len(self.entries) - len(left_out))
         for entry in self.entries:
             if entry.done:
                 self.listener.line_done(entry, entry.duration or 0.0, 0.0)
@@ -399,6 +514,7 @@ class Renderer:
             program_seconds=self.program or 0.0,
             interrupted=self.stopping,
             outputs=tuple(self.outputs.values()),
+            pending=tuple(left_out),
         )
 
     def _requests(self, entries: list[LineEntry], seeds: list[int] | None = None) -> list[Request]:
@@ -416,9 +532,11 @@ class Renderer:
             return
         backend = self.session.backend()
         requests = self._requests(pending)
-        for entry in pending:
-            self.listener.line_started(entry)
-        for outcome in stream(backend, requests, self.session.budget, should_stop=lambda: self.stopping):
+        def started(bucket: list[Request]) -> None:
+            self.listener.line_started(pending[int(bucket[0].id)])
+
+        for outcome in stream(backend, requests, self.session.budget, should_stop=lambda: self.stopping,
+                              on_bucket=started):
             entry = pending[int(outcome.id)]
             if isinstance(outcome, Failure):
                 self._fail(entry, outcome.error)
@@ -512,27 +630,34 @@ class Renderer:
                 return sf.info(str(self.out_dir / entry.file)).samplerate
         return MODEL_SAMPLE_RATE
 
+    def _written_before(self) -> set[str]:
+        """Files (relative paths) an earlier render says it wrote here: its manifest and journal, keyed audio in
+        .cache/, and QA reports that carry omnidub's mark. Nothing else in the folder is ever removed."""
+        manifest = read_manifest(self.out_dir) or {}
+        owned = set()
+        stems = manifest.get("stems")
+        owned.update(v for v in (stems.values() if isinstance(stems, dict) else ()) if isinstance(v, str))
+        if isinstance(manifest.get("mix"), str):
+            owned.add(manifest["mix"])
+        for entry in read_entries(self.out_dir):
+            owned.add(entry.file)
+            owned.update(f".cache/{key}.{SEGMENT_FORMAT}" for key in (entry.key, entry.base_key))
+            owned.update(f".cache/{a['key']}.{SEGMENT_FORMAT}" for a in entry.attempts if isinstance(a, dict) and isinstance(a.get("key"), str))
+        owned.update(name for name in ("qa.json", "qa.html") if is_qa_report(self.out_dir / name))
+        return {path for path in owned if _inside(path)}
+
     def _remove_stale(self) -> None:
-        """Drop files no line or speaker of this render owns any more: old segments, cached audio, stems of
-        speakers that left or of another format, an old-format mix, and QA reports of audio that changed."""
-        keep_segments = {Path(e.file).name for e in self.entries}
-        for path in (self.out_dir / "segments").glob(f"*.{SEGMENT_FORMAT}"):
-            if path.name not in keep_segments and re.fullmatch(r"\d{4}-.+", path.stem):
-                path.unlink()
-        keep_keys = {e.key for e in self.entries} | {a["key"] for e in self.entries for a in e.attempts}
-        for path in (self.out_dir / ".cache").glob(f"*.{SEGMENT_FORMAT}"):
-            if path.stem not in keep_keys:
-                path.unlink()
-        keep_stems = {f"{name}.{self.fmt}" for name in self.names.values()}
-        for path in (self.out_dir / "stems").iterdir():
-            if path.suffix.lstrip(".") in FORMATS and path.name not in keep_stems:
-                path.unlink()
-        for fmt in FORMATS:
-            if fmt != self.fmt:
-                (self.out_dir / f"mix.{fmt}").unlink(missing_ok=True)
-        if any(e.status == "rendered" for e in self.entries):
-            for report in ("qa.json", "qa.html"):
-                (self.out_dir / report).unlink(missing_ok=True)
+        """Drop files omnidub wrote here that no line or speaker of this render owns any more: old segments,
+        cached audio, stems of speakers that left or of another format, an old-format mix, and QA reports of
+        audio that changed. A file omnidub did not write is never touched."""
+        keep = {e.file for e in self.entries if e.done} | set(self.outputs.values())
+        keep |= {f".cache/{key}.{SEGMENT_FORMAT}" for e in self.entries
+                 for key in (e.key, *(a["key"] for a in e.attempts if isinstance(a, dict) and "key" in a))}
+        if not any(e.status == "rendered" for e in self.entries):
+            keep |= {"qa.json", "qa.html"}
+        owned = self._owned | {f".cache/{p.name}" for p in (self.out_dir / ".cache").glob("*") if KEYED_AUDIO.fullmatch(p.name)}
+        for relative in sorted(owned - keep):
+            (self.out_dir / relative).unlink(missing_ok=True)
 
     # -- manifest -----------------------------------------------------------------------------------------
     def voices_record(self) -> dict:
@@ -563,7 +688,7 @@ class Renderer:
             "stems": {speaker: path for speaker, path in self.outputs.items() if speaker},
             "mix": self.outputs.get(""),
             "voices": self.voices_record(),
-            "notes": list(self.script.warnings) + [f"skipped: {s}" for s in self.script.skipped],
+            "notes": list(self.script.warnings) + [f"skipped: {s}" for s in self.script.skipped] + self.notes,
             "lines": [e.to_json() for e in self.entries],
         }
 

@@ -64,13 +64,16 @@ def buckets(requests: Sequence[Request], cost: Callable[[Request], int], budget:
 
 
 def stream(backend: Backend, requests: Sequence[Request], budget: Budget,
-           should_stop: Callable[[], bool] = lambda: False) -> Iterator[Result | Failure]:
-    """Render every request, yielding each line's Result (or Failure) as soon as it is done.
+           should_stop: Callable[[], bool] = lambda: False,
+           on_bucket: Callable[[list[Request]], None] = lambda bucket: None) -> Iterator[Result | Failure]:
+    """Render every request, yielding each line's Result (or Failure) as soon as it is done; ``on_bucket`` hears
+    which lines a forward is about to hold (for progress).
 
     A bucket that fails is retried line by line, so one bad line never takes its neighbours with it."""
     for bucket in buckets(requests, backend.cost, budget):
         if should_stop():
             return
+        on_bucket(bucket)
         yield from _run_bucket(backend, bucket)
 
 

@@ -87,7 +87,7 @@ def test_dry_run_json_lists_every_cue_with_its_speaker_and_loads_no_model():
 
 
 def test_dry_run_of_the_script_lays_lines_back_to_back():
-    result = run("render", EXAMPLES / "dialogue.txt", "--voices", EXAMPLES / "voices.toml", "--dry-run", "--json")
+    result = run("render", EXAMPLES / "script.txt", "--voices", EXAMPLES / "voices.toml", "--dry-run", "--json")
     assert result.exit_code == 0, result.output
     lines = json.loads(result.stdout)["lines"]
     assert len(lines) == 11 and lines[0]["start"] == 0

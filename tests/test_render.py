@@ -185,10 +185,15 @@ def test_a_misspelt_designed_voice_is_one_line_before_any_model_loads(tmp_path, 
 def test_stale_stems_and_other_formats_are_removed(rendered, example_args, tmp_path):
     out = tmp_path / "restyled"
     shutil.copytree(rendered, out)
+    # CAROL's stem was written by an earlier render (its manifest says so); the user's own file was not.
     (out / "stems" / "CAROL.wav").write_bytes(b"left from an older script")
+    (out / "stems" / "music.wav").write_bytes(b"the user's")
+    data = manifest(out)
+    data["stems"]["CAROL"] = "stems/CAROL.wav"
+    (out / "manifest.json").write_text(json.dumps(data))
     result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out, "--format", "flac")
     assert result.exit_code == 0, result.output
-    assert sorted(p.name for p in (out / "stems").iterdir()) == ["ALICE.flac", "BOB.flac"]
+    assert sorted(p.name for p in (out / "stems").iterdir()) == ["ALICE.flac", "BOB.flac", "music.wav"]
     assert (out / "mix.flac").is_file() and not (out / "mix.wav").exists()
 
 

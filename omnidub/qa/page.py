@@ -257,7 +257,7 @@ def render_html(report: Report) -> str:
     )
     return (
         "<!DOCTYPE html>\n"
-        f'<html lang="en"><head><meta charset="utf-8"><title>{html.escape(title)}</title><style>{_CSS}</style></head>\n'
+        f'<html lang="en"><head><meta charset="utf-8"><meta name="generator" content="omnidub"><title>{html.escape(title)}</title><style>{_CSS}</style></head>\n'
         f"<body><h1>{html.escape(title)}</h1>\n{_header(report)}\n"
         "<h2>Timeline</h2>\n"
         f'<div class="player">{mix}<span>zoom <button data-zoom="out">\u2212</button> '

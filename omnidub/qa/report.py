@@ -37,6 +37,7 @@ def _corpus_json(figure: CorpusFigure) -> dict:
 def report_json(report: Report) -> dict:
     """The qa.json object: settings, models, corpus figures, per-speaker voice figures and a `lines` array."""
     return {
+        "generator": "omnidub",
         "out_dir": str(report.out_dir),
         "asr_model": report.asr_model,
         "speaker_model": report.speaker_model,
