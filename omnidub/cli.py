@@ -236,7 +236,7 @@ def _run(o: dict, session, settings, renderer, listener) -> int:
         err.print(f"[yellow]note:[/] {escape(printable(message))}", soft_wrap=True)
 
     if o["dry_run"]:
-        _print_plan(renderer.plan(), renderer.estimated, o["as_json"])
+        _print_plan(renderer.plan(), renderer.estimated, o["as_json"], renderer.selected)
         return 0
 
     renderer.open_folder()  # a folder that cannot be used is said before the model banner, not after
@@ -290,7 +290,7 @@ def _stop_on_ctrl_c(renderer):
         signal.signal(signal.SIGINT, previous)
 
 
-def _print_plan(entries, estimated: bool, as_json: bool) -> None:
+def _print_plan(entries, estimated: bool, as_json: bool, selected=lambda index: True) -> None:
     rows = [
         {
             "index": e.index,
@@ -305,28 +305,57 @@ def _print_plan(entries, estimated: bool, as_json: bool) -> None:
             "limit_at": e.limit_at,
             "flags": list(e.flags),
             "key": e.key,
-            "status": "cached" if e.done else "render",
+            "status": "cached" if e.done else "render" if selected(e.index) else "pending",
         }
         for e in entries
     ]
     if as_json:
-        out.print_json(json.dumps({"estimated": estimated, "lines": rows}))
+        _print_json({"estimated": estimated, "lines": rows})
         return
-    cached = sum(r["status"] == "cached" for r in rows)
-    title = f"Plan: {cached} of {len(rows)} lines cached, {len(rows) - cached} to render"
+    counts = {status: sum(r["status"] == status for r in rows) for status in ("cached", "render", "pending")}
+    title = f"Plan: {counts['cached']} of {len(rows)} lines cached, {counts['render']} to render"
+    if counts["pending"]:
+        title += f", {counts['pending']} left for later (--only)"
+    import shutil
+    import textwrap
+
+    width = shutil.get_terminal_size((100, 24)).columns
+    lines = [title]
     if estimated:
-        title += " (timing estimated from whole references until their voices are prepared)"
-    table = Table(box=box.SIMPLE_HEAD, pad_edge=False, collapse_padding=True, title=title,
-                  caption="compressed: sped up to fit · extended: runs into the silence after its slot · "
-                          "overflow: longer than its room")
-    for column in ("#", "speaker", "start", "end", "natural", "target", "speed", "status", "flags"):
-        table.add_column(column, justify="left" if column in ("speaker", "flags", "status") else "right")
-    table.add_column("text", ratio=1)
-    for r in rows:
-        cells = [str(r["index"]), r["speaker"], f"{r['start']:.2f}", f"{r['end']:.2f}", f"{r['natural']:.2f}",
-                 f"{r['target']:.2f}", f"{r['speed']:.2f}x", r["status"], " ".join(r["flags"]), r["text"]]
-        table.add_row(*(escape(printable(c)) for c in cells))
-    out.print(table)
+        lines += textwrap.wrap("Timings are estimates: some voices are not prepared yet, so their pace comes from the "
+                               "whole sample. The render prepares them first, which can change natural lengths and, "
+                               "in an untimed script, start times.", width)
+    lines.append(_columns(rows, width))
+    lines += textwrap.wrap("compressed: sped up to fit · extended: runs into the silence after its slot · "
+                           "overflow: longer than its room", width)
+    # Plain text, not a rich Table: a 2,400-cue plan must print in a moment (rich took seconds).
+    sys.stdout.write("\n".join(lines) + "\n")
+    sys.stdout.flush()
+
+
+def _columns(rows: list[dict], width: int) -> str:
+    """The plan as aligned columns; on a narrow terminal each line's flags and text go on a line of their own."""
+    header = ["#", "speaker", "start", "end", "natural", "target", "speed", "status", "flags"]
+    table = [[str(r["index"]), printable(r["speaker"]), f"{r['start']:.2f}", f"{r['end']:.2f}", f"{r['natural']:.2f}",
+              f"{r['target']:.2f}", f"{r['speed']:.2f}x", r["status"], " ".join(r["flags"])] for r in rows]
+    widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(header)]
+    right = {0, 2, 3, 4, 5, 6}
+    beside = width - (sum(widths) + len(widths)) >= 24
+    if not beside:  # flags join the text below
+        header, widths, table = header[:-1], widths[:-1], [row[:-1] for row in table]
+    used = sum(widths) + len(widths)
+    room = width - used if beside else width - 4
+
+    def cut(text: str) -> str:
+        return text if len(text) <= room else text[: room - 1] + "…"
+
+    def line(cells, text, flags=""):
+        fixed = " ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
+        return f"{fixed} {cut(text)}" if beside else f"{fixed.rstrip()}\n    {cut(f'[{flags}] {text}' if flags else text)}"
+
+    body = [line(header, "text" if beside else "flags, text"), "-" * min(width, used + room)]
+    body += [line(cells, printable(r["text"]), " ".join(r["flags"])) for cells, r in zip(table, rows)]
+    return "\n".join(body)
 
 
 def _print_summary(summary, as_json: bool) -> None:
@@ -345,7 +374,7 @@ def _print_summary(summary, as_json: bool) -> None:
         "outputs": ["segments/", "manifest.json", *summary.outputs],
     }
     if as_json:
-        out.print_json(json.dumps(data))
+        _print_json(data)
         return
     table = Table(title=f"Rendered into {escape(printable(summary.out_dir))}", show_header=False)
     table.add_column(style="bold")
@@ -438,6 +467,12 @@ class _ProgressListener:
         self.progress.stop()
 
 
+def _print_json(data) -> None:
+    # Plain text, not rich's highlighted JSON: a 2,400-line plan took 11 s through rich and is read by programs.
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
 def printable(text: str) -> str:
     """Text with control characters (ANSI escapes included) removed, safe to show in a terminal."""
     return "".join(ch for ch in str(text) if ch.isprintable() or ch == " ")
@@ -493,7 +528,7 @@ def qa(
         with _qa_progress(err) as progress:
             report = session.qa(out_dir, max_wer=max_wer, progress=progress, speaker_model=speaker_model)
         if as_json:
-            out.print_json(json.dumps(report_json(report)))
+            _print_json(report_json(report))
         else:
             print_report(report, out, (out_dir / "qa.json", out_dir / "qa.html"))
     raise typer.Exit(0 if report.passed else 1)

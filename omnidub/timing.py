@@ -6,6 +6,7 @@ duration, and a line is never slowed down to fill a slot.
 
 from __future__ import annotations
 
+import bisect
 from dataclasses import dataclass, replace
 
 from omnidub.duration import FRAME_RATE
@@ -73,9 +74,9 @@ def plan(lines: list[Line], naturals: list[float], *, max_speedup: float, timed:
     targets = []
     for line, natural in zip(lines, naturals):
         slot = max(line.end - line.start, 1.0 / FRAME_RATE)
-        later = [s for s in starts if s > line.start + 1e-9]
+        following = bisect.bisect_right(starts, line.start + 1e-9)  # the next start of any speaker, in log time
         # Room runs to the next line of any speaker, which also keeps it off the same speaker's next line.
-        limit = max(line.end, later[0] - NEXT_LINE_MARGIN) if later else None
+        limit = max(line.end, starts[following] - NEXT_LINE_MARGIN) if following < len(starts) else None
         if natural <= slot:
             target, speed = natural, 1.0
         elif natural / max_speedup <= slot:
