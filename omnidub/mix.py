@@ -82,14 +82,18 @@ def _blocks(placements: list[Placement], sample_rate: int, total: int):
         first = int(round(placement.start * sample_rate))
         spans.append((first, first + frames, placement.path))
     spans.sort()
+    # The spans that can still reach the current block: each span enters once and leaves once, so the work
+    # grows with the lines, not with lines times blocks.
+    active: list[tuple[int, int, Path]] = []
+    upcoming = 0
     for block_start in range(0, total, block_len):
         block_end = min(total, block_start + block_len)
         block = np.zeros(block_end - block_start, dtype=np.float32)
-        for first, last, path in spans:
-            if first >= block_end:
-                break
-            if last <= block_start:
-                continue
+        while upcoming < len(spans) and spans[upcoming][0] < block_end:
+            active.append(spans[upcoming])
+            upcoming += 1
+        active = [span for span in active if span[1] > block_start]
+        for first, last, path in active:
             lo, hi = max(first, block_start), min(last, block_end)
             audio = sf.read(str(path), start=lo - first, stop=hi - first, dtype="float32", always_2d=True)[0]
             block[lo - block_start : hi - block_start] += audio.mean(axis=1)
