@@ -529,6 +529,7 @@ def qa(
             report = session.qa(out_dir, max_wer=max_wer, progress=progress, speaker_model=speaker_model)
         if as_json:
             _print_json(report_json(report))
+            err.print(f"wrote {escape(str(out_dir / 'qa.json'))} and {escape(str(out_dir / 'qa.html'))}", soft_wrap=True)
         else:
             print_report(report, out, (out_dir / "qa.json", out_dir / "qa.html"))
     raise typer.Exit(0 if report.passed else 1)

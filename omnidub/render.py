@@ -350,9 +350,12 @@ class Renderer:
                 asr=self.session.asr(),
                 encode=lambda ref: backend.encode_prompt(ref.audio, ref.sample_rate, ref.text, voice.language),
             )
-            said = [part for part in (reference.note if reference else "").split("; ") if part and "no ASR model" not in part]
-            if said:  # a sample kept whole for want of ASR is said once for all speakers (_note_untrimmed)
-                self.listener.note(f"{voice.speaker}: {'; '.join(said)}")
+            said = reference.note if reference is not None else ""
+            if reference is not None and reference.provisional:
+                # Kept whole for want of ASR: said once for all speakers (_note_untrimmed); keep any other warning.
+                said = said.split("kept whole (")[0].rstrip("; ")
+            if said:
+                self.listener.note(f"{voice.speaker}: {said}")
         if prompt is None:
             seconds = None
             try:

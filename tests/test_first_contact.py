@@ -260,6 +260,10 @@ def test_only_renders_the_chosen_lines_and_leaves_the_rest_for_later(tmp_path, e
     assert any("--only" in note for note in manifest(out)["notes"])
     assert sorted(p.name[:4] for p in (out / "segments").iterdir()) == ["0003", "0008", "0009", "0010"]
 
+    plan = run("render", EXAMPLES / "dialogue.srt", *example_args, "--out", out, "--only", "1", "--dry-run", "--json")
+    planned = {line["index"]: line["status"] for line in json.loads(plan.stdout)["lines"]}
+    assert planned[1] == "render" and planned[3] == "cached" and planned[2] == "pending"
+
     again = run("render", EXAMPLES / "dialogue.srt", *example_args, "--out", out, "--only", "1", "--json")
     assert again.exit_code == 0, again.output
     status = {line["index"]: line["status"] for line in manifest(out)["lines"]}
@@ -288,6 +292,7 @@ def test_without_an_asr_model_the_untrimmed_samples_are_said_once_and_recorded(t
     assert result.exit_code == 0, result.output
     said = [line for line in result.stderr.splitlines() if "no ASR model" in line]
     assert len(said) == 1 and "ALICE, BOB" in said[0], result.stderr
+    assert not [line for line in result.stderr.splitlines() if line.startswith(("note: ALICE", "note: BOB"))]
     notes = manifest(out)["notes"]
     assert any("no ASR model" in note and "ALICE, BOB" in note for note in notes)
     assert all("kept whole" in v["prepared"] for v in manifest(out)["voices"].values())
