@@ -574,12 +574,13 @@ def bench(
     raise typer.Exit(0)
 
 
-@app.command()
+@app.command(cls=_Command)
 def export(
-    out_dir: Path = typer.Argument(..., help="Folder to write the ONNX graphs, export.json and parity.json into."),
-    model: str = typer.Option("k2-fsa/OmniVoice", "--model", help=MODEL_HELP),
-    opset: int = typer.Option(18, "--opset", min=14, max=21, help="ONNX opset of the graphs."),
-    quantize: Optional[Quantize] = typer.Option(None, "--quantize", help="Also write a dynamic int8 transformer and render with it (its parity is reported as a cost)."),
+    out_dir: Path = typer.Argument(..., metavar="OUT_DIR", show_default=False,
+                                   help="Folder to write the ONNX graphs, export.json and parity.json into."),
+    model: str = typer.Option("k2-fsa/OmniVoice", "--model", metavar="ID|PATH", help=MODEL_HELP),
+    opset: int = typer.Option(18, "--opset", min=14, max=21, metavar="N", help="ONNX opset of the graphs."),
+    quantize: Optional[Quantize] = typer.Option(None, "--quantize", metavar="int8", help="Also write a dynamic int8 transformer and render with it (its parity is reported as a cost)."),
     no_check: bool = typer.Option(False, "--no-check", help="Skip the parity check against torch."),
     check_only: bool = typer.Option(False, "--check-only", help="Only run the parity check of an existing export."),
     as_json: bool = typer.Option(False, "--json", help="Print the parity report as JSON."),
@@ -603,7 +604,7 @@ def export(
                 raise typer.Exit(0)
         report = check(out_dir, progress=lambda message: err.print(f"→ {message}"))
         if as_json:
-            out.print_json(json.dumps(report))
+            _print_json(report)
         else:
             print_parity(report, out)
             err.print(f"parity report: {out_dir / 'parity.json'}")

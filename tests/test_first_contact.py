@@ -82,6 +82,14 @@ def test_help_at_80_columns_shows_defaults_flags_and_examples_unbroken():
     assert "--max-wer X" in qa_help and "[default: the render's preset, else 0.2]" in qa_help
 
 
+@pytest.mark.parametrize("command", ["render", "qa", "bench", "export"])
+def test_every_command_help_fits_80_columns_without_typer_placeholders(command):
+    result = run(command, "--help", env={"COLUMNS": "80"})
+    assert result.exit_code == 0
+    assert all(len(line) <= 80 for line in result.stdout.splitlines()), result.stdout
+    assert "<bool>" not in result.stdout and "{" not in result.stdout.splitlines()[0]
+
+
 @pytest.mark.parametrize("args, expected", [
     (["--dry-run", "true"], "unexpected extra argument"),
     (["--format", "ogg"], "'ogg' is not one of"),
