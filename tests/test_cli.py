@@ -63,8 +63,9 @@ def test_version_and_help_start_without_torch():
     assert result.stdout.strip() == "0 0 omnidub 0.1.0 []", result.stdout + result.stderr
 
 
-def test_dry_run_json_lists_every_cue_with_its_speaker_and_loads_no_model():
-    # In its own process, so that nothing another test imported hides a heavy import.
+def test_dry_run_json_lists_every_cue_with_its_speaker_and_loads_no_model(tiny_model_dir):
+    # In its own process, so that nothing another test imported hides a heavy import. The synthetic model
+    # is built first (building it needs torch; planning with it must not).
     code = (
         "import sys\n"
         "from typer.testing import CliRunner\n"
