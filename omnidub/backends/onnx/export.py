@@ -6,6 +6,7 @@ shape branches baked in) and needs no onnxscript. Graphs over 2 GB keep their we
 
 from __future__ import annotations
 
+import gc
 import hashlib
 import json
 import shutil
@@ -63,6 +64,9 @@ def export(out_dir: Path, model: str, *, opset: int = DEFAULT_OPSET, quantize: s
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     source, omnivoice = load_torch_model(model)
+    # What an earlier export left here must not pass for this one's.
+    for stale in (MANIFEST, "parity.json", TRANSFORMER_INT8, TRANSFORMER_INT8 + ".data"):
+        (out_dir / stale).unlink(missing_ok=True)
     from omnidub.backends.onnx.graphs import DecoderGraph, EncoderGraph, TransformerGraph
 
     config = omnivoice.config
@@ -98,6 +102,9 @@ def export(out_dir: Path, model: str, *, opset: int = DEFAULT_OPSET, quantize: s
                                   input_names=list(contract["inputs"]), output_names=list(contract["outputs"]),
                                   dynamic_axes=axes, do_constant_folding=True)
             files[name] = _consolidate(raw, out_dir / name, onnx)
+    manifest = _manifest(source, omnivoice, opset, quantize, files)
+    del graphs, module, tokenizer, omnivoice  # the quantizer holds the graph in memory: let the torch model go first
+    gc.collect()
     if quantize == "int8":
         files[TRANSFORMER_INT8] = quantize_int8(out_dir / TRANSFORMER, out_dir / TRANSFORMER_INT8)
     for extra in ("tokenizer.json", "tokenizer_config.json"):
@@ -106,7 +113,17 @@ def export(out_dir: Path, model: str, *, opset: int = DEFAULT_OPSET, quantize: s
     if not (out_dir / "tokenizer.json").is_file():
         raise OmnidubError(f"{source.spec} has no tokenizer.json; the ONNX backend needs the fast tokenizer file")
 
-    manifest = {
+    write_manifest(out_dir, manifest)
+    return ExportResult(out_dir, manifest, time.perf_counter() - began)
+
+
+def _manifest(source, omnivoice, opset: int, quantize: str | None, files: dict) -> dict:
+    import onnx
+    import torch
+
+    config = omnivoice.config
+    tokenizer = omnivoice.audio_tokenizer
+    return {
         "format": EXPORT_FORMAT,
         "model": dict(source.identity),
         "opset": opset,
@@ -114,26 +131,24 @@ def export(out_dir: Path, model: str, *, opset: int = DEFAULT_OPSET, quantize: s
         "quantize": quantize,
         "transformer": TRANSFORMER_INT8 if quantize == "int8" else TRANSFORMER,
         "config": {
-            "codebooks": codebooks,
+            "codebooks": int(config.num_audio_codebook),
             "audio_vocab": int(config.audio_vocab_size),
             "mask_id": int(config.audio_mask_id),
             "sample_rate": int(omnivoice.sampling_rate),
-            "hop_length": hop,
+            "hop_length": int(tokenizer.config.hop_length),
             "frame_rate": int(tokenizer.config.frame_rate),
         },
         "contract": CONTRACT,
         "files": files,
         "parity": None,
     }
-    write_manifest(out_dir, manifest)
-    return ExportResult(out_dir, manifest, time.perf_counter() - began)
 
 
 def quantize_int8(source: Path, target: Path) -> dict:
     """Dynamic int8 of the transformer's MatMul weights (activations quantized per call)."""
-    from onnxruntime.quantization import QuantType, quantize_dynamic
-
     import logging
+
+    from onnxruntime.quantization import QuantType, quantize_dynamic
 
     big = _external(source)
     logging.disable(logging.WARNING)  # the quantizer advises a pre-processing pass on its root logger
