@@ -1,0 +1,254 @@
+"""Loudness (ITU-R BS.1770-4 / EBU R128) measured block by block, and the gain that brings a mix to a target.
+
+A two-hour programme is never held whole: the meter keeps one K-weighted energy per 100 ms and one 4x
+oversampled peak per millisecond (about 30 MB for two hours), which is all that gating, loudness range and a
+look-ahead true-peak limiter need.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import numpy as np
+
+ABSOLUTE_GATE = -70.0  # LUFS
+STEP = 0.1  # seconds: gating blocks (400 ms) and short-term blocks (3 s) both advance by 100 ms
+LIMIT_MARGIN = 0.1  # dB under the ceiling the limiter aims for: inter-sample peaks move a little with the gain
+LIMIT_LOOKAHEAD = 0.005  # seconds the limiter starts turning down before a peak
+LIMIT_RELEASE = 24.0  # dB per second the limiter recovers at: slow enough not to pump
+MAKEUP_MAX = 2.0  # dB the gain may rise above the plain gain to make up for what the limiter takes
+
+
+@dataclass(frozen=True)
+class Level:
+    """What a mix measures: integrated loudness (LUFS), loudness range (LU), true peak (dBTP); None when silent."""
+
+    integrated: float | None
+    range: float | None
+    true_peak: float | None
+
+    def as_dict(self) -> dict:
+        return {k: None if v is None else round(v, 2) for k, v in vars(self).items()}
+
+
+class Meter:
+    """Feed blocks of audio ([frames] or [frames, channels]) in order; read the Level at the end."""
+
+    def __init__(self, sample_rate: int, channels: int):
+        import pyloudnorm
+        import soxr
+
+        self.rate, self.channels = sample_rate, channels
+        # pyloudnorm's K-weighting stages, run here with carried filter state so blocks chain seamlessly.
+        self._stages = []
+        for stage in pyloudnorm.Meter(sample_rate)._filters.values():
+            b, a = stage.b, stage.a
+            self._stages.append((b, a, stage.passband_gain, np.zeros((len(a) - 1, channels))))
+        self._step = max(1, int(round(STEP * sample_rate)))
+        self._window = max(1, sample_rate // 1000)
+        # BS.1770-4 weights: L, R, C at 1.0; surrounds at 1.41 (only the first two are used here).
+        self._weights = np.array([1.0, 1.0, 1.0, 1.41, 1.41][:channels])
+        self._energy: list[float] = []  # weighted sum of squares per 100 ms step
+        self._partial = 0.0
+        self._partial_len = 0
+        self._frames = 0
+        self._oversampler = soxr.ResampleStream(sample_rate, 4 * sample_rate, channels, dtype="float32", quality="HQ")
+        self._peaks: list[np.ndarray] = []  # per-millisecond true peak (linear)
+        self._over = np.zeros((0,), dtype=np.float32)  # oversampled magnitudes not yet in a full window
+        self._samples = np.zeros((0,), dtype=np.float32)  # sample magnitudes not yet in a full window
+
+    def feed(self, block: np.ndarray) -> None:
+        from scipy.signal import lfilter
+
+        block = np.asarray(block, dtype=np.float32).reshape(len(block), self.channels)
+        if not len(block):
+            return
+        self._frames += len(block)
+        weighted = block.astype(np.float64)
+        for i, (b, a, gain, state) in enumerate(self._stages):
+            weighted, zf = lfilter(b, a, weighted, axis=0, zi=state)
+            weighted = weighted * gain if gain != 1.0 else weighted
+            self._stages[i] = (b, a, gain, zf)
+        power = (weighted**2) @ self._weights
+        self._add_energy(power)
+        self._add_peaks(np.abs(block).max(axis=1), self._oversampler.resample_chunk(block))
+
+    def _add_energy(self, power: np.ndarray) -> None:
+        pos = 0
+        if self._partial_len:
+            take = min(len(power), self._step - self._partial_len)
+            self._partial += float(power[:take].sum())
+            self._partial_len += take
+            pos = take
+            if self._partial_len < self._step:
+                return
+            self._energy.append(self._partial)
+            self._partial, self._partial_len = 0.0, 0
+        whole = (len(power) - pos) // self._step
+        if whole:
+            self._energy.extend(power[pos : pos + whole * self._step].reshape(whole, self._step).sum(axis=1).tolist())
+        rest = power[pos + whole * self._step :]
+        self._partial, self._partial_len = float(rest.sum()), len(rest)
+
+    def _add_peaks(self, samples: np.ndarray, oversampled: np.ndarray, last: bool = False) -> None:
+        over = np.abs(np.asarray(oversampled, dtype=np.float32)).reshape(-1, self.channels).max(axis=1)
+        self._samples = np.concatenate([self._samples, samples])
+        self._over = np.concatenate([self._over, over])
+        w = self._window
+        ready = min(len(self._samples) // w, len(self._over) // (4 * w))
+        if last:  # the tail: whatever is left forms one last, shorter window
+            ready = -(-max(len(self._samples), len(self._over) // 4) // w)
+        if ready <= 0:
+            return
+        s = np.zeros(ready * w, np.float32)
+        o = np.zeros(ready * 4 * w, np.float32)
+        s_n, o_n = min(len(self._samples), ready * w), min(len(self._over), ready * 4 * w)
+        s[:s_n], o[:o_n] = self._samples[:s_n], self._over[:o_n]
+        self._peaks.append(np.maximum(s.reshape(ready, w).max(axis=1), o.reshape(ready, 4 * w).max(axis=1)))
+        self._samples, self._over = self._samples[s_n:], self._over[o_n:]
+
+    def finish(self) -> "Measurement":
+        """Close the stream; the measurement keeps the per-step energies and per-millisecond peaks."""
+        self._add_peaks(np.zeros(0, np.float32), self._oversampler.resample_chunk(np.zeros((0, self.channels), np.float32), last=True), last=True)
+        energy = self._energy + ([self._partial] if self._partial_len else [])
+        peaks = np.concatenate(self._peaks) if self._peaks else np.zeros(0, np.float32)
+        n_windows = -(-self._frames // self._window)
+        return Measurement(self.rate, self._step, self._window, self._frames, np.array(energy), peaks[:n_windows])
+
+
+@dataclass(frozen=True)
+class Measurement:
+    """Per-step energies and per-millisecond peaks of one pass over a mix."""
+
+    rate: int
+    step: int
+    window: int
+    frames: int
+    energy: np.ndarray
+    peaks: np.ndarray
+
+    def level(self) -> Level:
+        peak = float(self.peaks.max()) if self.peaks.size else 0.0
+        return Level(self.integrated(), self.loudness_range(), 20 * math.log10(peak) if peak > 0 else None)
+
+    def _blocks(self, steps: int, energy: np.ndarray | None = None) -> np.ndarray:
+        """Loudness of every block of ``steps`` 100 ms steps, advancing one step at a time."""
+        energy = self.energy if energy is None else energy
+        if len(energy) < steps:
+            return np.zeros(0)
+        sums = np.convolve(energy, np.ones(steps), mode="valid")
+        with np.errstate(divide="ignore"):
+            return -0.691 + 10 * np.log10(sums / (steps * self.step))
+
+    def integrated(self, energy: np.ndarray | None = None) -> float | None:
+        """Gated integrated loudness (BS.1770-4: 400 ms blocks, 75 % overlap, -70 LUFS and -10 LU gates)."""
+        blocks = self._blocks(4, energy)
+        blocks = blocks[blocks >= ABSOLUTE_GATE]
+        if not blocks.size:
+            return None
+        relative = _mean_loudness(blocks) - 10.0
+        gated = blocks[blocks > relative]
+        return _mean_loudness(gated) if gated.size else None
+
+    def loudness_range(self) -> float | None:
+        """Loudness range (EBU Tech 3342: 3 s blocks every 100 ms, -70 LUFS and -20 LU gates, 10th-95th percentile)."""
+        blocks = self._blocks(30)
+        blocks = blocks[blocks >= ABSOLUTE_GATE]
+        if not blocks.size:
+            return None
+        gated = blocks[blocks >= _mean_loudness(blocks) - 20.0]
+        return float(np.percentile(gated, 95) - np.percentile(gated, 10))
+
+
+def _mean_loudness(blocks: np.ndarray) -> float:
+    return float(10 * np.log10(np.mean(10 ** (blocks / 10))))
+
+
+@dataclass(frozen=True)
+class Gain:
+    """One gain for the whole mix (dB), plus the limiter's per-millisecond attenuation (dB) where peaks need it."""
+
+    db: float
+    limit: np.ndarray | None  # None: the gain alone keeps the true peak under the ceiling
+    window: int  # samples per limiter value
+
+    @property
+    def limited(self) -> bool:
+        return self.limit is not None
+
+    def curve(self, start: int, frames: int) -> np.ndarray | float:
+        """The linear gain for ``frames`` samples from ``start``: a scalar unless the limiter works here."""
+        scalar = 10 ** (self.db / 20)
+        if self.limit is None:
+            return scalar
+        w = self.window
+        first, last = start // w, (start + frames - 1) // w + 2
+        # Window centres, interpolated: the guarded curve never dips under what any sample's window needs.
+        lo, hi = max(0, first - 1), min(len(self.limit), last + 1)
+        if lo >= hi:
+            return scalar
+        centres = (np.arange(lo, hi) + 0.5) * w
+        db = np.interp(np.arange(start, start + frames) + 0.5, centres, self.limit[lo:hi])
+        if not np.any(db):
+            return scalar
+        return (scalar * 10 ** (-db / 20)).astype(np.float32)
+
+
+def plan_gain(measured: Measurement, target: float | None, ceiling: float, clip_peak: float = 0.98) -> Gain:
+    """The gain to ``target`` LUFS with the true peak kept under ``ceiling`` dBTP.
+
+    ``target`` None (loudness off) keeps the level and only scales down a mix whose samples would clip."""
+    window = measured.window
+    loudness = measured.integrated()
+    peak = float(measured.peaks.max()) if measured.peaks.size else 0.0
+    if target is None or loudness is None:
+        return Gain(0.0 if peak <= clip_peak else 20 * math.log10(clip_peak / peak), None, window)
+    db = target - loudness
+    with np.errstate(divide="ignore"):
+        peaks_db = 20 * np.log10(np.maximum(measured.peaks, 1e-12))
+    limit = None
+    # The limiter takes a little loudness away where it works; predict how much from the per-step energies
+    # and raise the gain to match. A few rounds converge when it touches only peaks; a programme that would
+    # need more than MAKEUP_MAX dB of it stays under the target rather than be squashed.
+    linear = db
+    for round_ in range(6):
+        need = peaks_db + db - (ceiling - LIMIT_MARGIN)
+        if not np.any(need > 0):
+            return Gain(db, None, window)
+        limit = limiter_curve(np.maximum(need, 0.0), window / measured.rate)
+        reached = _loudness_after(measured, db, limit)
+        step = 0.0 if reached is None else min(target - reached, linear + MAKEUP_MAX - db)
+        if round_ == 5 or abs(step) < 0.05:
+            break
+        db += step
+    return Gain(db, limit, window)
+
+
+def _loudness_after(measured: Measurement, db: float, limit: np.ndarray) -> float | None:
+    """Integrated loudness once the gain and the limiter are applied, from the per-step energies."""
+    power = 10 ** (-limit / 10)
+    owner = (np.arange(len(limit)) * measured.window) // measured.step  # the step each window falls in
+    steps = len(measured.energy)
+    keep = owner < steps
+    mean_power = np.bincount(owner[keep], power[keep], minlength=steps) / np.maximum(np.bincount(owner[keep], minlength=steps), 1)
+    return measured.integrated(measured.energy * 10 ** (db / 10) * mean_power)
+
+
+def limiter_curve(need: np.ndarray, window_seconds: float) -> np.ndarray:
+    """Attenuation (dB) per window that covers ``need`` everywhere: reached ahead of each peak, released slowly."""
+    from numpy.lib.stride_tricks import sliding_window_view
+    from scipy.ndimage import maximum_filter1d
+
+    n = len(need)
+    # Release: after a peak the attenuation falls back linearly in dB, i.e. a running maximum of need[k] minus
+    # the time since k.
+    ramp = LIMIT_RELEASE * window_seconds * np.arange(n)
+    released = np.maximum.accumulate(need + ramp) - ramp
+    # Look-ahead: hold each value over the windows before it, then average as many: every window of the
+    # average includes the peak's own value, so the peak stays covered and the turn-down is a ramp ahead of it.
+    ahead = max(1, int(round(LIMIT_LOOKAHEAD / window_seconds)))
+    held = sliding_window_view(np.concatenate([released, np.zeros(ahead)]), ahead + 1).max(axis=1)
+    smooth = sliding_window_view(np.concatenate([np.full(ahead, held[0]), held]), ahead + 1).mean(axis=1)
+    # Guard for interpolating between window centres: each window takes its neighbours' value too.
+    return maximum_filter1d(np.maximum(smooth, released), size=3, mode="nearest")

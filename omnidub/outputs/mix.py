@@ -1,0 +1,186 @@
+"""Stems, the dub mix and the mix over a bed, written block by block at the delivery rate and loudness.
+
+Peak memory is one block plus the segments that overlap it, whatever the programme length: a two-hour
+programme with a few lines costs about what a two-minute one does. Loudness needs the whole mix, so the mix
+is computed twice: once to measure it (keeping only per-100 ms energies and per-millisecond peaks), once to
+write it with the gain. With a bed, a third pass writes the mix over the bed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from omnidub.files import atomic_path
+from omnidub.outputs.loudness import Gain, Level, Meter, plan_gain
+
+BLOCK_SECONDS = 10.0
+FORMATS = {"wav": ("WAV", "PCM_24"), "flac": ("FLAC", "PCM_24"), "mp3": ("MP3", "MPEG_LAYER_III")}
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One segment file placed on the programme timeline (length and text for subtitles and timelines)."""
+
+    path: Path
+    start: float
+    speaker: str
+    seconds: float = 0.0
+    text: str = ""
+    index: int = 0
+
+
+@dataclass(frozen=True)
+class Bed:
+    """A music-and-effects track (or the original programme audio) to mix under the dub, ducked while lines play."""
+
+    path: Path
+    duck: float = 12.0  # dB
+    attack: float = 0.05  # seconds, ending when the first word starts
+    release: float = 0.3  # seconds, starting when the last word ends
+
+
+@dataclass(frozen=True)
+class Mastered:
+    """One written mix: the gain it got (dB), whether the limiter had to work, and what it measures now."""
+
+    path: Path
+    gain: float
+    limited: bool
+    level: Level
+
+    def as_dict(self) -> dict:
+        return {"gain": round(self.gain, 2), "limited": self.limited, **self.level.as_dict()}
+
+
+def write_atomic(path: Path, audio: np.ndarray, sample_rate: int, fmt: str = "wav") -> None:
+    """Write a whole audio file through a temporary name, so a crash never leaves a torn file."""
+    major, subtype = FORMATS[fmt]
+    with atomic_path(path) as temp:
+        sf.write(temp, np.asarray(audio, dtype=np.float32), sample_rate, format=major, subtype=subtype)
+
+
+def assemble(
+    placements: list[Placement],
+    stems: dict[str, Path],
+    mix: Path,
+    seconds: float,
+    *,
+    sample_rate: int = 48000,
+    fmt: str = "wav",
+    loudness: float | None = -23.0,
+    true_peak: float = -1.0,
+    bed: Bed | None = None,
+    bed_mix: Path | None = None,
+) -> tuple[Mastered, Mastered | None]:
+    """Write one stem per speaker, the dub mix and (with a bed) the mix over the bed, ``seconds`` long.
+
+    The dub mix gets one gain (to ``loudness`` LUFS, None keeps the level) and, only where its true peak would
+    pass ``true_peak`` dBTP, a look-ahead limiter; the stems get the same, so they still sum to the mix."""
+    total = int(round(seconds * sample_rate))
+    major, subtype = FORMATS[fmt]
+    # Pass 1: measure the dub mix.
+    meter = Meter(sample_rate, 1)
+    for _, frames, blocks in _program(placements, sample_rate, total):
+        meter.feed(_sum(blocks, frames))
+    gain = plan_gain(meter.finish(), loudness, true_peak)
+    dub_scale = 10 ** (gain.db / 20)  # the dub's level inside the bed mix: the gain without the limiter
+
+    # Pass 2: write stems and mix with that gain; measure what is written, and the bed mix if there is one.
+    speakers = sorted(stems)
+    written = Meter(sample_rate, 1)
+    if bed is not None:
+        from omnidub.outputs.bed import BedReader, speech_spans
+
+        spans = speech_spans(placements, bed.attack, bed.release)
+        bed_meter, bed_source = Meter(sample_rate, 2), BedReader(bed.path, sample_rate)
+    with contextlib.ExitStack() as stack:
+        sinks = [_sink(stack, path, sample_rate, 1, major, subtype) for path in [*(stems[s] for s in speakers), mix]]
+        for start, frames, blocks in _program(placements, sample_rate, total):
+            curve = gain.curve(start, frames)
+            for speaker, sink in zip(speakers, sinks):
+                part = blocks.get(speaker)
+                sink.write(np.zeros(frames, np.float32) if part is None else np.clip(part * curve, -1.0, 1.0))
+            dub = _sum(blocks, frames)
+            out = dub * curve
+            written.feed(out)
+            sinks[-1].write(np.clip(out, -1.0, 1.0))
+            if bed is not None:
+                bed_meter.feed(_over_bed(dub * dub_scale, bed_source.read(frames), spans, start, sample_rate, bed))
+    dub_result = Mastered(mix, gain.db, gain.limited, written.finish().level())
+    if bed is None or bed_mix is None:
+        return dub_result, None
+
+    # Pass 3: the mix over the bed, with its own gain.
+    bed_gain = plan_gain(bed_meter.finish(), loudness, true_peak)
+    written = Meter(sample_rate, 2)
+    bed_source = BedReader(bed.path, sample_rate)
+    with contextlib.ExitStack() as stack:
+        sink = _sink(stack, bed_mix, sample_rate, 2, major, subtype)
+        for start, frames, blocks in _program(placements, sample_rate, total):
+            out = _over_bed(_sum(blocks, frames) * dub_scale, bed_source.read(frames), spans, start, sample_rate, bed)
+            curve = bed_gain.curve(start, frames)
+            out = out * (curve[:, None] if isinstance(curve, np.ndarray) else curve)
+            written.feed(out)
+            sink.write(np.clip(out, -1.0, 1.0))
+    return dub_result, Mastered(bed_mix, bed_gain.db, bed_gain.limited, written.finish().level())
+
+
+def _over_bed(dub: np.ndarray, bed_audio: np.ndarray, spans, start: int, sample_rate: int, bed: Bed) -> np.ndarray:
+    """The dub (mono, in both channels) over the ducked bed (stereo)."""
+    from omnidub.outputs.bed import duck_curve
+
+    duck = duck_curve(spans, start, len(dub), sample_rate, bed.duck, bed.attack, bed.release)
+    return dub[:, None] + bed_audio * duck[:, None]
+
+
+def _sink(stack: contextlib.ExitStack, path: Path, sample_rate: int, channels: int, major: str, subtype: str) -> sf.SoundFile:
+    """An output file written under a temporary name, in place once the whole stack closes without error."""
+    temp = stack.enter_context(atomic_path(path))
+    return stack.enter_context(sf.SoundFile(temp, "w", sample_rate, channels, format=major, subtype=subtype))
+
+
+def _sum(blocks: dict[str, np.ndarray], frames: int) -> np.ndarray:
+    out = np.zeros(frames, np.float32)
+    for part in blocks.values():
+        out += part
+    return out
+
+
+def _program(placements: list[Placement], sample_rate: int, total: int):
+    """Yield (first frame, frames, {speaker: block}) over the programme at ``sample_rate``; speakers silent in a block
+    are left out. Each segment is read and resampled once (soxr), when the first block it touches comes."""
+    import soxr
+
+    block_len = int(BLOCK_SECONDS * sample_rate)
+    spans = []
+    for i, placement in enumerate(placements):
+        info = sf.info(str(placement.path))
+        first = int(round(placement.start * sample_rate))
+        frames = int(round(info.frames * sample_rate / info.samplerate))
+        spans.append((first, first + frames, i, placement))
+    spans.sort(key=lambda s: (s[0], s[2]))
+    loaded: dict[int, np.ndarray] = {}
+    for block_start in range(0, total, block_len):
+        block_end = min(total, block_start + block_len)
+        blocks: dict[str, np.ndarray] = {}
+        for first, last, i, placement in spans:
+            if first >= block_end:
+                break
+            if last <= block_start:
+                loaded.pop(i, None)
+                continue
+            if i not in loaded:
+                audio, rate = sf.read(str(placement.path), dtype="float32", always_2d=True)
+                audio = audio.mean(axis=1)
+                if rate != sample_rate:
+                    audio = soxr.resample(audio, rate, sample_rate, quality="HQ")
+                loaded[i] = np.pad(audio, (0, max(0, last - first - len(audio))))[: last - first]
+            lo, hi = max(first, block_start), min(last, block_end)
+            block = blocks.setdefault(placement.speaker, np.zeros(block_end - block_start, np.float32))
+            block[lo - block_start : hi - block_start] += loaded[i][lo - first : hi - first]
+        yield block_start, block_end - block_start, blocks

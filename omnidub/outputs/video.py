@@ -1,0 +1,120 @@
+"""The dubbed video: the source's video stream copied as it is, the dub as the default audio track (PyAV)."""
+
+from __future__ import annotations
+
+import heapq
+from dataclasses import dataclass
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from omnidub.errors import OmnidubError
+from omnidub.files import atomic_path
+
+# Output container per source suffix, and the audio codec the dub is encoded with there.
+CONTAINERS = {".mp4": ("mp4", "aac"), ".m4v": ("mp4", "aac"), ".mov": ("mov", "aac"), ".mkv": ("matroska", "aac"), ".webm": ("webm", "libopus")}
+AUDIO_BITRATE = 96_000  # per channel
+
+
+@dataclass(frozen=True)
+class Media:
+    """What a source file holds: its length (s), the video's frame rate (None without video), audio tracks."""
+
+    path: Path
+    seconds: float
+    fps: Fraction | None
+    audio_tracks: int
+
+
+def probe(path: Path) -> Media:
+    """Open a media file and read its length, frame rate and audio track count."""
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            video = container.streams.video[0] if container.streams.video else None
+            lengths = [float(s.duration * s.time_base) for s in container.streams if s.duration is not None and s.time_base]
+            if not lengths and container.duration is not None:
+                lengths = [container.duration / 1_000_000]
+            fps = (video.average_rate or video.guessed_rate) if video is not None else None
+            return Media(Path(path), max(lengths, default=0.0), Fraction(fps) if fps else None, len(container.streams.audio))
+    except (av.FFmpegError, OSError) as exc:
+        raise OmnidubError(f"cannot read {path}: {exc}") from exc
+
+
+def dubbed_path(out_dir: Path, video: Path) -> Path:
+    """``<out>/<video stem>.dub.<video suffix>``."""
+    suffix = video.suffix.lower()
+    if suffix not in CONTAINERS:
+        raise OmnidubError(f"cannot write a dubbed {video.suffix or 'file'} video; use one of {', '.join(sorted(CONTAINERS))}")
+    return Path(out_dir) / f"{video.stem}.dub{suffix}"
+
+
+def mux(video: Path, audio: Path, out: Path, *, language: str | None = None, keep_original: bool = False) -> None:
+    """Write ``out``: ``video``'s video stream copied without re-encoding, ``audio`` encoded as the default audio
+    track (tagged ``language``), and with ``keep_original`` the source's first audio track copied after it."""
+    import av
+
+    container_format, codec = CONTAINERS[Path(out).suffix.lower()]
+    try:
+        source = av.open(str(video))
+    except (av.FFmpegError, OSError) as exc:
+        raise OmnidubError(f"cannot read {video}: {exc}") from exc
+    with source, atomic_path(out) as temp, av.open(str(temp), "w", format=container_format) as target:
+        if not source.streams.video:
+            raise OmnidubError(f"{video} has no video stream")
+        copied = [source.streams.video[0]]
+        streams = {copied[0].index: target.add_stream_from_template(copied[0])}
+        info = sf.info(str(audio))
+        layout = "stereo" if info.channels == 2 else "mono"
+        dub = target.add_stream(codec, rate=info.samplerate, layout=layout)
+        dub.bit_rate = AUDIO_BITRATE * info.channels
+        dub.metadata["language"] = _language_tag(language, container_format)
+        dub.disposition = av.stream.Disposition.default | av.stream.Disposition.dub
+        if keep_original and source.streams.audio:
+            original = source.streams.audio[0]
+            copied.append(original)
+            streams[original.index] = target.add_stream_from_template(original)
+            streams[original.index].disposition = av.stream.Disposition.original
+        for packet in heapq.merge(_copied(source, copied, streams), _encoded(audio, dub), key=lambda item: item[0]):
+            target.mux(packet[1])
+
+
+def _copied(source, copied, streams):
+    """(seconds, packet) for every packet of the copied streams, retargeted to the output streams."""
+    for packet in source.demux(*copied):
+        if packet.dts is None:  # the demuxer's end-of-stream marker, not data
+            continue
+        packet.stream = streams[packet.stream.index]
+        yield float(packet.dts * packet.time_base), packet
+
+
+def _encoded(audio: Path, stream):
+    """(seconds, packet) for the audio file encoded block by block."""
+    import av
+
+    with sf.SoundFile(str(audio)) as source:
+        position = 0
+        layout = "stereo" if source.channels == 2 else "mono"
+        for block in source.blocks(blocksize=source.samplerate, dtype="float32", always_2d=True):
+            frame = av.AudioFrame.from_ndarray(np.ascontiguousarray(block.T), format="fltp", layout=layout)
+            frame.sample_rate, frame.pts = source.samplerate, position
+            position += len(block)
+            for packet in stream.encode(frame):
+                yield float(packet.pts * packet.time_base), packet
+    for packet in stream.encode(None):
+        yield float(packet.pts * packet.time_base), packet
+
+
+def _language_tag(language: str | None, container_format: str) -> str:
+    """The ISO 639-2 code the container expects ("und" when unknown): bibliographic for Matroska, else terminologic."""
+    if not language:
+        return "und"
+    import langcodes
+
+    try:
+        return langcodes.Language.get(langcodes.standardize_tag(language)).to_alpha3(variant="B" if container_format in ("matroska", "webm") else "T")
+    except (LookupError, ValueError):
+        return "und"

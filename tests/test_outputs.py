@@ -1,0 +1,219 @@
+"""Deliverables: loudness, bed ducking, the muxed video, subtitles and timelines (synthetic audio, fast)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+
+from omnidub.outputs.mix import Bed, Placement, assemble
+
+RATE = 24000  # segments stay at the model's rate
+
+
+def true_peak_db(audio: np.ndarray) -> float:
+    """4x oversampled peak, measured independently of omnidub's meter."""
+    from scipy.signal import resample_poly
+
+    return float(20 * np.log10(np.abs(resample_poly(audio, 4, 1, axis=0)).max()))
+
+
+def lufs(audio: np.ndarray, rate: int) -> float:
+    import pyloudnorm
+
+    return float(pyloudnorm.Meter(rate).integrated_loudness(audio))
+
+
+def speech_like(seconds: float, seed: int, level: float = 0.1) -> np.ndarray:
+    """Band-limited noise with a syllable-rate envelope: loud enough to gate in, quiet at the edges."""
+    rng = np.random.default_rng(seed)
+    n = int(seconds * RATE)
+    t = np.arange(n) / RATE
+    envelope = 0.6 + 0.4 * np.sin(2 * np.pi * 4 * t) ** 2
+    fade = np.minimum(1.0, np.minimum(t, t[::-1]) / 0.02)
+    return (level * rng.standard_normal(n) * envelope * fade).astype(np.float32)
+
+
+def tone(seconds: float, freq: float, rate: int, level: float) -> np.ndarray:
+    t = np.arange(int(seconds * rate)) / rate
+    fade = np.minimum(1.0, np.minimum(t, t[::-1]) / 0.01)
+    return (level * np.sin(2 * np.pi * freq * t) * fade).astype(np.float32)
+
+
+def place(folder: Path, lines: list[tuple[str, float, np.ndarray]]) -> list[Placement]:
+    (folder / "segments").mkdir(parents=True, exist_ok=True)
+    placements = []
+    for i, (speaker, start, audio) in enumerate(lines, 1):
+        path = folder / "segments" / f"{i:04d}-{speaker}.wav"
+        sf.write(path, audio, RATE)
+        placements.append(Placement(path, start, speaker, len(audio) / RATE, f"line {i}", i))
+    return placements
+
+
+def test_mix_reaches_the_target_loudness_and_stems_still_sum_to_it(tmp_path):
+    lines = [("Alice", 0.5, speech_like(2.0, 1)), ("Bob", 3.0, speech_like(2.5, 2, 0.3)), ("Alice", 4.5, speech_like(1.5, 3))]
+    placements = place(tmp_path, lines)
+    stems = {s: tmp_path / f"{s}.wav" for s in ("Alice", "Bob")}
+    result, none = assemble(placements, stems, tmp_path / "mix.wav", 7.0, sample_rate=48000, loudness=-23.0, true_peak=-1.0)
+    assert none is None
+    mix, rate = sf.read(tmp_path / "mix.wav")
+    assert rate == 48000 and len(mix) == 7 * 48000
+    assert abs(lufs(mix, rate) + 23.0) <= 0.5
+    assert abs(result.level.integrated + 23.0) <= 0.5 and abs(result.level.integrated - lufs(mix, rate)) < 0.05
+    assert true_peak_db(mix) < -1.0 and result.level.true_peak < -1.0 and result.level.range is not None
+    summed = sum(sf.read(path)[0] for path in stems.values())
+    assert np.max(np.abs(summed - mix)) < 1e-4
+    # Lines sit at their start times at the new rate: Bob's stem is silent before 3.0 s and speaks right after.
+    bob = sf.read(stems["Bob"])[0]
+    assert np.abs(bob[: int(2.99 * 48000)]).max() == 0 and np.abs(bob[int(3.0 * 48000) : int(3.05 * 48000)]).max() > 0
+
+
+def test_a_peaky_mix_is_limited_under_the_ceiling_and_still_on_target(tmp_path):
+    burst = speech_like(3.0, 4)
+    burst[RATE : RATE + 40] *= 8.0  # a few sharp peaks far above the rest
+    placements = place(tmp_path, [("Alice", 0.2, burst), ("Alice", 3.5, speech_like(2.0, 5))])
+    result, _ = assemble(placements, {"Alice": tmp_path / "Alice.wav"}, tmp_path / "mix.wav", 6.0, loudness=-14.0, true_peak=-1.0)
+    mix, rate = sf.read(tmp_path / "mix.wav")
+    assert result.limited
+    assert true_peak_db(mix) < -1.0
+    assert abs(lufs(mix, rate) + 14.0) <= 0.5
+    assert np.max(np.abs(sf.read(tmp_path / "Alice.wav")[0] - mix)) < 1e-4
+
+
+def test_loudness_off_keeps_the_level(tmp_path):
+    placements = place(tmp_path, [("Alice", 0.0, speech_like(2.0, 6, 0.05))])
+    result, _ = assemble(placements, {"Alice": tmp_path / "Alice.wav"}, tmp_path / "mix.wav", 2.0, sample_rate=24000, loudness=None)
+    mix, rate = sf.read(tmp_path / "mix.wav")
+    assert rate == 24000 and result.gain == 0.0
+    np.testing.assert_allclose(mix, sf.read(placements[0].path)[0], atol=1e-4)
+
+
+def _level_at(audio: np.ndarray, rate: int, freq: float, start: float, end: float) -> float:
+    """Level (dB) of one frequency in a window: what a listener hears of the bed, without the dub."""
+    window = audio[int(start * rate) : int(end * rate)]
+    t = np.arange(len(window)) / rate
+    i, q = (window * np.sin(2 * np.pi * freq * t)).mean(), (window * np.cos(2 * np.pi * freq * t)).mean()
+    return float(20 * np.log10(max(2 * np.hypot(i, q), 1e-12)))
+
+
+def test_the_bed_ducks_under_the_dub_and_keeps_its_rate_and_channels(tmp_path):
+    bed_path = tmp_path / "bed.wav"
+    sf.write(bed_path, tone(8.0, 150.0, 44100, 0.2), 44100)  # mono 44.1 kHz: mapped to stereo 48 kHz
+    lines = [("Alice", 1.0, tone(1.5, 2000.0, RATE, 0.2)), ("Bob", 5.0, tone(1.5, 2000.0, RATE, 0.2))]
+    placements = place(tmp_path, lines)
+    dub, over_bed = assemble(
+        placements, {"Alice": tmp_path / "Alice.wav", "Bob": tmp_path / "Bob.wav"}, tmp_path / "mix.wav", 8.0,
+        bed=Bed(bed_path, duck=12.0), bed_mix=tmp_path / "mix.bed.wav",
+    )
+    audio, rate = sf.read(tmp_path / "mix.bed.wav")
+    assert rate == 48000 and audio.shape == (8 * 48000, 2)
+    assert abs(over_bed.level.integrated + 23.0) <= 0.5 and true_peak_db(audio) < -1.0
+    left = audio[:, 0]
+    during = [_level_at(left, rate, 150.0, 1.3, 2.2), _level_at(left, rate, 150.0, 5.3, 6.2)]
+    between = [_level_at(left, rate, 150.0, 3.0, 4.6), _level_at(left, rate, 150.0, 7.0, 7.9)]
+    for d in during:
+        for b in between:
+            assert abs((b - d) - 12.0) <= 1.0
+    # Look-ahead: the dip has started before the first word and is complete when it starts.
+    assert _level_at(left, rate, 150.0, 0.88, 0.94) == pytest.approx(between[0], abs=0.5)
+    assert between[0] - 11.0 < _level_at(left, rate, 150.0, 0.96, 0.98) < between[0] - 1.0
+    assert _level_at(left, rate, 150.0, 1.0, 1.04) == pytest.approx(during[0], abs=0.5)
+    # The dub-only mix has no bed in it.
+    mix, _ = sf.read(tmp_path / "mix.wav")
+    assert _level_at(mix, 48000, 150.0, 3.0, 4.6) < -80
+
+
+def make_video(path: Path, seconds: float = 4.0, fps: int = 25, rate: int = 44100) -> None:
+    """A small test video: a moving bar over black (mpeg4) and a 150 Hz tone (AAC, stereo)."""
+    import av
+
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("mpeg4", rate=fps)
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        audio = out.add_stream("aac", rate=rate, layout="stereo")
+        for i in range(int(seconds * fps)):
+            image = np.zeros((48, 64, 3), np.uint8)
+            image[:, (i * 2) % 64] = 255
+            for packet in video.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                out.mux(packet)
+        for packet in video.encode():
+            out.mux(packet)
+        sound = tone(seconds, 150.0, rate, 0.2)
+        for start in range(0, len(sound), 1024):
+            chunk = np.ascontiguousarray(np.stack([sound[start : start + 1024]] * 2))
+            frame = av.AudioFrame.from_ndarray(chunk, format="fltp", layout="stereo")
+            frame.sample_rate, frame.pts = rate, start
+            for packet in audio.encode(frame):
+                out.mux(packet)
+        for packet in audio.encode():
+            out.mux(packet)
+
+
+@pytest.fixture(scope="module")
+def test_video(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("video") / "clip.mp4"
+    make_video(path)
+    return path
+
+
+def test_the_dubbed_video_copies_the_picture_and_plays_the_dub_first(tmp_path, test_video):
+    import av
+
+    from omnidub.outputs.video import dubbed_path, mux, probe
+
+    media = probe(test_video)
+    assert media.fps == 25 and abs(media.seconds - 4.0) < 0.1 and media.audio_tracks == 1
+    sf.write(tmp_path / "mix.wav", np.stack([tone(media.seconds, 2000.0, 48000, 0.2)] * 2, axis=1), 48000)
+    out = dubbed_path(tmp_path, test_video)
+    assert out.name == "clip.dub.mp4"
+    mux(test_video, tmp_path / "mix.wav", out, language="de", keep_original=True)
+    with av.open(str(test_video)) as source, av.open(str(out)) as dubbed:
+        src_video, video = source.streams.video[0], dubbed.streams.video[0]
+        assert video.codec_context.name == src_video.codec_context.name
+        assert video.frames == src_video.frames == 100
+        dub, original = dubbed.streams.audio
+        assert dub.codec_context.name == "aac" and dub.metadata["language"] == "deu"
+        assert dub.disposition & av.stream.Disposition.default and not original.disposition & av.stream.Disposition.default
+        assert dub.rate == 48000 and original.rate == 44100
+        # The copied packets are the source's, byte for byte.
+        src_packets = [bytes(p) for p in source.demux(src_video) if p.size]
+        packets = [bytes(p) for p in dubbed.demux(video) if p.size]
+        assert packets == src_packets
+    with av.open(str(out)) as dubbed:  # the default track decodes to the dub (2 kHz), not the source's tone
+        decoded = np.concatenate([f.to_ndarray()[0] for f in dubbed.decode(audio=0)])
+    assert _level_at(decoded, 48000, 2000.0, 1.0, 2.0) > _level_at(decoded, 48000, 150.0, 1.0, 2.0) + 30
+
+
+def test_subtitles_and_timelines_carry_the_rendered_times(tmp_path):
+    import opentimelineio as otio
+    import srt
+
+    from omnidub.outputs.timeline import timecode, write_subtitles, write_timelines
+
+    lines = [("Alice", 0.5, speech_like(1.2, 1)), ("Bob", 1.0, speech_like(2.0, 2)), ("Alice", 1.5, speech_like(1.0, 3))]
+    placements = place(tmp_path, lines)  # Alice's lines overlap: her second one takes a second lane
+    write_subtitles(placements, tmp_path / "dub.srt", tmp_path / "dub.vtt")
+    cues = list(srt.parse((tmp_path / "dub.srt").read_text(encoding="utf-8")))
+    assert [(c.start.total_seconds(), round(c.end.total_seconds(), 3), c.content) for c in cues] == [
+        (p.start, round(p.start + p.seconds, 3), p.text) for p in placements
+    ]
+    vtt = (tmp_path / "dub.vtt").read_text(encoding="utf-8")
+    assert vtt.startswith("WEBVTT") and "00:00:01.000 --> 00:00:03.000\n<v Bob>line 2" in vtt
+
+    written = write_timelines(placements, tmp_path / "dub", 25.0, ("otio", "edl", "fcpxml"), name="dub")
+    assert sorted(p.name for p in written) == ["dub.Alice.edl", "dub.Alice__2_.edl", "dub.Bob.edl", "dub.otio", "dub.xml"]
+    timeline = otio.adapters.read_from_file(str(tmp_path / "dub.otio"))
+    found = {}
+    for track in timeline.audio_tracks():
+        for clip in track.find_clips():
+            found[clip.metadata["omnidub"]["index"]] = (track.name, clip.range_in_parent().start_time.to_seconds(), clip.media_reference.target_url)
+    assert found == {
+        p.index: (p.speaker if p.index != 3 else "Alice (2)", pytest.approx(p.start, abs=1e-9), p.path.resolve().as_uri()) for p in placements
+    }
+    fcp = otio.adapters.read_from_file(str(tmp_path / "dub.xml"))
+    starts = sorted(c.range_in_parent().start_time.to_seconds() for t in fcp.audio_tracks() for c in t.find_clips())
+    assert starts == pytest.approx(sorted(p.start for p in placements), abs=1 / 25)
+    assert "00:00:01:00" in (tmp_path / "dub.Bob.edl").read_text()
+    assert timecode(3661.52, 25) == "01:01:01:13" and timecode(0.0, 30000 / 1001) == "00:00:00;00"
