@@ -94,15 +94,18 @@ def duck_curve(spans: list[tuple[float, float]], start: int, frames: int, sample
     t0, t1 = start / sample_rate, (start + frames) / sample_rate
     # Spans are sorted and apart, so their ends are sorted too: skip those released before this block.
     first = bisect.bisect_right([end for _, end in spans], t0 - release)
-    t = None
     for span_start, span_end in spans[first:]:
         if span_start - attack > t1:
             break
-        if t is None:
-            t = (start + np.arange(frames)) / sample_rate
+        # Only the samples this span reaches: from its attack to the end of its release.
+        lo = max(0, int(np.floor((span_start - attack) * sample_rate)) - start)
+        hi = min(frames, int(np.ceil((span_end + release) * sample_rate)) - start + 1)
+        if lo >= hi:
+            continue
+        t = (start + np.arange(lo, hi)) / sample_rate
         rise = np.clip((t - (span_start - attack)) / attack, 0.0, 1.0) if attack > 0 else (t >= span_start).astype(float)
         fall = np.clip(1.0 - (t - span_end) / release, 0.0, 1.0) if release > 0 else (t <= span_end).astype(float)
-        np.maximum(amount, np.minimum(rise, fall), out=amount)
+        np.maximum(amount[lo:hi], np.minimum(rise, fall), out=amount[lo:hi])
     # A raised-cosine ramp in dB: no corners for the ear to catch.
     shaped = 0.5 - 0.5 * np.cos(np.pi * amount)
     return (10 ** (-depth * shaped / 20)).astype(np.float32)

@@ -72,7 +72,7 @@ class Meter:
             self._stages[i] = (b, a, gain, zf)
         power = (weighted**2) @ self._weights
         self._add_energy(power)
-        self._add_peaks(np.abs(block).max(axis=1), self._oversampler.resample_chunk(block))
+        self._add_peaks(_peak_per_frame(block), self._oversampler.resample_chunk(block))
 
     def _add_energy(self, power: np.ndarray) -> None:
         pos = 0
@@ -92,7 +92,7 @@ class Meter:
         self._partial, self._partial_len = float(rest.sum()), len(rest)
 
     def _add_peaks(self, samples: np.ndarray, oversampled: np.ndarray, last: bool = False) -> None:
-        over = np.abs(np.asarray(oversampled, dtype=np.float32)).reshape(-1, self.channels).max(axis=1)
+        over = _peak_per_frame(np.asarray(oversampled, dtype=np.float32).reshape(-1, self.channels))
         self._samples = np.concatenate([self._samples, samples])
         self._over = np.concatenate([self._over, over])
         w = self._window
@@ -115,6 +115,14 @@ class Meter:
         peaks = np.concatenate(self._peaks) if self._peaks else np.zeros(0, np.float32)
         n_windows = -(-self._frames // self._window)
         return Measurement(self.rate, self._step, self._window, self._frames, np.array(energy), peaks[:n_windows])
+
+
+def _peak_per_frame(audio: np.ndarray) -> np.ndarray:
+    """The largest magnitude across channels at each frame (column by column: far faster than max(axis=1))."""
+    peak = np.abs(audio[:, 0])
+    for channel in range(1, audio.shape[1]):
+        np.maximum(peak, np.abs(audio[:, channel]), out=peak)
+    return peak
 
 
 @dataclass(frozen=True)
