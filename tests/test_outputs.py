@@ -217,3 +217,26 @@ def test_subtitles_and_timelines_carry_the_rendered_times(tmp_path):
     assert starts == pytest.approx(sorted(p.start for p in placements), abs=1 / 25)
     assert "00:00:01:00" in (tmp_path / "dub.Bob.edl").read_text()
     assert timecode(3661.52, 25) == "01:01:01:13" and timecode(0.0, 30000 / 1001) == "00:00:00;00"
+
+
+def test_deliver_pads_to_the_video_muxes_the_bed_mix_and_flags_lines_past_the_end(tmp_path, test_video):
+    import av
+
+    from omnidub.outputs.deliver import DeliveryOptions, deliver
+
+    lines = [("Alice", 0.5, speech_like(1.5, 1)), ("Bob", 3.5, speech_like(1.0, 2))]  # Bob ends at 4.5 s > 4.0 s
+    placements = place(tmp_path, lines)
+    stems = {s: tmp_path / "stems" / f"{s}.wav" for s in ("Alice", "Bob")}
+    stems["Alice"].parent.mkdir()
+    options = DeliveryOptions(bed=test_video, video=test_video, language="fr", timelines=("otio",))
+    done = deliver(placements, tmp_path, stems, tmp_path / "mix.wav", 2.0, options, "clip")
+    assert done.past_video == (2,) and done.fps == 25.0 and done.seconds == pytest.approx(4.5, abs=0.01)
+    assert done.files(tmp_path) == {
+        "bed_mix": "mix-bed.wav", "video": "clip.dub.mp4", "subtitles": ["clip.dub.srt", "clip.dub.vtt"], "timelines": ["clip.dub.otio"],
+    }
+    assert abs(done.bed_mix.level.integrated + 23.0) <= 0.5
+    mix, rate = sf.read(tmp_path / "mix.wav")
+    assert rate == 48000 and len(mix) == pytest.approx(4.5 * 48000, abs=48)
+    with av.open(str(tmp_path / "clip.dub.mp4")) as dubbed:
+        assert dubbed.streams.video[0].frames == 100 and len(dubbed.streams.audio) == 1
+        assert dubbed.streams.audio[0].channels == 2 and dubbed.streams.audio[0].metadata["language"] == "fra"

@@ -40,6 +40,15 @@ def _vtt_time(seconds: float) -> str:
     return f"{ms // 3_600_000:02d}:{ms // 60_000 % 60:02d}:{ms // 1000 % 60:02d}.{ms % 1000:03d}"
 
 
+def check_formats(formats: tuple[str, ...]) -> None:
+    """Refuse timeline formats omnidub cannot write."""
+    unknown = sorted(set(formats) - set(TIMELINE_FORMATS))
+    if unknown:
+        from omnidub.errors import OmnidubError
+
+        raise OmnidubError(f"unknown timeline format {', '.join(unknown)}; choose from {', '.join(TIMELINE_FORMATS)}")
+
+
 def write_timelines(
     placements: list[Placement], base: Path, fps: float, formats: tuple[str, ...] = ("otio",), *, name: str = "", video: Path | None = None, video_seconds: float | None = None
 ) -> list[Path]:
@@ -47,11 +56,7 @@ def write_timelines(
     segment file at its start; the source video on a video track when given. Returns the files written."""
     import opentimelineio as otio
 
-    unknown = sorted(set(formats) - set(TIMELINE_FORMATS))
-    if unknown:
-        from omnidub.errors import OmnidubError
-
-        raise OmnidubError(f"unknown timeline format {', '.join(unknown)}; choose from {', '.join(TIMELINE_FORMATS)}")
+    check_formats(formats)
     tracks = _speaker_tracks(placements, fps)
     picture = _video_track(video, video_seconds, fps)
     written = []
