@@ -240,3 +240,21 @@ def test_deliver_pads_to_the_video_muxes_the_bed_mix_and_flags_lines_past_the_en
     with av.open(str(tmp_path / "clip.dub.mp4")) as dubbed:
         assert dubbed.streams.video[0].frames == 100 and len(dubbed.streams.audio) == 1
         assert dubbed.streams.audio[0].channels == 2 and dubbed.streams.audio[0].metadata["language"] == "fra"
+
+
+def test_the_streamed_meter_agrees_with_pyloudnorm_across_silences_and_block_sizes():
+    from omnidub.outputs.loudness import Meter
+
+    import soxr
+
+    rate = 48000
+    mono = np.concatenate([np.zeros(RATE), speech_like(2.0, 8, 0.2), np.zeros(3 * RATE), speech_like(1.5, 9, 0.05), np.zeros(RATE // 3)])
+    mono = soxr.resample(mono, RATE, rate)
+    sound = np.stack([mono, 0.5 * mono], axis=1).astype(np.float32)
+    for size in (1000, 48000, 4096 * 7):
+        meter = Meter(rate, 2)
+        for start in range(0, len(sound), size):
+            meter.feed(sound[start : start + size])
+        level = meter.finish().level()
+        assert level.integrated == pytest.approx(lufs(sound, rate), abs=0.01)
+        assert level.true_peak == pytest.approx(true_peak_db(sound), abs=0.05)

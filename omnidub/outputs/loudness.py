@@ -1,8 +1,8 @@
 """Loudness (ITU-R BS.1770-4 / EBU R128) measured block by block, and the gain that brings a mix to a target.
 
 A two-hour programme is never held whole: the meter keeps one K-weighted energy per 100 ms and one 4x
-oversampled peak per millisecond (about 30 MB for two hours), which is all that gating, loudness range and a
-look-ahead true-peak limiter need.
+oversampled peak per millisecond (float16: about 15 MB for two hours), which is all that gating, loudness range
+and a look-ahead true-peak limiter need; the limiter's curve exists only around the peaks it turns down.
 """
 
 from __future__ import annotations
@@ -37,7 +37,6 @@ class Meter:
 
     def __init__(self, sample_rate: int, channels: int):
         import pyloudnorm
-        import soxr
 
         self.rate, self.channels = sample_rate, channels
         # pyloudnorm's K-weighting stages, run here with carried filter state so blocks chain seamlessly.
@@ -53,26 +52,82 @@ class Meter:
         self._partial = 0.0
         self._partial_len = 0
         self._frames = 0
-        self._oversampler = soxr.ResampleStream(sample_rate, 4 * sample_rate, channels, dtype="float32", quality="HQ")
+        self._oversampler = self._new_oversampler()
         self._peaks: list[np.ndarray] = []  # per-millisecond true peak (linear)
         self._over = np.zeros((0,), dtype=np.float32)  # oversampled magnitudes not yet in a full window
         self._samples = np.zeros((0,), dtype=np.float32)  # sample magnitudes not yet in a full window
+        self._drain = sample_rate // 10  # zeros after which the oversampler holds nothing but zeros
+        self._quiet = 0  # zeros fed since the last sound
 
     def feed(self, block: np.ndarray) -> None:
         from scipy.signal import lfilter
 
         block = np.asarray(block, dtype=np.float32).reshape(len(block), self.channels)
-        if not len(block):
+        n = len(block)
+        if not n:
             return
-        self._frames += len(block)
-        weighted = block.astype(np.float64)
-        for i, (b, a, gain, state) in enumerate(self._stages):
-            weighted, zf = lfilter(b, a, weighted, axis=0, zi=state)
-            weighted = weighted * gain if gain != 1.0 else weighted
-            self._stages[i] = (b, a, gain, zf)
-        power = (weighted**2) @ self._weights
-        self._add_energy(power)
-        self._add_peaks(_peak_per_frame(block), self._oversampler.resample_chunk(block))
+        self._frames += n
+        silent = not block.any()
+        # Sparse programmes are mostly silence: once the filters and the oversampler hold nothing but (near)
+        # zeros, silence is counted in without running them.
+        if silent and all(np.abs(state).max() < 1e-12 for *_, state in self._stages):
+            self._add_silent_energy(n)
+        else:
+            # A tiny offset keeps the filters' state out of denormal numbers as a sound dies away, where they
+            # would run a hundred times slower; it is ~400 dB under any signal and does not move a reading.
+            weighted = block.astype(np.float64) + 1e-20
+            for i, (b, a, gain, state) in enumerate(self._stages):
+                weighted, zf = lfilter(b, a, weighted, axis=0, zi=state)
+                weighted = weighted * gain if gain != 1.0 else weighted
+                self._stages[i] = (b, a, gain, zf)
+            self._add_energy((weighted**2) @ self._weights)
+        if not silent:
+            self._quiet = 0
+            self._add_peaks(_peak_per_frame(block), self._oversampler.resample_chunk(block))
+            return
+        if self._quiet < self._drain:
+            take = min(n, self._drain - self._quiet)
+            self._quiet += take
+            drained = self._quiet >= self._drain
+            self._add_peaks(np.zeros(take, np.float32), self._oversampler.resample_chunk(block[:take], last=drained))
+            if drained:  # its history is all zeros: a fresh stream is the same, and both buffers line up again
+                self._oversampler = self._new_oversampler()
+            n -= take
+        if n:
+            self._add_silent_peaks(n)
+
+    def _new_oversampler(self):
+        import soxr
+
+        return soxr.ResampleStream(self.rate, 4 * self.rate, self.channels, dtype="float32", quality="HQ")
+
+    def _add_silent_energy(self, n: int) -> None:
+        if self._partial_len:
+            take = min(n, self._step - self._partial_len)
+            self._partial_len += take
+            n -= take
+            if self._partial_len < self._step:
+                return
+            self._energy.append(self._partial)
+            self._partial, self._partial_len = 0.0, 0
+        whole = n // self._step
+        self._energy.extend([0.0] * whole)
+        self._partial, self._partial_len = 0.0, n - whole * self._step
+
+    def _add_silent_peaks(self, n: int) -> None:
+        """``n`` silent frames, with the oversampler drained (its output lines up with the samples)."""
+        w = self._window
+        pad = min(n, -len(self._samples) % w)
+        if pad:  # finish the window in progress
+            self._add_peaks(np.zeros(pad, np.float32), np.zeros(4 * pad, np.float32))
+            n -= pad
+        if len(self._samples):
+            return
+        whole = n // w
+        if whole:
+            self._peaks.append(np.zeros(whole, np.float16))
+        rest = n - whole * w
+        self._samples, self._over = np.zeros(rest, np.float32), np.zeros(4 * rest, np.float32)
 
     def _add_energy(self, power: np.ndarray) -> None:
         pos = 0
@@ -92,7 +147,8 @@ class Meter:
         self._partial, self._partial_len = float(rest.sum()), len(rest)
 
     def _add_peaks(self, samples: np.ndarray, oversampled: np.ndarray, last: bool = False) -> None:
-        over = _peak_per_frame(np.asarray(oversampled, dtype=np.float32).reshape(-1, self.channels))
+        oversampled = np.asarray(oversampled, dtype=np.float32)
+        over = _peak_per_frame(oversampled[:, None] if oversampled.ndim == 1 else oversampled)  # 1-D: already per frame
         self._samples = np.concatenate([self._samples, samples])
         self._over = np.concatenate([self._over, over])
         w = self._window
@@ -105,14 +161,14 @@ class Meter:
         o = np.zeros(ready * 4 * w, np.float32)
         s_n, o_n = min(len(self._samples), ready * w), min(len(self._over), ready * 4 * w)
         s[:s_n], o[:o_n] = self._samples[:s_n], self._over[:o_n]
-        self._peaks.append(np.maximum(s.reshape(ready, w).max(axis=1), o.reshape(ready, 4 * w).max(axis=1)))
+        self._peaks.append(np.maximum(s.reshape(ready, w).max(axis=1), o.reshape(ready, 4 * w).max(axis=1)).astype(np.float16))
         self._samples, self._over = self._samples[s_n:], self._over[o_n:]
 
     def finish(self) -> "Measurement":
         """Close the stream; the measurement keeps the per-step energies and per-millisecond peaks."""
         self._add_peaks(np.zeros(0, np.float32), self._oversampler.resample_chunk(np.zeros((0, self.channels), np.float32), last=True), last=True)
         energy = self._energy + ([self._partial] if self._partial_len else [])
-        peaks = np.concatenate(self._peaks) if self._peaks else np.zeros(0, np.float32)
+        peaks = np.concatenate(self._peaks) if self._peaks else np.zeros(0, np.float16)
         n_windows = -(-self._frames // self._window)
         return Measurement(self.rate, self._step, self._window, self._frames, np.array(energy), peaks[:n_windows])
 
@@ -175,31 +231,30 @@ def _mean_loudness(blocks: np.ndarray) -> float:
 
 @dataclass(frozen=True)
 class Gain:
-    """One gain for the whole mix (dB), plus the limiter's per-millisecond attenuation (dB) where peaks need it."""
+    """One gain for the whole mix (dB), plus the limiter's attenuation (dB per window) where peaks need it."""
 
     db: float
-    limit: np.ndarray | None  # None: the gain alone keeps the true peak under the ceiling
-    window: int  # samples per limiter value
+    limits: tuple[tuple[int, np.ndarray], ...]  # (first window, attenuation per window) for each stretch
+    window: int  # samples per window
 
     @property
     def limited(self) -> bool:
-        return self.limit is not None
+        return bool(self.limits)
 
     def curve(self, start: int, frames: int) -> np.ndarray | float:
         """The linear gain for ``frames`` samples from ``start``: a scalar unless the limiter works here."""
         scalar = 10 ** (self.db / 20)
-        if self.limit is None:
+        end = start + frames
+        touching = [(first, values) for first, values in self.limits
+                    if first * self.window < end + self.window and (first + len(values)) * self.window > start - self.window]
+        if not touching:
             return scalar
-        w = self.window
-        first, last = start // w, (start + frames - 1) // w + 2
-        # Window centres, interpolated: the guarded curve never dips under what any sample's window needs.
-        lo, hi = max(0, first - 1), min(len(self.limit), last + 1)
-        if lo >= hi:
-            return scalar
-        centres = (np.arange(lo, hi) + 0.5) * w
-        db = np.interp(np.arange(start, start + frames) + 0.5, centres, self.limit[lo:hi])
-        if not np.any(db):
-            return scalar
+        db = np.zeros(frames)
+        positions = np.arange(start, end) + 0.5
+        for first, values in touching:
+            # Between window centres the attenuation is interpolated; outside its stretch it is zero.
+            centres = (first + np.arange(len(values)) + 0.5) * self.window
+            db = np.maximum(db, np.interp(positions, centres, values, left=0.0, right=0.0))
         return (scalar * 10 ** (-db / 20)).astype(np.float32)
 
 
@@ -211,36 +266,69 @@ def plan_gain(measured: Measurement, target: float | None, ceiling: float, clip_
     loudness = measured.integrated()
     peak = float(measured.peaks.max()) if measured.peaks.size else 0.0
     if target is None or loudness is None:
-        return Gain(0.0 if peak <= clip_peak else 20 * math.log10(clip_peak / peak), None, window)
+        return Gain(0.0 if peak <= clip_peak else 20 * math.log10(clip_peak / peak), (), window)
     db = target - loudness
-    with np.errstate(divide="ignore"):
-        peaks_db = 20 * np.log10(np.maximum(measured.peaks, 1e-12))
-    limit = None
+    limits: tuple = ()
     # The limiter takes a little loudness away where it works; predict how much from the per-step energies
     # and raise the gain to match. A few rounds converge when it touches only peaks; a programme that would
     # need more than MAKEUP_MAX dB of it stays under the target rather than be squashed.
     linear = db
     for round_ in range(6):
-        need = peaks_db + db - (ceiling - LIMIT_MARGIN)
-        if not np.any(need > 0):
-            return Gain(db, None, window)
-        limit = limiter_curve(np.maximum(need, 0.0), window / measured.rate)
-        reached = _loudness_after(measured, db, limit)
+        limits = limiter_stretches(measured.peaks, db - (ceiling - LIMIT_MARGIN), window / measured.rate)
+        if not limits:
+            break
+        reached = _loudness_after(measured, db, limits)
         step = 0.0 if reached is None else min(target - reached, linear + MAKEUP_MAX - db)
         if round_ == 5 or abs(step) < 0.05:
             break
         db += step
-    return Gain(db, limit, window)
+    return Gain(db, limits, window)
 
 
-def _loudness_after(measured: Measurement, db: float, limit: np.ndarray) -> float | None:
+def _loudness_after(measured: Measurement, db: float, limits) -> float | None:
     """Integrated loudness once the gain and the limiter are applied, from the per-step energies."""
-    power = 10 ** (-limit / 10)
-    owner = (np.arange(len(limit)) * measured.window) // measured.step  # the step each window falls in
-    steps = len(measured.energy)
-    keep = owner < steps
-    mean_power = np.bincount(owner[keep], power[keep], minlength=steps) / np.maximum(np.bincount(owner[keep], minlength=steps), 1)
-    return measured.integrated(measured.energy * 10 ** (db / 10) * mean_power)
+    energy = measured.energy * 10 ** (db / 10)
+    for first, values in limits:
+        owner = ((first + np.arange(len(values))) * measured.window) // measured.step  # the step of each window
+        keep = owner < len(energy)
+        steps, inverse = np.unique(owner[keep], return_inverse=True)
+        # Windows of a step outside the stretch keep full power: average over all the step's windows.
+        per_step = measured.step / measured.window
+        lost = np.bincount(inverse, 1 - 10 ** (-values[keep] / 10)) / per_step
+        energy[steps] *= np.clip(1 - lost, 0.0, 1.0)
+    return measured.integrated(energy)
+
+
+def limiter_stretches(peaks: np.ndarray, offset_db: float, window_seconds: float) -> tuple[tuple[int, np.ndarray], ...]:
+    """Where peaks (linear, per window) raised by ``offset_db`` pass 0 dB: (first window, attenuation in dB) per
+    stretch, each covering the need, reached ahead of every peak and released slowly. Empty when none pass."""
+    threshold = 10 ** (-offset_db / 20)
+    over = np.flatnonzero(peaks > threshold)
+    if not over.size:
+        return ()
+    need = 20 * np.log10(peaks[over].astype(np.float64)) + offset_db
+    rate = LIMIT_RELEASE * window_seconds  # dB per window
+    ahead = max(1, int(round(LIMIT_LOOKAHEAD / window_seconds)))
+    # Each peak reaches from its look-ahead ramp to the end of its release; overlapping reaches form a stretch.
+    lo = over - 2 * ahead - 2
+    hi = over + np.ceil(need / rate).astype(int) + 2
+    stretches = []
+    start, end = lo[0], hi[0]
+    for a, b in zip(lo[1:], hi[1:]):
+        if a > end:
+            stretches.append((start, end))
+            start, end = a, b
+        else:
+            end = max(end, b)
+    stretches.append((start, end))
+    result = []
+    for a, b in stretches:
+        a, b = max(0, int(a)), min(len(peaks), int(b))
+        local = np.zeros(b - a)
+        inside = (over >= a) & (over < b)
+        local[over[inside] - a] = need[inside]
+        result.append((a, limiter_curve(local, window_seconds)))
+    return tuple(result)
 
 
 def limiter_curve(need: np.ndarray, window_seconds: float) -> np.ndarray:
@@ -257,6 +345,6 @@ def limiter_curve(need: np.ndarray, window_seconds: float) -> np.ndarray:
     # average includes the peak's own value, so the peak stays covered and the turn-down is a ramp ahead of it.
     ahead = max(1, int(round(LIMIT_LOOKAHEAD / window_seconds)))
     held = sliding_window_view(np.concatenate([released, np.zeros(ahead)]), ahead + 1).max(axis=1)
-    smooth = sliding_window_view(np.concatenate([np.full(ahead, held[0]), held]), ahead + 1).mean(axis=1)
+    smooth = sliding_window_view(np.concatenate([np.zeros(ahead), held]), ahead + 1).mean(axis=1)
     # Guard for interpolating between window centres: each window takes its neighbours' value too.
-    return maximum_filter1d(np.maximum(smooth, released), size=3, mode="nearest")
+    return maximum_filter1d(np.maximum(smooth, released), size=3, mode="constant")
