@@ -116,8 +116,9 @@ class Session:
     # -- jobs ------------------------------------------------------------------------------------------------
     def renderer(self, input_path, *, voices=None, voice: list[str] = (), voice_text: list[str] = (),
                  language: str | None = None, out_dir=None, fmt: str = "wav", force: bool = False, listener=None,
-                 only: str | None = None):
-        """A renderer for one input (plan it, render it, or both); ``only`` ("3,8-10") limits what it renders."""
+                 only: str | None = None, delivery=None):
+        """A renderer for one input (plan it, render it, or both); ``only`` ("3,8-10") limits what it renders;
+        ``delivery`` (an ``outputs.deliver.DeliveryOptions``) sets the rate, loudness, bed, video and timelines."""
         from omnidub.render import Renderer, default_out_dir, select_lines
         from omnidub.script import read_script
         from omnidub.voices import load_voices
@@ -127,7 +128,7 @@ class Session:
         voice_map = load_voices(Path(voices) if voices else None, list(voice), list(voice_text))
         out = Path(out_dir) if out_dir else default_out_dir(input_path)
         return Renderer(self, script, voice_map, out, input_path=input_path, fmt=fmt, force=force, listener=listener,
-                        only=select_lines(only, script))
+                        only=select_lines(only, script), delivery=delivery)
 
     def render(self, input_path, **kwargs):
         """Render one input into its output folder; returns the run's Summary."""

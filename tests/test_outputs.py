@@ -8,6 +8,8 @@ import numpy as np
 import pytest
 import soundfile as sf
 
+from conftest import make_video
+
 from omnidub.outputs.mix import Bed, Placement, assemble
 
 RATE = 24000  # segments stay at the model's rate
@@ -125,36 +127,10 @@ def test_the_bed_ducks_under_the_dub_and_keeps_its_rate_and_channels(tmp_path):
     assert _level_at(mix, 48000, 150.0, 3.0, 4.6) < -80
 
 
-def make_video(path: Path, seconds: float = 4.0, fps: int = 25, rate: int = 44100) -> None:
-    """A small test video: a moving bar over black (mpeg4) and a 150 Hz tone (AAC, stereo)."""
-    import av
-
-    with av.open(str(path), "w") as out:
-        video = out.add_stream("mpeg4", rate=fps)
-        video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
-        audio = out.add_stream("aac", rate=rate, layout="stereo")
-        for i in range(int(seconds * fps)):
-            image = np.zeros((48, 64, 3), np.uint8)
-            image[:, (i * 2) % 64] = 255
-            for packet in video.encode(av.VideoFrame.from_ndarray(image, format="rgb24")):
-                out.mux(packet)
-        for packet in video.encode():
-            out.mux(packet)
-        sound = tone(seconds, 150.0, rate, 0.2)
-        for start in range(0, len(sound), 1024):
-            chunk = np.ascontiguousarray(np.stack([sound[start : start + 1024]] * 2))
-            frame = av.AudioFrame.from_ndarray(chunk, format="fltp", layout="stereo")
-            frame.sample_rate, frame.pts = rate, start
-            for packet in audio.encode(frame):
-                out.mux(packet)
-        for packet in audio.encode():
-            out.mux(packet)
-
-
 @pytest.fixture(scope="module")
 def test_video(tmp_path_factory) -> Path:
     path = tmp_path_factory.mktemp("video") / "clip.mp4"
-    make_video(path)
+    make_video(path, seconds=4.0)
     return path
 
 

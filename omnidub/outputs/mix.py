@@ -20,6 +20,10 @@ from omnidub.outputs.loudness import Gain, Level, Meter, plan_gain
 
 BLOCK_SECONDS = 10.0
 FORMATS = {"wav": ("WAV", "PCM_24"), "flac": ("FLAC", "PCM_24"), "mp3": ("MP3", "MPEG_LAYER_III")}
+# A RIFF header counts bytes in 32 bits: a WAV file holds at most 4 GiB, about 8 hours of 48 kHz 24-bit mono.
+WAV_LIMIT_BYTES = 2**32 - 1
+_WAV_HEADER_BYTES = 1024  # generous: fmt and other chunks before the samples
+_SAMPLE_BYTES = {"PCM_16": 2, "PCM_24": 3, "PCM_32": 4, "FLOAT": 4}
 
 
 @dataclass(frozen=True)
@@ -57,9 +61,18 @@ class Mastered:
         return {"gain": round(self.gain, 2), "limited": self.limited, **self.level.as_dict()}
 
 
+def container(fmt: str, frames: int, channels: int = 1) -> tuple[str, str]:
+    """The soundfile (format, subtype) a file of ``frames`` is written with: WAV past its 4 GiB limit becomes
+    RF64, the 64-bit WAV that ffmpeg and editors read, under the same .wav name."""
+    major, subtype = FORMATS[fmt]
+    if major == "WAV" and frames * channels * _SAMPLE_BYTES[subtype] + _WAV_HEADER_BYTES > WAV_LIMIT_BYTES:
+        return "RF64", subtype
+    return major, subtype
+
+
 def write_atomic(path: Path, audio: np.ndarray, sample_rate: int, fmt: str = "wav") -> None:
     """Write a whole audio file through a temporary name, so a crash never leaves a torn file."""
-    major, subtype = FORMATS[fmt]
+    major, subtype = container(fmt, len(audio), 1 if np.ndim(audio) == 1 else np.shape(audio)[1])
     with atomic_path(path) as temp:
         sf.write(temp, np.asarray(audio, dtype=np.float32), sample_rate, format=major, subtype=subtype)
 
@@ -82,7 +95,6 @@ def assemble(
     The dub mix gets one gain (to ``loudness`` LUFS, None keeps the level) and, only where its true peak would
     pass ``true_peak`` dBTP, a look-ahead limiter; the stems get the same, so they still sum to the mix."""
     total = int(round(seconds * sample_rate))
-    major, subtype = FORMATS[fmt]
     # Pass 1: measure the dub mix.
     meter = Meter(sample_rate, 1)
     for _, frames, blocks in _program(placements, sample_rate, total):
@@ -99,7 +111,7 @@ def assemble(
         spans = speech_spans(placements, bed.attack, bed.release)
         bed_meter, bed_source = Meter(sample_rate, 2), BedReader(bed.path, sample_rate)
     with contextlib.ExitStack() as stack:
-        sinks = [_sink(stack, path, sample_rate, 1, major, subtype) for path in [*(stems[s] for s in speakers), mix]]
+        sinks = [_sink(stack, path, sample_rate, 1, *container(fmt, total)) for path in [*(stems[s] for s in speakers), mix]]
         for start, frames, blocks in _program(placements, sample_rate, total):
             curve = gain.curve(start, frames)
             for speaker, sink in zip(speakers, sinks):
@@ -120,7 +132,7 @@ def assemble(
     written = Meter(sample_rate, 2)
     bed_source = BedReader(bed.path, sample_rate)
     with contextlib.ExitStack() as stack:
-        sink = _sink(stack, bed_mix, sample_rate, 2, major, subtype)
+        sink = _sink(stack, bed_mix, sample_rate, 2, *container(fmt, total, 2))
         for start, frames, blocks in _program(placements, sample_rate, total):
             out = _over_bed(_sum(blocks, frames) * dub_scale, bed_source.read(frames), spans, start, sample_rate, bed)
             curve = bed_gain.curve(start, frames)

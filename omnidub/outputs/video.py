@@ -67,6 +67,7 @@ def mux(video: Path, audio: Path, out: Path, *, language: str | None = None, kee
             raise OmnidubError(f"{video} has no video stream")
         copied = [source.streams.video[0]]
         streams = {copied[0].index: target.add_stream_from_template(copied[0])}
+        streams[copied[0].index].disposition = av.stream.Disposition.default
         info = sf.info(str(audio))
         layout = "stereo" if info.channels == 2 else "mono"
         dub = target.add_stream(codec, rate=info.samplerate, layout=layout)
