@@ -174,7 +174,9 @@ def test_qa_command_reports_noise_as_failing(small_render, whisper_tiny_en):
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     assert len(report["lines"]) == 2 and not report["passed"]
-    assert json.loads((out / "qa.json").read_text())["lines"][0]["index"] == 1
+    first = json.loads((out / "qa.json").read_text())["lines"][0]
+    assert first["index"] == 1 and first["start_tc"] == json.loads((out / "manifest.json").read_text())["lines"][0]["start_tc"]
+    assert first["start_tc"].count(":") == 3  # HH:MM:SS:FF beside the seconds
 
 
 def test_bench_quick_reports_every_row(tmp_path, tiny_model_dir):

@@ -108,6 +108,7 @@ class LineCheck:
     marks: tuple[str, ...] = ()
     overlap_line: int | None = None  # the later line it runs into
     voice: VoiceMatch | None = None
+    start_tc: str | None = None  # SMPTE HH:MM:SS:FF at the render's frame rate, from the manifest
 
 
 @dataclass(frozen=True)
@@ -359,7 +360,7 @@ def _untranscribed(entry: dict, flag: str, note: str) -> LineCheck:
         transcript=None, metric=metric_for(entry.get("language")), errors=0, reference_units=0, error_rate=None,
         flags=(flag,), passed=False, note=note, start=start, slot=max(0.0, end - start), duration=0.0,
         overflow=0.0, overlap=0.0, peak=0.0, rms=0.0, clipped_samples=0, silent_fraction=0.0,
-        leading_silence=0.0, trailing_silence=0.0,
+        leading_silence=0.0, trailing_silence=0.0, start_tc=entry.get("start_tc"),
     )
 
 
@@ -526,6 +527,7 @@ def _check_one(entry: dict, context: _Context) -> LineCheck:
         overflow=overflow, overlap=overlap, peak=level.peak, rms=level.rms, clipped_samples=level.clipped_samples,
         silent_fraction=level.silent_fraction, leading_silence=level.leading_silence,
         trailing_silence=level.trailing_silence, diff=diff, marks=tuple(marks), overlap_line=overlap_line, voice=voice,
+        start_tc=entry.get("start_tc"),
     )
 
 

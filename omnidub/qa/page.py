@@ -196,7 +196,7 @@ def _row_html(c: LineCheck, has_mix: bool) -> str:
     audio = ""
     if c.file and not {"missing-file", "render-failed"} & set(c.flags):
         audio = f'<audio controls preload="metadata" src="{_src(c.file)}"></audio>'
-    start = timecode(c.start)
+    start = timecode(c.start) + (f"<div class=small>{html.escape(c.start_tc)}</div>" if c.start_tc else "")
     when = f'<button class="seek" data-start="{c.start:.3f}" title="play the mix from here">{start}</button>' if has_mix else start
     text, heard = _diff_html(c)
     heard_html = f"<div class=small>heard: {heard}</div>" if c.transcript is not None else ""

@@ -113,7 +113,7 @@ def print_report(report: Report, console, written: tuple[Path, Path] | None = No
                 details.append(c.note)
             # Lines and transcripts may contain brackets that rich would read as markup.
             table.add_row(
-                str(c.index), timecode(c.start), escape(c.speaker), _line_figure(c), ", ".join(c.flags),
+                str(c.index), timecode(c.start) + (f"\n{c.start_tc}" if c.start_tc else ""), escape(c.speaker), _line_figure(c), ", ".join(c.flags),
                 escape(c.text) + "".join(f"\n[dim]{escape(d)}[/dim]" for d in details),
             )
         console.print(table)
