@@ -176,23 +176,26 @@ def _program(placements: list[Placement], sample_rate: int, total: int):
         frames = int(round(info.frames * sample_rate / info.samplerate))
         spans.append((first, first + frames, i, placement))
     spans.sort(key=lambda s: (s[0], s[2]))
-    loaded: dict[int, np.ndarray] = {}
+    # The spans that can still reach the current block, with their audio: each span enters once (read and
+    # resampled then) and leaves once, so the work grows with the lines, not with lines times blocks.
+    active: list[tuple[int, int, Placement, np.ndarray]] = []
+    upcoming = 0
     for block_start in range(0, total, block_len):
         block_end = min(total, block_start + block_len)
+        while upcoming < len(spans) and spans[upcoming][0] < block_end:
+            first, last, _, placement = spans[upcoming]
+            upcoming += 1
+            audio, rate = sf.read(str(placement.path), dtype="float32", always_2d=True)
+            audio = audio.mean(axis=1)
+            if rate != sample_rate:
+                audio = soxr.resample(audio, rate, sample_rate, quality="HQ")
+            active.append((first, last, placement, np.pad(audio, (0, max(0, last - first - len(audio))))[: last - first]))
+        active = [span for span in active if span[1] > block_start]
         blocks: dict[str, np.ndarray] = {}
-        for first, last, i, placement in spans:
-            if first >= block_end:
-                break
-            if last <= block_start:
-                loaded.pop(i, None)
-                continue
-            if i not in loaded:
-                audio, rate = sf.read(str(placement.path), dtype="float32", always_2d=True)
-                audio = audio.mean(axis=1)
-                if rate != sample_rate:
-                    audio = soxr.resample(audio, rate, sample_rate, quality="HQ")
-                loaded[i] = np.pad(audio, (0, max(0, last - first - len(audio))))[: last - first]
+        for first, last, placement, audio in active:
             lo, hi = max(first, block_start), min(last, block_end)
+            if lo >= hi:
+                continue
             block = blocks.setdefault(placement.speaker, np.zeros(block_end - block_start, np.float32))
-            block[lo - block_start : hi - block_start] += loaded[i][lo - first : hi - first]
+            block[lo - block_start : hi - block_start] += audio[lo - first : hi - first]
         yield block_start, block_end - block_start, blocks
