@@ -38,6 +38,16 @@ class BedReader:
         self._buffered = 0
         self._done = False
 
+    def __enter__(self) -> "BedReader":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self.close()
+
+    def close(self) -> None:
+        self._done = True
+        self._container.close()
+
     def read(self, frames: int) -> np.ndarray:
         """The next ``frames`` frames, [frames, 2]."""
         while self._buffered < frames and not self._done:
@@ -60,8 +70,7 @@ class BedReader:
         chunks = [f.to_ndarray().reshape(-1, 2) for f in converted]
         audio = np.concatenate(chunks) if chunks else np.zeros((0, 2), np.float32)
         if frame is None:
-            self._done = True
-            self._container.close()
+            self.close()
         if self._rate is not None:
             audio = self._rate.resample_chunk(audio, last=self._done)
         if len(audio):

@@ -105,12 +105,13 @@ def assemble(
     # Pass 2: write stems and mix with that gain; measure what is written, and the bed mix if there is one.
     speakers = sorted(stems)
     written = Meter(sample_rate, 1)
-    if bed is not None:
-        from omnidub.outputs.bed import BedReader, speech_spans
-
-        spans = speech_spans(placements, bed.attack, bed.release)
-        bed_meter, bed_source = Meter(sample_rate, 2), BedReader(bed.path, sample_rate)
+    over_bed = bed is not None and bed_mix is not None
     with contextlib.ExitStack() as stack:
+        if over_bed:
+            from omnidub.outputs.bed import BedReader, speech_spans
+
+            spans = speech_spans(placements, bed.attack, bed.release)
+            bed_meter, bed_source = Meter(sample_rate, 2), stack.enter_context(BedReader(bed.path, sample_rate))
         sinks = [_sink(stack, path, sample_rate, 1, *container(fmt, total)) for path in [*(stems[s] for s in speakers), mix]]
         for start, frames, blocks in _program(placements, sample_rate, total):
             curve = gain.curve(start, frames)
@@ -121,17 +122,17 @@ def assemble(
             out = dub * curve
             written.feed(out)
             sinks[-1].write(np.clip(out, -1.0, 1.0))
-            if bed is not None:
+            if over_bed:
                 bed_meter.feed(_over_bed(dub * dub_scale, bed_source.read(frames), spans, start, sample_rate, bed))
     dub_result = Mastered(mix, gain.db, gain.limited, written.finish().level())
-    if bed is None or bed_mix is None:
+    if not over_bed:
         return dub_result, None
 
     # Pass 3: the mix over the bed, with its own gain.
     bed_gain = plan_gain(bed_meter.finish(), loudness, true_peak)
     written = Meter(sample_rate, 2)
-    bed_source = BedReader(bed.path, sample_rate)
     with contextlib.ExitStack() as stack:
+        bed_source = stack.enter_context(BedReader(bed.path, sample_rate))
         sink = _sink(stack, bed_mix, sample_rate, 2, *container(fmt, total, 2))
         for start, frames, blocks in _program(placements, sample_rate, total):
             out = _over_bed(_sum(blocks, frames) * dub_scale, bed_source.read(frames), spans, start, sample_rate, bed)
