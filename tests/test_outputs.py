@@ -234,3 +234,25 @@ def test_the_streamed_meter_agrees_with_pyloudnorm_across_silences_and_block_siz
         level = meter.finish().level()
         assert level.integrated == pytest.approx(lufs(sound, rate), abs=0.01)
         assert level.true_peak == pytest.approx(true_peak_db(sound), abs=0.05)
+
+
+@pytest.mark.parametrize("args, expected", [
+    (["--loudness", "loud"], "--loudness takes a target in LUFS"),
+    (["--fps", "fast"], "--fps takes a frame rate"),
+    (["--timeline", "otio,avid"], "unknown timeline format avid"),
+    (["--true-peak", "1"], "above full scale"),
+    (["--video", "README.md"], "cannot write a dubbed .md video"),
+    (["--bed", "missing.wav"], "--bed missing.wav: no such file"),
+])
+def test_bad_delivery_flags_are_one_line_errors_before_any_model_loads(args, expected, monkeypatch):
+    from conftest import EXAMPLES, ROOT
+    from typer.testing import CliRunner
+
+    from omnidub.cli import app
+
+    monkeypatch.chdir(ROOT)  # README.md is a file that is not a video
+    argv = ["render", str(EXAMPLES / "dialogue.srt"), "--voices", str(EXAMPLES / "voices.toml"), "--dry-run", *args]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 2
+    lines = [line for line in result.stderr.splitlines() if line.strip()]
+    assert len(lines) == 1 and expected in lines[0], result.stderr

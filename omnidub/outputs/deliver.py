@@ -71,6 +71,8 @@ def check(options: DeliveryOptions) -> None:
         raise OmnidubError(f"--sample-rate {options.sample_rate} is outside 8000..192000")
     if options.loudness is not None and not -70 < options.loudness < 0:
         raise OmnidubError(f"--loudness {options.loudness} LUFS is not a usable target (e.g. -23, -16, or off)")
+    if options.true_peak > 0:
+        raise OmnidubError(f"--true-peak {options.true_peak} dBTP is above full scale; use 0 or less (e.g. -1)")
     if options.fps is not None and options.fps <= 0:
         raise OmnidubError("--fps must be positive")
     check_formats(options.timelines)
