@@ -144,7 +144,7 @@ def test_parity_check_passes_every_bound(export_dir):
 
 
 def test_parity_metric_sees_different_audio_not_rounding_or_phase():
-    from omnidub.backends.onnx.parity import BOUNDS, log_spectral_l1
+    from omnidub.backends.onnx.parity import BOUNDS, _render, log_spectral_l1
 
     rng = np.random.default_rng(0)
     noise = rng.standard_normal(24000).astype(np.float32) * 0.1
@@ -239,3 +239,22 @@ def test_big_graphs_keep_their_weights_in_one_sidecar(export_dir, tmp_path, monk
     runs = [onnxruntime.InferenceSession(str(folder / "decoder.onnx")).run(None, {"codes": codes})[0]
             for folder in (export_dir, tmp_path)]
     assert np.array_equal(runs[0], runs[1])
+
+
+def test_ort_backend_renders_what_torch_renders_long_lines_and_natural_lengths_included(engine, prompt, export_dir):
+    import dataclasses
+
+    from omnidub.backends.base import Request
+    from omnidub.backends.onnx import OnnxBackend
+    from omnidub.backends.onnx.parity import BOUNDS, _render, log_spectral_l1
+
+    options = dataclasses.replace(engine.options, decode=dataclasses.replace(engine.options.decode, steps=2))
+    ours, theirs = OnnxBackend(export_dir, "cpu", options, threads=1, quantized=False), engine.with_options(options)
+    requests = [Request("Natural length, trimmed as upstream trims it.", prompt, "en", seed=3, id="natural"),
+                # Over 30 s: cut into chunks; without a voice, later chunks take the first as their reference.
+                Request("We should leave before the roads get busy. " * 12, None, "en", duration=31.0, seed=4, id="long")]
+    for request in requests:
+        (tokens_a, a), (tokens_b, b) = _render(theirs, request), _render(ours, request)
+        assert np.array_equal(tokens_a, tokens_b)
+        assert a.audio.shape == b.audio.shape and a.frames == b.frames
+        assert log_spectral_l1(a.audio, b.audio) <= BOUNDS["end_to_end_log_spectral_l1"]

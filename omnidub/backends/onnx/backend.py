@@ -14,6 +14,7 @@ from typing import Iterator, Sequence
 import numpy as np
 
 from omnidub.backends.base import Prompt, Request, Result
+from omnidub.backends.chunks import split_line
 from omnidub.backends.onnx import audio as upstream_audio
 from omnidub.backends.onnx.host import decode
 from omnidub.backends.onnx.prompt import PromptBuilder, resolve_instruct, resolve_language
@@ -26,10 +27,6 @@ from omnidub.hardware import device_kind
 from omnidub.lightweight import omnivoice_module
 from omnidub.models import ModelSource, resolve_model
 
-# Upstream's long-form rule: text estimated over 30 s is split at punctuation into ~15 s chunks.
-CHUNK_THRESHOLD_SECONDS = 30.0
-CHUNK_SECONDS = 15.0
-CHUNK_GAP_SECONDS = 0.1
 
 
 @dataclass
@@ -134,18 +131,11 @@ class OnnxBackend:
         instruct = resolve_instruct(request.instruct, request.text) if request.instruct else None
         frames = self._frames(request)
         seed = request.seed & 0x7FFF_FFFF_FFFF_FFFF
-        if frames <= CHUNK_THRESHOLD_SECONDS * self.frame_rate:
-            return _Line(request, [request.text], [frames], [seed], language, instruct, [None])
         prompt = request.prompt
-        chunk_chars = int(CHUNK_SECONDS * self.frame_rate / (frames / len(request.text)))
-        texts = omnivoice_module("text").chunk_text_punctuation(text=request.text, chunk_len=chunk_chars, min_chunk_len=3)
-        estimates = [natural_frames(t, prompt.text if prompt else None, prompt.frames if prompt else None) for t in texts]
-        if request.duration is None:
-            budgets = estimates
-        else:
-            gaps = int(round(CHUNK_GAP_SECONDS * self.frame_rate * (len(texts) - 1)))
-            budgets = split_frames(max(len(texts), frames - gaps), estimates)
-        seeds = [seed] + [chunk_seed(seed, j) for j in range(1, len(texts))]
+        texts, budgets, seeds = split_line(
+            request.text, frames, request.duration is not None, seed, self.frame_rate,
+            lambda t: natural_frames(t, prompt.text if prompt else None, prompt.frames if prompt else None),
+            lambda t, chars: omnivoice_module("text").chunk_text_punctuation(text=t, chunk_len=chars, min_chunk_len=3))
         return _Line(request, texts, budgets, seeds, language, instruct, [None] * len(texts))
 
     def _item(self, line: _Line, chunk: int):
@@ -195,17 +185,3 @@ def auto_device() -> str:
 
     return "cuda" if "CUDAExecutionProvider" in onnxruntime.get_available_providers() else "cpu"
 
-
-def split_frames(total: int, weights: list[int]) -> list[int]:
-    """``total`` split in proportion to ``weights`` (largest remainders), every share at least 1."""
-    raw = [total * w / sum(weights) for w in weights]
-    shares = [max(1, int(r)) for r in raw]
-    order = sorted(range(len(raw)), key=lambda i: raw[i] - int(raw[i]), reverse=True)
-    for i in order[: max(0, total - sum(shares))]:
-        shares[i] += 1
-    return shares
-
-
-def chunk_seed(seed: int, chunk: int) -> int:
-    """Each chunk of a long line gets its own noise stream (as in the torch backend)."""
-    return int(np.random.SeedSequence([seed, chunk]).generate_state(1, np.uint64)[0]) & 0x7FFF_FFFF_FFFF_FFFF

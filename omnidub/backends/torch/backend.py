@@ -10,6 +10,7 @@ import numpy as np
 import torch
 
 from omnidub.backends.base import Prompt, Request, Result
+from omnidub.backends.chunks import split_line
 from omnidub.backends.postprocess import fit_exact, match_reference_volume
 from omnidub.backends.torch import upstream
 from omnidub.backends.torch.decode import decode
@@ -20,11 +21,6 @@ from omnidub.errors import OmnidubError
 from omnidub.hardware import device_kind
 from omnidub.models import DEFAULT_MODEL, ModelSource, resolve_model
 
-# Upstream's long-form rule: text estimated over 30 s is split at punctuation into ~15 s chunks.
-CHUNK_THRESHOLD_SECONDS = 30.0
-CHUNK_SECONDS = 15.0
-# cross_fade_chunks puts this much silence (as frames) between chunks.
-CHUNK_GAP_SECONDS = 0.1
 
 
 @dataclass
@@ -132,20 +128,8 @@ class TorchBackend:
         natural = natural_frames(request.text, *_ref(request.prompt))
         frames = natural if request.duration is None else target_frames(request.duration, self.frame_rate)
         seed = request.seed & 0x7FFF_FFFF_FFFF_FFFF
-        if frames <= CHUNK_THRESHOLD_SECONDS * self.frame_rate:
-            return _Line(request, [request.text], [frames], [seed], language, instruct, [None])
-
-        # Long line: upstream's chunking at punctuation into ~15 s pieces.
-        chunk_chars = int(CHUNK_SECONDS * self.frame_rate / (frames / len(request.text)))
-        texts = upstream.chunk_text(request.text, chunk_chars)
-        estimates = [natural_frames(t, *_ref(request.prompt)) for t in texts]
-        if request.duration is None:
-            budgets = estimates
-        else:
-            # Split the exact target in proportion to each chunk's natural length, minus the gaps between them.
-            gaps = int(round(CHUNK_GAP_SECONDS * self.frame_rate * (len(texts) - 1)))
-            budgets = _split(max(len(texts), frames - gaps), estimates)
-        seeds = [seed] + [_chunk_seed(seed, j) for j in range(1, len(texts))]
+        texts, budgets, seeds = split_line(request.text, frames, request.duration is not None, seed, self.frame_rate,
+                                           lambda t: natural_frames(t, *_ref(request.prompt)), upstream.chunk_text)
         return _Line(request, texts, budgets, seeds, language, instruct, [None] * len(texts))
 
     def _item(self, line: _Line, chunk: int) -> Item:
@@ -217,17 +201,3 @@ def compile_llm(llm):
     """torch.compile the language model with dynamic shapes (the CLI points inductor's cache at omnidub's)."""
     return torch.compile(llm, dynamic=True)
 
-
-def _split(total: int, weights: list[int]) -> list[int]:
-    """``total`` split in proportion to ``weights`` (largest remainders), every share at least 1."""
-    raw = [total * w / sum(weights) for w in weights]
-    shares = [max(1, int(r)) for r in raw]
-    order = sorted(range(len(raw)), key=lambda i: raw[i] - int(raw[i]), reverse=True)
-    for i in order[: max(0, total - sum(shares))]:
-        shares[i] += 1
-    return shares
-
-
-def _chunk_seed(seed: int, chunk: int) -> int:
-    # Each chunk gets its own stream so chunks can decode in any grouping.
-    return int(np.random.SeedSequence([seed, chunk]).generate_state(1, np.uint64)[0]) & 0x7FFF_FFFF_FFFF_FFFF
