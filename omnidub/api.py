@@ -12,20 +12,25 @@ never pay for them.
 from __future__ import annotations
 
 import contextlib
+import functools
 from pathlib import Path
 
 from omnidub.config import Preset, generation_settings, load_preset
 from omnidub.errors import OmnidubError
 from omnidub.hardware import device_kind, dtype_for, guess_device
 from omnidub.models import DEFAULT_MODEL, ModelSource, resolve_model
-from omnidub.scheduler import Budget, default_budget
+from omnidub.scheduler import EXECUTORS, Budget, ExecutorOptions, default_budget
 
 
 class Session:
     """One model, device and ASR for any number of renders; each loads on first use."""
 
     def __init__(self, model: str = DEFAULT_MODEL, device: str = "auto", preset: Preset | str = "fast",
-                 asr_model: str | None = None, *, source: ModelSource | None = None):
+                 asr_model: str | None = None, *, source: ModelSource | None = None,
+                 executor: ExecutorOptions | None = None):
+        self.executor_options = executor or ExecutorOptions()
+        if self.executor_options.kind not in EXECUTORS:
+            raise OmnidubError(f"unknown executor {self.executor_options.kind!r}: use {' or '.join(EXECUTORS)}")
         self.model_spec = model
         self.device_spec = device
         self.preset = load_preset(preset) if isinstance(preset, str) else preset
@@ -35,6 +40,7 @@ class Session:
         self._asr = None
         # A context manager around each model load: the CLI shows a spinner with what is loading.
         self.on_load = lambda what: contextlib.nullcontext()
+        self._executor = None
 
     # -- what is known without loading anything ----------------------------------------------------------------
     @property
@@ -96,6 +102,36 @@ class Session:
                 self._backend = load_backend(self.source, self.device_spec, self.preset)
         return self._backend
 
+    def executor(self):
+        """What renders lines: the resident backend here, or a pool of Ray workers (started on first call)."""
+        if self._executor is None:
+            if self.executor_options.kind == "ray":
+                from omnidub.cluster import RayExecutor
+
+                # Workers load the folder this machine resolved: no hub access (or download races) in workers.
+                factory = functools.partial(load_backend, self.source, self.device_spec, self.preset)
+                with self.on_load("a pool of Ray workers"):
+                    self._executor = RayExecutor(factory, self.budget, self.executor_options, identity=self.identity,
+                                                 settings=self.settings, device=self.device)
+            else:
+                from omnidub.scheduler import LocalExecutor
+
+                self._executor = LocalExecutor(self.backend(), self.budget)
+        return self._executor
+
+    def check_executor(self) -> None:
+        """Fail early (one line) when the executor cannot be used here, before any slow work starts."""
+        if self.executor_options.kind == "ray":
+            from omnidub.cluster import require_ray
+
+            require_ray()
+
+    def close(self) -> None:
+        """Stop the executor's workers, if any (the resident backend stays with the session)."""
+        if self._executor is not None:
+            self._executor.close()
+            self._executor = None
+
     def asr(self):
         """The ASR model for reference trimming and QA (it loads on its first transcription)."""
         from omnidub.asr import Asr
@@ -116,9 +152,10 @@ class Session:
     # -- jobs ------------------------------------------------------------------------------------------------
     def renderer(self, input_path, *, voices=None, voice: list[str] = (), voice_text: list[str] = (),
                  language: str | None = None, out_dir=None, fmt: str = "wav", force: bool = False, listener=None,
-                 only: str | None = None, delivery=None):
+                 only: str | None = None, delivery=None, cache_dir=None):
         """A renderer for one input (plan it, render it, or both); ``only`` ("3,8-10") limits what it renders;
-        ``delivery`` (an ``outputs.deliver.DeliveryOptions``) sets the rate, loudness, bed, video and timelines."""
+        ``delivery`` (an ``outputs.deliver.DeliveryOptions``) sets the rate, loudness, bed, video and timelines;
+        ``cache_dir`` is a line cache shared with other inputs (default: ``.cache/`` in the output folder)."""
         from omnidub.render import Renderer, default_out_dir, select_lines
         from omnidub.script import read_script
         from omnidub.voices import load_voices
@@ -128,7 +165,8 @@ class Session:
         voice_map = load_voices(Path(voices) if voices else None, list(voice), list(voice_text))
         out = Path(out_dir) if out_dir else default_out_dir(input_path)
         return Renderer(self, script, voice_map, out, input_path=input_path, fmt=fmt, force=force, listener=listener,
-                        only=select_lines(only, script), delivery=delivery)
+                        only=select_lines(only, script), delivery=delivery,
+                        cache_dir=Path(cache_dir) if cache_dir else None)
 
     def render(self, input_path, **kwargs):
         """Render one input into its output folder; returns the run's Summary."""
@@ -137,6 +175,13 @@ class Session:
             return renderer.run()
         finally:
             renderer.close()
+
+    def job(self, inputs, *, out_dir=None, listener=None, **options):
+        """A job over many inputs (files or folders of .srt/.vtt/.txt) through one executor stream; ``out_dir``
+        is the parent of one folder per input when there are several. Options are those of :meth:`renderer`."""
+        from omnidub.job import build_job
+
+        return build_job(self, [Path(p) for p in inputs], out_dir=out_dir, listener=listener, **options)
 
     def qa(self, out_dir, *, max_wer: float | None = None, progress=None, speaker_model: str | None = None):
         """Check a rendered folder; returns the QA Report (written to qa.json and qa.html). `speaker_model`

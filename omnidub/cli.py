@@ -59,7 +59,7 @@ class _Command(typer.core.TyperCommand):
     """Arguments in the usage line as their metavars (INPUT), not Typer's {input}."""
 
     def collect_usage_pieces(self, ctx):
-        return [re.sub(r"^\{(.*)\}$", r"\1", piece) for piece in super().collect_usage_pieces(ctx)]
+        return [re.sub(r"\{([^{}]*)\}", r"\1", piece) for piece in super().collect_usage_pieces(ctx)]
 
 
 # Plain click-style help: Typer's rich help shows flags as taking a value (--force <bool>), eats text in square
@@ -90,6 +90,11 @@ class Dtype(str, Enum):
 
 class Quantize(str, Enum):
     int8 = "int8"
+
+
+class Executor(str, Enum):
+    local = "local"
+    ray = "ray"
 
 
 class Format(str, Enum):
@@ -148,8 +153,9 @@ def warn_synthetic(model: str) -> None:
 
 @app.command(cls=_Command)
 def render(
-    input: Path = typer.Argument(..., metavar="INPUT", show_default=False,
-                                 help="Subtitles (.srt, .vtt) or a script (.txt: 'SPEAKER: text' per line)."),
+    inputs: List[Path] = typer.Argument(..., metavar="INPUT", show_default=False,
+                                        help="Subtitles (.srt, .vtt) or scripts (.txt: 'SPEAKER: text' per line), "
+                                             "or folders of them; all render with one model."),
     voice: List[str] = typer.Option([], "--voice", metavar="[SPEAKER=]REF", show_default=False,
                                     help="Reference audio for the default voice, or for one speaker."),
     voice_text: List[str] = typer.Option([], "--voice-text", metavar="[SPEAKER=]TEXT", show_default=False,
@@ -172,7 +178,20 @@ def render(
                                           help="Model precision. [default: auto: the fastest the device does well]"),
     compile: bool = typer.Option(False, "--compile", help="torch.compile the language model (slow start, faster steps)."),
     out_dir: Optional[Path] = typer.Option(None, "--out", metavar="DIR", show_default=False,
-                                           help="Output folder. [default: output/<input stem>]"),
+                                           help="Output folder; with several inputs, the folder that holds one per "
+                                                "input. [default: output/<input stem>]"),
+    cache: Optional[Path] = typer.Option(None, "--cache", metavar="DIR", show_default=False,
+                                         help="Line cache shared by inputs and runs. [default: .cache/ in each output folder]"),
+    executor: Executor = typer.Option(Executor.local, "--executor", metavar="local|ray",
+                                      help="Render here, or on a pool of Ray workers."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="auto|HOST:PORT", show_default=False,
+                                              help="Ray cluster to join. [default: start a local one]"),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, metavar="N", show_default=False,
+                                          help="Ray workers, each with one resident model. [default: as many as fit]"),
+    gpus_per_worker: Optional[float] = typer.Option(None, "--gpus-per-worker", min=0.0, metavar="F", show_default=False,
+                                                    help="GPUs per Ray worker. [default: 1 on CUDA, else 0]"),
+    cpus_per_worker: Optional[int] = typer.Option(None, "--cpus-per-worker", min=1, metavar="N", show_default=False,
+                                                  help="CPUs (and threads) per Ray worker. [default: 1]"),
     seed: Optional[int] = typer.Option(None, "--seed", min=0, metavar="N", show_default=False,
                                        help="Run seed; each line's seed derives from it. [default: 0]"),
     format: Format = typer.Option(Format.wav, "--format", metavar="wav|flac|mp3", help="Format of stems and mix (segments stay WAV)."),
@@ -205,7 +224,7 @@ def render(
     as_json: bool = typer.Option(False, "--json", help="Print the plan or the summary as JSON."),
     debug: bool = DebugOption,
 ) -> None:
-    """Render INPUT into timed stems per speaker plus a mix.
+    """Render each INPUT into timed stems per speaker plus a mix, with one model for all of them.
 
     \b
     Examples:
@@ -214,6 +233,7 @@ def render(
       omnidub render script.txt --voices voices.toml --dry-run
       omnidub render episode.srt --voices voices.toml --only 3,8-10
       omnidub render episode.srt --voices voices.toml --model synthetic:tiny
+      omnidub render season/ --voices voices.toml --executor ray --workers 4
     """
     with user_errors(debug):
         code = _render(**locals())
@@ -223,6 +243,7 @@ def render(
 def _render(**o) -> int:
     from omnidub.api import Session
     from omnidub.config import load_preset
+    from omnidub.scheduler import ExecutorOptions
 
     if o["qa"] or o["retakes"]:
         from omnidub.qa import speaker_encoder
@@ -237,26 +258,46 @@ def _render(**o) -> int:
         compile=True if o["compile"] else None,
         seed=o["seed"],
     )
-    session = Session(o["model"], o["device"], settings, o["asr_model"])
+    ray_options = ("ray_address", "workers", "gpus_per_worker", "cpus_per_worker")
+    if o["executor"] is Executor.local and any(o[name] is not None for name in ray_options):
+        given = next(name for name in ray_options if o[name] is not None)
+        raise OmnidubError(f"--{given.replace('_', '-')} is an option of the Ray executor: add --executor ray")
+    executor = ExecutorOptions(o["executor"].value, o["ray_address"], o["workers"], o["gpus_per_worker"],
+                               o["cpus_per_worker"] or 1)
+    session = Session(o["model"], o["device"], settings, o["asr_model"], executor=executor)
     listener = _ProgressListener(err)
-    renderer = session.renderer(o["input"], voices=o["voices"], voice=o["voice"], voice_text=o["voice_text"],
-                                language=o["language"], out_dir=o["out_dir"], fmt=o["format"].value, force=o["force"],
-                                listener=listener, only=o["only"], delivery=_delivery(o))
+    job = session.job(o["inputs"], voices=o["voices"], voice=o["voice"], voice_text=o["voice_text"],
+                      language=o["language"], out_dir=o["out_dir"], cache_dir=o["cache"], fmt=o["format"].value,
+                      force=o["force"], listener=listener, only=o["only"], delivery=_delivery(o))
     try:
-        return _run(o, session, settings, renderer, listener)
+        return _run(o, session, settings, job, listener)
     finally:
-        renderer.close()
+        job.close()
+        session.close()
 
 
-def _run(o: dict, session, settings, renderer, listener) -> int:
-    for message in (*renderer.script.warnings, *(f"skipped {s}" for s in renderer.script.skipped)):
+def _run(o: dict, session, settings, job, listener) -> int:
+    many = job.many
+    for message in job.notes:
         err.print(f"[yellow]note:[/] {escape(printable(message))}", soft_wrap=True)
+    for renderer in job.renderers:
+        where = f"{renderer.input_path}: " if many else ""
+        for message in (*renderer.script.warnings, *(f"skipped {s}" for s in renderer.script.skipped)):
+            err.print(f"[yellow]note:[/] {escape(printable(where + message))}", soft_wrap=True)
 
     if o["dry_run"]:
-        _print_plan(renderer.plan(), renderer.estimated, o["as_json"], renderer.selected)
-        return 0
+        if not many:
+            renderer = job.renderers[0]
+            _print_plan(renderer.plan(), renderer.estimated, o["as_json"], renderer.selected)
+            return 0
+        return _print_plans(job, o["as_json"])
 
-    renderer.open_folder()  # a folder that cannot be used is said before the model banner, not after
+    job.open()  # folders that cannot be used are said before the model banner, not after
+    for run in job.failed:
+        err.print(f"[bold red]error:[/] {escape(printable(str(run.error)))}", soft_wrap=True)
+    if not job.renderers:
+        return 2
+    session.check_executor()
     warn_synthetic(o["model"])
     if settings.engine.compile:
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_home() / "inductor"))
@@ -264,30 +305,79 @@ def _run(o: dict, session, settings, renderer, listener) -> int:
     err.print(
         f"omnidub: model [bold]{escape(printable(o['model']))}[/] ({session.backend_name}) on {session.device} "
         f"({session.identity['dtype']}), preset {settings.name}: {engine.decode.steps} steps, "
-        f"cfg {session.settings['cfg']}{', compiled' if engine.compile else ''}",
+        f"cfg {session.settings['cfg']}{', compiled' if engine.compile else ''}"
+        + (f", {len(job.renderers)} inputs" if many else "")
+        + (", on Ray workers" if session.executor_options.kind == "ray" else ""),
         soft_wrap=True,
     )
     session.on_load = listener.loading
-    with _stop_on_ctrl_c(renderer):
-        summary = renderer.run()
-    if summary.interrupted:
-        err.print(f"interrupted: {summary.rendered + summary.cached} of {summary.lines} lines are done; rerun to finish.")
+    with _stop_on_ctrl_c(job):
+        runs = job.run()
+    if not many and runs[0].error is not None:
+        raise runs[0].error
+    summaries = [run.summary for run in runs if run.summary is not None]
+    if any(summary.interrupted for summary in summaries):
+        done = sum(s.rendered + s.cached for s in summaries)
+        err.print(f"interrupted: {done} of {sum(s.lines for s in summaries)} lines are done; rerun to finish.")
         return 130
+    session.close()  # Ray workers are not needed for QA (retakes render here)
 
-    qa_failed = False
+    qa_failed = set()
     if o["qa"] or o["retakes"]:
         from omnidub.qa import print_report, speaker_encoder, write_reports
         from omnidub.retakes import qa_with_retakes
 
         encoder = speaker_encoder(o["speaker_model"], session.device)
-        with _qa_progress(err) as progress:
-            report = qa_with_retakes(renderer, session.asr(), o["retakes"], listener, progress=progress, encoder=encoder)
-        written = write_reports(report, renderer.out_dir)
-        if not o["as_json"]:
-            print_report(report, err, written)
-        qa_failed = not report.passed
-    _print_summary(summary, o["as_json"])
-    return 1 if summary.failed or qa_failed else 0
+        rendered = {run.input for run in runs if run.summary is not None}
+        for renderer in (r for r in job.renderers if r.input_path in rendered):
+            if many:
+                listener.input(renderer.out_dir.name)
+            with _qa_progress(err) as progress:
+                report = qa_with_retakes(renderer, session.asr(), o["retakes"], listener, progress=progress,
+                                         encoder=encoder)
+            written = write_reports(report, renderer.out_dir)
+            if not o["as_json"]:
+                print_report(report, err, written)
+            if not report.passed:
+                qa_failed.add(renderer.out_dir)
+    if not many:
+        _print_summary(summaries[0], o["as_json"])
+        return 1 if summaries[0].failed or qa_failed else 0
+    if o["as_json"]:
+        _print_json({"inputs": [
+            {"input": str(run.input), "error": None if run.error is None else str(run.error),
+             **(_summary_json(run.summary) if run.summary is not None else {"out_dir": None})}
+            for run in runs]})
+    else:
+        for summary in summaries:
+            _print_summary(summary, False)
+        for run in runs:
+            if run.error is not None:
+                err.print(f"[bold red]not rendered:[/] {escape(printable(str(run.error)))}", soft_wrap=True)
+    bad = [run for run in runs if run.error is not None or run.summary.failed or run.summary.out_dir in qa_failed]
+    return 1 if bad else 0
+
+
+def _print_plans(job, as_json: bool) -> int:
+    """The plan of every input of a job; exit 1 when some input cannot be planned, 2 when none can."""
+    plans = []
+    for renderer in job.renderers:
+        try:
+            plans.append((renderer, renderer.plan()))
+        except OmnidubError as exc:
+            err.print(f"[bold red]error:[/] {escape(printable(str(exc)))}", soft_wrap=True)
+    for run in job.failed:
+        err.print(f"[bold red]error:[/] {escape(printable(str(run.error)))}", soft_wrap=True)
+    if as_json:
+        _print_json({"inputs": [{"input": str(r.input_path), "out_dir": str(r.out_dir),
+                                 **_plan_json(entries, r.estimated, r.selected)} for r, entries in plans]})
+    else:
+        for renderer, entries in plans:
+            sys.stdout.write(f"\n{printable(renderer.input_path)} -> {printable(renderer.out_dir)}\n")
+            _print_plan(entries, renderer.estimated, False, renderer.selected)
+    if len(plans) == len(job.renderers) and not job.failed:
+        return 0
+    return 1 if plans else 2
 
 
 def _delivery(o: dict):
@@ -315,13 +405,13 @@ def _delivery(o: dict):
 
 
 @contextlib.contextmanager
-def _stop_on_ctrl_c(renderer):
+def _stop_on_ctrl_c(job):
     """First Ctrl-C: finish the lines in flight, then stop cleanly. A second one stops at once."""
     def handler(signum, frame):
-        if renderer.stopping:
+        if job.stopping:
             # The journal already holds every finished line; only the lines in flight are dropped.
             raise KeyboardInterrupt
-        renderer.request_stop()
+        job.request_stop()
         err.print("[yellow]note:[/] stopping after the line in flight (Ctrl-C again to stop now)")
 
     previous = signal.signal(signal.SIGINT, handler)
@@ -331,7 +421,7 @@ def _stop_on_ctrl_c(renderer):
         signal.signal(signal.SIGINT, previous)
 
 
-def _print_plan(entries, estimated: bool, as_json: bool, selected=lambda index: True) -> None:
+def _plan_json(entries, estimated: bool, selected=lambda index: True) -> dict:
     rows = [
         {
             "index": e.index,
@@ -350,9 +440,15 @@ def _print_plan(entries, estimated: bool, as_json: bool, selected=lambda index: 
         }
         for e in entries
     ]
+    return {"estimated": estimated, "lines": rows}
+
+
+def _print_plan(entries, estimated: bool, as_json: bool, selected=lambda index: True) -> None:
+    plan = _plan_json(entries, estimated, selected)
     if as_json:
-        _print_json({"estimated": estimated, "lines": rows})
+        _print_json(plan)
         return
+    rows = plan["lines"]
     counts = {status: sum(r["status"] == status for r in rows) for status in ("cached", "render", "pending")}
     title = f"Plan: {counts['cached']} of {len(rows)} lines cached, {counts['render']} to render"
     if counts["pending"]:
@@ -399,8 +495,8 @@ def _columns(rows: list[dict], width: int) -> str:
     return "\n".join(body)
 
 
-def _print_summary(summary, as_json: bool) -> None:
-    data = {
+def _summary_json(summary) -> dict:
+    return {
         "out_dir": str(summary.out_dir),
         "lines": summary.lines,
         "rendered": summary.rendered,
@@ -415,6 +511,10 @@ def _print_summary(summary, as_json: bool) -> None:
         "outputs": ["segments/", "manifest.json", *summary.outputs],
         "loudness": summary.loudness,
     }
+
+
+def _print_summary(summary, as_json: bool) -> None:
+    data = _summary_json(summary)
     if as_json:
         _print_json(data)
         return
@@ -474,11 +574,16 @@ class _ProgressListener:
             transient=False,
         )
         self.task = None
+        self.current = ""  # the input the latest line belongs to, in jobs of several inputs
         self.rendered = self.cached = self.failed = 0
         self.audio = self.wall = 0.0
 
     def step(self, text: str) -> None:
-        self.console.print(f"[cyan]→[/] {escape(printable(text))}")
+        where = f"{self.current}: " if self.current else ""
+        self.console.print(f"[cyan]→[/] {escape(printable(where + text))}")
+
+    def input(self, name: str) -> None:
+        self.current = printable(name)
 
     def note(self, text: str) -> None:
         self.console.print(f"[yellow]note:[/] {escape(printable(text))}", soft_wrap=True)
@@ -500,7 +605,8 @@ class _ProgressListener:
     def line_started(self, entry) -> None:
         text = printable(entry.text)
         text = text if len(text) <= 40 else text[:39] + "…"
-        self.progress.update(self.task, description=f"line {entry.index} · {escape(printable(entry.speaker))} · {escape(text)}")
+        where = f"{escape(self.current)} · " if self.current else ""
+        self.progress.update(self.task, description=f"{where}line {entry.index} · {escape(printable(entry.speaker))} · {escape(text)}")
 
     def line_done(self, entry, audio_seconds: float, wall_seconds: float) -> None:
         status = entry.status
@@ -513,7 +619,8 @@ class _ProgressListener:
         rtf = f"RTF {self.wall / self.audio:.2f}" if self.audio else ""
         self.progress.update(self.task, advance=1, counts=counts, rtf=rtf)
         if status == "failed":
-            self.console.print(f"[red]line {entry.index} failed:[/] {escape(printable(entry.error or ''))}", soft_wrap=True)
+            where = f"{escape(self.current)} " if self.current else ""
+            self.console.print(f"[red]{where}line {entry.index} failed:[/] {escape(printable(entry.error or ''))}", soft_wrap=True)
 
     def finish(self) -> None:
         if self.task is not None:

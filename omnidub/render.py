@@ -1,14 +1,16 @@
 """Rendering one script: prompts per speaker, the timing plan, keyed segments, stems and a mix.
 
-Orchestration only: keys come from ``keys``, batching from ``scheduler``, audio from the session's backend,
+Orchestration only: keys come from ``keys``, batching from ``scheduler``, audio from the session's executor,
 records from ``journal``. Reruns redo only what changed: every line's audio is stored under its key in
-``<out>/.cache/``; each finished line is appended to the journal, so a crash loses at most the lines in flight.
+``<out>/.cache/`` (or a shared cache folder); each finished line is appended to the journal, so a crash loses at
+most the lines in flight. ``job`` runs many renderers through one executor; ``Renderer.run`` is a job of one.
 """
 
 from __future__ import annotations
 
 import filecmp
 import hashlib
+import os
 import re
 import shutil
 from collections import Counter
@@ -28,7 +30,7 @@ from omnidub.journal import JOURNAL, MANIFEST, Journal, LineEntry, read_entries,
 from omnidub.keys import file_digest, line_key, line_seed
 from omnidub.outputs.deliver import Delivered, DeliveryOptions, check, deliver
 from omnidub.outputs.mix import FORMATS, Placement, container, write_atomic
-from omnidub.scheduler import Failure, stream
+from omnidub.scheduler import Failure, Outcome, stream
 from omnidub.script import Script
 from omnidub.timing import Target, plan
 from omnidub.voices import PromptCache, Voice, voice_for, voice_prompt, voice_prompt_key
@@ -86,6 +88,9 @@ class Listener:
     def line_started(self, entry: LineEntry) -> None: ...
 
     def line_done(self, entry: LineEntry, audio_seconds: float, wall_seconds: float) -> None: ...
+
+    def input(self, name: str) -> None:
+        """The input the next line events belong to (only in jobs of several inputs)."""
 
     def finish(self) -> None: ...
 
@@ -148,9 +153,9 @@ def verify_segment(path: Path, seconds: float, sha256: str | None = None) -> str
     return None if len(audio) == expected and np.isfinite(audio).all() else "its samples do not decode"
 
 
-def default_out_dir(input_path: Path) -> Path:
-    """``output/<input stem>``, unless another input that still exists already rendered there."""
-    folder = Path("output") / input_path.stem
+def default_out_dir(input_path: Path, folder: Path | None = None) -> Path:
+    """``folder`` (default ``output/<input stem>``), unless another input that still exists already rendered there."""
+    folder = Path("output") / input_path.stem if folder is None else Path(folder)
     other = (read_manifest(folder) or {}).get("input")
     # Two inputs with one stem (ep1/en.srt, ep2/en.srt) must not share a folder: the second render would
     # replace the first and drop its cached audio. A renamed or moved input keeps its folder.
@@ -242,7 +247,8 @@ class Renderer:
 
     def __init__(self, session, script: Script, voices: dict[str, Voice], out_dir: Path, *, input_path: Path,
                  fmt: str = "wav", force: bool = False, listener: Listener | None = None,
-                 only: frozenset[int] | None = None, delivery: DeliveryOptions | None = None):
+                 only: frozenset[int] | None = None, delivery: DeliveryOptions | None = None,
+                 cache_dir: Path | None = None):
         for speaker in sorted({line.speaker for line in script.lines}):
             voice_for(speaker, voices)  # every speaker needs a voice before anything heavy starts
         self.session = session
@@ -270,6 +276,9 @@ class Renderer:
         self._cache = PromptCache(prompt_cache_dir())
         self._lock = FolderLock(self.out_dir)
         self._owned: set[str] = set()
+        # A shared cache (--cache) holds other inputs' lines too: it is never pruned.
+        self.cache_dir = Path(cache_dir) if cache_dir is not None else self.out_dir / ".cache"
+        self.left_out: list[int] = []  # lines --only leaves without audio
 
     def request_stop(self) -> None:
         """Finish the lines in flight, then stop (the CLI calls this on Ctrl-C)."""
@@ -458,11 +467,11 @@ class Renderer:
         try:
             self.out_dir.mkdir(parents=True, exist_ok=True)
             self._lock.acquire()
-            for sub in ("segments", "stems", ".cache"):
-                (self.out_dir / sub).mkdir(exist_ok=True)
+            for folder in (self.out_dir / "segments", self.out_dir / "stems", self.cache_dir):
+                folder.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise OmnidubError(f"cannot write the output folder {self.out_dir}: {exc.strerror or exc}") from exc
-        folders = [self.out_dir, *(self.out_dir / sub for sub in ("segments", "stems", ".cache")), prompt_cache_dir()]
+        folders = [self.out_dir, self.out_dir / "segments", self.out_dir / "stems", self.cache_dir, prompt_cache_dir()]
         debris = sum(remove_debris(folder) for folder in folders)
         if debris:
             self.listener.note(f"removed {debris} temporary file(s) left by an interrupted run")
@@ -475,36 +484,47 @@ class Renderer:
 
     def run(self) -> Summary:
         """Render every line that is not cached, then assemble stems and the mix."""
+        from omnidub.job import Job
+
+        return Job(self.session, [self], listener=self.listener).run()[0].result()
+
+    def prepare(self) -> list[LineEntry]:
+        """Claim the folder, plan with prepared prompts and place the cached lines; returns the lines to render."""
         self.open_folder()
         self.plan(prepare=True)
         pending = [e for e in self.entries if not e.done and self.selected(e.index)]
-        left_out = [e.index for e in self.entries if not e.done and not self.selected(e.index)]
-        if left_out:
-            self.notes.append(f"--only: line(s) {_ranges(left_out)} have no audio yet and are left out of the stems "
-                              f"and mix; rerun without --only to render them")
+        self.left_out = [e.index for e in self.entries if not e.done and not self.selected(e.index)]
+        if self.left_out:
+            self.notes.append(f"--only: line(s) {_ranges(self.left_out)} have no audio yet and are left out of the "
+                              f"stems and mix; rerun without --only to render them")
             self.listener.note(self.notes[-1])
         for entry in self.entries:
             if entry.done:
                 self._place(entry)
-        if pending:
-            for speaker in {e.speaker for e in pending}:
-                if self.speakers[speaker].voice.instruct:
-                    self.session.check_instruct(self.speakers[speaker].voice.instruct)
-            self.session.backend()  # a model that cannot load is the user's to fix (exit 2), not every line failing
-        self.listener.start(len(self.entries) - len(left_out))
-        for entry in self.entries:
-            if entry.done:
-                self.listener.line_done(entry, entry.duration or 0.0, 0.0)
+        for speaker in {e.speaker for e in pending}:
+            if self.speakers[speaker].voice.instruct:
+                self.session.check_instruct(self.speakers[speaker].voice.instruct)
+        return pending
 
-        synth_seconds = audio_seconds = 0.0
-        try:
-            for entry, wall, produced in self._render(pending):
-                synth_seconds += wall
-                audio_seconds += produced
-        finally:
-            self.listener.finish()
-            self.journal.close()
+    def request(self, entry: LineEntry, id: str, seed: int | None = None) -> Request:
+        """What a backend needs to speak a line (``id`` comes back on its result)."""
+        speaker = self.speakers[entry.speaker]
+        return Request(text=entry.text, prompt=speaker.prompt, language=entry.language, instruct=speaker.voice.instruct,
+                       duration=entry.target, seed=entry.seed if seed is None else seed, id=id)
 
+    def accept(self, entry: LineEntry, outcome: Outcome) -> None:
+        """Store a line's audio (or its failure) and journal it."""
+        if isinstance(outcome, Failure):
+            self._fail(entry, outcome.error)
+            return
+        self._store(entry, outcome.audio, outcome.sample_rate)
+        entry.status, entry.render_seconds, entry.error = "rendered", round(outcome.seconds, 3), None
+        self.journal.append(entry)
+        self.listener.line_done(entry, entry.duration, outcome.seconds)
+
+    def finish(self, synth_seconds: float = 0.0, audio_seconds: float = 0.0) -> Summary:
+        """Close the journal, assemble (unless stopping) and sum up the run."""
+        self.journal.close()
         if not self.stopping:
             self.reassemble()
         else:
@@ -522,39 +542,9 @@ class Renderer:
             program_seconds=self.program or 0.0,
             interrupted=self.stopping,
             outputs=tuple(self.outputs.values()) + self._delivered_files(),
-            pending=tuple(left_out),
+            pending=tuple(self.left_out),
             loudness=self.delivered.loudness() if self.delivered else None,
         )
-
-    def _requests(self, entries: list[LineEntry], seeds: list[int] | None = None) -> list[Request]:
-        requests = []
-        for i, entry in enumerate(entries):
-            speaker = self.speakers[entry.speaker]
-            requests.append(Request(text=entry.text, prompt=speaker.prompt, language=entry.language,
-                                    instruct=speaker.voice.instruct, duration=entry.target,
-                                    seed=seeds[i] if seeds else entry.seed, id=str(i)))
-        return requests
-
-    def _render(self, pending: list[LineEntry]):
-        """Stream every pending line through the scheduler; yields (entry, wall seconds, audio seconds)."""
-        if not pending:
-            return
-        backend = self.session.backend()
-        requests = self._requests(pending)
-        def started(bucket: list[Request]) -> None:
-            self.listener.line_started(pending[int(bucket[0].id)])
-
-        for outcome in stream(backend, requests, self.session.budget, should_stop=lambda: self.stopping,
-                              on_bucket=started):
-            entry = pending[int(outcome.id)]
-            if isinstance(outcome, Failure):
-                self._fail(entry, outcome.error)
-                continue
-            self._store(entry, outcome.audio, outcome.sample_rate)
-            entry.status, entry.render_seconds, entry.error = "rendered", round(outcome.seconds, 3), None
-            self.journal.append(entry)
-            self.listener.line_done(entry, entry.duration, outcome.seconds)
-            yield entry, outcome.seconds, entry.duration
 
     def _store(self, entry: LineEntry, audio, sample_rate: int) -> None:
         path = self._cached_path(entry.key)
@@ -572,7 +562,7 @@ class Renderer:
         self.listener.line_done(entry, 0.0, 0.0)
 
     def _cached_path(self, key: str) -> Path:
-        return self.out_dir / ".cache" / f"{key}.{SEGMENT_FORMAT}"
+        return self.cache_dir / f"{key}.{SEGMENT_FORMAT}"
 
     def _place(self, entry: LineEntry) -> None:
         """Put a copy of the cached audio at the line's segment name (a copy, so editing a segment never
@@ -590,11 +580,11 @@ class Renderer:
         key = self._line_key(target, self.speakers[entry.speaker], seed)
         path = self._cached_path(key)
         if verify_segment(path, entry.target) is not None:
-            [outcome] = list(stream(self.session.backend(), self._requests([entry], seeds=[seed]), self.session.budget))
+            [outcome] = list(stream(self.session.backend(), [self.request(entry, "0", seed)], self.session.budget))
             if isinstance(outcome, Failure):
                 raise outcome.error
             write_atomic(path, outcome.audio, outcome.sample_rate, SEGMENT_FORMAT)
-        return replace(entry, key=key, seed=seed, file=path.relative_to(self.out_dir).as_posix(),
+        return replace(entry, key=key, seed=seed, file=Path(os.path.relpath(path, self.out_dir)).as_posix(),
                        duration=round(sf.info(str(path)).duration, 3), status="rendered",
                        sha256=file_digest(path).hexdigest(), attempts=[])
 

@@ -3,12 +3,15 @@
 Buckets are formed over the whole job (not slices of the script), longest lines first so that lines of similar
 length share a forward and waste the least padding. A line's audio never depends on its bucket: each line
 decodes from its own seeded noise, and in float32 the layouts compute the same logits for any grouping.
+
+An executor runs the buckets: :class:`LocalExecutor` on the resident backend in this process, or
+``cluster.RayExecutor`` on a pool of Ray actors. Both stream ``Result | Failure`` per line, matched by request id.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Callable, Iterator, Sequence
+from typing import Callable, Iterator, Protocol, Sequence, Union
 
 from omnidub.backends.base import Backend, Request, Result
 from omnidub.config import EngineOptions
@@ -32,6 +35,49 @@ class Failure:
 
     id: str
     error: BaseException
+
+
+Outcome = Union[Result, Failure]
+EXECUTORS = ("local", "ray")
+
+
+@dataclass(frozen=True)
+class ExecutorOptions:
+    """Where lines render: ``local`` (the resident backend in this process) or ``ray`` (a pool of actors).
+
+    For ray: ``address`` is "auto", HOST:PORT or None (start a local cluster); ``workers`` None fills the
+    cluster; ``gpus_per_worker`` None means 1 when the device is CUDA, else 0; each worker runs
+    ``cpus_per_worker`` threads."""
+
+    kind: str = "local"
+    address: str | None = None
+    workers: int | None = None
+    gpus_per_worker: float | None = None
+    cpus_per_worker: int = 1
+
+
+class Executor(Protocol):
+    """Runs requests and streams each line's outcome as it finishes (in any order: match them by ``id``)."""
+
+    def stream(self, requests: Sequence[Request], should_stop: Callable[[], bool] = lambda: False,
+               on_bucket: Callable[[list[Request]], None] = lambda bucket: None) -> Iterator[Outcome]: ...
+
+    def close(self) -> None: ...
+
+
+class LocalExecutor:
+    """The resident backend in this process, one bucket after another."""
+
+    def __init__(self, backend: Backend, budget: Budget):
+        self.backend = backend
+        self.budget = budget
+
+    def stream(self, requests: Sequence[Request], should_stop: Callable[[], bool] = lambda: False,
+               on_bucket: Callable[[list[Request]], None] = lambda bucket: None) -> Iterator[Outcome]:
+        return stream(self.backend, requests, self.budget, should_stop, on_bucket)
+
+    def close(self) -> None:
+        pass  # the session keeps its backend
 
 
 def default_budget(options: EngineOptions, device: str) -> Budget:

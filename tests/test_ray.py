@@ -1,0 +1,140 @@
+"""The Ray executor on a local two-CPU cluster: the same audio as the local executor, a worker killed mid-job
+loses nothing, and a rerun after the driver is killed resumes from the journal."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES
+
+ray = pytest.importorskip("ray")
+
+from omnidub.api import Session  # noqa: E402
+from omnidub.journal import read_entries  # noqa: E402
+from omnidub.render import Listener  # noqa: E402
+from omnidub.scheduler import ExecutorOptions  # noqa: E402
+
+SCENE = """1
+00:00:00,300 --> 00:00:02,400
+BOB: The ferry leaves at nine, not at ten.
+
+2
+00:00:02,800 --> 00:00:05,000
+ALICE: Then we should pack the car tonight.
+
+3
+00:00:05,400 --> 00:00:07,600
+BOB: I will set two alarms, just in case.
+
+4
+00:00:08,000 --> 00:00:10,000
+ALICE: And I will bring the coffee.
+"""
+
+
+@pytest.fixture(scope="module")
+def cluster():
+    # Two CPUs for the pool's two workers, one for the worker of the driver that the last test kills.
+    ray.init(num_cpus=3, include_dashboard=False, log_to_driver=False)
+    yield ray.get_runtime_context().gcs_address
+    ray.shutdown()
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory) -> list[Path]:
+    folder = tmp_path_factory.mktemp("inputs")
+    (folder / "ferry.srt").write_text(SCENE)
+    return [EXAMPLES / "dialogue.srt", folder / "ferry.srt"]
+
+
+@pytest.fixture(scope="module")
+def options(tiny_model_dir, whisper_tiny_en) -> dict:
+    return {"voices": EXAMPLES / "voices.toml"}
+
+
+@pytest.fixture(scope="module")
+def asr(whisper_tiny_en) -> str:
+    return str(whisper_tiny_en)
+
+
+@pytest.fixture(scope="module")
+def local(tmp_path_factory, inputs, options, asr) -> Path:
+    """Both inputs rendered by the local executor: the reference every Ray run must match byte for byte."""
+    out = tmp_path_factory.mktemp("local")
+    session = Session("synthetic:tiny", "cpu", asr_model=asr)
+    runs = session.job(inputs, out_dir=out, **options).run()
+    assert all(run.summary.rendered == run.summary.lines for run in runs)
+    return out
+
+
+@pytest.fixture(scope="module")
+def pool(cluster, asr):
+    session = Session("synthetic:tiny", "cpu", asr_model=asr, executor=ExecutorOptions("ray", workers=2))
+    yield session
+    session.close()
+
+
+def outputs(folder: Path) -> dict[str, bytes]:
+    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*.wav"))
+            if ".cache" not in p.parts}
+
+
+def test_two_inputs_through_two_workers_give_the_local_executors_audio(pool, local, inputs, options, tmp_path):
+    runs = pool.job(inputs, out_dir=tmp_path, **options).run()
+    assert [run.summary.failed for run in runs] == [0, 0]
+    workers = pool.executor().workers
+    assert len({w["pid"] for w in workers}) == 2 and all(w["threads"] == 1 for w in workers)
+    assert outputs(tmp_path) == outputs(local) and len(outputs(local)) == 11 + 4 + 2 * 3
+
+
+class _KillOnFirstLine(Listener):
+    def __init__(self, pid: int):
+        self.pid, self.killed = pid, False
+
+    def line_done(self, entry, audio_seconds, wall_seconds):
+        if not self.killed and entry.status == "rendered":
+            self.killed = True
+            os.kill(self.pid, signal.SIGKILL)
+
+
+def test_a_worker_killed_mid_job_loses_nothing_and_renders_nothing_twice(pool, local, inputs, options, tmp_path):
+    executor = pool.executor()
+    listener = _KillOnFirstLine(executor.workers[0]["pid"])
+    runs = pool.job(inputs, out_dir=tmp_path, listener=listener, **options).run()
+    assert listener.killed and executor.resent >= 1  # the dead worker's buckets went out again
+    for run in runs:
+        entries = read_entries(run.out_dir)
+        # Every line journaled exactly once, all rendered: none lost, none stored twice.
+        assert sorted(e.index for e in entries) == list(range(1, run.summary.lines + 1))
+        assert {e.status for e in entries} == {"rendered"}
+    assert outputs(tmp_path) == outputs(local)
+
+
+def test_a_rerun_after_the_driver_is_killed_resumes(cluster, pool, local, inputs, options, asr, tmp_path):
+    out = tmp_path / "out"
+    command = [sys.executable, "-m", "omnidub", "render", *map(str, inputs), "--voices", str(options["voices"]),
+               "--model", "synthetic:tiny", "--device", "cpu", "--asr-model", asr, "--out", str(out),
+               "--executor", "ray", "--ray-address", cluster, "--workers", "1"]
+    process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
+    deadline = time.monotonic() + 120
+    while sum(len(read_entries(out / name)) for name in ("dialogue", "ferry")) < 2:
+        assert process.poll() is None, process.stderr.read().decode()
+        assert time.monotonic() < deadline, "the driver rendered nothing"
+        time.sleep(0.05)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    done = sum(e.status == "rendered" for name in ("dialogue", "ferry") for e in read_entries(out / name))
+    assert 2 <= done < 15
+
+    # The rerun's driver is this process, with the pool's two workers.
+    runs = pool.job(inputs, out_dir=out, **options).run()
+    assert [run.summary.failed for run in runs] == [0, 0]
+    cached = sum(e.status == "cached" for name in ("dialogue", "ferry") for e in read_entries(out / name))
+    assert cached >= done  # what the killed driver finished is reused, not rendered again
+    assert outputs(out) == outputs(local)
