@@ -575,6 +575,7 @@ class _ProgressListener:
         )
         self.task = None
         self.current = ""  # the input the latest line belongs to, in jobs of several inputs
+        self.said: set[str] = set()
         self.rendered = self.cached = self.failed = 0
         self.audio = self.wall = 0.0
 
@@ -586,6 +587,9 @@ class _ProgressListener:
         self.current = printable(name)
 
     def note(self, text: str) -> None:
+        if text in self.said:  # the inputs of one job share voices: a note about a voice is said once
+            return
+        self.said.add(text)
         self.console.print(f"[yellow]note:[/] {escape(printable(text))}", soft_wrap=True)
 
     @contextlib.contextmanager
