@@ -222,4 +222,6 @@ def _one_line(exc: BaseException | None) -> str:
     lines = [line.strip() for line in str(exc).splitlines() if line.strip()]
     errors = [line for line in lines if ("Error:" in line or "Exception:" in line) and not line.startswith("ray.")]
     text = errors[-1] if errors else (lines[0] if lines else "")
+    if "OmnidubError: " in text:  # a user's mistake raised in a worker speaks for itself
+        return text.split("OmnidubError: ", 1)[1]
     return text if isinstance(exc, OmnidubError) or text.startswith(type(exc).__name__) else f"{type(exc).__name__}: {text}"

@@ -138,3 +138,17 @@ def test_a_rerun_after_the_driver_is_killed_resumes(cluster, pool, local, inputs
     cached = sum(e.status == "cached" for name in ("dialogue", "ferry") for e in read_entries(out / name))
     assert cached >= done  # what the killed driver finished is reused, not rendered again
     assert outputs(out) == outputs(local)
+
+
+def test_workers_that_cannot_load_the_model_are_one_clear_line(cluster):
+    import functools
+
+    from omnidub.cluster import RayExecutor
+    from omnidub.errors import OmnidubError
+    from omnidub.models import resolve_model
+    from omnidub.scheduler import Budget
+
+    unloadable = functools.partial(resolve_model, "/nowhere/model")  # what a worker without the folder meets
+    with pytest.raises(OmnidubError) as caught:
+        RayExecutor(unloadable, Budget(), ExecutorOptions("ray", workers=1), identity={}, settings={}, device="cpu")
+    assert str(caught.value) == "the Ray workers could not load the model: model folder not found: /nowhere/model"
