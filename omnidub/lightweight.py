@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import re
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 from types import ModuleType
 
@@ -29,3 +31,29 @@ def omnivoice_module(name: str) -> ModuleType:
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
     return module
+
+
+@dataclass(frozen=True)
+class VoiceDesignRules:
+    """Upstream's voice-design vocabulary: every valid item, the English<->Chinese maps, the categories of
+    which an instruction may hold one item each, and its test for Chinese text."""
+
+    valid: frozenset
+    en_to_zh: dict
+    zh_to_en: dict
+    exclusive: tuple
+    chinese: re.Pattern
+
+
+@functools.lru_cache(maxsize=1)
+def voice_design_rules() -> VoiceDesignRules:
+    """omnivoice's voice-design tables (private names in omnivoice.utils.voice_design), read in this one place
+    so that a torch-free backend checks instructions exactly as upstream does."""
+    rules = omnivoice_module("voice_design")
+    return VoiceDesignRules(
+        valid=frozenset(rules._INSTRUCT_ALL_VALID),
+        en_to_zh=dict(rules._INSTRUCT_EN_TO_ZH),
+        zh_to_en=dict(rules._INSTRUCT_ZH_TO_EN),
+        exclusive=tuple(rules._INSTRUCT_MUTUALLY_EXCLUSIVE),
+        chinese=rules._ZH_RE,
+    )

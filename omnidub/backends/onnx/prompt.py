@@ -15,7 +15,7 @@ import numpy as np
 
 from omnidub.backends.onnx.layout import Item
 from omnidub.errors import OmnidubError
-from omnidub.lightweight import omnivoice_module
+from omnidub.lightweight import omnivoice_module, voice_design_rules
 
 # Upstream tokenizes these tags on their own, so their ids do not depend on the words around them.
 _NONVERBAL = re.compile(
@@ -85,8 +85,8 @@ def resolve_instruct(instruct: str | None, text: str = "") -> str | None:
     """Validate and normalise a voice-design instruct with upstream's tables and rules; a bad item is an error."""
     if instruct is None or not instruct.strip():
         return None
-    rules = omnivoice_module("voice_design")
-    valid = rules._INSTRUCT_ALL_VALID
+    rules = voice_design_rules()
+    valid = rules.valid
     items = [item.strip().lower() for item in re.split(r"\s*[,，]\s*", instruct.strip()) if item]
     for item in items:
         if item not in valid:
@@ -97,10 +97,10 @@ def resolve_instruct(instruct: str | None, text: str = "") -> str | None:
     accent = any(" accent" in item for item in items)
     if dialect and accent:
         raise OmnidubError("cannot mix a Chinese dialect and an English accent in one instruct")
-    use_zh = True if dialect else False if accent else bool(rules._ZH_RE.search(text))
-    table = rules._INSTRUCT_EN_TO_ZH if use_zh else rules._INSTRUCT_ZH_TO_EN
+    use_zh = True if dialect else False if accent else bool(rules.chinese.search(text))
+    table = rules.en_to_zh if use_zh else rules.zh_to_en
     items = [table.get(item, item) for item in items]
-    for category in rules._INSTRUCT_MUTUALLY_EXCLUSIVE:
+    for category in rules.exclusive:
         hits = [item for item in items if item in category]
         if len(hits) > 1:
             raise OmnidubError(f"conflicting voice-design items: {' vs '.join(hits)} (one per category)")
