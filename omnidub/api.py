@@ -41,6 +41,7 @@ class Session:
         # A context manager around each model load: the CLI shows a spinner with what is loading.
         self.on_load = lambda what: contextlib.nullcontext()
         self._executor = None
+        self.on_note = lambda text: None  # the CLI prints what the backend decided on its own (--compile auto)
 
     # -- what is known without loading anything ----------------------------------------------------------------
     @property
@@ -100,6 +101,8 @@ class Session:
         if self._backend is None:
             with self.on_load(f"the TTS model {self.model_spec}"):
                 self._backend = load_backend(self.source, self.device_spec, self.preset)
+            if hasattr(self._backend, "on_note"):
+                self._backend.on_note = lambda text: self.on_note(text)
         return self._backend
 
     def executor(self):

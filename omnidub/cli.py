@@ -86,6 +86,7 @@ class Dtype(str, Enum):
     float32 = "float32"
     bfloat16 = "bfloat16"
     float16 = "float16"
+    int8 = "int8"
 
 
 class Quantize(str, Enum):
@@ -169,14 +170,15 @@ def render(
     steps: Optional[int] = typer.Option(None, "--steps", min=1, metavar="N", show_default=False,
                                         help="Diffusion steps. [default: 12 in fast, 32 in quality]"),
     cfg: Optional[Cfg] = typer.Option(None, "--cfg", metavar="auto|padded|trimmed|packed", show_default=False,
-                                      help="Classifier-free guidance layout. [default: auto: padded on CUDA, trimmed elsewhere]"),
+                                      help="Classifier-free guidance layout. [default: auto: what bench measured fastest here; untested: padded on CUDA, trimmed elsewhere]"),
     batch: Optional[int] = typer.Option(None, "--batch", min=1, metavar="N", show_default=False,
                                         help="Most lines per forward pass. [default: auto: 1 on CPU]"),
     batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens", min=1, metavar="N", show_default=False,
                                                help="Most tokens per forward pass. [default: auto]"),
-    dtype: Optional[Dtype] = typer.Option(None, "--dtype", metavar="auto|float32|bfloat16|float16", show_default=False,
-                                          help="Model precision. [default: auto: the fastest the device does well]"),
-    compile: bool = typer.Option(False, "--compile", help="torch.compile the language model (slow start, faster steps)."),
+    dtype: Optional[Dtype] = typer.Option(None, "--dtype", metavar="auto|float32|bfloat16|float16|int8", show_default=False,
+                                          help="Model precision; int8 is a lossy CPU opt-in. [default: auto: the fastest the device does well]"),
+    compile: Optional[bool] = typer.Option(None, "--compile/--no-compile", show_default=False,
+                                           help="torch.compile the language model. [default: auto: when the job is long enough to pay for it]"),
     out_dir: Optional[Path] = typer.Option(None, "--out", metavar="DIR", show_default=False,
                                            help="Output folder; with several inputs, the folder that holds one per "
                                                 "input. [default: output/<input stem>]"),
@@ -255,7 +257,7 @@ def _render(**o) -> int:
         batch=o["batch"],
         batch_tokens=o["batch_tokens"],
         dtype=o["dtype"].value if o["dtype"] else None,
-        compile=True if o["compile"] else None,
+        compile=o["compile"],
         seed=o["seed"],
     )
     ray_options = ("ray_address", "workers", "gpus_per_worker", "cpus_per_worker")
@@ -299,18 +301,20 @@ def _run(o: dict, session, settings, job, listener) -> int:
         return 2
     session.check_executor()
     warn_synthetic(o["model"])
-    if settings.engine.compile:
+    if settings.engine.compile:  # True or "auto": inductor's kernels persist in omnidub's cache
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_home() / "inductor"))
     engine = settings.engine
+    compiling = {True: ", compiled", False: "", "auto": ", compile auto"}[engine.compile]
     err.print(
         f"omnidub: model [bold]{escape(printable(o['model']))}[/] ({session.backend_name}) on {session.device} "
         f"({session.identity['dtype']}), preset {settings.name}: {engine.decode.steps} steps, "
-        f"cfg {session.settings['cfg']}{', compiled' if engine.compile else ''}"
+        f"cfg {session.settings['cfg']}{compiling}"
         + (f", {len(job.renderers)} inputs" if many else "")
         + (", on Ray workers" if session.executor_options.kind == "ray" else ""),
         soft_wrap=True,
     )
     session.on_load = listener.loading
+    session.on_note = lambda text: err.print(f"[cyan]note:[/] {escape(text)}", soft_wrap=True)
     with _stop_on_ctrl_c(job):
         runs = job.run()
     if not many and runs[0].error is not None:
@@ -707,19 +711,21 @@ def bench(
     device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda|mps", help="Where the model runs."),
     lines: int = typer.Option(2, "--lines", min=1, metavar="N", help="How many dubbing lines to synthesize per row."),
     rows: Optional[str] = typer.Option(None, "--rows", metavar="ROWS", show_default=False,
-                                       help="Comma-separated row numbers or names to run. [default: all]"),
+                                       help="Comma-separated row numbers or names to run (see the table's names). [default: all but compile]"),
     repeat: Optional[int] = typer.Option(None, "--repeat", min=1, metavar="N", show_default=False,
-                                         help="Timed repeats per row. [default: 3 on GPU, 1 on CPU]"),
+                                         help="Timed repeats per row, interleaved; the median is shown. [default: 3]"),
     batch: int = typer.Option(2, "--batch", min=1, metavar="N", help="Batch size of the batching row."),
     compile: bool = typer.Option(False, "--compile", help="Add the torch.compile row (compile time reported apart)."),
     ref: Optional[Path] = typer.Option(None, "--ref", metavar="FILE",
                                        help="Reference clip (with --ref-text) instead of the bundled voice."),
     ref_text: Optional[str] = typer.Option(None, "--ref-text", metavar="TEXT", help="Exact transcript of --ref."),
     quick: bool = typer.Option(False, "--quick", help="Smoke test: synthetic:tiny, 2 lines, few steps."),
+    ladder_dtype: Optional[Dtype] = typer.Option(None, "--dtype", metavar="float32|bfloat16|float16", show_default=False,
+                                                 help="The ladder's precision; the 'dtype' rows use the other of float32 and bfloat16. [default: float32, float16 on CUDA]"),
     json_file: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="Also write every figure to this JSON file."),
     debug: bool = DebugOption,
 ) -> None:
-    """Measure every speed lever side by side against the stock OmniVoice call."""
+    """Measure each speed lever against the row it changes, the peer recipe beside them, in one process."""
     with user_errors(debug):
         from omnidub.bench import BenchOptions, print_bench, run_bench
         from omnidub.files import write_text_atomic
@@ -729,7 +735,7 @@ def bench(
 
         options = BenchOptions(
             model=model, device=device, lines=lines, rows=rows, repeat=repeat, batch=batch, compile=compile,
-            ref=ref, ref_text=ref_text, quick=quick,
+            ref=ref, ref_text=ref_text, quick=quick, dtype=ladder_dtype.value if ladder_dtype else None,
         )
         result = run_bench(options, console=err, warn=warn_synthetic)
         print_bench(result, out)
@@ -776,6 +782,23 @@ def export(
     raise typer.Exit(0 if report["pass"] else 1)
 
 
+def set_threads() -> None:
+    """Before torch loads: one intra-op thread per physical core, and on a busy machine (load above the cores)
+    OpenMP threads that sleep rather than spin while waiting, since spinning threads starve each other there.
+    Values the user set win. The library never touches process-wide settings; the command line does."""
+    import psutil
+
+    cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    os.environ.setdefault("OMP_NUM_THREADS", str(cores))
+    try:
+        busy = os.getloadavg()[0] > cores
+    except OSError:  # no load average on this platform
+        busy = False
+    if busy:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
 def main() -> None:
     """Console entry point."""
+    set_threads()
     app()

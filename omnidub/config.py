@@ -24,7 +24,8 @@ CFG_MODES = ("auto", "padded", "trimmed", "packed")
 LAYOUTS = CFG_MODES[1:]
 # Bump when the decoding loop or post-processing changes what a line sounds like (line keys carry it).
 DECODER_VERSION = 1
-DTYPES = ("auto", "float32", "bfloat16", "float16")
+# int8: dynamic quantization of the language model's linears on the CPU, a lossy opt-in (never chosen by auto).
+DTYPES = ("auto", "float32", "bfloat16", "float16", "int8")
 
 
 @dataclass(frozen=True)
@@ -49,7 +50,7 @@ class EngineOptions:
     decode: DecodeOptions = DecodeOptions(steps=12)
     cfg: str = "auto"
     dtype: str = "auto"
-    compile: bool = False
+    compile: bool | str = "auto"  # True, False, or "auto": compile when the job's model time pays for it
     batch: int = 0
     batch_tokens: int = 0
 
@@ -159,8 +160,8 @@ def _check(flat: dict) -> None:
     _number("class_temperature", flat["class_temperature"], low=0, high=1000)
     _choice("cfg", flat["cfg"], CFG_MODES)
     _choice("dtype", flat["dtype"], DTYPES)
-    if not isinstance(flat["compile"], bool):
-        raise OmnidubError(f"compile must be true or false, got {flat['compile']!r}")
+    if not isinstance(flat["compile"], bool) and flat["compile"] != "auto":
+        raise OmnidubError(f"compile must be true or false (or \"auto\"), got {flat['compile']!r}")
     _number("batch", flat["batch"], integer=True, low=0, high=4096)
     _number("batch_tokens", flat["batch_tokens"], integer=True, low=0)
     _number("reference_seconds", flat["reference_seconds"], low=0, high=30)
@@ -243,9 +244,16 @@ def load_preset(name_or_path: str = "fast") -> Preset:
         raise OmnidubError(f"preset {name_or_path}: {exc}") from exc
 
 
-def resolve_layout(spec: str, device: str) -> str:
-    """``auto``: trimmed off CUDA (fewer tokens wins where compute is the bottleneck), padded on CUDA."""
+def resolve_layout(spec: str, device: str, dtype: str = "auto") -> str:
+    """``auto``: the layout ``omnidub bench`` measured faster on this processor and dtype (see measured.py);
+    never measured: trimmed off CUDA (fewer tokens wins where compute is the bottleneck), padded on CUDA."""
     if spec == "auto":
+        from omnidub.hardware import dtype_for
+        from omnidub.measured import layout_choice
+
+        measured = layout_choice(device, dtype_for(dtype, device))
+        if measured is not None:
+            return measured
         return "padded" if device.startswith("cuda") else "trimmed"
     if spec not in LAYOUTS:
         raise OmnidubError(f"unknown cfg layout {spec!r}; use {', '.join(CFG_MODES)}")
@@ -254,4 +262,4 @@ def resolve_layout(spec: str, device: str) -> str:
 
 def generation_settings(options: EngineOptions, device: str) -> dict:
     """Everything besides model, prompt, text and seed that decides a line's audio (for keys)."""
-    return {**dataclasses.asdict(options.decode), "cfg": resolve_layout(options.cfg, device), "decoder": DECODER_VERSION}
+    return {**dataclasses.asdict(options.decode), "cfg": resolve_layout(options.cfg, device, options.dtype), "decoder": DECODER_VERSION}

@@ -116,6 +116,9 @@ def stream(backend: Backend, requests: Sequence[Request], budget: Budget,
     which lines a forward is about to hold (for progress).
 
     A bucket that fails is retried line by line, so one bad line never takes its neighbours with it."""
+    expect = getattr(backend, "expect", None)  # optional: a backend that plans for the job's size
+    if expect is not None:
+        expect(requests)
     for bucket in buckets(requests, backend.cost, budget):
         if should_stop():
             return

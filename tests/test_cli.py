@@ -181,15 +181,47 @@ def test_qa_command_reports_noise_as_failing(small_render, whisper_tiny_en):
 
 def test_bench_quick_reports_every_row(tmp_path, tiny_model_dir):
     target = tmp_path / "bench.json"
-    result = run("bench", "--quick", "--json", target)
+    result = run("bench", "--quick", "--repeat", "1", "--json", target)
     assert result.exit_code == 0, result.output
     data = json.loads(target.read_text())
-    names = [row["name"] for row in data["rows"]]
-    assert names == ["stock", "steps", "ref3s", "trimmed", "packed", "dtype", "batch"]
-    for row in data["rows"]:
-        assert row["rtf"] > 0 and row["audio_seconds"] > 0 and row["peak_mb"] > 0
-    assert data["rows"][0]["speedup_vs_stock"] == pytest.approx(1.0)
-    assert data["matmul_gflops"] and data["floor"]["row"] in names
+    rows = {row["name"]: row for row in data["rows"]}
+    assert list(rows) == ["stock", "steps", "ref3s", "peer", "loop", "nomask", "fused", "packed", "dtype",
+                          "packed-dtype", "peer-dtype", "batch", "int8"]
+    for name, row in rows.items():
+        if row["skipped"]:
+            assert name == "ref3s" and "skipped" in row["skipped"]  # offline, the trimmer may find no ASR model
+            continue
+        assert row["seconds_per_line"] > 0 and row["min_seconds"] <= row["seconds"] <= row["max_seconds"]
+        # Every row makes the same audio, so seconds per line compare directly.
+        assert row["audio_seconds"] == pytest.approx(rows["stock"]["audio_seconds"])
+    # Each row is measured against the row it changes by one lever.
+    assert rows["steps"]["against"] == "stock" and rows["fused"]["against"] == "nomask"
+    assert rows["peer"]["against"] == "ref3s" and rows["loop"]["against"] == "peer"
+    assert rows["dtype"]["dtype"] == "bfloat16" and rows["peer-dtype"]["against"] == "peer"
+    # Lossy rows carry their drift against float32; the bench never records a layout choice from the tiny model.
+    assert 0.5 < rows["int8"]["drift"]["argmax_agreement"] <= 1.0 and not rows["int8"]["lossless"]
+    assert rows["dtype"]["drift"]["logits_max_abs_diff"] > 0 and data["layout_choice"] == {}
+    assert set(data["versus_peer"]) == {"float32", "bfloat16"}
+    assert data["versus_peer"]["float32"]["speedup"] > 0
+    assert data["matmul_gflops"]["float32"] > 0 and data["machine"]["torch"]
+    assert "| fused |" in result.stdout or "fused" in result.stdout
+
+
+def test_gpu_check_runs_on_a_cpu_with_the_tiny_model(tmp_path, tiny_model_dir):
+    # The prepared GPU run must work before a GPU is lent: CI runs it on the CPU with the tiny model.
+    target = tmp_path / "gpu-check.json"
+    result = subprocess.run(
+        [sys.executable, str(ROOT / "scripts" / "gpu-check"), "--model", "synthetic:tiny", "--device", "cpu",
+         "--rows", "peer,fused,packed", "--out", str(target)],
+        capture_output=True, text=True, cwd=tmp_path,
+    )
+    assert result.returncode == 0, result.stderr[-2000:]
+    data = json.loads(target.read_text())
+    assert [row["name"] for row in data["bench"]["rows"]] == ["peer", "fused", "packed"]
+    sweep = {(r["dtype"], r["cfg"], r["batch"]) for r in data["sweep"]["rows"]}
+    assert sweep == {(d, c, b) for d in ("float32", "bfloat16") for c in ("padded", "trimmed", "packed") for b in (1, 4, 16)}
+    assert all(r["lines"] == data["sweep"]["lines"] and r["seconds_per_line"] > 0 for r in data["sweep"]["rows"])
+    assert "skipped" in data["onnx"] or data["onnx"]["seconds_per_line"] > 0
 
 
 def test_terminal_escapes_in_subtitles_never_reach_the_terminal_and_stray_text_is_a_note(tmp_path):

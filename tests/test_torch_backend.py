@@ -191,11 +191,30 @@ def test_a_resolved_model_source_is_not_resolved_again(engine, monkeypatch):
     assert other.identity == {**engine.identity, "dtype": "bfloat16"}
 
 
-def test_compile_is_opt_in_and_wraps_the_language_model(engine):
+def test_compile_wraps_the_fused_language_model_and_upstream_stays_eager(engine):
     compiled = _with(engine, compile=True)
-    assert compiled._llm is not engine.model.llm and hasattr(compiled._llm, "_orig_mod")
-    assert compiled.model.llm is engine.model.llm  # upstream's own path stays eager
-    assert engine._llm is engine.model.llm
+    assert compiled.compiled and hasattr(compiled._llm, "_orig_mod")
+    assert compiled._llm._orig_mod is engine._llm  # the fused twin, compiled
+    assert compiled.model.llm is engine.model.llm and not hasattr(engine.model.llm, "_orig_mod")
+    assert not _with(engine, compile=False).compiled
+
+
+def test_compile_auto_compiles_only_when_the_job_pays_for_it(engine, prompts, monkeypatch, tmp_path):
+    from omnidub.backends.torch import backend
+
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))  # nothing measured yet on this "machine"
+    calls, notes = [], []
+    monkeypatch.setattr(backend, "compile_llm", lambda llm: calls.append(llm) or llm)
+    auto = _with(engine, compile="auto", steps=1)
+    auto.on_note = notes.append
+    line = [Request("Short.", prompts[0], "en", None, 0.4, seed=1, id="0")]
+    list(stream(auto, line, Budget(lines=1)))  # one tiny line: compiling could never pay
+    assert calls == [] and not auto.compiled and "not compiling" in notes[-1]
+    # A job with far more model time left than the compile costs compiles after its first line.
+    many = line * 400_000
+    auto.expect(many)
+    list(auto.synthesize(line))
+    assert calls == [auto._eager] and auto.compiled and "compiling now" in notes[-1]
 
 
 def test_duration_estimate_agrees_with_upstream_on_varied_texts(engine):

@@ -34,13 +34,14 @@ def gumbel(uniform: torch.Tensor) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def decode(model, items: list[Item], seeds: list[int], sampling: DecodeOptions, layout: str, llm=None) -> list[torch.Tensor]:
+def decode(model, items: list[Item], seeds: list[int], sampling: DecodeOptions, layout: str, llm=None,
+           skip_mask: bool = True) -> list[torch.Tensor]:
     """Decode a batch of items; returns each line's tokens [C, target_len] (long, on the model's device)."""
     device = model.device
     mask_id = model.config.audio_mask_id
     codebooks = model.config.num_audio_codebook
     batch = len(items)
-    rows = Layout(items, layout, pad_id=mask_id, device=device)
+    rows = Layout(items, layout, pad_id=mask_id, device=device, skip_mask=skip_mask)
     width = rows.max_target
     lengths = [item.target_len for item in items]
 

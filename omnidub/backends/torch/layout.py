@@ -38,7 +38,7 @@ class _Plan:
 
     input_ids: torch.Tensor  # [R, C, L]
     audio_mask: torch.Tensor  # [R, L]
-    attention_mask: torch.Tensor  # [R, 1, L, L] bool, True = may attend
+    attention_mask: torch.Tensor | None  # [R, 1, L, L] bool, True = may attend; None: every position sees every other
     position_ids: torch.Tensor  # [R, L]
     # Where target frames sit in this plan: row and column, and which (line, frame) they hold.
     dst_row: torch.Tensor
@@ -48,9 +48,11 @@ class _Plan:
 
 
 class Layout:
-    """The forwards of one decoding batch, built once; ``logits`` runs them, ``write`` updates targets."""
+    """The forwards of one decoding batch, built once (masks included); ``logits`` runs them, ``write`` updates
+    targets. With ``skip_mask``, a forward whose rows are one unpadded segment each (always so when trimmed)
+    runs without a mask: the mask would be all True, and without one SDPA picks its fastest kernel."""
 
-    def __init__(self, items: list[Item], kind: str, pad_id: int, device):
+    def __init__(self, items: list[Item], kind: str, pad_id: int, device, skip_mask: bool = True):
         self.kind = kind
         self.batch = len(items)
         self.max_target = max(item.target_len for item in items)
@@ -75,7 +77,7 @@ class Layout:
         uncond_index = torch.zeros(self.batch, self.max_target, dtype=torch.long)
         offset = 0
         for rows in groups:
-            plan = _build_plan(items, rows, pad_id, device, cond_index, uncond_index, offset)
+            plan = _build_plan(items, rows, pad_id, device, cond_index, uncond_index, offset, skip_mask)
             offset += plan.input_ids.shape[0] * plan.input_ids.shape[2]
             self.plans.append(plan)
         self.cond_index = cond_index.to(device)
@@ -87,9 +89,8 @@ class Layout:
         hidden = []
         for plan in self.plans:
             embeds = upstream.embed(model, plan.input_ids, plan.audio_mask)
-            out = llm(inputs_embeds=embeds, attention_mask=plan.attention_mask, position_ids=plan.position_ids,
-                      return_dict=True)
-            hidden.append(out[0].reshape(-1, out[0].shape[-1]))
+            out = upstream.forward_llm(llm, embeds, plan.attention_mask, plan.position_ids)
+            hidden.append(out.reshape(-1, out.shape[-1]))
         flat = hidden[0] if len(hidden) == 1 else torch.cat(hidden)
         # Heads only where logits are used: the target frames of both rows.
         targets = torch.stack((flat[self.cond_index], flat[self.uncond_index]))  # [2, B, T, H]
@@ -108,7 +109,7 @@ def _segment_len(items: list[Item], line: int, conditional: bool) -> int:
     return items[line].input_ids.shape[1] if conditional else items[line].target_len
 
 
-def _build_plan(items, rows, pad_id, device, cond_index, uncond_index, offset) -> _Plan:
+def _build_plan(items, rows, pad_id, device, cond_index, uncond_index, offset, skip_mask) -> _Plan:
     codebooks = items[0].input_ids.shape[0]
     lengths = [sum(_segment_len(items, *seg) for seg in row) for row in rows]
     width = max(lengths)
@@ -145,10 +146,11 @@ def _build_plan(items, rows, pad_id, device, cond_index, uncond_index, offset) -
             # Padding attends only to itself, so no real position ever sees it (upstream's rule).
             pad = torch.arange(start, width)
             attention[r, 0, pad, pad] = True
+    full = all(len(row) == 1 for row in rows) and all(length == width for length in lengths)
     return _Plan(
         input_ids=input_ids.to(device),
         audio_mask=audio_mask.to(device),
-        attention_mask=attention.to(device),
+        attention_mask=None if skip_mask and full else attention.to(device),
         position_ids=positions.to(device),
         dst_row=torch.cat(dst_row).to(device),
         dst_col=torch.cat(dst_col).to(device),

@@ -84,6 +84,21 @@ def embed(model, input_ids: torch.Tensor, audio_mask: torch.Tensor) -> torch.Ten
     return model._prepare_embed_inputs(input_ids, audio_mask)
 
 
+def forward_llm(llm, embeds: torch.Tensor, mask: torch.Tensor | None, positions: torch.Tensor) -> torch.Tensor:
+    """Last hidden states of the language model (upstream's or its fused twin) over ``embeds`` [R, L, H].
+
+    ``mask`` None means every position attends to every other. transformers would then build a causal mask;
+    handing it the per-layer-type mask mapping with no mask, and ``is_causal=False`` for the attention kernel,
+    keeps attention bidirectional with no mask tensor at all (transformers 5's mask-mapping contract)."""
+    if mask is None:
+        kinds = set(getattr(llm.config, "layer_types", None) or ["full_attention"])
+        out = llm(inputs_embeds=embeds, attention_mask={kind: None for kind in kinds}, position_ids=positions,
+                  is_causal=False)
+    else:
+        out = llm(inputs_embeds=embeds, attention_mask=mask, position_ids=positions)
+    return out[0]
+
+
 def resolve_language(language: str | None) -> str | None:
     from omnivoice.models.omnivoice import _resolve_language
 

@@ -1,0 +1,136 @@
+"""Fused projections for OmniVoice's Qwen3 language model: Q, K and V as one GEMM, gate and up as one GEMM.
+
+Fewer, larger matmuls keep a CPU's (or GPU's) matrix units busier than three or two small ones. The fused
+weights are concatenated once; the upstream projections' weights become views into them, so no memory is
+duplicated and upstream's own ``generate`` keeps working, bit for bit, on the same model.
+
+Upstream and transformers pieces this reaches (pinned by omnivoice>=0.2.1,<0.3 and transformers>=5):
+the decoder layers' submodules (``self_attn.{q,k,v,o}_proj``, ``q_norm``, ``k_norm``, ``mlp.{gate,up,down}_proj``,
+``mlp.act_fn``, the two RMS norms), ``llm.rotary_emb``, ``llm.norm``, ``modeling_qwen3.apply_rotary_pos_emb`` and
+transformers' ``ALL_ATTENTION_FUNCTIONS`` (the attention kernel the model was loaded with). Upstream source is
+never edited.
+"""
+
+from __future__ import annotations
+
+import weakref
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# One fused language model per upstream one: backends sharing a resident model share it too.
+_FUSED: "weakref.WeakKeyDictionary[nn.Module, FusedLM]" = weakref.WeakKeyDictionary()
+
+
+def fused_llm(llm: nn.Module) -> nn.Module:
+    """The fused twin of ``llm`` (made once per model), or ``llm`` itself where its layout is not Qwen3's."""
+    if not can_fuse(llm):
+        return llm
+    if llm not in _FUSED:
+        _FUSED[llm] = FusedLM(llm)
+    return _FUSED[llm]
+
+
+def can_fuse(llm: nn.Module) -> bool:
+    """True for a Qwen3-style decoder whose every layer is full attention (OmniVoice's language model)."""
+    layers = getattr(llm, "layers", None)
+    config = getattr(llm, "config", None)
+    if layers is None or config is None or not hasattr(llm, "rotary_emb") or not hasattr(llm, "norm"):
+        return False
+    if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or ["full_attention"]):
+        return False
+    needed = ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm")
+    return all(all(hasattr(layer.self_attn, name) for name in needed) and hasattr(layer.mlp, "gate_proj")
+               for layer in layers)
+
+
+class FusedLM(nn.Module):
+    """The language model's forward with fused projections: hidden states in, last hidden states out."""
+
+    def __init__(self, llm: nn.Module):
+        super().__init__()
+        from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
+        from transformers.models.qwen3.modeling_qwen3 import eager_attention_forward
+
+        self.config = llm.config
+        self.rotary_emb = llm.rotary_emb
+        self.norm = llm.norm
+        attention = ALL_ATTENTION_FUNCTIONS.get_interface(llm.config._attn_implementation, eager_attention_forward)
+        self.layers = nn.ModuleList(_FusedLayer(layer, attention) for layer in llm.layers[: llm.config.num_hidden_layers])
+
+    def forward(self, inputs_embeds: torch.Tensor, attention_mask=None, position_ids: torch.Tensor | None = None,
+                **_ignored) -> tuple[torch.Tensor]:
+        """Same contract as the upstream model called with ``inputs_embeds``: returns ``(last_hidden_state,)``.
+
+        ``attention_mask`` is a bool [R, 1, L, L] mask, or None (or transformers' ``{"full_attention": None}``)
+        where every position may attend to every other."""
+        if isinstance(attention_mask, dict):
+            attention_mask = attention_mask.get("full_attention")
+        if position_ids is None:
+            position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None]
+        hidden = inputs_embeds
+        position = self.rotary_emb(hidden, position_ids)
+        for layer in self.layers:
+            hidden = layer(hidden, attention_mask, position)
+        return (self.norm(hidden),)
+
+
+class _FusedLayer(nn.Module):
+    """One Qwen3 decoder layer, computed as upstream's but with one QKV GEMM and one gate+up GEMM."""
+
+    def __init__(self, layer: nn.Module, attention):
+        super().__init__()
+        from transformers.models.qwen3.modeling_qwen3 import apply_rotary_pos_emb
+
+        attn, mlp = layer.self_attn, layer.mlp
+        self.attn = attn  # kept for the attention kernel's needs (num_key_value_groups, config, training)
+        self.input_layernorm = layer.input_layernorm
+        self.post_attention_layernorm = layer.post_attention_layernorm
+        self.q_norm, self.k_norm, self.o_proj = attn.q_norm, attn.k_norm, attn.o_proj
+        self.down_proj, self.act_fn = mlp.down_proj, mlp.act_fn
+        self.head_dim = attn.head_dim
+        self.scaling = attn.scaling
+        self.split_qkv = (attn.q_proj.out_features, attn.k_proj.out_features, attn.v_proj.out_features)
+        self.inner = mlp.gate_proj.out_features
+        # Buffers, not parameters: nothing trains them, and torch.compile treats them as the module's own.
+        for name, linears in (("qkv", (attn.q_proj, attn.k_proj, attn.v_proj)), ("gate_up", (mlp.gate_proj, mlp.up_proj))):
+            weight, bias = _fuse(*linears)
+            self.register_buffer(f"{name}_weight", weight, persistent=False)
+            self.register_buffer(f"{name}_bias", bias, persistent=False)
+        self._attention = attention
+        self._rotary = apply_rotary_pos_emb
+
+    def forward(self, hidden: torch.Tensor, mask, position) -> torch.Tensor:
+        residual = hidden
+        x = self.input_layernorm(hidden)
+        shape = (*x.shape[:-1], -1, self.head_dim)
+        q, k, v = F.linear(x, self.qkv_weight, self.qkv_bias).split(self.split_qkv, dim=-1)
+        q = self.q_norm(q.view(shape)).transpose(1, 2)
+        k = self.k_norm(k.view(shape)).transpose(1, 2)
+        v = v.reshape(shape).transpose(1, 2)
+        cos, sin = position
+        q, k = self._rotary(q, k, cos, sin)
+        # OmniVoice's attention is bidirectional: never causal, with or without a mask.
+        out, _ = self._attention(self.attn, q, k, v, mask, dropout=0.0, scaling=self.scaling, is_causal=False)
+        hidden = residual + self.o_proj(out.reshape(*x.shape[:-1], -1).contiguous())
+
+        residual = hidden
+        x = self.post_attention_layernorm(hidden)
+        gate, up = F.linear(x, self.gate_up_weight, self.gate_up_bias).split(self.inner, dim=-1)
+        return residual + self.down_proj(self.act_fn(gate) * up)
+
+
+def _fuse(*linears: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
+    """One weight (and bias) stacking the linears' outputs; each linear's own weight becomes a view into it."""
+    weight = torch.cat([m.weight.detach() for m in linears])
+    bias = torch.cat([m.bias.detach() for m in linears]) if linears[0].bias is not None else None
+    start = 0
+    for m in linears:
+        end = start + m.out_features
+        # Views, not copies: upstream's unfused path reads the same numbers from the same memory.
+        m.weight.data = weight[start:end]
+        if bias is not None:
+            m.bias.data = bias[start:end]
+        start = end
+    return weight, bias
