@@ -214,15 +214,16 @@ def test_bench_on_an_export_adds_the_onnx_rows(export_dir, tmp_path):
     from omnidub.cli import app
 
     target = tmp_path / "bench.json"
-    result = CliRunner().invoke(app, ["bench", "--model", str(export_dir), "--rows", "trimmed,onnx,onnx-int8",
-                                      "--lines", "1", "--json", str(target)])
+    result = CliRunner().invoke(app, ["bench", "--model", str(export_dir), "--rows", "fused,onnx,onnx-int8",
+                                      "--lines", "1", "--repeat", "1", "--json", str(target)])
     assert result.exit_code == 0, result.output
     data = json.loads(target.read_text())
     assert data["model"] == "synthetic:tiny"  # the torch rows run on the model the export came from
     rows = {row["name"]: row for row in data["rows"]}
-    assert list(rows) == ["trimmed", "onnx", "onnx-int8"]
+    assert list(rows) == ["fused", "onnx", "onnx-int8"]
     assert rows["onnx"]["dtype"] == "float32" and rows["onnx-int8"]["dtype"] == "int8"
-    assert all(row["rtf"] > 0 and row["audio_seconds"] == rows["trimmed"]["audio_seconds"] for row in rows.values())
+    assert rows["onnx"]["against"] == "fused" and rows["onnx-int8"]["against"] == "onnx"
+    assert all(row["rtf"] > 0 and row["audio_seconds"] == rows["fused"]["audio_seconds"] for row in rows.values())
 
 
 def test_big_graphs_keep_their_weights_in_one_sidecar(export_dir, tmp_path, monkeypatch):

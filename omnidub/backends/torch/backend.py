@@ -290,7 +290,7 @@ def quantized_llm(llm):
     if llm not in _QUANTIZED:
         with warnings.catch_warnings():
             # torch marks its quantized tensor types deprecated (to move to torchao); they still work in <=2.14.
-            warnings.simplefilter("ignore", UserWarning)
+            warnings.simplefilter("ignore")
             _QUANTIZED[llm] = torch.ao.quantization.quantize_dynamic(llm, {torch.nn.Linear}, dtype=torch.qint8,
                                                                      inplace=False)
     return _QUANTIZED[llm]

@@ -73,8 +73,9 @@ def _captured(fn) -> str:
 
 
 def step_profile(backend, requests, repeat: int = 3) -> dict[str, float]:
-    """Milliseconds of one decoding step by part (median of ``repeat``), computed by the loop's own functions:
-    embedding prep, the language model, the audio heads, CFG scoring, picking the tokens, writing them back."""
+    """Milliseconds of one decoding step by part (median of ``repeat``): embedding prep, the language model and
+    the audio heads (the loop's own calls), CFG scoring (its own function), picking tokens (the same ops: max,
+    top-k, scatter, where) and writing them back into the rows."""
     model, device = backend.model, backend.model.device
     items = [backend._item(backend._resolve(r), 0) for r in requests]
     rows = Layout(items, backend.layout, model.config.audio_mask_id, device, backend.tuning.skip_mask)
