@@ -652,8 +652,11 @@ def _versus_peer(by_name: dict[str, Row]) -> dict:
         if p is None or not p.runs or not ours:
             continue
         best = min(ours, key=lambda r: r.seconds)
+        # Runs of one repeat ran back to back, under the same load: their ratios are the steadier figure.
+        paired = [a / b for a, b in zip(p.runs, best.runs)]
         out[p.dtype] = {"ours": best.name, "ours_seconds": best.seconds, "peer_seconds": p.seconds,
-                        "speedup": p.seconds / best.seconds}
+                        "speedup": p.seconds / best.seconds, "paired": paired,
+                        "paired_median": statistics.median(paired) if paired else None}
     return out
 
 
@@ -827,7 +830,8 @@ def print_bench(result: BenchResult, console) -> None:
     for dtype, v in result.versus_peer.items():
         console.print(f"omnidub's fast path ({v['ours']}) vs the peer recipe, both {SHORT_DTYPES.get(dtype, dtype)}: "
                       f"{v['speedup']:.2f}x ({v['ours_seconds'] / len(result.lines):.2f} vs "
-                      f"{v['peer_seconds'] / len(result.lines):.2f} s per line)", highlight=False)
+                      f"{v['peer_seconds'] / len(result.lines):.2f} s per line; repeat by repeat "
+                      f"{', '.join(f'{x:.2f}x' for x in v['paired'])})", highlight=False)
     for row in result.rows:
         if row.compile_seconds is not None:
             console.print(f"compile: {row.compile_seconds:.1f} s in the warm-up run, not counted in the row")
