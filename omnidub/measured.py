@@ -12,16 +12,28 @@ import time
 from pathlib import Path
 
 from omnidub.files import cache_home, write_text_atomic
-from omnidub.hardware import cpu_name, device_kind
+from omnidub.hardware import cpu_flags, cpu_name, device_kind
 
 FILE = "measured.json"
 
 
 def machine_key(device: str, dtype: str, gpu: str | None = None) -> str:
-    """What a measurement is valid for: the processor that ran it (CPU model or GPU name) and the dtype."""
+    """What a measurement is valid for: the processor that ran it (CPU model and matrix units, or GPU name) and
+    the dtype. Virtual machines often name every Xeon alike, so the CPU's matrix features are part of the key."""
     kind = device_kind(device)
-    where = gpu if kind == "cuda" and gpu else (cpu_name() if kind == "cpu" else kind)
+    if kind == "cpu":
+        where = f"{cpu_name()}|{_matrix_units()}"
+    else:
+        where = gpu if kind == "cuda" and gpu else kind
     return f"{kind}|{where}|{dtype}"
+
+
+def _matrix_units() -> str:
+    flags = cpu_flags()
+    for flag in ("amx_bf16", "avx512_bf16", "avx512f", "avx2"):
+        if flag in flags:
+            return flag
+    return "no-avx2"
 
 
 def _path() -> Path:
