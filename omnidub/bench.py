@@ -138,6 +138,7 @@ class BenchResult:
     layout_choice: dict = field(default_factory=dict)
     date: str = ""
     matmul_size: int = 2048
+    options: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         rows = []
@@ -150,7 +151,8 @@ class BenchResult:
         return {"machine": self.machine, "model": self.model, "date": self.date, "lines": self.lines,
                 "repeat": self.repeat, "matmul_gflops": self.matmul_gflops, "floor": self.floor,
                 "versus_peer": self.versus_peer, "kernels": self.kernels, "step_profile": self.step_profile,
-                "layout_choice": self.layout_choice, "matmul_size": self.matmul_size, "rows": rows}
+                "layout_choice": self.layout_choice, "matmul_size": self.matmul_size, "options": self.options,
+                "rows": rows}
 
 
 def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
@@ -287,7 +289,8 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
         "threads": torch.get_num_threads(),
     }
     return BenchResult(machine, model_spec, texts, repeat, rows, matmul, floor, versus, kernels, profile,
-                       layout_choice, time.strftime("%Y-%m-%d"), size)
+                       layout_choice, time.strftime("%Y-%m-%d"), size,
+                       {k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()})
 
 
 def _select_rows(spec: str | None, with_compile: bool, device: str, with_onnx: bool = False) -> list[str]:
