@@ -306,7 +306,10 @@ class _Transformer:
             expected = np.where(conditional[:, None, None], c[line, :, frame], u[line, :, frame])  # [N, C, V]
             inputs = {
                 "input_ids": plan.input_ids.cpu().numpy(), "audio_mask": plan.audio_mask.cpu().numpy(),
-                "attention_mask": plan.attention_mask.cpu().numpy(), "position_ids": plan.position_ids.cpu().numpy(),
+                # torch runs unpadded single-segment rows without a mask; the graph always takes one (all True).
+                "attention_mask": (np.ones((rows, 1, width, width), dtype=bool) if plan.attention_mask is None
+                                   else plan.attention_mask.cpu().numpy()),
+                "position_ids": plan.position_ids.cpu().numpy(),
                 "target_index": flat.astype(np.int64),
             }
             for key, runtime in self.runtimes.items():
