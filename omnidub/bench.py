@@ -209,7 +209,6 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
     say(f"→ loading the model ({base})")
     engine = TorchBackend(source, device=device, options=EngineOptions(DecodeOptions(steps=fast_steps), cfg="trimmed",
                                                                         batch=1, dtype=base, compile=False))
-    rate = engine.sample_rate
     refs = _references(options, engine, say)
     # One fixed length per line (the estimate at the trimmed reference's pace): every row makes the same audio.
     cut = refs["cut"]

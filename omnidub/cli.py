@@ -15,7 +15,6 @@ from typing import List, Optional
 
 import typer
 import typer.core
-from rich import box
 from rich.console import Console
 from rich.markup import escape
 from rich.table import Table

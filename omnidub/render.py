@@ -29,7 +29,7 @@ from omnidub.files import LOCK, QA_MARKS, FolderLock, atomic_path, cache_home, i
 from omnidub.journal import JOURNAL, MANIFEST, Journal, LineEntry, read_entries, read_manifest
 from omnidub.keys import file_digest, line_key, line_seed
 from omnidub.outputs.deliver import Delivered, DeliveryOptions, check, deliver
-from omnidub.outputs.mix import FORMATS, Placement, container, write_atomic
+from omnidub.outputs.mix import Placement, container, write_atomic
 from omnidub.scheduler import Failure, Outcome, stream
 from omnidub.script import Script
 from omnidub.timing import Target, plan

@@ -6,9 +6,27 @@ proportion to their natural lengths, less the silences that join them; every chu
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field
 from typing import Callable
 
 import numpy as np
+
+from omnidub.backends.base import Request
+
+
+@dataclass
+class LinePlan:
+    """A request resolved: its chunks (one unless long), their frame budgets and seeds; each chunk's tokens fill
+    in as it decodes, and ``seconds`` gathers the wall time the line cost."""
+
+    request: Request
+    texts: list[str]
+    frames: list[int]
+    seeds: list[int]
+    language: str | None
+    instruct: str | None
+    tokens: list = field(default_factory=list)
+    seconds: float = 0.0
 
 CHUNK_THRESHOLD_SECONDS = 30.0
 CHUNK_SECONDS = 15.0

@@ -16,7 +16,7 @@ import numpy as np
 import soundfile as sf
 
 from omnidub.files import atomic_path
-from omnidub.outputs.loudness import Gain, Level, Meter, plan_gain
+from omnidub.outputs.loudness import Level, Meter, plan_gain
 
 BLOCK_SECONDS = 10.0
 FORMATS = {"wav": ("WAV", "PCM_24"), "flac": ("FLAC", "PCM_24"), "mp3": ("MP3", "MPEG_LAYER_III")}

@@ -7,14 +7,13 @@ three networks run in ONNX Runtime. At zero temperatures its tokens equal the to
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Iterator, Sequence
 
 import numpy as np
 
 from omnidub.backends.base import Prompt, Request, Result
-from omnidub.backends.chunks import split_line
+from omnidub.backends.chunks import LinePlan, split_line
 from omnidub.backends.onnx import audio as upstream_audio
 from omnidub.backends.onnx.host import decode
 from omnidub.backends.onnx.prompt import PromptBuilder, resolve_instruct, resolve_language
@@ -28,17 +27,6 @@ from omnidub.lightweight import omnivoice_module
 from omnidub.models import ModelSource, resolve_model
 
 
-
-@dataclass
-class _Line:
-    request: Request
-    texts: list[str]
-    frames: list[int]
-    seeds: list[int]
-    language: str | None
-    instruct: str | None
-    tokens: list[np.ndarray | None] = field(default_factory=list)
-    seconds: float = 0.0
 
 
 class OnnxBackend:
@@ -124,7 +112,7 @@ class OnnxBackend:
         prompt = request.prompt
         return natural_frames(request.text, prompt.text if prompt else None, prompt.frames if prompt else None)
 
-    def _resolve(self, request: Request) -> _Line:
+    def _resolve(self, request: Request) -> LinePlan:
         if not request.text or not request.text.strip():
             raise OmnidubError("cannot synthesize an empty line")
         language = resolve_language(request.language)
@@ -136,9 +124,9 @@ class OnnxBackend:
             request.text, frames, request.duration is not None, seed, self.frame_rate,
             lambda t: natural_frames(t, prompt.text if prompt else None, prompt.frames if prompt else None),
             lambda t, chars: omnivoice_module("text").chunk_text_punctuation(text=t, chunk_len=chars, min_chunk_len=3))
-        return _Line(request, texts, budgets, seeds, language, instruct, [None] * len(texts))
+        return LinePlan(request, texts, budgets, seeds, language, instruct, [None] * len(texts))
 
-    def _item(self, line: _Line, chunk: int):
+    def _item(self, line: LinePlan, chunk: int):
         prompt = line.request.prompt
         if prompt is not None:
             ref_text, ref_codes = prompt.text, prompt.codes
@@ -148,7 +136,7 @@ class OnnxBackend:
             ref_text, ref_codes = None, None
         return self.prompts.item(line.texts[chunk], line.frames[chunk], ref_text, ref_codes, line.language, line.instruct)
 
-    def _decode_lines(self, lines: list[_Line]) -> None:
+    def _decode_lines(self, lines: list[LinePlan]) -> None:
         for second_pass in (False, True):
             work = [(line, j) for line in lines for j in range(len(line.texts))
                     if line.tokens[j] is None and (second_pass or j == 0 or line.request.prompt is not None)]
@@ -163,7 +151,7 @@ class OnnxBackend:
                 line.tokens[j] = t
                 line.seconds += share
 
-    def _finish(self, line: _Line) -> Result:
+    def _finish(self, line: LinePlan) -> Result:
         began = time.perf_counter()
         waves = [self.runtime.decode(t) for t in line.tokens]
         audio = upstream_audio.join_chunks(waves, self.sample_rate)

@@ -11,6 +11,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from omnidub.backends.rows import row_groups
+
 LAYOUTS = ("padded", "trimmed", "packed")
 
 
@@ -43,19 +45,7 @@ class Layout:
     def __init__(self, items: list[Item], kind: str, pad_id: int):
         self.batch = len(items)
         self.max_target = max(item.target_len for item in items)
-        cond = [[(i, True)] for i in range(len(items))]
-        uncond = [[(i, False)] for i in range(len(items))]
-        if kind == "padded":
-            groups = [cond + uncond]
-        elif kind == "trimmed":
-            by_length: dict[int, list] = {}
-            for row in cond + uncond:
-                by_length.setdefault(_segment_len(items, *row[0]), []).append(row)
-            groups = list(by_length.values())
-        elif kind == "packed":
-            groups = [[[(i, True), (i, False)] for i in range(len(items))]]
-        else:
-            raise ValueError(f"unknown cfg layout {kind!r}")
+        groups = row_groups([item.input_ids.shape[1] for item in items], [item.target_len for item in items], kind)
         self.plans = [_build_plan(items, rows, pad_id) for rows in groups]
 
     def write(self, tokens: np.ndarray) -> None:

@@ -12,13 +12,13 @@ import numpy as np
 import torch
 
 from omnidub.backends.base import Prompt, Request, Result
-from omnidub.backends.chunks import split_line
+from omnidub.backends.chunks import LinePlan, split_line
 from omnidub.backends.postprocess import fit_exact, match_reference_volume
 from omnidub.backends.torch import upstream
 from omnidub.backends.torch.decode import decode
 from omnidub.backends.torch.fused import fused_llm
-from omnidub.backends.torch.layout import Item, Layout, resolve_layout
-from omnidub.config import EngineOptions, generation_settings
+from omnidub.backends.torch.layout import Item, Layout
+from omnidub.config import EngineOptions, generation_settings, resolve_layout
 from omnidub.duration import natural_frames, target_frames
 from omnidub.errors import OmnidubError
 from omnidub.hardware import device_kind
@@ -28,19 +28,6 @@ from omnidub.models import DEFAULT_MODEL, ModelSource, resolve_model
 COMPILE_SECONDS = {"cpu": 120.0, "cuda": 180.0, "mps": 20.0}
 COMPILE_SPEEDUP = 1.18
 
-
-@dataclass
-class _Line:
-    """A request resolved: its chunks (one unless long), their frame budgets and seeds."""
-
-    request: Request
-    texts: list[str]
-    frames: list[int]
-    seeds: list[int]
-    language: str | None
-    instruct: str | None
-    tokens: list[torch.Tensor | None]
-    seconds: float = 0.0
 
 
 @dataclass(frozen=True)
@@ -196,7 +183,7 @@ class TorchBackend:
             self.on_note(f"compile auto: not compiling (~{left:.0f} s of model time left would save less than the "
                          f"~{cost:.0f} s compile, inductor cache {cache})")
 
-    def _resolve(self, request: Request) -> _Line:
+    def _resolve(self, request: Request) -> LinePlan:
         if not request.text or not request.text.strip():
             raise OmnidubError("cannot synthesize an empty line")
         language = upstream.resolve_language(request.language)
@@ -206,9 +193,9 @@ class TorchBackend:
         seed = request.seed & 0x7FFF_FFFF_FFFF_FFFF
         texts, budgets, seeds = split_line(request.text, frames, request.duration is not None, seed, self.frame_rate,
                                            lambda t: natural_frames(t, *_ref(request.prompt)), upstream.chunk_text)
-        return _Line(request, texts, budgets, seeds, language, instruct, [None] * len(texts))
+        return LinePlan(request, texts, budgets, seeds, language, instruct, [None] * len(texts))
 
-    def _item(self, line: _Line, chunk: int) -> Item:
+    def _item(self, line: LinePlan, chunk: int) -> Item:
         prompt = line.request.prompt
         if prompt is not None:
             ref_text, ref_tokens = prompt.text, torch.as_tensor(prompt.codes)
@@ -221,7 +208,7 @@ class TorchBackend:
                                             line.language, line.instruct)
         return Item(ids, mask, line.frames[chunk])
 
-    def _decode_lines(self, lines: list[_Line]) -> None:
+    def _decode_lines(self, lines: list[LinePlan]) -> None:
         # The scheduler made the bucket; chunks that need the first chunk as reference wait for a second pass.
         for second_pass in (False, True):
             work = [
@@ -242,7 +229,7 @@ class TorchBackend:
                 line.seconds += share
 
     @torch.inference_mode()
-    def _finish(self, line: _Line) -> Result:
+    def _finish(self, line: LinePlan) -> Result:
         began = time.perf_counter()
         tokenizer = self.model.audio_tokenizer
         waves = [tokenizer.decode(t.to(tokenizer.device).unsqueeze(0)).audio_values[0].float().cpu().numpy()

@@ -18,9 +18,10 @@ from dataclasses import dataclass
 
 import torch
 
+from omnidub.backends.rows import row_groups
+
 from omnidub.backends.torch import upstream
 
-from omnidub.config import LAYOUTS, resolve_layout  # noqa: F401 - re-exported for the backend
 
 
 @dataclass
@@ -56,20 +57,7 @@ class Layout:
         self.kind = kind
         self.batch = len(items)
         self.max_target = max(item.target_len for item in items)
-        # A segment is (line, is_conditional); a row is a list of segments laid side by side.
-        cond = [[(i, True)] for i in range(len(items))]
-        uncond = [[(i, False)] for i in range(len(items))]
-        if kind == "padded":
-            groups = [cond + uncond]
-        elif kind == "trimmed":
-            by_length: dict[int, list] = {}
-            for row in cond + uncond:
-                by_length.setdefault(_segment_len(items, *row[0]), []).append(row)
-            groups = list(by_length.values())
-        elif kind == "packed":
-            groups = [[[(i, True), (i, False)] for i in range(len(items))]]
-        else:
-            raise ValueError(f"unknown cfg layout {kind!r}")
+        groups = row_groups([item.input_ids.shape[1] for item in items], [item.target_len for item in items], kind)
 
         self.plans: list[_Plan] = []
         # Flat index (over all plans' positions, concatenated) of each line's target frames.
