@@ -21,7 +21,9 @@ from test_qa import FOX, ScriptedAsr, read_page
 from omnidub.asr import Asr
 from omnidub.errors import OmnidubError
 from omnidub.qa import SpeakerEncoder, check_lines, run_qa, speaker_encoder, write_reports
-from omnidub.qa.voice import MIN_VOICE_SIMILARITY
+from omnidub.config import QaOptions
+
+MIN_VOICE_SIMILARITY = QaOptions().min_voice_similarity  # calibrated in the README
 
 DATA = Path(__file__).parent / "data" / "qa"
 RATE = 16000

@@ -19,7 +19,7 @@ from omnidub.asr import Asr, whisper_language
 from omnidub.errors import OmnidubError
 from omnidub.keys import file_digest
 from omnidub.config import QaOptions
-from omnidub.qa.voice import MIN_VOICE_SIMILARITY, SpeakerEncoder, VoiceMatch
+from omnidub.qa.voice import SpeakerEncoder, VoiceMatch
 
 # OmniVoice's evaluation scores these languages per character. Where spaces carry no meaning they are
 # dropped; elsewhere they stay as a character of their own.
@@ -55,7 +55,7 @@ class QaSettings:
     # The thresholds a render's preset sets, unless the caller gives others.
     max_wer: float = QaOptions().max_wer
     max_cer: float = QaOptions().max_cer
-    min_voice_similarity: float = MIN_VOICE_SIMILARITY
+    min_voice_similarity: float = QaOptions().min_voice_similarity
     # Under this much speech the embedding is too noisy for the similarity threshold (README, voice check):
     # such a line fails only when it sounds closer to another speaker than to its own.
     min_voice_seconds: float = 1.0
@@ -397,7 +397,7 @@ def check_lines(
     sample_rate: int | None = None,
     encoder: SpeakerEncoder | None = None,
     references: dict[str, Path] | None = None,
-    min_voice_similarity: float = MIN_VOICE_SIMILARITY,
+    min_voice_similarity: float = QaOptions().min_voice_similarity,
 ) -> list[LineCheck]:
     """Check the given manifest lines; `all_lines` (default: the same) supplies the lines that follow each one,
     `references` each speaker's reference recording for the voice check (needs `encoder`)."""

@@ -14,8 +14,6 @@ from omnidub.errors import OmnidubError
 DEFAULT_SPEAKER_MODEL = "resemblyzer"
 NO_SPEAKER_MODEL = "none"
 SPEAKER_MODELS = (DEFAULT_SPEAKER_MODEL, NO_SPEAKER_MODEL)
-# Calibrated on flite and espeak-ng voices (README, "How the voice check was calibrated").
-MIN_VOICE_SIMILARITY = 0.72
 # Less speech than this gives no embedding worth comparing.
 MIN_SPEECH_SECONDS = 0.3
 EMBEDDING_RATE = 16000
