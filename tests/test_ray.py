@@ -16,9 +16,13 @@ from conftest import EXAMPLES
 ray = pytest.importorskip("ray")
 
 from omnidub.api import Session  # noqa: E402
+from omnidub.config import load_preset  # noqa: E402
 from omnidub.journal import read_entries  # noqa: E402
 from omnidub.render import Listener  # noqa: E402
 from omnidub.scheduler import ExecutorOptions  # noqa: E402
+
+# Few steps: the executors are compared, not the voices.
+PRESET = load_preset("fast").with_overrides(steps=4)
 
 SCENE = """1
 00:00:00,300 --> 00:00:02,400
@@ -69,7 +73,7 @@ def local(tmp_path_factory, inputs, options, asr) -> Path:
     import torch
 
     out = tmp_path_factory.mktemp("local")
-    session = Session("synthetic:tiny", "cpu", asr_model=asr)
+    session = Session("synthetic:tiny", "cpu", PRESET, asr_model=asr)
     # Each worker runs one thread (--cpus-per-worker 1). Float32 sums are bit-identical only at equal thread
     # counts (tokens match at any count; audio differs by ~1e-7 otherwise), so the reference runs one too.
     threads = torch.get_num_threads()
@@ -84,7 +88,7 @@ def local(tmp_path_factory, inputs, options, asr) -> Path:
 
 @pytest.fixture(scope="module")
 def pool(cluster, asr):
-    session = Session("synthetic:tiny", "cpu", asr_model=asr, executor=ExecutorOptions("ray", workers=2))
+    session = Session("synthetic:tiny", "cpu", PRESET, asr_model=asr, executor=ExecutorOptions("ray", workers=2))
     yield session
     session.close()
 
@@ -129,7 +133,7 @@ def test_a_rerun_after_the_driver_is_killed_resumes(cluster, pool, local, inputs
     out = tmp_path / "out"
     command = [sys.executable, "-m", "omnidub", "render", *map(str, inputs), "--voices", str(options["voices"]),
                "--model", "synthetic:tiny", "--device", "cpu", "--asr-model", asr, "--out", str(out),
-               "--executor", "ray", "--ray-address", cluster, "--workers", "1"]
+               "--executor", "ray", "--ray-address", cluster, "--workers", "1", "--steps", "4"]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
     deadline = time.monotonic() + 120
     while sum(len(read_entries(out / name)) for name in ("dialogue", "ferry")) < 2:
