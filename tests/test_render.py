@@ -397,7 +397,7 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path, tiny_model_dir):
 
     script, out = _long_script(tmp_path / "long.txt"), tmp_path / "out"
     # Many steps make each line slow enough that the second Ctrl-C lands while a line is in flight.
-    process = _spawn(script, out, tmp_path, steps=200)
+    process = _spawn(script, out, tmp_path, steps=120)
     heard, first_handled = [], threading.Event()
 
     def read_stderr():
