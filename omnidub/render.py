@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import filecmp
 import hashlib
+import json
 import os
 import re
 import shutil
@@ -276,6 +277,8 @@ class Renderer:
         self._cache = PromptCache(prompt_cache_dir())
         self._lock = FolderLock(self.out_dir)
         self._owned: set[str] = set()
+        self._reused: dict | None = None  # the last manifest, when its assembly is reused unchanged
+        self._assembly: str | None = None  # the key of what the outputs were assembled from
         # A shared cache (--cache) holds other inputs' lines too: it is never pruned.
         self.cache_dir = Path(cache_dir) if cache_dir is not None else self.out_dir / ".cache"
         self.left_out: list[int] = []  # lines --only leaves without audio
@@ -543,8 +546,13 @@ class Renderer:
             interrupted=self.stopping,
             outputs=tuple(self.outputs.values()) + self._delivered_files(),
             pending=tuple(self.left_out),
-            loudness=self.delivered.loudness() if self.delivered else None,
+            loudness=self.delivered.loudness() if self.delivered else self._reused_loudness(),
         )
+
+    def _reused_loudness(self) -> dict | None:
+        if self._reused is None:
+            return None
+        return {key: self._reused["loudness"].get(key) for key in ("mix", "bed_mix")}
 
     def _store(self, entry: LineEntry, audio, sample_rate: int) -> None:
         path = self._cached_path(entry.key)
@@ -599,8 +607,12 @@ class Renderer:
         self.journal.append(entry)
 
     def reassemble(self) -> dict[str, str]:
-        """Write stems and mix from the current segments, drop stale files, and write the manifest."""
-        self.outputs = self._assemble()
+        """Write stems and mix from the current segments (unless the last run assembled exactly these), drop
+        stale files, and write the manifest."""
+        key = self._assembly_key()
+        if not self._reuse_assembly(key):
+            self.outputs = self._assemble()
+        self._assembly = key
         self._remove_stale()
         self.save_manifest()
         return self.outputs
@@ -630,10 +642,59 @@ class Renderer:
         outputs[""] = f"mix.{self.fmt}"
         return outputs
 
+    def _assembly_key(self) -> str:
+        """A key over everything assembly reads: each line's audio (hash), place and file, the names, format,
+        programme and delivery options (with the bed's and video's size and time)."""
+        sources = {}
+        for path in (self.delivery.bed, self.delivery.video):
+            if path:
+                stat = Path(path).stat()
+                sources[str(Path(path).resolve())] = [stat.st_size, stat.st_mtime_ns]
+        payload = {
+            "omnidub": __version__,
+            "lines": [[e.index, e.file, e.sha256, e.start, e.duration, e.speaker] for e in self.entries if e.done],
+            "names": self.names, "format": self.fmt, "program": self.program, "delivery": repr(self.delivery),
+            "sources": sources,
+        }
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+    def _reuse_assembly(self, key: str) -> bool:
+        """A rerun that rendered nothing, over exactly what the last run assembled, keeps its outputs: loudness
+        passes, video, subtitles and timelines are not redone. Any doubt means assembling again."""
+        self._reused = None
+        if self.force or any(e.status == "rendered" or (e.done and not e.sha256) for e in self.entries):
+            return False
+        previous = read_manifest(self.out_dir) or {}
+        if previous.get("assembly") != key:
+            return False
+        stems, mix, delivery = previous.get("stems"), previous.get("mix"), previous.get("delivery")
+        if not (isinstance(stems, dict) and isinstance(mix, str) and isinstance(delivery, dict)
+                and isinstance(previous.get("loudness"), dict)):
+            return False
+        files = [*stems.values(), mix] + [v for key in ("bed_mix", "video") if isinstance(v := delivery.get(key), str)]
+        files += [v for key in ("subtitles", "timelines") for v in (delivery.get(key) or []) if isinstance(v, str)]
+        if not all(isinstance(f, str) and _inside(f) and (self.out_dir / f).is_file() for f in files):
+            return False
+        if set(stems) != set(self.speakers):
+            return False
+        self._reused = previous
+        self.outputs = {**stems, "": mix}
+        self.program = previous.get("program_seconds", self.program)
+        late = {r.get("index") for r in previous.get("lines", []) if isinstance(r, dict) and "past-video" in (r.get("flags") or [])}
+        for entry in self.entries:
+            if entry.index in late and "past-video" not in entry.flags:
+                entry.flags.append("past-video")
+        self.listener.step("stems and mix are up to date")
+        return True
+
     def _delivered_files(self) -> tuple[str, ...]:
         """The bed mix, dubbed video, subtitles and timelines this render wrote, relative to the folder."""
         if self.delivered is None:
-            return ()
+            if self._reused is None:
+                return ()
+            files = self._reused["delivery"]
+            return tuple(p for p in (files.get("bed_mix"), files.get("video"), *(files.get("subtitles") or []),
+                                     *(files.get("timelines") or [])) if p)
         files = self.delivered.files(self.out_dir)
         return tuple(p for p in (files["bed_mix"], files["video"], *files["subtitles"], *files["timelines"]) if p)
 
@@ -699,6 +760,7 @@ class Renderer:
             "stems": {speaker: path for speaker, path in self.outputs.items() if speaker},
             "mix": self.outputs.get(""),
             **self._delivery_record(),
+            "assembly": self._assembly if self.outputs else None,
             "voices": self.voices_record(),
             "notes": list(self.script.warnings) + [f"skipped: {s}" for s in self.script.skipped] + self.notes,
             "lines": [self._line_record(e) for e in self.entries],
@@ -709,7 +771,7 @@ class Renderer:
         from omnidub.outputs.timeline import timecode
 
         record = entry.to_json()
-        fps = self.delivered.fps if self.delivered else self.delivery.fps
+        fps = self.delivered.fps if self.delivered else self._reused["delivery"].get("fps") if self._reused else self.delivery.fps
         if fps:
             record["start_tc"], record["end_tc"] = timecode(entry.start, fps), timecode(entry.end, fps)
         return record
@@ -718,6 +780,8 @@ class Renderer:
         """Loudness as measured and what else was delivered (empty until assembled)."""
         done, options = self.delivered, self.delivery
         if done is None:
+            if self._reused is not None:
+                return {"loudness": self._reused["loudness"], "delivery": self._reused["delivery"]}
             return {}
         return {
             "loudness": {"target": options.loudness, "true_peak_ceiling": options.true_peak, **done.loudness()},

@@ -109,6 +109,24 @@ def test_rerun_synthesizes_nothing_and_rewrites_identical_files(rendered, exampl
     assert tree_bytes(rendered) == before
 
 
+def test_an_unchanged_rerun_keeps_its_assembly_and_a_changed_one_assembles_again(rendered, example_args, tmp_path):
+    out = tmp_path / "again"
+    shutil.copytree(rendered, out)
+    mix = out / "mix.wav"
+    stamp = mix.stat().st_mtime_ns
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out)
+    assert result.exit_code == 0 and "up to date" in result.stderr, result.output
+    assert mix.stat().st_mtime_ns == stamp and manifest(out)["loudness"] == manifest(rendered)["loudness"]
+    assert manifest(out)["assembly"] == manifest(rendered)["assembly"]
+    # Another loudness target is another assembly; so is a missing stem.
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out, "--loudness", "-16")
+    assert result.exit_code == 0 and "up to date" not in result.stderr, result.output
+    assert manifest(out)["loudness"]["mix"]["integrated"] == pytest.approx(-16.0, abs=0.5)
+    (out / "stems" / "BOB.wav").unlink()
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out, "--loudness", "-16")
+    assert result.exit_code == 0 and "up to date" not in result.stderr and (out / "stems" / "BOB.wav").is_file()
+
+
 def test_editing_one_line_renders_exactly_that_line(rendered, example_args, tmp_path):
     out = tmp_path / "edited"
     shutil.copytree(rendered, out)
