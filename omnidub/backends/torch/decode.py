@@ -11,21 +11,9 @@ import math
 import torch
 import torch.nn.functional as F
 
+from omnidub.backends.schedule import schedule
 from omnidub.backends.torch.layout import Item, Layout
 from omnidub.config import DecodeOptions
-
-
-def schedule(total: int, steps: int, t_shift: float) -> list[int]:
-    """How many tokens upstream unmasks at each step for ``total`` masked tokens."""
-    # Computed with the same float32 ops as upstream's _get_time_steps so the ceil()s agree exactly.
-    t = torch.linspace(0.0, 1.0, steps + 1)
-    t = (t_shift * t / (1 + (t_shift - 1) * t)).tolist()
-    out, remaining = [], total
-    for step in range(steps):
-        n = remaining if step == steps - 1 else min(math.ceil(total * (t[step + 1] - t[step])), remaining)
-        out.append(int(n))
-        remaining -= int(n)
-    return out
 
 
 def gumbel(uniform: torch.Tensor) -> torch.Tensor:
