@@ -1,0 +1,183 @@
+"""The command line's frame: the Typer app, one-line usage errors, shared options and how errors are shown."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import sys
+import warnings
+from enum import Enum
+
+import typer
+import typer.core
+from rich.console import Console
+from rich.markup import escape
+
+from omnidub.errors import OmnidubError
+
+# pydub (pulled in by omnivoice) warns about a missing ffmpeg binary at import; omnidub never needs one.
+warnings.filterwarnings("ignore", message="Couldn't find ffmpeg or avconv")
+
+err = Console(stderr=True, highlight=False)
+out = Console(highlight=False)
+
+# Typer ships its own copy of click; its exception classes are reached through the one it exports.
+_ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
+
+
+class _Group(typer.core.TyperGroup):
+    """Usage errors (an unknown option, a bad value) are one line on stderr with exit 2, like every other error."""
+
+    def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        try:
+            code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        except _ClickException as exc:
+            if type(exc).__name__ == "NoArgsIsHelpError":  # bare `omnidub`: the help, as asked
+                exc.show()
+                code = exc.exit_code
+            else:
+                where = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) is not None else ""
+                err.print(f"[bold red]error:[/] {escape(exc.format_message())}{escape(where)}", soft_wrap=True)
+                code = exc.exit_code
+        except typer.Abort:
+            err.print("aborted")
+            code = 1
+        if not standalone_mode:
+            return code
+        sys.exit(code if isinstance(code, int) else 0)
+
+
+class Command(typer.core.TyperCommand):
+    """Arguments in the usage line as their metavars (INPUT), not Typer's {input}."""
+
+    def collect_usage_pieces(self, ctx):
+        return [re.sub(r"\{([^{}]*)\}", r"\1", piece) for piece in super().collect_usage_pieces(ctx)]
+
+
+# Plain click-style help: Typer's rich help shows flags as taking a value (--force <bool>), eats text in square
+# brackets, and breaks option values mid-word at 80 columns.
+app = typer.Typer(
+    cls=_Group,
+    add_completion=False,
+    no_args_is_help=True,
+    pretty_exceptions_enable=False,
+    rich_markup_mode=None,
+    help="Batch dubbing with OmniVoice voice cloning: subtitles or a script in, timed stems per speaker and a mix out.",
+)
+
+
+class Cfg(str, Enum):
+    auto = "auto"
+    padded = "padded"
+    trimmed = "trimmed"
+    packed = "packed"
+
+
+class Dtype(str, Enum):
+    auto = "auto"
+    float32 = "float32"
+    bfloat16 = "bfloat16"
+    float16 = "float16"
+    int8 = "int8"
+
+
+class Quantize(str, Enum):
+    int8 = "int8"
+
+
+class Executor(str, Enum):
+    local = "local"
+    ray = "ray"
+
+
+class Format(str, Enum):
+    wav = "wav"
+    flac = "flac"
+    mp3 = "mp3"
+
+
+def _version(value: bool) -> None:
+    if value:
+        from omnidub import __version__
+
+        out.print(f"omnidub {__version__}")
+        raise typer.Exit(0)
+
+
+@app.callback()
+def _main(
+    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
+) -> None:
+    """Batch dubbing with OmniVoice voice cloning: subtitles or a script in, timed stems per speaker and a mix out."""
+
+
+MODEL_HELP = "Hub id, local checkpoint folder, or synthetic:tiny / synthetic:full (random weights, offline)."
+ASR_HELP = "faster-whisper size name, or a local CTranslate2 model folder (works offline)."
+ASR_DEFAULT = "small on CPU, large-v3 on CUDA"
+DebugOption = typer.Option(False, "--debug", help="Show full tracebacks.", hidden=True)
+
+
+@contextlib.contextmanager
+def user_errors(debug: bool):
+    """Turn a user's mistake into one line on stderr and exit code 2 (``--debug``: the whole chain of causes);
+    anything else keeps its traceback."""
+    try:
+        yield
+    except OmnidubError as exc:
+        if debug:
+            raise
+        err.print(f"[bold red]error:[/] {escape(printable(str(exc)))}", soft_wrap=True)
+        raise typer.Exit(2) from None
+
+
+SPEAKER_MODEL_HELP = (
+    "Speaker encoder for the QA voice check: resemblyzer (GE2E, bundled), or none to skip the check."
+)
+
+
+def warn_synthetic(model: str) -> None:
+    if model.startswith("synthetic:"):
+        err.print(
+            f"[bold yellow]warning:[/] {model} is a random-weight model of the real architecture: "
+            "its audio is noise. Use it to test and benchmark, not to dub.",
+            soft_wrap=True,
+        )
+
+
+
+
+def print_json(data) -> None:
+    # Plain text, not rich's highlighted JSON: a 2,400-line plan took 11 s through rich and is read by programs.
+    sys.stdout.write(json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+    sys.stdout.flush()
+
+
+def printable(text: str) -> str:
+    """Text with control characters (ANSI escapes included) removed, safe to show in a terminal."""
+    return "".join(ch for ch in str(text) if ch.isprintable() or ch == " ")
+
+
+
+
+def set_threads() -> None:
+    """Before torch loads: one intra-op thread per physical core, and on a busy machine (load above the cores)
+    OpenMP threads that sleep rather than spin while waiting, since spinning threads starve each other there.
+    Values the user set win. The library never touches process-wide settings; the command line does."""
+    import psutil
+
+    cores = psutil.cpu_count(logical=False) or os.cpu_count() or 1
+    os.environ.setdefault("OMP_NUM_THREADS", str(cores))
+    try:
+        busy = os.getloadavg()[0] > cores
+    except OSError:  # no load average on this platform
+        busy = False
+    if busy:
+        os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
+
+
+def main() -> None:
+    """Console entry point."""
+    set_threads()
+    app()

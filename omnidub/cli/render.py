@@ -1,0 +1,293 @@
+"""``omnidub render``: parse the flags, run the job, print what happened."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import signal
+import sys
+from pathlib import Path
+from typing import List, Optional
+
+import typer
+from rich.markup import escape
+
+from omnidub.cli.app import (ASR_DEFAULT, ASR_HELP, MODEL_HELP, SPEAKER_MODEL_HELP, Cfg, Command, DebugOption, Dtype,
+                             Executor, Format, app, err, printable, user_errors, warn_synthetic)
+from omnidub.cli.show import (ProgressListener, plan_json, print_json, print_plan, print_summary, qa_progress,
+                              summary_json)
+from omnidub.errors import OmnidubError
+from omnidub.files import cache_home
+
+
+@app.command(cls=Command)
+def render(
+    inputs: List[Path] = typer.Argument(..., metavar="INPUT", show_default=False,
+                                        help="Subtitles (.srt, .vtt) or scripts (.txt: 'SPEAKER: text' per line), "
+                                             "or folders of them; all render with one model."),
+    voice: List[str] = typer.Option([], "--voice", metavar="[SPEAKER=]REF", show_default=False,
+                                    help="Reference audio for the default voice, or for one speaker."),
+    voice_text: List[str] = typer.Option([], "--voice-text", metavar="[SPEAKER=]TEXT", show_default=False,
+                                         help="Exact transcript of a reference."),
+    voices: Optional[Path] = typer.Option(None, "--voices", metavar="FILE", help="voices.toml mapping speakers to references."),
+    language: Optional[str] = typer.Option(None, "--language", metavar="CODE", show_default=False,
+                                           help="Language code of the lines, e.g. en, de, zh. [default: the voice's language]"),
+    preset: str = typer.Option("fast", "--preset", metavar="NAME|FILE", help="fast, quality, or a preset .toml file."),
+    model: str = typer.Option("k2-fsa/OmniVoice", "--model", metavar="ID|PATH", help=MODEL_HELP),
+    device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda|mps", help="Where the model runs."),
+    steps: Optional[int] = typer.Option(None, "--steps", min=1, metavar="N", show_default=False,
+                                        help="Diffusion steps. [default: 12 in fast, 32 in quality]"),
+    cfg: Optional[Cfg] = typer.Option(None, "--cfg", metavar="auto|padded|trimmed|packed", show_default=False,
+                                      help="Classifier-free guidance layout. [default: auto: what bench measured fastest here; untested: padded on CUDA, trimmed elsewhere]"),
+    batch: Optional[int] = typer.Option(None, "--batch", min=1, metavar="N", show_default=False,
+                                        help="Most lines per forward pass. [default: auto: 1 on CPU]"),
+    batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens", min=1, metavar="N", show_default=False,
+                                               help="Most tokens per forward pass. [default: auto]"),
+    dtype: Optional[Dtype] = typer.Option(None, "--dtype", metavar="auto|float32|bfloat16|float16|int8", show_default=False,
+                                          help="Model precision; int8 is a lossy CPU opt-in. [default: auto: the fastest the device does well]"),
+    compile: Optional[bool] = typer.Option(None, "--compile/--no-compile", show_default=False,
+                                           help="torch.compile the language model. [default: auto: when the job is long enough to pay for it]"),
+    out_dir: Optional[Path] = typer.Option(None, "--out", metavar="DIR", show_default=False,
+                                           help="Output folder; with several inputs, the folder that holds one per "
+                                                "input. [default: output/<input stem>]"),
+    cache: Optional[Path] = typer.Option(None, "--cache", metavar="DIR", show_default=False,
+                                         help="Line cache shared by inputs and runs. [default: .cache/ in each output folder]"),
+    executor: Executor = typer.Option(Executor.local, "--executor", metavar="local|ray",
+                                      help="Render here, or on a pool of Ray workers."),
+    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="auto|HOST:PORT", show_default=False,
+                                              help="Ray cluster to join. [default: start a local one]"),
+    workers: Optional[int] = typer.Option(None, "--workers", min=1, metavar="N", show_default=False,
+                                          help="Ray workers, each with one resident model. [default: as many as fit]"),
+    gpus_per_worker: Optional[float] = typer.Option(None, "--gpus-per-worker", min=0.0, metavar="F", show_default=False,
+                                                    help="GPUs per Ray worker. [default: 1 on CUDA, else 0]"),
+    cpus_per_worker: Optional[int] = typer.Option(None, "--cpus-per-worker", min=1, metavar="N", show_default=False,
+                                                  help="CPUs (and threads) per Ray worker. [default: 1]"),
+    seed: Optional[int] = typer.Option(None, "--seed", min=0, metavar="N", show_default=False,
+                                       help="Run seed; each line's seed derives from it. [default: 0]"),
+    format: Format = typer.Option(Format.wav, "--format", metavar="wav|flac|mp3", help="Format of stems and mix (segments stay WAV)."),
+    sample_rate: int = typer.Option(48000, "--sample-rate", min=8000, max=192000, metavar="HZ",
+                                    help="Rate of stems and mixes (segments stay at the model's)."),
+    loudness: str = typer.Option("-23", "--loudness", metavar="LUFS|off",
+                                 help="Loudness target (EBU R128: -23; streaming: -16), or off."),
+    true_peak: float = typer.Option(-1.0, "--true-peak", metavar="DBTP", help="Ceiling for the true peak."),
+    bed: Optional[Path] = typer.Option(None, "--bed", metavar="FILE", show_default=False,
+                                       help="Music-and-effects or original audio (any audio or video file) "
+                                       "to mix under the dub."),
+    duck: float = typer.Option(12.0, "--duck", min=0.0, metavar="DB", help="How far the bed drops while a line plays."),
+    video: Optional[Path] = typer.Option(None, "--video", metavar="FILE", show_default=False,
+                                         help="Video to put the dub into (picture copied, not re-encoded)."),
+    keep_original: bool = typer.Option(False, "--keep-original", help="Keep the video's own audio as a second track."),
+    fps: Optional[str] = typer.Option(None, "--fps", metavar="FPS", show_default=False,
+                                      help="Frame rate of timecodes and timelines, e.g. 25 or 30000/1001. "
+                                      "[default: the video's, else 25]"),
+    timeline: str = typer.Option("otio", "--timeline", metavar="LIST",
+                                 help="Timelines to write: otio, edl, fcpxml (comma-separated), or none."),
+    only: Optional[str] = typer.Option(None, "--only", metavar="LINES", show_default=False,
+                                       help="Render just these lines, e.g. 3,8-10; the others keep their audio. [default: every line]"),
+    force: bool = typer.Option(False, "--force", help="Render again, ignoring the cache; also allows an output "
+                               "folder that holds other files."),
+    dry_run: bool = typer.Option(False, "--dry-run", help="Plan only: timing, keys and what is cached; loads no model."),
+    qa: bool = typer.Option(False, "--qa", help="Run the QA checks after rendering."),
+    retakes: int = typer.Option(0, "--retakes", min=0, metavar="N", help="Render lines that fail QA again, up to N times (implies --qa)."),
+    asr_model: Optional[str] = typer.Option(None, "--asr-model", metavar="NAME|PATH", show_default=False, help=f"{ASR_HELP} [default: {ASR_DEFAULT}]"),
+    speaker_model: str = typer.Option("resemblyzer", "--speaker-model", metavar="NAME|PATH", help=SPEAKER_MODEL_HELP),
+    as_json: bool = typer.Option(False, "--json", help="Print the plan or the summary as JSON."),
+    debug: bool = DebugOption,
+) -> None:
+    """Render each INPUT into timed stems per speaker plus a mix, with one model for all of them.
+
+    \b
+    Examples:
+      omnidub render episode.srt --voices voices.toml
+      omnidub render episode.srt --voice ALICE=alice.wav --voice-text "ALICE=Hi."
+      omnidub render script.txt --voices voices.toml --dry-run
+      omnidub render episode.srt --voices voices.toml --only 3,8-10
+      omnidub render episode.srt --voices voices.toml --model synthetic:tiny
+      omnidub render season/ --voices voices.toml --executor ray --workers 4
+    """
+    with user_errors(debug):
+        code = _render(**locals())
+    raise typer.Exit(code)
+
+
+def _render(**o) -> int:
+    from omnidub.api import Session
+    from omnidub.config import load_preset
+    from omnidub.scheduler import ExecutorOptions
+
+    if o["qa"] or o["retakes"]:
+        from omnidub.qa import speaker_encoder
+
+        speaker_encoder(o["speaker_model"])  # a wrong name is said before the render, not after it
+    settings = load_preset(o["preset"]).with_overrides(
+        steps=o["steps"],
+        cfg=o["cfg"].value if o["cfg"] else None,
+        batch=o["batch"],
+        batch_tokens=o["batch_tokens"],
+        dtype=o["dtype"].value if o["dtype"] else None,
+        compile=o["compile"],
+        seed=o["seed"],
+    )
+    ray_options = ("ray_address", "workers", "gpus_per_worker", "cpus_per_worker")
+    if o["executor"] is Executor.local and any(o[name] is not None for name in ray_options):
+        given = next(name for name in ray_options if o[name] is not None)
+        raise OmnidubError(f"--{given.replace('_', '-')} is an option of the Ray executor: add --executor ray")
+    executor = ExecutorOptions(o["executor"].value, o["ray_address"], o["workers"], o["gpus_per_worker"],
+                               o["cpus_per_worker"] or 1)
+    session = Session(o["model"], o["device"], settings, o["asr_model"], executor=executor)
+    listener = ProgressListener(err)
+    job = session.job(o["inputs"], voices=o["voices"], voice=o["voice"], voice_text=o["voice_text"],
+                      language=o["language"], out_dir=o["out_dir"], cache_dir=o["cache"], fmt=o["format"].value,
+                      force=o["force"], listener=listener, only=o["only"], delivery=_delivery(o))
+    try:
+        return _run(o, session, settings, job, listener)
+    finally:
+        job.close()
+        session.close()
+
+
+def _run(o: dict, session, settings, job, listener) -> int:
+    many = job.many
+    for message in job.notes:
+        err.print(f"[yellow]note:[/] {escape(printable(message))}", soft_wrap=True)
+    for renderer in job.renderers:
+        where = f"{renderer.input_path}: " if many else ""
+        for message in (*renderer.script.warnings, *(f"skipped {s}" for s in renderer.script.skipped)):
+            err.print(f"[yellow]note:[/] {escape(printable(where + message))}", soft_wrap=True)
+
+    if o["dry_run"]:
+        if not many:
+            renderer = job.renderers[0]
+            print_plan(renderer.plan(), renderer.estimated, o["as_json"], renderer.selected)
+            return 0
+        return _print_plans(job, o["as_json"])
+
+    job.open()  # folders that cannot be used are said before the model banner, not after
+    for run in job.failed:
+        err.print(f"[bold red]error:[/] {escape(printable(str(run.error)))}", soft_wrap=True)
+    if not job.renderers:
+        return 2
+    session.check_executor()
+    warn_synthetic(o["model"])
+    if settings.engine.compile:  # True or "auto": inductor's kernels persist in omnidub's cache
+        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_home() / "inductor"))
+    engine = settings.engine
+    compiling = {True: ", compiled", False: "", "auto": ", compile auto"}[engine.compile]
+    err.print(
+        f"omnidub: model [bold]{escape(printable(o['model']))}[/] ({session.backend_name}) on {session.device} "
+        f"({session.identity['dtype']}), preset {settings.name}: {engine.decode.steps} steps, "
+        f"cfg {session.settings['cfg']}{compiling}"
+        + (f", {len(job.renderers)} inputs" if many else "")
+        + (", on Ray workers" if session.executor_options.kind == "ray" else ""),
+        soft_wrap=True,
+    )
+    session.on_load = listener.loading
+    session.on_note = lambda text: err.print(f"[cyan]note:[/] {escape(text)}", soft_wrap=True)
+    with _stop_on_ctrl_c(job):
+        runs = job.run()
+    if not many and runs[0].error is not None:
+        raise runs[0].error
+    summaries = [run.summary for run in runs if run.summary is not None]
+    if any(summary.interrupted for summary in summaries):
+        done = sum(s.rendered + s.cached for s in summaries)
+        err.print(f"interrupted: {done} of {sum(s.lines for s in summaries)} lines are done; rerun to finish.")
+        return 130
+    session.close()  # Ray workers are not needed for QA (retakes render here)
+
+    qa_failed = set()
+    if o["qa"] or o["retakes"]:
+        from omnidub.qa import print_report, speaker_encoder, write_reports
+        from omnidub.retakes import qa_with_retakes
+
+        encoder = speaker_encoder(o["speaker_model"], session.device)
+        rendered = {run.input for run in runs if run.summary is not None}
+        for renderer in (r for r in job.renderers if r.input_path in rendered):
+            if many:
+                listener.input(renderer.out_dir.name)
+            with qa_progress(err) as progress:
+                report = qa_with_retakes(renderer, session.asr(), o["retakes"], listener, progress=progress,
+                                         encoder=encoder)
+            written = write_reports(report, renderer.out_dir)
+            if not o["as_json"]:
+                print_report(report, err, written)
+            if not report.passed:
+                qa_failed.add(renderer.out_dir)
+    if not many:
+        print_summary(summaries[0], o["as_json"])
+        return 1 if summaries[0].failed or qa_failed else 0
+    if o["as_json"]:
+        print_json({"inputs": [
+            {"input": str(run.input), "error": None if run.error is None else str(run.error),
+             **(summary_json(run.summary) if run.summary is not None else {"out_dir": None})}
+            for run in runs]})
+    else:
+        for summary in summaries:
+            print_summary(summary, False)
+        for run in runs:
+            if run.error is not None:
+                err.print(f"[bold red]not rendered:[/] {escape(printable(str(run.error)))}", soft_wrap=True)
+    bad = [run for run in runs if run.error is not None or run.summary.failed or run.summary.out_dir in qa_failed]
+    return 1 if bad else 0
+
+
+def _print_plans(job, as_json: bool) -> int:
+    """The plan of every input of a job; exit 1 when some input cannot be planned, 2 when none can."""
+    plans = []
+    for renderer in job.renderers:
+        try:
+            plans.append((renderer, renderer.plan()))
+        except OmnidubError as exc:
+            err.print(f"[bold red]error:[/] {escape(printable(str(exc)))}", soft_wrap=True)
+    for run in job.failed:
+        err.print(f"[bold red]error:[/] {escape(printable(str(run.error)))}", soft_wrap=True)
+    if as_json:
+        print_json({"inputs": [{"input": str(r.input_path), "out_dir": str(r.out_dir),
+                                 **plan_json(entries, r.estimated, r.selected)} for r, entries in plans]})
+    else:
+        for renderer, entries in plans:
+            sys.stdout.write(f"\n{printable(renderer.input_path)} -> {printable(renderer.out_dir)}\n")
+            print_plan(entries, renderer.estimated, False, renderer.selected)
+    if len(plans) == len(job.renderers) and not job.failed:
+        return 0
+    return 1 if plans else 2
+
+
+def _delivery(o: dict):
+    """The delivery flags as options (bad values are one-line errors)."""
+    from fractions import Fraction
+
+    from omnidub.outputs.deliver import DeliveryOptions
+
+    loudness = None
+    if o["loudness"].strip().lower() != "off":
+        try:
+            loudness = float(o["loudness"])
+        except ValueError as exc:
+            raise OmnidubError(f"--loudness takes a target in LUFS (e.g. -23) or off, not {o['loudness']!r}") from exc
+    fps = None
+    if o["fps"]:
+        try:
+            fps = float(Fraction(o["fps"].strip()))
+        except (ValueError, ZeroDivisionError) as exc:
+            raise OmnidubError(f"--fps takes a frame rate such as 25, 29.97 or 30000/1001, not {o['fps']!r}") from exc
+    timelines = tuple(t.strip().lower() for t in o["timeline"].split(",") if t.strip() and t.strip().lower() != "none")
+    return DeliveryOptions(sample_rate=o["sample_rate"], loudness=loudness, true_peak=o["true_peak"], bed=o["bed"],
+                           duck=o["duck"], video=o["video"], keep_original=o["keep_original"], fps=fps,
+                           timelines=timelines, language=o["language"])
+
+
+@contextlib.contextmanager
+def _stop_on_ctrl_c(job):
+    """First Ctrl-C: finish the lines in flight, then stop cleanly. A second one stops at once."""
+    def handler(signum, frame):
+        if job.stopping:
+            # The journal already holds every finished line; only the lines in flight are dropped.
+            raise KeyboardInterrupt
+        job.request_stop()
+        err.print("[yellow]note:[/] stopping after the line in flight (Ctrl-C again to stop now)")
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)

@@ -1,0 +1,49 @@
+"""Decoding audio: any common audio file, or the audio of a video, to mono float32 at a chosen rate."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import numpy as np
+
+from omnidub.errors import OmnidubError
+
+
+def load_audio(path: Path, sample_rate: int) -> np.ndarray:
+    """Decode any common audio file to mono float32 at `sample_rate` (soundfile, else PyAV)."""
+    path = Path(path)
+    if not path.is_file():
+        raise OmnidubError(f"audio file not found: {path}")
+    try:
+        import soundfile
+
+        data, rate = soundfile.read(str(path), dtype="float32", always_2d=True)
+        audio = data.mean(axis=1)
+    except Exception:  # formats libsndfile lacks (mp3 on old builds, m4a/aac): decode with PyAV
+        audio, rate = _decode_with_av(path)
+    if rate != sample_rate and audio.size:
+        import soxr
+
+        audio = soxr.resample(audio, rate, sample_rate)
+    return np.ascontiguousarray(audio, dtype=np.float32)
+
+
+def _decode_with_av(path: Path) -> tuple[np.ndarray, int]:
+    import av
+
+    try:
+        with av.open(str(path)) as container:
+            if not container.streams.audio:
+                raise OmnidubError(f"{path}: has no audio stream")
+            stream = container.streams.audio[0]
+            rate = stream.rate or stream.codec_context.sample_rate
+            resampler = av.AudioResampler(format="flt", layout="mono", rate=rate)
+            chunks = []
+            for frame in container.decode(stream):
+                chunks.extend(f.to_ndarray().reshape(-1) for f in resampler.resample(frame))
+            chunks.extend(f.to_ndarray().reshape(-1) for f in resampler.resample(None))
+    except OmnidubError:
+        raise
+    except Exception as exc:
+        raise OmnidubError(f"{path}: cannot decode audio ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+    return (np.concatenate(chunks) if chunks else np.zeros(0, np.float32)), int(rate)

@@ -1,0 +1,147 @@
+"""The cast: who speaks with which voice (voices.toml, --voice, --voice-text)."""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass
+from pathlib import Path
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
+
+from omnidub.errors import OmnidubError
+from omnidub.script import DEFAULT_SPEAKER, check_language
+
+VOICE_KEYS = ("audio", "text", "language", "speed", "instruct")
+MIN_SPEED, MAX_SPEED = 0.25, 4.0  # a voice's speaking-rate factor; past these, speech is no longer speech
+_NAME_RE = re.compile(r"^[^\W\d][\w.'\- ]{0,31}$")
+
+
+@dataclass(frozen=True)
+class Voice:
+    speaker: str
+    audio: Path | None
+    text: str | None
+    language: str | None
+    speed: float | None
+    instruct: str | None
+
+
+
+def load_voices(voices_toml: Path | None, voice_args: list[str], voice_text_args: list[str]) -> dict[str, Voice]:
+    """Merge voices.toml, then --voice, then --voice-text (later sources override earlier ones)."""
+    voices: dict[str, Voice] = {}
+    if voices_toml is not None:
+        voices.update(_read_voices_toml(Path(voices_toml)))
+    for arg in voice_args:
+        speaker, audio = _split_voice_arg(arg)
+        old = voices.get(speaker)
+        # New audio makes any earlier transcript wrong; language and speed still describe the speaker.
+        voices[speaker] = Voice(
+            speaker, audio, None, old.language if old else None, old.speed if old else None, None
+        )
+    for arg in voice_text_args:
+        speaker, text = _split_voice_text_arg(arg, voices)
+        old = voices.get(speaker)
+        if old is None or old.audio is None:
+            known = ", ".join(sorted(voices)) or "none"
+            raise OmnidubError(
+                f"--voice-text {_short(arg)}: voice {speaker!r} has no reference audio to go with the transcript "
+                f"(voices with audio: {known}); add --voice {'' if speaker == DEFAULT_SPEAKER else speaker + '='}FILE"
+            )
+        voices[speaker] = Voice(speaker, old.audio, text, old.language, old.speed, old.instruct)
+    return voices
+
+
+def voice_for(speaker: str, voices: dict[str, Voice]) -> Voice:
+    """The voice for a speaker: exact name, then case-insensitive, then the default voice."""
+    if speaker in voices:
+        return voices[speaker]
+    folded = [v for name, v in voices.items() if name.casefold() == speaker.casefold()]
+    if len(folded) == 1:
+        return folded[0]
+    if DEFAULT_SPEAKER in voices:
+        return voices[DEFAULT_SPEAKER]
+    known = ", ".join(sorted(voices)) if voices else "none"
+    raise OmnidubError(
+        f"no voice for speaker {speaker!r} and no default voice (known voices: {known}); "
+        f"add --voice {speaker}=FILE, a default --voice FILE, or a [{speaker}] table in voices.toml"
+    )
+
+
+def _read_voices_toml(path: Path) -> dict[str, Voice]:
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+    except FileNotFoundError:
+        raise OmnidubError(f"{path}: no such voices file") from None
+    except UnicodeDecodeError:
+        raise OmnidubError(f"{path}: not UTF-8 text") from None
+    except tomllib.TOMLDecodeError as exc:
+        raise OmnidubError(f"{path}: not valid TOML: {exc}") from None
+    voices = {}
+    for speaker, table in data.items():
+        where = f"{path}: [{speaker}]"
+        if not isinstance(table, dict):
+            raise OmnidubError(f"{where}: expected a table like [{speaker}] with audio = ... and text = ..., got a plain value")
+        unknown = sorted(set(table) - set(VOICE_KEYS))
+        if unknown:
+            raise OmnidubError(f"{where}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(VOICE_KEYS)}")
+        for key in ("audio", "text", "language", "instruct"):
+            if key in table and not isinstance(table[key], str):
+                raise OmnidubError(f"{where}: {key} must be a string")
+        if table.get("language"):
+            check_language(table["language"], f"{where}: language")
+        if "audio" not in table and "instruct" not in table:
+            raise OmnidubError(f"{where}: needs audio = \"file\" (with text = \"transcript\") or instruct = \"voice description\"")
+        speed = table.get("speed")
+        if speed is not None and (isinstance(speed, bool) or not isinstance(speed, (int, float))
+                                  or not MIN_SPEED <= speed <= MAX_SPEED):
+            raise OmnidubError(f"{where}: speed must be a number from {MIN_SPEED:g} to {MAX_SPEED:g}, got {speed!r}")
+        audio = None
+        if "audio" in table:
+            audio = Path(table["audio"]).expanduser()
+            if not audio.is_absolute():
+                audio = path.parent / audio
+            if not audio.is_file():
+                raise OmnidubError(f"{where}: audio file not found: {audio}")
+        text = table.get("text")
+        if text is not None and not text.strip():
+            text = None
+        voices[speaker] = Voice(
+            speaker, audio, text, table.get("language"), float(speed) if speed is not None else None, table.get("instruct")
+        )
+    return voices
+
+
+def _split_voice_arg(arg: str) -> tuple[str, Path]:
+    if Path(arg).expanduser().is_file():
+        return DEFAULT_SPEAKER, Path(arg).expanduser()
+    if "=" in arg:
+        speaker, ref = arg.split("=", 1)
+        speaker = speaker.strip()
+        if speaker and "/" not in speaker and "\\" not in speaker and (Path(ref).expanduser().is_file() or _NAME_RE.match(speaker)):
+            ref_path = Path(ref).expanduser()
+            if not ref_path.is_file():
+                raise OmnidubError(f"--voice {speaker}=...: audio file not found: {ref}")
+            return speaker, ref_path
+    raise OmnidubError(f"--voice: audio file not found: {arg} (use --voice FILE or --voice SPEAKER=FILE)")
+
+
+def _split_voice_text_arg(arg: str, voices: dict[str, Voice]) -> tuple[str, str]:
+    if "=" in arg:
+        speaker, text = arg.split("=", 1)
+        if speaker in voices:
+            return speaker, text.strip()
+        if re.fullmatch(r"[^\W\d][\w.'\-]{0,31}", speaker):
+            known = ", ".join(sorted(voices)) or "none"
+            raise OmnidubError(
+                f"--voice-text {_short(arg)}: no voice named {speaker!r} (known voices: {known}); "
+                f"to give the default voice a transcript containing '=', write --voice-text {DEFAULT_SPEAKER}=TEXT"
+            )
+    return DEFAULT_SPEAKER, arg.strip()
+
+
+def _short(text: str, limit: int = 48) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."
