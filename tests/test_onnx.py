@@ -16,16 +16,6 @@ from omnidub.backends.onnx.rng import TorchRandom  # noqa: E402
 DATA = Path(__file__).resolve().parent.parent / "omnidub" / "data"
 
 
-@pytest.fixture(scope="session")
-def export_dir(tmp_path_factory, tiny_model_dir) -> Path:
-    """synthetic:tiny exported once per session, with the int8 transformer."""
-    from omnidub.backends.onnx.export import export
-
-    folder = tmp_path_factory.mktemp("export")
-    export(folder, "synthetic:tiny", quantize="int8")
-    return folder
-
-
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir):
     from omnidub.backends.torch import TorchBackend
