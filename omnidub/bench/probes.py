@@ -209,12 +209,14 @@ def _instrumented_layer(layer, hidden, mask, position, gemm, clock):
     out, _ = clock("attention", lambda: layer._attention(layer.attn, q, k, v, mask, dropout=0.0, scaling=layer.scaling,
                                                          is_causal=False))
     out = clock("copies", lambda: out.reshape(*x.shape[:-1], -1).contiguous())
-    hidden = clock("residual adds", lambda: residual + gemm("o", layer.o_proj, out))
+    projected = gemm("o", layer.o_proj, out)
+    hidden = clock("residual adds", lambda: residual + projected)
     residual = hidden
     x = clock("norms", lambda: layer.post_attention_layernorm(hidden))
     gate, up = gemm("gate+up", layer.gate_up, x).split(layer.inner, dim=-1)
     act = clock("activations", lambda: layer.act_fn(gate) * up)
-    return clock("residual adds", lambda: residual + gemm("down", layer.down_proj, act))
+    down = gemm("down", layer.down_proj, act)
+    return clock("residual adds", lambda: residual + down)
 
 
 def forward_flops(engine, items, steps: int) -> float:
