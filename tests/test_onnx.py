@@ -147,7 +147,7 @@ def test_parity_check_passes_every_bound(export_dir):
 
 
 def test_parity_metric_sees_different_audio_not_rounding_or_phase():
-    from omnidub.backends.onnx.parity import BOUNDS, _render, log_spectral_l1
+    from omnidub.backends.onnx.parity import BOUNDS, log_spectral_l1
 
     rng = np.random.default_rng(0)
     noise = rng.standard_normal(24000).astype(np.float32) * 0.1

@@ -200,7 +200,7 @@ class Setup:
         """Row ``name`` and what runs it (None when it is skipped, with why)."""
         from omnidub.backends.torch import Tuning
 
-        full, cut = self.refs["full"], self.refs["cut"]
+        cut = self.refs["cut"]
         b, a = SHORT_DTYPES[self.base], SHORT_DTYPES[self.alt]
         fs = self.fast_steps
 
@@ -208,25 +208,8 @@ class Setup:
             extra.setdefault("lossless", self.lossless(dtype))
             return Row(name, title, steps, cfg, dtype, batch, ref.seconds, against=AGAINST[name], **extra)
 
-        if name in ("stock", "steps", "ref3s"):
-            steps, ref = (self.stock_steps, full) if name == "stock" else (fs, full if name == "steps" else cut)
-            title = {"stock": f"stock: upstream generate, {self.stock_steps} steps, whole reference, padded CFG, {b}",
-                     "steps": f"+ {fs} steps", "ref3s": "+ reference trimmed to ~3 s at a word boundary by omnidub"}[name]
-            r = row(title, steps, "padded", self.base, ref)
-            if name == "ref3s" and not self.refs["trimmed"]:
-                r.skipped = f"skipped: the trimmer did not cut the reference ({self.refs['why']})"
-                r.note = "later rows use the bundled 3 s cut of the same recording" if cut is not full else ""
-                return r, None
-            return r, self.upstream(steps, ref, self.engine, peer=False)
-        if name in ("peer", "peer-dtype"):
-            dtype = self.base if name == "peer" else self.alt
-            title = ("+ trimmed CFG from omnivoice-fastpath (upstream generate): the peer recipe" if name == "peer"
-                     else f"the peer recipe in {a}")
-            r = row(title, fs, "trimmed", dtype, cut)
-            if not _peer_available():
-                r.skipped = "skipped: omnivoice-fastpath is not installed (pip install 'omnidub[bench]')"
-                return r, None
-            return r, self.upstream(fs, cut, self.engine if dtype == self.base else self.backend(dtype), peer=True)
+        if name in UPSTREAM_ROWS:
+            return self._upstream_row(name, row)
         levers = {
             "loop": ("omnidub's loop instead (same trimmed CFG; vectorised scoring, heads only on targets)",
                      Tuning(fused=False, skip_mask=False, gemm="aten")),
@@ -268,6 +251,29 @@ class Setup:
         if name in ONNX_ROWS:
             return self._onnx(name, row, cut)
         raise OmnidubError(f"unknown bench row {name!r}")
+
+    def _upstream_row(self, name: str, row) -> tuple[Row, Runner | None]:
+        """The rows that call upstream's own generate: stock, fewer steps, a trimmed reference, the peer recipe."""
+        full, cut, fs = self.refs["full"], self.refs["cut"], self.fast_steps
+        if name in ("peer", "peer-dtype"):
+            dtype = self.base if name == "peer" else self.alt
+            title = ("+ trimmed CFG from omnivoice-fastpath (upstream generate): the peer recipe" if name == "peer"
+                     else f"the peer recipe in {SHORT_DTYPES[self.alt]}")
+            r = row(title, fs, "trimmed", dtype, cut)
+            if not _peer_available():
+                r.skipped = "skipped: omnivoice-fastpath is not installed (pip install 'omnidub[bench]')"
+                return r, None
+            return r, self.upstream(fs, cut, self.engine if dtype == self.base else self.backend(dtype), peer=True)
+        steps, ref = (self.stock_steps, full) if name == "stock" else (fs, full if name == "steps" else cut)
+        title = {"stock": f"stock: upstream generate, {self.stock_steps} steps, whole reference, padded CFG, "
+                          f"{SHORT_DTYPES[self.base]}",
+                 "steps": f"+ {fs} steps", "ref3s": "+ reference trimmed to ~3 s at a word boundary by omnidub"}[name]
+        r = row(title, steps, "padded", self.base, ref)
+        if name == "ref3s" and not self.refs["trimmed"]:
+            r.skipped = f"skipped: the trimmer did not cut the reference ({self.refs['why']})"
+            r.note = "later rows use the bundled 3 s cut of the same recording" if cut is not full else ""
+            return r, None
+        return r, self.upstream(steps, ref, self.engine, peer=False)
 
     def _probed(self, dtype: str, what: str, default: str) -> str:
         return next((r.choice for r in self.probes.get(dtype, []) if r.what == what), default)
