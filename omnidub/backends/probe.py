@@ -7,7 +7,6 @@ measured.json with its evidence; a project then pins the layout it was rendered 
 
 from __future__ import annotations
 
-import statistics
 import time
 from dataclasses import dataclass
 from typing import Callable
@@ -31,8 +30,9 @@ class ProbeResult:
 
 
 def interleaved(runs: dict[str, Callable[[], None]], repeats: int = PROBE_REPEATS) -> dict[str, float]:
-    """Median wall seconds of each run: one warm-up each, then ``repeats`` rounds taking every run in turn, so a
-    noisy neighbour slows every candidate alike."""
+    """The fastest wall seconds of each run: one warm-up each, then ``repeats`` rounds taking every run in turn.
+    Other work on the machine only ever adds time, so the fastest round is the steadiest estimate of a
+    candidate's own cost, and taking turns lets no candidate have the quiet moments to itself."""
     for run in runs.values():
         run()
     times: dict[str, list[float]] = {name: [] for name in runs}
@@ -41,7 +41,7 @@ def interleaved(runs: dict[str, Callable[[], None]], repeats: int = PROBE_REPEAT
             began = time.perf_counter()
             run()
             times[name].append(time.perf_counter() - began)
-    return {name: statistics.median(values) for name, values in times.items()}
+    return {name: min(values) for name, values in times.items()}
 
 
 def decide(what: str, seconds: dict[str, float], default: str, what_ran: str, margin: float = 0.03) -> ProbeResult:
@@ -50,6 +50,6 @@ def decide(what: str, seconds: dict[str, float], default: str, what_ran: str, ma
     if best != default and seconds[best] > seconds[default] * (1 - margin):
         best = default
     figures = ", ".join(f"{name} {value * 1000:.0f} ms" for name, value in seconds.items())
-    evidence = (f"first-use probe {time.strftime('%Y-%m-%d')}: {what_ran}, median of {PROBE_REPEATS} interleaved: "
+    evidence = (f"first-use probe {time.strftime('%Y-%m-%d')}: {what_ran}, fastest of {PROBE_REPEATS} interleaved: "
                 f"{figures}")
     return ProbeResult(what, {k: round(v, 4) for k, v in seconds.items()}, best, evidence)
