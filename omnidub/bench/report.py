@@ -86,7 +86,10 @@ def _ceiling(data: dict) -> list[str]:
         kinds = value if isinstance(value, dict) else {"aten": value}
         peaks.append(f"{short(dtype)} " + " / ".join(f"{v:,.0f} GFLOP/s ({k})" for k, v in kinds.items()))
     if peaks:
-        out.append(f"matmul ceiling ({data.get('matmul_size', 2048)}³, torch's GEMM / oneDNN packed): {'; '.join(peaks)}.")
+        size = data.get("matmul_size", 2048)
+        what = (f"fastest of {size}³ and {size // 2}³, torch's GEMM / oneDNN packed" if data.get("ceiling") == "best"
+                else f"{size}³")
+        out.append(f"matmul ceiling ({what}): {'; '.join(peaks)}.")
     floor = data.get("floor") or {}
     if floor:
         out.append(f"row {floor['row']} does {floor['achieved_gflops']:,.0f} GFLOP/s of useful transformer work over "

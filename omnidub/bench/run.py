@@ -49,7 +49,7 @@ class BenchResult:
         return {"machine": self.machine, "model": self.model, "date": self.date, "lines": self.lines,
                 "repeat": self.repeat, "matmul_gflops": self.matmul_gflops, "floor": self.floor,
                 "versus_peer": self.versus_peer, "kernels": self.kernels, "step_profile": self.step_profile,
-                "recorded": self.recorded, "probes": self.probes, "matmul_size": self.matmul_size,
+                "recorded": self.recorded, "probes": self.probes, "matmul_size": self.matmul_size, "ceiling": "best",
                 "options": self.options, "rows": rows}
 
 

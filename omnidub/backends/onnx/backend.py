@@ -7,6 +7,7 @@ tokens equal the torch backend's.
 
 from __future__ import annotations
 
+import time
 from pathlib import Path
 
 import numpy as np
@@ -102,8 +103,9 @@ class OnnxBackend(DecodingLoop):
         forward = self.runtime.forward_fn()
         rows = {kind: Layout([item], kind, self.runtime.mask_id) for kind in ("trimmed", "packed")}
         shape = f"{self.shape or 'unknown shape'}, {item.input_ids.shape[1]} + {item.target_len} tokens, {self.dtype}"
+        began = time.perf_counter()
         result = decide("layout", interleaved({k: (lambda r=r: r.logits(forward)) for k, r in rows.items()}), "trimmed",
-                        f"one decoding step of {shape} in ONNX Runtime")
+                        f"one decoding step of {shape} in ONNX Runtime", began=began)
         record_layout(self.device, self.dtype, result.seconds, result.evidence, backend=self.name, shape=self.shape)
         self.layout = result.choice
         self.layout_choice = layout_status("auto", self.device, self.dtype, backend=self.name, shape=self.shape)

@@ -18,9 +18,9 @@ from pathlib import Path
 from omnidub.files import cache_home
 from omnidub.models import EXPORT_MANIFEST, ModelSource, model_shape, resolve_model
 
-# Measured on synthetic:full (OmniVoice's real shapes), fp32, on a 2-core Intel Xeon with AMX: what a user is
-# told before an export is built (docs/bench/cpu-onnx.json has the run).
-EXPORT_COST = "about 3 minutes on 2 CPU cores and 3.2 GB of disk for OmniVoice"
+# What a user is told before an export is built. Measured exporting synthetic:full (OmniVoice's real shapes) on a
+# shared 2-core Intel Xeon with AMX: 93 s with the int8 graph too, 9 GB peak memory; fp32 graphs 3.2 GB on disk.
+EXPORT_COST = "about 2 minutes on 2 CPU cores, 9 GB of memory while exporting and 3.2 GB of disk for OmniVoice"
 # Audio-shaping files of a local checkpoint: their content names the export.
 _CONTENT = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "audio_tokenizer")
 

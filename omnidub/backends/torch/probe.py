@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import time
+
 import numpy as np
 import torch
 
@@ -33,7 +35,9 @@ def first_use(backend, *, layout: bool, gemm: bool) -> list[ProbeResult]:
     results = []
     gpu = torch.cuda.get_device_name(0) if device_kind(backend.device) == "cuda" else None
     if gemm:
-        result = decide("gemm", _gemm_seconds(backend, item), "aten", f"{GEMM_LAYERS} layers' linears, {shape}")
+        began = time.perf_counter()
+        result = decide("gemm", _gemm_seconds(backend, item), "aten", f"{GEMM_LAYERS} layers' linears, {shape}",
+                        began=began)
         measured.record("gemm", measured.probe_key(backend.device, backend.dtype, "torch", backend.shape),
                         {"choice": result.choice, "seconds": result.seconds, "evidence": result.evidence})
         results.append(result)
@@ -46,7 +50,8 @@ def first_use(backend, *, layout: bool, gemm: bool) -> list[ProbeResult]:
         mask_id = backend.model.config.audio_mask_id
         rows = {kind: Layout([item], kind, mask_id, backend.model.device, backend.tuning.skip_mask) for kind in candidates}
         runs = {kind: (lambda r=r: _step(backend, r, llm)) for kind, r in rows.items()}
-        result = decide("layout", interleaved(runs), default, f"one decoding step of {shape}")
+        began = time.perf_counter()
+        result = decide("layout", interleaved(runs), default, f"one decoding step of {shape}", began=began)
         measured.record_layout(backend.device, backend.dtype, result.seconds, result.evidence, backend="torch",
                                shape=backend.shape, gpu=gpu)
         results.append(result)
