@@ -168,8 +168,8 @@ class Setup:
         picks the layout and GEMM kernels."""
         from omnidub.backends.torch import Tuning
 
-        engine = self.backend(dtype, cfg="auto", tuning=Tuning())
-        with scratch_cache():
+        with scratch_cache():  # as on a machine that never measured anything, whatever this one recorded
+            engine = self.backend(dtype, cfg="auto", tuning=Tuning())
             self.probes[dtype] = engine.probe()
         return self.backend(dtype, cfg=engine.layout, tuning=Tuning(gemm=engine.gemm))
 
