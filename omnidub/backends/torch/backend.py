@@ -247,7 +247,7 @@ class TorchBackend(DecodingLoop):
     def _compile_key(self) -> str:
         return "|".join((self.source.identity.get("id", self.source.spec), self.source.identity.get("revision") or "",
                          device_kind(self.device), self.dtype, f"torch {torch.__version__}",
-                         "fused" if self.tuning.fused else "unfused"))
+                         "fused" if self.tuning.fused else "unfused", f"eager {self.gemm}"))
 
 
 def compare_logits(a: TorchBackend, b: TorchBackend, requests: list[Request]) -> tuple[float, float]:
