@@ -132,21 +132,27 @@ class Session:
         return default_budget(self.preset.engine, self.device)
 
     # -- loaded on first use -----------------------------------------------------------------------------------
-    def backend(self):
-        """The resident backend, loaded on first call."""
+    def backend(self, adopt_probe: bool = False):
+        """The resident backend, loaded on first call. What this machine never measured (the GEMM kernels, the
+        layout) is measured then, in seconds, once, and recorded. The layout it finds is used at once only with
+        ``adopt_probe`` (for a caller that keys its lines after loading); otherwise this session renders in the
+        layout its lines were keyed with before loading, and later projects get the measured one."""
         if self._backend is None:
             from omnidub.backends.registry import load, prepare
 
+            planned = self.layout_status().layout
             self._choice = prepare(self.backend_choice, say=self.on_note)  # an export asked for is built first
             with self.on_load(f"the TTS model {self.model_spec}"):
                 self._backend = load(self.backend_choice, self.device_spec, self.preset.engine,
                                      pinned_layout=self._pinned.get("cfg"), say=self.on_note)
             if hasattr(self._backend, "on_note"):
                 self._backend.on_note = lambda text: self.on_note(text)
-            # What this machine never measured (the layout, the GEMM kernels) is measured now, in seconds, once.
-            with self.on_load("a first-use speed probe"):
-                for result in self._backend.probe():
-                    self.on_note(f"measured on first use: {result.what} {result.choice} ({result.evidence})")
+            for result in self._backend.probe():
+                self.on_note(f"measured on first use: {result.what} {result.choice} ({result.evidence})")
+            if not adopt_probe and self._backend.layout != planned:
+                self.on_note(f"this run keeps cfg {planned}, as its lines were planned; later projects use "
+                             f"{self._backend.layout}")
+                self._backend.use_layout(planned)
         return self._backend
 
     def executor(self):

@@ -186,3 +186,26 @@ def test_a_session_plans_without_probing_and_follows_a_projects_pin(tiny_model_d
     measured = json.loads((tmp_path / "measured.json").read_text())
     assert "layout" not in measured and len(measured["gemm"]) == 1
     assert session.backend_reason() == f"torch on cpu ({backend.dtype}): as this project was rendered"
+
+
+def test_a_first_render_keeps_the_layout_its_lines_were_keyed_with_and_records_the_probe(tiny_model_dir, tmp_path,
+                                                                                        monkeypatch):
+    from omnidub.api import Session
+    from omnidub.backends.torch import probe
+
+    # A machine where packed measures faster (the probe's timings stand in for a real run).
+    monkeypatch.setattr(probe, "interleaved", lambda runs, repeats=3: {k: 1.0 if k == "packed" else 2.0 for k in runs})
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path / "first"))
+    session = Session("synthetic:tiny", "cpu", "fast")
+    notes = []
+    session.on_note = notes.append
+    assert session.settings["cfg"] == "trimmed"  # planned and keyed before anything loads
+    assert session.backend().layout == "trimmed" and session.settings["cfg"] == "trimmed"
+    assert any("this run keeps cfg trimmed" in n for n in notes)
+    [entry] = json.loads((tmp_path / "first" / "measured.json").read_text())["layout"].values()
+    assert entry["choice"] == "packed"
+    assert Session("synthetic:tiny", "cpu", "fast").settings["cfg"] == "packed"  # the next project follows it
+    # A caller that keys its lines after loading may adopt the measurement at once.
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path / "second"))
+    adopting = Session("synthetic:tiny", "cpu", "fast")
+    assert adopting.backend(adopt_probe=True).layout == "packed" and adopting.settings["cfg"] == "packed"

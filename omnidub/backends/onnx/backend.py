@@ -57,6 +57,11 @@ class OnnxBackend(DecodingLoop):
         """Other decoding settings over the same sessions."""
         return OnnxBackend(self.source, options=options, _shared=self)
 
+    def use_layout(self, layout: str) -> None:
+        """Render in ``layout`` from now on, as a project pinned it (the measurement stays recorded)."""
+        self.layout_choice = layout_status("auto", self.device, self.dtype, layout, backend=self.name, shape=self.shape)
+        self.layout = layout
+
     @property
     def identity(self) -> dict:
         return {**self.source.identity, "backend": self.name, "device": device_kind(self.device), "dtype": self.dtype}
