@@ -9,11 +9,23 @@ import numpy as np
 from omnidub.errors import OmnidubError
 
 
+def audio_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be an audio file, in words ("audio file not found: x", "x is a folder, not an audio file");
+    None when it is a file."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path} is a folder, not an audio file"
+    if not path.is_file():
+        return f"audio file not found: {path}"
+    return None
+
+
 def load_audio(path: Path, sample_rate: int) -> np.ndarray:
     """Decode any common audio file to mono float32 at `sample_rate` (soundfile, else PyAV)."""
     path = Path(path)
-    if not path.is_file():
-        raise OmnidubError(f"audio file not found: {path}")
+    problem = audio_problem(path)
+    if problem:
+        raise OmnidubError(problem)
     try:
         import soundfile
 
