@@ -172,11 +172,13 @@ def test_subtitles_and_timelines_carry_the_rendered_times(tmp_path):
     placements = place(tmp_path, lines)  # Alice's lines overlap: her second one takes a second lane
     write_subtitles(placements, tmp_path / "dub.srt", tmp_path / "dub.vtt")
     cues = list(srt.parse((tmp_path / "dub.srt").read_text(encoding="utf-8")))
+    # Each cue ends where its audio does, or where the next cue starts if that comes first.
+    ends = [min([p.start + p.seconds] + [q.start for q in placements[k + 1:]]) for k, p in enumerate(placements)]
     assert [(c.start.total_seconds(), round(c.end.total_seconds(), 3), c.content) for c in cues] == [
-        (p.start, round(p.start + p.seconds, 3), p.text) for p in placements
+        (p.start, round(end, 3), p.text) for p, end in zip(placements, ends)
     ]
     vtt = (tmp_path / "dub.vtt").read_text(encoding="utf-8")
-    assert vtt.startswith("WEBVTT") and "00:00:01.000 --> 00:00:03.000\n<v Bob>line 2" in vtt
+    assert vtt.startswith("WEBVTT") and "00:00:01.000 --> 00:00:01.500\n<v Bob>line 2" in vtt
 
     written = write_timelines(placements, tmp_path / "dub", 25.0, ("otio", "edl", "fcpxml"), name="dub")
     assert sorted(p.name for p in written) == ["dub.Alice.edl", "dub.Alice__2_.edl", "dub.Bob.edl", "dub.otio", "dub.xml"]
