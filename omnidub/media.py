@@ -2,11 +2,23 @@
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from pathlib import Path
 
 import numpy as np
 
 from omnidub.errors import OmnidubError
+
+
+@contextlib.contextmanager
+def quiet_pydub():
+    """Around the first import of pydub (omnivoice's model module pulls it in; the ONNX backend's audio rules use
+    it): pydub warns then that it found no ffmpeg binary, which omnidub never asks it for. Only that warning is
+    silenced, only here, so a library user's own filters stay as they are."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Couldn't find ffmpeg or avconv", category=RuntimeWarning)
+        yield
 
 
 def audio_problem(path: Path) -> str | None:
