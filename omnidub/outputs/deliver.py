@@ -127,7 +127,7 @@ def _probe_bed(path: Path) -> Media:
     from omnidub.outputs.bed import BedReader
     from omnidub.outputs.video import probe
 
-    media = _opened("--bed", path, probe)
+    media = _opened("--bed", path, lambda p: probe(p, sound=True))
     if not media.audio_tracks:
         raise OmnidubError(f"--bed {path}: has no audio track")
     with BedReader(path, 8000) as reader:

@@ -41,8 +41,9 @@ TRUNCATED_SECONDS = 0.5  # a header that promises this much more than the last p
 _SEEK_BACK = 30.0  # seconds before the header's end where the search for the last packet starts
 
 
-def probe(path: Path) -> Media:
-    """Open a media file and read its real length (last packet), frame rate and audio track count."""
+def probe(path: Path, *, sound: bool = False) -> Media:
+    """Open a media file and read its real length (the last packet of its picture, or with ``sound`` or without a
+    picture, of its first audio track), frame rate and audio track count."""
     import av
 
     try:
@@ -53,7 +54,7 @@ def probe(path: Path) -> Media:
             if not lengths and container.duration is not None:
                 lengths = [container.duration / 1_000_000]
             declared = max(lengths) if lengths else None
-            main = video or audio
+            main = audio if sound else video or audio
             end = _last_packet_end(container, main, declared) if main is not None else None
             fps = (video.average_rate or video.guessed_rate) if video is not None else None
             seconds = end if end is not None else (declared or 0.0)
