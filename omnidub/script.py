@@ -41,7 +41,7 @@ from omnidub.inputs import (
 from omnidub.lightweight import omnivoice_module
 
 __all__ = ["DEFAULT_SPEAKER", "SUFFIXES", "Inputs", "Line", "Script", "check_language", "estimate_natural_seconds",
-           "find_inputs", "read_script"]
+           "find_inputs", "line_ranges", "read_script"]
 
 DEFAULT_SPEAKER = "default"
 
@@ -154,6 +154,17 @@ def read_script(path, *, language: str | None = None, gap: float = 0.4, speakers
               f"{'a sound description' if label.startswith('[') else 'text'})" for name, (where, label) in by_cast.items()]
     warnings = _overlaps(lines, [id(cue) for cue, *_ in pieces]) if timed else []
     return Script(tuple(lines), tuple(skipped), tuple(notes + warnings), timed)
+
+
+def line_ranges(numbers) -> str:
+    """Line numbers as a reader writes them: [1, 2, 3, 7] -> "1-3, 7"."""
+    spans: list[list[int]] = []
+    for n in sorted(numbers):
+        if spans and n == spans[-1][1] + 1:
+            spans[-1][1] = n
+        else:
+            spans.append([n, n])
+    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def estimate_natural_seconds(text: str) -> float:

@@ -9,6 +9,7 @@ from pathlib import Path
 from omnidub.errors import OmnidubError
 from omnidub.outputs.mix import FORMATS, Bed, Mastered, Placement, assemble
 from omnidub.outputs.video import Media
+from omnidub.script import line_ranges
 
 DEFAULT_FPS = 25.0  # timecodes and timelines without a video or --fps
 
@@ -83,7 +84,7 @@ class Probed:
             return None
         last = max(end for _, end in ends)
         return (f"the programme runs {last:.2f} s but the picture of {self.video.path} ends at {self.video.seconds:.2f} s: "
-                f"line(s) {_ranges(late)} would play over no picture (flagged past-video), and the dubbed video's "
+                f"line(s) {line_ranges(late)} would play over no picture (flagged past-video), and the dubbed video's "
                 "sound runs on past its picture")
 
 
@@ -158,17 +159,6 @@ def _opened(label: str, path: Path, probe) -> Media:
     except OmnidubError as exc:
         cause = str(exc).split(": ", 1)[-1]
         raise OmnidubError(f"{label} {path}: not an audio or video file omnidub can read ({cause})") from None
-
-
-def _ranges(numbers: list[int]) -> str:
-    """[1, 2, 3, 7] -> "1-3, 7"."""
-    spans: list[list[int]] = []
-    for n in sorted(numbers):
-        if spans and n == spans[-1][1] + 1:
-            spans[-1][1] = n
-        else:
-            spans.append([n, n])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
 def deliver(
