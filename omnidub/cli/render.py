@@ -81,6 +81,9 @@ def render(
                                       "[default: the video's, else 25]"),
     timeline: str = typer.Option("otio", "--timeline", metavar="LIST",
                                  help="Timelines to write: otio, edl, fcpxml (comma-separated), or none."),
+    subtitle_speakers: bool = typer.Option(False, "--subtitle-speakers",
+                                           help="Start each cue of the dubbed .srt with 'NAME:' (the .vtt always "
+                                                "names the speaker)."),
     only: Optional[str] = typer.Option(None, "--only", metavar="LINES", show_default=False,
                                        help="Render just these lines, e.g. 3,8-10; the others keep their audio. [default: every line]"),
     force: bool = typer.Option(False, "--force", help="Render every line (of --only) again, ignoring the cache."),
@@ -259,7 +262,7 @@ def _delivery(o: dict):
     timelines = tuple(t.strip().lower() for t in o["timeline"].split(",") if t.strip() and t.strip().lower() != "none")
     return DeliveryOptions(sample_rate=o["sample_rate"], loudness=loudness, true_peak=o["true_peak"], bed=o["bed"],
                            duck=o["duck"], video=o["video"], keep_original=o["keep_original"], fps=fps,
-                           timelines=timelines, language=o["language"])
+                           timelines=timelines, language=o["language"], subtitle_speakers=o["subtitle_speakers"])
 
 
 @contextlib.contextmanager
