@@ -17,10 +17,9 @@ from omnidub.folder import MANIFEST, QA_FILES, OutputFolder
 from omnidub.journal import JOURNAL, Journal, LineEntry, manifest_entries
 from omnidub.outputs.deliver import DeliveryOptions, check
 from omnidub.keys import line_seed
-from omnidub.plan import (KeyContext, Plan, Speaker, assign_languages, file_names, key_for, plan_lines,
-                          ranges)
+from omnidub.plan import KeyContext, Plan, Speaker, assign_languages, file_names, key_for, plan_lines
 from omnidub.scheduler import Failure, Outcome, stream
-from omnidub.script import Script
+from omnidub.script import Script, line_ranges
 from omnidub.speakers import prepare_speakers, prompt_cache_dir
 from omnidub.store import LineStore, seconds_of
 from omnidub.voices import Voice, check_cast, check_reference, voice_for
@@ -232,7 +231,7 @@ class Project:
         pending = [e for e in self.entries if not e.done and self.selected(e.index)]
         self.left_out = [e.index for e in self.entries if not e.done and not self.selected(e.index)]
         if self.left_out:
-            self.note(f"--only: line(s) {ranges(self.left_out)} have no audio yet and are left out of the stems and "
+            self.note(f"--only: line(s) {line_ranges(self.left_out)} have no audio yet and are left out of the stems and "
                       "mix; rerun without --only to render them")
         for entry in self.entries:
             if entry.done:
@@ -328,7 +327,7 @@ class Project:
                 entry.flags.append("past-video")
         if self.generation.past_video and not self.generation.reused:
             seconds = self.generation.parts["delivery"]["video_seconds"]
-            self.note(f"line(s) {ranges(self.generation.past_video)} end after the video ({seconds:.2f} s)")
+            self.note(f"line(s) {line_ranges(self.generation.past_video)} end after the video ({seconds:.2f} s)")
         self._remove_stale(audio_changed=rendered)
         self.save_manifest()
 
