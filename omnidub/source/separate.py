@@ -9,6 +9,8 @@ from its caches (the Hugging Face cache, then torch hub's), or a local model fil
 
 from __future__ import annotations
 
+import contextlib
+import io
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -53,7 +55,8 @@ def load_separator(model: str, device: str = "cpu"):
             else:
                 raise OmnidubError(f"--separate {model}: not a Demucs model file (.th, .safetensors or a bag's .yaml)")
         else:
-            loaded = pretrained.get_model(model)
+            with _offline_guard():
+                loaded = pretrained.get_model(model)
     except OmnidubError:
         raise
     except Exception as exc:  # noqa: BLE001 - hub, network, checksum and unpickling errors all mean the same to a user
@@ -69,6 +72,28 @@ def load_separator(model: str, device: str = "cpu"):
         raise OmnidubError(f"--separate {model}: the model separates {', '.join(loaded.sources)}, not {VOCALS}")
     loaded.eval()
     return loaded.to(device)
+
+
+@contextlib.contextmanager
+def _offline_guard():
+    """With HF_HUB_OFFLINE set, demucs' fallback to its legacy download site must not reach the network either."""
+    import torch.hub
+    from huggingface_hub import constants
+
+    if not constants.HF_HUB_OFFLINE:
+        yield
+        return
+
+    def refuse(url, *args, **kwargs):
+        raise OSError("offline (HF_HUB_OFFLINE is set)")
+
+    original = torch.hub.download_url_to_file
+    torch.hub.download_url_to_file = refuse
+    try:
+        with contextlib.redirect_stderr(io.StringIO()):  # torch hub announces a download it will not make
+            yield
+    finally:
+        torch.hub.download_url_to_file = original
 
 
 def separate(separator, path: Path, name: str) -> Separation:

@@ -114,7 +114,7 @@ def main() -> None:
     rng = np.random.default_rng(SEED)
     with tempfile.TemporaryDirectory() as tmp:
         folder = Path(tmp)
-        pieces, spans, cursor = [], [], 0.5
+        pieces, spans, uncued, cursor = [], [], [], 0.5
         for i, (speaker, text, pause, _) in enumerate(SCENE):
             audio = speak(speaker, text, folder)
             start = cursor + pause
@@ -126,6 +126,8 @@ def main() -> None:
                 extra = speak(who, said, folder)
                 pieces.append((end + gap, extra))
                 speech_end = end + gap + extra.size / RATE
+                uncued.append({"after_line": i + 1, "speaker": who, "text": said,
+                               "speech": [round(end + gap, 3), round(speech_end, 3)]})
             spans.append((start, speech_end))
             cursor = max(cursor, speech_end)
         seconds = cursor + 1.0
@@ -150,11 +152,12 @@ def main() -> None:
     retimed += [(a - 0.2, b - 0.2, f"{s}: {es}") for (a, b), (s, _, _, es) in zip(cues[3:], SCENE[3:])]
     retimed.append((seconds - 0.9, seconds - 0.2, "ALICE: Hasta luego."))  # over no original cue
     write_srt(HERE / "dub-retimed.srt", retimed)
-    truth = {"seconds": round(seconds, 3),
-             "lines": [{"cue": k, "speaker": s, "speech": [round(a, 3), round(b, 3)]}
-                       for k, ((a, b), (s, _, _, _)) in enumerate(zip(spans, SCENE), 1)],
-             "uncued": [{"after_cue": i + 1, "speaker": who, "text": said} for i, (who, said, _) in UNCUED.items()]}
-    (HERE / "truth.json").write_text(json.dumps(truth, indent=1) + "\n", encoding="utf-8")
+    # Each line's speech runs from its speaker's first word to the last word heard in its cue (uncued speech too).
+    rows = [json.dumps({"line": k, "speaker": s, "speech": [round(a, 3), round(b, 3)]})
+            for k, ((a, b), (s, _, _, _)) in enumerate(zip(spans, SCENE), 1)]
+    text = ('{"seconds": %s,\n "lines": [\n  %s\n ],\n "uncued": %s}\n'
+            % (round(seconds, 3), ",\n  ".join(rows), json.dumps(uncued)))
+    (HERE / "truth.json").write_text(text, encoding="utf-8")
     encode_opus(HERE / "scene.opus", mix)
 
 
