@@ -68,13 +68,15 @@ def extract(
             extracted = extract_folder(source, subs, folder, options=options, asr_model=asr_model,
                                        separate=separate, device=device,
                                        status=lambda text: status.update(escape(text)))
+        if not extracted.extraction.chosen:
+            raise no_clip_error(extracted)  # one line; extract.json (and any accompaniment) is written all the same
+        for note in extracted.report["notes"]:
+            err.print(f"note: {escape(printable(note))}", soft_wrap=True)
         if as_json:
             print_json(extracted.report)
         else:
             print_extract(extracted.report, folder)
         missing = extracted.extraction.missing
-        if not extracted.extraction.chosen:
-            raise no_clip_error(extracted)
         for speaker, why in missing.items():
             err.print(f"[bold yellow]warning:[/] {escape(printable(speaker))} has no clip: {escape(printable(why))}",
                       soft_wrap=True)
@@ -83,8 +85,6 @@ def extract(
 
 def print_extract(report: dict, folder: Path) -> None:
     """The report as a short readable summary."""
-    for note in report["notes"]:
-        err.print(f"note: {escape(printable(note))}", soft_wrap=True)
     for entry in report["speakers"]:
         name, clip = escape(printable(entry["speaker"])), entry["clip"]
         if clip is None:

@@ -9,6 +9,7 @@ from functools import cached_property
 
 import numpy as np
 
+from omnidub.asr import Word
 from omnidub.script import DEFAULT_SPEAKER, Line, Script
 from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
 from omnidub.source.speakers import CLUSTER_SPEECH, Grouping, centroid, group_lines
@@ -38,6 +39,14 @@ class Analysis:
     centroids: dict[str, np.ndarray]
     grouping: Grouping | None  # None when the original is labelled
     language: str | None
+    words: tuple[Word, ...] | None = None  # what the ASR hears in the whole track; None without an ASR model
+
+    def heard(self, start: float, end: float) -> tuple[Word, ...] | None:
+        """The recognised words whose middle lies between `start` and `end`, timed from `start`."""
+        if self.words is None:
+            return None
+        return tuple(Word(w.text, w.start - start, w.end - start) for w in self.words
+                     if start <= (w.start + w.end) / 2 <= end)
 
     @cached_property
     def lines(self) -> dict[int, Line]:

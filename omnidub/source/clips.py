@@ -171,31 +171,26 @@ def _evaluate(analysis: Analysis, speaker: str, lines: tuple[int, ...], encoder,
     low, high = options.window
     if end - start < low:
         return refused(f"{end - start:.1f} s of speech; a clip needs {low:g}-{high:g} s")
-    note, heard = "", None
-    language = whisper_language(analysis.language)
+    note = ""
     if end - start > high:
         if asr is None:
             if end - start > WHOLE_REFERENCE_SECONDS:
                 return refused(f"{end - start:.1f} s, and no ASR model to cut it at a word inside {low:g}-{high:g} s")
             note = f"kept whole ({end - start:.1f} s): no ASR model to cut it at a word; the render trims it"
         else:
-            audio = analysis.audio.cut(start, end)
-            words = asr.transcribe(audio, analysis.audio.sample_rate, language=language, word_timestamps=True).words
-            cut = cut_at_word(audio, analysis.audio.sample_rate, text, words, language=analysis.language,
-                              options=options.voice, asr=asr)
+            cut = cut_at_word(analysis.audio.cut(start, end), analysis.audio.sample_rate, text,
+                              analysis.heard(start, end), language=analysis.language, options=options.voice, asr=asr)
             if cut is None:
                 return refused(f"{end - start:.1f} s, with no pause at a word of its cue inside {low:g}-{high:g} s")
             note = f"cut at {cut.seconds:.2f} s after {cut.text.split()[-1]!r}"
             end, text = round(start + cut.seconds, 3), cut.text
-            heard = " ".join(w.text for w in words if w.end <= cut.seconds + 0.15)
     problem = voice_problem(analysis, encoder, speaker, start, end)
     if problem:
         return refused(problem, note)
-    if asr is not None and heard is None:
-        heard = asr.transcribe(analysis.audio.cut(start, end), analysis.audio.sample_rate, language=language).text
-    agreement = None if heard is None else word_agreement(text, heard, analysis.language)
+    heard = analysis.heard(start, end)
+    agreement = None if heard is None else word_agreement(text, " ".join(w.text for w in heard), analysis.language)
     if agreement is not None and agreement < MIN_AGREEMENT:
-        return refused(f"the ASR hears other words than its cue's ({heard!r})", note)
+        return refused(f"the ASR hears other words than its cue's ({' '.join(w.text for w in heard)!r})", note)
     return Candidate(speaker, lines, start, end, text, _scores(analysis, encoder, speaker, start, end, agreement),
                      None, note)
 

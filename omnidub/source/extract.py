@@ -3,7 +3,7 @@ references, each original line's own clip assessed), in one pass over the source
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -66,9 +66,13 @@ def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr |
         notes.append(f"--speakers {options.speakers} ignored: the original names its speakers")
     audio = separation.vocals if separation else source
     analysis = analyse(original, audio, encoder, speakers=options.speakers, language=options.language)
-    if analysis.language is None and asr is not None:
-        analysis = _with_language(analysis, asr)
-        notes.append(f"language {analysis.language!r}, as the ASR heard it; --language sets it")
+    if asr is not None:
+        # One pass over the whole track: Whisper encodes 30 s windows, so a call per clip would cost a window each.
+        heard = asr.transcribe(audio.samples, audio.sample_rate, language=whisper_language(analysis.language),
+                               word_timestamps=True)
+        if analysis.language is None:
+            notes.append(f"language {heard.language!r}, as the ASR heard it; --language sets it")
+        analysis = replace(analysis, words=heard.words, language=analysis.language or heard.language)
     candidates, chosen, missing = {}, {}, {}
     for speaker in dict.fromkeys(analysis.speakers[line.index] for line in original.lines):
         if speaker not in analysis.centroids:
@@ -83,7 +87,7 @@ def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr |
             missing[speaker] = _why_none(found)
     line_clips = {}
     if options.assess_lines:
-        line_clips = {line.index: assess_line(analysis, line.index, encoder, asr, options.line_floor)
+        line_clips = {line.index: assess_line(analysis, line.index, encoder, options.line_floor)
                       for line in original.lines}
     return Extraction(analysis, candidates, chosen, missing, line_clips, separation, tuple(notes))
 
@@ -95,15 +99,3 @@ def _why_none(found: tuple[Candidate, ...]) -> str:
                         for c in found[:4])
     more = f"; and {len(found) - 4} more" if len(found) > 4 else ""
     return f"no usable clip ({reasons}{more})"
-
-
-def _with_language(analysis: Analysis, asr: Asr) -> Analysis:
-    """The analysis with the language the ASR hears in the line with the most speech."""
-    from dataclasses import replace
-
-    longest = max(analysis.spans, key=analysis.speech_seconds)
-    span = analysis.spans[longest]
-    if span is None:
-        return analysis
-    heard = asr.transcribe(analysis.audio.cut(*span), analysis.audio.sample_rate)
-    return replace(analysis, language=whisper_language(heard.language) or heard.language)

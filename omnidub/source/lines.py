@@ -12,7 +12,6 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from omnidub.asr import Asr, whisper_language
 from omnidub.script import Script
 from omnidub.source.analysis import Analysis
 from omnidub.source.clips import MIN_AGREEMENT, clip_samples, voice_problem, word_agreement
@@ -53,7 +52,7 @@ class LineReference:
     fallback: str | None  # why it is not the line's own clip
 
 
-def assess_line(analysis: Analysis, index: int, encoder, asr: Asr | None, floor: float = LINE_FLOOR) -> LineClip:
+def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLOOR) -> LineClip:
     """Whether an original line's own clip can be a reference: long enough, one voice, no other speaker's cue,
     and (with an ASR model) saying its cue's words."""
     line, speaker = analysis.lines[index], analysis.speakers[index]
@@ -73,11 +72,11 @@ def assess_line(analysis: Analysis, index: int, encoder, asr: Asr | None, floor:
     if end - start > LINE_CEILING:
         return clip(f"{end - start:.1f} s, longer than {LINE_CEILING:g} s")
     problem = voice_problem(analysis, encoder, speaker, start, end)
-    if problem is None and asr is not None:
-        heard = asr.transcribe(analysis.audio.cut(start, end), analysis.audio.sample_rate,
-                               language=whisper_language(analysis.language)).text
-        if word_agreement(line.text, heard, analysis.language) < MIN_AGREEMENT:
-            problem = f"the ASR hears other words than its cue's ({heard!r})"
+    heard = analysis.heard(start, end)
+    if problem is None and heard is not None:
+        said = " ".join(w.text for w in heard)
+        if word_agreement(line.text, said, analysis.language) < MIN_AGREEMENT:
+            problem = f"the ASR hears other words than its cue's ({said!r})"
     return clip(problem)
 
 

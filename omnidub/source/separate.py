@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import contextlib
 import io
+import sys
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -55,7 +56,7 @@ def load_separator(model: str, device: str = "cpu"):
             else:
                 raise OmnidubError(f"--separate {model}: not a Demucs model file (.th, .safetensors or a bag's .yaml)")
         else:
-            with _offline_guard():
+            with _download_guard():
                 loaded = pretrained.get_model(model)
     except OmnidubError:
         raise
@@ -75,13 +76,15 @@ def load_separator(model: str, device: str = "cpu"):
 
 
 @contextlib.contextmanager
-def _offline_guard():
-    """With HF_HUB_OFFLINE set, demucs' fallback to its legacy download site must not reach the network either."""
+def _download_guard():
+    """Torch hub announces downloads on stdout, which --json keeps for the report: send it to stderr. With
+    HF_HUB_OFFLINE set, demucs' fallback to its legacy download site must not reach the network either."""
     import torch.hub
     from huggingface_hub import constants
 
     if not constants.HF_HUB_OFFLINE:
-        yield
+        with contextlib.redirect_stdout(sys.stderr):
+            yield
         return
 
     def refuse(url, *args, **kwargs):
@@ -90,7 +93,7 @@ def _offline_guard():
     original = torch.hub.download_url_to_file
     torch.hub.download_url_to_file = refuse
     try:
-        with contextlib.redirect_stderr(io.StringIO()):  # torch hub announces a download it will not make
+        with contextlib.redirect_stdout(io.StringIO()):  # the announcement of a download it will not make
             yield
     finally:
         torch.hub.download_url_to_file = original
