@@ -37,6 +37,7 @@ class Analysis:
     embeddings: dict[int, np.ndarray | None]
     speakers: dict[int, str]  # line index -> speaker (the label, or the group of an unlabelled original)
     centroids: dict[str, np.ndarray]
+    typical: dict[str, float]  # speaker -> median similarity of its lines to its centroid
     grouping: Grouping | None  # None when the original is labelled
     language: str | None
     words: tuple[Word, ...] | None = None  # what the ASR hears in the whole track; None without an ASR model
@@ -82,9 +83,12 @@ def analyse(original: Script, audio: SourceAudio, encoder, *, speakers: int | No
         grouping = group_lines(order, embeddings, seconds, speakers)
         who = {entry.index: entry.speaker for entry in grouping.lines}
     centroids = speaker_centroids(who, embeddings, seconds)
+    typical = {name: float(np.median([np.dot(embeddings[i], c) for i, s in who.items()
+                                      if s == name and embeddings.get(i) is not None]))
+               for name, c in centroids.items()}
     if language is None:
         language = next((line.language for line in original.lines if line.language), None)
-    return Analysis(original, audio, track, speech, spans, embeddings, who, centroids, grouping, language)
+    return Analysis(original, audio, track, speech, spans, embeddings, who, centroids, typical, grouping, language)
 
 
 def line_span(line: Line, lines: tuple[Line, ...], speech: SpeechMap) -> tuple[float, float] | None:
