@@ -33,7 +33,8 @@ class Analysis:
     audio: SourceAudio
     track: SourceAudio
     speech: SpeechMap
-    spans: dict[int, tuple[float, float] | None]  # line index -> its speech, grown into silence; None: no speech
+    voiced: dict[int, tuple[float, float] | None]  # line index -> where its speech is; None: the cue holds none
+    spans: dict[int, tuple[float, float] | None]  # line index -> its clip: the speech grown into silence
     embeddings: dict[int, np.ndarray | None]
     speakers: dict[int, str]  # line index -> speaker (the label, or the group of an unlabelled original)
     centroids: dict[str, np.ndarray]
@@ -70,7 +71,7 @@ def analyse(original: Script, audio: SourceAudio, encoder, *, speakers: int | No
     track = audio.at_rate(ANALYSIS_RATE)
     speech = find_speech(track)
     order = [line.index for line in sorted(original.lines, key=lambda l: (l.start, l.index))]
-    spans = {line.index: line_span(line, original.lines, speech) for line in original.lines}
+    voiced, spans = line_spans(original.lines, speech)
     embeddings: dict[int, np.ndarray | None] = {}
     for index, span in spans.items():
         found = encoder.embed(track.cut(*span), ANALYSIS_RATE) if span else None
@@ -88,19 +89,38 @@ def analyse(original: Script, audio: SourceAudio, encoder, *, speakers: int | No
                for name, c in centroids.items()}
     if language is None:
         language = next((line.language for line in original.lines if line.language), None)
-    return Analysis(original, audio, track, speech, spans, embeddings, who, centroids, typical, grouping, language)
+    return Analysis(original, audio, track, speech, voiced, spans, embeddings, who, centroids, typical, grouping, language)
 
 
-def line_span(line: Line, lines: tuple[Line, ...], speech: SpeechMap) -> tuple[float, float] | None:
-    """A line's speech: the speech within its cue grown by GROW (never into a cue before or after it),
-    padded with up to PAD of silence; None when the cue holds no speech."""
-    before = max((o.end for o in lines if o.index != line.index and o.end <= line.start), default=0.0)
-    after = min((o.start for o in lines if o.index != line.index and o.start >= line.end), default=math.inf)
-    low, high = max(before, line.start - GROW), min(after, line.end + GROW)
-    hull = speech.speech_hull(low, high)
-    if hull is None:
-        return None
-    return round(max(low, hull[0] - PAD), 3), round(min(high, hull[1] + PAD), 3)
+def line_spans(lines: tuple[Line, ...], speech: SpeechMap) -> tuple[dict, dict]:
+    """Each line's speech (`voiced`: the speech heard in its cue, let run on by up to GROW, never into a cue before
+    or after it)
+    and its clip span (`spans`: that speech padded with up to PAD of silence, and with at most half the silence
+    to the next line's speech, so two lines' clips never meet); None for a cue that holds no speech."""
+    voiced = {}
+    for line in lines:
+        before = max((o.end for o in lines if o.index != line.index and o.end <= line.start), default=0.0)
+        after = min((o.start for o in lines if o.index != line.index and o.start >= line.end), default=math.inf)
+        low, high = max(before, line.start - GROW), min(after, line.end + GROW)
+        # Speech that starts inside the cue may run past it (a cue that ends early); speech that only begins
+        # after the cue is the next line's.
+        hull = speech.speech_hull(line.start, line.end, low, high)
+        voiced[line.index] = None if hull is None else (low, high, hull)
+    spans = {}
+    for index, found in voiced.items():
+        if found is None:
+            spans[index] = None
+            continue
+        low, high, (a, b) = found
+        previous = max((h[1] for i, (*_, h) in _known(voiced) if i != index and h[1] <= a), default=-math.inf)
+        following = min((h[0] for i, (*_, h) in _known(voiced) if i != index and h[0] >= b), default=math.inf)
+        spans[index] = (round(max(low, a - min(PAD, (a - previous) / 2)), 3),
+                        round(min(high, b + min(PAD, (following - b) / 2)), 3))
+    return {i: (v[2] if v else None) for i, v in voiced.items()}, spans
+
+
+def _known(voiced: dict) -> list:
+    return [(i, v) for i, v in voiced.items() if v is not None]
 
 
 def speaker_centroids(who: dict[int, str], embeddings: dict[int, np.ndarray | None],

@@ -41,7 +41,7 @@ class ClipOptions:
     """How clips are chosen: the preset's window, the margin other speakers' cues must keep, how many to report."""
 
     voice: VoiceOptions = field(default_factory=VoiceOptions)
-    margin: float = 0.25
+    margin: float = 0.1  # silence kept between a clip and another speaker's speech
     run_gap: float = 1.0  # consecutive lines of one speaker closer than this may form one clip
     top: int = 3
 
@@ -99,15 +99,17 @@ def voice_problem(analysis: Analysis, encoder, speaker: str, start: float, end: 
 
 
 def isolation_problem(analysis: Analysis, speaker: str, start: float, end: float, margin: float) -> str | None:
-    """Why the span is not clear of other speakers: their cue overlaps it, or their speech comes within `margin`
-    (speech, not cue times: subtitle cues often follow each other two frames apart while the voices do not)."""
+    """Why the span is not clear of other speakers: their cue overlaps it, or less than `margin` of silence lies
+    between its speech and theirs (speech, not cue times: subtitle cues often follow each other two frames apart
+    while the voices do not)."""
+    own = analysis.speech.speech_hull(start, end) or (start, end)
     for line in analysis.original.lines:
         if analysis.speakers[line.index] == speaker:
             continue
         if line.start < end and line.end > start:
             return f"overlaps line {line.index} of {analysis.speakers[line.index]}"
-        a, b = analysis.spans.get(line.index) or (line.start, line.end)
-        if a < end + margin and b > start - margin:
+        a, b = analysis.voiced.get(line.index) or (line.start, line.end)
+        if a < own[1] + margin and b > own[0] - margin:
             return f"within {margin:g} s of the speech of line {line.index} of {analysis.speakers[line.index]}"
     return None
 
