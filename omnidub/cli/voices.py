@@ -92,6 +92,8 @@ def print_extract(report: dict, folder: Path) -> None:
             continue
         out.print(f"[bold]{name}[/]: {escape(clip['file'])}  {_span(clip)}  score {clip['scores']['total']:.2f}  "
                   f"{escape(repr(printable(clip['text'])))}", soft_wrap=True)
+        if clip.get("note"):
+            out.print(f"    ({escape(printable(clip['note']))})", soft_wrap=True)
         for other in entry["candidates"][1:]:
             out.print(f"    or {_span(other)}  score {other['scores']['total']:.2f}  "
                       f"{escape(repr(printable(_short(other['text']))))}", soft_wrap=True)

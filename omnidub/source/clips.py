@@ -1,12 +1,14 @@
 """Choosing a speaker's reference clip from the source.
 
 A candidate is one of the speaker's lines, or a run of up to three of its consecutive lines when the first is too
-short alone. It is refused when another speaker's cue overlaps it or comes within `margin`, when it does not fit
-the preset's reference window (a longer one is cut at a word by the same trimmer the fast preset uses; without
-an ASR model, one up to 10 s is kept whole and the render trims it), when a 1.6 s window inside it sounds like
-another voice, or when the ASR hears other words than its cue's. The rest are ranked by a weighted score:
-similarity to the speaker's centroid (0.4), speech fraction (0.2), level over the background (0.2, 30 dB = 1)
-and agreement of the recognised words with the cue text (0.2, when an ASR model is available).
+short alone. It is refused when another speaker's cue overlaps it or their speech comes within `margin` of its
+speech; when a 1.6 s window inside it sounds like another voice; when the ASR hears other words than its cue's;
+and when it cannot be brought into the preset's reference window (a longer one is cut at a word by the same
+trimmer the fast preset uses). Clips that fit the window come first; after them, as a last resort, one kept whole
+up to 10 s (no ASR model, or no pause to cut at; the render trims it if it can) or one of at least 2 s.
+Within each tier candidates are ranked by a weighted score: similarity to the speaker's centroid (0.4), speech
+fraction (0.2), level over the background (0.2, 30 dB = 1) and agreement of the recognised words with the cue
+text (0.2, when an ASR model is available).
 """
 
 from __future__ import annotations
@@ -44,6 +46,9 @@ class ClipOptions:
     margin: float = 0.1  # silence kept between a clip and another speaker's speech
     run_gap: float = 1.0  # consecutive lines of one speaker closer than this may form one clip
     top: int = 3
+    # A speaker none of whose clips fits the window takes its best one down to this length (the per-line floor,
+    # where GE2E still places every clip of the fixtures with its own voice) rather than none.
+    shortest: float = 2.0
 
     @property
     def window(self) -> tuple[float, float]:
@@ -130,7 +135,8 @@ def speaker_candidates(analysis: Analysis, speaker: str, encoder, asr: Asr | Non
     """Every candidate clip of a speaker, usable ones first, best first."""
     found = [_evaluate(analysis, speaker, group, encoder, asr, options) for group in _groups(analysis, speaker, options)]
     # Clips inside the window come before ones kept whole for want of an ASR model, then the best score.
-    return sorted(found, key=lambda c: (c.problem is not None, c.seconds > options.window[1] + 1e-6,
+    low, high = options.window
+    return sorted(found, key=lambda c: (c.problem is not None, not low - 1e-6 <= c.seconds <= high + 1e-6,
                                         -(c.scores.total if c.scores else 0.0), c.start))
 
 
@@ -177,21 +183,24 @@ def _evaluate(analysis: Analysis, speaker: str, lines: tuple[int, ...], encoder,
     if problem:
         return refused(problem)
     low, high = options.window
-    if end - start < low:
-        return refused(f"{end - start:.1f} s of speech; a clip needs {low:g}-{high:g} s")
     note = ""
+    if end - start < low:
+        if end - start < options.shortest:
+            return refused(f"{end - start:.1f} s of speech; a clip needs {low:g}-{high:g} s")
+        note = f"shorter than the preset's {low:g}-{high:g} s; used only when no clip fits it"
     if end - start > high:
-        if asr is None:
-            if end - start > WHOLE_REFERENCE_SECONDS:
-                return refused(f"{end - start:.1f} s, and no ASR model to cut it at a word inside {low:g}-{high:g} s")
-            note = f"kept whole ({end - start:.1f} s): no ASR model to cut it at a word; the render trims it"
-        else:
+        cut = None
+        if asr is not None:
             cut = cut_at_word(analysis.audio.cut(start, end), analysis.audio.sample_rate, text,
                               analysis.heard(start, end), language=analysis.language, options=options.voice, asr=asr)
-            if cut is None:
-                return refused(f"{end - start:.1f} s, with no pause at a word of its cue inside {low:g}-{high:g} s")
+        if cut is not None:
             note = f"cut at {cut.seconds:.2f} s after {cut.text.split()[-1]!r}"
             end, text = round(start + cut.seconds, 3), cut.text
+        else:
+            why = "no ASR model to cut it at a word" if asr is None else f"no pause at a word of its cue inside {low:g}-{high:g} s"
+            if end - start > WHOLE_REFERENCE_SECONDS:
+                return refused(f"{end - start:.1f} s, and {why}")
+            note = f"kept whole ({end - start:.1f} s): {why}; used only when no clip fits the window"
     problem = voice_problem(analysis, encoder, speaker, start, end)
     if problem:
         return refused(problem, note)
