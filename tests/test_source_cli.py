@@ -7,25 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
+from test_cli import one_error_line, run
 
-from omnidub.cli import app
 from omnidub.voices import load_voices
 
 DATA = Path(__file__).parent / "data" / "source"
-runner = CliRunner()
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
-    assert "Traceback" not in result.output
-    return lines[0]
 
 
 def relabelled(tmp_path: Path, names: dict[int, str], keep=None) -> Path:

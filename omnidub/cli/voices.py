@@ -70,17 +70,21 @@ def extract(
                                        status=lambda text: status.update(escape(text)))
         if not extracted.extraction.chosen:
             raise no_clip_error(extracted)  # one line; extract.json (and any accompaniment) is written all the same
-        for note in extracted.report["notes"]:
-            err.print(f"note: {escape(printable(note))}", soft_wrap=True)
-        if as_json:
-            print_json(extracted.report)
-        else:
-            print_extract(extracted.report, folder)
-        missing = extracted.extraction.missing
-        for speaker, why in missing.items():
-            err.print(f"[bold yellow]warning:[/] {escape(printable(speaker))} has no clip: {escape(printable(why))}",
-                      soft_wrap=True)
-    raise typer.Exit(1 if missing else 0)
+        show(extracted, folder, as_json)
+    raise typer.Exit(1 if extracted.extraction.missing else 0)
+
+
+def show(extracted, folder: Path, as_json: bool) -> None:
+    """Notes and warnings on stderr; the report on stdout, as JSON or as a summary."""
+    for note in extracted.report["notes"]:
+        err.print(f"note: {escape(printable(note))}", soft_wrap=True)
+    if as_json:
+        print_json(extracted.report)
+    else:
+        print_extract(extracted.report, folder)
+    for speaker, why in extracted.extraction.missing.items():
+        err.print(f"[bold yellow]warning:[/] {escape(printable(speaker))} has no clip: {escape(printable(why))}",
+                  soft_wrap=True)
 
 
 def print_extract(report: dict, folder: Path) -> None:
