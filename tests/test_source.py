@@ -16,9 +16,16 @@ import pytest
 from omnidub.asr import Asr
 from omnidub.config import VoiceOptions
 from omnidub.errors import OmnidubError
-from omnidub.script import DEFAULT_SPEAKER, Script, read_script
-from omnidub.source import (ExtractOptions, check_subtitles, extract_voices, match_lines, read_source, same_cues,
-                            samples_hash)
+from omnidub.script import DEFAULT_SPEAKER, read_script
+from omnidub.source import (
+    ExtractOptions,
+    check_subtitles,
+    extract_voices,
+    match_lines,
+    read_source,
+    same_cues,
+    samples_hash,
+)
 from omnidub.source.clips import word_agreement
 
 DATA = Path(__file__).parent / "data" / "source"
@@ -86,7 +93,7 @@ def test_no_candidate_holding_two_voices_is_usable(labelled):
 
 def test_clip_text_is_what_the_clip_says(labelled, asr):
     originals = {line.index: line.text for line in labelled.analysis.original.lines}
-    for speaker, clip in labelled.chosen.items():
+    for clip in labelled.chosen.values():
         cue_words = " ".join(originals[i] for i in clip.lines).split()
         assert clip.text.split() == cue_words[: len(clip.text.split())]  # the original's words, cut at a word
         heard = asr.transcribe(labelled.clip(clip.start, clip.end), 24000, language="en").text

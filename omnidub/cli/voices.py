@@ -8,7 +8,17 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from omnidub.cli.app import (ASR_HELP, Command, DebugOption, app, err, out, print_json, printable, user_errors)
+from omnidub.cli.app import (
+    ASR_HELP,
+    Command,
+    DebugOption,
+    app,
+    err,
+    out,
+    print_json,
+    printable,
+    user_errors,
+)
 
 voices_app = typer.Typer(
     add_completion=False,
@@ -59,7 +69,12 @@ def extract(
     """
     with user_errors(debug):
         from omnidub.config import load_preset
-        from omnidub.source import ClipOptions, ExtractOptions, extract_folder, no_clip_error
+        from omnidub.source import (
+            ClipOptions,
+            ExtractOptions,
+            extract_folder,
+            no_clip_error,
+        )
 
         options = ExtractOptions(clips=ClipOptions(voice=load_preset(preset).voice), speakers=speakers,
                                  language=language)

@@ -9,8 +9,14 @@ from omnidub.source.analysis import Analysis
 from omnidub.source.api import Extracted, extract_folder, no_clip_error, open_asr
 from omnidub.source.audio import CLIP_RATE, SourceAudio, check_subtitles, read_source
 from omnidub.source.clips import Candidate, ClipOptions, Scores, clip_samples
-from omnidub.source.extract import ExtractOptions, Extraction, extract_voices
-from omnidub.source.lines import LINE_FLOOR, LineClip, LineReference, line_references, samples_hash
+from omnidub.source.extract import Extraction, ExtractOptions, extract_voices
+from omnidub.source.lines import (
+    LINE_FLOOR,
+    LineClip,
+    LineReference,
+    line_references,
+    samples_hash,
+)
 from omnidub.source.match import LineMatch, match_lines, same_cues
 from omnidub.source.speakers import Grouping, LineSpeaker
 

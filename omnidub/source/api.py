@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Callable
 
 from omnidub.asr import Asr, whisper_language
 from omnidub.errors import OmnidubError
 from omnidub.script import read_script
 from omnidub.source.audio import CLIP_RATE, check_subtitles, read_source
-from omnidub.source.extract import ExtractOptions, Extraction, extract_voices
+from omnidub.source.extract import Extraction, ExtractOptions, extract_voices
 from omnidub.source.folder import check_folder, file_name, wav_bytes, write_folder
-from omnidub.source.report import ACCOMPANIMENT_NAME, REPORT_NAME, VOICES_NAME, report_json, voices_toml
+from omnidub.source.report import (
+    ACCOMPANIMENT_NAME,
+    REPORT_NAME,
+    VOICES_NAME,
+    report_json,
+    voices_toml,
+)
 
 
 @dataclass(frozen=True, eq=False)
@@ -56,7 +62,8 @@ def extract_folder(source: Path, subs: Path, out: Path, *, options: ExtractOptio
     check_subtitles(original, subs, audio)
     separation, files = None, {}
     if separate:
-        from omnidub.source.separate import load_separator, separate as split
+        from omnidub.source.separate import load_separator
+        from omnidub.source.separate import separate as split
 
         status(f"separating the vocals with {separate}")
         separation = split(load_separator(separate, device), source, separate)

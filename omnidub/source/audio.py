@@ -38,7 +38,7 @@ class SourceAudio:
         b = min(self.samples.size, int(round(end * self.sample_rate)))
         return self.samples[a:max(a, b)]
 
-    def at_rate(self, sample_rate: int) -> "SourceAudio":
+    def at_rate(self, sample_rate: int) -> SourceAudio:
         """The same audio at another rate."""
         if sample_rate == self.sample_rate:
             return self

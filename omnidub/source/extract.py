@@ -11,8 +11,19 @@ from omnidub.asr import Asr, whisper_language
 from omnidub.script import Script
 from omnidub.source.analysis import Analysis, analyse, labelled
 from omnidub.source.audio import SourceAudio
-from omnidub.source.clips import Candidate, ClipOptions, clip_samples, speaker_candidates
-from omnidub.source.lines import LINE_FLOOR, LineClip, LineReference, assess_line, line_references
+from omnidub.source.clips import (
+    Candidate,
+    ClipOptions,
+    clip_samples,
+    speaker_candidates,
+)
+from omnidub.source.lines import (
+    LINE_FLOOR,
+    LineClip,
+    LineReference,
+    assess_line,
+    line_references,
+)
 from omnidub.source.separate import Separation
 
 BACKGROUND_NOTE = ("clips carry the source's background (music, effects) and it will be cloned with the voices; "

@@ -14,7 +14,12 @@ import numpy as np
 
 from omnidub.script import Script
 from omnidub.source.analysis import Analysis
-from omnidub.source.clips import MIN_AGREEMENT, clip_samples, voice_problem, word_agreement
+from omnidub.source.clips import (
+    MIN_AGREEMENT,
+    clip_samples,
+    voice_problem,
+    word_agreement,
+)
 from omnidub.source.match import LineMatch, match_lines
 
 # A line's own clip shorter than this is not used. Measured on the fixtures (tests/data/source/floor.py: clips
