@@ -150,7 +150,11 @@ def test_bad_sources_are_one_line(tmp_path):
         run("voices", "extract", short, "--subs", DATA / "original.srt", "--out", tmp_path / "b"))
     assert "not found" in one_error_line(
         run("voices", "extract", tmp_path / "missing.mkv", "--subs", DATA / "original.srt", "--out", tmp_path / "c"))
-    assert not (tmp_path / "a").exists() and not (tmp_path / "b").exists()
+    untimed = tmp_path / "script.txt"
+    untimed.write_text("ALICE: Good morning everyone.\nBOB: No problem at all.\n")
+    assert "need times" in one_error_line(
+        run("voices", "extract", DATA / "scene.opus", "--subs", untimed, "--out", tmp_path / "d"))
+    assert not any((tmp_path / name).exists() for name in "abcd")
 
 
 def test_separate_writes_the_accompaniment_and_records_it(tmp_path):
