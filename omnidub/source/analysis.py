@@ -4,7 +4,7 @@ each speaker's centroid. Everything clips are chosen from is computed here once.
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 
 import numpy as np
@@ -12,7 +12,7 @@ import numpy as np
 from omnidub.asr import Word
 from omnidub.script import DEFAULT_SPEAKER, Line, Script
 from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
-from omnidub.source.speakers import CLUSTER_SPEECH, Grouping, centroid, group_lines
+from omnidub.source.speakers import CLUSTER_SPEECH, Grouping, centroid, group_lines, window_embeddings
 from omnidub.source.speech import SpeechMap, find_speech
 
 # A line's clip may grow this far past its cue into silence (cues often start late or end early), never into
@@ -42,6 +42,14 @@ class Analysis:
     grouping: Grouping | None  # None when the original is labelled
     language: str | None
     words: tuple[Word, ...] | None = None  # what the ASR hears in the whole track; None without an ASR model
+    # Window embeddings by span: a line's clip is checked as a speaker candidate and again as its own reference.
+    _windows: dict = field(default_factory=dict, repr=False)
+
+    def windows(self, encoder, start: float, end: float) -> list[tuple[float, np.ndarray]]:
+        """Embeddings of 1.6 s windows across the span (see :func:`window_embeddings`), computed once."""
+        if (start, end) not in self._windows:
+            self._windows[(start, end)] = window_embeddings(encoder, self.track.cut(start, end))
+        return self._windows[(start, end)]
 
     def heard(self, start: float, end: float) -> tuple[Word, ...] | None:
         """The recognised words whose middle lies between `start` and `end`, timed from `start`."""

@@ -20,7 +20,6 @@ import numpy as np
 from omnidub.asr import Asr, whisper_language
 from omnidub.config import VoiceOptions
 from omnidub.source.analysis import Analysis
-from omnidub.source.speakers import window_embeddings
 from omnidub.voices.reference import WHOLE_REFERENCE_SECONDS, cut_at_word
 
 # A 1.6 s window closer to another speaker's centroid than to its own, or further from its own than
@@ -87,7 +86,7 @@ def voice_problem(analysis: Analysis, encoder, speaker: str, start: float, end: 
     own = analysis.centroids.get(speaker)
     if own is None:
         return f"no line of {speaker} has enough speech to know the voice"
-    windows = window_embeddings(encoder, analysis.track.cut(start, end))
+    windows = analysis.windows(encoder, start, end)
     if not windows:
         return "too little speech to check whose voice it is"
     floor = min(WINDOW_MIN, analysis.typical[speaker] - WINDOW_DROP)
