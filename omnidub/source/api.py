@@ -57,18 +57,21 @@ def extract_folder(source: Path, subs: Path, out: Path, *, options: ExtractOptio
     source, subs, out = Path(source), Path(subs), Path(out)
     check_folder(out)  # before any work: a folder that cannot be written is said at once
     original = read_script(subs, language=options.language)
-    status(f"decoding {source.name}")
-    audio = read_source(source, CLIP_RATE)
-    check_subtitles(original, subs, audio)
-    separation, files = None, {}
+    asr, asr_note = open_asr(asr_model, device, options.language)
+    separator = None
     if separate:
         from omnidub.source.separate import load_separator
         from omnidub.source.separate import separate as split
 
+        separator = load_separator(separate, device)  # a model that is not there is said before any work
+    status(f"decoding {source.name}")
+    audio = read_source(source, CLIP_RATE)
+    check_subtitles(original, subs, audio)
+    separation, files = None, {}
+    if separator is not None:
         status(f"separating the vocals with {separate}")
-        separation = split(load_separator(separate, device), source, separate)
+        separation = split(separator, source, separate)
         files[ACCOMPANIMENT_NAME] = wav_bytes(separation.accompaniment, separation.sample_rate, format="FLAC")
-    asr, asr_note = open_asr(asr_model, device, options.language)
     if encoder is None:
         from omnidub.qa.voice import SpeakerEncoder
 
