@@ -114,8 +114,9 @@ def print_extract(report: dict, folder: Path) -> None:
         if clip.get("note"):
             out.print(f"    ({escape(printable(clip['note']))})", soft_wrap=True)
         for other in entry["candidates"][1:]:
+            note = f"  ({escape(printable(other['note']))})" if other.get("note") else ""
             out.print(f"    or {_span(other)}  score {other['scores']['total']:.2f}  "
-                      f"{escape(repr(printable(_short(other['text']))))}", soft_wrap=True)
+                      f"{escape(repr(printable(_short(other['text']))))}{note}", soft_wrap=True)
         if entry["refused"]:
             out.print(f"    {len(entry['refused'])} refused, e.g. line {entry['refused'][0]['lines'][0]}: "
                       f"{escape(printable(entry['refused'][0]['problem']))}", soft_wrap=True)
