@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import sys

@@ -15,7 +15,7 @@ import soundfile as sf
 from omnidub.asr import Asr
 from omnidub.backends.base import Prompt
 from omnidub.errors import OmnidubError
-from omnidub.config import Preset, VoiceOptions
+from omnidub.config import VoiceOptions
 from omnidub.script import DEFAULT_SPEAKER
 from omnidub.voices import (
     PromptCache,

@@ -220,6 +220,37 @@ def _no_energy_cut(voice: Voice, seconds: float, low: float, high: float) -> str
             "clean speech from it (with its transcript), or pass --asr-model with a local faster-whisper folder")
 
 
+@dataclass(frozen=True, eq=False)
+class WordCut:
+    """Where the trimmer cuts a clip: its first `seconds`, faded out, saying `text`."""
+
+    audio: np.ndarray
+    seconds: float
+    text: str
+
+
+def cut_at_word(
+    audio: np.ndarray, sample_rate: int, text: str, words: tuple[Word, ...], *,
+    language: str | None, options: VoiceOptions, asr: Asr,
+) -> WordCut | None:
+    """The cut :func:`prepare_reference` makes in a clip longer than the preset's window whose transcript is
+    `text` (`words`: the clip's recognised words with times); None when no pause inside the window both matches
+    a word of `text` and is confirmed by hearing the cut clip again."""
+    if options.reference_seconds > 0:
+        target, (low, high) = options.reference_seconds, options.reference_window
+    else:
+        target, (low, high) = WHOLE_REFERENCE_SECONDS, (WHOLE_REFERENCE_SECONDS * 0.75, WHOLE_REFERENCE_SECONDS)
+    voice = Voice("clip", None, text, language, None, None)
+    for boundary, cut in _pause_cuts(audio, sample_rate, words, low, high, target):
+        kept = _cut_transcript(text, words, boundary)
+        if kept is None:
+            continue
+        clip = _fade_out(audio[: int(round(cut * sample_rate))].copy(), sample_rate)
+        if _ends_with(asr, clip, sample_rate, voice, words[boundary]):
+            return WordCut(clip, cut, kept)
+    return None
+
+
 def _pace_mismatch(text: str, seconds: float) -> str | None:
     """A warning when a transcript cannot plausibly be what its audio says (far too long or short for it)."""
     usual = natural_seconds(text)  # upstream's length for the text at its default pace, language-aware
