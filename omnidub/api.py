@@ -177,11 +177,13 @@ class Session:
     # -- jobs ------------------------------------------------------------------------------------------------
     def project(self, input_path, *, voices=None, voice: list[str] = (), voice_text: list[str] = (),
                 language: str | None = None, out_dir=None, fmt: str = "wav", force: bool = False, listener=None,
-                only: str | None = None, delivery=None, cache_dir=None, allow_other_files: bool = False):
+                only: str | None = None, delivery=None, cache_dir=None, allow_other_files: bool = False,
+                source=None):
         """One input and its output folder (default ``output/<input stem>``): plan it, render it, or both.
         ``only`` ("3,8-10") limits what it renders; ``delivery`` (an ``outputs.deliver.DeliveryOptions``) sets
         the rate, loudness, bed, video and timelines; ``cache_dir`` is a line cache shared with other inputs;
-        ``allow_other_files`` lets it render into a folder that holds files omnidub did not write."""
+        ``allow_other_files`` lets it render into a folder that holds files omnidub did not write; ``source`` (an
+        ``omnidub.source.cast.SourceOptions``) takes the voices from the original video or audio."""
         from omnidub.inputs import default_out_dir
         from omnidub.outputs.deliver import DeliveryOptions
         from omnidub.plan import select_lines
@@ -194,7 +196,7 @@ class Session:
         script = read_script(input_path, language=language, gap=self.preset.timing.gap, speakers=frozenset(voice_map))
         options = ProjectOptions(fmt=fmt, force=force, only=select_lines(only, script),
                                  delivery=delivery or DeliveryOptions(), allow_other_files=allow_other_files,
-                                 cache_dir=Path(cache_dir) if cache_dir else None)
+                                 cache_dir=Path(cache_dir) if cache_dir else None, source=source)
         out = Path(out_dir) if out_dir else default_out_dir(input_path)
         return Project(self, script, voice_map, out, input_path=input_path, options=options, listener=listener)
 

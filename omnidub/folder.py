@@ -14,7 +14,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omnidub.errors import OmnidubError
-from omnidub.files import QA_MARKS, STATE, AppendLog, FolderLock, is_temporary, remove_debris, write_text_atomic
+from omnidub.files import (QA_MARKS, STATE, AppendLog, FolderLock, is_temporary, remove_debris, write_bytes_atomic,
+                           write_text_atomic)
 from omnidub.journal import MANIFEST, manifest_entries, read_manifest
 from omnidub.keys import file_digest
 
@@ -258,12 +259,16 @@ class OutputFolder:
         """Record a file omnidub has just written."""
         self._ledger().record(relative, self.path / relative, sha256)
 
-    def write_text(self, relative: str, text: str) -> list[str]:
-        """Write a whole text file of omnidub's (checked, an edit moved aside, recorded); returns notes."""
+    def write_bytes(self, relative: str, data: bytes) -> list[str]:
+        """Write a whole file of omnidub's (checked, an edit moved aside, recorded); returns notes."""
         notes = self.make_way([relative])
-        write_text_atomic(self.path / relative, text)
+        write_bytes_atomic(self.path / relative, data)
         self.record(relative)
         return notes
+
+    def write_text(self, relative: str, text: str) -> list[str]:
+        """Write a whole text file of omnidub's (UTF-8; see :meth:`write_bytes`); returns notes."""
+        return self.write_bytes(relative, text.encode("utf-8"))
 
     def remove_stale(self, keep: set[str]) -> list[str]:
         """Remove the files omnidub wrote here that ``keep`` no longer names; a file changed since omnidub wrote

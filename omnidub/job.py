@@ -145,6 +145,10 @@ class Job:
                 runs[id(project)] = InputRun(project.input_path, project.out_dir, error=exc)
         live = [p for p in self.projects if id(p) in pending]
         seconds = self._render(live, pending)
+        again = {id(p): p.voice_check() for p in live}  # --voice-match auto: lines back to their speaker's clip
+        if any(again.values()):
+            for key, (synth, audio) in self._render(live, again).items():
+                seconds[key] = [seconds[key][0] + synth, seconds[key][1] + audio]
         # Workers are stopped before assembly: a pool that dies now cannot take the outputs with it.
         self.session.close()
         for project in live:

@@ -56,11 +56,14 @@ class KeyContext:
 
 
 def plan_lines(script: Script, speakers: dict[str, Speaker], names: dict[str, str], *, timing: TimingOptions,
-               keys: KeyContext, where: str = "") -> Plan:
-    """Time every line at its speaker's pace, name its segment and key its audio."""
+               keys: KeyContext, where: str = "", lines: dict[int, Speaker] | None = None) -> Plan:
+    """Time every line at its voice's pace, name its segment and key its audio. ``lines``: lines with a voice of
+    their own (a clip of the original line they translate), by index; the others speak in their speaker's."""
+    lines = lines or {}
+    voice = {line.index: lines.get(line.index) or speakers[line.speaker] for line in script.lines}
     naturals = []
     for line in script.lines:
-        s = speakers[line.speaker]
+        s = voice[line.index]
         naturals.append(natural_seconds(line.text, s.ref_text, s.ref_seconds, s.voice.speed or 1.0))
     targets = plan(list(script.lines), naturals, max_speedup=timing.max_speedup, timed=script.timed, gap=timing.gap)
     program = max([t.end for t in targets] + [t.line.end for t in targets if script.timed] + [0.0])
@@ -69,7 +72,7 @@ def plan_lines(script: Script, speakers: dict[str, Speaker], names: dict[str, st
             f"{where or 'the script'}: the programme would be {program / 3600:.1f} hours long (a timestamp typo?); "
             f"raise max_program_hours in a preset if that is right"
         )
-    entries = [_entry(t, speakers[t.line.speaker], names, script.timed, keys) for t in targets]
+    entries = [_entry(t, voice[t.line.index], names, script.timed, keys) for t in targets]
     return Plan(entries, targets, program)
 
 

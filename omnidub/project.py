@@ -22,6 +22,9 @@ from omnidub.scheduler import Failure, Outcome, stream
 from omnidub.script import Script, line_ranges
 from omnidub.speakers import prepare_speakers, prompt_cache_dir
 from omnidub.store import LineStore, seconds_of
+from omnidub.casting import (cast_from_source, earlier_verdicts, place_references, reference_files, reference_records,
+                              voice_check)
+from omnidub.source.cast import SourceCast, SourceOptions
 from omnidub.voices import Voice, check_cast, check_reference, voice_for
 
 @dataclass(frozen=True)
@@ -83,6 +86,7 @@ class ProjectOptions:
     delivery: DeliveryOptions = DeliveryOptions()
     cache_dir: Path | None = None  # a line cache shared with other inputs
     allow_other_files: bool = False  # the folder may hold files omnidub did not write
+    source: SourceOptions | None = None  # voices cut from the original video or audio
 
 
 class Project:
@@ -90,11 +94,19 @@ class Project:
 
     def __init__(self, session, script: Script, voices: dict[str, Voice], out_dir: Path, *, input_path: Path,
                  options: ProjectOptions = ProjectOptions(), listener: Listener | None = None):
-        check_cast(script.lines, voices, input_path)  # every speaker needs a voice before anything heavy starts
+        if options.source is not None:
+            options.source.check()  # the cast is known once the source is analysed (see casting)
+        else:
+            check_cast(script.lines, voices, input_path)  # every speaker needs a voice before anything heavy starts
         self.session = session
         self.preset = session.preset
-        self.script = assign_languages(script, voices)
+        self.dub = script  # as read; the source may name its speakers
+        self.given_voices = voices
+        self.script = script if options.source is not None else assign_languages(script, voices)
         self.voices = voices
+        self.cast: SourceCast | None = None
+        self.voice_checks: dict[int, dict] = {}  # dubbed line -> the voice check's verdict (source, auto)
+        self.line_speakers: dict[int, Speaker] = {}  # lines cloned from their own original line's clip
         self.input_path = Path(input_path)
         self.options = replace(options, delivery=replace(options.delivery, fmt=options.fmt))
         self.probed = check(self.options.delivery)  # every delivery input opened before any model loads
@@ -102,9 +114,7 @@ class Project:
         self.folder = OutputFolder(out_dir)
         self.store = LineStore(self.folder, options.cache_dir)
         self.journal = Journal(self.folder.path / JOURNAL)
-        video = self.options.delivery.video
-        self.assembly = Assembly(self.folder, self.options.delivery, self.probed,
-                                 name=Path(video).stem if video else self.input_path.stem)
+        self._make_assembly()
         self.stopping = False
         self.entries: list[LineEntry] = []
         self.targets = []
@@ -119,6 +129,17 @@ class Project:
     @property
     def out_dir(self) -> Path:
         return self.folder.path
+
+    def _make_assembly(self) -> None:
+        video = self.options.delivery.video
+        self.assembly = Assembly(self.folder, self.options.delivery, self.probed,
+                                 name=Path(video).stem if video else self.input_path.stem)
+
+    def use_bed(self, bed: Path) -> None:
+        """Mix the dub over ``bed`` (the source's accompaniment, when the user gave no bed)."""
+        self.options = replace(self.options, delivery=replace(self.options.delivery, bed=bed))
+        self.probed = check(self.options.delivery)
+        self._make_assembly()
 
     @property
     def estimated(self) -> bool:
@@ -143,17 +164,25 @@ class Project:
         """Every line's entry: timing, key and whether its audio is stored. With ``prepare``, voice prompts not
         cached yet are prepared (ASR, model) and damaged cache entries repaired; without it nothing on disk
         changes, and unprepared voices are paced from their whole reference."""
+        previous = self._previous_manifest()
+        if not prepare:
+            self.session.plan_source(self.note)
+        if self.options.source is not None:
+            if not self.voice_checks:
+                self.voice_checks = earlier_verdicts(previous)
+            self.cast = cast_from_source(self, prepare)
         if not prepare:
             self._check_without_model()
-        self.speakers = prepare_speakers(self, prepare)
-        previous = self._previous_manifest()
+        self.speakers, self.line_speakers = prepare_speakers(self, prepare, self.cast.lines if self.cast else None)
         old_names = {}
         if isinstance(previous.get("voices"), dict):
             old_names = {n: r.get("file_name") for n, r in previous["voices"].items() if isinstance(r, dict)}
         self.names = file_names(self.speakers, old_names)
         keys = KeyContext(self.session.identity, self.session.settings, self.preset.seed)
         made: Plan = plan_lines(self.script, self.speakers, self.names, timing=self.preset.timing, keys=keys,
-                                where=str(self.input_path))
+                                where=str(self.input_path), lines=self.line_speakers)
+        if self.cast is not None:
+            reference_records(self, self.cast, made.entries)
         self.targets, self.program = made.targets, made.program
         self.planned_identity = keys.model
         records = manifest_entries(previous) + self.journal.entries()
@@ -173,7 +202,6 @@ class Project:
         for voice in dict.fromkeys(voice_for(line.speaker, self.voices) for line in self.script.lines):
             for note in check_reference(voice, options=self.preset.voice, asr_available=asr):
                 self.note(f"{voice.speaker}: {note}")
-        self.session.plan_source(self.note)
 
     def _previous_manifest(self) -> dict:
         return self.folder.manifest() or {}
@@ -220,14 +248,17 @@ class Project:
 
     def _check_paths(self) -> None:
         """Every file this render will write must be absent or omnidub's: refused before anything renders."""
+        references = list(reference_files(self, self.cast).values()) if self.cast is not None else []
         self.folder.check_writable([e.file for e in self.entries if self.folder.status(e.file) != "changed"]
-                                   + [MANIFEST] + self.assembly.paths(self._planned()))
+                                   + [MANIFEST] + references + self.assembly.paths(self._planned()))
 
     def prepare(self) -> list[LineEntry]:
         """Claim the folder, plan with prepared voices and place the stored lines; returns the lines to render."""
         self.open()
         self.plan(prepare=True)
         self._check_paths()
+        if self.cast is not None:
+            place_references(self, self.cast)
         pending = [e for e in self.entries if not e.done and self.selected(e.index)]
         self.left_out = [e.index for e in self.entries if not e.done and not self.selected(e.index)]
         if self.left_out:
@@ -262,7 +293,7 @@ class Project:
 
     def request(self, entry: LineEntry, id: str, seed: int | None = None) -> Request:
         """What a backend needs to speak a line (``id`` comes back on its result)."""
-        speaker = self.speakers[entry.speaker]
+        speaker = self.voice_of(entry)
         return Request(text=entry.text, prompt=speaker.prompt, language=entry.language, instruct=speaker.voice.instruct,
                        duration=entry.target, seed=entry.seed if seed is None else seed, id=id)
 
@@ -335,6 +366,7 @@ class Project:
         """Drop what omnidub wrote here that nothing of this render uses any more (old segments, stems of
         speakers who left or of another format, reports of audio that changed); edited files stay."""
         keep = {e.file for e in self.entries if e.done} | set(self.generation.files if self.generation else ())
+        keep |= set(reference_files(self, self.cast).values()) if self.cast is not None else set()
         if not audio_changed:
             keep |= set(QA_FILES)
         for relative in self.folder.remove_stale(keep):
@@ -343,6 +375,33 @@ class Project:
         keys = {e.key for e in self.entries} | {a["key"] for e in self.entries for a in e.attempts
                                                if isinstance(a, dict) and isinstance(a.get("key"), str)}
         self.store.prune(keys)
+
+    def voice_of(self, entry: LineEntry) -> Speaker:
+        """The voice a line is spoken in: its own original line's clip, else its speaker's."""
+        return self.line_speakers.get(entry.index) or self.speakers[entry.speaker]
+
+    def voice_check(self) -> list[LineEntry]:
+        """With ``--voice-match auto``: hear each line cloned from its own original clip against the speakers'
+        voices in the source; lines that sound like someone else go back to their speaker's clip. Returns the
+        lines to render again."""
+        if self.cast is None or self.options.source.match != "auto" or self.stopping:
+            return []
+        verdicts = voice_check(self, self.cast)
+        self.voice_checks.update(verdicts)
+        unjudged = sorted(i for i, v in verdicts.items() if v["passed"] is None)
+        if unjudged:
+            self.note(f"the voice check could not judge line(s) {line_ranges(unjudged)}: {verdicts[unjudged[0]]['why']}")
+        failed = sorted(i for i, v in verdicts.items() if v["passed"] is False)
+        if not failed:
+            reference_records(self, self.cast, self.entries)
+            return []
+        self.note(f"line(s) {line_ranges(failed)} sounded like someone else with their own original clip: rendered "
+                  "again from their speaker's clip (the manifest says why, line by line)")
+        self.plan(prepare=True)
+        for entry in self.entries:
+            if entry.done:
+                self._place(entry)
+        return [e for e in self.entries if not e.done and self.selected(e.index)]
 
     # -- retakes ------------------------------------------------------------------------------------------
     def base_seed(self, entry: LineEntry) -> int:
@@ -354,7 +413,7 @@ class Project:
         is in the store."""
         target = self.targets[self.entries.index(entry)]
         keys = KeyContext(self.session.identity, self.session.settings, self.preset.seed)
-        key = key_for(target, self.speakers[entry.speaker], seed, keys)
+        key = key_for(target, self.voice_of(entry), seed, keys)
         stored, _ = self.store.find(key, entry.target)
         if stored is None:
             [outcome] = list(stream(self.session.backend(), [self.request(entry, "0", seed)], self.session.budget))

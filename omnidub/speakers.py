@@ -16,8 +16,10 @@ def prompt_cache_dir():
     return cache_home() / "prompts"
 
 
-def prepare_speakers(project, prepare: bool) -> dict[str, Speaker]:
-    """Every speaker of the project's script with its voice's prompt (one prompt per voice)."""
+def prepare_speakers(project, prepare: bool, lines: dict[int, Voice] | None = None
+                     ) -> tuple[dict[str, Speaker], dict[int, Speaker]]:
+    """Every speaker of the project's script with its voice's prompt (one prompt per voice), and every line with a
+    voice of its own (``lines``: a clip of the original line it translates) with that one."""
     cache = PromptCache(prompt_cache_dir())
     by_voice: dict[Voice, Speaker] = {}
     speakers = {}
@@ -28,7 +30,17 @@ def prepare_speakers(project, prepare: bool) -> dict[str, Speaker]:
                                        project.notes)
         speakers[name] = by_voice[voice]
     _note_untrimmed(project, speakers, prepare)
-    return speakers
+    own = {}
+    fresh = [v for v in (lines or {}).values() if v not in by_voice
+             and cache.get(voice_prompt_key(v, project.session.preset.voice, project.session.prompt_identity)) is None]
+    if fresh and prepare:
+        project.listener.step(f"preparing {len(fresh)} line voice(s) from the source")
+    for index, voice in (lines or {}).items():
+        if voice not in by_voice:  # a line's own clip: said in the manifest, not line by line on the console
+            by_voice[voice] = _speaker(project.session, voice, cache, prepare, lambda text: None,
+                                       lambda text: None, [])
+        own[index] = by_voice[voice]
+    return speakers, own
 
 
 def _speaker(session, voice: Voice, cache: PromptCache, prepare: bool, step: Callable[[str], None],

@@ -29,6 +29,21 @@ def render(
     voice_text: List[str] = typer.Option([], "--voice-text", metavar="[SPEAKER=]TEXT", show_default=False,
                                          help="Exact transcript of a reference."),
     voices: Optional[Path] = typer.Option(None, "--voices", metavar="FILE", help="voices.toml mapping speakers to references."),
+    source: Optional[Path] = typer.Option(None, "--source", metavar="FILE", show_default=False,
+                                          help="The original video or audio: each character's voice is cut from it "
+                                               "(needs --source-subs; voices given by --voice or --voices win)."),
+    source_subs: Optional[Path] = typer.Option(None, "--source-subs", metavar="FILE", show_default=False,
+                                               help="Subtitles in the language spoken in --source (.srt, .vtt or a "
+                                                    "timed script); their labels name the voices."),
+    voice_match: Optional[str] = typer.Option(None, "--voice-match", metavar="auto|line|speaker", show_default=False,
+                                              help="line: each line cloned from the original line it translates; "
+                                                   "speaker: one clip per character; auto: line, and lines that "
+                                                   "sound like someone else again from their speaker's clip. "
+                                                   "[default: auto with --source]"),
+    separate: Optional[str] = typer.Option(None, "--separate", metavar="MODEL", show_default=False,
+                                           help="Cut the clips from the vocals a Demucs model isolates (htdemucs, or "
+                                                "a model file); the rest becomes the --bed unless one is given. "
+                                                "Needs omnidub[separate]."),
     language: Optional[str] = typer.Option(None, "--language", metavar="CODE", show_default=False,
                                            help="Language code of the lines, e.g. en, de, zh. [default: the voice's language]"),
     preset: str = typer.Option("fast", "--preset", metavar="NAME|FILE", help="fast, quality, or a preset .toml file."),
@@ -143,7 +158,7 @@ def _render(**o) -> int:
     job = session.job(o["inputs"], voices=o["voices"], voice=o["voice"], voice_text=o["voice_text"],
                       language=o["language"], out_dir=o["out_dir"], cache_dir=o["cache"], fmt=o["format"].value,
                       force=o["force"], listener=listener, only=o["only"], delivery=_delivery(o),
-                      allow_other_files=o["allow_other_files"], qa=o["qa"] and not o["dry_run"],
+                      allow_other_files=o["allow_other_files"], source=_source(o), qa=o["qa"] and not o["dry_run"],
                       retakes=0 if o["dry_run"] else o["retakes"], speaker_model=o["speaker_model"])
     try:
         return _run(o, session, settings, job, listener)
@@ -239,6 +254,23 @@ def _print_plans(job, as_json: bool) -> int:
     if len(plans) == len(job.projects) and not job.failed:
         return 0
     return 1 if plans else 2
+
+
+def _source(o: dict):
+    """--source and its flags as options (one line for a flag given without --source, or half a pair)."""
+    from omnidub.source.cast import SourceOptions
+
+    if o["source"] is None:
+        given = next((flag for flag in ("source_subs", "voice_match", "separate") if o[flag] is not None), None)
+        if given:
+            raise OmnidubError(f"--{given.replace('_', '-')} goes with --source: add --source FILE (the original video "
+                               "or audio)")
+        return None
+    if o["source_subs"] is None:
+        raise OmnidubError("--source needs --source-subs: the subtitles of the language spoken in the source")
+    source = SourceOptions(o["source"], o["source_subs"], o["voice_match"] or "auto", o["separate"])
+    source.check()
+    return source
 
 
 def _delivery(o: dict):

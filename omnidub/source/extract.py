@@ -64,9 +64,11 @@ class Extraction:
 
     def references(self, dub: Script) -> tuple[LineReference, ...]:
         """Each dubbed line's reference (needs ExtractOptions(assess_lines=True))."""
+        from omnidub.source.summary import summarize
+
         if not self.line_clips:
             raise ValueError("per-line references need an extraction made with assess_lines=True")
-        return line_references(dub, self.analysis, self.line_clips, self.speaker_clips())
+        return line_references(dub, summarize(self))
 
 
 def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr | None,

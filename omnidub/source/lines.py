@@ -16,7 +16,6 @@ from omnidub.script import Script
 from omnidub.source.analysis import Analysis
 from omnidub.source.clips import (
     MIN_AGREEMENT,
-    clip_samples,
     voice_problem,
     word_agreement,
 )
@@ -95,44 +94,32 @@ def samples_hash(samples: np.ndarray, sample_rate: int) -> str:
     return digest.hexdigest()
 
 
-def clip_hash(analysis: Analysis, start: float, end: float) -> str:
-    return samples_hash(clip_samples(analysis, start, end), analysis.audio.sample_rate)
-
-
-def line_references(dub: Script, analysis: Analysis, line_clips: dict[int, LineClip],
-                    speaker_clips: dict[str, tuple[float, float, str]]) -> tuple[LineReference, ...]:
+def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
     """Each dubbed line's reference: its original line's own clip when usable, else its speaker's clip, with the
-    reason. `speaker_clips`: speaker -> (start, end, text) of the chosen clip (speakers without one left out)."""
-    hashes: dict[tuple[float, float], str] = {}
-
-    def digest(start: float, end: float) -> str:
-        if (start, end) not in hashes:
-            hashes[(start, end)] = clip_hash(analysis, start, end)
-        return hashes[(start, end)]
-
+    reason. ``summary`` is the extraction's :class:`omnidub.source.summary.SourceSummary` (speakers without a
+    chosen clip are not in its ``speaker_clips``)."""
     result = []
-    for match in match_lines(dub, analysis.original):
-        speaker, fallback = _speaker_of(match, dub, analysis)
+    for match in match_lines(dub, summary.original):
+        speaker, fallback = _speaker_of(match, dub, summary)
         if fallback is None:
-            own = line_clips[match.best]
+            own = summary.line_clips[match.best]
             if own.problem is None:
                 result.append(LineReference(match.index, speaker, match.original, match.how, "line", own.start,
-                                            own.end, own.text, digest(own.start, own.end), None))
+                                            own.end, own.text, summary.clip_hash(own.start, own.end), None))
                 continue
             fallback = f"line {own.index}'s clip: {own.problem}"
-        chosen = speaker_clips.get(speaker) if speaker else None
+        chosen = summary.speaker_clips.get(speaker) if speaker else None
         if chosen is None:
             why = f"{fallback}; {speaker} has no clip" if speaker else fallback
             result.append(LineReference(match.index, speaker, match.original, match.how, "none", None, None, None,
                                         None, why))
             continue
-        start, end, text = chosen
-        result.append(LineReference(match.index, speaker, match.original, match.how, "speaker", start, end, text,
-                                    digest(start, end), fallback))
+        result.append(LineReference(match.index, speaker, match.original, match.how, "speaker", chosen.start,
+                                    chosen.end, chosen.text, chosen.sha256, fallback))
     return tuple(result)
 
 
-def _speaker_of(match: LineMatch, dub: Script, analysis: Analysis) -> tuple[str | None, str | None]:
+def _speaker_of(match: LineMatch, dub: Script, analysis) -> tuple[str | None, str | None]:
     """The speaker a dubbed line takes its identity from, and why it cannot use its own line's clip (if so)."""
     if match.how == "none":
         label = _dub_label(dub, match.index, analysis)
@@ -145,6 +132,6 @@ def _speaker_of(match: LineMatch, dub: Script, analysis: Analysis) -> tuple[str 
     return analysis.speakers[match.best], None
 
 
-def _dub_label(dub: Script, index: int, analysis: Analysis) -> str | None:
+def _dub_label(dub: Script, index: int, analysis) -> str | None:
     label = next(line.speaker for line in dub.lines if line.index == index)
     return label if label in analysis.centroids else None
