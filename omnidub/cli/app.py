@@ -15,7 +15,7 @@ import typer.core
 from rich.console import Console
 from rich.markup import escape
 
-from omnidub.errors import OmnidubError
+from omnidub.errors import ArgumentError, OmnidubError
 
 # pydub (pulled in by omnivoice) warns about a missing ffmpeg binary at import; omnidub never needs one.
 warnings.filterwarnings("ignore", message="Couldn't find ffmpeg or avconv")
@@ -128,8 +128,15 @@ def user_errors(debug: bool):
     except OmnidubError as exc:
         if debug:
             raise
-        err.print(f"[bold red]error:[/] {escape(printable(str(exc)))}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(printable(message(exc)))}", soft_wrap=True)
         raise typer.Exit(2) from None
+
+
+def message(exc: BaseException) -> str:
+    """An error as the command line says it: an argument the library names (``asr_model=``) by its flag."""
+    if isinstance(exc, ArgumentError):
+        return exc.naming("--" + exc.argument.replace("_", "-") + " ")
+    return str(exc)
 
 
 SPEAKER_MODEL_HELP = (
