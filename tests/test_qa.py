@@ -396,3 +396,23 @@ def test_a_line_ends_where_its_audio_was_rendered_not_where_its_slot_ends(tmp_pa
     data = json.loads((out / "qa.json").read_text())
     assert [line["end"] for line in data["lines"]] == [2.5, round(10.0 + spoken, 4)]
 
+
+def test_qa_runs_offline_with_the_installed_tiny_en_and_errors_name_the_flag(tmp_path, whisper_tiny_en):
+    from typer.testing import CliRunner
+
+    from omnidub.cli import app
+
+    out = _make_output(tmp_path / "out", [{"index": 1, "text": FOX, "start": 0.0, "end": 4.0, "audio": "fox"}])
+    runner = CliRunner()
+    result = runner.invoke(app, ["qa", str(out), "--asr-model", "tiny.en", "--speaker-model", "none"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "qa.json").read_text())["asr_model"] == "tiny.en"
+    # A model that is not there: the command line names its flag, the library its argument.
+    result = runner.invoke(app, ["qa", str(out), "--asr-model", "small", "--speaker-model", "none"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "pass --asr-model PATH" in result.output and "--asr-model tiny.en" in result.output
+    assert "asr_model=" not in result.output
+    from omnidub.api import Session
+
+    with pytest.raises(OmnidubError, match=r"pass asr_model=PATH .* asr_model=tiny\.en"):
+        Session(device="cpu", asr_model="small").qa(out, speaker_model="none")
