@@ -129,11 +129,11 @@ def user_errors(debug: bool):
     except OmnidubError as exc:
         if debug:
             raise
-        err.print(f"[bold red]error:[/] {escape(printable(message(exc)))}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(printable(error_text(exc)))}", soft_wrap=True)
         raise typer.Exit(2) from None
 
 
-def message(exc: BaseException) -> str:
+def error_text(exc: BaseException) -> str:
     """An error as the command line says it: an argument the library names (``asr_model=``) by its flag."""
     if isinstance(exc, ArgumentError):
         return exc.naming("--" + exc.argument.replace("_", "-") + " ")

@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from omnidub.cli.app import (ASR_DEFAULT, ASR_HELP, MODEL_HELP, SPEAKER_MODEL_HELP, Cfg, Command, DebugOption, Dtype,
-                             Executor, Format, app, err, message, printable, user_errors, warn_synthetic)
+                             Executor, Format, app, err, error_text, printable, user_errors, warn_synthetic)
 from omnidub.cli.show import (ProgressListener, plan_json, print_json, print_plan, print_summary, qa_progress,
                               summary_json)
 from omnidub.errors import OmnidubError
@@ -164,7 +164,7 @@ def _run(o: dict, session, settings, job, listener) -> int:
 
     job.open()  # folders that cannot be used are said before the model banner, not after
     for run in job.failed:
-        err.print(f"[bold red]error:[/] {escape(printable(message(run.error)))}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(printable(error_text(run.error)))}", soft_wrap=True)
     if not job.renderers:
         return 2
     session.check_executor()
@@ -217,7 +217,7 @@ def _run(o: dict, session, settings, job, listener) -> int:
         return 1 if summaries[0].failed or qa_failed else 0
     if o["as_json"]:
         print_json({"inputs": [
-            {"input": str(run.input), "error": None if run.error is None else message(run.error),
+            {"input": str(run.input), "error": None if run.error is None else error_text(run.error),
              **(summary_json(run.summary) if run.summary is not None else {"out_dir": None})}
             for run in runs]})
     else:
@@ -225,7 +225,7 @@ def _run(o: dict, session, settings, job, listener) -> int:
             print_summary(summary, False)
         for run in runs:
             if run.error is not None:
-                err.print(f"[bold red]not rendered:[/] {escape(printable(message(run.error)))}", soft_wrap=True)
+                err.print(f"[bold red]not rendered:[/] {escape(printable(error_text(run.error)))}", soft_wrap=True)
     bad = [run for run in runs if run.error is not None or run.summary.failed or run.summary.out_dir in qa_failed]
     return 1 if bad else 0
 
@@ -237,9 +237,9 @@ def _print_plans(job, as_json: bool) -> int:
         try:
             plans.append((renderer, renderer.plan()))
         except OmnidubError as exc:
-            err.print(f"[bold red]error:[/] {escape(printable(message(exc)))}", soft_wrap=True)
+            err.print(f"[bold red]error:[/] {escape(printable(error_text(exc)))}", soft_wrap=True)
     for run in job.failed:
-        err.print(f"[bold red]error:[/] {escape(printable(message(run.error)))}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(printable(error_text(run.error)))}", soft_wrap=True)
     if as_json:
         print_json({"inputs": [{"input": str(r.input_path), "out_dir": str(r.out_dir),
                                  **plan_json(entries, r.estimated, r.selected)} for r, entries in plans]})
