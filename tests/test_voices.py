@@ -16,7 +16,7 @@ from heard import assert_says
 from omnidub.asr import Asr
 from omnidub.backends.base import Prompt
 from omnidub.errors import OmnidubError
-from omnidub.config import Preset, VoiceOptions
+from omnidub.config import VoiceOptions
 from omnidub.script import DEFAULT_SPEAKER
 from omnidub.voices import (
     PromptCache,
