@@ -152,48 +152,89 @@ class Session:
 
         resolve_instruct(instruct)
 
+    def pin(self, *, cfg: str | None = None) -> None:
+        """Render with what a project was rendered with before (its CFG layout), where the preset leaves the
+        choice to omnidub (``auto``); nothing has been keyed with this session's settings yet."""
+        if cfg is not None and self.preset.engine.cfg == "auto" and self._backend is None:
+            self.preset = self.preset.with_overrides(cfg=cfg)
+
     # -- jobs ------------------------------------------------------------------------------------------------
-    def renderer(self, input_path, *, voices=None, voice: list[str] = (), voice_text: list[str] = (),
-                 language: str | None = None, out_dir=None, fmt: str = "wav", force: bool = False, listener=None,
-                 only: str | None = None, delivery=None, cache_dir=None):
-        """A renderer for one input (plan it, render it, or both); ``only`` ("3,8-10") limits what it renders;
-        ``delivery`` (an ``outputs.deliver.DeliveryOptions``) sets the rate, loudness, bed, video and timelines;
-        ``cache_dir`` is a line cache shared with other inputs (default: ``.cache/`` in the output folder)."""
-        from omnidub.render import Renderer, default_out_dir, select_lines
+    def project(self, input_path, *, voices=None, voice: list[str] = (), voice_text: list[str] = (),
+                language: str | None = None, out_dir=None, fmt: str = "wav", force: bool = False, listener=None,
+                only: str | None = None, delivery=None, cache_dir=None, allow_other_files: bool = False):
+        """One input and its output folder (default ``output/<input stem>``): plan it, render it, or both.
+        ``only`` ("3,8-10") limits what it renders; ``delivery`` (an ``outputs.deliver.DeliveryOptions``) sets
+        the rate, loudness, bed, video and timelines; ``cache_dir`` is a line cache shared with other inputs;
+        ``allow_other_files`` lets it render into a folder that holds files omnidub did not write."""
+        from omnidub.inputs import default_out_dir
+        from omnidub.outputs.deliver import DeliveryOptions
+        from omnidub.plan import select_lines
+        from omnidub.project import Project, ProjectOptions
         from omnidub.script import read_script
         from omnidub.voices import load_voices
 
         input_path = Path(input_path)
         script = read_script(input_path, language=language, gap=self.preset.timing.gap)
         voice_map = load_voices(Path(voices) if voices else None, list(voice), list(voice_text))
+        options = ProjectOptions(fmt=fmt, force=force, only=select_lines(only, script),
+                                 delivery=delivery or DeliveryOptions(), allow_other_files=allow_other_files,
+                                 cache_dir=Path(cache_dir) if cache_dir else None)
         out = Path(out_dir) if out_dir else default_out_dir(input_path)
-        return Renderer(self, script, voice_map, out, input_path=input_path, fmt=fmt, force=force, listener=listener,
-                        only=select_lines(only, script), delivery=delivery,
-                        cache_dir=Path(cache_dir) if cache_dir else None)
+        return Project(self, script, voice_map, out, input_path=input_path, options=options, listener=listener)
 
-    def render(self, input_path, **kwargs):
-        """Render one input into its output folder; returns the run's Summary."""
-        renderer = self.renderer(input_path, **kwargs)
+    def job(self, inputs, *, out_dir=None, listener=None, qa: bool = False, retakes: int = 0,
+            speaker_model: str | None = None, **options):
+        """A job over ``inputs`` (files or folders of .srt/.vtt/.txt) through one executor stream. One input goes
+        to ``out_dir`` (default ``output/<stem>``); with several, each goes to ``<out_dir or output>/<name>``,
+        names made unique where stems collide. ``qa`` (or ``retakes`` > 0) checks each input after rendering.
+        Other options are those of :meth:`project`. An input that cannot be read is recorded as failed when
+        there are several; alone, its error is raised."""
+        from omnidub.inputs import expand_inputs, unique_names
+        from omnidub.job import InputRun, Job, QaOptions
+
+        checks = QaOptions(speaker_model, retakes) if qa or retakes else None
+        paths = expand_inputs([Path(p) for p in inputs])
+        if len(paths) == 1:
+            return Job(self, [self.project(paths[0], out_dir=out_dir, listener=listener, **options)],
+                       listener=listener, qa=checks)
+        parent = Path(out_dir) if out_dir is not None else Path("output")
+        names = unique_names(paths)
+        notes = [f"{path} renders into {parent / name} (its name is shared with another input)"
+                 for path, name in zip(paths, names) if name != path.stem]
+        projects, failed = [], []
+        for path, name in zip(paths, names):
+            try:
+                projects.append(self.project(path, out_dir=parent / name, listener=listener, **options))
+            except OmnidubError as exc:
+                failed.append(InputRun(path, None, error=exc))
+        return Job(self, projects, listener=listener, failed=failed, notes=notes, order=paths, qa=checks)
+
+    def render(self, inputs, **options):
+        """Render one input (a path) or many (a list) and return the Summary (one) or the InputRuns (many).
+        Options are those of :meth:`job`."""
+        job = self.job([inputs] if isinstance(inputs, (str, Path)) else inputs, **options)
         try:
-            return renderer.run()
+            runs = job.run()
         finally:
-            renderer.close()
-
-    def job(self, inputs, *, out_dir=None, listener=None, **options):
-        """A job over many inputs (files or folders of .srt/.vtt/.txt) through one executor stream; ``out_dir``
-        is the parent of one folder per input when there are several. Options are those of :meth:`renderer`."""
-        from omnidub.job import build_job
-
-        return build_job(self, [Path(p) for p in inputs], out_dir=out_dir, listener=listener, **options)
+            job.close()
+            self.close()
+        return runs[0].result() if isinstance(inputs, (str, Path)) else runs
 
     def qa(self, out_dir, *, max_wer: float | None = None, progress=None, speaker_model: str | None = None):
-        """Check a rendered folder; returns the QA Report (written to qa.json and qa.html). `speaker_model`
-        names the voice check's encoder (default resemblyzer; "none" skips the check)."""
+        """Check a rendered folder; returns the QA Report (written to qa.json and qa.html). ``speaker_model``
+        names the voice check's encoder (default resemblyzer; "none" skips the check). A render running in the
+        folder keeps QA out (and QA keeps a render out) until it has finished."""
+        from omnidub.folder import OutputFolder
         from omnidub.qa import run_qa, speaker_encoder, write_reports
 
         encoder = speaker_encoder(speaker_model, self.device)
-        report = run_qa(Path(out_dir), asr=self.asr(), max_wer=max_wer, progress=progress, encoder=encoder)
-        write_reports(report, Path(out_dir))
+        folder = OutputFolder(Path(out_dir))
+        folder.share()
+        try:
+            report = run_qa(folder.path, asr=self.asr(), max_wer=max_wer, progress=progress, encoder=encoder)
+            write_reports(report, folder)
+        finally:
+            folder.release()
         return report
 
 

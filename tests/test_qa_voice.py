@@ -247,7 +247,10 @@ class FakeRenderer:
         from omnidub.journal import LineEntry
         from omnidub.voices import Voice
 
+        from omnidub.folder import OutputFolder
+
         self.out_dir, self.takes = out_dir, takes
+        self.folder = OutputFolder(out_dir)
         self.manifest = json.loads((out_dir / "manifest.json").read_text())
         self.entries = [LineEntry.from_json(line) for line in self.manifest["lines"]]
         self.voices = {"ALICE": Voice("ALICE", ALICE_REF, None, "en", None, None),

@@ -19,7 +19,7 @@ ray = pytest.importorskip("ray")
 from omnidub.api import Session  # noqa: E402
 from omnidub.config import load_preset  # noqa: E402
 from omnidub.journal import read_entries  # noqa: E402
-from omnidub.render import Listener  # noqa: E402
+from omnidub.project import Listener  # noqa: E402
 from omnidub.scheduler import ExecutorOptions, Failure  # noqa: E402
 
 # Few steps: the executors are compared, not the voices.
@@ -96,7 +96,7 @@ def pool(cluster, asr):
 
 def outputs(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*.wav"))
-            if ".cache" not in p.parts}
+            if ".omnidub" not in p.parts}
 
 
 def test_two_inputs_through_two_workers_give_the_local_executors_audio(pool, local, inputs, options, tmp_path):

@@ -14,8 +14,7 @@ from rich.markup import escape
 
 from omnidub.cli.app import (ASR_DEFAULT, ASR_HELP, MODEL_HELP, SPEAKER_MODEL_HELP, Cfg, Command, DebugOption, Dtype,
                              Executor, Format, app, err, error_text, printable, user_errors, warn_synthetic)
-from omnidub.cli.show import (ProgressListener, plan_json, print_json, print_plan, print_summary, qa_progress,
-                              summary_json)
+from omnidub.cli.show import (ProgressListener, plan_json, print_json, print_plan, print_summary, summary_json)
 from omnidub.errors import OmnidubError
 from omnidub.files import cache_home
 
@@ -82,10 +81,15 @@ def render(
                                       "[default: the video's, else 25]"),
     timeline: str = typer.Option("otio", "--timeline", metavar="LIST",
                                  help="Timelines to write: otio, edl, fcpxml (comma-separated), or none."),
+    subtitle_speakers: bool = typer.Option(False, "--subtitle-speakers",
+                                           help="Start each cue of the dubbed .srt with 'NAME:' (the .vtt always "
+                                                "names the speaker)."),
     only: Optional[str] = typer.Option(None, "--only", metavar="LINES", show_default=False,
                                        help="Render just these lines, e.g. 3,8-10; the others keep their audio. [default: every line]"),
-    force: bool = typer.Option(False, "--force", help="Render again, ignoring the cache; also allows an output "
-                               "folder that holds other files."),
+    force: bool = typer.Option(False, "--force", help="Render every line (of --only) again, ignoring the cache."),
+    allow_other_files: bool = typer.Option(False, "--allow-other-files",
+                                           help="Render into a folder that also holds files omnidub did not write "
+                                                "(they are never touched)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Plan only: timing, keys and what is cached; loads no model."),
     qa: bool = typer.Option(False, "--qa", help="Run the QA checks after rendering."),
     retakes: int = typer.Option(0, "--retakes", min=0, metavar="N", help="Render lines that fail QA again, up to N times (implies --qa)."),
@@ -135,10 +139,12 @@ def _render(**o) -> int:
     executor = ExecutorOptions(o["executor"].value, o["ray_address"], o["workers"], o["gpus_per_worker"],
                                o["cpus_per_worker"] or 1)
     session = Session(o["model"], o["device"], settings, o["asr_model"], executor=executor)
-    listener = ProgressListener(err)
+    listener = ProgressListener(err, reports=not o["as_json"])
     job = session.job(o["inputs"], voices=o["voices"], voice=o["voice"], voice_text=o["voice_text"],
                       language=o["language"], out_dir=o["out_dir"], cache_dir=o["cache"], fmt=o["format"].value,
-                      force=o["force"], listener=listener, only=o["only"], delivery=_delivery(o))
+                      force=o["force"], listener=listener, only=o["only"], delivery=_delivery(o),
+                      allow_other_files=o["allow_other_files"], qa=o["qa"] and not o["dry_run"],
+                      retakes=0 if o["dry_run"] else o["retakes"], speaker_model=o["speaker_model"])
     try:
         return _run(o, session, settings, job, listener)
     finally:
@@ -150,34 +156,30 @@ def _run(o: dict, session, settings, job, listener) -> int:
     many = job.many
     for message in job.notes:
         err.print(f"[yellow]note:[/] {escape(printable(message))}", soft_wrap=True)
-    for renderer in job.renderers:
-        where = f"{renderer.input_path}: " if many else ""
-        for message in (*renderer.script.warnings, *(f"skipped {s}" for s in renderer.script.skipped)):
+    for project in job.projects:
+        where = f"{project.input_path}: " if many else ""
+        for message in (*project.script.warnings, *(f"skipped {s}" for s in project.script.skipped)):
             err.print(f"[yellow]note:[/] {escape(printable(where + message))}", soft_wrap=True)
 
     if o["dry_run"]:
-        if not many:
-            renderer = job.renderers[0]
-            print_plan(renderer.plan(), renderer.estimated, o["as_json"], renderer.selected)
-            return 0
         return _print_plans(job, o["as_json"])
 
     job.open()  # folders that cannot be used are said before the model banner, not after
     for run in job.failed:
         err.print(f"[bold red]error:[/] {escape(printable(error_text(run.error)))}", soft_wrap=True)
-    if not job.renderers:
+    if not job.projects:
         return 2
     session.check_executor()
     warn_synthetic(o["model"])
     if settings.engine.compile:  # True or "auto": inductor's kernels persist in omnidub's cache
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_home() / "inductor"))
-    engine = settings.engine
+    engine = session.preset.engine
     compiling = {True: ", compiled", False: "", "auto": ", compile auto"}[engine.compile]
     err.print(
         f"omnidub: model [bold]{escape(printable(o['model']))}[/] ({session.backend_name}) on {session.device} "
         f"({session.identity['dtype']}), preset {settings.name}: {engine.decode.steps} steps, "
         f"cfg {session.settings['cfg']}{compiling}"
-        + (f", {len(job.renderers)} inputs" if many else "")
+        + (f", {len(job.projects)} inputs" if many else "")
         + (", on Ray workers" if session.executor_options.kind == "ray" else ""),
         soft_wrap=True,
     )
@@ -192,26 +194,7 @@ def _run(o: dict, session, settings, job, listener) -> int:
         done = sum(s.rendered + s.cached for s in summaries)
         err.print(f"interrupted: {done} of {sum(s.lines for s in summaries)} lines are done; rerun to finish.")
         return 130
-    session.close()  # Ray workers are not needed for QA (retakes render here)
-
-    qa_failed = set()
-    if o["qa"] or o["retakes"]:
-        from omnidub.qa import print_report, speaker_encoder, write_reports
-        from omnidub.retakes import qa_with_retakes
-
-        encoder = speaker_encoder(o["speaker_model"], session.device)
-        rendered = {run.input for run in runs if run.summary is not None}
-        for renderer in (r for r in job.renderers if r.input_path in rendered):
-            if many:
-                listener.input(renderer.out_dir.name)
-            with qa_progress(err) as progress:
-                report = qa_with_retakes(renderer, session.asr(), o["retakes"], listener, progress=progress,
-                                         encoder=encoder)
-            written = write_reports(report, renderer.out_dir)
-            if not o["as_json"]:
-                print_report(report, err, written)
-            if not report.passed:
-                qa_failed.add(renderer.out_dir)
+    qa_failed = {run.out_dir for run in runs if run.report is not None and not run.report.passed}
     if not many:
         print_summary(summaries[0], o["as_json"])
         return 1 if summaries[0].failed or qa_failed else 0
@@ -233,21 +216,27 @@ def _run(o: dict, session, settings, job, listener) -> int:
 def _print_plans(job, as_json: bool) -> int:
     """The plan of every input of a job; exit 1 when some input cannot be planned, 2 when none can."""
     plans = []
-    for renderer in job.renderers:
-        try:
-            plans.append((renderer, renderer.plan()))
-        except OmnidubError as exc:
-            err.print(f"[bold red]error:[/] {escape(printable(error_text(exc)))}", soft_wrap=True)
+    for project, entries in job.plans():
+        if isinstance(entries, OmnidubError):
+            if not job.many:
+                raise entries
+            err.print(f"[bold red]error:[/] {escape(printable(error_text(entries)))}", soft_wrap=True)
+        else:
+            plans.append((project, entries))
     for run in job.failed:
         err.print(f"[bold red]error:[/] {escape(printable(error_text(run.error)))}", soft_wrap=True)
+    if not job.many:
+        project, entries = plans[0]
+        print_plan(entries, project.estimated, as_json, project.selected)
+        return 0
     if as_json:
-        print_json({"inputs": [{"input": str(r.input_path), "out_dir": str(r.out_dir),
-                                 **plan_json(entries, r.estimated, r.selected)} for r, entries in plans]})
+        print_json({"inputs": [{"input": str(p.input_path), "out_dir": str(p.out_dir),
+                                **plan_json(entries, p.estimated, p.selected)} for p, entries in plans]})
     else:
-        for renderer, entries in plans:
-            sys.stdout.write(f"\n{printable(renderer.input_path)} -> {printable(renderer.out_dir)}\n")
-            print_plan(entries, renderer.estimated, False, renderer.selected)
-    if len(plans) == len(job.renderers) and not job.failed:
+        for project, entries in plans:
+            sys.stdout.write(f"\n{printable(project.input_path)} -> {printable(project.out_dir)}\n")
+            print_plan(entries, project.estimated, False, project.selected)
+    if len(plans) == len(job.projects) and not job.failed:
         return 0
     return 1 if plans else 2
 
@@ -273,7 +262,7 @@ def _delivery(o: dict):
     timelines = tuple(t.strip().lower() for t in o["timeline"].split(",") if t.strip() and t.strip().lower() != "none")
     return DeliveryOptions(sample_rate=o["sample_rate"], loudness=loudness, true_peak=o["true_peak"], bed=o["bed"],
                            duck=o["duck"], video=o["video"], keep_original=o["keep_original"], fps=fps,
-                           timelines=timelines, language=o["language"])
+                           timelines=timelines, language=o["language"], subtitle_speakers=o["subtitle_speakers"])
 
 
 @contextlib.contextmanager

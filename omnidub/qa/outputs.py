@@ -7,7 +7,6 @@ import json
 import math
 from pathlib import Path
 
-from omnidub.files import write_text_atomic
 from omnidub.qa.page import render_html
 from omnidub.qa.results import CorpusFigure, Report
 
@@ -49,10 +48,13 @@ def report_json(report: Report) -> dict:
     }
 
 
-def write_reports(report: Report, out_dir: Path) -> tuple[Path, Path]:
-    """Write qa.json and qa.html into the output folder, each atomically."""
-    out_dir = Path(out_dir)
-    json_path, html_path = out_dir / "qa.json", out_dir / "qa.html"
-    write_text_atomic(json_path, json.dumps(report_json(report), ensure_ascii=False, indent=2) + "\n")
-    write_text_atomic(html_path, render_html(report))
-    return json_path, html_path
+def write_reports(report: Report, folder) -> tuple[Path, Path]:
+    """Write qa.json and qa.html into the output folder (a path, or the ``OutputFolder`` a run holds), each
+    atomically, recorded in the folder's ledger, and never over a file omnidub did not write."""
+    from omnidub.folder import OutputFolder
+
+    if not isinstance(folder, OutputFolder):
+        folder = OutputFolder(Path(folder))
+    folder.write_text("qa.json", json.dumps(report_json(report), ensure_ascii=False, indent=2) + "\n")
+    folder.write_text("qa.html", render_html(report))
+    return folder.path / "qa.json", folder.path / "qa.html"
