@@ -50,6 +50,22 @@ class Session:
             self._source = resolve_model(self.model_spec)
         return self._source
 
+    def plan_source(self, note) -> None:
+        """Resolve the model for a plan: from what is on this machine only (a plan never downloads, and never
+        builds a synthetic model); when it is not there, every line would render, and ``note`` says so."""
+        from omnidub.models import NotDownloaded
+
+        if self._source is not None:
+            return
+        try:
+            self._source = resolve_model(self.model_spec, download=False)
+        except NotDownloaded as exc:
+            note(f"{exc}: every line would render")
+            self.use_unresolved_model()
+        except OmnidubError as exc:  # a plan needs no model: say why cache status is unknown, and go on
+            note(f"{exc}; the plan cannot tell which lines are cached")
+            self.use_unresolved_model()
+
     def use_unresolved_model(self) -> None:
         """Plan against the model's name alone (it cannot be found or downloaded now): no line will match a key."""
         self._source = ModelSource(spec=self.model_spec, path=Path(self.model_spec), revision="unresolved")
@@ -174,8 +190,8 @@ class Session:
         from omnidub.voices import load_voices
 
         input_path = Path(input_path)
-        script = read_script(input_path, language=language, gap=self.preset.timing.gap)
         voice_map = load_voices(Path(voices) if voices else None, list(voice), list(voice_text))
+        script = read_script(input_path, language=language, gap=self.preset.timing.gap, speakers=frozenset(voice_map))
         options = ProjectOptions(fmt=fmt, force=force, only=select_lines(only, script),
                                  delivery=delivery or DeliveryOptions(), allow_other_files=allow_other_files,
                                  cache_dir=Path(cache_dir) if cache_dir else None)
@@ -189,19 +205,21 @@ class Session:
         names made unique where stems collide. ``qa`` (or ``retakes`` > 0) checks each input after rendering.
         Other options are those of :meth:`project`. An input that cannot be read is recorded as failed when
         there are several; alone, its error is raised."""
-        from omnidub.inputs import expand_inputs, unique_names
+        from omnidub.inputs import find_inputs, unique_names
         from omnidub.job import InputRun, Job, QaOptions
 
         checks = QaOptions(speaker_model, retakes) if qa or retakes else None
-        paths = expand_inputs([Path(p) for p in inputs])
-        if len(paths) == 1:
+        found = find_inputs([Path(p) for p in inputs])
+        paths = list(found.files)
+        unusable = [InputRun(path, None, error=error) for path, error in found.unusable]
+        if len(paths) == 1 and not unusable:
             return Job(self, [self.project(paths[0], out_dir=out_dir, listener=listener, **options)],
                        listener=listener, qa=checks)
         parent = Path(out_dir) if out_dir is not None else Path("output")
         names = unique_names(paths)
         notes = [f"{path} renders into {parent / name} (its name is shared with another input)"
                  for path, name in zip(paths, names) if name != path.stem]
-        projects, failed = [], []
+        projects, failed = [], unusable
         for path, name in zip(paths, names):
             try:
                 projects.append(self.project(path, out_dir=parent / name, listener=listener, **options))

@@ -16,10 +16,9 @@ from pathlib import Path
 from typing import Callable
 
 from omnidub import __version__
-from omnidub.errors import OmnidubError
 from omnidub.folder import OutputFolder
 from omnidub.journal import LineEntry
-from omnidub.outputs.deliver import DEFAULT_FPS, DeliveryOptions
+from omnidub.outputs.deliver import DeliveryOptions, Probed
 from omnidub.outputs.mix import Placement, container
 from omnidub.outputs.writers import WRITERS, Programme, Writer, with_language
 
@@ -45,10 +44,11 @@ class Generation:
 class Assembly:
     """Writes a project's outputs into its folder through the writers, one generation at a time."""
 
-    def __init__(self, folder: OutputFolder, options: DeliveryOptions, *, name: str,
+    def __init__(self, folder: OutputFolder, options: DeliveryOptions, probed: Probed, *, name: str,
                  writers: tuple[Writer, ...] = WRITERS):
         self.folder = folder
         self.options = options
+        self.probed = probed  # the bed and video as opened before the render
         self.name = name  # the stem of the dub's own files
         self.writers = writers
 
@@ -59,23 +59,12 @@ class Assembly:
         out = self.folder.path
         placements = [Placement(out / e.file, e.start, e.speaker, (e.target if planned else e.duration) or 0.0,
                                 e.text, e.index) for e in entries if planned or e.done]
-        video_seconds = fps = None
-        length = max([seconds, *(p.start + p.seconds for p in placements)])
-        if not planned:
-            from omnidub.outputs.video import probe
-
-            video = probe(self.options.video) if self.options.video is not None else None
-            bed = probe(self.options.bed) if self.options.bed is not None else None
-            if bed is not None and not bed.audio_tracks:
-                raise OmnidubError(f"the bed {self.options.bed} has no audio track")
-            if video is not None and video.fps is None:
-                raise OmnidubError(f"{self.options.video} has no video stream")
-            length = max(length, video.seconds if video else bed.seconds if bed else 0.0)
-            video_seconds = video.seconds if video else None
-            fps = float(video.fps) if video else None
+        video, bed = self.probed.video, self.probed.bed
+        length = max([seconds, *(p.start + p.seconds for p in placements),
+                      video.seconds if video else bed.seconds if bed else 0.0])
         options = with_language(self.options, {e.language for e in entries})
-        return Programme(out, placements, names, length, self.options.fps or fps or DEFAULT_FPS, options,
-                         self.name, video_seconds)
+        return Programme(out, placements, names, length, self.probed.fps, options, self.name,
+                         video.seconds if video else None)
 
     def paths(self, programme: Programme) -> list[str]:
         return [p for writer in self.writers for p in writer.paths(programme)]

@@ -171,14 +171,3 @@ def select_lines(spec: str | None, script: Script) -> frozenset[int] | None:
     if unknown:
         raise OmnidubError(f"--only {spec}: no line {unknown[0]} in the script (its lines are {min(known)}-{max(known)})")
     return frozenset(chosen)
-
-
-def ranges(numbers) -> str:
-    """[1, 2, 3, 7] -> "1-3, 7"."""
-    spans: list[list[int]] = []
-    for n in sorted(numbers):
-        if spans and n == spans[-1][1] + 1:
-            spans[-1][1] = n
-        else:
-            spans.append([n, n])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)

@@ -17,13 +17,12 @@ from omnidub.folder import MANIFEST, QA_FILES, OutputFolder
 from omnidub.journal import JOURNAL, Journal, LineEntry, manifest_entries
 from omnidub.outputs.deliver import DeliveryOptions, check
 from omnidub.keys import line_seed
-from omnidub.plan import (KeyContext, Plan, Speaker, assign_languages, file_names, key_for, plan_lines,
-                          ranges)
+from omnidub.plan import KeyContext, Plan, Speaker, assign_languages, file_names, key_for, plan_lines
 from omnidub.scheduler import Failure, Outcome, stream
-from omnidub.script import Script
+from omnidub.script import Script, line_ranges
 from omnidub.speakers import prepare_speakers, prompt_cache_dir
 from omnidub.store import LineStore, seconds_of
-from omnidub.voices import Voice, voice_for
+from omnidub.voices import Voice, check_cast, check_reference, voice_for
 
 @dataclass(frozen=True)
 class Summary:
@@ -91,21 +90,20 @@ class Project:
 
     def __init__(self, session, script: Script, voices: dict[str, Voice], out_dir: Path, *, input_path: Path,
                  options: ProjectOptions = ProjectOptions(), listener: Listener | None = None):
-        for speaker in sorted({line.speaker for line in script.lines}):
-            voice_for(speaker, voices)  # every speaker needs a voice before anything heavy starts
+        check_cast(script.lines, voices, input_path)  # every speaker needs a voice before anything heavy starts
         self.session = session
         self.preset = session.preset
         self.script = assign_languages(script, voices)
         self.voices = voices
         self.input_path = Path(input_path)
         self.options = replace(options, delivery=replace(options.delivery, fmt=options.fmt))
-        check(self.options.delivery)
+        self.probed = check(self.options.delivery)  # every delivery input opened before any model loads
         self.listener = listener or Listener()
         self.folder = OutputFolder(out_dir)
         self.store = LineStore(self.folder, options.cache_dir)
         self.journal = Journal(self.folder.path / JOURNAL)
         video = self.options.delivery.video
-        self.assembly = Assembly(self.folder, self.options.delivery,
+        self.assembly = Assembly(self.folder, self.options.delivery, self.probed,
                                  name=Path(video).stem if video else self.input_path.stem)
         self.stopping = False
         self.entries: list[LineEntry] = []
@@ -146,11 +144,7 @@ class Project:
         cached yet are prepared (ASR, model) and damaged cache entries repaired; without it nothing on disk
         changes, and unprepared voices are paced from their whole reference."""
         if not prepare:
-            try:
-                self.session.source
-            except OmnidubError as exc:  # a plan needs no model: say why cache status is unknown, and go on
-                self.note(f"{exc}; the plan cannot tell which lines are cached")
-                self.session.use_unresolved_model()
+            self._check_without_model()
         self.speakers = prepare_speakers(self, prepare)
         previous = self._previous_manifest()
         old_names = {}
@@ -166,7 +160,20 @@ class Project:
         by_base = {e.base_key: e for e in records if e.done}
         by_key = {e.key: e for e in records if e.done}  # the latest record of each key: its hash and segment
         self.entries = [self._reuse(e, by_base, by_key, prepare) for e in made.entries]
+        late = self.probed.late_lines([(e.index, e.start + e.target) for e in self.entries])
+        if late:
+            self.note(late)
         return self.entries
+
+    def _check_without_model(self) -> None:
+        """What a render would refuse, found before any model (a plan checks what a render checks)."""
+        for note in self.probed.notes:
+            self.note(note)
+        asr = self.session.asr().available()
+        for voice in dict.fromkeys(voice_for(line.speaker, self.voices) for line in self.script.lines):
+            for note in check_reference(voice, options=self.preset.voice, asr_available=asr):
+                self.note(f"{voice.speaker}: {note}")
+        self.session.plan_source(self.note)
 
     def _previous_manifest(self) -> dict:
         return self.folder.manifest() or {}
@@ -224,7 +231,7 @@ class Project:
         pending = [e for e in self.entries if not e.done and self.selected(e.index)]
         self.left_out = [e.index for e in self.entries if not e.done and not self.selected(e.index)]
         if self.left_out:
-            self.note(f"--only: line(s) {ranges(self.left_out)} have no audio yet and are left out of the stems and "
+            self.note(f"--only: line(s) {line_ranges(self.left_out)} have no audio yet and are left out of the stems and "
                       "mix; rerun without --only to render them")
         for entry in self.entries:
             if entry.done:
@@ -320,7 +327,7 @@ class Project:
                 entry.flags.append("past-video")
         if self.generation.past_video and not self.generation.reused:
             seconds = self.generation.parts["delivery"]["video_seconds"]
-            self.note(f"line(s) {ranges(self.generation.past_video)} end after the video ({seconds:.2f} s)")
+            self.note(f"line(s) {line_ranges(self.generation.past_video)} end after the video ({seconds:.2f} s)")
         self._remove_stale(audio_changed=rendered)
         self.save_manifest()
 

@@ -24,14 +24,15 @@ def prepare_speakers(project, prepare: bool) -> dict[str, Speaker]:
     for name in sorted({line.speaker for line in project.script.lines}):
         voice = voice_for(name, project.voices)
         if voice not in by_voice:
-            by_voice[voice] = _speaker(project.session, voice, cache, prepare, project.listener.step, project.note)
+            by_voice[voice] = _speaker(project.session, voice, cache, prepare, project.listener.step, project.note,
+                                       project.notes)
         speakers[name] = by_voice[voice]
     _note_untrimmed(project, speakers, prepare)
     return speakers
 
 
 def _speaker(session, voice: Voice, cache: PromptCache, prepare: bool, step: Callable[[str], None],
-             note: Callable[[str], None]) -> Speaker:
+             note: Callable[[str], None], said_before: list[str]) -> Speaker:
     key = voice_prompt_key(voice, session.preset.voice, session.prompt_identity)
     if voice.audio is None:  # voice design: no reference, upstream's default pace
         return Speaker(voice, key, None, None, None)
@@ -46,10 +47,15 @@ def _speaker(session, voice: Voice, cache: PromptCache, prepare: bool, step: Cal
             asr=session.asr(),
             encode=lambda ref: backend.encode_prompt(ref.audio, ref.sample_rate, ref.text, voice.language),
         )
-        said = reference.note if reference is not None else ""
+        parts = reference.note.split("; ") if reference is not None and reference.note else []
         if reference is not None and reference.provisional:
             # Kept whole for want of ASR: said once for all speakers (_note_untrimmed); keep any other warning.
-            said = said.split("kept whole (")[0].rstrip("; ")
+            parts = [part for part in parts if not part.startswith("kept whole (")]
+        said = "; ".join(parts)
+        for prior in said_before:  # what the plan's check of the reference already said is not said again
+            if prior.startswith(f"{voice.speaker}: "):
+                said = said.replace(prior[len(voice.speaker) + 2:], "")
+        said = "; ".join(part for part in said.split("; ") if part.strip())
         if said:
             note(f"{voice.speaker}: {said}")
     if prompt is None:
@@ -64,7 +70,8 @@ def _speaker(session, voice: Voice, cache: PromptCache, prepare: bool, step: Cal
 
 def _note_untrimmed(project, speakers: dict[str, Speaker], prepare: bool) -> None:
     # Said once for all speakers: the fast preset's ~3 s cut needs word times, which need an ASR model.
-    whole = sorted({s.voice.speaker for s in speakers.values() if s.prompt is not None and s.prompt.provisional})
+    whole = sorted({s.voice.speaker for s in speakers.values()
+                    if s.prompt is not None and s.prompt.provisional and "kept whole" in s.prompt.note})
     if not whole:
         return
     note = (f"no ASR model ({project.session.asr_name}) to find word boundaries, so the samples of "

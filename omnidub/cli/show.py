@@ -123,6 +123,8 @@ def print_summary(summary, as_json: bool) -> None:
     for label, level in (summary.loudness or {}).items():
         if level:
             table.add_row("loudness" if label == "mix" else "over the bed", level_text(level))
+            if level.get("note"):  # held under its target: by how much and why
+                table.add_row("", escape(printable(level["note"])))
     table.add_row("outputs", escape(printable(", ".join(data["outputs"]))))
     out.print(table)
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 from pathlib import Path
-from typing import Protocol
+from typing import Callable, Protocol
 
 from omnidub.outputs.deliver import DeliveryOptions
 from omnidub.outputs.mix import Bed, Placement, assemble
@@ -27,6 +27,7 @@ class Programme:
     options: DeliveryOptions
     name: str  # the stem of the dub's own files (the video's, else the input's)
     video_seconds: float | None = None
+    note: Callable[[str], None] = print  # what a writer wants the user to know
 
 
 class Writer(Protocol):
@@ -60,6 +61,9 @@ class AudioWriter:
             sample_rate=options.sample_rate, fmt=options.fmt, loudness=options.loudness, true_peak=options.true_peak,
             bed=Bed(options.bed, duck=options.duck) if options.bed else None, bed_mix=bed_mix,
         )
+        for mastered in (dub, over_bed):
+            if mastered is not None and mastered.note:  # held under its loudness target: by how much and why
+                programme.note(mastered.note)
         return {
             "stems": {speaker: f"stems/{name}.{options.fmt}" for speaker, name in sorted(programme.speakers.items())},
             "mix": f"mix.{options.fmt}",
@@ -105,7 +109,8 @@ class SubtitleWriter:
         from omnidub.outputs.timeline import write_subtitles
 
         srt, vtt = self.paths(programme)
-        write_subtitles(programme.placements, programme.out_dir / srt, programme.out_dir / vtt)
+        write_subtitles(programme.placements, programme.out_dir / srt, programme.out_dir / vtt,
+                        speakers=programme.options.subtitle_speakers)
         return {"subtitles": [srt, vtt]}
 
 
