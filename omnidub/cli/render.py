@@ -13,7 +13,7 @@ import typer
 from rich.markup import escape
 
 from omnidub.cli.app import (ASR_DEFAULT, ASR_HELP, MODEL_HELP, SPEAKER_MODEL_HELP, Cfg, Command, DebugOption, Dtype,
-                             Executor, Format, app, err, printable, user_errors, warn_synthetic)
+                             Executor, Format, app, err, error_text, printable, user_errors, warn_synthetic)
 from omnidub.cli.show import (ProgressListener, plan_json, print_json, print_plan, print_summary, summary_json)
 from omnidub.errors import OmnidubError
 from omnidub.files import cache_home
@@ -181,7 +181,7 @@ def _run(o: dict, session, settings, job, listener) -> int:
 
     job.open()  # folders that cannot be used are said before the model banner, not after
     for run in job.failed:
-        err.print(f"[bold red]error:[/] {escape(printable(str(run.error)))}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(printable(error_text(run.error)))}", soft_wrap=True)
     if not job.projects:
         return 2
     session.check_executor()
@@ -215,7 +215,7 @@ def _run(o: dict, session, settings, job, listener) -> int:
         return 1 if summaries[0].failed or qa_failed else 0
     if o["as_json"]:
         print_json({"inputs": [
-            {"input": str(run.input), "error": None if run.error is None else str(run.error),
+            {"input": str(run.input), "error": None if run.error is None else error_text(run.error),
              **(summary_json(run.summary) if run.summary is not None else {"out_dir": None})}
             for run in runs]})
     else:
@@ -223,7 +223,7 @@ def _run(o: dict, session, settings, job, listener) -> int:
             print_summary(summary, False)
         for run in runs:
             if run.error is not None:
-                err.print(f"[bold red]not rendered:[/] {escape(printable(str(run.error)))}", soft_wrap=True)
+                err.print(f"[bold red]not rendered:[/] {escape(printable(error_text(run.error)))}", soft_wrap=True)
     bad = [run for run in runs if run.error is not None or run.summary.failed or run.summary.out_dir in qa_failed]
     return 1 if bad else 0
 
@@ -235,11 +235,11 @@ def _print_plans(job, as_json: bool) -> int:
         if isinstance(entries, OmnidubError):
             if not job.many:
                 raise entries
-            err.print(f"[bold red]error:[/] {escape(printable(str(entries)))}", soft_wrap=True)
+            err.print(f"[bold red]error:[/] {escape(printable(error_text(entries)))}", soft_wrap=True)
         else:
             plans.append((project, entries))
     for run in job.failed:
-        err.print(f"[bold red]error:[/] {escape(printable(str(run.error)))}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(printable(error_text(run.error)))}", soft_wrap=True)
     if not job.many:
         project, entries = plans[0]
         print_plan(entries, project.estimated, as_json, project.selected)

@@ -1,15 +1,16 @@
-"""Whose voice a line is in: a speaker embedding of each line against every speaker's reference recording."""
+"""Whose voice a line is in: a speaker embedding of each line against every speaker's reference recording,
+and the verdict drawn from it."""
 
 from __future__ import annotations
 
 import threading
 import warnings
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from omnidub.errors import OmnidubError
+from omnidub.errors import ArgumentError, OmnidubError
+from omnidub.qa.results import LineCheck, QaSettings, SpeakerVoice, VoiceMatch
 
 DEFAULT_SPEAKER_MODEL = "resemblyzer"
 NO_SPEAKER_MODEL = "none"
@@ -17,17 +18,6 @@ SPEAKER_MODELS = (DEFAULT_SPEAKER_MODEL, NO_SPEAKER_MODEL)
 # Less speech than this gives no embedding worth comparing.
 MIN_SPEECH_SECONDS = 0.3
 EMBEDDING_RATE = 16000
-
-
-@dataclass(frozen=True)
-class VoiceMatch:
-    """A line's voice against the references: cosine similarity to its own speaker's, and to the nearest other's."""
-
-    similarity: float
-    nearest: str | None  # the other speaker whose reference is closest; None when the cast has one voice
-    nearest_similarity: float | None
-    margin: float | None  # similarity - nearest_similarity: negative when the line sounds like `nearest`
-    speech_seconds: float  # what the encoder heard once long pauses were cut
 
 
 class SpeakerEncoder:
@@ -51,9 +41,9 @@ class SpeakerEncoder:
                         warnings.simplefilter("ignore", DeprecationWarning)
                         from resemblyzer import VoiceEncoder, preprocess_wav
                 except ImportError as exc:
-                    raise OmnidubError(
-                        f"the speaker encoder cannot be imported ({exc}); reinstall omnidub, "
-                        "or pass --speaker-model none to skip the voice check"
+                    raise ArgumentError(
+                        "speaker_model", f"the speaker encoder cannot be imported ({exc}); reinstall omnidub, "
+                        "or pass {arg}none to skip the voice check"
                     ) from exc
                 self._preprocess = preprocess_wav
                 self._encoder = VoiceEncoder(self.device, verbose=False)
@@ -64,8 +54,11 @@ class SpeakerEncoder:
         from omnidub.asr import to_mono_16k
 
         encoder = self._load()
+        samples = to_mono_16k(np.nan_to_num(audio), sample_rate)
+        if not samples.any():  # digital silence: resemblyzer's level normalisation would divide by zero
+            return None
         # Long pauses are cut and quiet speech raised to the level the encoder was trained on.
-        speech = self._preprocess(to_mono_16k(np.nan_to_num(audio), sample_rate))
+        speech = self._preprocess(samples)
         seconds = len(speech) / EMBEDDING_RATE
         if seconds < MIN_SPEECH_SECONDS:
             return None
@@ -120,3 +113,71 @@ def speaker_encoder(name: str | None, device: str = "cpu") -> SpeakerEncoder | N
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / max(float(np.linalg.norm(a) * np.linalg.norm(b)), 1e-12))
+
+
+# --- the verdict -----------------------------------------------------------------------------------------
+
+
+def reference_embeddings(encoder: SpeakerEncoder | None, references: dict[str, Path]
+                         ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """Each speaker's reference embedding, and for a speaker whose reference gives none, why."""
+    if encoder is None:
+        return {}, {}
+    embeddings, reasons = {}, {}
+    for speaker, path in references.items():
+        try:
+            embedding = encoder.embed_file(Path(path))
+        except OmnidubError as exc:
+            reasons[speaker] = str(exc)
+            continue
+        if embedding is None:
+            reasons[speaker] = f"its reference {path} holds too little speech"
+        else:
+            embeddings[speaker] = embedding
+    return embeddings, reasons
+
+
+def unmeasured_reason(finite: bool) -> str:
+    """Why a line with audio got no voice figure."""
+    if not finite:
+        return "samples that are not numbers"
+    return f"under {MIN_SPEECH_SECONDS:g} s of speech once pauses are cut"
+
+
+def wrong_voice(voice: VoiceMatch, settings: QaSettings) -> bool:
+    """Closer to another speaker than to its own, or (with enough speech) under the similarity threshold."""
+    if voice.margin is not None and voice.margin < 0:
+        return True
+    return voice.speech_seconds >= settings.min_voice_seconds and voice.similarity < settings.min_voice_similarity
+
+
+def voice_note(voice: VoiceMatch, speaker: str, settings: QaSettings) -> str:
+    if voice.margin is not None and voice.margin < 0:
+        return f"sounds like {voice.nearest} ({voice.nearest_similarity:.2f}) more than {speaker} ({voice.similarity:.2f})"
+    return f"voice similarity to {speaker} {voice.similarity:.2f}, below {settings.min_voice_similarity:.2f}"
+
+
+def speaker_voices(lines: tuple[LineCheck, ...], reasons: dict[str, str]) -> tuple[SpeakerVoice, ...]:
+    """Per speaker: the voice figures of the lines measured, or why none was (`reasons`: the speaker's own)."""
+    out = []
+    for speaker in dict.fromkeys(c.speaker for c in lines):
+        own = [c for c in lines if c.speaker == speaker]
+        measured = [c.voice.similarity for c in own if c.voice is not None]
+        failed = sum("voice" in c.flags for c in own)
+        reason = None
+        if not measured:
+            reason = reasons.get(speaker) or _lines_reason(own)
+        out.append(SpeakerVoice(
+            speaker, len(measured), float(np.mean(measured)) if measured else None,
+            min(measured) if measured else None, failed, reason,
+        ))
+    return tuple(out)
+
+
+def _lines_reason(lines: list[LineCheck]) -> str:
+    """Why none of a speaker's lines was measured, counted by cause ("2 lines: no audio; 1 line: ...")."""
+    causes: dict[str, int] = {}
+    for c in lines:
+        cause = c.voice_skipped or "not measured"
+        causes[cause] = causes.get(cause, 0) + 1
+    return "; ".join(f"{n} line{'s' if n > 1 else ''}: {cause}" for cause, n in causes.items())
