@@ -79,7 +79,6 @@ def voice_check(project, cast: SourceCast) -> dict[int, dict]:
     """Hear every line rendered from its own original clip against each speaker's voice in the source; return the
     verdicts of lines not judged before (failing: closer to another speaker, or under the preset's threshold)."""
     from omnidub.qa.voice import SpeakerEncoder
-    from omnidub.voices import load_audio
 
     threshold = project.preset.qa.min_voice_similarity
     encoder, verdicts = None, {}
@@ -89,13 +88,13 @@ def voice_check(project, cast: SourceCast) -> dict[int, dict]:
         if reference is None or reference.kind != "line" or not entry.done or entry.index in project.voice_checks:
             continue
         encoder = encoder or SpeakerEncoder(project.session.device)
-        found = encoder.embed(load_audio(project.out_dir / entry.file, 16000), 16000)
+        found = hear(project.out_dir / entry.file, encoder)
         if found is None or reference.speaker not in centroids:  # kept, so a rerun does not ask again
             verdicts[entry.index] = {"clip": reference.sha256, "passed": None,
                                      "why": "too little speech to judge" if found is None else
                                      f"the source gave no voice of {reference.speaker} to compare with"}
             continue
-        similarity = {name: float(np.dot(found[0], c)) for name, c in centroids.items()}
+        similarity = {name: float(np.dot(found, c)) for name, c in centroids.items()}
         own = similarity.pop(reference.speaker)
         nearest = max(similarity, key=similarity.get) if similarity else None
         verdict = {"clip": reference.sha256, "similarity": round(own, 4), "nearest": nearest,
@@ -110,6 +109,14 @@ def voice_check(project, cast: SourceCast) -> dict[int, dict]:
             verdict["passed"] = True
         verdicts[entry.index] = verdict
     return verdicts
+
+
+def hear(segment: Path, encoder) -> np.ndarray | None:
+    """A rendered line's voice (its GE2E embedding; None when it holds too little speech to tell)."""
+    from omnidub.voices import load_audio
+
+    found = encoder.embed(load_audio(segment, 16000), 16000)
+    return None if found is None else found[0]
 
 
 def earlier_verdicts(previous: dict) -> dict[int, dict]:

@@ -15,7 +15,8 @@ from typing import Sequence
 from omnidub.backends.base import Request
 from omnidub.errors import OmnidubError
 from omnidub.journal import LineEntry
-from omnidub.project import Listener, Project, Summary
+from omnidub.progress import Listener, Summary
+from omnidub.project import Project
 from omnidub.scheduler import Failure
 
 

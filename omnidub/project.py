@@ -16,6 +16,7 @@ from omnidub.errors import OmnidubError
 from omnidub.folder import MANIFEST, QA_FILES, OutputFolder
 from omnidub.journal import JOURNAL, Journal, LineEntry, manifest_entries
 from omnidub.outputs.deliver import DeliveryOptions, check
+from omnidub.progress import Listener, Summary
 from omnidub.keys import line_seed
 from omnidub.plan import KeyContext, Plan, Speaker, assign_languages, file_names, key_for, plan_lines
 from omnidub.scheduler import Failure, Outcome, stream
@@ -26,55 +27,6 @@ from omnidub.casting import (cast_from_source, earlier_verdicts, place_reference
                               voice_check)
 from omnidub.source.cast import SourceCast, SourceOptions
 from omnidub.voices import Voice, check_cast, check_reference, voice_for
-
-@dataclass(frozen=True)
-class Summary:
-    """What a render did, for the closing table and ``--json``."""
-
-    out_dir: Path
-    lines: int
-    rendered: int
-    cached: int
-    failed: int
-    overflow: tuple[int, ...]
-    audio_seconds: float
-    synth_seconds: float
-    program_seconds: float
-    interrupted: bool = False
-    outputs: tuple[str, ...] = ()
-    pending: tuple[int, ...] = ()  # lines left out by --only that have no audio yet
-    loudness: dict | None = None  # per mix: gain, limited, integrated, range, true_peak
-    edited: tuple[int, ...] = ()  # lines whose segment someone changed: kept, and used by the outputs
-
-    @property
-    def rtf(self) -> float | None:
-        return self.synth_seconds / self.audio_seconds if self.audio_seconds else None
-
-
-class Listener:
-    """Progress hooks; the CLI shows them with rich. The default does nothing."""
-
-    def step(self, text: str) -> None: ...
-
-    def note(self, text: str) -> None: ...
-
-    def start(self, total: int) -> None: ...
-
-    def line_started(self, entry: LineEntry) -> None: ...
-
-    def line_done(self, entry: LineEntry, audio_seconds: float, wall_seconds: float) -> None: ...
-
-    def input(self, name: str) -> None:
-        """The input the next line events belong to (only in jobs of several inputs)."""
-
-    def finish(self) -> None: ...
-
-    def checking(self, done: int, total: int, index: int) -> None:
-        """QA has transcribed ``done`` of ``total`` lines (the latest: ``index``)."""
-
-    def checked(self, report, written) -> None:
-        """QA of the current input is done; ``written``: the paths of qa.json and qa.html."""
-
 
 @dataclass(frozen=True)
 class ProjectOptions:

@@ -19,7 +19,7 @@ ray = pytest.importorskip("ray")
 from omnidub.api import Session  # noqa: E402
 from omnidub.config import load_preset  # noqa: E402
 from omnidub.journal import read_entries  # noqa: E402
-from omnidub.project import Listener  # noqa: E402
+from omnidub.progress import Listener  # noqa: E402
 from omnidub.scheduler import ExecutorOptions, Failure  # noqa: E402
 
 # Few steps: the executors are compared, not the voices.
