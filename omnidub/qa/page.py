@@ -200,6 +200,7 @@ def _row_html(c: LineCheck, has_mix: bool) -> str:
     audio = ""
     if c.file and not {"missing-file", "render-failed"} & set(c.flags):
         audio = f'<audio controls preload="metadata" src="{_src(c.file)}"></audio>'
+    audio += _original_html(c)
     start = (timecode(c.start) + f"<div class=small>to {timecode(line_end(c))}</div>"
              + (f"<div class=small>{html.escape(c.start_tc)}</div>" if c.start_tc else ""))
     when = f'<button class="seek" data-start="{c.start:.3f}" title="play the mix from here">{start}</button>' if has_mix else start
@@ -217,6 +218,23 @@ def _row_html(c: LineCheck, has_mix: bool) -> str:
         f"<td><div>{text}</div>{heard_html}</td>"
         f'<td class=small>{"<br>".join(html.escape(f) for f in _figures(c))}</td><td>{flags}{note}</td><td>{audio}</td></tr>'
     )
+
+
+def _original_html(c: LineCheck) -> str:
+    """The original line the dub was cloned from, to hear beside it (render --source), and why another clip
+    stood in for it."""
+    reference = c.reference or {}
+    if not isinstance(reference.get("file"), str):
+        return ""
+    span = ""
+    if isinstance(reference.get("start"), (int, float)) and isinstance(reference.get("end"), (int, float)):
+        span = f" {reference['start']:.2f}-{reference['end']:.2f} s"
+    whose = "its own line" if reference.get("kind") == "line" else f"{reference.get('speaker') or 'its speaker'}'s clip"
+    why = f"<div class=small>why not its own line: {html.escape(str(reference['fallback']))}</div>" \
+        if reference.get("fallback") else ""
+    said = f"<div class=small>&ldquo;{html.escape(str(reference.get('text') or ''))}&rdquo;</div>"
+    return (f'<div class="small">original ({html.escape(whose)}, source{span}):</div>'
+            f'<audio controls preload="none" src="{_src(reference["file"])}"></audio>{said}{why}')
 
 
 def _header(report: Report) -> str:

@@ -105,6 +105,7 @@ class LineCheck:
     start_tc: str | None = None  # SMPTE HH:MM:SS:FF at the render's frame rate, from the manifest
     end: float | None = None
     voice_skipped: str | None = None
+    reference: dict | None = None  # where the line's voice came from (render --source): its clip, words, why
 
 
 @dataclass(frozen=True)

@@ -157,8 +157,14 @@ def _check_one(entry: dict, context: _Context) -> LineCheck:
         peak=level.peak, rms=level.rms, clipped_samples=level.clipped_samples, silent_fraction=level.silent_fraction,
         leading_silence=level.leading_silence, trailing_silence=level.trailing_silence, diff=heard.diff,
         marks=tuple(marks), overlap_line=timing.overlap_line, voice=voice, start_tc=entry.get("start_tc"), end=end,
-        voice_skipped=voice_skipped,
+        voice_skipped=voice_skipped, reference=_reference(entry),
     )
+
+
+def _reference(entry: dict) -> dict | None:
+    """The manifest's record of where the line's voice came from, when it came from the source."""
+    reference = entry.get("reference")
+    return reference if isinstance(reference, dict) else None
 
 
 def _voice(speaker: str, mono: np.ndarray, rate: int, finite: bool, context: _Context):
@@ -180,7 +186,7 @@ def _untranscribed(entry: dict, flag: str, note: str, context: _Context) -> Line
         flags=(flag,), passed=False, note=note, start=start, slot=max(0.0, end - start), duration=0.0,
         overflow=0.0, overlap=0.0, peak=0.0, rms=0.0, clipped_samples=0, silent_fraction=0.0,
         leading_silence=0.0, trailing_silence=0.0, start_tc=entry.get("start_tc"), end=start,
-        voice_skipped=NO_AUDIO if context.encoder is not None else None,
+        voice_skipped=NO_AUDIO if context.encoder is not None else None, reference=_reference(entry),
     )
 
 
