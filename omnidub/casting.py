@@ -9,7 +9,8 @@ from pathlib import Path
 import numpy as np
 
 from omnidub.journal import LineEntry
-from omnidub.plan import assign_languages, safe_name
+from omnidub.names import safe_name
+from omnidub.plan import assign_languages
 from omnidub.source.cast import SourceCast, assign_speakers, reference_record, source_cast, source_summary
 from omnidub.voices import check_cast
 

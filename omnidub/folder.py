@@ -9,6 +9,7 @@ omnidub wrote; a file the ledger does not list, or one changed since, is the use
 
 from __future__ import annotations
 
+import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
@@ -85,8 +86,10 @@ class Ledger:
 class OutputFolder:
     """One output folder: who may write in it, what omnidub wrote there, and the lock that keeps runs apart."""
 
-    def __init__(self, path: Path):
+    def __init__(self, path: Path, *, record: str = MANIFEST, others: str | None = "--allow-other-files"):
         self.path = Path(path)
+        self.mark = record  # the file whose being omnidub's makes the folder omnidub's (the render's manifest)
+        self.others = others  # the flag that lets omnidub write beside other files (None: none does)
         self.state = self.path / STATE
         self.lock = FolderLock(self.state / LOCK)
         self.ledger: Ledger | None = None
@@ -124,7 +127,13 @@ class OutputFolder:
 
     def manifest(self) -> dict | None:
         """The folder's manifest when omnidub wrote it (a manifest.json of anything else is not read)."""
-        return read_manifest(self.path) if self.status(MANIFEST) in ("ours", "older", "changed") else None
+        if self.status(self.mark) not in ("ours", "older", "changed"):
+            return None
+        try:
+            data = json.loads((self.path / self.mark).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
 
     # -- claiming ----------------------------------------------------------------------------------------
     def claim(self, input_path: Path | None, *, allow_other_files: bool = False) -> None:
@@ -176,13 +185,13 @@ class OutputFolder:
         manifest = self.manifest()
         if manifest is None:
             stranger = _first_stranger(self.path, set(self._ledger().files))
-            if (self.path / MANIFEST).exists():
-                raise OmnidubError(f"{self.path} holds a {MANIFEST} that omnidub did not write; choose another folder "
-                                   "with --out (omnidub never replaces a file it did not write)")
+            if (self.path / self.mark).exists():
+                raise OmnidubError(f"{self.path} holds a {self.mark} that omnidub did not write; choose another "
+                                   "folder with --out (omnidub never replaces a file it did not write)")
             if stranger is not None and not allow_other_files:
-                raise OmnidubError(
-                    f"{self.path} holds files omnidub did not write (e.g. {stranger}); choose an empty folder with "
-                    f"--out, or pass --allow-other-files to render beside them (they are never touched)")
+                beside = f", or pass {self.others} to write beside them (they are never touched)" if self.others else ""
+                raise OmnidubError(f"{self.path} holds files omnidub did not write (e.g. {stranger}); choose an "
+                                   f"empty folder with --out{beside}")
             return
         other = manifest.get("input")
         if (input_path is not None and isinstance(other, str) and other and Path(other).exists()
@@ -190,7 +199,9 @@ class OutputFolder:
             raise OmnidubError(f"{self.path} holds a render of {other}, not {input_path}; choose another folder with --out")
 
     def _older_manifest(self) -> dict | None:
-        return None if MANIFEST in self._ledger().files else _older_manifest(self.path)
+        if self.mark != MANIFEST or MANIFEST in self._ledger().files:
+            return None  # only a render's folder can be an older omnidub's
+        return _older_manifest(self.path)
 
     def _vouched(self) -> set[str]:
         if self._older is None:
@@ -275,7 +286,7 @@ class OutputFolder:
         it is left where it is. Returns those left."""
         left = []
         ledger = self._ledger()
-        for relative in sorted(set(ledger.files) - set(keep) - {MANIFEST}):
+        for relative in sorted(set(ledger.files) - set(keep) - {self.mark}):
             status = self.status(relative)
             if status in ("ours", "unfinished"):
                 (self.path / relative).unlink(missing_ok=True)

@@ -18,7 +18,8 @@ from omnidub.journal import JOURNAL, Journal, LineEntry, manifest_entries
 from omnidub.outputs.deliver import DeliveryOptions, check
 from omnidub.progress import Listener, Summary
 from omnidub.keys import line_seed
-from omnidub.plan import KeyContext, Plan, Speaker, assign_languages, file_names, key_for, plan_lines
+from omnidub.names import file_names
+from omnidub.plan import KeyContext, Plan, Speaker, assign_languages, key_for, plan_lines
 from omnidub.scheduler import Failure, Outcome, stream
 from omnidub.script import Script, line_ranges
 from omnidub.speakers import prepare_speakers, prompt_cache_dir

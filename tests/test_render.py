@@ -495,7 +495,7 @@ def test_a_hand_edited_segment_is_kept_and_used_until_only_renders_it_again(rend
 
 
 def test_a_speakers_file_name_depends_on_its_own_name_only():
-    from omnidub.plan import file_names
+    from omnidub.names import file_names
 
     first = file_names(["Zoe!", "BOB", "Dr. Who"])
     assert first["BOB"] == "BOB" and first["Zoe!"].startswith("Zoe-") and first["Dr. Who"].startswith("Dr_Who-")

@@ -53,7 +53,9 @@ def test_extract_writes_clips_and_a_voices_toml_render_accepts(extracted):
         assert entry["candidates"][0]["scores"]["total"] == entry["clip"]["scores"]["total"]
     assert json.loads((out / "extract.json").read_text())["speakers"] == report["speakers"]
     assert "background" in result.stderr  # said once: no separation
-    assert sorted(p.name for p in out.iterdir()) == ["ALICE.wav", "BOB.wav", "CAROL.wav", "extract.json", "voices.toml"]
+    assert sorted(p.name for p in out.iterdir()) == [".omnidub", "ALICE.wav", "BOB.wav", "CAROL.wav", "extract.json",
+                                                   "voices.toml"]
+    assert not (out / ".omnidub" / "lock").exists()  # held while it wrote, let go since
 
 
 def test_a_clip_is_a_reference_render_keeps_whole(extracted):
@@ -70,38 +72,39 @@ def test_a_clip_is_a_reference_render_keeps_whole(extracted):
 
 
 def test_a_rerun_replaces_its_own_files_and_nothing_else(extracted, tmp_path):
+    from omnidub.folder import Ledger
+
     out, _ = extracted
     folder = tmp_path / "voices"
     shutil.copytree(out, folder)
-    # A previous extract's files may be replaced, and one it no longer writes removed.
-    stale = json.loads((folder / "extract.json").read_text())
+    # A previous extract's file (its ledger says so) that this one does not write again is removed; a user's
+    # file beside them is never touched.
     (folder / "OLD.wav").write_bytes(b"old clip")
-    import hashlib
-
-    stale["files"]["OLD.wav"] = hashlib.sha256(b"old clip").hexdigest()
-    (folder / "extract.json").write_text(json.dumps(stale))
+    Ledger(folder / ".omnidub" / "ledger.jsonl").record("OLD.wav", folder / "OLD.wav")
+    (folder / "notes.txt").write_text("mine")
     result = run("voices", "extract", DATA / "scene.opus", "--subs", relabelled(tmp_path, {}, keep=range(1, 6)),
                  "--out", folder)
     assert result.exit_code in (0, 1), result.output
-    assert not (folder / "OLD.wav").exists()
-    # A file omnidub did not write, or one a person changed, stops the extract before anything is replaced.
-    (folder / "notes.txt").write_text("mine")
-    before = {p.name: p.read_bytes() for p in folder.iterdir()}
-    message = one_error_line(run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original.srt", "--out", folder))
-    assert "notes.txt was not written by omnidub" in message
-    assert {p.name: p.read_bytes() for p in folder.iterdir()} == before
-    (folder / "notes.txt").unlink()
-    clip = next(folder.glob("*.wav"))
-    clip.write_bytes(clip.read_bytes()[:-2] + b"\x01\x02")
-    message = one_error_line(run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original.srt", "--out", folder))
-    assert f"{clip.name} changed since omnidub wrote it" in message
+    assert not (folder / "OLD.wav").exists() and (folder / "notes.txt").read_text() == "mine"
+    # A clip someone changed is moved aside, never overwritten.
+    clip = next(p for p in folder.glob("*.wav") if ".changed-" not in p.name)
+    changed = clip.read_bytes()[:-2] + b"\x01\x02"
+    clip.write_bytes(changed)
+    result = run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original.srt", "--out", folder)
+    assert result.exit_code in (0, 1), result.output
+    [aside] = folder.glob(f"{clip.stem}.changed-*.wav")
+    assert aside.read_bytes() == changed and f"{clip.name} was changed after omnidub wrote it" in result.stderr
     # A folder of someone else's files is refused, whatever it holds.
     other = tmp_path / "other"
     other.mkdir()
     (other / "extract.json").write_text("{}")
-    assert "holds files omnidub did not write" in one_error_line(
+    assert "extract.json that omnidub did not write" in one_error_line(
         run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original.srt", "--out", other))
     assert (other / "extract.json").read_text() == "{}"
+    (other / "extract.json").unlink()
+    (other / "mine.wav").write_bytes(b"RIFF")
+    assert "holds files omnidub did not write" in one_error_line(
+        run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original.srt", "--out", other))
 
 
 def test_a_speaker_with_no_usable_clip(tmp_path):
@@ -177,5 +180,7 @@ def test_separate_writes_the_accompaniment_and_records_it(tmp_path):
     report = json.loads((out / "extract.json").read_text())
     assert report["separation"]["accompaniment"] == "accompaniment.flac"
     assert report["separation"]["model"] == str(model)
-    assert "accompaniment.flac" in report["files"]
+    from omnidub.folder import OutputFolder
+
+    assert OutputFolder(out, record="extract.json").owns("accompaniment.flac")  # in its ledger, as written
     assert not any("background" in note for note in report["notes"])

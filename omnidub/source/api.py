@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
@@ -9,9 +10,10 @@ from pathlib import Path
 from omnidub.asr import Asr, whisper_language
 from omnidub.errors import OmnidubError
 from omnidub.script import read_script
-from omnidub.source.audio import CLIP_RATE, check_subtitles, read_source
+from omnidub.folder import OutputFolder
+from omnidub.names import file_names
+from omnidub.source.audio import CLIP_RATE, check_subtitles, read_source, wav_bytes
 from omnidub.source.extract import Extraction, ExtractOptions, extract_voices
-from omnidub.source.folder import check_folder, file_name, wav_bytes, write_folder
 from omnidub.source.report import (
     ACCOMPANIMENT_NAME,
     REPORT_NAME,
@@ -53,9 +55,21 @@ def extract_folder(source: Path, subs: Path, out: Path, *, options: ExtractOptio
                    asr_model: str | None = None, separate: str | None = None, device: str = "cpu",
                    encoder=None, status: Callable[[str], None] = lambda _: None) -> Extracted:
     """Read the source and its original subtitles, choose a clip per speaker, and write the clips, voices.toml
-    and extract.json (and the accompaniment when separating) into `out`."""
-    source, subs, out = Path(source), Path(subs), Path(out)
-    check_folder(out)  # before any work: a folder that cannot be written is said at once
+    and extract.json (and the accompaniment when separating) into `out`.
+
+    `out` is held like a render's folder: new or empty, or a previous extract's (its ledger in `.omnidub/`);
+    files omnidub did not write are never touched, one it wrote and someone changed is moved aside."""
+    source, subs = Path(source), Path(subs)
+    folder = OutputFolder(Path(out), record=REPORT_NAME, others=None)
+    folder.claim(None)  # before any work: a folder that cannot be written is said at once
+    try:
+        return _extract(source, subs, folder, options, asr_model, separate, device, encoder, status)
+    finally:
+        folder.release()
+
+
+def _extract(source: Path, subs: Path, folder: OutputFolder, options: ExtractOptions, asr_model: str | None,
+             separate: str | None, device: str, encoder, status: Callable[[str], None]) -> Extracted:
     original = read_script(subs, language=options.language)
     asr, asr_note = open_asr(asr_model, device, options.language)
     separator = None
@@ -82,8 +96,7 @@ def extract_folder(source: Path, subs: Path, out: Path, *, options: ExtractOptio
         from dataclasses import replace
 
         extraction = replace(extraction, notes=extraction.notes + (asr_note,))
-    taken = {VOICES_NAME, REPORT_NAME, ACCOMPANIMENT_NAME}
-    clip_files = {speaker: file_name(speaker, taken) for speaker in extraction.chosen}
+    clip_files = {speaker: f"{name}.wav" for speaker, name in file_names(extraction.chosen).items()}
     for speaker, chosen in extraction.chosen.items():
         files[clip_files[speaker]] = wav_bytes(extraction.clip(chosen.start, chosen.end), CLIP_RATE)
     if extraction.chosen:
@@ -91,8 +104,14 @@ def extract_folder(source: Path, subs: Path, out: Path, *, options: ExtractOptio
     report = report_json(extraction, source=str(source), subs=str(subs), clip_files=clip_files,
                          top=options.clips.top, asr=asr.name if asr else None,
                          accompaniment=ACCOMPANIMENT_NAME if separation else None)
-    write_folder(out, files, report)
-    return Extracted(out, extraction, report, tuple(sorted(files)) + (REPORT_NAME,))
+    notes = []
+    for name, data in files.items():
+        notes += folder.write_bytes(name, data)
+    notes += [f"{name} was changed after omnidub wrote it, so it was kept although this extract no longer writes it"
+              for name in folder.remove_stale(set(files))]  # the extract's own files it no longer writes
+    report = {**report, "notes": report["notes"] + notes}
+    folder.write_text(REPORT_NAME, json.dumps(report, indent=2, ensure_ascii=False) + "\n")  # last: it vouches
+    return Extracted(folder.path, extraction, report, tuple(sorted(files)) + (REPORT_NAME,))
 
 
 def no_clip_error(extracted: Extracted) -> OmnidubError:

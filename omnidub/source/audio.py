@@ -71,3 +71,15 @@ def check_subtitles(script: Script, subs: Path, source: SourceAudio) -> None:
             f"{subs}: line {last.index} ends at {last.end:.1f} s but {source.path.name} is only {source.seconds:.1f} s "
             "long; are these the subtitles of this source (or is the source cut short)?"
         )
+
+
+def wav_bytes(samples: np.ndarray, sample_rate: int, subtype: str = "PCM_16", format: str = "WAV") -> bytes:
+    """Samples ([samples] or [channels, samples]) as the bytes of an audio file (WAV, or another soundfile format)."""
+    import io
+
+    import soundfile as sf
+
+    buffer = io.BytesIO()
+    data = np.clip(samples.T if samples.ndim == 2 else samples, -1.0, 1.0)
+    sf.write(buffer, data, sample_rate, subtype=subtype, format=format)
+    return buffer.getvalue()

@@ -77,7 +77,7 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
     if extraction.separation is not None and folder is not None:
         accompaniment = folder / "accompaniment.flac"
         if not accompaniment.is_file():
-            from omnidub.source.folder import wav_bytes
+            from omnidub.source.audio import wav_bytes
 
             separation = extraction.separation
             write_bytes_atomic(accompaniment, wav_bytes(separation.accompaniment, separation.sample_rate, format="FLAC"))
