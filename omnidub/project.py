@@ -118,14 +118,16 @@ class Project:
         cached yet are prepared (ASR, model) and damaged cache entries repaired; without it nothing on disk
         changes, and unprepared voices are paced from their whole reference."""
         previous = self._previous_manifest()
+        if not prepare and self.options.source is None:
+            self._check_without_model()  # what a render would refuse is said first
         if not prepare:
             self.session.plan_source(self.note)
         if self.options.source is not None:
             if not self.voice_checks:
                 self.voice_checks = earlier_verdicts(previous)
             self.cast = cast_from_source(self, prepare)
-        if not prepare:
-            self._check_without_model()
+            if not prepare:
+                self._check_without_model()
         self.speakers, self.line_speakers = prepare_speakers(self, prepare, self.cast.lines if self.cast else None)
         old_names = {}
         if isinstance(previous.get("voices"), dict):
