@@ -147,19 +147,27 @@ def assemble(
 
     # Pass 3: the mix over the bed, with its own gain.
     bed_gain = plan_gain(bed_meter.finish(), loudness, true_peak)
+    level = _write_over_bed(placements, bed, bed_mix, bed_gain, dub_scale, spans, sample_rate, fmt, total)
+    return dub_result, Mastered(bed_mix, bed_gain.db, bed_gain.limited, level,
+                                short_of_target(bed_mix, level, loudness, true_peak, bed_gain.limited))
+
+
+def _write_over_bed(placements: list[Placement], bed: Bed, path: Path, gain, dub_scale: float, spans,
+                    sample_rate: int, fmt: str, total: int):
+    """Write the dub (at ``dub_scale``) over the ducked bed with ``gain``; returns the level written."""
+    from omnidub.outputs.bed import BedReader
+
     written = Meter(sample_rate, 2)
     with contextlib.ExitStack() as stack:
         bed_source = stack.enter_context(BedReader(bed.path, sample_rate))
-        sink = _sink(stack, bed_mix, sample_rate, 2, *container(fmt, total, 2))
+        sink = _sink(stack, path, sample_rate, 2, *container(fmt, total, 2))
         for start, frames, blocks in _program(placements, sample_rate, total):
             out = _over_bed(_sum(blocks, frames) * dub_scale, bed_source.read(frames), spans, start, sample_rate, bed)
-            curve = bed_gain.curve(start, frames)
+            curve = gain.curve(start, frames)
             out = out * (curve[:, None] if isinstance(curve, np.ndarray) else curve)
             written.feed(out)
             sink.write(np.clip(out, -1.0, 1.0))
-    level = written.finish().level()
-    return dub_result, Mastered(bed_mix, bed_gain.db, bed_gain.limited, level,
-                                short_of_target(bed_mix, level, loudness, true_peak, bed_gain.limited))
+    return written.finish().level()
 
 
 def _over_bed(dub: np.ndarray, bed_audio: np.ndarray, spans, start: int, sample_rate: int, bed: Bed) -> np.ndarray:

@@ -122,24 +122,14 @@ def prepare_reference(voice: Voice, *, sample_rate: int, options: VoiceOptions, 
             raise
         return keep_whole(f"no ASR model to find word boundaries ({exc})", provisional=True)
 
-    cuts = _pause_cuts(audio, sample_rate, heard.words, low, high, target)
-    if not cuts:
+    if not _pause_cuts(audio, sample_rate, heard.words, low, high, target):
         return keep_whole(f"no pause between words inside {low:g}-{high:g} s", heard.text)
-    for boundary, cut in cuts:
-        if voice.text:
-            text = _cut_transcript(voice.text, heard.words, boundary)
-            if text is None:
-                continue
-        else:
-            text = " ".join(w.text for w in heard.words[: boundary + 1])
-        clip = _fade_out(audio[: int(round(cut * sample_rate))].copy(), sample_rate)
-        if not _ends_with(asr, clip, sample_rate, voice, heard.words[boundary]):
-            continue
-        after = heard.words[boundary].text
-        notes.append(f"trimmed {seconds:.1f} s to {cut:.2f} s at a pause after {after!r}")
+    cut = cut_at_word(audio, sample_rate, voice.text, heard.words, language=voice.language, options=options, asr=asr)
+    if cut is not None:
+        notes.append(f"trimmed {seconds:.1f} s to {cut.seconds:.2f} s at a pause after {cut.after!r}")
         if not voice.text:
-            notes.append(f"transcript by ASR ({asr.name}): {text!r}")
-        return result(clip, text, True)
+            notes.append(f"transcript by ASR ({asr.name}): {cut.text!r}")
+        return result(cut.audio, cut.text, True)
     if voice.text:
         return keep_whole("the given transcript does not match the recognised words at any pause", heard.text)
     return keep_whole("no pause where the clip's last word could be confirmed", heard.text)
@@ -227,27 +217,25 @@ class WordCut:
     audio: np.ndarray
     seconds: float
     text: str
+    after: str = ""  # the recognised word the cut follows
 
 
 def cut_at_word(
-    audio: np.ndarray, sample_rate: int, text: str, words: tuple[Word, ...], *,
+    audio: np.ndarray, sample_rate: int, text: str | None, words: tuple[Word, ...], *,
     language: str | None, options: VoiceOptions, asr: Asr,
 ) -> WordCut | None:
-    """The cut :func:`prepare_reference` makes in a clip longer than the preset's window whose transcript is
-    `text` (`words`: the clip's recognised words with times); None when no pause inside the window both matches
-    a word of `text` and is confirmed by hearing the cut clip again."""
-    if options.reference_seconds > 0:
-        target, (low, high) = options.reference_seconds, options.reference_window
-    else:
-        target, (low, high) = WHOLE_REFERENCE_SECONDS, (WHOLE_REFERENCE_SECONDS * 0.75, WHOLE_REFERENCE_SECONDS)
+    """The trimmer's cut of a clip longer than the preset's window: at the best pause between two recognised
+    words (``words``, timed) where the transcript ``text`` (None: the recognised words) can be cut at the same
+    word, confirmed by hearing the cut clip again; None when no pause inside the window passes."""
+    target, (low, high) = _window(options)
     voice = Voice("clip", None, text, language, None, None)
     for boundary, cut in _pause_cuts(audio, sample_rate, words, low, high, target):
-        kept = _cut_transcript(text, words, boundary)
+        kept = _cut_transcript(text, words, boundary) if text else " ".join(w.text for w in words[: boundary + 1])
         if kept is None:
             continue
         clip = _fade_out(audio[: int(round(cut * sample_rate))].copy(), sample_rate)
         if _ends_with(asr, clip, sample_rate, voice, words[boundary]):
-            return WordCut(clip, cut, kept)
+            return WordCut(clip, cut, kept, words[boundary].text)
     return None
 
 
