@@ -79,7 +79,7 @@ def _own_clip(cast: SourceCast, index: int) -> str | None:
 def voice_check(project, cast: SourceCast) -> dict[int, dict]:
     """Hear every line rendered from its own original clip against each speaker's voice in the source; return the
     verdicts of lines not judged before (failing: closer to another speaker, or under the preset's threshold)."""
-    from omnidub.qa.voice import SpeakerEncoder
+    from omnidub.embedding import SpeakerEncoder
 
     threshold = project.preset.qa.min_voice_similarity
     encoder, verdicts = None, {}

@@ -37,7 +37,7 @@ TRUE_SPEAKER = {t["line"]: t["speaker"] for t in TRUTH["lines"]}
 
 @pytest.fixture(scope="module")
 def encoder():
-    from omnidub.qa.voice import SpeakerEncoder
+    from omnidub.embedding import SpeakerEncoder
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")

@@ -17,8 +17,9 @@ from omnidub.qa.manifest import (manifest_references, model_name, number, read_m
 from omnidub.qa.results import FLAG_LABELS, CorpusFigure, LineCheck, QaSettings, Report
 from omnidub.qa.scoring import Score, display_diff, metric_for, score
 from omnidub.qa.timing import check_timing
-from omnidub.qa.voice import (SpeakerEncoder, reference_embeddings, speaker_voices, unmeasured_reason, voice_note,
-                              wrong_voice)
+from omnidub.qa.voice import (
+    SpeakerEncoder, match_voice, reference_embeddings, speaker_voices, unmeasured_reason, voice_note, wrong_voice,
+)
 
 Progress = Callable[[int, int, int], None]
 # Reasons a line's voice was not measured while the voice check ran.
@@ -173,7 +174,7 @@ def _voice(speaker: str, mono: np.ndarray, rate: int, finite: bool, context: _Co
         return None, None
     if speaker not in context.references:
         return None, NO_REFERENCE
-    voice = context.encoder.match(mono, rate, speaker, context.references) if finite else None
+    voice = match_voice(context.encoder, mono, rate, speaker, context.references) if finite else None
     return voice, None if voice is not None else unmeasured_reason(finite)
 
 

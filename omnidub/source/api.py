@@ -87,7 +87,7 @@ def _extract(source: Path, subs: Path, folder: OutputFolder, options: ExtractOpt
         separation = split(separator, source, separate)
         files[ACCOMPANIMENT_NAME] = wav_bytes(separation.accompaniment, separation.sample_rate, format="FLAC")
     if encoder is None:
-        from omnidub.qa.voice import SpeakerEncoder
+        from omnidub.embedding import SpeakerEncoder
 
         encoder = SpeakerEncoder(device)
     status("finding the speakers and their clips")

@@ -105,7 +105,7 @@ def source_summary(options: SourceOptions, voice: VoiceOptions, *, asr, device: 
 
         status(f"separating the vocals with {options.separate}")
         separation = separate(separator, Path(options.source), options.separate)
-    from omnidub.qa.voice import SpeakerEncoder
+    from omnidub.embedding import SpeakerEncoder
 
     extraction = extract_voices(audio, original, encoder=SpeakerEncoder(device), asr=asr,
                                 options=ExtractOptions(clips=ClipOptions(voice=voice), speakers=options.speakers,

@@ -23,7 +23,7 @@ CLEAN = (1, 2, 3, 4, 5, 9, 11, 12)
 
 def main() -> None:
     warnings.simplefilter("ignore")
-    from omnidub.qa.voice import SpeakerEncoder
+    from omnidub.embedding import SpeakerEncoder
     from omnidub.script import read_script
     from omnidub.source.analysis import analyse
     from omnidub.source.audio import ANALYSIS_RATE, read_source
