@@ -17,7 +17,7 @@ from pathlib import Path
 
 from omnidub.config import Preset, generation_settings, load_preset
 from omnidub.errors import OmnidubError
-from omnidub.hardware import device_kind, dtype_for, guess_device
+from omnidub.hardware import device_kind, guess_device
 from omnidub.models import DEFAULT_MODEL, ModelSource, resolve_model
 from omnidub.scheduler import EXECUTORS, Budget, ExecutorOptions, default_budget
 
@@ -27,12 +27,15 @@ class Session:
 
     def __init__(self, model: str = DEFAULT_MODEL, device: str = "auto", preset: Preset | str = "fast",
                  asr_model: str | None = None, *, source: ModelSource | None = None,
-                 executor: ExecutorOptions | None = None):
+                 executor: ExecutorOptions | None = None, backend: str = "auto"):
         self.executor_options = executor or ExecutorOptions()
         if self.executor_options.kind not in EXECUTORS:
             raise OmnidubError(f"unknown executor {self.executor_options.kind!r}: use {' or '.join(EXECUTORS)}")
         self.model_spec = model
         self.device_spec = device
+        self.backend_spec = backend
+        self._pinned: dict = {}  # what the project was rendered with: {"cfg": layout, "backend": name}
+        self._choice = None
         self.preset = load_preset(preset) if isinstance(preset, str) else preset
         self.asr_model = asr_model
         self._source = source
@@ -69,27 +72,64 @@ class Session:
     def use_unresolved_model(self) -> None:
         """Plan against the model's name alone (it cannot be found or downloaded now): no line will match a key."""
         self._source = ModelSource(spec=self.model_spec, path=Path(self.model_spec), revision="unresolved")
+        self._choice = None
+
+    def pin(self, *, cfg: str | None = None, backend: str | None = None) -> None:
+        """Render as a project was rendered before: its CFG layout and backend (torch or onnxruntime), followed
+        where --cfg / --backend are auto, so a new measurement or a faster path never changes its audio."""
+        self._pinned = {"cfg": cfg, "backend": backend}
+        self._choice = None
+
+    @property
+    def backend_choice(self):
+        """Which backend renders and why (torch-free; nothing is built or loaded to decide)."""
+        if self._choice is None:
+            from omnidub.backends.registry import choose_backend
+
+            self._choice = choose_backend(self.backend_spec, self.source, self.device_spec, self.preset.engine.dtype,
+                                          self._pinned.get("backend"))
+        return self._choice
 
     @property
     def device(self) -> str:
-        return self._backend.device if self._backend is not None else guess_device(self.device_spec)
+        return self._backend.device if self._backend is not None else guess_device(self.device_spec, self.backend_name)
+
+    @property
+    def tools_device(self) -> str:
+        """Where the ASR and speaker models run: the device asked for, found without resolving the TTS model (QA
+        of a rendered folder never needs it)."""
+        return guess_device(self.device_spec)
 
     @property
     def backend_name(self) -> str:
-        return "onnxruntime" if self.source.backend == "onnx" else "torch"
+        return self.backend_choice.name
+
+    def backend_reason(self) -> str:
+        """One clause for the header line: which backend runs, on what, in which dtype, and why."""
+        from omnidub.backends.registry import header
+
+        return header(self.backend_choice, self.device, self.identity["dtype"])
+
+    def layout_status(self):
+        """The CFG layout a render will use and where it comes from (explicit, pinned, measured, or "default":
+        not measured yet, the probe runs when the model loads to render)."""
+        from omnidub.config import layout_status
+        from omnidub.models import model_shape
+
+        if self._backend is not None:
+            return self._backend.layout_choice
+        return layout_status(self.preset.engine.cfg, self.device, self.identity["dtype"], self._pinned.get("cfg"),
+                             backend=self.backend_name, shape=model_shape(self.backend_choice.source))
 
     @property
     def identity(self) -> dict:
         """What identifies the model a line is rendered with (for line keys and the manifest)."""
         if self._backend is not None:
             return self._backend.identity
-        if self.source.backend == "onnx":
-            from omnidub.backends.onnx.runtime import export_dtype, read_manifest
+        from omnidub.backends.registry import identity, loaded_dtype
 
-            dtype = export_dtype(read_manifest(self.source.path))
-        else:
-            dtype = dtype_for(self.preset.engine.dtype, self.device)
-        return {**self.source.identity, "backend": self.backend_name, "device": device_kind(self.device), "dtype": dtype}
+        dtype = loaded_dtype(self.backend_choice, self.device, self.preset.engine.dtype)
+        return identity(self.backend_choice, self.device, dtype)
 
     @property
     def prompt_identity(self) -> dict:
@@ -101,11 +141,13 @@ class Session:
     def asr_name(self) -> str:
         from omnidub.asr import default_asr_model
 
-        return self.asr_model or default_asr_model(self.device)
+        return self.asr_model or default_asr_model(self.tools_device)
 
     @property
     def settings(self) -> dict:
-        return generation_settings(self.preset.engine, self.device)
+        if self._backend is not None:
+            return self._backend.settings
+        return generation_settings(self.preset.engine, self.device, self.layout_status().layout)
 
     @property
     def budget(self) -> Budget:
@@ -115,10 +157,18 @@ class Session:
     def backend(self):
         """The resident backend, loaded on first call."""
         if self._backend is None:
+            from omnidub.backends.registry import load, prepare
+
+            self._choice = prepare(self.backend_choice, say=self.on_note)  # an export asked for is built first
             with self.on_load(f"the TTS model {self.model_spec}"):
-                self._backend = load_backend(self.source, self.device_spec, self.preset)
+                self._backend = load(self.backend_choice, self.device_spec, self.preset.engine,
+                                     pinned_layout=self._pinned.get("cfg"), say=self.on_note)
             if hasattr(self._backend, "on_note"):
                 self._backend.on_note = lambda text: self.on_note(text)
+            # What this machine never measured (the layout, the GEMM kernels) is measured now, in seconds, once.
+            with self.on_load("a first-use speed probe"):
+                for result in self._backend.probe():
+                    self.on_note(f"measured on first use: {result.what} {result.choice} ({result.evidence})")
         return self._backend
 
     def executor(self):
@@ -127,8 +177,13 @@ class Session:
             if self.executor_options.kind == "ray":
                 from omnidub.cluster import RayExecutor
 
-                # Workers load the folder this machine resolved: no hub access (or download races) in workers.
-                factory = functools.partial(load_backend, self.source, self.device_spec, self.preset)
+                from omnidub.backends.registry import load, prepare
+
+                # Workers load the folder this machine resolved (no hub access or download races in workers), with
+                # the layout this machine keyed the lines with.
+                self._choice = prepare(self.backend_choice, say=self.on_note)
+                engine = self.preset.engine.replace(cfg=self.layout_status().layout)
+                factory = functools.partial(load, self._choice, self.device_spec, engine)
                 with self.on_load("a pool of Ray workers"):
                     self._executor = RayExecutor(factory, self.budget, self.executor_options, identity=self.identity,
                                                  settings=self.settings, device=self.device)
@@ -156,23 +211,17 @@ class Session:
         from omnidub.asr import Asr
 
         if self._asr is None:
-            self._asr = Asr(self.asr_model, device=self.device)
+            self._asr = Asr(self.asr_model, device=self.tools_device)
         return self._asr
 
     def check_instruct(self, instruct: str) -> None:
         """A designed voice's instruction must be one OmniVoice knows: checked without loading the model."""
-        if self.source.backend == "onnx":  # its own torch-free rules, checked against upstream's in the tests
+        if self.backend_name == "onnxruntime":  # its own torch-free rules, checked against upstream's in the tests
             from omnidub.backends.onnx.prompt import resolve_instruct
         else:
             from omnidub.backends.torch.upstream import resolve_instruct
 
         resolve_instruct(instruct)
-
-    def pin(self, *, cfg: str | None = None) -> None:
-        """Render with what a project was rendered with before (its CFG layout), where the preset leaves the
-        choice to omnidub (``auto``); nothing has been keyed with this session's settings yet."""
-        if cfg is not None and self.preset.engine.cfg == "auto" and self._backend is None:
-            self.preset = self.preset.with_overrides(cfg=cfg)
 
     # -- jobs ------------------------------------------------------------------------------------------------
     def project(self, input_path, *, voices=None, voice: list[str] = (), voice_text: list[str] = (),
@@ -247,7 +296,7 @@ class Session:
         from omnidub.folder import OutputFolder
         from omnidub.qa import run_qa, speaker_encoder, write_reports
 
-        encoder = speaker_encoder(speaker_model, self.device)
+        encoder = speaker_encoder(speaker_model, self.tools_device)
         folder = OutputFolder(Path(out_dir))
         folder.share()
         try:
@@ -260,13 +309,6 @@ class Session:
 
 def load_backend(source: ModelSource, device: str, preset: Preset):
     """The backend a source calls for: ONNX Runtime for an export folder, else torch."""
-    if source.backend == "onnx":
-        try:
-            from omnidub.backends.onnx import OnnxBackend
-        except ImportError as exc:
-            raise OmnidubError(f"{source.spec} is an ONNX export, but the ONNX Runtime backend is not available: {exc}") from exc
-        return OnnxBackend(source, device=device, options=preset.engine)
-    from omnidub.backends.torch import TorchBackend
+    from omnidub.backends.registry import load_backend as load
 
-    return TorchBackend(source, device=device, options=preset.engine)
-
+    return load(source, device, preset.engine)

@@ -52,10 +52,17 @@ class Worker:
     def costs(self, requests: Sequence[Request]) -> list[int]:
         return [self.backend.cost(request) for request in requests]
 
+    def expect(self, tokens: int) -> None:
+        """This worker's share of the job, in tokens per step: --compile auto weighs it against the compile time
+        (a bucket alone never pays for compiling; the whole share may)."""
+        hear = getattr(self.backend, "expect_tokens", None)
+        if hear is not None:
+            hear(tokens)
+
     def render(self, bucket: Sequence[Request]) -> list[Outcome]:
         """One bucket decoded together; a line that fails is retried alone, as in the local executor."""
         return [Failure(o.id, _portable(o.error)) if isinstance(o, Failure) else o
-                for o in stream(self.backend, list(bucket), Budget(0, 0))]
+                for o in stream(self.backend, list(bucket), Budget(0, 0), whole_job=False)]
 
 
 class RayExecutor:
@@ -116,6 +123,11 @@ class RayExecutor:
             return
         ids = {r.id for r in requests}
         cost = dict(zip((r.id for r in requests), self._any(lambda a: a.costs.remote(requests))))
+        share = sum(cost.values()) // max(1, len(self.actors))
+        try:
+            ray.get([actor.expect.remote(share) for actor in self.actors])
+        except ray.exceptions.RayError:
+            pass  # a dead worker is restarted below; it renders without hearing its share (it will not compile)
         queue = deque(enumerate(buckets(requests, lambda r: cost[r.id], self.budget)))
         deaths: Counter[int] = Counter()
         load: Counter[int] = Counter()

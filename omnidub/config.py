@@ -247,22 +247,51 @@ def load_preset(name_or_path: str = "fast") -> Preset:
         raise OmnidubError(f"preset {name_or_path}: {exc}") from exc
 
 
-def resolve_layout(spec: str, device: str, dtype: str = "auto") -> str:
-    """``auto``: the layout ``omnidub bench`` measured faster on this processor and dtype (see measured.py);
-    never measured: trimmed off CUDA (fewer tokens wins where compute is the bottleneck), padded on CUDA."""
-    if spec == "auto":
-        from omnidub.hardware import dtype_for
-        from omnidub.measured import layout_choice
+@dataclass(frozen=True)
+class LayoutChoice:
+    """The CFG layout a render will use and where it comes from: "explicit" (--cfg or the preset), "pinned" (the
+    project's recorded layout), "measured" (this machine's probe, with its evidence) or "default" (not measured
+    yet: the probe runs once the model is loaded for rendering)."""
 
-        measured = layout_choice(device, dtype_for(dtype, device))
-        if measured is not None:
-            return measured
-        return "padded" if device.startswith("cuda") else "trimmed"
-    if spec not in LAYOUTS:
-        raise OmnidubError(f"unknown cfg layout {spec!r}; use {', '.join(CFG_MODES)}")
-    return spec
+    layout: str
+    source: str
+    evidence: str = ""
+
+    @property
+    def measured(self) -> bool:
+        return self.source != "default"
 
 
-def generation_settings(options: EngineOptions, device: str) -> dict:
-    """Everything besides model, prompt, text and seed that decides a line's audio (for keys)."""
-    return {**dataclasses.asdict(options.decode), "cfg": resolve_layout(options.cfg, device, options.dtype), "decoder": DECODER_VERSION}
+def layout_status(spec: str, device: str, dtype: str = "auto", pinned: str | None = None, *, backend: str = "torch",
+                  shape: str = "") -> LayoutChoice:
+    """Which layout ``spec`` means here, and why: an explicit layout wins, then ``pinned`` (the layout a project
+    was rendered with), then this machine's measurement for the dtype, backend and model shape, then the default:
+    trimmed off CUDA (fewer tokens wins where compute is the bottleneck), padded on CUDA. Torch-free; never probes."""
+    if spec != "auto":
+        if spec not in LAYOUTS:
+            raise OmnidubError(f"unknown cfg layout {spec!r}; use {', '.join(CFG_MODES)}")
+        return LayoutChoice(spec, "explicit")
+    if pinned is not None:
+        if pinned not in LAYOUTS:
+            raise OmnidubError(f"unknown pinned cfg layout {pinned!r}; use {', '.join(LAYOUTS)}")
+        return LayoutChoice(pinned, "pinned")
+    from omnidub.hardware import dtype_for
+    from omnidub.measured import layout_choice
+
+    found = layout_choice(device, dtype_for(dtype, device), backend, shape)
+    if found is not None:
+        return LayoutChoice(found["choice"], "measured", found.get("evidence", ""))
+    return LayoutChoice("padded" if device.startswith("cuda") else "trimmed", "default")
+
+
+def resolve_layout(spec: str, device: str, dtype: str = "auto", pinned: str | None = None, *, backend: str = "torch",
+                   shape: str = "") -> str:
+    """The layout of :func:`layout_status`."""
+    return layout_status(spec, device, dtype, pinned, backend=backend, shape=shape).layout
+
+
+def generation_settings(options: EngineOptions, device: str, layout: str | None = None) -> dict:
+    """Everything besides model, prompt, text and seed that decides a line's audio (for keys); ``layout`` is the
+    resolved CFG layout when the caller knows it (a loaded backend, a pinned project)."""
+    return {**dataclasses.asdict(options.decode), "cfg": layout or resolve_layout(options.cfg, device, options.dtype),
+            "decoder": DECODER_VERSION}

@@ -47,9 +47,7 @@ def native_bf16() -> bool:
 
 @functools.lru_cache(maxsize=1)
 def _cuda_devices() -> int:
-    if "torch" in sys.modules:  # already paid for: ask torch itself
-        torch = sys.modules["torch"]
-        return torch.cuda.device_count() if torch.cuda.is_available() else 0
+    """GPUs the CUDA driver sees (0 without a driver, or with CUDA_VISIBLE_DEVICES empty)."""
     if os.environ.get("CUDA_VISIBLE_DEVICES", None) == "":
         return 0
     try:
@@ -62,15 +60,62 @@ def _cuda_devices() -> int:
         return 0
 
 
-def guess_device(spec: str = "auto") -> str:
-    """The device ``spec`` means here: ``auto`` picks cuda, then mps, then cpu (no torch import)."""
-    if spec != "auto":
-        return spec
-    if _cuda_devices() > 0:
+@functools.lru_cache(maxsize=1)
+def torch_build() -> dict:
+    """What the installed torch was built for, read from its ``torch/version.py`` without importing torch:
+    {"cuda": "13.0" or None, "hip": ...}; {} when torch is not installed."""
+    import importlib.util
+    import re
+    from pathlib import Path
+
+    if "torch" in sys.modules:
+        version = sys.modules["torch"].version
+        return {"cuda": getattr(version, "cuda", None), "hip": getattr(version, "hip", None)}
+    spec = importlib.util.find_spec("torch")
+    if spec is None or not spec.submodule_search_locations:
+        return {}
+    try:
+        text = (Path(list(spec.submodule_search_locations)[0]) / "version.py").read_text(encoding="utf-8")
+    except OSError:
+        return {}
+    found = {}
+    for name in ("cuda", "hip"):
+        match = re.search(rf"^{name}\s*(?::[^=]*)?=\s*'([^']*)'", text, re.MULTILINE)
+        found[name] = match.group(1) if match else None
+    return found
+
+
+def _torch_device() -> str:
+    if "torch" in sys.modules:  # already paid for: ask torch itself
+        torch = sys.modules["torch"]
+        if torch.cuda.is_available():
+            return "cuda"
+        return "mps" if torch.backends.mps.is_available() else "cpu"
+    # A CPU-only wheel never runs on CUDA, whatever driver the host has.
+    if (torch_build().get("cuda") or torch_build().get("hip")) and _cuda_devices() > 0:
         return "cuda"
     if sys.platform == "darwin" and platform.machine() == "arm64":
         return "mps"
     return "cpu"
+
+
+def _onnxruntime_device() -> str:
+    # ONNX Runtime has no MPS provider: on Apple silicon it runs on the CPU.
+    try:
+        import onnxruntime
+    except ImportError:
+        return "cpu"
+    return "cuda" if "CUDAExecutionProvider" in onnxruntime.get_available_providers() else "cpu"
+
+
+def guess_device(spec: str = "auto", backend: str = "torch") -> str:
+    """The device ``spec`` means here for ``backend`` ("torch" or "onnxruntime"), without importing torch.
+
+    torch: cuda when its build has CUDA and the driver sees a GPU, then mps on Apple silicon, else cpu.
+    onnxruntime: cuda when its CUDA provider is installed, else cpu."""
+    if spec != "auto":
+        return spec
+    return _onnxruntime_device() if backend in ("onnx", "onnxruntime") else _torch_device()
 
 
 def dtype_for(spec: str, device: str) -> str:

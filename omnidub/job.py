@@ -70,28 +70,30 @@ class Job:
 
     # -- before anything slow --------------------------------------------------------------------------------
     def pin(self) -> None:
-        """Keep each project's audio as it was rendered: with ``--cfg auto``, the layout a project's manifest
-        records stays (a newer measurement never changes a project's audio; an explicit ``--cfg`` does)."""
+        """Keep each project's audio as it was rendered: where ``--cfg`` / ``--backend`` are auto, the layout and
+        backend a project's manifest records stay (a newer measurement or a faster path never changes a
+        project's audio; naming one does)."""
         if self._pinned:
             return
         self._pinned = True
-        if self.session.preset.engine.cfg != "auto":
-            return
         recorded = {}
         for project in self.projects:
-            settings = (project.folder.manifest() or {}).get("settings")
-            layout = settings.get("cfg") if isinstance(settings, dict) else None
-            if layout in ("padded", "trimmed", "packed"):
-                recorded[project] = layout
+            manifest = project.folder.manifest() or {}
+            settings = manifest.get("settings") if isinstance(manifest.get("settings"), dict) else {}
+            model = manifest.get("model") if isinstance(manifest.get("model"), dict) else {}
+            layout = settings.get("cfg") if settings.get("cfg") in ("padded", "trimmed", "packed") else None
+            backend = model.get("backend") if model.get("backend") in ("torch", "onnxruntime") else None
+            if layout or backend:
+                recorded[project] = (layout, backend)
         if not recorded:
             return
-        layout = next(iter(recorded.values()))
-        self.session.pin(cfg=layout)
-        others = [p for p, value in recorded.items() if value != layout]
+        layout, backend = next(iter(recorded.values()))
+        self.session.pin(cfg=layout, backend=backend)
+        others = [p for p, value in recorded.items() if value != (layout, backend)]
         if others:
-            self.listener.note(f"{', '.join(str(p.input_path) for p in others)} rendered with another CFG layout "
-                               f"than {layout}, which this job uses: their lines render again (render them apart, or "
-                               f"with their own --cfg, to keep them)")
+            self.listener.note(f"{', '.join(str(p.input_path) for p in others)} rendered with another CFG layout or "
+                               f"backend than this job uses ({layout}, {backend}): their lines render again (render "
+                               "them apart to keep them)")
 
     def open(self) -> None:
         """Claim every output folder now (before anything slow); a folder that cannot be used fails its input
@@ -211,11 +213,14 @@ class Job:
 
     def _replan(self, live: list[Project], pending: dict[int, list[LineEntry]]) -> bool:
         """Keys are of what actually runs: when the loaded model runs on another device or dtype than the one
-        guessed before it loaded, plan again with the real identity (some lines may then be stored already)."""
-        changed = [p for p in live if p.planned_identity != self.session.identity]
+        guessed before it loaded, or with the layout its first-use probe chose, plan again with what runs (some
+        lines may then be stored already)."""
+        runs = (self.session.identity, self.session.settings)
+        changed = [p for p in live if p.planned != runs]
         for project in changed:
-            self.listener.note(f"the model runs as {_identity_text(self.session.identity)}, not as guessed "
-                               f"({_identity_text(project.planned_identity)}): lines are keyed again")
+            if project.planned[0] != runs[0]:
+                self.listener.note(f"the model runs as {_identity_text(runs[0])}, not as guessed "
+                                   f"({_identity_text(project.planned[0])}): lines are keyed again")
             pending[id(project)] = project.prepare()
         return bool(changed)
 

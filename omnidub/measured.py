@@ -1,8 +1,13 @@
-"""What omnidub measured on this kind of machine, kept in its cache: the faster CFG layout and compile costs.
+"""What omnidub measured on this kind of machine, kept in its cache: layouts, GEMM kernels, backends, compile costs.
 
-Choices that only one CPU justified are never hard-coded: ``omnidub bench`` measures them and writes them
-here, keyed by the CPU model (or GPU name) and dtype, and ``--cfg auto`` / ``--compile auto`` read them. The file
-is small JSON (``measured.json`` in the omnidub cache) and is torch-free to read, so plans and keys use it.
+Choices that only one CPU justified are never hard-coded: a short probe at the model's real shapes measures them
+on first use (or ``omnidub bench --record`` does), and they are written here with their evidence, keyed by what
+they are valid for: the CPU model and matrix units (or the GPU name), the dtype, the backend and the model's
+shape. ``--cfg auto``, ``--backend auto`` and ``--compile auto`` read them. The file is small JSON
+(``measured.json`` in the omnidub cache) and is torch-free to read, so plans and keys use it.
+
+A project pins what it was rendered with (its manifest), so a new measurement here never changes the audio of
+a project that was already rendered.
 """
 
 from __future__ import annotations
@@ -15,6 +20,7 @@ from omnidub.files import cache_home, write_text_atomic
 from omnidub.hardware import cpu_flags, cpu_name, device_kind
 
 FILE = "measured.json"
+LAYOUTS = ("padded", "trimmed", "packed")
 
 
 def machine_key(device: str, dtype: str, gpu: str | None = None) -> str:
@@ -22,13 +28,20 @@ def machine_key(device: str, dtype: str, gpu: str | None = None) -> str:
     the dtype. Virtual machines often name every Xeon alike, so the CPU's matrix features are part of the key."""
     kind = device_kind(device)
     if kind == "cpu":
-        where = f"{cpu_name()}|{_matrix_units()}"
+        where = f"{cpu_name()}|{matrix_units()}"
     else:
         where = gpu if kind == "cuda" and gpu else kind
     return f"{kind}|{where}|{dtype}"
 
 
-def _matrix_units() -> str:
+def probe_key(device: str, dtype: str, backend: str = "torch", shape: str = "", gpu: str | None = None) -> str:
+    """A machine key narrowed to one backend and one model shape (a layout measured on a tiny test model says
+    nothing about the full one)."""
+    return f"{machine_key(device, dtype, gpu)}|{backend}|{shape}"
+
+
+def matrix_units() -> str:
+    """The CPU's best matrix feature: amx_bf16, avx512_bf16, avx512f, avx2 or no-avx2."""
     flags = cpu_flags()
     for flag in ("amx_bf16", "avx512_bf16", "avx512f", "avx2"):
         if flag in flags:
@@ -49,39 +62,52 @@ def load() -> dict:
     return data if isinstance(data, dict) else {}
 
 
-def _update(section: str, key: str, entry: dict) -> None:
+def entry(section: str, key: str) -> dict | None:
+    """One measurement, or None."""
+    found = load().get(section, {}).get(key)
+    return found if isinstance(found, dict) else None
+
+
+def record(section: str, key: str, value: dict) -> None:
+    """Store one measurement with the time it was made (a read-only cache only costs the next run a probe)."""
     data = load()
-    data.setdefault(section, {})[key] = {**entry, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S")}
+    data.setdefault(section, {})[key] = {**value, "measured_at": time.strftime("%Y-%m-%d %H:%M:%S")}
     try:
         _path().parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(_path(), json.dumps(data, indent=2, sort_keys=True))
     except OSError:
-        pass  # a read-only cache only costs the next run a default
+        pass
 
 
-def layout_choice(device: str, dtype: str) -> str | None:
-    """The CFG layout the bench measured faster for this processor and dtype, or None if never measured."""
-    entry = load().get("layout", {}).get(machine_key(device, dtype))
-    choice = entry.get("choice") if isinstance(entry, dict) else None
-    return choice if choice in ("padded", "trimmed", "packed") else None
+def layout_choice(device: str, dtype: str, backend: str = "torch", shape: str = "") -> dict | None:
+    """The layout measured faster here ({choice, seconds, evidence, measured_at}), or None if never measured."""
+    found = entry("layout", probe_key(device, dtype, backend, shape))
+    return found if found is not None and found.get("choice") in LAYOUTS else None
 
 
-def record_layout(device: str, dtype: str, seconds: dict[str, float], evidence: str, gpu: str | None = None) -> str:
-    """Store the measured seconds per layout (same lines, same run) and return the faster layout."""
+def record_layout(device: str, dtype: str, seconds: dict[str, float], evidence: str, *, backend: str = "torch",
+                  shape: str = "", gpu: str | None = None) -> str:
+    """Store the measured seconds per layout (same rows, same run) and return the faster layout."""
     choice = min(seconds, key=seconds.get)
-    _update("layout", machine_key(device, dtype, gpu), {"choice": choice, "seconds": seconds, "evidence": evidence})
+    record("layout", probe_key(device, dtype, backend, shape, gpu),
+           {"choice": choice, "seconds": seconds, "evidence": evidence})
     return choice
+
+
+def gemm_choice(device: str, dtype: str, shape: str = "") -> dict | None:
+    """How the torch backend's linears run fastest here ("aten" or "onednn"), or None if never measured."""
+    found = entry("gemm", probe_key(device, dtype, "torch", shape))
+    return found if found is not None and found.get("choice") in ("aten", "onednn") else None
 
 
 def compile_record(key: str) -> dict | None:
     """What compiling cost last time for this model, dtype and device ({seconds, speedup}), if known."""
-    entry = load().get("compile", {}).get(key)
-    return entry if isinstance(entry, dict) else None
+    return entry("compile", key)
 
 
 def record_compile(key: str, seconds: float, speedup: float | None = None) -> None:
     """Remember how long compiling took (and, from the bench, what it gave) for the next ``--compile auto``."""
     previous = compile_record(key) or {}
-    entry = {"seconds": round(seconds, 1), "speedup": speedup if speedup is not None else previous.get("speedup"),
+    value = {"seconds": round(seconds, 1), "speedup": speedup if speedup is not None else previous.get("speedup"),
              "cold_seconds": previous.get("cold_seconds", round(seconds, 1))}
-    _update("compile", key, entry)
+    record("compile", key, value)

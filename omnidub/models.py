@@ -68,7 +68,8 @@ def resolve_model(spec: str = DEFAULT_MODEL, *, download: bool = True) -> ModelS
     local = Path(spec).expanduser()
     if local.is_dir():
         if (local / EXPORT_MANIFEST).is_file():
-            return ModelSource(spec=str(local.resolve()), path=local.resolve(), revision=_fingerprint(local), backend="onnx")
+            return ModelSource(spec=str(local.resolve()), path=local.resolve(), revision=export_identity(local),
+                               backend="onnx")
         if not (local / "config.json").is_file():
             raise OmnidubError(f"{spec} is not an OmniVoice checkpoint folder (no config.json) nor an omnidub export (no {EXPORT_MANIFEST})")
         return ModelSource(spec=str(local.resolve()), path=local.resolve(), revision=_fingerprint(local))
@@ -76,6 +77,53 @@ def resolve_model(spec: str = DEFAULT_MODEL, *, download: bool = True) -> ModelS
         raise OmnidubError(f"model folder not found: {spec}")
     path = _download(spec) if download else _cached(spec)
     return ModelSource(spec=spec, path=path, revision=_snapshot_revision(path))
+
+
+# What in export.json shapes the audio: the graphs' and tokenizer's hashes, the config (rates, codebooks), which
+# transformer renders. Reports (parity, timings) are left out, so checking an export again changes no key.
+EXPORT_CONTENT = ("format", "config", "files", "transformer", "quantize", "tokenizer")
+
+
+def export_content_digest(manifest: dict) -> str:
+    """sha256 over what in an export's manifest shapes the audio."""
+    import json
+
+    content = {key: manifest.get(key) for key in EXPORT_CONTENT}
+    return hashlib.sha256(json.dumps(content, sort_keys=True).encode()).hexdigest()
+
+
+def export_identity(folder: Path) -> str:
+    """An export's revision for keys: its content digest (graphs, weights, tokenizer, config), not its reports.
+
+    Exports made before the tokenizer's hash was recorded have it hashed here (once: see digests.py)."""
+    import json
+
+    try:
+        manifest = json.loads((Path(folder) / EXPORT_MANIFEST).read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise OmnidubError(f"{folder}: cannot read {EXPORT_MANIFEST} ({exc})") from exc
+    if not isinstance(manifest, dict):
+        raise OmnidubError(f"{folder}/{EXPORT_MANIFEST} is not an omnidub export manifest")
+    if manifest.get("tokenizer") is None:
+        from omnidub.digests import sha256
+
+        manifest["tokenizer"] = {name: {"sha256": sha256(Path(folder) / name)}
+                                 for name in ("tokenizer.json", "tokenizer_config.json") if (Path(folder) / name).is_file()}
+    return "export-" + export_content_digest(manifest)[:16]
+
+
+def model_shape(source: ModelSource) -> str:
+    """The language model's shape, "h<hidden>x<layers>", read from the checkpoint's config.json or the export's
+    export.json without loading anything ("" when unknown): measurements are only valid for one shape."""
+    import json
+
+    try:
+        if source.backend == "onnx":
+            return str(json.loads((source.path / EXPORT_MANIFEST).read_text(encoding="utf-8"))["config"].get("shape", ""))
+        llm = json.loads((source.path / "config.json").read_text(encoding="utf-8"))["llm_config"]
+        return f"h{int(llm['hidden_size'])}x{int(llm['num_hidden_layers'])}"
+    except (OSError, ValueError, KeyError, TypeError):
+        return ""
 
 
 def _cached(repo_id: str) -> Path:

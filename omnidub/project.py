@@ -139,7 +139,7 @@ class Project:
         if self.cast is not None:
             reference_records(self, self.cast, made.entries)
         self.targets, self.program = made.targets, made.program
-        self.planned_identity = keys.model
+        self.planned = (keys.model, keys.settings)  # what the keys say renders: checked once the model loads
         records = manifest_entries(previous) + self.journal.entries()
         by_base = {e.base_key: e for e in records if e.done}
         by_key = {e.key: e for e in records if e.done}  # the latest record of each key: its hash and segment

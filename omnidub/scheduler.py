@@ -111,13 +111,15 @@ def buckets(requests: Sequence[Request], cost: Callable[[Request], int], budget:
 
 def stream(backend: Backend, requests: Sequence[Request], budget: Budget,
            should_stop: Callable[[], bool] = lambda: False,
-           on_bucket: Callable[[list[Request]], None] = lambda bucket: None) -> Iterator[Result | Failure]:
+           on_bucket: Callable[[list[Request]], None] = lambda bucket: None, *, whole_job: bool = True
+           ) -> Iterator[Result | Failure]:
     """Render every request, yielding each line's Result (or Failure) as soon as it is done; ``on_bucket`` hears
-    which lines a forward is about to hold (for progress).
+    which lines a forward is about to hold (for progress). ``whole_job``: the requests are the job's work left,
+    which the backend may plan for (--compile auto); a Ray worker's bucket is not, its share was said apart.
 
     A bucket that fails is retried line by line, so one bad line never takes its neighbours with it."""
     expect = getattr(backend, "expect", None)  # optional: a backend that plans for the job's size
-    if expect is not None:
+    if expect is not None and whole_job:
         expect(requests)
     for bucket in buckets(requests, backend.cost, budget):
         if should_stop():

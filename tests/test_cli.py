@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 from conftest import EXAMPLES, ROOT
@@ -181,12 +183,14 @@ def test_qa_command_reports_noise_as_failing(small_render, whisper_tiny_en):
 
 def test_bench_quick_reports_every_row(tmp_path, tiny_model_dir):
     target = tmp_path / "bench.json"
+    measured = Path(os.environ["OMNIDUB_CACHE"]) / "measured.json"
+    before = measured.read_text() if measured.exists() else None
     result = run("bench", "--quick", "--repeat", "1", "--json", target)
     assert result.exit_code == 0, result.output
     data = json.loads(target.read_text())
     rows = {row["name"]: row for row in data["rows"]}
-    assert list(rows) == ["stock", "steps", "ref3s", "peer", "loop", "nomask", "fused", "packed", "dtype",
-                          "packed-dtype", "peer-dtype", "batch", "int8"]
+    assert list(rows) == ["stock", "steps", "ref3s", "peer", "loop", "nomask", "fused", "onednn", "packed", "auto",
+                          "dtype", "packed-dtype", "auto-dtype", "peer-dtype", "batch", "int8"]
     for name, row in rows.items():
         if row["skipped"]:
             assert name == "ref3s" and "skipped" in row["skipped"]  # offline, the trimmer may find no ASR model
@@ -197,22 +201,52 @@ def test_bench_quick_reports_every_row(tmp_path, tiny_model_dir):
     # Each row is measured against the row it changes by one lever.
     assert rows["steps"]["against"] == "stock" and rows["fused"]["against"] == "nomask"
     assert rows["peer"]["against"] == "ref3s" and rows["loop"]["against"] == "peer"
+    assert rows["onednn"]["against"] == "fused" and rows["onednn"]["gemm"] == "onednn"
     assert rows["dtype"]["dtype"] == "bfloat16" and rows["peer-dtype"]["against"] == "peer"
-    # Lossy rows carry their drift against float32; the bench never records a layout choice from the tiny model.
-    assert 0.5 < rows["int8"]["drift"]["argmax_agreement"] <= 1.0 and not rows["int8"]["lossless"]
-    assert rows["dtype"]["drift"]["logits_max_abs_diff"] > 0 and data["layout_choice"] == {}
-    assert set(data["versus_peer"]) == {"float32", "bfloat16"}
-    assert data["versus_peer"]["float32"]["speedup"] > 0
-    assert data["matmul_gflops"]["float32"] > 0 and data["machine"]["torch"]
-    assert "| fused |" in result.stdout or "fused" in result.stdout
+    # The auto rows are what the first-use probe chose, and the comparison with the peer is taken on them.
+    assert sorted(p["what"] for p in data["probes"]["float32"]) == ["gemm", "layout"]
+    chosen = {p["what"]: p["choice"] for p in data["probes"]["float32"]}
+    assert rows["auto"]["cfg"] == chosen["layout"] and rows["auto"]["gemm"] == chosen["gemm"]
+    assert data["versus_peer"]["float32"]["ours"] == "auto" and data["versus_peer"]["bfloat16"]["ours"] == "auto-dtype"
+    # Lossless means the ladder's precision or float32; the bf16 and int8 rows carry their drift against fp32.
+    assert rows["fused"]["lossless"] and not rows["dtype"]["lossless"] and not rows["int8"]["lossless"]
+    assert 0.5 < rows["int8"]["drift"]["argmax_agreement"] <= 1.0
+    assert rows["dtype"]["drift"]["logits_max_abs_diff"] > 0
+    assert rows["onednn"]["drift"]["logits_max_abs_diff"] < 1e-4  # float32 at float32's rounding
+    # Nothing was recorded for --cfg auto (the probe ran in a scratch cache): only --record writes measured.json.
+    assert data["recorded"] == {} and (measured.read_text() if measured.exists() else None) == before
+    assert data["matmul_gflops"]["float32"]["aten"] > 0 and data["machine"]["torch"]
+    assert len(data["machine"]["load_average"]["before"]) == 3
+    # The table fits 80 columns (the runner's width) and shows each row's figures: seconds per line and ratio.
+    fused = next(line for line in result.stdout.splitlines() if line.lstrip().startswith("7 fused"))
+    assert len(fused) <= 80
+    assert f"{rows['fused']['seconds_per_line']:.2f}" in fused and f"{rows['fused']['speedup']:.2f}x" in fused
 
 
-def test_gpu_check_runs_on_a_cpu_with_the_tiny_model(tmp_path, tiny_model_dir):
+def test_bench_report_shows_what_a_skipped_row_needs_and_the_markdown_matches(tmp_path):
+    from rich.console import Console
+
+    from omnidub.bench.report import markdown, print_bench
+
+    row = {"name": "peer", "title": "the peer recipe", "steps": 12, "cfg": "trimmed", "dtype": "float32",
+           "reference_seconds": 3.0, "skipped": "skipped: omnivoice-fastpath is not installed (pip install 'omnidub[bench]')"}
+    ours = {**row, "name": "fused", "title": "+ fused", "skipped": "", "seconds_per_line": 1.234, "min_seconds": 1.2,
+            "max_seconds": 1.3, "rtf": 0.5, "speedup": 1.1, "against": "nomask", "speedup_vs_stock": None, "peak_mb": 3}
+    data = {"machine": {"cpu": "Some CPU", "cores": 2, "threads": 2, "torch": "2.x"}, "model": "synthetic:tiny",
+            "lines": ["a"], "repeat": 1, "rows": [row, ours]}
+    console = Console(width=80, record=True, file=io.StringIO())
+    print_bench(data, console)
+    text = " ".join(console.export_text().split())
+    assert "pip install 'omnidub[bench]'" in text and "1.23" in text and "1.10x" in text
+    assert "| 2 | + fused | 12 | trimmed | fp32 | 3.0 | 1.23 (1.20-1.30) | 0.50 | 1.10x | nomask | 3 |" in markdown(data)
+
+
+def test_gpu_check_runs_on_a_cpu_with_the_tiny_model(tmp_path, tiny_model_dir, export_dir):
     # The prepared GPU run must work before a GPU is lent: CI runs it on the CPU with the tiny model.
     target = tmp_path / "gpu-check.json"
     result = subprocess.run(
         [sys.executable, str(ROOT / "scripts" / "gpu-check"), "--model", "synthetic:tiny", "--device", "cpu",
-         "--rows", "fused", "--out", str(target)],
+         "--rows", "fused", "--out", str(target), "--onnx", str(export_dir)],
         capture_output=True, text=True, cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-2000:]
@@ -221,7 +255,8 @@ def test_gpu_check_runs_on_a_cpu_with_the_tiny_model(tmp_path, tiny_model_dir):
     sweep = {(r["dtype"], r["cfg"], r["batch"]) for r in data["sweep"]["rows"]}
     assert sweep == {(d, c, b) for d in ("float32", "bfloat16") for c in ("padded", "trimmed", "packed") for b in (1, 4, 16)}
     assert all(r["lines"] == data["sweep"]["lines"] and r["seconds_per_line"] > 0 for r in data["sweep"]["rows"])
-    assert "skipped" in data["onnx"] or data["onnx"]["seconds_per_line"] > 0
+    # The ONNX Runtime section ran on the export it was given.
+    assert data["onnx"]["seconds_per_line"] > 0 and data["onnx"]["identity"]["backend"] == "onnxruntime"
 
 
 def test_terminal_escapes_in_subtitles_never_reach_the_terminal_and_stray_text_is_a_note(tmp_path):

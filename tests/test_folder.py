@@ -145,7 +145,8 @@ def test_a_new_layout_measurement_never_changes_a_rendered_project(small, first,
     recorded = json.loads((out / "manifest.json").read_text())["settings"]["cfg"]
     other = next(layout for layout in ("packed", "trimmed") if layout != recorded)
     monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path / "cache"))
-    monkeypatch.setattr(measured, "layout_choice", lambda device, dtype: other)  # a bench found another faster
+    found = {"choice": other, "seconds": {other: 1.0, recorded: 2.0}, "evidence": "a bench", "measured_at": "now"}
+    monkeypatch.setattr(measured, "layout_choice", lambda *args, **kwargs: found)  # a bench found another faster
     result = run("render", script, *args, "--out", out)
     assert result.exit_code == 0, result.output
     assert set(statuses(out)) == {"cached"}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from pathlib import Path
 
 import numpy as np
@@ -14,16 +15,6 @@ from omnidub.backends.onnx import host, layout  # noqa: E402
 from omnidub.backends.onnx.rng import TorchRandom  # noqa: E402
 
 DATA = Path(__file__).resolve().parent.parent / "omnidub" / "data"
-
-
-@pytest.fixture(scope="session")
-def export_dir(tmp_path_factory, tiny_model_dir) -> Path:
-    """synthetic:tiny exported once per session, with the int8 transformer."""
-    from omnidub.backends.onnx.export import export
-
-    folder = tmp_path_factory.mktemp("export")
-    export(folder, "synthetic:tiny", quantize="int8")
-    return folder
 
 
 @pytest.fixture(scope="module")
@@ -50,26 +41,23 @@ def test_noise_stream_is_torch_rand_bit_for_bit(seed):
         assert np.array_equal(torch.rand(*shape, generator=generator).numpy(), ours.rand(*shape))
 
 
-def _torch_schedule(total: int, steps: int, t_shift: float) -> list[int]:
-    # Upstream's _get_time_steps in torch float32, then its per-step counts.
-    import math
+def test_schedule_matches_upstreams_time_steps_at_every_shift_and_step_count_used():
+    # Upstream's own _get_time_steps (torch float32) with its per-step count, for the step counts of the presets
+    # and tests, the presets' shift and two others, and every target length up to 30 s (8 codebooks per frame).
+    from omnivoice.models.omnivoice import _get_time_steps
 
-    t = torch.linspace(0.0, 1.0, steps + 1)
-    t = (t_shift * t / (1 + (t_shift - 1) * t)).tolist()
-    out, remaining = [], total
-    for step in range(steps):
-        n = remaining if step == steps - 1 else min(math.ceil(total * (t[step + 1] - t[step])), remaining)
-        out.append(int(n))
-        remaining -= int(n)
-    return out
-
-
-def test_schedule_matches_the_torch_loop():
     from omnidub.backends.schedule import schedule
 
-    for steps in (8, 12, 32):
-        for total in range(1, 2000, 13):
-            assert schedule(total, steps, 0.1) == _torch_schedule(total, steps, 0.1)
+    for steps in (2, 4, 8, 12, 32):
+        for t_shift in (0.1, 0.5, 1.0):
+            t = _get_time_steps(t_start=0.0, t_end=1.0, num_step=steps, t_shift=t_shift).tolist()
+            for total in range(8, 8 * 750 + 1, 8):
+                expected, remaining = [], total
+                for step in range(steps):
+                    n = remaining if step == steps - 1 else min(math.ceil(total * (t[step + 1] - t[step])), remaining)
+                    expected.append(int(n))
+                    remaining -= int(n)
+                assert schedule(total, steps, t_shift) == expected, (steps, t_shift, total)
 
 
 def _items(engine, prompt):
@@ -159,7 +147,7 @@ def test_parity_check_passes_every_bound(export_dir):
 
 
 def test_parity_metric_sees_different_audio_not_rounding_or_phase():
-    from omnidub.backends.onnx.parity import BOUNDS, _render, log_spectral_l1
+    from omnidub.backends.onnx.parity import BOUNDS, log_spectral_l1
 
     rng = np.random.default_rng(0)
     noise = rng.standard_normal(24000).astype(np.float32) * 0.1

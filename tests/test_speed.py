@@ -17,10 +17,11 @@ from omnidub.config import DecodeOptions, EngineOptions
 SR = 24000
 STEPS = 4
 LEVERS = {
-    "none": Tuning(fused=False, skip_mask=False),
-    "no-mask": Tuning(fused=False, skip_mask=True),
-    "fused": Tuning(fused=True, skip_mask=False),
-    "both": Tuning(),
+    "none": Tuning(fused=False, skip_mask=False, gemm="aten"),
+    "no-mask": Tuning(fused=False, skip_mask=True, gemm="aten"),
+    "fused": Tuning(fused=True, skip_mask=False, gemm="aten"),
+    "onednn": Tuning(fused=True, skip_mask=False, gemm="onednn"),
+    "all": Tuning(gemm="onednn"),
 }
 
 
@@ -74,7 +75,7 @@ def _upstream_tokens(engine: TorchBackend, requests: list[Request]) -> list[np.n
         return [t.cpu().numpy() for t in engine.model._generate_iterative(task, config)]
 
 
-@pytest.mark.parametrize("lever", ["no-mask", "fused", "both"])
+@pytest.mark.parametrize("lever", ["no-mask", "fused", "onednn", "all"])
 @pytest.mark.parametrize("layout", ["trimmed", "packed", "padded"])
 def test_each_lever_gives_upstream_logits(engine, requests_, lever, layout):
     fast = engine.with_options(engine.options.replace(cfg=layout), tuning=LEVERS[lever])
@@ -84,7 +85,7 @@ def test_each_lever_gives_upstream_logits(engine, requests_, lever, layout):
         assert torch.equal(ours.argmax(-1), theirs.argmax(-1))
 
 
-@pytest.mark.parametrize("lever", ["no-mask", "fused", "both"])
+@pytest.mark.parametrize("lever", ["no-mask", "fused", "onednn", "all"])
 def test_each_lever_gives_upstream_tokens(engine, requests_, lever):
     fast = engine.with_options(engine.options, tuning=LEVERS[lever])
     for ours, theirs in zip(fast.tokens(requests_), _upstream_tokens(engine, requests_)):
@@ -111,27 +112,83 @@ def test_fusing_leaves_upstreams_own_forward_bit_identical(engine, requests_):
     assert isinstance(fused, FusedLM) and fused_llm(engine.model.llm) is fused  # made once per model
     attention = engine.model.llm.layers[0].self_attn
     # Upstream's projections read the fused weight's memory: no copy is kept.
-    assert attention.q_proj.weight.data_ptr() == fused.layers[0].qkv_weight.data_ptr()
+    assert attention.q_proj.weight.data_ptr() == fused.layers[0].qkv.weight.data_ptr()
     for a, b in zip(before, _upstream_logits(engine, requests_)):
         assert torch.equal(a, b)
 
 
-def test_cfg_auto_follows_what_the_bench_measured_on_this_processor(tmp_path, monkeypatch):
+def test_onednn_linears_in_bf16_stay_within_bf16_rounding_of_torchs(engine, requests_):
+    # bf16 carries 8 bits of mantissa: logits of order 1-10 may move by a few 1e-2 between GEMM libraries.
+    options = engine.options.replace(dtype="bfloat16")
+    ours = engine.with_options(options, tuning=Tuning(gemm="onednn"))
+    theirs = engine.with_options(options, tuning=Tuning(gemm="aten"))
+    for a, b in zip(ours.first_step_logits(requests_), theirs.first_step_logits(requests_)):
+        scale = float(b.abs().max())
+        assert float((a - b).abs().max()) <= 2**-7 * max(1.0, scale) * 4
+
+
+def _on_cpu(monkeypatch, name: str, flags: set[str]):
+    from omnidub import hardware
+
+    monkeypatch.setattr(hardware, "cpu_name", lambda: name)
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset(flags))
+    import omnidub.measured as measured
+
+    monkeypatch.setattr(measured, "cpu_name", lambda: name)
+    monkeypatch.setattr(measured, "cpu_flags", lambda: frozenset(flags))
+
+
+def test_cfg_auto_follows_what_was_measured_on_this_processor_only(tmp_path, monkeypatch):
     import json
 
     from omnidub import measured
-    from omnidub.config import EngineOptions, generation_settings, resolve_layout
+    from omnidub.config import EngineOptions, generation_settings, layout_status, resolve_layout
 
     monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
-    assert resolve_layout("auto", "cpu", "float32") == "trimmed"  # nothing measured: trimmed off CUDA
-    assert measured.record_layout("cpu", "float32", {"trimmed": 10.0, "packed": 9.0}, "bench run") == "packed"
-    assert resolve_layout("auto", "cpu", "float32") == "packed"
-    assert resolve_layout("auto", "cpu", "bfloat16") == "trimmed"  # measured per dtype
-    assert resolve_layout("trimmed", "cpu", "float32") == "trimmed"  # an explicit layout wins
-    # The choice reaches the line keys' settings, and the evidence is written down beside it.
-    assert generation_settings(EngineOptions(dtype="float32"), "cpu")["cfg"] == "packed"
+    _on_cpu(monkeypatch, "Xeon A", {"avx512f", "amx_bf16"})
+    status = layout_status("auto", "cpu", "float32", shape="h64x2")
+    assert (status.layout, status.source, status.measured) == ("trimmed", "default", False)  # nothing measured yet
+    assert measured.record_layout("cpu", "float32", {"trimmed": 10.0, "packed": 9.0}, "probe", shape="h64x2") == "packed"
+    assert resolve_layout("auto", "cpu", "float32", shape="h64x2") == "packed"
+    assert resolve_layout("auto", "cpu", "bfloat16", shape="h64x2") == "trimmed"  # measured per dtype
+    assert resolve_layout("auto", "cpu", "float32", shape="h1024x28") == "trimmed"  # and per model shape
+    assert resolve_layout("auto", "cpu", "float32", backend="onnxruntime", shape="h64x2") == "trimmed"  # and backend
+    assert resolve_layout("trimmed", "cpu", "float32", shape="h64x2") == "trimmed"  # an explicit layout wins
+    assert resolve_layout("auto", "cpu", "float32", "trimmed", shape="h64x2") == "trimmed"  # so does a project's pin
+    assert layout_status("auto", "cpu", "float32", "trimmed").source == "pinned"
+    assert generation_settings(EngineOptions(dtype="float32"), "cpu", "packed")["cfg"] == "packed"
     [entry] = json.loads((tmp_path / "measured.json").read_text())["layout"].values()
-    assert entry["evidence"] == "bench run" and entry["seconds"] == {"trimmed": 10.0, "packed": 9.0}
+    assert entry["evidence"] == "probe" and entry["seconds"] == {"trimmed": 10.0, "packed": 9.0}
+    # Another CPU model, or the same name with other matrix units (a VM naming every Xeon alike), ignores it.
+    _on_cpu(monkeypatch, "EPYC B", {"avx512f", "avx512_bf16"})
+    assert layout_status("auto", "cpu", "float32", shape="h64x2").source == "default"
+    _on_cpu(monkeypatch, "Xeon A", {"avx512f", "avx2"})
+    assert layout_status("auto", "cpu", "float32", shape="h64x2").source == "default"
+    _on_cpu(monkeypatch, "Xeon A", {"avx512f", "amx_bf16"})
+    assert layout_status("auto", "cpu", "float32", shape="h64x2").layout == "packed"
+
+
+def test_first_use_probe_measures_records_and_is_followed(engine, tmp_path, monkeypatch):
+    import json
+
+    from omnidub.config import layout_status
+
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
+    fresh = engine.with_options(engine.options.replace(cfg="auto"), tuning=Tuning())
+    assert not fresh.layout_choice.measured and fresh.gemm == "aten"
+    results = {r.what: r for r in fresh.probe()}
+    assert set(results) == {"layout", "gemm"}
+    assert fresh.layout == results["layout"].choice in ("trimmed", "packed")
+    assert fresh.gemm == results["gemm"].choice in ("aten", "onednn")
+    data = json.loads((tmp_path / "measured.json").read_text())
+    [layout] = data["layout"].values()
+    assert set(layout["seconds"]) == {"trimmed", "packed"} and "first-use probe" in layout["evidence"]
+    assert "h64x2" in next(iter(data["layout"]))  # valid for this model's shape only
+    # Measured once: the next backend follows it and probes nothing; an explicit layout is never probed.
+    again = engine.with_options(engine.options.replace(cfg="auto"), tuning=Tuning())
+    assert again.layout == fresh.layout and again.gemm == fresh.gemm and again.probe() == []
+    assert engine.with_options(engine.options.replace(cfg="padded"), tuning=Tuning(gemm="aten")).probe() == []
+    assert layout_status("auto", "cpu", "float32", shape=fresh.shape).source == "measured"
 
 
 def test_threads_follow_the_physical_cores_and_sleep_on_a_busy_machine(monkeypatch):

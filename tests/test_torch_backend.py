@@ -130,9 +130,10 @@ def test_same_line_twice_gives_identical_audio(engine, requests_):
     for a, b in zip(first, again):
         assert a.audio.dtype == np.float32 and a.audio.ndim == 1
         assert np.array_equal(a.audio, b.audio)
-    # The tiny model's audio decoder ignores its tokens, so a new seed shows in the tokens only.
+    # Another seed draws other noise: other tokens, and (the tiny model's codec decodes what it is given) other audio.
     reseeded = Request(**{**requests_[0].__dict__, "seed": 99})
     assert not np.array_equal(fast.tokens([reseeded])[0], fast.tokens(requests_[:1])[0])
+    assert not np.array_equal(_synthesize(fast, [reseeded])[0].audio, first[0].audio)
 
 
 @pytest.mark.parametrize(("duration", "frames"), [(2.0, 50), (1.234, 30), (29 / 25, 29)])
@@ -197,6 +198,34 @@ def test_compile_wraps_the_fused_language_model_and_upstream_stays_eager(engine)
     assert compiled._llm._orig_mod is engine._llm  # the fused twin, compiled
     assert compiled.model.llm is engine.model.llm and not hasattr(engine.model.llm, "_orig_mod")
     assert not _with(engine, compile=False).compiled
+
+
+def test_compiled_model_gives_the_eager_tokens_and_logits_in_float32(engine, prompts):
+    # Inductor reorders float32 sums, so logits may move by rounding (bound: 1e-5 on logits of order 1-10, as for
+    # every lossless lever); the tokens must not move at all.
+    compiled = _with(engine, compile=True, cfg="trimmed", steps=2)
+    eager = _with(engine, compile=False, cfg="trimmed", steps=2)
+    lines = [Request("Short and sweet.", prompts[0], "en", None, 0.8, seed=4)]
+    for a, b in zip(compiled.first_step_logits(lines), eager.first_step_logits(lines)):
+        assert float((a - b).abs().max()) <= 1e-5
+    for a, b in zip(compiled.tokens(lines), eager.tokens(lines)):
+        assert np.array_equal(a, b)
+
+
+def test_a_ray_workers_buckets_keep_the_share_of_the_job_it_heard(engine, prompts, monkeypatch, tmp_path):
+    from omnidub.backends.torch import backend
+    from omnidub.cluster import Worker
+
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
+    calls = []
+    monkeypatch.setattr(backend, "compile_llm", lambda llm: calls.append(llm) or llm)
+    auto = _with(engine, compile="auto", steps=1)
+    worker = Worker(lambda: auto)
+    line = [Request("Short.", prompts[0], "en", None, 0.4, seed=1, id="0")]
+    # The driver says the worker's share of a long job once; each bucket alone would never pay for compiling.
+    worker.expect(auto.cost(line[0]) * 400_000)
+    worker.render(line)
+    assert calls and auto.compiled
 
 
 def test_compile_auto_compiles_only_when_the_job_pays_for_it(engine, prompts, monkeypatch, tmp_path):

@@ -31,6 +31,8 @@ def bench(
     ladder_dtype: Optional[Dtype] = typer.Option(None, "--dtype", metavar="float32|bfloat16|float16", show_default=False,
                                                  help="The ladder's precision; the 'dtype' rows use the other of float32 and bfloat16. [default: float32, float16 on CUDA]"),
     json_file: Optional[Path] = typer.Option(None, "--json", metavar="FILE", help="Also write every figure to this JSON file."),
+    record: bool = typer.Option(False, "--record", help="Make what this run measured (layouts, GEMM kernels, compile "
+                                "cost) this machine's choice for --cfg auto and --compile auto."),
     debug: bool = DebugOption,
 ) -> None:
     """Measure each speed lever against the row it changes, the peer recipe beside them, in one process."""
@@ -43,7 +45,7 @@ def bench(
 
         options = BenchOptions(
             model=model, device=device, lines=lines, rows=rows, repeat=repeat, batch=batch, compile=compile,
-            ref=ref, ref_text=ref_text, quick=quick, dtype=ladder_dtype.value if ladder_dtype else None,
+            ref=ref, ref_text=ref_text, quick=quick, dtype=ladder_dtype.value if ladder_dtype else None, record=record,
         )
         result = run_bench(options, console=err, warn=warn_synthetic)
         print_bench(result, out)

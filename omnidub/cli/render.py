@@ -51,8 +51,12 @@ def render(
     device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda|mps", help="Where the model runs."),
     steps: Optional[int] = typer.Option(None, "--steps", min=1, metavar="N", show_default=False,
                                         help="Diffusion steps. [default: 12 in fast, 32 in quality]"),
+    backend: str = typer.Option("auto", "--backend", metavar="auto|torch|onnx",
+                                help="torch, or ONNX Runtime from an export built once in omnidub's cache (--backend onnx "
+                                     "builds it). [default: auto: ONNX Runtime where it measured faster here in fp32, "
+                                     "with the same tokens; else torch]"),
     cfg: Optional[Cfg] = typer.Option(None, "--cfg", metavar="auto|padded|trimmed|packed", show_default=False,
-                                      help="Classifier-free guidance layout. [default: auto: what bench measured fastest here; untested: padded on CUDA, trimmed elsewhere]"),
+                                      help="Classifier-free guidance layout. [default: auto: what this machine measured faster (a short probe on first use)]"),
     batch: Optional[int] = typer.Option(None, "--batch", min=1, metavar="N", show_default=False,
                                         help="Most lines per forward pass. [default: auto: 1 on CPU]"),
     batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens", min=1, metavar="N", show_default=False,
@@ -153,7 +157,7 @@ def _render(**o) -> int:
         raise OmnidubError(f"--{given.replace('_', '-')} is an option of the Ray executor: add --executor ray")
     executor = ExecutorOptions(o["executor"].value, o["ray_address"], o["workers"], o["gpus_per_worker"],
                                o["cpus_per_worker"] or 1)
-    session = Session(o["model"], o["device"], settings, o["asr_model"], executor=executor)
+    session = Session(o["model"], o["device"], settings, o["asr_model"], executor=executor, backend=o["backend"])
     listener = ProgressListener(err, reports=not o["as_json"])
     job = session.job(o["inputs"], voices=o["voices"], voice=o["voice"], voice_text=o["voice_text"],
                       language=o["language"], out_dir=o["out_dir"], cache_dir=o["cache"], fmt=o["format"].value,
@@ -190,14 +194,18 @@ def _run(o: dict, session, settings, job, listener) -> int:
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_home() / "inductor"))
     engine = session.preset.engine
     compiling = {True: ", compiled", False: "", "auto": ", compile auto"}[engine.compile]
+    layout = session.layout_status()
     err.print(
-        f"omnidub: model [bold]{escape(printable(o['model']))}[/] ({session.backend_name}) on {session.device} "
-        f"({session.identity['dtype']}), preset {settings.name}: {engine.decode.steps} steps, "
-        f"cfg {session.settings['cfg']}{compiling}"
+        f"omnidub: model [bold]{escape(printable(o['model']))}[/], {escape(session.backend_reason())}; "
+        f"preset {settings.name}: {engine.decode.steps} steps, "
+        f"cfg {layout.layout}{'' if layout.measured else ' (not measured here yet: a short probe runs once the model loads)'}"
+        f"{compiling}"
         + (f", {len(job.projects)} inputs" if many else "")
         + (", on Ray workers" if session.executor_options.kind == "ray" else ""),
         soft_wrap=True,
     )
+    if session.backend_choice.note:
+        err.print(f"[cyan]note:[/] {escape(session.backend_choice.note)}", soft_wrap=True)
     session.on_load = listener.loading
     session.on_note = lambda text: err.print(f"[cyan]note:[/] {escape(text)}", soft_wrap=True)
     with _stop_on_ctrl_c(job):

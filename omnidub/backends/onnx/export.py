@@ -17,6 +17,7 @@ from pathlib import Path
 
 from omnidub.backends.onnx.runtime import EXPORT_FORMAT, MANIFEST
 from omnidub.errors import OmnidubError
+from omnidub.models import export_content_digest
 
 DEFAULT_OPSET = 18
 TRANSFORMER = "transformer.onnx"
@@ -107,12 +108,15 @@ def export(out_dir: Path, model: str, *, opset: int = DEFAULT_OPSET, quantize: s
     gc.collect()
     if quantize == "int8":
         files[TRANSFORMER_INT8] = quantize_int8(out_dir / TRANSFORMER, out_dir / TRANSFORMER_INT8)
+    manifest["tokenizer"] = {}
     for extra in ("tokenizer.json", "tokenizer_config.json"):
         if (source.path / extra).is_file():
             shutil.copyfile(source.path / extra, out_dir / extra)
+            manifest["tokenizer"][extra] = _describe(out_dir / extra)
     if not (out_dir / "tokenizer.json").is_file():
         raise OmnidubError(f"{source.spec} has no tokenizer.json; the ONNX backend needs the fast tokenizer file")
-
+    # Written last and checked on every load: an export.json edited afterwards no longer matches it.
+    manifest["content_sha256"] = export_content_digest(manifest)
     write_manifest(out_dir, manifest)
     return ExportResult(out_dir, manifest, time.perf_counter() - began)
 
@@ -137,6 +141,7 @@ def _manifest(source, omnivoice, opset: int, quantize: str | None, files: dict) 
             "sample_rate": int(omnivoice.sampling_rate),
             "hop_length": int(tokenizer.config.hop_length),
             "frame_rate": int(tokenizer.config.frame_rate),
+            "shape": f"h{int(config.llm_config.hidden_size)}x{int(config.llm_config.num_hidden_layers)}",
         },
         "contract": CONTRACT,
         "files": files,

@@ -31,6 +31,7 @@ class Runtime:
 
         self.folder = Path(folder)
         self.manifest = read_manifest(self.folder)
+        check_content(self.folder, self.manifest)
         config = self.manifest["config"]
         self.codebooks = int(config["codebooks"])
         self.mask_id = int(config["mask_id"])
@@ -71,6 +72,7 @@ class Runtime:
         path = self.folder / name
         if not path.is_file():
             raise OmnidubError(f"{path} is missing; export the model again")
+        verify_file(self.folder, name, self.manifest["files"].get(name))
         try:
             return self._ort.InferenceSession(str(path), sess_options=self._options, providers=self._providers)
         except Exception as exc:  # ORT raises its own Fail/InvalidGraph types
@@ -139,6 +141,45 @@ def read_manifest(folder: Path) -> dict:
     if manifest.get("format") != EXPORT_FORMAT:
         raise OmnidubError(f"{path} has export format {manifest.get('format')}, this omnidub reads {EXPORT_FORMAT}; export again")
     return manifest
+
+
+def check_content(folder: Path, manifest: dict) -> None:
+    """The manifest's audio-shaping content is what was exported: its content hash matches (exports made before
+    it was recorded have none) and its rates agree with each other."""
+    from omnidub.models import export_content_digest
+
+    recorded = manifest.get("content_sha256")
+    if recorded is not None and recorded != export_content_digest(manifest):
+        raise OmnidubError(f"{Path(folder) / MANIFEST} was changed after the export (its content no longer matches its "
+                           "content_sha256); export the model again")
+    config = manifest.get("config") or {}
+    try:
+        consistent = int(config["sample_rate"]) == int(config["hop_length"]) * int(config["frame_rate"])
+    except (KeyError, TypeError, ValueError):
+        consistent = False
+    if not consistent:
+        raise OmnidubError(f"{Path(folder) / MANIFEST}: sample_rate, hop_length and frame_rate disagree "
+                           f"({config.get('sample_rate')} != {config.get('hop_length')} x {config.get('frame_rate')}); "
+                           "export the model again")
+
+
+def verify_file(folder: Path, name: str, described: dict | None) -> None:
+    """A file of the export (and its weights sidecar) has the sha256 export.json records for it. Each file is
+    hashed once: its hash is remembered by size and modification time (digests.py)."""
+    from omnidub.digests import sha256
+
+    if not described or "sha256" not in described:
+        raise OmnidubError(f"{Path(folder) / MANIFEST} records no hash for {name}; export the model again")
+    parts = [(name, described["sha256"])]
+    if described.get("data"):
+        parts.append((described["data"]["file"], described["data"]["sha256"]))
+    for part, expected in parts:
+        path = Path(folder) / part
+        if not path.is_file():
+            raise OmnidubError(f"{path} is missing; export the model again")
+        if sha256(path) != expected:
+            raise OmnidubError(f"{path} is not the file that was exported (its sha256 differs from export.json's); "
+                               "export the model again")
 
 
 def export_dtype(manifest: dict) -> str:

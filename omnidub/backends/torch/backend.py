@@ -2,52 +2,54 @@
 
 from __future__ import annotations
 
-import time
 import warnings
 import weakref
 from dataclasses import dataclass
-from typing import Iterator, Sequence
+from typing import Sequence
 
 import numpy as np
 import torch
 
-from omnidub.backends.base import Prompt, Request, Result
-from omnidub.backends.chunks import LinePlan, split_line
-from omnidub.backends.postprocess import fit_exact, match_reference_volume
+from omnidub.backends.base import Prompt, Request
+from omnidub.backends.loop import DecodingLoop
 from omnidub.backends.torch import upstream
 from omnidub.backends.torch.decode import decode
-from omnidub.backends.torch.fused import fused_llm
+from omnidub.backends.torch.fused import can_fuse, fused_llm
+from omnidub.backends.torch.gemm import onednn_usable
 from omnidub.backends.torch.layout import Item, Layout
-from omnidub.config import EngineOptions, generation_settings, resolve_layout
-from omnidub.duration import natural_frames, target_frames
+from omnidub.config import EngineOptions, generation_settings, layout_status
 from omnidub.errors import OmnidubError
 from omnidub.hardware import device_kind
-from omnidub.models import DEFAULT_MODEL, ModelSource, resolve_model
+from omnidub.models import DEFAULT_MODEL, ModelSource, model_shape, resolve_model
 
 # --compile auto, until this machine has measured its own: what compiling costs (inductor, cold cache) and gives.
 COMPILE_SECONDS = {"cpu": 120.0, "cuda": 180.0, "mps": 20.0}
 COMPILE_SPEEDUP = 1.18
 
 
-
 @dataclass(frozen=True)
 class Tuning:
-    """The backend's lossless speed levers, all on by default; turned off only to measure each one."""
+    """The backend's lossless speed levers, all on by default; turned off only to measure each one.
+
+    ``gemm``: "auto" runs the linears the way this CPU measured faster (torch's own until measured), or "aten" /
+    "onednn" (see gemm.py)."""
 
     fused: bool = True  # Q, K, V as one GEMM and gate + up as one GEMM
     skip_mask: bool = True  # no attention mask where it would be all True (unpadded single-segment rows)
+    gemm: str = "auto"
 
 
-class TorchBackend:
+class TorchBackend(DecodingLoop):
     """A resident OmniVoice in PyTorch with omnidub's decoding loop.
 
-    ``model`` is a ``--model`` spec or a :class:`ModelSource` the caller already resolved."""
+    ``model`` is a ``--model`` spec or a :class:`ModelSource` the caller already resolved; ``pinned_layout`` is
+    the CFG layout a project was rendered with (used when ``options.cfg`` is auto)."""
 
     name = "torch"
 
     def __init__(self, model: str | ModelSource = DEFAULT_MODEL, device: str = "auto",
                  options: EngineOptions | None = None, *, tuning: Tuning | None = None,
-                 _shared: "TorchBackend | None" = None):
+                 pinned_layout: str | None = None, _shared: "TorchBackend | None" = None):
         self.options = options or EngineOptions()
         self.tuning = tuning or Tuning()
         if _shared is not None:
@@ -62,11 +64,12 @@ class TorchBackend:
             self.model = upstream.load_model(self.source, self.device, dtype)
         self.sample_rate = int(self.model.sampling_rate)
         self.frame_rate = int(self.model.audio_tokenizer.config.frame_rate)
-        self.layout = resolve_layout(self.options.cfg, self.device, self.dtype)
-        if self.dtype == "int8":
-            self._eager = quantized_llm(self.model.llm)
-        else:
-            self._eager = fused_llm(self.model.llm) if self.tuning.fused else self.model.llm
+        self.shape = model_shape(self.source)
+        self.layout_choice = layout_status(self.options.cfg, self.device, self.dtype, pinned_layout,
+                                           backend=self.name, shape=self.shape)
+        self.layout = self.layout_choice.layout
+        self.gemm = self._gemm()
+        self._eager = self._language_model(self.gemm)
         self._llm = self._eager
         self.compiled = False
         self.on_note = lambda text: None  # the CLI prints what --compile auto decided
@@ -75,8 +78,8 @@ class TorchBackend:
         self._first_compiled = False
         self._rate: float | None = None
         if self.options.compile is True:
-            same = _shared is not None and _shared.compiled and _shared._eager is self._eager
-            self._llm = _shared._llm if same else compile_llm(self._eager)
+            same = _shared is not None and _shared.compiled and _shared._compiled_from is self._compilable()
+            self._llm = _shared._llm if same else compile_llm(self._compilable())
             self.compiled = True
             self._first_compiled = not same
 
@@ -95,7 +98,7 @@ class TorchBackend:
 
     @property
     def settings(self) -> dict:
-        return generation_settings(self.options, self.device)
+        return generation_settings(self.options, self.device, self.layout)
 
     @torch.inference_mode()
     def encode_prompt(self, audio: np.ndarray, sample_rate: int, text: str, language: str | None = None) -> Prompt:
@@ -105,38 +108,38 @@ class TorchBackend:
         codes, ref_text, rms = upstream.encode_reference(self.model, audio, sample_rate, text)
         return Prompt(codes.cpu().numpy().astype(np.int64), ref_text, rms, language)
 
-    def cost(self, request: Request) -> int:
-        """Tokens one step runs for this line: its conditional row (text + reference + target) and its target row."""
-        frames = natural_frames(request.text, *_ref(request.prompt)) if request.duration is None else target_frames(request.duration)
-        ref = request.prompt.frames if request.prompt is not None else 0
-        text_tokens = len(request.text) // 3 + 24  # about 3 characters per token, plus the style tokens
-        return text_tokens + ref + 2 * frames
-
     def expect(self, requests: Sequence[Request]) -> None:
-        """Hear how much work the job holds (the scheduler says so before its first bucket): --compile auto
-        weighs the model time left against the compile time."""
-        self._pending = sum(self.cost(r) for r in requests)
+        """Hear how much work the job holds (the scheduler says so before its first bucket): --compile auto weighs
+        the model time left against the compile time."""
+        self.expect_tokens(sum(self.cost(r) for r in requests))
+
+    def expect_tokens(self, tokens: int) -> None:
+        """The job's work left for this backend, in tokens per step (a Ray worker hears its share of the job)."""
+        self._pending = int(tokens)
         if self.options.compile == "auto" and not self.compiled:
             self._decided = False
-
-    def synthesize(self, requests: Sequence[Request]) -> Iterator[Result]:
-        """Decode one bucket of requests together, then yield each line as its audio is finished."""
-        lines = [self._resolve(request) for request in requests]
-        began = time.perf_counter()
-        self._decode_lines(lines)
-        self._after_bucket(time.perf_counter() - began, sum(self.cost(r) for r in requests))
-        for line in lines:
-            yield self._finish(line)
-
-    def tokens(self, requests: Sequence[Request]) -> list[np.ndarray]:
-        """The audio tokens [C, frames] that :meth:`synthesize` would decode (chunks joined in time)."""
-        lines = [self._resolve(request) for request in requests]
-        self._decode_lines(lines)
-        return [torch.cat(line.tokens, dim=-1).cpu().numpy() for line in lines]
 
     def check_instruct(self, instruct: str, text: str = "") -> None:
         """Raise a one-line error when a voice-design instruction is not one OmniVoice knows."""
         upstream.resolve_instruct(instruct, text)
+
+    def probe(self) -> list:
+        """Measure on first use what was never measured on this machine (the CFG layout when --cfg is auto and no
+        project pinned one; the GEMM kernels on a CPU), record it, and switch to it. Returns the ProbeResults."""
+        from omnidub.backends.torch.probe import first_use
+
+        results = first_use(self, layout=self.options.cfg == "auto" and not self.layout_choice.measured,
+                            gemm=self.tuning.gemm == "auto" and self._gemm_unmeasured())
+        for result in results:
+            if result.what == "gemm" and result.choice != self.gemm:
+                self.gemm = result.choice
+                self._eager = self._language_model(self.gemm)
+                if not self.compiled:
+                    self._llm = self._eager
+            if result.what == "layout":
+                self.layout = result.choice
+                self.layout_choice = layout_status("auto", self.device, self.dtype, backend=self.name, shape=self.shape)
+        return results
 
     @torch.inference_mode()
     def first_step_logits(self, requests: Sequence[Request]) -> list[torch.Tensor]:
@@ -147,14 +150,38 @@ class TorchBackend:
         c, u = rows.logits(self.model, self._llm)
         return [torch.stack((c[i, :, : it.target_len], u[i, :, : it.target_len])).cpu() for i, it in enumerate(items)]
 
-    # -- internals ---------------------------------------------------------------------------------------------
+    # -- the decoding loop's hooks -----------------------------------------------------------------------------
 
-    def _compile_key(self) -> str:
-        return "|".join((self.source.identity.get("id", self.source.spec), self.source.identity.get("revision") or "",
-                         device_kind(self.device), self.dtype, f"torch {torch.__version__}",
-                         "fused" if self.tuning.fused else "unfused"))
+    def _language(self, language):
+        return upstream.resolve_language(language)
 
-    def _after_bucket(self, seconds: float, tokens: int) -> None:
+    def _instruct(self, instruct, text):
+        return upstream.resolve_instruct(instruct, text)
+
+    def _chunk_text(self, text, chars):
+        return upstream.chunk_text(text, chars)
+
+    def _build_item(self, text, frames, ref_text, ref_codes, language, instruct) -> Item:
+        ref = torch.as_tensor(ref_codes) if ref_codes is not None else None
+        ids, mask = upstream.prepare_inputs(self.model, text, frames, ref_text, ref, language, instruct)
+        return Item(ids, mask, frames)
+
+    def _decode(self, items, seeds):
+        return decode(self.model, items, seeds, self.options.decode, self.layout, llm=self._llm,
+                      skip_mask=self.tuning.skip_mask)
+
+    @torch.inference_mode()
+    def _waveform(self, tokens) -> np.ndarray:
+        tokenizer = self.model.audio_tokenizer
+        return tokenizer.decode(tokens.to(tokenizer.device).unsqueeze(0)).audio_values[0].float().cpu().numpy()
+
+    def _join(self, waves):
+        return upstream.cross_fade(waves, self.sample_rate)[0]
+
+    def _natural(self, audio, ref_rms):
+        return upstream.post_process(self.model, audio[None], ref_rms)
+
+    def _decoded(self, seconds: float, tokens: int) -> None:
         """--compile auto: after the first (eager) bucket, compile when the model time left pays for it."""
         from omnidub import measured
 
@@ -175,7 +202,7 @@ class TorchBackend:
         speedup = (record or {}).get("speedup") or COMPILE_SPEEDUP
         cache = "warm" if record else "cold"
         if left * (1 - 1 / speedup) > cost:
-            self._llm = compile_llm(self._eager)
+            self._llm = compile_llm(self._compilable())
             self.compiled = self._first_compiled = True
             self.on_note(f"compile auto: compiling now (~{left:.0f} s of model time left; compiling takes ~{cost:.0f} s, "
                          f"inductor cache {cache})")
@@ -183,71 +210,41 @@ class TorchBackend:
             self.on_note(f"compile auto: not compiling (~{left:.0f} s of model time left would save less than the "
                          f"~{cost:.0f} s compile, inductor cache {cache})")
 
-    def _resolve(self, request: Request) -> LinePlan:
-        if not request.text or not request.text.strip():
-            raise OmnidubError("cannot synthesize an empty line")
-        language = upstream.resolve_language(request.language)
-        instruct = upstream.resolve_instruct(request.instruct, request.text) if request.instruct else None
-        natural = natural_frames(request.text, *_ref(request.prompt))
-        frames = natural if request.duration is None else target_frames(request.duration, self.frame_rate)
-        seed = request.seed & 0x7FFF_FFFF_FFFF_FFFF
-        texts, budgets, seeds = split_line(request.text, frames, request.duration is not None, seed, self.frame_rate,
-                                           lambda t: natural_frames(t, *_ref(request.prompt)), upstream.chunk_text)
-        return LinePlan(request, texts, budgets, seeds, language, instruct, [None] * len(texts))
+    # -- internals ---------------------------------------------------------------------------------------------
 
-    def _item(self, line: LinePlan, chunk: int) -> Item:
-        prompt = line.request.prompt
-        if prompt is not None:
-            ref_text, ref_tokens = prompt.text, torch.as_tensor(prompt.codes)
-        elif chunk > 0:
-            # Without a reference, upstream voices later chunks with the first chunk as reference.
-            ref_text, ref_tokens = line.texts[0], line.tokens[0]
-        else:
-            ref_text, ref_tokens = None, None
-        ids, mask = upstream.prepare_inputs(self.model, line.texts[chunk], line.frames[chunk], ref_text, ref_tokens,
-                                            line.language, line.instruct)
-        return Item(ids, mask, line.frames[chunk])
+    def _gemm(self) -> str:
+        if self.tuning.gemm != "auto":
+            return self.tuning.gemm
+        if not self._gemm_choosable():
+            return "aten"
+        from omnidub.measured import gemm_choice
 
-    def _decode_lines(self, lines: list[LinePlan]) -> None:
-        # The scheduler made the bucket; chunks that need the first chunk as reference wait for a second pass.
-        for second_pass in (False, True):
-            work = [
-                (line, j)
-                for line in lines
-                for j in range(len(line.texts))
-                if line.tokens[j] is None and (second_pass or j == 0 or line.request.prompt is not None)
-            ]
-            if not work:
-                continue
-            began = time.perf_counter()
-            items = [self._item(line, j) for line, j in work]
-            tokens = decode(self.model, items, [line.seeds[j] for line, j in work], self.options.decode, self.layout,
-                            llm=self._llm, skip_mask=self.tuning.skip_mask)
-            share = (time.perf_counter() - began) / len(work)
-            for (line, j), t in zip(work, tokens):
-                line.tokens[j] = t
-                line.seconds += share
+        found = gemm_choice(self.device, self.dtype, self.shape)
+        return found["choice"] if found else "aten"
 
-    @torch.inference_mode()
-    def _finish(self, line: LinePlan) -> Result:
-        began = time.perf_counter()
-        tokenizer = self.model.audio_tokenizer
-        waves = [tokenizer.decode(t.to(tokenizer.device).unsqueeze(0)).audio_values[0].float().cpu().numpy()
-                 for t in line.tokens]
-        audio = upstream.cross_fade(waves, self.sample_rate)  # (1, samples)
-        ref_rms = line.request.prompt.rms if line.request.prompt is not None else None
-        if line.request.duration is None:
-            audio = upstream.post_process(self.model, audio, ref_rms)
-        else:
-            samples = int(round(line.request.duration * self.sample_rate))
-            audio = fit_exact(match_reference_volume(audio[0], ref_rms), samples, self.sample_rate)
-        seconds = line.seconds + time.perf_counter() - began
-        return Result(line.request.id, np.ascontiguousarray(audio, dtype=np.float32), self.sample_rate, seconds,
-                      sum(line.frames))
+    def _gemm_choosable(self) -> bool:
+        return (self.dtype != "int8" and self.tuning.fused and can_fuse(self.model.llm)
+                and onednn_usable(self.device, self.model.llm.dtype))
 
+    def _gemm_unmeasured(self) -> bool:
+        from omnidub.measured import gemm_choice
 
-def _ref(prompt: Prompt | None) -> tuple[str | None, int | None]:
-    return (prompt.text, prompt.frames) if prompt is not None else (None, None)
+        return self._gemm_choosable() and gemm_choice(self.device, self.dtype, self.shape) is None
+
+    def _language_model(self, gemm: str):
+        if self.dtype == "int8":
+            return quantized_llm(self.model.llm)
+        return fused_llm(self.model.llm, gemm) if self.tuning.fused else self.model.llm
+
+    def _compilable(self):
+        # Inductor packs the weights itself; it traces torch's own linears, not oneDNN's opaque packed tensors.
+        self._compiled_from = self._language_model("aten") if self.dtype != "int8" else self._eager
+        return self._compiled_from
+
+    def _compile_key(self) -> str:
+        return "|".join((self.source.identity.get("id", self.source.spec), self.source.identity.get("revision") or "",
+                         device_kind(self.device), self.dtype, f"torch {torch.__version__}",
+                         "fused" if self.tuning.fused else "unfused"))
 
 
 def compare_logits(a: TorchBackend, b: TorchBackend, requests: list[Request]) -> tuple[float, float]:
@@ -286,4 +283,3 @@ def quantized_llm(llm):
 def compile_llm(llm):
     """torch.compile the language model with dynamic shapes (the CLI points inductor's cache at omnidub's)."""
     return torch.compile(llm, dynamic=True)
-

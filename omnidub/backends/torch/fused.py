@@ -4,6 +4,11 @@ Fewer, larger matmuls keep a CPU's (or GPU's) matrix units busier than three or 
 weights are concatenated once; the upstream projections' weights become views into them, so no memory is
 duplicated and upstream's own ``generate`` keeps working, bit for bit, on the same model.
 
+On a CPU the four GEMMs of a layer can run in oneDNN with its weights laid out once in oneDNN's own blocked
+format (``gemm="onednn"``) instead of torch's default (MKL for float32, oneDNN with a reorder per call for
+bfloat16): float32 at float32's rounding, bfloat16 bit for bit (see gemm.py). Which one is faster depends on
+the CPU, so it is measured on first use (backends/torch/probe.py).
+
 Upstream and transformers pieces this reaches (pinned by omnivoice>=0.2.1,<0.3 and transformers>=5):
 the decoder layers' submodules (``self_attn.{q,k,v,o}_proj``, ``q_norm``, ``k_norm``, ``mlp.{gate,up,down}_proj``,
 ``mlp.act_fn``, the two RMS norms), ``llm.rotary_emb``, ``llm.norm``, ``modeling_qwen3.apply_rotary_pos_emb`` and
@@ -16,20 +21,23 @@ from __future__ import annotations
 import weakref
 
 import torch
-import torch.nn.functional as F
 from torch import nn
 
-# One fused language model per upstream one: backends sharing a resident model share it too.
-_FUSED: "weakref.WeakKeyDictionary[nn.Module, FusedLM]" = weakref.WeakKeyDictionary()
+from omnidub.backends.torch.gemm import linear
+
+# One fused language model per upstream one and GEMM kind: backends sharing a resident model share it too.
+_FUSED: "weakref.WeakKeyDictionary[nn.Module, dict[str, FusedLM]]" = weakref.WeakKeyDictionary()
 
 
-def fused_llm(llm: nn.Module) -> nn.Module:
-    """The fused twin of ``llm`` (made once per model), or ``llm`` itself where its layout is not Qwen3's."""
+def fused_llm(llm: nn.Module, gemm: str = "aten") -> nn.Module:
+    """The fused twin of ``llm`` (made once per model and GEMM kind), or ``llm`` itself where its layout is not
+    Qwen3's. ``gemm`` is "aten" (torch's own linear) or "onednn" (weights packed once for oneDNN, CPU only)."""
     if not can_fuse(llm):
         return llm
-    if llm not in _FUSED:
-        _FUSED[llm] = FusedLM(llm)
-    return _FUSED[llm]
+    twins = _FUSED.setdefault(llm, {})
+    if gemm not in twins:
+        twins[gemm] = FusedLM(llm, gemm)
+    return twins[gemm]
 
 
 def can_fuse(llm: nn.Module) -> bool:
@@ -48,7 +56,7 @@ def can_fuse(llm: nn.Module) -> bool:
 class FusedLM(nn.Module):
     """The language model's forward with fused projections: hidden states in, last hidden states out."""
 
-    def __init__(self, llm: nn.Module):
+    def __init__(self, llm: nn.Module, gemm: str = "aten"):
         super().__init__()
         from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
         from transformers.models.qwen3.modeling_qwen3 import eager_attention_forward
@@ -57,7 +65,9 @@ class FusedLM(nn.Module):
         self.rotary_emb = llm.rotary_emb
         self.norm = llm.norm
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(llm.config._attn_implementation, eager_attention_forward)
-        self.layers = nn.ModuleList(_FusedLayer(layer, attention) for layer in llm.layers[: llm.config.num_hidden_layers])
+        self.gemm = gemm
+        self.layers = nn.ModuleList(_FusedLayer(layer, attention, gemm)
+                                    for layer in llm.layers[: llm.config.num_hidden_layers])
 
     def forward(self, inputs_embeds: torch.Tensor, attention_mask=None, position_ids: torch.Tensor | None = None,
                 **_ignored) -> tuple[torch.Tensor]:
@@ -79,7 +89,7 @@ class FusedLM(nn.Module):
 class _FusedLayer(nn.Module):
     """One Qwen3 decoder layer, computed as upstream's but with one QKV GEMM and one gate+up GEMM."""
 
-    def __init__(self, layer: nn.Module, attention):
+    def __init__(self, layer: nn.Module, attention, gemm: str = "aten"):
         super().__init__()
         from transformers.models.qwen3.modeling_qwen3 import apply_rotary_pos_emb
 
@@ -87,17 +97,18 @@ class _FusedLayer(nn.Module):
         self.attn = attn  # kept for the attention kernel's needs (num_key_value_groups, config, training)
         self.input_layernorm = layer.input_layernorm
         self.post_attention_layernorm = layer.post_attention_layernorm
-        self.q_norm, self.k_norm, self.o_proj = attn.q_norm, attn.k_norm, attn.o_proj
-        self.down_proj, self.act_fn = mlp.down_proj, mlp.act_fn
+        self.q_norm, self.k_norm = attn.q_norm, attn.k_norm
+        self.act_fn = mlp.act_fn
         self.head_dim = attn.head_dim
         self.scaling = attn.scaling
         self.split_qkv = (attn.q_proj.out_features, attn.k_proj.out_features, attn.v_proj.out_features)
         self.inner = mlp.gate_proj.out_features
         # Buffers, not parameters: nothing trains them, and torch.compile treats them as the module's own.
-        for name, linears in (("qkv", (attn.q_proj, attn.k_proj, attn.v_proj)), ("gate_up", (mlp.gate_proj, mlp.up_proj))):
-            weight, bias = _fuse(*linears)
-            self.register_buffer(f"{name}_weight", weight, persistent=False)
-            self.register_buffer(f"{name}_bias", bias, persistent=False)
+        qkv = _fuse(attn.q_proj, attn.k_proj, attn.v_proj)
+        gate_up = _fuse(mlp.gate_proj, mlp.up_proj)
+        self.qkv, self.gate_up = linear(*qkv, gemm), linear(*gate_up, gemm)
+        self.o_proj = linear(attn.o_proj.weight.detach(), _bias(attn.o_proj), gemm)
+        self.down_proj = linear(mlp.down_proj.weight.detach(), _bias(mlp.down_proj), gemm)
         self._attention = attention
         self._rotary = apply_rotary_pos_emb
 
@@ -105,7 +116,7 @@ class _FusedLayer(nn.Module):
         residual = hidden
         x = self.input_layernorm(hidden)
         shape = (*x.shape[:-1], -1, self.head_dim)
-        q, k, v = F.linear(x, self.qkv_weight, self.qkv_bias).split(self.split_qkv, dim=-1)
+        q, k, v = self.qkv(x).split(self.split_qkv, dim=-1)
         q = self.q_norm(q.view(shape)).transpose(1, 2)
         k = self.k_norm(k.view(shape)).transpose(1, 2)
         v = v.reshape(shape).transpose(1, 2)
@@ -117,7 +128,7 @@ class _FusedLayer(nn.Module):
 
         residual = hidden
         x = self.post_attention_layernorm(hidden)
-        gate, up = F.linear(x, self.gate_up_weight, self.gate_up_bias).split(self.inner, dim=-1)
+        gate, up = self.gate_up(x).split(self.inner, dim=-1)
         return residual + self.down_proj(self.act_fn(gate) * up)
 
 
@@ -134,3 +145,7 @@ def _fuse(*linears: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:
             m.bias.data = bias[start:end]
         start = end
     return weight, bias
+
+
+def _bias(module: nn.Linear) -> torch.Tensor | None:
+    return module.bias.detach() if module.bias is not None else None

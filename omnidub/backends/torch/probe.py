@@ -1,136 +1,85 @@
-"""Probes for the bench: which GEMM kernel each of the model's matmul shapes runs, and where one step's time goes."""
+"""The torch backend's first-use probe: GEMM kernels (CPU) and CFG layout, at the model's real shapes."""
 
 from __future__ import annotations
 
-import os
-import statistics
-import sys
-import tempfile
 import time
 
+import numpy as np
 import torch
 
-from omnidub.backends.torch import upstream
-from omnidub.backends.torch.decode import _guided_log_probs
+from omnidub import measured
+from omnidub.backends.probe import (PROBE_FRAMES, PROBE_REF_FRAMES, PROBE_REF_TEXT, PROBE_TEXT, ProbeResult, decide,
+                                    interleaved)
+from omnidub.backends.torch.fused import fused_llm
+from omnidub.backends.torch.gemm import linear
 from omnidub.backends.torch.layout import Layout
+from omnidub.hardware import device_kind
+
+# The GEMM probe runs the linears of this many layers (every layer has the same shapes).
+GEMM_LAYERS = 4
 
 
-def gemm_shapes(model, tokens: int, targets: int) -> dict[str, tuple[int, int, int]]:
-    """The language model's and audio heads' GEMMs as (rows, inner, outputs) for a row of ``tokens`` positions."""
-    config = model.llm.config
-    head_dim = getattr(config, "head_dim", config.hidden_size // config.num_attention_heads)
-    hidden, q, kv = config.hidden_size, config.num_attention_heads * head_dim, config.num_key_value_heads * head_dim
-    inner = config.intermediate_size
-    return {
-        "qkv (fused)": (tokens, hidden, q + 2 * kv),
-        "q": (tokens, hidden, q),
-        "o": (tokens, q, hidden),
-        "gate+up (fused)": (tokens, hidden, 2 * inner),
-        "down": (tokens, inner, hidden),
-        "audio heads": (targets, hidden, model.audio_heads.out_features),
-    }
+def probe_item(backend):
+    """A typical line's conditional input at the model's real sizes: ~2.8 s of target against a 3 s reference."""
+    codes = np.random.default_rng(0).integers(0, 1024, (backend.model.config.num_audio_codebook, PROBE_REF_FRAMES))
+    return backend._build_item(PROBE_TEXT, PROBE_FRAMES, PROBE_REF_TEXT, codes, "en", None)
 
 
-def gemm_kernels(shapes: dict[str, tuple[int, int, int]], dtype: torch.dtype) -> dict[str, str]:
-    """For each shape, the library that ran it on the CPU: oneDNN (with its implementation), MKL, or torch's
-    own generic GEMM (what bf16 falls to on a CPU without AVX512-BF16 or AMX), read from their verbose logs."""
-    out = {}
-    for name, (m, k, n) in shapes.items():
-        x, w = torch.randn(m, k).to(dtype), torch.randn(n, k).to(dtype)
-        torch.nn.functional.linear(x, w)  # first call may print library banners; the second is the one read
-        log = _captured(lambda: torch.nn.functional.linear(x, w))
-        out[name] = _kernel_name(log)
-    return out
-
-
-def _kernel_name(log: str) -> str:
-    for line in log.splitlines():
-        if line.startswith("onednn_verbose") and ",exec," in line:
-            fields = line.split(",")
-            impl = next((f for f in fields if ":" in f and ("brg" in f or "gemm" in f or "jit" in f or "ref" in f)), "")
-            return f"oneDNN {impl}".strip()
-        routine = line.split()[1] if line.startswith("MKL_VERBOSE") and len(line.split()) > 1 else ""
-        if "GEMM(" in routine:  # e.g. SGEMM(T,N,...); the first call's banner line names the library only
-            return f"MKL {routine.split('(')[0]}"
-    return "generic (torch's own GEMM)"
-
-
-def _captured(fn) -> str:
-    """What oneDNN and MKL print (from C, to file descriptor 1) while ``fn`` runs."""
-    sys.stdout.flush()
-    with tempfile.TemporaryFile() as sink:
-        saved = os.dup(1)
-        os.dup2(sink.fileno(), 1)
-        try:
-            with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON), \
-                    torch.backends.mkl.verbose(torch.backends.mkl.VERBOSE_ON):
-                fn()
-        finally:
-            os.dup2(saved, 1)
-            os.close(saved)
-        sink.seek(0)
-        return sink.read().decode("utf-8", errors="replace")
-
-
-def step_profile(backend, requests, repeat: int = 3) -> dict[str, float]:
-    """Milliseconds of one decoding step by part (median of ``repeat``): embedding prep, the language model and
-    the audio heads (the loop's own calls), CFG scoring (its own function), picking tokens (the same ops: max,
-    top-k, scatter, where) and writing them back into the rows."""
-    model, device = backend.model, backend.model.device
-    items = [backend._item(backend._resolve(r), 0) for r in requests]
-    rows = Layout(items, backend.layout, model.config.audio_mask_id, device, backend.tuning.skip_mask)
-    mask_id, codebooks = model.config.audio_mask_id, model.config.num_audio_codebook
-    tokens = torch.full((len(items), codebooks, rows.max_target), mask_id, dtype=torch.long, device=device)
-    names = ("embed", "model", "heads", "scoring", "pick", "write")
-    parts: dict[str, list[float]] = {k: [] for k in names}
-    current: dict[str, float] = {}
-
-    def timed(name, fn):
-        _sync(device)
+@torch.inference_mode()
+def first_use(backend, *, layout: bool, gemm: bool) -> list[ProbeResult]:
+    """Run the probes asked for, record each with its evidence and return them."""
+    if not (layout or gemm):
+        return []
+    item = probe_item(backend)
+    shape = f"{backend.shape or 'unknown shape'}, {item.input_ids.shape[1]} + {item.target_len} tokens, {backend.dtype}"
+    results = []
+    gpu = torch.cuda.get_device_name(0) if device_kind(backend.device) == "cuda" else None
+    if gemm:
         began = time.perf_counter()
-        value = fn()
-        _sync(device)
-        current[name] = current.get(name, 0.0) + (time.perf_counter() - began) * 1000
-        return value
-
-    with torch.inference_mode():
-        for round_ in range(repeat + 1):  # the first round warms up and is dropped
-            current.clear()
-            hidden = []
-            for plan in rows.plans:
-                embeds = timed("embed", lambda: upstream.embed(model, plan.input_ids, plan.audio_mask))
-                out = timed("model", lambda: upstream.forward_llm(backend._llm, embeds, plan.attention_mask, plan.position_ids))
-                hidden.append(out.reshape(-1, out.shape[-1]))
-
-            def heads():
-                flat = torch.cat(hidden) if len(hidden) > 1 else hidden[0]
-                both = model.audio_heads(torch.stack((flat[rows.cond_index], flat[rows.uncond_index])))
-                return both.view(2, len(items), rows.max_target, codebooks, -1).transpose(2, 3).float()
-
-            logits = timed("heads", heads)
-
-            def scoring():
-                log_probs = _guided_log_probs(logits[0], logits[1], backend.options.decode.guidance_scale)
-                log_probs[..., mask_id] = -float("inf")
-                return log_probs
-
-            log_probs = timed("scoring", scoring)
-
-            def pick():
-                confidence, predicted = log_probs.max(dim=-1)
-                k = max(1, tokens[0].numel() // 12)
-                _, best = confidence.view(len(items), -1).topk(k, dim=1)
-                chosen = torch.zeros_like(confidence.view(len(items), -1), dtype=torch.bool).scatter_(1, best, True)
-                return torch.where(chosen.view_as(tokens), predicted, tokens)
-
-            picked = timed("pick", pick)
-            timed("write", lambda: rows.write(picked))
-            if round_:
-                for name in names:
-                    parts[name].append(current[name])
-    return {name: statistics.median(values) for name, values in parts.items()}
+        result = decide("gemm", _gemm_seconds(backend, item), "aten", f"{GEMM_LAYERS} layers' linears, {shape}",
+                        began=began)
+        measured.record("gemm", measured.probe_key(backend.device, backend.dtype, "torch", backend.shape),
+                        {"choice": result.choice, "seconds": result.seconds, "evidence": result.evidence})
+        results.append(result)
+        llm = fused_llm(backend.model.llm, result.choice) if backend.tuning.fused else backend.model.llm
+    else:
+        llm = backend._eager
+    if layout:
+        candidates = ("padded", "trimmed", "packed") if device_kind(backend.device) == "cuda" else ("trimmed", "packed")
+        default = "padded" if device_kind(backend.device) == "cuda" else "trimmed"
+        mask_id = backend.model.config.audio_mask_id
+        rows = {kind: Layout([item], kind, mask_id, backend.model.device, backend.tuning.skip_mask) for kind in candidates}
+        runs = {kind: (lambda r=r: _step(backend, r, llm)) for kind, r in rows.items()}
+        began = time.perf_counter()
+        result = decide("layout", interleaved(runs), default, f"one decoding step of {shape}", began=began)
+        measured.record_layout(backend.device, backend.dtype, result.seconds, result.evidence, backend="torch",
+                               shape=backend.shape, gpu=gpu)
+        results.append(result)
+    return results
 
 
-def _sync(device) -> None:
-    if str(device).startswith("cuda"):
+def _step(backend, rows: Layout, llm) -> None:
+    rows.logits(backend.model, llm)
+    if device_kind(backend.device) == "cuda":
         torch.cuda.synchronize()
+
+
+def _gemm_seconds(backend, item) -> dict[str, float]:
+    """The four linears of the first layers at the line's two row lengths, torch's GEMM against oneDNN's (packed
+    here for these layers only: the whole model is packed only if oneDNN wins)."""
+    layers = fused_llm(backend.model.llm, "aten").layers[:GEMM_LAYERS]
+    weights = [(m.weight, m.bias) for layer in layers for m in (layer.qkv, layer.o_proj, layer.gate_up, layer.down_proj)]
+    dtype = weights[0][0].dtype
+    lengths = (item.input_ids.shape[1], item.target_len)
+    inputs = {(n, k): torch.randn(1, n, k).to(dtype) for n in lengths for k in {w.shape[1] for w, _ in weights}}
+
+    def run(gemm: str):
+        linears = [linear(w, b, gemm) for w, b in weights]
+
+        def go():
+            for n in lengths:
+                for module in linears:
+                    module(inputs[(n, module.weight.shape[1])])
+        return go
+
+    return interleaved({"aten": run("aten"), "onednn": run("onednn")})

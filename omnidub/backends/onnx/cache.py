@@ -1,0 +1,132 @@
+"""Exports kept in omnidub's cache for ``--backend onnx`` / ``auto``: one per model content, built only when asked.
+
+Building one costs minutes and gigabytes (OmniVoice: a float32 transformer of 2.4 GB plus the codec's graphs), so
+it is never built behind the user's back: ``--backend onnx`` (or ``omnidub export --cache``) asks for it. Right
+after it is built, the export's transformer is compared with torch's on one decoding step at real shapes, in
+float32 on this CPU: the logits must agree (identical argmax) and the faster of the two is recorded, which is
+what ``--backend auto`` follows afterwards.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+import shutil
+import time
+from pathlib import Path
+
+from omnidub.files import cache_home
+from omnidub.models import EXPORT_MANIFEST, ModelSource, model_shape, resolve_model
+
+# What a user is told before an export is built. Measured exporting synthetic:full (OmniVoice's real shapes) on a
+# shared 2-core Intel Xeon with AMX: 93 s with the int8 graph too, 9 GB peak memory; fp32 graphs 3.2 GB on disk.
+EXPORT_COST = "about 2 minutes on 2 CPU cores, 9 GB of memory while exporting and 3.2 GB of disk for OmniVoice"
+# Audio-shaping files of a local checkpoint: their content names the export.
+_CONTENT = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "audio_tokenizer")
+
+
+def folder(source: ModelSource) -> Path:
+    """Where the export of ``source`` (a checkpoint) lives in omnidub's cache, named by the checkpoint's content."""
+    return cache_home() / "exports" / content_key(source)
+
+
+def content_key(source: ModelSource) -> str:
+    """A name for a checkpoint's content: the hub commit, the synthetic recipe, or a local folder's file hashes."""
+    if source.synthetic:
+        return f"synthetic-{source.synthetic}-{source.revision}"
+    if source.revision and not source.revision.startswith("local-"):
+        return f"{_safe(source.spec)}-{source.revision[:16]}"
+    from omnidub.digests import sha256
+
+    digest = hashlib.sha256()
+    for name in _CONTENT:
+        path = source.path / name
+        files = sorted(p for p in path.rglob("*") if p.is_file()) if path.is_dir() else [path] if path.is_file() else []
+        for file in files:
+            digest.update(f"{file.relative_to(source.path).as_posix()}\0{sha256(file)}\n".encode())
+    return f"local-{digest.hexdigest()[:16]}"
+
+
+def cached(source: ModelSource) -> ModelSource | None:
+    """The cached export of ``source``, or None when none was built."""
+    where = folder(source)
+    return resolve_model(str(where)) if (where / EXPORT_MANIFEST).is_file() else None
+
+
+def build(source: ModelSource, say=lambda text: None) -> ModelSource:
+    """Export ``source`` into the cache (float32), compare it with torch here, record which is faster."""
+    from omnidub.backends.onnx.export import export
+
+    where = folder(source)
+    staging = where.with_name(where.name + ".building")
+    shutil.rmtree(staging, ignore_errors=True)
+    say(f"exporting {source.spec} for ONNX Runtime into omnidub's cache ({EXPORT_COST}); once per model")
+    began = time.perf_counter()
+    try:
+        export(staging, source.spec)
+    except BaseException:
+        shutil.rmtree(staging, ignore_errors=True)
+        raise
+    shutil.rmtree(where, ignore_errors=True)
+    staging.rename(where)
+    size = sum(p.stat().st_size for p in where.rglob("*") if p.is_file())
+    say(f"exported in {time.perf_counter() - began:.0f} s, {size / 1e9:.1f} GB in {where}")
+    exported = resolve_model(str(where))
+    compare(source, exported, say)
+    return exported
+
+
+def compare(checkpoint: ModelSource, exported: ModelSource, say=lambda text: None) -> dict:
+    """One float32 decoding step at real shapes in torch and in ONNX Runtime on this CPU: their logits must agree
+    (same argmax, max |difference| within the parity bound) and the faster one is recorded for --backend auto."""
+    import numpy as np
+    import torch
+
+    from omnidub import measured
+    from omnidub.backends.onnx.backend import OnnxBackend
+    from omnidub.backends.onnx.layout import Item as OnnxItem
+    from omnidub.backends.onnx.layout import Layout as OnnxLayout
+    from omnidub.backends.onnx.parity import BOUNDS
+    from omnidub.backends.probe import decide, interleaved
+    from omnidub.backends.torch import TorchBackend
+    from omnidub.backends.torch.layout import Layout as TorchLayout
+    from omnidub.backends.torch.probe import probe_item
+    from omnidub.config import EngineOptions
+
+    options = EngineOptions(dtype="float32", cfg="trimmed", compile=False)
+    ours = TorchBackend(checkpoint, "cpu", options)
+    ort = OnnxBackend(exported, "cpu", options, quantized=False, threads=torch.get_num_threads())
+    item = probe_item(ours)
+    torch_rows = TorchLayout([item], "trimmed", ours.model.config.audio_mask_id, "cpu", ours.tuning.skip_mask)
+    onnx_item = OnnxItem(item.input_ids.numpy(), item.audio_mask.numpy(), item.target_len)
+    onnx_rows = OnnxLayout([onnx_item], "trimmed", ort.runtime.mask_id)
+    forward = ort.runtime.forward_fn()
+    with torch.inference_mode():
+        expected = [x.float().numpy() for x in torch_rows.logits(ours.model, ours._llm)]
+        got = onnx_rows.logits(forward)
+        diff = max(float(np.abs(a - b).max()) for a, b in zip(expected, got))
+        agree = all(np.array_equal(a.argmax(-1), b.argmax(-1)) for a, b in zip(expected, got))
+        seconds = interleaved({"torch": lambda: torch_rows.logits(ours.model, ours._llm),
+                               "onnxruntime": lambda: onnx_rows.logits(forward)})
+    shape = model_shape(checkpoint)
+    result = decide("backend", seconds, "torch", f"one float32 decoding step of {shape}, {item.input_ids.shape[1]} + "
+                    f"{item.target_len} tokens, {torch.get_num_threads()} threads")
+    lossless = agree and diff <= BOUNDS["transformer_max_abs_logit_diff"]
+    value = {"choice": result.choice if lossless else "torch", "seconds": result.seconds, "evidence": result.evidence,
+             "max_abs_logit_diff": diff, "argmax_identical": agree}
+    measured.record("backend", measured.probe_key("cpu", "float32", "any", shape), value)
+    ratio = seconds["torch"] / seconds["onnxruntime"]
+    say(f"ONNX Runtime vs torch here in float32: {ratio:.2f}x per step, logits within {diff:.1e}"
+        + ("" if lossless else " (NOT lossless: torch stays the choice)"))
+    return value
+
+
+def backend_choice(shape: str) -> dict | None:
+    """What the comparison recorded for this CPU in float32 ({choice, seconds, evidence, ...}), or None."""
+    from omnidub import measured
+
+    return measured.entry("backend", measured.probe_key("cpu", "float32", "any", shape))
+
+
+def _safe(spec: str) -> str:
+    return re.sub(r"[^\w.-]+", "_", spec).strip("_")

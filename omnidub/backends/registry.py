@@ -1,0 +1,165 @@
+"""Which backend renders, decided once, said in one sentence, and loaded by name: torch or ONNX Runtime.
+
+``--backend auto`` keeps torch unless ONNX Runtime was measured to be the faster LOSSLESS path on this CPU: that
+is float32 only (ONNX Runtime has no bfloat16 path that gives torch's tokens), on the CPU, from an export of the
+same model built in omnidub's cache when the user asked for one (``--backend onnx``: minutes and gigabytes, see
+onnx/cache.py). A project pins the backend it was rendered with; keys name the backend, so a faster path that
+appears later never changes an existing project's audio. Deciding is torch-free and never builds anything.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+
+from omnidub.errors import OmnidubError
+from omnidub.hardware import device_kind, dtype_for, guess_device
+from omnidub.models import ModelSource, model_shape
+
+BACKENDS = ("auto", "torch", "onnx")
+# The names identities and manifests carry.
+TORCH, ONNXRUNTIME = "torch", "onnxruntime"
+
+
+@dataclass(frozen=True)
+class BackendChoice:
+    """The backend that renders (``name``: torch or onnxruntime), the model source it loads, why (one clause
+    for the header line), whether the export still has to be built, and a note to show once (or "")."""
+
+    name: str
+    source: ModelSource
+    reason: str
+    build_export: bool = False
+    note: str = ""
+
+
+def choose_backend(spec: str, source: ModelSource, device: str = "auto", dtype: str = "auto",
+                   pinned: str | None = None) -> BackendChoice:
+    """Decide which backend renders ``source``: ``spec`` is auto, torch or onnx; ``pinned`` the backend a project
+    was rendered with (torch or onnxruntime), followed when ``spec`` is auto."""
+    if spec not in BACKENDS:
+        raise OmnidubError(f"unknown backend {spec!r}; use {', '.join(BACKENDS)}")
+    if source.backend == "onnx":
+        if spec == "torch":
+            raise OmnidubError(f"{source.spec} is an ONNX export; give the checkpoint it came from to render with torch")
+        return BackendChoice(ONNXRUNTIME, source, "the model is an ONNX export")
+    if spec == "torch":
+        return BackendChoice(TORCH, source, "--backend torch")
+    if spec == "onnx":
+        return _onnx(source, "--backend onnx")
+    if pinned is not None:
+        if pinned not in (TORCH, ONNXRUNTIME):
+            raise OmnidubError(f"unknown pinned backend {pinned!r}")
+        if pinned == TORCH:
+            return BackendChoice(TORCH, source, "as this project was rendered")
+        from omnidub.backends.onnx import cache
+
+        if cache.cached(source) is None:
+            raise OmnidubError("this project was rendered with ONNX Runtime from an export that is no longer in "
+                               f"omnidub's cache: --backend onnx builds it again ({cache.EXPORT_COST}), "
+                               "--backend torch renders the project again with torch")
+        return _onnx(source, "as this project was rendered")
+    return _auto(source, device, dtype)
+
+
+def _onnx(source: ModelSource, why: str) -> BackendChoice:
+    from omnidub.backends.onnx import cache
+
+    exported = cache.cached(source)
+    if exported is None:
+        return BackendChoice(ONNXRUNTIME, source, f"{why}; its export is built first ({cache.EXPORT_COST})",
+                             build_export=True)
+    return BackendChoice(ONNXRUNTIME, exported, f"{why}, from the export in omnidub's cache")
+
+
+def _auto(source: ModelSource, device: str, dtype: str) -> BackendChoice:
+    kind = device_kind(guess_device(device, TORCH))
+    precision = dtype_for(dtype, kind)
+    if kind != "cpu":
+        return BackendChoice(TORCH, source, f"torch on {kind}")
+    if precision != "float32":
+        why = ("this CPU multiplies bf16 in hardware" if dtype == "auto" else f"--dtype {precision}")
+        return BackendChoice(TORCH, source, f"{why}; ONNX Runtime's lossless path is fp32 only")
+    from omnidub.backends.onnx import cache
+
+    measured = cache.backend_choice(model_shape(source))
+    exported = cache.cached(source)
+    if measured is None:
+        note = ("" if exported is not None else
+                "fp32 on this CPU: ONNX Runtime may be faster; --backend onnx builds an export once "
+                f"({cache.EXPORT_COST}) and measures it against torch")
+        return BackendChoice(TORCH, source, "ONNX Runtime not measured on this CPU", note=note)
+    seconds = measured.get("seconds") or {}
+    ratio = seconds.get("torch", 0) / seconds["onnxruntime"] if seconds.get("onnxruntime") else 0.0
+    if measured.get("choice") != ONNXRUNTIME:
+        return BackendChoice(TORCH, source, f"torch measured faster than ONNX Runtime in fp32 on this CPU "
+                                            f"({1 / ratio if ratio else 0:.2f}x)")
+    if exported is None:
+        return BackendChoice(TORCH, source, "ONNX Runtime's export is no longer in the cache",
+                             note=f"ONNX Runtime measured {ratio:.2f}x faster here in fp32: --backend onnx builds its "
+                                  f"export again ({cache.EXPORT_COST})")
+    return BackendChoice(ONNXRUNTIME, exported, f"measured {ratio:.2f}x faster than torch in fp32 on this CPU, "
+                                                "same tokens")
+
+
+def header(choice: BackendChoice, device: str, dtype: str) -> str:
+    """The clause the render's header line gives the backend: what runs and why."""
+    label = "ONNX Runtime" if choice.name == ONNXRUNTIME else "torch"
+    return f"{label} on {device} ({dtype}): {choice.reason}"
+
+
+def identity(choice: BackendChoice, device: str, dtype: str) -> dict:
+    """What a line's key says about the model before anything loads (the loaded backend's own identity wins)."""
+    ident = {**choice.source.identity, "backend": choice.name, "device": device_kind(device), "dtype": dtype}
+    if choice.build_export:
+        ident["export"] = "pending"  # the export's content names it once it is built
+    return ident
+
+
+def loaded_dtype(choice: BackendChoice, device: str, dtype: str) -> str:
+    """The dtype the chosen backend will render in (an export renders in the precision it was exported for)."""
+    if choice.name == ONNXRUNTIME and not choice.build_export:
+        from omnidub.backends.onnx.runtime import export_dtype, read_manifest
+
+        return export_dtype(read_manifest(choice.source.path))
+    if choice.name == ONNXRUNTIME:
+        return "float32"
+    return dtype_for(dtype, device)
+
+
+def available(name: str) -> str | None:
+    """None when backend ``name`` (torch or onnxruntime) can run here, else why not (torch-free)."""
+    import importlib.util
+
+    module = {TORCH: "torch", ONNXRUNTIME: "onnxruntime"}.get(name)
+    if module is None:
+        return f"unknown backend {name!r}"
+    return None if importlib.util.find_spec(module) is not None else f"{module} is not installed"
+
+
+def prepare(choice: BackendChoice, say=lambda text: None) -> BackendChoice:
+    """The choice with its export built, when it asked for one (the user did: --backend onnx)."""
+    if not choice.build_export:
+        return choice
+    from omnidub.backends.onnx import cache
+
+    return replace(choice, source=cache.build(choice.source, say), build_export=False)
+
+
+def load(choice: BackendChoice, device: str, options, *, pinned_layout: str | None = None, say=lambda text: None):
+    """The backend ``choice`` names, loaded (building the export first when it was asked for and is missing)."""
+    why_not = available(choice.name)
+    if why_not is not None:
+        raise OmnidubError(f"the {choice.name} backend cannot run here: {why_not}")
+    if choice.name == ONNXRUNTIME:
+        from omnidub.backends.onnx import OnnxBackend
+
+        return OnnxBackend(prepare(choice, say).source, device=device, options=options, pinned_layout=pinned_layout)
+    from omnidub.backends.torch import TorchBackend
+
+    return TorchBackend(choice.source, device=device, options=options, pinned_layout=pinned_layout)
+
+
+def load_backend(source: ModelSource, device: str, options, *, pinned_layout: str | None = None):
+    """The backend a resolved source calls for: ONNX Runtime for an export folder, else torch."""
+    return load(choose_backend("auto" if source.backend == "onnx" else "torch", source), device, options,
+                pinned_layout=pinned_layout)

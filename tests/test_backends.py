@@ -1,0 +1,188 @@
+"""Which backend renders and why, the device each would use, and what names an export: torch-free decisions."""
+
+from __future__ import annotations
+
+import json
+import shutil
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from omnidub import hardware
+from omnidub.backends import registry
+from omnidub.errors import OmnidubError
+from omnidub.models import ModelSource, resolve_model
+
+
+def test_a_cpu_torch_wheel_never_guesses_cuda_and_onnxruntime_never_guesses_mps(monkeypatch):
+    import sys
+
+    monkeypatch.delitem(sys.modules, "torch", raising=False)  # decide as a plan does, before torch is imported
+    monkeypatch.setattr(hardware, "_cuda_devices", lambda: 1)  # a host with a CUDA driver and a GPU
+    monkeypatch.setattr(hardware, "torch_build", lambda: {"cuda": None, "hip": None})  # ... and a CPU-only wheel
+    assert hardware.guess_device("auto", "torch") == "cpu"
+    monkeypatch.setattr(hardware, "torch_build", lambda: {"cuda": "12.8", "hip": None})
+    assert hardware.guess_device("auto", "torch") == "cuda"
+    monkeypatch.setattr(hardware, "_cuda_devices", lambda: 0)
+    monkeypatch.setattr(hardware.sys, "platform", "darwin")
+    monkeypatch.setattr(hardware.platform, "machine", lambda: "arm64")
+    assert hardware.guess_device("auto", "torch") == "mps"
+    assert hardware.guess_device("auto", "onnxruntime") == "cpu"  # no MPS provider in ONNX Runtime
+    assert hardware.guess_device("cuda", "onnxruntime") == "cuda"  # an explicit device is the user's
+
+
+def test_torch_build_is_read_without_importing_torch():
+    import subprocess
+    import sys
+
+    code = ("import sys; from omnidub.hardware import torch_build; b = torch_build(); "
+            "assert 'torch' not in sys.modules; print(sorted(b))")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                          env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    assert done.returncode == 0, done.stderr[-1000:]
+    assert done.stdout.strip() == "['cuda', 'hip']"
+
+
+@pytest.fixture
+def checkpoint(tiny_model_dir) -> ModelSource:
+    return resolve_model("synthetic:tiny")
+
+
+def test_auto_keeps_torch_unless_onnxruntime_measured_a_lossless_win(checkpoint, tmp_path, monkeypatch):
+    from omnidub import measured
+    from omnidub.backends.onnx import cache
+
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
+    monkeypatch.setattr(hardware, "native_bf16", lambda: True)
+    choice = registry.choose_backend("auto", checkpoint, "cpu", "auto")
+    assert choice.name == "torch" and "bf16" in choice.reason and not choice.note  # bf16 is torch's: no ORT path
+    fp32 = registry.choose_backend("auto", checkpoint, "cpu", "float32")
+    assert fp32.name == "torch" and "--backend onnx" in fp32.note and cache.EXPORT_COST in fp32.note
+    # Measured faster here, but no export in the cache: torch, and the note says how to get it back.
+    key = measured.probe_key("cpu", "float32", "any", "h64x2")
+    measured.record("backend", key, {"choice": "onnxruntime", "seconds": {"torch": 2.0, "onnxruntime": 1.0}})
+    assert registry.choose_backend("auto", checkpoint, "cpu", "float32").name == "torch"
+    # With the export built: ONNX Runtime, and the header says why.
+    where = cache.folder(checkpoint)
+    where.mkdir(parents=True)
+    (where / "export.json").write_text("{}")
+    monkeypatch.setattr(cache, "cached", lambda source: ModelSource("export", where, revision="export-x", backend="onnx"))
+    choice = registry.choose_backend("auto", checkpoint, "cpu", "float32")
+    assert choice.name == "onnxruntime" and "2.00x faster than torch in fp32" in registry.header(choice, "cpu", "float32")
+    # A project rendered with torch stays with torch: a faster path never changes its audio.
+    assert registry.choose_backend("auto", checkpoint, "cpu", "float32", pinned="torch").name == "torch"
+    measured.record("backend", key, {"choice": "torch", "seconds": {"torch": 1.0, "onnxruntime": 2.0}})
+    assert registry.choose_backend("auto", checkpoint, "cpu", "float32").name == "torch"
+
+
+def test_explicit_and_pinned_backends(checkpoint, export_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
+    exported = resolve_model(str(export_dir))
+    assert registry.choose_backend("auto", exported).name == "onnxruntime"
+    with pytest.raises(OmnidubError, match="is an ONNX export"):
+        registry.choose_backend("torch", exported)
+    with pytest.raises(OmnidubError, match="unknown backend"):
+        registry.choose_backend("tensorflow", checkpoint)
+    onnx = registry.choose_backend("onnx", checkpoint)
+    assert onnx.name == "onnxruntime" and onnx.build_export and "built first" in onnx.reason
+    assert registry.identity(onnx, "cpu", "float32")["export"] == "pending"
+    # A project pinned to ONNX Runtime whose export left the cache: one line saying both ways out.
+    with pytest.raises(OmnidubError, match="--backend onnx builds it again.*--backend torch"):
+        registry.choose_backend("auto", checkpoint, pinned="onnxruntime")
+
+
+def test_backend_onnx_builds_the_export_once_compares_it_and_renders_with_it(checkpoint, tmp_path, monkeypatch):
+    from omnidub import measured
+    from omnidub.api import Session
+    from omnidub.backends.base import Request
+
+    pytest.importorskip("onnx")
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
+    notes = []
+    session = Session("synthetic:tiny", "cpu", "fast", backend="onnx")
+    session.on_note = notes.append
+    assert session.backend_name == "onnxruntime" and session.identity["export"] == "pending"
+    backend = session.backend()
+    assert backend.name == "onnxruntime" and backend.dtype == "float32"
+    assert any("exporting synthetic:tiny" in n for n in notes) and any("ONNX Runtime vs torch" in n for n in notes)
+    # The comparison is recorded for --backend auto, with logits that agree (a lossless path).
+    [entry] = measured.load()["backend"].values()
+    assert entry["argmax_identical"] and entry["max_abs_logit_diff"] <= 1e-3 and set(entry["seconds"]) == {
+        "torch", "onnxruntime"}
+    (result,) = backend.synthesize([Request("Hello there.", None, "en", duration=0.6, seed=1)])
+    assert result.audio.shape == (14400,) and np.isfinite(result.audio).all()
+    # Built once: the next session finds it and names the export by its content.
+    again = Session("synthetic:tiny", "cpu", "fast", backend="onnx")
+    assert not again.backend_choice.build_export and again.identity["revision"].startswith("export-")
+
+
+def test_an_export_is_named_by_its_content_not_its_reports_and_checked_when_it_loads(export_dir, tmp_path):
+    from omnidub.backends.onnx import OnnxBackend
+    from omnidub.models import export_content_digest
+
+    folder = tmp_path / "export"
+    shutil.copytree(export_dir, folder)
+    manifest_path = folder / "export.json"
+    manifest = json.loads(manifest_path.read_text())
+    named = resolve_model(str(folder)).revision
+    # A new parity report (what export --check-only writes) names nothing new: no line key changes.
+    (folder / "parity.json").write_text("{}")
+    manifest_path.write_text(json.dumps({**manifest, "parity": {"pass": True, "seconds": 1.0}}))
+    assert resolve_model(str(folder)).revision == named
+    assert OnnxBackend(folder, "cpu", threads=1).sample_rate == 24000
+    # export.json edited where it shapes the audio: another name, and refused when it loads.
+    tampered = {**manifest, "config": {**manifest["config"], "sample_rate": 16000}}
+    manifest_path.write_text(json.dumps(tampered))
+    assert resolve_model(str(folder)).revision != named
+    with pytest.raises(OmnidubError, match="changed after the export"):
+        OnnxBackend(folder, "cpu", threads=1)
+    # ... even with its content hash made to match: the rates no longer agree with each other.
+    manifest_path.write_text(json.dumps({**tampered, "content_sha256": export_content_digest(tampered)}))
+    with pytest.raises(OmnidubError, match="disagree"):
+        OnnxBackend(folder, "cpu", threads=1)
+    # A graph that is not the exported one is refused before ONNX Runtime runs it.
+    manifest_path.write_text(json.dumps(manifest))
+    decoder = folder / "decoder.onnx"
+    data = bytearray(decoder.read_bytes())
+    data[-1] ^= 0xFF
+    decoder.write_bytes(bytes(data))
+    backend = OnnxBackend(folder, "cpu", threads=1)
+    with pytest.raises(OmnidubError, match="decoder.onnx is not the file that was exported"):
+        backend.runtime.decode(np.zeros((8, 4), dtype=np.int64))
+
+
+def test_a_verified_file_is_hashed_once_until_it_changes(tmp_path, monkeypatch):
+    import hashlib
+
+    from omnidub import digests
+
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path / "cache"))
+    path = tmp_path / "big.onnx"
+    path.write_bytes(b"weights" * 1000)
+    opened = []
+    real_open = open
+    monkeypatch.setattr("builtins.open", lambda f, *a, **k: opened.append(str(f)) or real_open(f, *a, **k))
+    first = digests.sha256(path)
+    assert first == hashlib.sha256(b"weights" * 1000).hexdigest()
+    assert digests.sha256(path) == first and opened.count(str(path.resolve())) == 1  # remembered by size and time
+    path.write_bytes(b"other" * 1000)
+    assert digests.sha256(path) == hashlib.sha256(b"other" * 1000).hexdigest()
+
+
+def test_a_session_plans_without_probing_and_follows_a_projects_pin(tiny_model_dir, tmp_path, monkeypatch):
+    from omnidub.api import Session
+
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
+    session = Session("synthetic:tiny", "cpu", "fast")
+    status = session.layout_status()
+    assert (status.layout, status.source, status.measured) == ("trimmed", "default", False)
+    assert session.settings["cfg"] == "trimmed" and not (tmp_path / "measured.json").exists()  # a plan measures nothing
+    session.pin(cfg="packed", backend="torch")
+    assert session.settings["cfg"] == "packed" and session.layout_status().source == "pinned"
+    backend = session.backend()
+    # Loading probes only what the pin leaves open (the GEMM kernels), and renders in the pinned layout.
+    assert backend.layout == "packed" and session.settings["cfg"] == "packed"
+    measured = json.loads((tmp_path / "measured.json").read_text())
+    assert "layout" not in measured and len(measured["gemm"]) == 1
+    assert session.backend_reason() == f"torch on cpu ({backend.dtype}): as this project was rendered"
