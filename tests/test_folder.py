@@ -177,3 +177,25 @@ def test_a_damaged_entry_in_a_shared_cache_is_caught_by_another_input(tiny_model
     # What it made equals a render that never met the damaged entry.
     assert run("render", b, *args, "--out", tmp_path / "clean").exit_code == 0
     assert outputs(tmp_path / "b") == outputs(tmp_path / "clean")
+
+
+def test_a_folder_rendered_before_the_ledger_is_taken_over_by_its_own_records(small, first, tmp_path):
+    script, args = small
+    out = tmp_path / "older"
+    shutil.copytree(first, out)
+    # As an omnidub without a ledger left it: no state folder, the lock beside the outputs, a user's file.
+    shutil.rmtree(out / ".omnidub")
+    (out / ".omnidub.lock").write_text("pid 1 on elsewhere: omnidub render three.txt\n")
+    (out / "notes.txt").write_text("mine")
+    result = run("render", script, *args, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert set(statuses(out)) == {"cached"}  # its segments' recorded hashes vouch for them: nothing renders
+    assert not (out / ".omnidub.lock").exists() and (out / "notes.txt").read_text() == "mine"
+    # A manifest whose records match none of the files vouches for nothing: the folder is someone else's.
+    other = tmp_path / "forged"
+    shutil.copytree(first, other)
+    shutil.rmtree(other / ".omnidub")
+    for segment in (other / "segments").iterdir():
+        segment.write_bytes(b"not what the manifest recorded")
+    result = run("render", script, *args, "--out", other)
+    assert result.exit_code == 2 and "manifest.json that omnidub did not write" in result.stderr
