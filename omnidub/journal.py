@@ -1,29 +1,29 @@
-"""The line journal: one typed entry appended (and fsync'd) as each line finishes, and the manifest snapshot.
+"""The line records of a render: one typed entry per line, appended (and synced) to the journal as each line
+finishes, and folded into ``manifest.json`` when the run ends.
 
-Bytes written grow linearly with the lines rendered: a line costs one journal record, and ``manifest.json``
-is written whole only at the end of a run (and on Ctrl-C). A crash leaves the journal; the next run reads the
-manifest, then the journal on top of it, and ignores a torn last record.
+Bytes written grow linearly with the lines rendered: a line costs one journal record, and the manifest is
+written whole only at the end of a run (and on Ctrl-C). A crash leaves the journal; the next run reads the
+manifest, then the journal on top of it, and ignores a torn record.
 """
 
 from __future__ import annotations
 
 import json
-import os
 from dataclasses import asdict, dataclass, field, fields
 from pathlib import Path
 
-from omnidub.files import cannot_write, write_text_atomic
+from omnidub.files import STATE, AppendLog
 
 MANIFEST = "manifest.json"
-JOURNAL = "journal.jsonl"
+JOURNAL = f"{STATE}/journal.jsonl"
 DONE = ("rendered", "cached")
 
 
 @dataclass
 class LineEntry:
-    """One line of a render as the manifest records it. ``start``/``end``/``limit_at`` are absolute times in
-    the programme; ``slot``, ``natural``, ``target`` and ``duration`` are lengths; ``render_seconds`` is the
-    wall time its synthesis cost."""
+    """One line of a render as the manifest records it. ``start``/``end``/``limit_at``/``rendered_end`` are
+    absolute times in the programme (``end`` is the slot's end); ``slot``, ``natural``, ``target`` and
+    ``duration`` are lengths; ``render_seconds`` is the wall time its synthesis cost."""
 
     index: int
     speaker: str
@@ -47,13 +47,19 @@ class LineEntry:
     error: str | None = None
     render_seconds: float = 0.0
     attempts: list[dict] = field(default_factory=list)
+    reference: dict | None = None  # where this line's voice came from, when it is not its speaker's voice
 
     @property
     def done(self) -> bool:
         return self.status in DONE
 
+    @property
+    def rendered_end(self) -> float | None:
+        """Where the line's audio ends on the programme (None until it has audio)."""
+        return None if self.duration is None else round(self.start + self.duration, 3)
+
     def to_json(self) -> dict:
-        return asdict(self)
+        return {**asdict(self), "rendered_end": self.rendered_end}
 
     @classmethod
     def from_json(cls, data: dict) -> "LineEntry":
@@ -63,49 +69,26 @@ class LineEntry:
 
 
 class Journal:
-    """Appends finished lines to ``journal.jsonl``; ``snapshot`` writes the manifest and starts afresh."""
+    """The line records of the run in progress (``journal.jsonl`` in the folder's state)."""
 
-    def __init__(self, out_dir: Path):
-        self.path = Path(out_dir) / JOURNAL
-        self._handle = None
+    def __init__(self, path: Path):
+        self.log = AppendLog(path)
 
     def append(self, entry: LineEntry) -> None:
-        try:
-            if self._handle is None:
-                self._handle = open(self.path, "a", encoding="utf-8")
-            self._handle.write(json.dumps(entry.to_json(), ensure_ascii=False) + "\n")
-            self._handle.flush()
-            os.fsync(self._handle.fileno())
-        except OSError as exc:
-            # A torn record is ignored on reading; the line's keyed audio still counts on the next run.
-            self.close_quietly()
-            problem = cannot_write(self.path, exc)
-            if problem is None:
-                raise
-            raise problem from exc
-
-    def close_quietly(self) -> None:
-        handle, self._handle = self._handle, None
-        if handle is not None:
-            try:
-                handle.close()
-            except OSError:
-                pass  # buffered bytes that cannot be written: the record is torn, and read as such
+        self.log.append(entry.to_json())
 
     def close(self) -> None:
-        if self._handle is not None:
-            self._handle.close()
-            self._handle = None
+        self.log.close(quietly=True)
 
-    def snapshot(self, manifest: dict) -> None:
-        """Write the manifest whole; the journal's records are then in it, so the journal starts empty."""
-        self.close()
-        write_text_atomic(self.path.parent / MANIFEST, json.dumps(manifest, indent=2, ensure_ascii=False))
-        self.path.unlink(missing_ok=True)
+    def entries(self) -> list[LineEntry]:
+        return [e for e in map(_entry, self.log.records()) if e is not None]
+
+    def clear(self) -> None:
+        self.log.clear()
 
 
 def read_manifest(out_dir: Path) -> dict | None:
-    """The manifest as written, or None when there is none (or it is not a manifest)."""
+    """The manifest as written, or None when there is none (or it is not a JSON object)."""
     try:
         data = json.loads((Path(out_dir) / MANIFEST).read_text(encoding="utf-8"))
     except (OSError, ValueError):
@@ -114,26 +97,16 @@ def read_manifest(out_dir: Path) -> dict | None:
 
 
 def read_entries(out_dir: Path) -> list[LineEntry]:
-    """Every entry the manifest holds, updated by the journal's newer records (a torn last record is ignored)."""
-    entries: list[LineEntry] = []
-    manifest = read_manifest(out_dir)
-    for record in (manifest or {}).get("lines", []) if isinstance((manifest or {}).get("lines"), list) else []:
-        entry = _entry(record)
-        if entry is not None:
-            entries.append(entry)
-    try:
-        text = (Path(out_dir) / JOURNAL).read_text(encoding="utf-8", errors="replace")
-    except OSError:
-        return entries
-    for raw in text.splitlines():
-        try:
-            record = json.loads(raw)
-        except ValueError:
-            continue  # a record torn by a crash
-        entry = _entry(record)
-        if entry is not None:
-            entries.append(entry)
-    return entries
+    """Every line record of an output folder: its manifest's, then its journal's newer ones (a run in progress,
+    or one that was killed)."""
+    out_dir = Path(out_dir)
+    return manifest_entries(read_manifest(out_dir)) + Journal(out_dir / JOURNAL).entries()
+
+
+def manifest_entries(manifest: dict | None) -> list[LineEntry]:
+    """The line entries a manifest holds (damaged records skipped)."""
+    lines = (manifest or {}).get("lines")
+    return [e for e in map(_entry, lines if isinstance(lines, list) else []) if e is not None]
 
 
 def _entry(record) -> LineEntry | None:

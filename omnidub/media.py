@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import contextlib
+import warnings
 from pathlib import Path
 
 import numpy as np
@@ -9,11 +11,33 @@ import numpy as np
 from omnidub.errors import OmnidubError
 
 
+@contextlib.contextmanager
+def quiet_pydub():
+    """Around the first import of pydub (omnivoice's model module pulls it in; the ONNX backend's audio rules use
+    it): pydub warns then that it found no ffmpeg binary, which omnidub never asks it for. Only that warning is
+    silenced, only here, so a library user's own filters stay as they are."""
+    with warnings.catch_warnings():
+        warnings.filterwarnings("ignore", message="Couldn't find ffmpeg or avconv", category=RuntimeWarning)
+        yield
+
+
+def audio_problem(path: Path) -> str | None:
+    """Why ``path`` cannot be an audio file, in words ("audio file not found: x", "x is a folder, not an audio file");
+    None when it is a file."""
+    path = Path(path)
+    if path.is_dir():
+        return f"{path} is a folder, not an audio file"
+    if not path.is_file():
+        return f"audio file not found: {path}"
+    return None
+
+
 def load_audio(path: Path, sample_rate: int) -> np.ndarray:
     """Decode any common audio file to mono float32 at `sample_rate` (soundfile, else PyAV)."""
     path = Path(path)
-    if not path.is_file():
-        raise OmnidubError(f"audio file not found: {path}")
+    problem = audio_problem(path)
+    if problem:
+        raise OmnidubError(problem)
     try:
         import soundfile
 

@@ -1,6 +1,7 @@
 """Where a model comes from: a hub id, a local checkpoint folder, a synthetic checkpoint or an ONNX export.
 
 Resolving a model never imports torch: a dry run and a fully cached rerun need its identity, not its weights.
+A plan resolves with ``download=False``: from the local cache only, never the network, never transformers.
 """
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ import io
 import logging
 import os
 import re
+import sys
 import warnings
 from dataclasses import dataclass
 from pathlib import Path
@@ -21,6 +23,11 @@ DEFAULT_MODEL = "k2-fsa/OmniVoice"
 SYNTHETIC_PREFIX = "synthetic:"
 EXPORT_MANIFEST = "export.json"
 _HUB_ID = re.compile(r"^[\w.-]+/[\w.-]+$")
+
+
+class NotDownloaded(OmnidubError):
+    """The model is not on this machine yet (a hub model not downloaded, a synthetic one not built): a render
+    would fetch or build it; a plan cannot say which lines are cached."""
 
 
 @dataclass(frozen=True)
@@ -39,14 +46,21 @@ class ModelSource:
         return {"id": self.spec, "revision": self.revision, "synthetic": self.synthetic}
 
 
-def resolve_model(spec: str = DEFAULT_MODEL) -> ModelSource:
-    """Turn ``--model`` into a local folder: find or build a synthetic checkpoint, or find/download a hub snapshot."""
+def resolve_model(spec: str = DEFAULT_MODEL, *, download: bool = True) -> ModelSource:
+    """Turn ``--model`` into a local folder: find or build a synthetic checkpoint, or find/download a hub snapshot.
+
+    With ``download=False`` (plans) nothing is fetched or built: a hub model comes from the local cache alone and
+    NotDownloaded says when it is not there."""
     if spec.startswith(SYNTHETIC_PREFIX):
-        from omnidub.synthetic import build_synthetic, synthetic_folder
+        from omnidub.synthetic import synthetic_folder
 
         name = spec[len(SYNTHETIC_PREFIX):]
         path = synthetic_folder(name)
         if not (path / "config.json").is_file():
+            if not download:
+                raise NotDownloaded(f"{spec} is not built yet (the first render builds it)")
+            from omnidub.synthetic import build_synthetic
+
             with quiet():
                 path = build_synthetic(name)
         # The folder name carries the recipe version, so a new recipe invalidates what the old one rendered.
@@ -61,7 +75,7 @@ def resolve_model(spec: str = DEFAULT_MODEL) -> ModelSource:
         return ModelSource(spec=str(local.resolve()), path=local.resolve(), revision=_fingerprint(local))
     if not _HUB_ID.match(spec):
         raise OmnidubError(f"model folder not found: {spec}")
-    path = _download(spec)
+    path = _download(spec) if download else _cached(spec)
     return ModelSource(spec=spec, path=path, revision=_snapshot_revision(path))
 
 
@@ -112,18 +126,59 @@ def model_shape(source: ModelSource) -> str:
         return ""
 
 
-def _download(repo_id: str) -> Path:
+def _cached(repo_id: str) -> Path:
+    """The hub model's snapshot in the local cache, without touching the network (nor importing transformers)."""
     from huggingface_hub import snapshot_download
 
     try:
-        with quiet():
+        with _hub_quiet():
+            return Path(snapshot_download(repo_id, local_files_only=True))
+    except Exception as exc:  # LocalEntryNotFoundError, or a cache the hub cannot read
+        raise NotDownloaded(f"model {repo_id} is not downloaded (a render downloads it)") from exc
+
+
+def _download(repo_id: str) -> Path:
+    """The hub model's snapshot, downloaded when needed with the hub's own progress (size, progress, rate) on
+    stderr: several GB must not pass behind a spinner. A model already cached downloads nothing, silently."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        pending = _pending_download(repo_id)
+        if pending:
+            files, size = pending
+            sys.stderr.write(f"downloading {repo_id} from the model hub: {_size(size)} in {files} file(s)\n")
+            sys.stderr.flush()
+            return Path(snapshot_download(repo_id))
+        with _hub_quiet():
             return Path(snapshot_download(repo_id))
     except Exception as exc:  # the hub raises many types: offline, DNS, 401, 404, local cache misses
         raise OmnidubError(
             f"cannot load model {repo_id} from the model hub ({type(exc).__name__}): "
-            f"download it with `huggingface-cli download {repo_id} --local-dir DIR` and pass --model DIR, "
+            f"download it with `hf download {repo_id} --local-dir DIR` and pass --model DIR, "
             f"or use --model synthetic:tiny to try omnidub offline"
         ) from exc
+
+
+def _pending_download(repo_id: str) -> tuple[int, int] | None:
+    """(files, bytes) a download of ``repo_id`` would fetch, when the hub can say (None: nothing, or unknown)."""
+    from huggingface_hub import snapshot_download
+
+    try:
+        with _hub_quiet():
+            plan = snapshot_download(repo_id, dry_run=True)
+    except Exception:  # an older hub without dry runs, or offline: the download itself says what is wrong
+        return None
+    missing = [f for f in plan if getattr(f, "will_download", False)]
+    if not missing:
+        return None
+    return len(missing), sum(getattr(f, "file_size", 0) or 0 for f in missing)
+
+
+def _size(size: int) -> str:
+    for unit, scale in (("GB", 1e9), ("MB", 1e6), ("kB", 1e3)):
+        if size >= scale:
+            return f"{size / scale:.1f} {unit}"
+    return f"{size} B"
 
 
 def _fingerprint(folder: Path) -> str:
@@ -138,6 +193,29 @@ def _fingerprint(folder: Path) -> str:
 def _snapshot_revision(path: Path) -> str | None:
     # Hub snapshots live in .../snapshots/<commit>/; the commit pins the weights for cache keys.
     return path.name if path.parent.name == "snapshots" else None
+
+
+@contextlib.contextmanager
+def _hub_quiet():
+    """The hub's warnings and logs silenced (its bars too), without importing transformers."""
+    try:
+        from huggingface_hub.utils import are_progress_bars_disabled, disable_progress_bars, enable_progress_bars
+    except ImportError:  # pragma: no cover - every supported hub has them
+        yield
+        return
+    was_disabled = are_progress_bars_disabled()
+    disable_progress_bars()
+    try:
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            logging.disable(logging.WARNING)
+            yield
+    finally:
+        logging.disable(logging.NOTSET)
+        if not was_disabled:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")  # the hub warns when the user's own setting keeps bars off
+                enable_progress_bars()
 
 
 @contextlib.contextmanager

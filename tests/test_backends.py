@@ -188,7 +188,7 @@ def test_a_session_plans_without_probing_and_follows_a_projects_pin(tiny_model_d
     assert session.backend_reason() == f"torch on cpu ({backend.dtype}): as this project was rendered"
 
 
-def test_a_first_render_keeps_the_layout_its_lines_were_keyed_with_and_records_the_probe(tiny_model_dir, tmp_path,
+def test_the_probe_is_recorded_and_used_at_once_or_kept_for_later_projects(tiny_model_dir, tmp_path,
                                                                                         monkeypatch):
     from omnidub.api import Session
     from omnidub.backends.torch import probe
@@ -200,12 +200,12 @@ def test_a_first_render_keeps_the_layout_its_lines_were_keyed_with_and_records_t
     notes = []
     session.on_note = notes.append
     assert session.settings["cfg"] == "trimmed"  # planned and keyed before anything loads
-    assert session.backend().layout == "trimmed" and session.settings["cfg"] == "trimmed"
+    assert session.backend(adopt_probe=False).layout == "trimmed" and session.settings["cfg"] == "trimmed"
     assert any("this run keeps cfg trimmed" in n for n in notes)
     [entry] = json.loads((tmp_path / "first" / "measured.json").read_text())["layout"].values()
     assert entry["choice"] == "packed"
     assert Session("synthetic:tiny", "cpu", "fast").settings["cfg"] == "packed"  # the next project follows it
-    # A caller that keys its lines after loading may adopt the measurement at once.
+    # By default the measurement is used at once, and settings say so (the job keys its lines again).
     monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path / "second"))
     adopting = Session("synthetic:tiny", "cpu", "fast")
-    assert adopting.backend(adopt_probe=True).layout == "packed" and adopting.settings["cfg"] == "packed"
+    assert adopting.backend().layout == "packed" and adopting.settings["cfg"] == "packed"

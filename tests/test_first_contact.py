@@ -7,7 +7,6 @@ import contextlib
 import json
 import os
 import re
-import shutil
 import stat
 import subprocess
 import sys
@@ -71,7 +70,7 @@ def test_help_at_80_columns_shows_defaults_flags_and_examples_unbroken():
     assert all(len(line) <= 80 for line in text.splitlines()), text
     assert re.search(r"Usage: .* render \[OPTIONS\] INPUT\.\.\.\s*$", text.splitlines()[0]), text.splitlines()[0]
     assert "{input}" not in text and "<bool>" not in text
-    assert re.search(r"^  --force\s{2,}Render again", text, re.M)  # a flag takes no value
+    assert re.search(r"^  --force\s{2,}Render every line", text, re.M)  # a flag takes no value
     flat = " ".join(text.split())
     for shown in ("[default: fast]", "[default: output/<input stem>]", "[default: 0]", "[default: auto",
                   "[default: the voice's language]", "[default: small on CPU, large-v3 on CUDA]",
@@ -102,7 +101,7 @@ def test_usage_errors_are_one_line_and_exit_2(args, expected):
 
 
 def test_bundled_examples_have_their_own_default_folders(tmp_path, monkeypatch):
-    from omnidub.render import default_out_dir
+    from omnidub.inputs import default_out_dir
 
     monkeypatch.chdir(tmp_path)
     examples = sorted(p for p in EXAMPLES.iterdir() if p.suffix in (".srt", ".vtt", ".txt"))
@@ -152,21 +151,61 @@ def _user_files(folder: Path) -> dict[str, bytes]:
     return files
 
 
-def test_a_folder_of_someone_elses_files_is_refused_and_with_force_left_intact(tmp_path, small):
+def test_a_folder_of_someone_elses_files_is_refused_and_with_allow_other_files_left_intact(tmp_path, small):
     script, args = small
     out = tmp_path / "theirs"
     files = _user_files(out)
     line = one_error_line(run("render", script, *args, "--out", out))
-    assert "did not write" in line and "--force" in line
-    assert not (out / "manifest.json").exists()
+    assert "did not write" in line and "--allow-other-files" in line
+    assert not (out / "manifest.json").exists() and not (out / ".omnidub").exists()
 
-    assert run("render", script, *args, "--out", out, "--force").exit_code == 0
+    assert run("render", script, *args, "--out", out, "--allow-other-files").exit_code == 0
     # A rerun in another format replaces omnidub's own stems and mix, and still touches nothing else.
     result = run("render", script, *args, "--out", out, "--format", "flac")
     assert result.exit_code == 0, result.output
     assert {name: (out / name).read_bytes() for name in files} == files
     assert not (out / "mix.wav").exists() and not (out / "stems" / "ALICE.wav").exists()
     assert (out / "mix.flac").is_file() and (out / "stems" / "ALICE.flac").is_file()
+    # --force renders again; it never makes a user's file omnidub's to replace.
+    (out / "mix.wav").write_bytes(b"RIFF the user's own mix")
+    line = one_error_line(run("render", script, *args, "--out", out, "--force"))
+    assert "mix.wav is in the way" in line and "did not write" in line
+    assert (out / "mix.wav").read_bytes() == b"RIFF the user's own mix"
+
+
+def test_a_web_apps_manifest_and_journal_are_never_taken_for_a_render(tmp_path, small):
+    script, args = small
+    out = tmp_path / "site"
+    out.mkdir()
+    (out / "manifest.json").write_text('{"name": "my app", "stems": {"A": "notes.txt"}, "mix": "notes.txt"}')
+    (out / "journal.jsonl").write_text('{"event": "login"}\n')
+    (out / "notes.txt").write_text("mine")
+    before = {p.name: p.read_bytes() for p in out.iterdir()}
+    for extra in ([], ["--allow-other-files"], ["--force"]):
+        line = one_error_line(run("render", script, *args, "--out", out, *extra))
+        assert "manifest.json that omnidub did not write" in line
+    assert {p.name: p.read_bytes() for p in out.iterdir()} == before
+
+
+def test_another_inputs_folder_is_refused_whichever_way_it_is_named(tmp_path, small, monkeypatch):
+    script, args = small
+    monkeypatch.chdir(tmp_path)
+    assert run("render", script, *args).exit_code == 0  # output/three
+    other = tmp_path / "other" / "three.txt"
+    other.parent.mkdir()
+    other.write_text("ALICE: Something else.\n")
+    before = {p: p.read_bytes() for p in (tmp_path / "output" / "three").rglob("*") if p.is_file()}
+    for extra in ([], ["--out", "output/three"]):
+        line = one_error_line(run("render", other, *args, *extra))
+        assert "holds a render of" in line and str(script) in line and "--out" in line
+    assert {p: p.read_bytes() for p in (tmp_path / "output" / "three").rglob("*") if p.is_file()} == before
+    # Once the first input is gone (renamed, moved), its folder is free again.
+    moved = tmp_path / "moved.txt"
+    script.rename(moved)
+    try:
+        assert run("render", other, *args).exit_code == 0
+    finally:
+        moved.rename(script)
 
 
 def test_debris_of_a_killed_write_is_removed_at_the_next_start(tmp_path, small):
@@ -188,8 +227,9 @@ def test_a_second_run_on_a_locked_folder_names_the_holder_and_exits_2(tmp_path, 
     script, args = small
     out = tmp_path / "out"
     out.mkdir()
-    holder = FolderLock(out)
-    holder.acquire()
+    holder = FolderLock(out / ".omnidub" / "lock")
+    (out / ".omnidub").mkdir()
+    assert holder.acquire()
     try:
         line = one_error_line(run("render", script, *args, "--out", out))
         assert "in use by another omnidub run" in line and f"pid {os.getpid()}" in line
@@ -222,14 +262,14 @@ def test_a_full_disk_is_one_line_keeps_finished_lines_and_a_rerun_completes(tmp_
         first = run("render", script, *args, "--out", out)
         line = last_error_line(first)
         assert "no space left" in line and "rerun" in line
-        kept = {p.name: p.read_bytes() for p in (out / ".cache").glob("*.wav")}
+        kept = {p.name: p.read_bytes() for p in (out / ".omnidub" / "cache").glob("*.wav")}
         assert kept  # lines finished before the disk filled are still there
         filler.unlink()
         second = run("render", script, *args, "--out", out)
         assert second.exit_code == 0, second.output
         data = manifest(out)
         assert [line["status"] for line in data["lines"]].count("cached") >= len(kept)
-        assert all(p.read_bytes() == kept[p.name] for p in (out / ".cache").glob("*.wav") if p.name in kept)
+        assert all(p.read_bytes() == kept[p.name] for p in (out / ".omnidub" / "cache").glob("*.wav") if p.name in kept)
         assert sf.info(str(out / data["mix"])).duration == pytest.approx(data["program_seconds"], abs=1e-3)
         assert not list(out.rglob(".*.tmp"))
 

@@ -10,7 +10,7 @@ from conftest import EXAMPLES
 from typer.testing import CliRunner
 
 from omnidub.cli import app
-from omnidub.job import unique_names
+from omnidub.inputs import unique_names
 from omnidub.journal import read_entries
 
 runner = CliRunner()
@@ -54,7 +54,7 @@ def args(tiny_model_dir, whisper_tiny_en):
 
 def wavs(folder: Path) -> dict[str, bytes]:
     return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*.wav"))
-            if ".cache" not in p.parts}
+            if ".omnidub" not in p.parts}
 
 
 def statuses(folder: Path) -> list[str]:
@@ -128,7 +128,7 @@ def test_a_shared_cache_reuses_a_line_rendered_for_another_input(scenes, args, t
     # BOB's line was rendered for scene A; scene B finds it in the shared cache.
     assert statuses(tmp_path / "b") == ["cached", "rendered"]
     assert set(kept) <= {p.name for p in cache.iterdir()}  # a shared cache is never pruned of others' lines
-    assert not (tmp_path / "b" / ".cache").exists() or not list((tmp_path / "b" / ".cache").iterdir())
+    assert not (tmp_path / "b" / ".omnidub" / "cache").exists()  # the shared cache holds it, not the folder
 
 
 def test_the_ray_executor_without_ray_is_one_line_before_any_model_loads(scenes, args, tmp_path, monkeypatch):

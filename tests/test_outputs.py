@@ -172,11 +172,13 @@ def test_subtitles_and_timelines_carry_the_rendered_times(tmp_path):
     placements = place(tmp_path, lines)  # Alice's lines overlap: her second one takes a second lane
     write_subtitles(placements, tmp_path / "dub.srt", tmp_path / "dub.vtt")
     cues = list(srt.parse((tmp_path / "dub.srt").read_text(encoding="utf-8")))
+    # Each cue ends where its audio does, or where the next cue starts if that comes first.
+    ends = [min([p.start + p.seconds] + [q.start for q in placements[k + 1:]]) for k, p in enumerate(placements)]
     assert [(c.start.total_seconds(), round(c.end.total_seconds(), 3), c.content) for c in cues] == [
-        (p.start, round(p.start + p.seconds, 3), p.text) for p in placements
+        (p.start, round(end, 3), p.text) for p, end in zip(placements, ends)
     ]
     vtt = (tmp_path / "dub.vtt").read_text(encoding="utf-8")
-    assert vtt.startswith("WEBVTT") and "00:00:01.000 --> 00:00:03.000\n<v Bob>line 2" in vtt
+    assert vtt.startswith("WEBVTT") and "00:00:01.000 --> 00:00:01.500\n<v Bob>line 2" in vtt
 
     written = write_timelines(placements, tmp_path / "dub", 25.0, ("otio", "edl", "fcpxml"), name="dub")
     assert sorted(p.name for p in written) == ["dub.Alice.edl", "dub.Alice__2_.edl", "dub.Bob.edl", "dub.otio", "dub.xml"]
@@ -256,3 +258,74 @@ def test_bad_delivery_flags_are_one_line_errors_before_any_model_loads(args, exp
     assert result.exit_code == 2
     lines = [line for line in result.stderr.splitlines() if line.strip()]
     assert len(lines) == 1 and expected in lines[0], result.stderr
+
+
+def test_a_truncated_video_ends_where_its_picture_does_and_lines_past_it_are_flagged(tmp_path):
+    from omnidub.outputs.deliver import DeliveryOptions, check, deliver
+    from omnidub.outputs.video import probe
+
+    whole = tmp_path / "whole.mkv"
+    make_video(whole, 6.0)
+    data = whole.read_bytes()
+    cut = tmp_path / "cut.mkv"
+    cut.write_bytes(data[: int(len(data) * 0.6)])  # Matroska keeps the header's duration: 6 s
+    media = probe(cut)
+    assert media.declared == pytest.approx(6.0, abs=0.05) and media.truncated
+    assert 2.0 < media.seconds < 5.0  # the last packet, not the header
+    assert not probe(whole).truncated and probe(whole).seconds == pytest.approx(6.0, abs=0.05)
+
+    options = DeliveryOptions(video=cut, timelines=())
+    probed = check(options)
+    assert probed.video.seconds == media.seconds and probed.fps == 25.0
+    assert any("header says 6.0" in n and "truncated" in n for n in probed.notes)
+    lines = [("Alice", 0.5, speech_like(1.0, 1)), ("Bob", media.seconds - 0.5, speech_like(1.0, 2))]
+    placements = place(tmp_path, lines)
+    stems = {s: tmp_path / f"{s}.wav" for s in ("Alice", "Bob")}
+    done = deliver(placements, tmp_path, stems, tmp_path / "mix.wav", 1.0, options, "cut", probed)
+    assert done.past_video == (2,) and done.video_seconds == media.seconds
+    # Said before rendering, from the plan's ends alone.
+    note = probed.late_lines([(1, 1.5), (2, media.seconds + 0.5)])
+    assert "line(s) 2 would play over no picture" in note and probed.late_lines([(1, 1.5)]) is None
+
+
+def test_a_mix_held_under_its_target_by_the_true_peak_ceiling_says_by_how_much_and_why(tmp_path):
+    placements = place(tmp_path, [("Alice", 0.5, speech_like(3.0, 1))])
+    stems = {"Alice": tmp_path / "Alice.wav"}
+    held, _ = assemble(placements, stems, tmp_path / "mix.wav", 4.0, true_peak=-50.0)
+    assert held.level.integrated < -40
+    assert held.note.startswith(f"mix.wav measures {held.level.integrated:.1f} LUFS, "
+                                f"{-23 - held.level.integrated:.1f} LU under the -23 LUFS target")
+    assert "-50 dBTP true-peak ceiling" in held.note and held.as_dict()["note"] == held.note
+    fine, _ = assemble(placements, stems, tmp_path / "mix.wav", 4.0)
+    assert fine.note is None and "note" not in fine.as_dict()
+
+
+def test_dubbed_subtitles_never_overlap_and_can_name_the_speakers(tmp_path):
+    import srt
+
+    from omnidub.outputs.timeline import write_subtitles
+
+    # Line 1 runs past line 2's start; lines 3 and 4 start together.
+    lines = [("Alice", 0.0, speech_like(2.0, 1)), ("Bob", 1.5, speech_like(1.0, 2)),
+             ("Alice", 3.0, speech_like(1.0, 3)), ("Bob", 3.0, speech_like(1.5, 4))]
+    placements = place(tmp_path, lines)
+    write_subtitles(placements, tmp_path / "dub.srt", tmp_path / "dub.vtt", speakers=True)
+    cues = list(srt.parse((tmp_path / "dub.srt").read_text(encoding="utf-8")))
+    assert all(a.end <= b.start for a, b in zip(cues, cues[1:]))
+    assert [(c.start.total_seconds(), c.end.total_seconds()) for c in cues] == [(0.0, 1.5), (1.5, 2.5), (3.0, 4.5)]
+    assert [c.content for c in cues] == ["Alice: line 1", "Bob: line 2", "Alice: line 3\nBob: line 4"]
+    vtt = (tmp_path / "dub.vtt").read_text(encoding="utf-8")
+    assert "00:00:00.000 --> 00:00:01.500\n<v Alice>line 1" in vtt and "<v Alice>line 3\n<v Bob>line 4" in vtt
+    write_subtitles(placements, tmp_path / "plain.srt", tmp_path / "plain.vtt")
+    assert "Alice:" not in (tmp_path / "plain.srt").read_text(encoding="utf-8")
+
+
+def test_timecodes_at_a_rate_smpte_does_not_define_count_frames_within_each_second(tmp_path):
+    from omnidub.outputs.timeline import smpte_rate, timecode, write_timelines
+
+    assert not smpte_rate(10) and smpte_rate(25) and smpte_rate(30000 / 1001)
+    assert timecode(12.3, 10) == "00:00:12:03" and timecode(3661.95, 10) == "01:01:01:09"
+    assert timecode(12.3, 25) == "00:00:12:08"
+    placements = place(tmp_path, [("Alice", 1.0, speech_like(1.0, 1))])
+    [written] = write_timelines(placements, tmp_path / "dub", 10.0, ("otio",), name="dub")  # OTIO JSON takes any rate
+    assert written.name == "dub.otio"

@@ -160,7 +160,7 @@ def test_non_english_line_with_an_english_only_model_is_unscored_with_one_note(c
     assert line.transcript is None and line.error_rate is None
     assert report.cer.lines == 0
     [note] = [n for n in report.notes if "English-only" in n]
-    assert "1 line(s) in zh" in note and "--asr-model" in note
+    assert "1 line(s) in zh" in note and "multilingual model" in note
 
 
 class ScriptedAsr:
@@ -363,3 +363,56 @@ def test_a_line_may_run_into_the_silence_after_its_slot_up_to_its_limit(tmp_path
     assert "overflow" not in checks[2].flags
     assert "overflow" in checks[3].flags and checks[3].overflow == pytest.approx(0.47, abs=0.02)
     assert "overflow" not in checks[4].flags  # the last line of the program may run on
+
+
+def test_the_terminal_labels_what_was_heard_and_why_a_line_failed(tmp_path):
+    lines = [{"index": 1, "text": FOX, "start": 0.0, "end": 4.0, "audio": "fox"},
+             {"index": 2, "text": "Hello there.", "start": 5.0, "end": 8.0, "audio": "fox"}]
+    out = _make_output(tmp_path, lines)
+    console = Console(record=True, width=200)
+    print_report(run_qa(out, asr=ScriptedAsr("", "en")), console)
+    text = console.export_text()
+    for column in ("line", "start / end", "speaker", "errors", "flags", "said / heard / why"):
+        assert column in text
+    # An empty transcript reads as nothing heard, and the flag's reason is labelled, not shown as a transcript.
+    assert "heard: nothing" in text and "why: too many word errors" in text
+    print_report(run_qa(out, asr=ScriptedAsr("Hello, where?", "en")), console := Console(record=True, width=200))
+    assert "heard: \u201cHello, where?\u201d" in console.export_text()
+
+
+def test_a_line_ends_where_its_audio_was_rendered_not_where_its_slot_ends(tmp_path):
+    spoken = sf.info(DATA / "fox.wav").duration
+    lines = [
+        {"index": 1, "text": FOX, "start": 0.0, "end": 4.0, "rendered_end": 2.5, "audio": "fox"},
+        {"index": 2, "text": FOX, "start": 10.0, "end": 14.0, "audio": "fox"},  # a manifest without rendered_end
+    ]
+    out = _make_output(tmp_path, lines)
+    report = run_qa(out, asr=ScriptedAsr(FOX, "en"))
+    assert report.lines[0].end == 2.5
+    assert report.lines[1].end == pytest.approx(10.0 + spoken, abs=1e-6)
+    _, html_path = write_reports(report, out)
+    page = "".join(read_page(html_path).text)
+    assert "to 00:02.500" in page and f"to 00:{10 + spoken:06.3f}" in page and "00:14.000" not in page
+    data = json.loads((out / "qa.json").read_text())
+    assert [line["end"] for line in data["lines"]] == [2.5, round(10.0 + spoken, 4)]
+
+
+def test_qa_runs_offline_with_the_installed_tiny_en_and_errors_name_the_flag(tmp_path, whisper_tiny_en):
+    from typer.testing import CliRunner
+
+    from omnidub.cli import app
+
+    out = _make_output(tmp_path / "out", [{"index": 1, "text": FOX, "start": 0.0, "end": 4.0, "audio": "fox"}])
+    runner = CliRunner()
+    result = runner.invoke(app, ["qa", str(out), "--asr-model", "tiny.en", "--speaker-model", "none"])
+    assert result.exit_code == 0, result.output
+    assert json.loads((out / "qa.json").read_text())["asr_model"] == "tiny.en"
+    # A model that is not there: the command line names its flag, the library its argument.
+    result = runner.invoke(app, ["qa", str(out), "--asr-model", "small", "--speaker-model", "none"])
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    assert "pass --asr-model PATH" in result.output and "--asr-model tiny.en" in result.output
+    assert "asr_model=" not in result.output
+    from omnidub.api import Session
+
+    with pytest.raises(OmnidubError, match=r"pass asr_model=PATH .* asr_model=tiny\.en"):
+        Session(device="cpu", asr_model="small").qa(out, speaker_model="none")

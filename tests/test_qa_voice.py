@@ -15,12 +15,13 @@ from urllib.parse import unquote
 import numpy as np
 import pytest
 import soundfile as sf
+from rich.console import Console
 from conftest import EXAMPLES
 from test_qa import FOX, ScriptedAsr, read_page
 
 from omnidub.asr import Asr
 from omnidub.errors import OmnidubError
-from omnidub.qa import SpeakerEncoder, check_lines, run_qa, speaker_encoder, write_reports
+from omnidub.qa import SpeakerEncoder, check_lines, print_report, run_qa, speaker_encoder, write_reports
 from omnidub.config import QaOptions
 
 MIN_VOICE_SIMILARITY = QaOptions().min_voice_similarity  # calibrated in the README
@@ -127,18 +128,39 @@ def test_the_calibrated_threshold_separates_own_voices_from_others(voiced):
     assert min(own) > MIN_VOICE_SIMILARITY > max(wrong)
 
 
-def test_a_speaker_without_a_reference_is_left_out_with_a_note(voiced):
-    _, report = voiced
+def test_a_speaker_without_a_reference_is_left_out_with_the_reason(voiced):
+    out, report = voiced
     line = _line(report, 5)
     assert line.voice is None and line.passed
-    assert any("CAROL" in note and "not checked" in note for note in report.notes)
+    assert line.voice_skipped == "no usable reference for its speaker"
+    carol = next(v for v in report.voices if v.speaker == "CAROL")
+    assert carol.lines == 0 and "records no reference recording" in carol.reason
+    assert next(v for v in report.voices if v.speaker == "ALICE").reason is None
+    # The reason is where the figures are: the terminal's voice line, the page's table, qa.json.
+    console = Console(record=True, width=200)
+    print_report(report, console)
+    assert "CAROL not measured: the manifest records no reference recording" in console.export_text()
+    json_path, html_path = write_reports(report, out)
+    assert "records no reference recording" in json.loads(json_path.read_text())["voices"]["CAROL"]["reason"]
+    assert "why not measured" in html_path.read_text() and "records no reference recording" in html_path.read_text()
+
+
+def test_a_speaker_whose_lines_hold_no_speech_says_why_none_was_measured(tmp_path, encoder):
+    lines = [{"index": 1, "speaker": "DAVE", "text": "Hello?", "start": 0.0, "end": 2.0,
+              "audio": np.zeros(int(1.5 * RATE), np.float32)}]
+    out = _output(tmp_path, lines, program_seconds=3.0, voices={"DAVE": {"audio": str(ALICE_REF)}})
+    report = run_qa(out, asr=ScriptedAsr("", "en"), encoder=encoder)
+    assert report.lines[0].voice is None and report.lines[0].voice_skipped.startswith("under 0.3 s of speech")
+    (dave,) = report.voices
+    assert dave.lines == 0 and dave.reason == "1 line: under 0.3 s of speech once pauses are cut"
 
 
 def test_references_given_by_the_caller_complete_the_manifest(voiced, encoder):
     out, _ = voiced
     report = run_qa(out, asr=ScriptedAsr(FOX, "en"), encoder=encoder, references={"CAROL": ALICE_REF})
     assert _line(report, 5).voice.similarity >= MIN_VOICE_SIMILARITY
-    assert not any("CAROL" in note for note in report.notes)
+    carol = next(v for v in report.voices if v.speaker == "CAROL")
+    assert carol.lines == 1 and carol.reason is None
 
 
 def test_an_edited_file_is_marked_and_still_checked(voiced):
@@ -225,7 +247,10 @@ class FakeRenderer:
         from omnidub.journal import LineEntry
         from omnidub.voices import Voice
 
+        from omnidub.folder import OutputFolder
+
         self.out_dir, self.takes = out_dir, takes
+        self.folder = OutputFolder(out_dir)
         self.manifest = json.loads((out_dir / "manifest.json").read_text())
         self.entries = [LineEntry.from_json(line) for line in self.manifest["lines"]]
         self.voices = {"ALICE": Voice("ALICE", ALICE_REF, None, "en", None, None),

@@ -41,7 +41,7 @@ def statuses(out: Path) -> list[str]:
 
 
 def tree_bytes(out: Path) -> dict[str, bytes]:
-    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*.wav")) if ".cache" not in p.parts}
+    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*.wav")) if ".omnidub" not in p.parts}
 
 
 @pytest.fixture(scope="module")
@@ -127,10 +127,21 @@ def test_an_unchanged_rerun_keeps_its_assembly_and_a_changed_one_assembles_again
     assert result.exit_code == 0 and "up to date" not in result.stderr and (out / "stems" / "BOB.wav").is_file()
 
 
+def rehome(out: Path, source: Path) -> None:
+    """A copied output folder as if it had been rendered from ``source`` (its manifest and ledger agree)."""
+    from omnidub.folder import Ledger
+
+    data = manifest(out)
+    data["input"] = str(source.resolve())
+    (out / "manifest.json").write_text(json.dumps(data))
+    Ledger(out / ".omnidub" / "ledger.jsonl").record("manifest.json", out / "manifest.json")
+
+
 def test_editing_one_line_renders_exactly_that_line(rendered, example_args, tmp_path):
     out = tmp_path / "edited"
     shutil.copytree(rendered, out)
     srt = tmp_path / "dialogue.srt"
+    rehome(out, srt)
     srt.write_text((EXAMPLES / "dialogue.srt").read_text().replace("What time should we leave?", "When do we leave?"))
     result = render(srt, *example_args, "--out", out)
     assert result.exit_code == 0, result.output
@@ -191,8 +202,10 @@ def test_a_video_and_its_own_audio_as_bed_give_a_dubbed_video_subtitles_and_a_ti
         assert dubbed.streams.video[0].frames == source.streams.video[0].frames == 500
         assert len(dubbed.streams.audio) == 1 and dubbed.streams.audio[0].metadata["language"] == "eng"
     cues = list(srt.parse((out / "clip.dub.srt").read_text(encoding="utf-8")))
+    # Each cue ends where its line's audio does, or where the next cue starts if that comes first.
+    ends = [min([line["start"] + line["duration"]] + [later["start"] for later in lines[k + 1:]]) for k, line in enumerate(lines)]
     assert [(c.start.total_seconds(), c.end.total_seconds(), c.content) for c in cues] == [
-        (pytest.approx(line["start"], abs=1e-3), pytest.approx(line["start"] + line["duration"], abs=1e-3), line["text"]) for line in lines
+        (pytest.approx(line["start"], abs=1e-3), pytest.approx(end, abs=1e-3), line["text"]) for line, end in zip(lines, ends)
     ]
     timeline = otio.adapters.read_from_file(str(out / "clip.dub.otio"))
     placed = {(track.name, round(clip.range_in_parent().start_time.to_seconds(), 6), clip.metadata["omnidub"]["index"])
@@ -252,36 +265,16 @@ def test_a_misspelt_designed_voice_is_one_line_before_any_model_loads(tmp_path, 
 def test_stale_stems_and_other_formats_are_removed(rendered, example_args, tmp_path):
     out = tmp_path / "restyled"
     shutil.copytree(rendered, out)
-    # CAROL's stem was written by an earlier render (its manifest says so); the user's own file was not.
+    # CAROL's stem was written by an earlier render (its ledger says so); the user's own file was not.
+    from omnidub.folder import Ledger
+
     (out / "stems" / "CAROL.wav").write_bytes(b"left from an older script")
+    Ledger(out / ".omnidub" / "ledger.jsonl").record("stems/CAROL.wav", out / "stems" / "CAROL.wav")
     (out / "stems" / "music.wav").write_bytes(b"the user's")
-    data = manifest(out)
-    data["stems"]["CAROL"] = "stems/CAROL.wav"
-    (out / "manifest.json").write_text(json.dumps(data))
     result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out, "--format", "flac")
     assert result.exit_code == 0, result.output
     assert sorted(p.name for p in (out / "stems").iterdir()) == ["ALICE.flac", "BOB.flac", "music.wav"]
     assert (out / "mix.flac").is_file() and not (out / "mix.wav").exists()
-
-
-def test_inputs_with_one_stem_do_not_share_the_default_folder(tmp_path, monkeypatch):
-    import omnidub.render as render_module
-
-    monkeypatch.chdir(tmp_path)
-    first, second = tmp_path / "ep1" / "en.srt", tmp_path / "ep2" / "en.srt"
-    for path in (first, second):
-        path.parent.mkdir()
-        shutil.copy(EXAMPLES / "dialogue.srt", path)
-    folder = render_module.default_out_dir(first)
-    folder.mkdir(parents=True)
-    (folder / "manifest.json").write_text(json.dumps({"input": str(first.resolve()), "lines": []}))
-    assert render_module.default_out_dir(first) == folder
-    result = render(second, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny")
-    assert result.exit_code == 2
-    assert "holds a render of" in result.stderr and "--out" in result.stderr
-    # Once the first input is gone (renamed, moved), its folder is free again.
-    first.unlink()
-    assert render_module.default_out_dir(second) == folder
 
 
 def test_speaker_names_cannot_escape_the_output_folder(tmp_path, tiny_model_dir):
@@ -444,7 +437,8 @@ def test_damaged_cache_entries_are_rendered_again_and_the_outputs_match_an_undis
     out = tmp_path / "damaged"
     shutil.copytree(rendered, out)
     before = tree_bytes(out)
-    cached = [out / ".cache" / f"{line['key']}.wav" for line in manifest(out)["lines"]]
+    cache = out / ".omnidub" / "cache"
+    cached = [next(cache.glob(f"{line['key']}.*.wav")) for line in manifest(out)["lines"]]
     whole = cached[0].read_bytes()
     cached[0].write_bytes(whole[: len(whole) // 2])  # truncated
     cached[1].write_bytes(cached[1].read_bytes()[:44])  # the header alone
@@ -464,25 +458,44 @@ def test_damaged_cache_entries_are_rendered_again_and_the_outputs_match_an_undis
     assert tree_bytes(out) == before
 
 
-def test_intact_segments_stand_in_for_a_lost_cache_and_damaged_ones_do_not(rendered, example_args, tmp_path):
+def test_intact_segments_stand_in_for_a_lost_cache(rendered, example_args, tmp_path):
     out = tmp_path / "no-cache"
     shutil.copytree(rendered, out)
     before = tree_bytes(out)
-    shutil.rmtree(out / ".cache")
-    segment = out / manifest(out)["lines"][4]["file"]
-    flipped = bytearray(segment.read_bytes())
-    flipped[-3000:] = bytes(b ^ 0x55 for b in flipped[-3000:])
-    segment.write_bytes(bytes(flipped))
+    shutil.rmtree(out / ".omnidub" / "cache")
     result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out)
     assert result.exit_code == 0, result.output
-    assert statuses(out) == ["cached"] * 4 + ["rendered"] + ["cached"] * 6
+    assert statuses(out) == ["cached"] * 11
     assert "restored from" not in result.stderr  # a lost cache is no damage
     assert tree_bytes(out) == before
-    assert len(list((out / ".cache").glob("*.wav"))) == 11
+    assert len(list((out / ".omnidub" / "cache").glob("*.wav"))) == 11
+
+
+def test_a_hand_edited_segment_is_kept_and_used_until_only_renders_it_again(rendered, example_args, tmp_path):
+    out = tmp_path / "hand-edited"
+    shutil.copytree(rendered, out)
+    before = tree_bytes(out)
+    segment = out / manifest(out)["lines"][4]["file"]
+    audio, rate = sf.read(segment, dtype="float32")
+    sf.write(segment, np.clip(audio * 0.5, -1, 1), rate, subtype="PCM_24")  # the editor turned it down
+    edited = segment.read_bytes()
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert set(statuses(out)) == {"cached"} and segment.read_bytes() == edited
+    assert "line 5: segments/0005-ALICE.wav was edited after omnidub wrote it; kept" in result.stderr
+    line = manifest(out)["lines"][4]
+    assert "edited" in line["flags"] and tree_bytes(out)["mix.wav"] != before["mix.wav"]  # the mix uses the edit
+    # Asked for by --only, the line gets its own audio back; the edit is moved aside, not lost.
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out, "--only", "5")
+    assert result.exit_code == 0, result.output
+    [aside] = (out / "segments").glob("0005-ALICE.edited-*.wav")
+    assert aside.read_bytes() == edited and "the edit was moved to segments/0005-ALICE.edited-" in result.stderr
+    assert {k: v for k, v in tree_bytes(out).items() if "edited-" not in k} == before
+    assert "edited" not in manifest(out)["lines"][4]["flags"]
 
 
 def test_a_speakers_file_name_depends_on_its_own_name_only():
-    from omnidub.render import file_names
+    from omnidub.names import file_names
 
     first = file_names(["Zoe!", "BOB", "Dr. Who"])
     assert first["BOB"] == "BOB" and first["Zoe!"].startswith("Zoe-") and first["Dr. Who"].startswith("Dr_Who-")
@@ -504,9 +517,14 @@ def test_temporaries_left_by_a_killed_run_are_removed_at_the_next_start(rendered
     shutil.copytree(rendered, out)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
+    from omnidub.files import _HOST
+
     debris = [out / "stems" / ".ALICE.wav.k2x_9abc.tmp", out / "segments" / f".0001-ALICE.wav.{dead.pid}-abcdefgh.tmp",
-              out / ".cache" / f".{'0' * 64}.wav.{dead.pid}-q1w2e3r4.tmp", out / f".manifest.json.{dead.pid}-zzzzzzzz.tmp"]
-    kept = [out / "stems" / f".BOB.wav.{os.getpid()}-abcdefgh.tmp",  # a writer that still runs
+              out / ".omnidub" / "cache" / f".{'0' * 64}.wav.{_HOST}-{dead.pid}-q1w2e3r4.tmp",
+              out / f".manifest.json.{_HOST}-{dead.pid}-zzzzzzzz.tmp"]
+    kept = [out / "stems" / f".BOB.wav.{_HOST}-{os.getpid()}-abcdefgh.tmp",  # a writer that still runs
+            # another machine's writer (a folder shared over the network): its pid means nothing here
+            out / "segments" / f".0002-BOB.wav.elsewhere-{dead.pid}-abcdefgh.tmp",
             out / "stems" / ".notes.tmp", out / "stems" / "take.abcdefgh.tmp", out / "segments" / "mine.txt"]
     for path in debris + kept:
         path.write_bytes(b"x" * 100)

@@ -351,3 +351,64 @@ def test_languages_are_checked_against_omnivoices_list_with_close_matches(tmp_pa
         read_script(path, language="en-US")
     with pytest.raises(OmnidubError, match=r"unknown language 'Englsh'; close matches: english"):
         read_script(path, language="Englsh")
+
+
+CAST_SRT = """1
+00:00:00,500 --> 00:00:02,000
+[JEAN_LUC] Make it so.
+
+2
+00:00:02,500 --> 00:00:04,000
+[dr who] Run!
+
+3
+00:00:04,500 --> 00:00:06,000
+[door slams] Who is there?
+
+4
+00:00:06,500 --> 00:00:08,000
+picard: Engage.
+"""
+
+
+def test_a_bracket_or_colon_label_naming_a_speaker_of_the_cast_is_that_speakers_label(tmp_path):
+    path = write(tmp_path, "cast.srt", CAST_SRT)
+    # Without the cast, the plain rules read the brackets as sound descriptions and the colon as text.
+    plain = read_script(path)
+    assert [line.speaker for line in plain.lines] == [DEFAULT_SPEAKER] * 4
+    script = read_script(path, speakers=frozenset({"JEAN_LUC", "DR WHO", "Picard"}))
+    assert speakers_and_texts(script) == [("JEAN_LUC", "Make it so."), ("DR WHO", "Run!"),
+                                          (DEFAULT_SPEAKER, "Who is there?"), ("Picard", "Engage.")]
+    assert [line.where for line in script.lines] == ["cue 1", "cue 2", "cue 3", "cue 4"]
+    # Which rule applied is said once per name, where the plain rules would have read it otherwise.
+    said = [w for w in script.warnings if "a name in the cast" in w]
+    assert len(said) == 3
+    assert said[1].startswith("cue 2: [dr who] is read as the speaker 'DR WHO'") and "sound description" in said[1]
+    assert said[2].startswith("cue 4: 'picard:'") and "would be text" in said[2]
+    # A label the plain rules take anyway needs no note.
+    assert not [w for w in read_script(write(tmp_path, "in.srt", SRT), speakers=frozenset({"BOB"})).warnings
+                if "cast" in w]
+
+
+def test_every_overlapping_pair_is_noted_even_when_two_cues_share_a_number(tmp_path):
+    srt = """1
+00:00:00,300 --> 00:00:04,240
+ALICE: Hello there.
+
+2
+00:00:01,000 --> 00:00:02,000
+[music]
+
+3
+00:00:04,000 --> 00:00:05,000
+BOB: Hi.
+
+3
+00:00:04,000 --> 00:00:05,500
+CAROL: Hey.
+"""
+    script = read_script(write(tmp_path, "in.srt", srt))
+    notes = [w for w in script.warnings if "overlaps" in w]
+    assert len(notes) == 3, notes
+    assert any(n.startswith("cue 3 (line 15) (CAROL) overlaps cue 3 (BOB) by 1.00 s") for n in notes)
+    assert sum("overlaps cue 1 (ALICE) by 0.24 s" in n for n in notes) == 2

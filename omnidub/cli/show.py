@@ -123,6 +123,8 @@ def print_summary(summary, as_json: bool) -> None:
     for label, level in (summary.loudness or {}).items():
         if level:
             table.add_row("loudness" if label == "mix" else "over the bed", level_text(level))
+            if level.get("note"):  # held under its target: by how much and why
+                table.add_row("", escape(printable(level["note"])))
     table.add_row("outputs", escape(printable(", ".join(data["outputs"]))))
     out.print(table)
 
@@ -139,7 +141,7 @@ def level_text(level: dict) -> str:
 class ProgressListener:
     """Shows render progress with rich: lines done, cached vs rendered, the line, elapsed, ETA, running RTF."""
 
-    def __init__(self, console: Console):
+    def __init__(self, console: Console, reports: bool = True):
         from rich.progress import (
             BarColumn,
             MofNCompleteColumn,
@@ -165,6 +167,9 @@ class ProgressListener:
             transient=False,
         )
         self.task = None
+        self.reports = reports  # print each QA report when it is done
+        self._stack = contextlib.ExitStack()
+        self._checks = None
         self.current = ""  # the input the latest line belongs to, in jobs of several inputs
         self.said: set[str] = set()
         self.rendered = self.cached = self.failed = 0
@@ -221,6 +226,21 @@ class ProgressListener:
         if self.task is not None:
             self.progress.update(self.task, description="done")
         self.progress.stop()
+
+    def checking(self, done: int, total: int, index: int) -> None:
+        """QA's progress through the lines it transcribes (a bar that goes away when QA is done)."""
+        if self._checks is None:
+            self._checks = self._stack.enter_context(qa_progress(self.console))
+        self._checks(done, total, index)
+
+    def checked(self, report, written) -> None:
+        """QA of one input is done: its report, unless the run prints JSON."""
+        from omnidub.qa import print_report
+
+        self._stack.close()
+        self._checks = None
+        if self.reports:
+            print_report(report, self.console, written)
 
 
 

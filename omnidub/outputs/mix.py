@@ -16,7 +16,7 @@ import numpy as np
 import soundfile as sf
 
 from omnidub.files import atomic_path
-from omnidub.outputs.loudness import Level, Meter, plan_gain
+from omnidub.outputs.loudness import MAKEUP_MAX, Level, Meter, plan_gain
 
 BLOCK_SECONDS = 10.0
 FORMATS = {"wav": ("WAV", "PCM_24"), "flac": ("FLAC", "PCM_24"), "mp3": ("MP3", "MPEG_LAYER_III")}
@@ -50,15 +50,31 @@ class Bed:
 
 @dataclass(frozen=True)
 class Mastered:
-    """One written mix: the gain it got (dB), whether the limiter had to work, and what it measures now."""
+    """One written mix: the gain it got (dB), whether the limiter had to work, what it measures now, and a note
+    when it could not reach its loudness target."""
 
     path: Path
     gain: float
     limited: bool
     level: Level
+    note: str | None = None
 
     def as_dict(self) -> dict:
-        return {"gain": round(self.gain, 2), "limited": self.limited, **self.level.as_dict()}
+        note = {"note": self.note} if self.note else {}
+        return {"gain": round(self.gain, 2), "limited": self.limited, **self.level.as_dict(), **note}
+
+
+SHORT_OF_TARGET = 0.5  # LU under the loudness target worth a note: the limiter's own make-up is within this
+
+
+def short_of_target(path: Path, level: Level, target: float | None, ceiling: float, limited: bool) -> str | None:
+    """Why a mix measures noticeably under its loudness target, and by how much (None when it does not)."""
+    if target is None or level.integrated is None or target - level.integrated <= SHORT_OF_TARGET:
+        return None
+    why = (f"the {ceiling:g} dBTP true-peak ceiling holds it down (the limiter turns peaks down, and the level "
+           f"rises at most {MAKEUP_MAX:g} dB to make up for it); raise --true-peak or lower --loudness"
+           if limited or ceiling < target else "its level could not be raised further")
+    return f"{path.name} measures {level.integrated:.1f} LUFS, {target - level.integrated:.1f} LU under the {target:g} LUFS target: {why}"
 
 
 def container(fmt: str, frames: int, channels: int = 1) -> tuple[str, str]:
@@ -124,23 +140,34 @@ def assemble(
             sinks[-1].write(np.clip(out, -1.0, 1.0))
             if over_bed:
                 bed_meter.feed(_over_bed(dub * dub_scale, bed_source.read(frames), spans, start, sample_rate, bed))
-    dub_result = Mastered(mix, gain.db, gain.limited, written.finish().level())
+    level = written.finish().level()
+    dub_result = Mastered(mix, gain.db, gain.limited, level, short_of_target(mix, level, loudness, true_peak, gain.limited))
     if not over_bed:
         return dub_result, None
 
     # Pass 3: the mix over the bed, with its own gain.
     bed_gain = plan_gain(bed_meter.finish(), loudness, true_peak)
+    level = _write_over_bed(placements, bed, bed_mix, bed_gain, dub_scale, spans, sample_rate, fmt, total)
+    return dub_result, Mastered(bed_mix, bed_gain.db, bed_gain.limited, level,
+                                short_of_target(bed_mix, level, loudness, true_peak, bed_gain.limited))
+
+
+def _write_over_bed(placements: list[Placement], bed: Bed, path: Path, gain, dub_scale: float, spans,
+                    sample_rate: int, fmt: str, total: int):
+    """Write the dub (at ``dub_scale``) over the ducked bed with ``gain``; returns the level written."""
+    from omnidub.outputs.bed import BedReader
+
     written = Meter(sample_rate, 2)
     with contextlib.ExitStack() as stack:
         bed_source = stack.enter_context(BedReader(bed.path, sample_rate))
-        sink = _sink(stack, bed_mix, sample_rate, 2, *container(fmt, total, 2))
+        sink = _sink(stack, path, sample_rate, 2, *container(fmt, total, 2))
         for start, frames, blocks in _program(placements, sample_rate, total):
             out = _over_bed(_sum(blocks, frames) * dub_scale, bed_source.read(frames), spans, start, sample_rate, bed)
-            curve = bed_gain.curve(start, frames)
+            curve = gain.curve(start, frames)
             out = out * (curve[:, None] if isinstance(curve, np.ndarray) else curve)
             written.feed(out)
             sink.write(np.clip(out, -1.0, 1.0))
-    return dub_result, Mastered(bed_mix, bed_gain.db, bed_gain.limited, written.finish().level())
+    return written.finish().level()
 
 
 def _over_bed(dub: np.ndarray, bed_audio: np.ndarray, spans, start: int, sample_rate: int, bed: Bed) -> np.ndarray:

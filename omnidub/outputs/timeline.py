@@ -6,33 +6,96 @@ import html
 from datetime import timedelta
 from pathlib import Path
 
+from omnidub.errors import OmnidubError
 from omnidub.files import write_text_atomic
 from omnidub.outputs.mix import Placement
 
 TIMELINE_FORMATS = ("otio", "edl", "fcpxml")
 
 
+# The timeline formats that carry SMPTE timecodes, and the OpenTimelineIO adapter (and PyPI package) of each.
+TIMECODE_FORMATS = {"edl": ("cmx_3600", "otio-cmx3600-adapter"), "fcpxml": ("fcp_xml", "otio-fcp-adapter")}
+
+
 def timecode(seconds: float, fps: float) -> str:
-    """HH:MM:SS:FF at ``fps`` (drop-frame ``;`` at 29.97 and 59.94)."""
+    """HH:MM:SS:FF at ``fps`` (drop-frame ``;`` at 29.97 and 59.94). A rate SMPTE does not define (10, 12.5, 15,
+    120 fps, a variable rate's average) counts its frames within each second of the clock."""
     from opentimelineio.opentime import RationalTime, to_timecode
 
-    return to_timecode(RationalTime.from_seconds(max(0.0, seconds), fps).round(), fps)
+    seconds = max(0.0, seconds)
+    if smpte_rate(fps):
+        return to_timecode(RationalTime.from_seconds(seconds, fps).round(), fps)
+    whole = int(seconds)
+    frame = min(int(round((seconds - whole) * fps)), max(0, int(-(-fps // 1)) - 1))
+    return f"{whole // 3600:02d}:{whole // 60 % 60:02d}:{whole % 60:02d}:{frame:02d}"
 
 
-def write_subtitles(placements: list[Placement], srt_path: Path, vtt_path: Path) -> None:
-    """Write the lines as SRT and WebVTT cues, each from its start for as long as it was rendered."""
+def smpte_rate(fps: float) -> bool:
+    """Whether SMPTE timecode (and so OpenTimelineIO's EDL and FCP XML writers) knows this frame rate."""
+    from opentimelineio.opentime import RationalTime, to_timecode
+
+    try:
+        to_timecode(RationalTime(0, fps), fps)
+    except ValueError:
+        return False
+    return True
+
+
+def check_timecode_rate(formats: tuple[str, ...], fps: float, source: str | None) -> None:
+    """Refuse, before rendering, timeline formats whose adapter is not installed or which cannot express ``fps``
+    (``source`` says where the rate came from: "--fps", "the video x.mp4", None for the default)."""
+    import opentimelineio as otio
+
+    for fmt in (f for f in formats if f in TIMECODE_FORMATS):
+        adapter, package = TIMECODE_FORMATS[fmt]
+        try:
+            otio.adapters.from_name(adapter).module()
+        except Exception as exc:  # noqa: BLE001 - not registered, or its module fails to import
+            raise OmnidubError(f"--timeline {fmt} needs the {package} package ({type(exc).__name__}); install it "
+                               "with pip install 'omnidub[timelines]', or leave it out of --timeline") from None
+        if not smpte_rate(fps):
+            raise OmnidubError(f"--timeline {fmt}: its timecodes need a standard frame rate (23.976, 24, 25, 29.97, 30, 48, "
+                               f"50, 59.94 or 60), and {source or 'the rate'} gives {fps:g} fps; pass --fps 25 (or the "
+                               "rate your editor's project uses), or leave it out of --timeline")
+
+
+def write_subtitles(placements: list[Placement], srt_path: Path, vtt_path: Path, *, speakers: bool = False) -> None:
+    """Write the lines as SRT and WebVTT cues, each from its start for as long as it was rendered but never past
+    the next cue's start (players would show both); lines that start together share one cue. The VTT names
+    each speaker with ``<v>``; the SRT does with ``NAME:`` when ``speakers``."""
     import srt
 
-    cues = sorted(placements, key=lambda p: (p.start, p.index))
+    cues = _cues(placements)
     subtitles = [
-        srt.Subtitle(index=n, start=timedelta(seconds=p.start), end=timedelta(seconds=p.start + p.seconds), content=p.text)
-        for n, p in enumerate(cues, 1)
+        srt.Subtitle(index=n, start=timedelta(seconds=start), end=timedelta(seconds=end),
+                     content="\n".join(f"{p.speaker}: {p.text}" if speakers else p.text for p in group))
+        for n, (start, end, group) in enumerate(cues, 1)
     ]
     write_text_atomic(srt_path, srt.compose(subtitles, reindex=False))
     blocks = ["WEBVTT", ""]
-    for n, p in enumerate(cues, 1):
-        blocks += [str(n), f"{_vtt_time(p.start)} --> {_vtt_time(p.start + p.seconds)}", f"<v {html.escape(p.speaker)}>{html.escape(p.text, quote=False)}", ""]
+    for n, (start, end, group) in enumerate(cues, 1):
+        blocks += [str(n), f"{_vtt_time(start)} --> {_vtt_time(end)}",
+                   *(f"<v {html.escape(p.speaker)}>{html.escape(p.text, quote=False)}" for p in group), ""]
     write_text_atomic(vtt_path, "\n".join(blocks))
+
+
+def _cues(placements: list[Placement]) -> list[tuple[float, float, list[Placement]]]:
+    """(start, end, lines) per cue: lines that start at the same moment together, each cue ending where the
+    audio ends or the next cue starts, whichever comes first."""
+    groups: list[list[Placement]] = []
+    for p in sorted(placements, key=lambda p: (p.start, p.index)):
+        if groups and abs(groups[-1][0].start - p.start) < 1e-3:
+            groups[-1].append(p)
+        else:
+            groups.append([p])
+    cues = []
+    for k, group in enumerate(groups):
+        start = group[0].start
+        end = max(p.start + p.seconds for p in group)
+        if k + 1 < len(groups):
+            end = min(end, groups[k + 1][0].start)
+        cues.append((start, end, group))
+    return cues
 
 
 def _vtt_time(seconds: float) -> str:
@@ -44,8 +107,6 @@ def check_formats(formats: tuple[str, ...]) -> None:
     """Refuse timeline formats omnidub cannot write."""
     unknown = sorted(set(formats) - set(TIMELINE_FORMATS))
     if unknown:
-        from omnidub.errors import OmnidubError
-
         raise OmnidubError(f"unknown timeline format {', '.join(unknown)}; choose from {', '.join(TIMELINE_FORMATS)}")
 
 

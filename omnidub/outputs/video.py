@@ -20,28 +20,68 @@ AUDIO_BITRATE = 96_000  # per channel
 
 @dataclass(frozen=True)
 class Media:
-    """What a source file holds: its length (s), the video's frame rate (None without video), audio tracks."""
+    """What a source file holds: its length (s), the video's frame rate (None without video), audio tracks.
+
+    ``seconds`` is where the picture really ends (the end of its last packet), else the sound: a truncated file
+    keeps the duration its header promised, which is ``declared``."""
 
     path: Path
     seconds: float
     fps: Fraction | None
     audio_tracks: int
+    declared: float | None = None
+
+    @property
+    def truncated(self) -> bool:
+        """The header promises noticeably more than the file holds."""
+        return self.declared is not None and self.declared - self.seconds > TRUNCATED_SECONDS
 
 
-def probe(path: Path) -> Media:
-    """Open a media file and read its length, frame rate and audio track count."""
+TRUNCATED_SECONDS = 0.5  # a header that promises this much more than the last packet holds
+_SEEK_BACK = 30.0  # seconds before the header's end where the search for the last packet starts
+
+
+def probe(path: Path, *, sound: bool = False) -> Media:
+    """Open a media file and read its real length (the last packet of its picture, or with ``sound`` or without a
+    picture, of its first audio track), frame rate and audio track count."""
     import av
 
     try:
         with av.open(str(path)) as container:
             video = container.streams.video[0] if container.streams.video else None
+            audio = container.streams.audio[0] if container.streams.audio else None
             lengths = [float(s.duration * s.time_base) for s in container.streams if s.duration is not None and s.time_base]
             if not lengths and container.duration is not None:
                 lengths = [container.duration / 1_000_000]
+            declared = max(lengths) if lengths else None
+            main = audio if sound else video or audio
+            end = _last_packet_end(container, main, declared) if main is not None else None
             fps = (video.average_rate or video.guessed_rate) if video is not None else None
-            return Media(Path(path), max(lengths, default=0.0), Fraction(fps) if fps else None, len(container.streams.audio))
+            seconds = end if end is not None else (declared or 0.0)
+            return Media(Path(path), seconds, Fraction(fps) if fps else None, len(container.streams.audio), declared)
     except (av.FFmpegError, OSError) as exc:
-        raise OmnidubError(f"cannot read {path}: {exc}") from exc
+        raise OmnidubError(f"cannot read {path}: {exc.strerror or exc}") from exc
+
+
+def _last_packet_end(container, stream, declared: float | None) -> float | None:
+    """Where ``stream``'s last packet ends, in seconds (None: it has no packet). The search starts a little
+    before the header's end (one seek, a few hundred packets), and from the start when nothing is found there."""
+    import av
+
+    starts = [max(0.0, declared - _SEEK_BACK)] if declared else []
+    for start in starts + [0.0]:
+        end = None
+        try:
+            container.seek(int(start / stream.time_base), stream=stream, backward=True)
+            for packet in container.demux(stream):
+                if packet.pts is not None:
+                    here = float((packet.pts + (packet.duration or 0)) * packet.time_base)
+                    end = here if end is None else max(end, here)
+        except av.FFmpegError:
+            pass  # a torn last packet: what was read so far is the end
+        if end is not None:
+            return end
+    return None
 
 
 def dubbed_path(out_dir: Path, video: Path) -> Path:

@@ -1,21 +1,13 @@
 """Quality check of a rendered output folder: intelligibility, voice, timing and level of every line."""
 
-from omnidub.qa.checks import (
-    FLAG_LABELS,
-    MARK_LABELS,
-    LineCheck,
-    QaSettings,
-    Report,
-    SpeakerVoice,
-    check_lines,
-    manifest_references,
-    metric_for,
-    read_manifest,
-    run_qa,
-)
+from omnidub.qa.manifest import manifest_references, read_manifest
+from omnidub.qa.outputs import report_json, write_reports
 from omnidub.qa.page import render_html
-from omnidub.qa.report import print_report, report_json, write_reports
-from omnidub.qa.voice import SpeakerEncoder, VoiceMatch, speaker_encoder
+from omnidub.qa.report import print_report
+from omnidub.qa.results import FLAG_LABELS, MARK_LABELS, LineCheck, QaSettings, Report, SpeakerVoice, VoiceMatch
+from omnidub.qa.run import check_lines, run_qa
+from omnidub.qa.scoring import metric_for
+from omnidub.qa.voice import SpeakerEncoder, speaker_encoder
 
 __all__ = [
     "FLAG_LABELS", "MARK_LABELS", "LineCheck", "QaSettings", "Report", "SpeakerEncoder", "SpeakerVoice", "VoiceMatch",

@@ -8,8 +8,9 @@ import math
 from urllib.parse import quote
 
 from omnidub.asr import whisper_language
-from omnidub.qa.checks import CER_LANGUAGES_WITHOUT_SPACES, FLAG_LABELS, MARK_LABELS, LineCheck, Report
-from omnidub.qa.report import corpus_text, rate_text, timecode
+from omnidub.qa.formats import corpus_text, line_end, rate_text, similarity_text, timecode
+from omnidub.qa.results import FLAG_LABELS, MARK_LABELS, LineCheck, Report
+from omnidub.qa.scoring import CER_LANGUAGES_WITHOUT_SPACES
 
 # Default zoom: the page's width, or this many pixels per second when that is wider (an hour scrolls).
 PIXELS_PER_SECOND = 8
@@ -149,7 +150,8 @@ def _timeline(report: Report) -> tuple[str, str]:
         for c in lines:
             if c.speaker != speaker:
                 continue
-            tip = f"#{c.index} {timecode(c.start)} {c.speaker}: {c.text} (slot {c.slot:.2f} s, rendered {c.duration:.2f} s)"
+            tip = (f"#{c.index} {timecode(c.start)}-{timecode(line_end(c))} {c.speaker}: {c.text} "
+                   f"(slot {c.slot:.2f} s, rendered {c.duration:.2f} s)")
             if c.flags:
                 tip += " - " + ", ".join(c.flags)
             classes = "bar " + ("pass" if c.passed else "fail") + (" edited" if "edited" in c.marks else "")
@@ -178,6 +180,8 @@ def _figures(c: LineCheck) -> list[str]:
         if c.voice.nearest is not None:
             voice += f"; nearest other {c.voice.nearest} {c.voice.nearest_similarity:.2f}"
         figures.append(voice)
+    elif c.voice_skipped:
+        figures.append(f"voice {similarity_text(c)}")
     if c.file and not {"missing-file", "render-failed"} & set(c.flags):
         figures.append(f"{c.duration:.2f} s in a {c.slot:.2f} s slot")
         if c.overflow:
@@ -196,12 +200,17 @@ def _row_html(c: LineCheck, has_mix: bool) -> str:
     audio = ""
     if c.file and not {"missing-file", "render-failed"} & set(c.flags):
         audio = f'<audio controls preload="metadata" src="{_src(c.file)}"></audio>'
-    start = timecode(c.start) + (f"<div class=small>{html.escape(c.start_tc)}</div>" if c.start_tc else "")
+    audio += _original_html(c)
+    start = (timecode(c.start) + f"<div class=small>to {timecode(line_end(c))}</div>"
+             + (f"<div class=small>{html.escape(c.start_tc)}</div>" if c.start_tc else ""))
     when = f'<button class="seek" data-start="{c.start:.3f}" title="play the mix from here">{start}</button>' if has_mix else start
     text, heard = _diff_html(c)
-    heard_html = f"<div class=small>heard: {heard}</div>" if c.transcript is not None else ""
+    if c.transcript is None:
+        heard_html = ""
+    else:
+        heard_html = f"<div class=small>heard: {heard if c.transcript.strip() else '<i>nothing</i>'}</div>"
     verdict = '<span class="ok">pass</span>' if c.passed else '<span class="bad">FAIL</span>'
-    note = f"<div class=small>{html.escape(c.note)}</div>" if c.note else ""
+    note = f"<div class=small>why: {html.escape(c.note)}</div>" if c.note else ""
     return (
         f'<tr class="{"pass" if c.passed else "fail"}" id="line-{c.index}">'
         f"<td>#{c.index}<br>{verdict}<br>{marks}</td>"
@@ -209,6 +218,23 @@ def _row_html(c: LineCheck, has_mix: bool) -> str:
         f"<td><div>{text}</div>{heard_html}</td>"
         f'<td class=small>{"<br>".join(html.escape(f) for f in _figures(c))}</td><td>{flags}{note}</td><td>{audio}</td></tr>'
     )
+
+
+def _original_html(c: LineCheck) -> str:
+    """The original line the dub was cloned from, to hear beside it (render --source), and why another clip
+    stood in for it."""
+    reference = c.reference or {}
+    if not isinstance(reference.get("file"), str):
+        return ""
+    span = ""
+    if isinstance(reference.get("start"), (int, float)) and isinstance(reference.get("end"), (int, float)):
+        span = f" {reference['start']:.2f}-{reference['end']:.2f} s"
+    whose = "its own line" if reference.get("kind") == "line" else f"{reference.get('speaker') or 'its speaker'}'s clip"
+    why = f"<div class=small>why not its own line: {html.escape(str(reference['fallback']))}</div>" \
+        if reference.get("fallback") else ""
+    said = f"<div class=small>&ldquo;{html.escape(str(reference.get('text') or ''))}&rdquo;</div>"
+    return (f'<div class="small">original ({html.escape(whose)}, source{span}):</div>'
+            f'<audio controls preload="none" src="{_src(reference["file"])}"></audio>{said}{why}')
 
 
 def _header(report: Report) -> str:
@@ -231,19 +257,25 @@ def _header(report: Report) -> str:
         '<p class="facts">' + "".join(f"<span><b>{html.escape(k)}:</b> {html.escape(v)}</span>" for k, v in facts) + "</p>",
     ]
     if report.voices:
-        rows = "".join(
-            f"<tr><td>{html.escape(v.speaker)}</td><td>{v.lines}</td>"
-            f"<td>{'-' if v.mean_similarity is None else f'{v.mean_similarity:.2f}'}</td>"
-            f"<td>{'-' if v.min_similarity is None else f'{v.min_similarity:.2f}'}</td><td>{v.failed}</td></tr>"
-            for v in report.voices
-        )
-        parts.append(
-            '<table class="voices"><thead><tr><th>speaker</th><th>lines measured</th><th>mean voice similarity</th>'
-            f"<th>lowest</th><th>flagged voice</th></tr></thead><tbody>{rows}</tbody></table>"
-        )
+        parts.append(_voices_table(report))
     if report.notes:
         parts.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in report.notes) + "</ul>")
     return "\n".join(parts)
+
+
+def _voices_table(report: Report) -> str:
+    def figure(value: float | None) -> str:
+        return "-" if value is None else f"{value:.2f}"
+
+    rows = "".join(
+        f"<tr><td>{html.escape(v.speaker)}</td><td>{v.lines}</td><td>{figure(v.mean_similarity)}</td>"
+        f"<td>{figure(v.min_similarity)}</td><td>{v.failed}</td><td class=small>{html.escape(v.reason or '')}</td></tr>"
+        for v in report.voices
+    )
+    return (
+        '<table class="voices"><thead><tr><th>speaker</th><th>lines measured</th><th>mean voice similarity</th>'
+        f"<th>lowest</th><th>flagged voice</th><th>why not measured</th></tr></thead><tbody>{rows}</tbody></table>"
+    )
 
 
 def render_html(report: Report) -> str:
@@ -267,8 +299,8 @@ def render_html(report: Report) -> str:
         f'<div class="timeline">{timeline}</div>\n'
         '<h2>Lines</h2><label><input type="checkbox" '
         "onchange=\"document.body.classList.toggle('only-failing', this.checked)\"> only failing lines</label>\n"
-        "<table><thead><tr><th>line</th><th>start / speaker</th><th>text / heard</th><th>figures</th>"
-        "<th>flags</th><th>listen</th></tr></thead><tbody>\n"
+        "<table><thead><tr><th>line</th><th>start, end / speaker</th><th>said / heard</th><th>figures</th>"
+        "<th>flags / why</th><th>listen</th></tr></thead><tbody>\n"
         + "\n".join(_row_html(c, report.mix is not None) for c in ordered)
         + f"\n</tbody></table>\n{script}</body></html>\n"
     )

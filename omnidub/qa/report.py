@@ -1,127 +1,25 @@
-"""QA results as qa.json and as the terminal report."""
+"""The terminal report: the failing lines, the totals, the notes and where the reports were written."""
 
 from __future__ import annotations
 
-import dataclasses
-import json
-import math
 from pathlib import Path
 
-from omnidub.files import write_text_atomic
-from omnidub.qa.checks import CorpusFigure, LineCheck, Report
-
-
-def timecode(seconds: float) -> str:
-    """00:03.800 under an hour, 1:02:03.800 from an hour on."""
-    millis = int(round(max(seconds, 0.0) * 1000))
-    hours, rest = divmod(millis, 3_600_000)
-    minutes, rest = divmod(rest, 60_000)
-    text = f"{minutes:02d}:{rest // 1000:02d}.{rest % 1000:03d}"
-    return f"{hours}:{text}" if hours else text
-
-
-def _rounded(value):
-    if isinstance(value, float):
-        return round(value, 4) if math.isfinite(value) else None
-    if isinstance(value, (list, tuple)):
-        return [_rounded(v) for v in value]
-    if isinstance(value, dict):
-        return {k: _rounded(v) for k, v in value.items()}
-    return value
-
-
-def _corpus_json(figure: CorpusFigure) -> dict:
-    return {"errors": figure.errors, "units": figure.units, "lines": figure.lines, "rate": _rounded(figure.rate)}
-
-
-def report_json(report: Report) -> dict:
-    """The qa.json object: settings, models, corpus figures, per-speaker voice figures and a `lines` array."""
-    return {
-        "generator": "omnidub",
-        "out_dir": str(report.out_dir),
-        "asr_model": report.asr_model,
-        "speaker_model": report.speaker_model,
-        "render_model": report.render_model,
-        "preset": report.preset,
-        "passed": report.passed,
-        "failed": report.failed,
-        "total": len(report.lines),
-        "settings": {k: _rounded(v) for k, v in dataclasses.asdict(report.settings).items()},
-        "corpus": {"wer": _corpus_json(report.wer), "cer": _corpus_json(report.cer)},
-        "voices": {
-            v.speaker: {k: _rounded(x) for k, x in dataclasses.asdict(v).items() if k != "speaker"}
-            for v in report.voices
-        },
-        "notes": list(report.notes),
-        "lines": [{k: _rounded(v) for k, v in dataclasses.asdict(c).items()} for c in report.lines],
-    }
-
-
-def write_reports(report: Report, out_dir: Path) -> tuple[Path, Path]:
-    """Write qa.json and qa.html into the output folder, each atomically."""
-    from omnidub.qa.page import render_html
-
-    out_dir = Path(out_dir)
-    json_path, html_path = out_dir / "qa.json", out_dir / "qa.html"
-    write_text_atomic(json_path, json.dumps(report_json(report), ensure_ascii=False, indent=2) + "\n")
-    write_text_atomic(html_path, render_html(report))
-    return json_path, html_path
-
-
-def percent(rate: float | None) -> str:
-    return "n/a" if rate is None else f"{rate:.1%}"
-
-
-def corpus_text(figure: CorpusFigure) -> str:
-    unit = "characters" if figure.metric == "cer" else "words"
-    return f"{figure.metric.upper()} {percent(figure.rate)} ({figure.errors} errors / {figure.units} {unit}, {figure.lines} lines)"
-
-
-def rate_text(check: LineCheck) -> str:
-    return "-" if check.error_rate is None else f"{check.metric.upper()} {check.error_rate:.0%}"
-
-
-def voice_text(report: Report) -> str:
-    """Per-speaker voice similarity in one line."""
-    parts = []
-    for v in report.voices:
-        if v.lines:
-            failed = f", {v.failed} off" if v.failed else ""
-            parts.append(f"{v.speaker} {v.mean_similarity:.2f} (lowest {v.min_similarity:.2f}, {v.lines} lines{failed})")
-        else:
-            parts.append(f"{v.speaker} not measured")
-    return "; ".join(parts)
+from omnidub.qa.formats import corpus_text, heard_text, line_end, rate_text, similarity_text, speaker_voice_text, timecode
+from omnidub.qa.results import LineCheck, Report
 
 
 def print_report(report: Report, console, written: tuple[Path, Path] | None = None) -> None:
     """Print a table of the failing lines, then the totals, notes and where the reports were written."""
     from rich.markup import escape
-    from rich.table import Table
 
     failing = [c for c in report.lines if not c.passed]
     if failing:
-        table = Table(title=f"{len(failing)} failing line(s)", show_lines=False)
-        table.add_column("#", justify="right")
-        table.add_column("start", justify="right")
-        table.add_column("speaker")
-        table.add_column("error", justify="right")
-        table.add_column("flags")
-        table.add_column("text / heard", overflow="fold")
-        for c in failing:
-            details = [] if c.transcript is None else [f"heard: {c.transcript}"]
-            if c.note:
-                details.append(c.note)
-            # Lines and transcripts may contain brackets that rich would read as markup.
-            table.add_row(
-                str(c.index), timecode(c.start) + (f"\n{c.start_tc}" if c.start_tc else ""), escape(c.speaker), _line_figure(c), ", ".join(c.flags),
-                escape(c.text) + "".join(f"\n[dim]{escape(d)}[/dim]" for d in details),
-            )
-        console.print(table)
+        console.print(_failing_table(failing, voice_check=report.speaker_model is not None))
     scored = [corpus_text(f) for f in (report.wer, report.cer) if f.lines]
     verdict = "[green]all passed[/green]" if report.passed else f"[red]{report.failed} failing[/red]"
     console.print(f"{len(report.lines)} lines, {verdict}; " + ("; ".join(scored) or "nothing transcribed"))
     if report.voices:
-        console.print(f"voice similarity: {escape(voice_text(report))}")
+        console.print(f"voice similarity: {escape('; '.join(speaker_voice_text(v) for v in report.voices))}")
     edited = [str(c.index) for c in report.lines if "edited" in c.marks]
     if edited:
         console.print(
@@ -142,8 +40,28 @@ def print_report(report: Report, console, written: tuple[Path, Path] | None = No
         console.print(f"wrote {escape(str(written[1]))} and {escape(str(written[0]))}", soft_wrap=True)
 
 
-def _line_figure(c: LineCheck) -> str:
-    text = rate_text(c)
-    if c.voice is not None:
-        text += f"\nvoice {c.voice.similarity:.2f}"
-    return text
+def _failing_table(failing: list[LineCheck], voice_check: bool):
+    from rich.markup import escape
+    from rich.table import Table
+
+    table = Table(title=f"{len(failing)} failing line(s)", show_lines=False)
+    table.add_column("line", justify="right")
+    table.add_column("start / end", justify="right")
+    table.add_column("speaker")
+    table.add_column("errors / voice" if voice_check else "errors", justify="right")
+    table.add_column("flags")
+    table.add_column("said / heard / why", overflow="fold")
+    for c in failing:
+        when = f"{timecode(c.start)}\n{timecode(line_end(c))}" + (f"\n{c.start_tc}" if c.start_tc else "")
+        figures = rate_text(c) + (f"\nvoice {c.voice.similarity:.2f}" if c.voice is not None else "")
+        said = escape(c.text)  # lines and transcripts may hold brackets that rich would read as markup
+        heard = heard_text(c)
+        if heard is not None:
+            said += f"\n[dim]heard: {escape(heard)}[/dim]"
+        why = [c.note] if c.note else []
+        if c.voice_skipped:
+            why.append(f"voice {similarity_text(c)}")
+        if why:
+            said += f"\n[dim]why: {escape('; '.join(why))}[/dim]"
+        table.add_row(str(c.index), when, escape(c.speaker), figures, ", ".join(c.flags), said)
+    return table

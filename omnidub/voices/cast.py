@@ -12,6 +12,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from omnidub.errors import OmnidubError
+from omnidub.media import audio_problem
 from omnidub.script import DEFAULT_SPEAKER, check_language
 
 VOICE_KEYS = ("audio", "text", "language", "speed", "instruct")
@@ -55,8 +56,9 @@ def load_voices(voices_toml: Path | None, voice_args: list[str], voice_text_args
     return voices
 
 
-def voice_for(speaker: str, voices: dict[str, Voice]) -> Voice:
-    """The voice for a speaker: exact name, then case-insensitive, then the default voice."""
+def voice_for(speaker: str, voices: dict[str, Voice], *, where: str | None = None) -> Voice:
+    """The voice for a speaker: exact name, then case-insensitive, then the default voice. ``where`` (e.g.
+    "ep1.srt: cue 4") says where the speaker first speaks, for the error when it has no voice."""
     if speaker in voices:
         return voices[speaker]
     folded = [v for name, v in voices.items() if name.casefold() == speaker.casefold()]
@@ -65,10 +67,26 @@ def voice_for(speaker: str, voices: dict[str, Voice]) -> Voice:
     if DEFAULT_SPEAKER in voices:
         return voices[DEFAULT_SPEAKER]
     known = ", ".join(sorted(voices)) if voices else "none"
+    at = f"{where}: " if where else ""
+    if speaker == DEFAULT_SPEAKER:
+        raise OmnidubError(
+            f"{at}a line without a speaker label needs the default voice, and there is none (known voices: {known}); "
+            "add a default --voice FILE, a [default] table in voices.toml, or a label such as 'NAME: text'"
+        )
     raise OmnidubError(
-        f"no voice for speaker {speaker!r} and no default voice (known voices: {known}); "
+        f"{at}no voice for speaker {speaker!r} and no default voice (known voices: {known}); "
         f"add --voice {speaker}=FILE, a default --voice FILE, or a [{speaker}] table in voices.toml"
     )
+
+
+def check_cast(lines, voices: dict[str, Voice], source) -> None:
+    """Every speaker of ``lines`` has a voice; else OmnidubError naming ``source`` (the input) and the first
+    cue the speaker has (lines carry ``speaker`` and ``where``)."""
+    first: dict[str, str] = {}
+    for line in lines:
+        first.setdefault(line.speaker, getattr(line, "where", "") or f"line {line.index}")
+    for speaker in sorted(first):
+        voice_for(speaker, voices, where=f"{source}: {first[speaker]}")
 
 
 def _read_voices_toml(path: Path) -> dict[str, Voice]:
@@ -104,8 +122,9 @@ def _read_voices_toml(path: Path) -> dict[str, Voice]:
             audio = Path(table["audio"]).expanduser()
             if not audio.is_absolute():
                 audio = path.parent / audio
-            if not audio.is_file():
-                raise OmnidubError(f"{where}: audio file not found: {audio}")
+            problem = audio_problem(audio)
+            if problem:
+                raise OmnidubError(f"{where}: {problem}")
         text = table.get("text")
         if text is not None and not text.strip():
             text = None
@@ -123,9 +142,12 @@ def _split_voice_arg(arg: str) -> tuple[str, Path]:
         speaker = speaker.strip()
         if speaker and "/" not in speaker and "\\" not in speaker and (Path(ref).expanduser().is_file() or _NAME_RE.match(speaker)):
             ref_path = Path(ref).expanduser()
-            if not ref_path.is_file():
-                raise OmnidubError(f"--voice {speaker}=...: audio file not found: {ref}")
+            problem = audio_problem(ref_path)
+            if problem:
+                raise OmnidubError(f"--voice {speaker}=...: {problem}")
             return speaker, ref_path
+    if Path(arg).expanduser().is_dir():
+        raise OmnidubError(f"--voice: {audio_problem(Path(arg).expanduser())} (use --voice FILE or --voice SPEAKER=FILE)")
     raise OmnidubError(f"--voice: audio file not found: {arg} (use --voice FILE or --voice SPEAKER=FILE)")
 
 

@@ -11,8 +11,11 @@ def remove_silence(audio: np.ndarray, sample_rate: int, mid_ms: int, lead_ms: in
     """Shorten inner silences over ``mid_ms`` to ``mid_ms`` each side and trim the edges to ``lead_ms``/``trail_ms``.
 
     ``audio`` is mono [samples]; silence is below -50 dBFS, judged on 16-bit samples as upstream does."""
-    from pydub import AudioSegment
-    from pydub.silence import detect_leading_silence, split_on_silence
+    from omnidub.media import quiet_pydub
+
+    with quiet_pydub():
+        from pydub import AudioSegment
+        from pydub.silence import detect_leading_silence, split_on_silence
 
     pcm = (np.asarray(audio, dtype=np.float32) * 32768.0).clip(-32768, 32767).astype(np.int16)
     wave = AudioSegment(data=pcm.tobytes(), sample_width=2, frame_rate=sample_rate, channels=1)

@@ -42,7 +42,10 @@ def resolve_dtype(spec: str, device: str) -> torch.dtype:
 
 def load_model(source: ModelSource, device: str, dtype: torch.dtype):
     """OmniVoice from a resolved source on ``device`` in ``dtype``; the audio tokenizer stays float32."""
-    from omnivoice.models.omnivoice import OmniVoice
+    from omnidub.media import quiet_pydub
+
+    with quiet_pydub():
+        from omnivoice.models.omnivoice import OmniVoice
 
     try:
         with quiet():

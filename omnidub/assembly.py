@@ -1,0 +1,156 @@
+"""Assembly: from the lines' segments to the delivered outputs, one whole generation at a time.
+
+Every output is written by a writer (``outputs.writers``). Before a generation starts, the manifest's assembly
+record is cleared; each file is announced to the folder's ledger before it is written and recorded (with its
+hash) after; the record (a key over everything assembly read, and the hash of every file written) is committed
+last. A rerun keeps the outputs only when the key is the same and every file still holds exactly the bytes of
+that generation, so a truncated mix, an emptied stem or a half-written generation is always assembled again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from omnidub import __version__
+from omnidub.folder import OutputFolder
+from omnidub.journal import LineEntry
+from omnidub.outputs.deliver import DeliveryOptions, Probed
+from omnidub.outputs.mix import Placement, container
+from omnidub.outputs.writers import WRITERS, Programme, Writer, with_language
+
+
+@dataclass
+class Generation:
+    """What one assembly wrote: the manifest's parts (stems, mix, loudness, delivery), the files with their
+    hashes, the lines that end after the video, and notes (an auxiliary output that failed)."""
+
+    key: str
+    parts: dict
+    files: dict[str, str] = field(default_factory=dict)
+    past_video: tuple[int, ...] = ()
+    notes: list[str] = field(default_factory=list)
+    complete: bool = True
+    reused: bool = False
+
+    def record(self) -> dict | None:
+        """The manifest's ``assembly``: committed only for a complete generation."""
+        return {"key": self.key, "files": dict(sorted(self.files.items()))} if self.complete else None
+
+
+class Assembly:
+    """Writes a project's outputs into its folder through the writers, one generation at a time."""
+
+    def __init__(self, folder: OutputFolder, options: DeliveryOptions, probed: Probed, *, name: str,
+                 writers: tuple[Writer, ...] = WRITERS):
+        self.folder = folder
+        self.options = options
+        self.probed = probed  # the bed and video as opened before the render
+        self.name = name  # the stem of the dub's own files
+        self.writers = writers
+
+    def programme(self, entries: list[LineEntry], names: dict[str, str], seconds: float, *,
+                  planned: bool = False) -> Programme:
+        """The programme to write: every line with audio at its start (``planned``: every line, at its planned
+        length, for checking the paths before anything renders), padded to the video (or the bed)."""
+        out = self.folder.path
+        placements = [Placement(out / e.file, e.start, e.speaker, (e.target if planned else e.duration) or 0.0,
+                                e.text, e.index) for e in entries if planned or e.done]
+        video, bed = self.probed.video, self.probed.bed
+        length = max([seconds, *(p.start + p.seconds for p in placements),
+                      video.seconds if video else bed.seconds if bed else 0.0])
+        options = with_language(self.options, {e.language for e in entries})
+        return Programme(out, placements, names, length, self.probed.fps, options, self.name,
+                         video.seconds if video else None)
+
+    def paths(self, programme: Programme) -> list[str]:
+        return [p for writer in self.writers for p in writer.paths(programme)]
+
+    def key(self, entries: list[LineEntry], names: dict[str, str], seconds: float) -> str:
+        """A key over everything assembly reads: each line's audio (the segment as it is), place and file, the
+        names, format, programme and delivery options (with the bed's and video's size and time)."""
+        sources = {}
+        for path in (self.options.bed, self.options.video):
+            if path:
+                stat = Path(path).stat()
+                sources[str(Path(path).resolve())] = [stat.st_size, stat.st_mtime_ns]
+        lines = [[e.index, e.file, self._segment_hash(e), e.start, e.duration, e.speaker] for e in entries if e.done]
+        payload = {"omnidub": __version__, "lines": lines, "names": names, "program": seconds, "sources": sources,
+                   "delivery": repr(self.options), "name": self.name}
+        return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+    def _segment_hash(self, entry: LineEntry) -> str | None:
+        if "edited" not in entry.flags:
+            return entry.sha256
+        from omnidub.keys import file_digest
+
+        return file_digest(self.folder.path / entry.file).hexdigest()
+
+    def reuse(self, previous: dict | None, key: str, speakers) -> Generation | None:
+        """The last generation, when it was made from exactly this and every file still holds what it wrote."""
+        record = (previous or {}).get("assembly")
+        if not isinstance(record, dict) or record.get("key") != key or not isinstance(record.get("files"), dict):
+            return None
+        stems = previous.get("stems")
+        if not isinstance(stems, dict) or set(stems) != set(speakers):
+            return None
+        ledger = self.folder.ledger
+        for relative, sha in record["files"].items():
+            if self.folder.status(relative) != "ours" or ledger.files[relative].sha256 != sha:
+                return None
+        parts = {name: previous.get(name) for name in ("stems", "mix", "loudness", "delivery")}
+        late = tuple(r.get("index") for r in previous.get("lines", [])
+                     if isinstance(r, dict) and "past-video" in (r.get("flags") or []))
+        return Generation(key, parts, dict(record["files"]), late, reused=True)
+
+    def write(self, programme: Programme, key: str, note: Callable[[str], None]) -> Generation:
+        """Write every output (the caller has cleared the manifest's assembly record)."""
+        done: dict = {}
+        generation = Generation(key, {})
+        for writer in self.writers:
+            paths = writer.paths(programme)
+            try:
+                for said in self.folder.make_way(paths):
+                    note(said)
+                part = writer.write(programme, done)
+            except Exception as exc:
+                if writer.required:
+                    raise
+                why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                generation.notes.append(f"the {writer.name} were not written: {why}")
+                generation.complete = False
+                note(generation.notes[-1])
+                continue
+            done.update(part)
+            for relative in _files(part, paths):
+                if (self.folder.path / relative).is_file():
+                    self.folder.record(relative)
+                    generation.files[relative] = self.folder.ledger.files[relative].sha256
+        options = self.options
+        if container(options.fmt, int(round(programme.seconds * options.sample_rate)), 2 if done.get("bed_mix") else 1)[0] == "RF64":
+            note("stems and mixes pass WAV's 4 GiB limit: they were written as RF64 (64-bit WAV)")
+        if programme.video_seconds is not None:
+            generation.past_video = tuple(p.index for p in programme.placements
+                                          if p.start + p.seconds > programme.video_seconds + 1e-3)
+        generation.parts = {
+            "stems": done["stems"], "mix": done["mix"], "loudness": done["loudness"],
+            "delivery": {
+                "sample_rate": options.sample_rate, "fps": round(programme.fps, 6),
+                "bed": str(Path(options.bed).resolve()) if options.bed else None, "duck": options.duck,
+                "source_video": str(Path(options.video).resolve()) if options.video else None,
+                "video_seconds": None if programme.video_seconds is None else round(programme.video_seconds, 3),
+                "bed_mix": done.get("bed_mix"), "video": done.get("video"),
+                "subtitles": done.get("subtitles", []), "timelines": done.get("timelines", []),
+            },
+        }
+        return generation
+
+
+def _files(part: dict, announced: list[str]) -> list[str]:
+    """The files a writer left: those it announced, and any it reports beyond them."""
+    reported = [part.get(k) for k in ("mix", "bed_mix", "video")] + list((part.get("stems") or {}).values())
+    reported += list(part.get("subtitles") or []) + list(part.get("timelines") or [])
+    return list(dict.fromkeys([*announced, *(r for r in reported if isinstance(r, str))]))

@@ -1,0 +1,387 @@
+"""The output folder's owner: its lock, the ledger of every file omnidub wrote in it, and the rules that keep
+omnidub's hands off everything else.
+
+omnidub keeps its own state in ``.omnidub/`` inside the folder: the lock, the ledger (``ledger.jsonl``: each
+file it wrote, with the hash of what it wrote), the journal and, unless ``--cache`` points elsewhere, the line
+cache. A file is omnidub's to replace or remove only while the ledger lists it and its content is still what
+omnidub wrote; a file the ledger does not list, or one changed since, is the user's and is never touched.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass
+from pathlib import Path
+
+from omnidub.errors import OmnidubError
+from omnidub.files import (QA_MARKS, STATE, AppendLog, FolderLock, is_temporary, remove_debris, write_bytes_atomic,
+                           write_text_atomic)
+from omnidub.journal import MANIFEST, manifest_entries, read_manifest
+from omnidub.keys import file_digest
+
+LEDGER = "ledger.jsonl"
+LOCK = "lock"
+QA_FILES = ("qa.json", "qa.html")
+OLDER_LOCK = ".omnidub.lock"  # where omnidub kept its lock before it had a state folder
+
+
+@dataclass(frozen=True)
+class Written:
+    """What the ledger knows of a file omnidub wrote: its hash (None while a write was under way), size and time."""
+
+    sha256: str | None
+    size: int | None = None
+    mtime_ns: int | None = None
+
+
+class Ledger:
+    """Every file omnidub wrote in a folder (relative path -> what it wrote), kept as an append-only log."""
+
+    def __init__(self, path: Path):
+        self.log = AppendLog(path)
+        self.files: dict[str, Written] = {}
+        for record in self.log.records():
+            path_ = record.get("path") if isinstance(record, dict) else None
+            if not isinstance(path_, str) or not _inside(path_):
+                continue
+            if record.get("removed"):
+                self.files.pop(path_, None)
+            else:
+                sha = record.get("sha256")
+                self.files[path_] = Written(sha if isinstance(sha, str) else None, record.get("size"), record.get("mtime_ns"))
+
+    def intend(self, relative: str) -> None:
+        """Say a write is about to start: a crash leaves the file recognisably omnidub's (content unknown)."""
+        if self.files.get(relative) != Written(None):
+            self.files[relative] = Written(None)
+            self.log.append({"path": relative, "sha256": None})
+
+    def record(self, relative: str, path: Path, sha256: str | None = None) -> None:
+        """Record what a finished write left at ``path`` (hashed here unless the caller knows the hash)."""
+        stat = path.stat()
+        sha = sha256 or file_digest(path).hexdigest()
+        written = Written(sha, stat.st_size, stat.st_mtime_ns)
+        if self.files.get(relative) != written:
+            self.files[relative] = written
+            self.log.append({"path": relative, "sha256": sha, "size": stat.st_size, "mtime_ns": stat.st_mtime_ns})
+
+    def forget(self, relative: str) -> None:
+        if self.files.pop(relative, None) is not None:
+            self.log.append({"path": relative, "removed": True})
+
+    def compact(self) -> None:
+        """Rewrite the log with one record per file (it only grows while a run appends)."""
+        import json
+
+        self.log.close(quietly=True)
+        lines = [json.dumps({"path": p, "sha256": w.sha256, "size": w.size, "mtime_ns": w.mtime_ns}) for p, w in
+                 sorted(self.files.items())]
+        write_text_atomic(self.log.path, "".join(line + "\n" for line in lines))
+
+    def close(self) -> None:
+        self.log.close(quietly=True)
+
+
+class OutputFolder:
+    """One output folder: who may write in it, what omnidub wrote there, and the lock that keeps runs apart."""
+
+    def __init__(self, path: Path, *, record: str = MANIFEST, others: str | None = "--allow-other-files"):
+        self.path = Path(path)
+        self.mark = record  # the file whose being omnidub's makes the folder omnidub's (the render's manifest)
+        self.others = others  # the flag that lets omnidub write beside other files (None: none does)
+        self.state = self.path / STATE
+        self.lock = FolderLock(self.state / LOCK)
+        self.ledger: Ledger | None = None
+        self._older: set[str] | None = None  # files an older omnidub's manifest vouches for
+        self._created: list[Path] = []  # folders this run made, removed again if it leaves nothing in them
+
+    # -- what is there ------------------------------------------------------------------------------------
+    def status(self, relative: str) -> str:
+        """``absent``; ``ours`` (omnidub wrote what is there); ``unfinished`` (omnidub was writing it when a run
+        stopped); ``changed`` (omnidub wrote it, someone changed it since); ``older`` (an older omnidub without a
+        ledger wrote it, as its manifest shows); ``foreign`` (omnidub never wrote it)."""
+        path = self.path / relative
+        if not path.exists() and not path.is_symlink():
+            return "absent"
+        written = self._ledger().files.get(relative)
+        if path.is_symlink() or not path.is_file():
+            return "foreign"
+        if written is None:
+            return "older" if relative in self._vouched() else "foreign"
+        if written.sha256 is None:
+            return "unfinished"
+        stat = path.stat()
+        if stat.st_size == written.size and stat.st_mtime_ns == written.mtime_ns:
+            return "ours"
+        return "ours" if file_digest(path).hexdigest() == written.sha256 else "changed"
+
+    def owns(self, relative: str) -> bool:
+        """Whether the file is omnidub's and holds exactly what omnidub wrote."""
+        return self.status(relative) == "ours"
+
+    def _ledger(self) -> Ledger:
+        if self.ledger is None:
+            self.ledger = Ledger(self.state / LEDGER)
+        return self.ledger
+
+    def manifest(self) -> dict | None:
+        """The folder's manifest when omnidub wrote it (a manifest.json of anything else is not read)."""
+        if self.status(self.mark) not in ("ours", "older", "changed"):
+            return None
+        try:
+            data = json.loads((self.path / self.mark).read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            return None
+        return data if isinstance(data, dict) else None
+
+    # -- claiming ----------------------------------------------------------------------------------------
+    def claim(self, input_path: Path | None, *, allow_other_files: bool = False) -> None:
+        """Make the folder this render's, before anything slow starts: refuse a folder of someone else's files
+        (unless ``allow_other_files``) or another input's render, lock it, and clear what a killed write left."""
+        self._check_owner(input_path, allow_other_files)
+        self._make_state()
+        if not self.lock.acquire():
+            holder = self.lock.holder()
+            what = f"another omnidub run ({holder})" if holder else "omnidub qa"
+            self.release()
+            raise OmnidubError(f"{self.path} is in use by {what}; wait for it or choose another --out")
+        self.ledger = None  # read again under the lock: a run that just finished may have written
+        self._check_owner(input_path, allow_other_files)
+        self._adopt_older_render()
+        older = self.path / OLDER_LOCK
+        if _older_lock(older):
+            holder = FolderLock(older)
+            if not holder.acquire():
+                self.release()
+                raise OmnidubError(f"{self.path} is in use by an older omnidub run ({holder.holder()}); wait for it")
+            holder.release()  # and the file goes with it
+
+    def share(self) -> None:
+        """Hold the folder for reading and writing reports beside a render's outputs (QA): several readers may
+        share it; a render in progress keeps them out, and they keep a render out."""
+        if not self.path.is_dir():
+            raise OmnidubError(f"{self.path}: no such folder")
+        self._make_state()
+        if not self.lock.acquire(shared=True):
+            holder = self.lock.holder()
+            self.release()
+            raise OmnidubError(f"a render is running in {self.path}" + (f" ({holder})" if holder else "")
+                               + "; run qa when it has finished")
+        self.ledger = None
+
+    def _make_state(self) -> None:
+        try:
+            self._make(self.path)
+            self._make(self.state)
+        except OSError as exc:
+            raise OmnidubError(f"cannot write the output folder {self.path}: {exc.strerror or exc}") from exc
+
+    def _check_owner(self, input_path: Path | None, allow_other_files: bool) -> None:
+        if not self.path.exists():
+            return
+        if not self.path.is_dir():
+            raise OmnidubError(f"--out {self.path} is a file, not a folder")
+        manifest = self.manifest()
+        if manifest is None:
+            stranger = _first_stranger(self.path, set(self._ledger().files))
+            if (self.path / self.mark).exists():
+                raise OmnidubError(f"{self.path} holds a {self.mark} that omnidub did not write; choose another "
+                                   "folder with --out (omnidub never replaces a file it did not write)")
+            if stranger is not None and not allow_other_files:
+                beside = f", or pass {self.others} to write beside them (they are never touched)" if self.others else ""
+                raise OmnidubError(f"{self.path} holds files omnidub did not write (e.g. {stranger}); choose an "
+                                   f"empty folder with --out{beside}")
+            return
+        other = manifest.get("input")
+        if (input_path is not None and isinstance(other, str) and other and Path(other).exists()
+                and Path(other).resolve() != Path(input_path).resolve()):
+            raise OmnidubError(f"{self.path} holds a render of {other}, not {input_path}; choose another folder with --out")
+
+    def _older_manifest(self) -> dict | None:
+        if self.mark != MANIFEST or MANIFEST in self._ledger().files:
+            return None  # only a render's folder can be an older omnidub's
+        return _older_manifest(self.path)
+
+    def _vouched(self) -> set[str]:
+        if self._older is None:
+            manifest = self._older_manifest()
+            self._older = _older_files(self.path, manifest) | {MANIFEST} if manifest is not None else set()
+        return self._older
+
+    def _adopt_older_render(self) -> None:
+        """A folder rendered by an omnidub without a ledger: take over the files its manifest vouches for."""
+        if not self._vouched():
+            return
+        for relative in sorted(self._vouched()):
+            self.ledger.record(relative, self.path / relative)
+
+
+    def _make(self, folder: Path) -> None:
+        missing = []
+        probe = folder
+        while not probe.exists():
+            missing.append(probe)
+            probe = probe.parent
+        folder.mkdir(parents=True, exist_ok=True)
+        self._created += [p for p in reversed(missing) if p not in self._created]
+
+    def clean_debris(self, *folders: Path) -> int:
+        """Remove temporaries of killed writes here and in ``folders``; returns how many went."""
+        found = {self.path, self.state, *(self.path / name for name in ("segments", "stems")), *folders}
+        return sum(remove_debris(folder) for folder in found)
+
+    # -- writing -----------------------------------------------------------------------------------------
+    def check_writable(self, relatives) -> None:
+        """Refuse (one line) when a file omnidub means to write is someone else's."""
+        trouble = [r for r in relatives if self.status(r) == "foreign"]
+        if trouble:
+            more = f" (and {len(trouble) - 1} more)" if len(trouble) > 1 else ""
+            raise OmnidubError(f"{self.path / trouble[0]} is in the way{more}: omnidub did not write it; move it "
+                               "elsewhere, or choose another folder with --out")
+
+    def make_way(self, relatives) -> list[str]:
+        """Before writing these files: refuse if one is someone else's; move aside (renamed
+        ``<name>.changed-<hash>``) each that omnidub wrote and someone changed since, so no edit is ever
+        overwritten; then announce the writes to the ledger. Returns the notes to say."""
+        self.check_writable(relatives)
+        notes = []
+        for relative in relatives:
+            if self.status(relative) == "changed":
+                aside = self.set_aside(relative, "changed")
+                notes.append(f"{relative} was changed after omnidub wrote it; it was moved to {aside} and written anew")
+            self._ledger().intend(relative)
+        return notes
+
+    def set_aside(self, relative: str, label: str) -> str:
+        """Rename a file out of omnidub's way (``<stem>.<label>-<hash><suffix>``); it is no longer omnidub's."""
+        path = self.path / relative
+        aside = path.with_name(f"{path.stem}.{label}-{file_digest(path).hexdigest()[:8]}{path.suffix}")
+        os.replace(path, aside)
+        self._ledger().forget(relative)
+        return aside.relative_to(self.path).as_posix()
+
+    def intend(self, relatives) -> None:
+        """Record that these files are about to be written (after :meth:`check_writable`)."""
+        for relative in relatives:
+            self._ledger().intend(relative)
+
+    def record(self, relative: str, sha256: str | None = None) -> None:
+        """Record a file omnidub has just written."""
+        self._ledger().record(relative, self.path / relative, sha256)
+
+    def write_bytes(self, relative: str, data: bytes) -> list[str]:
+        """Write a whole file of omnidub's (checked, an edit moved aside, recorded); returns notes."""
+        notes = self.make_way([relative])
+        write_bytes_atomic(self.path / relative, data)
+        self.record(relative)
+        return notes
+
+    def write_text(self, relative: str, text: str) -> list[str]:
+        """Write a whole text file of omnidub's (UTF-8; see :meth:`write_bytes`); returns notes."""
+        return self.write_bytes(relative, text.encode("utf-8"))
+
+    def remove_stale(self, keep: set[str]) -> list[str]:
+        """Remove the files omnidub wrote here that ``keep`` no longer names; a file changed since omnidub wrote
+        it is left where it is. Returns those left."""
+        left = []
+        ledger = self._ledger()
+        for relative in sorted(set(ledger.files) - set(keep) - {self.mark}):
+            status = self.status(relative)
+            if status in ("ours", "unfinished"):
+                (self.path / relative).unlink(missing_ok=True)
+            elif status == "changed":
+                left.append(relative)
+                continue
+            ledger.forget(relative)
+        return left
+
+    # -- letting go --------------------------------------------------------------------------------------
+    def release(self) -> None:
+        """Let go of the folder: compact the ledger, drop the lock, and remove folders this run made but left
+        empty (a run that failed before writing anything leaves no skeleton behind)."""
+        alone = self.lock.held and not self.lock.shared  # no other run can be appending to the ledger
+        if self.ledger is not None:
+            if alone and self.ledger.files:
+                try:
+                    self.ledger.compact()
+                except OmnidubError:
+                    pass  # a full disk: the log as appended still holds every record
+            self.ledger.close()
+        if alone and not self._ledger().files:
+            (self.state / LEDGER).unlink(missing_ok=True)
+        self.lock.release()
+        for folder in reversed(self._created):
+            try:
+                folder.rmdir()
+            except OSError:
+                pass  # not empty: something was written there
+        self._created = []
+
+
+def _inside(relative: str) -> bool:
+    # Paths come from files on disk: none may lead out of the output folder.
+    path = Path(relative)
+    return bool(relative) and not path.is_absolute() and ".." not in path.parts
+
+
+def _older_lock(path: Path) -> bool:
+    """Whether ``path`` is the lock file of an omnidub that kept it beside the outputs."""
+    try:
+        return path.is_file() and path.read_text(encoding="utf-8", errors="replace").startswith("pid ")
+    except OSError:
+        return False
+
+
+def _first_stranger(folder: Path, written: set[str]) -> str | None:
+    """A file in ``folder`` that omnidub's own state does not explain (None when there is none): not in its
+    state folder, not one of its temporaries, not a file it wrote (a first run that was killed leaves those)."""
+    for path in sorted(folder.rglob("*")):
+        relative = path.relative_to(folder)
+        if path.is_dir() or relative.parts[0] == STATE or is_temporary(path.name) or relative.as_posix() in written:
+            continue
+        if relative.as_posix() == OLDER_LOCK and _older_lock(path):
+            continue
+        return relative.as_posix()
+    return None
+
+
+def _older_manifest(folder: Path) -> dict | None:
+    """The manifest of a render by an omnidub that kept no ledger, when its own records prove it: it has an
+    omnidub manifest's shape and at least one segment still holds the bytes it recorded."""
+    manifest = read_manifest(folder)
+    if not (manifest and isinstance(manifest.get("omnidub"), str) and isinstance(manifest.get("settings"), dict)):
+        return None
+    for entry in manifest_entries(manifest):
+        path = folder / entry.file
+        if entry.sha256 and _inside(entry.file) and path.is_file() and file_digest(path).hexdigest() == entry.sha256:
+            return manifest
+    return None
+
+
+def _older_files(folder: Path, manifest: dict) -> set[str]:
+    """The files an older render's manifest vouches for: segments and cached audio whose bytes match its
+    records, the outputs it lists, and QA reports carrying omnidub's mark."""
+    files = set()
+    for entry in manifest_entries(manifest):
+        for relative in (entry.file, f".cache/{entry.key}.wav", f".cache/{entry.base_key}.wav"):
+            path = folder / relative
+            if _inside(relative) and path.is_file() and entry.sha256 and file_digest(path).hexdigest() == entry.sha256:
+                files.add(relative)
+    stems = manifest.get("stems")
+    listed = list(stems.values()) if isinstance(stems, dict) else []
+    listed.append(manifest.get("mix"))
+    delivery = manifest.get("delivery") if isinstance(manifest.get("delivery"), dict) else {}
+    for key in ("bed_mix", "video", "subtitles", "timelines"):
+        value = delivery.get(key)
+        listed += value if isinstance(value, list) else [value]
+    files.update(p for p in listed if isinstance(p, str) and _inside(p) and (folder / p).is_file())
+    for name in QA_FILES:
+        try:
+            head = (folder / name).read_text(encoding="utf-8", errors="replace")[:4096]
+        except OSError:
+            continue
+        if any(mark in head for mark in QA_MARKS):
+            files.add(name)
+    return files
+

@@ -1,0 +1,155 @@
+"""The outputs of a render behind one small interface: each writer says which files it will write (so they can
+be checked before any line renders) and writes them from the programme.
+
+A new output is one more writer in ``WRITERS``; the render loop does not change. A writer that is not
+``required`` (subtitles, timelines) may fail without costing the audio: its failure becomes one note.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from pathlib import Path
+from typing import Callable, Protocol
+
+from omnidub.outputs.deliver import DeliveryOptions
+from omnidub.outputs.mix import Bed, Placement, assemble
+
+
+@dataclass(frozen=True)
+class Programme:
+    """What every writer gets: the lines placed on the timeline, and how to deliver them."""
+
+    out_dir: Path
+    placements: list[Placement]
+    speakers: dict[str, str]  # speaker -> file name
+    seconds: float  # the programme's length, the video's (or the bed's) included
+    fps: float
+    options: DeliveryOptions
+    name: str  # the stem of the dub's own files (the video's, else the input's)
+    video_seconds: float | None = None
+    note: Callable[[str], None] = print  # what a writer wants the user to know
+
+
+class Writer(Protocol):
+    name: str
+    required: bool
+
+    def paths(self, programme: Programme) -> list[str]:
+        """The files it will write, relative to the output folder (known before any line renders)."""
+
+    def write(self, programme: Programme, done: dict) -> dict:
+        """Write them; returns its part of the manifest. ``done`` holds the parts of the writers before it."""
+
+
+class AudioWriter:
+    """Stems per speaker, the dub mix, and with a bed the mix over it, at the delivery rate and loudness."""
+
+    name, required = "stems and mix", True
+
+    def paths(self, programme: Programme) -> list[str]:
+        fmt = programme.options.fmt
+        found = [f"stems/{name}.{fmt}" for _, name in sorted(programme.speakers.items())] + [f"mix.{fmt}"]
+        return found + ([f"mix-bed.{fmt}"] if programme.options.bed else [])
+
+    def write(self, programme: Programme, done: dict) -> dict:
+        options, out = programme.options, programme.out_dir
+        stems = {speaker: out / "stems" / f"{name}.{options.fmt}" for speaker, name in programme.speakers.items()}
+        bed_mix = out / f"mix-bed.{options.fmt}" if options.bed else None
+        (out / "stems").mkdir(exist_ok=True)
+        dub, over_bed = assemble(
+            programme.placements, stems, out / f"mix.{options.fmt}", programme.seconds,
+            sample_rate=options.sample_rate, fmt=options.fmt, loudness=options.loudness, true_peak=options.true_peak,
+            bed=Bed(options.bed, duck=options.duck) if options.bed else None, bed_mix=bed_mix,
+        )
+        for mastered in (dub, over_bed):
+            if mastered is not None and mastered.note:  # held under its loudness target: by how much and why
+                programme.note(mastered.note)
+        return {
+            "stems": {speaker: f"stems/{name}.{options.fmt}" for speaker, name in sorted(programme.speakers.items())},
+            "mix": f"mix.{options.fmt}",
+            "bed_mix": f"mix-bed.{options.fmt}" if over_bed else None,
+            "loudness": {"target": options.loudness, "true_peak_ceiling": options.true_peak, "mix": dub.as_dict(),
+                         "bed_mix": over_bed.as_dict() if over_bed else None},
+        }
+
+
+class VideoWriter:
+    """The dubbed video: the picture copied, the dub (over the bed, when there is one) as its default track."""
+
+    name, required = "dubbed video", True
+
+    def paths(self, programme: Programme) -> list[str]:
+        from omnidub.outputs.video import dubbed_path
+
+        video = programme.options.video
+        return [dubbed_path(Path("."), video).as_posix()] if video else []
+
+    def write(self, programme: Programme, done: dict) -> dict:
+        from omnidub.outputs.video import mux
+
+        options = programme.options
+        if options.video is None:
+            return {"video": None}
+        [relative] = self.paths(programme)
+        sound = done["bed_mix"] or done["mix"]  # the programme's sound: the mix over the bed when there is one
+        mux(options.video, programme.out_dir / sound, programme.out_dir / relative, language=options.language,
+            keep_original=options.keep_original)
+        return {"video": relative}
+
+
+class SubtitleWriter:
+    """``<name>.dub.srt`` and ``.vtt``: every line from its start for as long as it was rendered."""
+
+    name, required = "subtitles", False
+
+    def paths(self, programme: Programme) -> list[str]:
+        return [f"{programme.name}.dub.srt", f"{programme.name}.dub.vtt"]
+
+    def write(self, programme: Programme, done: dict) -> dict:
+        from omnidub.outputs.timeline import write_subtitles
+
+        srt, vtt = self.paths(programme)
+        write_subtitles(programme.placements, programme.out_dir / srt, programme.out_dir / vtt,
+                        speakers=programme.options.subtitle_speakers)
+        return {"subtitles": [srt, vtt]}
+
+
+class TimelineWriter:
+    """Editor timelines (OTIO, FCP 7 XML, an EDL per speaker track): each line a clip of its segment."""
+
+    name, required = "timelines", False
+
+    def paths(self, programme: Programme) -> list[str]:
+        formats, base = programme.options.timelines, f"{programme.name}.dub"
+        found = [f"{base}.otio"] if "otio" in formats else []
+        found += [f"{base}.xml"] if "fcpxml" in formats else []
+        if "edl" in formats:  # one list per speaker track; a speaker whose lines overlap gets a second
+            found += [f"{base}.{_label(speaker)}.edl" for speaker in sorted(programme.speakers)]
+        return found
+
+    def write(self, programme: Programme, done: dict) -> dict:
+        from omnidub.outputs.timeline import write_timelines
+
+        if not programme.options.timelines:
+            return {"timelines": []}
+        written = write_timelines(
+            programme.placements, programme.out_dir / f"{programme.name}.dub", programme.fps,
+            programme.options.timelines, name=programme.name, video=programme.options.video,
+            video_seconds=programme.video_seconds,
+        )
+        return {"timelines": [Path(p).relative_to(programme.out_dir).as_posix() for p in written]}
+
+
+def _label(speaker: str) -> str:
+    return "".join(c if c.isalnum() or c in "-_" else "_" for c in speaker)
+
+
+# In order: a writer may use what the ones before it wrote (the video carries the mix).
+WRITERS: tuple[Writer, ...] = (AudioWriter(), VideoWriter(), SubtitleWriter(), TimelineWriter())
+
+
+def with_language(options: DeliveryOptions, languages: set[str | None]) -> DeliveryOptions:
+    """The dub's audio track speaks the lines' language, when they share one and none was given."""
+    if options.language is None and len(languages) == 1:
+        return replace(options, language=next(iter(languages)))
+    return options

@@ -1,0 +1,60 @@
+"""What QA leaves in the output folder: qa.json (every figure) and qa.html (the page)."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+from pathlib import Path
+
+from omnidub.qa.page import render_html
+from omnidub.qa.results import CorpusFigure, Report
+
+
+def _rounded(value):
+    if isinstance(value, float):
+        return round(value, 4) if math.isfinite(value) else None
+    if isinstance(value, (list, tuple)):
+        return [_rounded(v) for v in value]
+    if isinstance(value, dict):
+        return {k: _rounded(v) for k, v in value.items()}
+    return value
+
+
+def _corpus_json(figure: CorpusFigure) -> dict:
+    return {"errors": figure.errors, "units": figure.units, "lines": figure.lines, "rate": _rounded(figure.rate)}
+
+
+def report_json(report: Report) -> dict:
+    """The qa.json object: settings, models, corpus figures, per-speaker voice figures and a `lines` array."""
+    return {
+        "generator": "omnidub",
+        "out_dir": str(report.out_dir),
+        "asr_model": report.asr_model,
+        "speaker_model": report.speaker_model,
+        "render_model": report.render_model,
+        "preset": report.preset,
+        "passed": report.passed,
+        "failed": report.failed,
+        "total": len(report.lines),
+        "settings": {k: _rounded(v) for k, v in dataclasses.asdict(report.settings).items()},
+        "corpus": {"wer": _corpus_json(report.wer), "cer": _corpus_json(report.cer)},
+        "voices": {
+            v.speaker: {k: _rounded(x) for k, x in dataclasses.asdict(v).items() if k != "speaker"}
+            for v in report.voices
+        },
+        "notes": list(report.notes),
+        "lines": [{k: _rounded(v) for k, v in dataclasses.asdict(c).items()} for c in report.lines],
+    }
+
+
+def write_reports(report: Report, folder) -> tuple[Path, Path]:
+    """Write qa.json and qa.html into the output folder (a path, or the ``OutputFolder`` a run holds), each
+    atomically, recorded in the folder's ledger, and never over a file omnidub did not write."""
+    from omnidub.folder import OutputFolder
+
+    if not isinstance(folder, OutputFolder):
+        folder = OutputFolder(Path(folder))
+    folder.write_text("qa.json", json.dumps(report_json(report), ensure_ascii=False, indent=2) + "\n")
+    folder.write_text("qa.html", render_html(report))
+    return folder.path / "qa.json", folder.path / "qa.html"

@@ -1,0 +1,273 @@
+"""The run: every line of a rendered folder heard, measured and held to its thresholds, into one Report."""
+
+from __future__ import annotations
+
+import functools
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
+import numpy as np
+
+from omnidub.asr import Asr, whisper_language
+from omnidub.config import QaOptions
+from omnidub.qa.levels import edits, level_flags, measure, read_segment
+from omnidub.qa.manifest import (manifest_references, model_name, number, read_manifest, rendered_end, threshold,
+                                 validate_entry)
+from omnidub.qa.results import FLAG_LABELS, CorpusFigure, LineCheck, QaSettings, Report
+from omnidub.qa.scoring import Score, display_diff, metric_for, score
+from omnidub.qa.timing import check_timing
+from omnidub.qa.voice import (
+    SpeakerEncoder, match_voice, reference_embeddings, speaker_voices, unmeasured_reason, voice_note, wrong_voice,
+)
+
+Progress = Callable[[int, int, int], None]
+# Reasons a line's voice was not measured while the voice check ran.
+NO_AUDIO = "no audio"
+NO_REFERENCE = "no usable reference for its speaker"
+
+
+@dataclass(frozen=True)
+class _Context:
+    """What every line of one check shares."""
+
+    out_dir: Path
+    asr: Asr
+    settings: QaSettings
+    neighbours: list[dict]
+    program_seconds: float | None
+    sample_rate: int | None
+    english_only: Callable[[], bool]
+    encoder: SpeakerEncoder | None
+    references: dict[str, np.ndarray]
+
+
+def check_lines(
+    out_dir: Path,
+    manifest_lines: list[dict],
+    asr: Asr,
+    *,
+    max_wer: float,
+    max_cer: float,
+    progress: Progress | None = None,
+    all_lines: list[dict] | None = None,
+    program_seconds: float | None = None,
+    sample_rate: int | None = None,
+    encoder: SpeakerEncoder | None = None,
+    references: dict[str, Path] | None = None,
+    min_voice_similarity: float = QaOptions().min_voice_similarity,
+) -> list[LineCheck]:
+    """Check the given manifest lines; `all_lines` (default: the same) supplies the lines that follow each one,
+    `references` each speaker's reference recording for the voice check (needs `encoder`)."""
+    settings = QaSettings(max_wer=max_wer, max_cer=max_cer, min_voice_similarity=min_voice_similarity)
+    embeddings, _ = reference_embeddings(encoder, references or {})
+    return _check(Path(out_dir), manifest_lines, asr, settings, progress, all_lines, program_seconds, sample_rate,
+                  encoder, embeddings)
+
+
+def _check(out_dir, manifest_lines, asr, settings, progress, all_lines, program_seconds, sample_rate, encoder,
+           embeddings) -> list[LineCheck]:
+    for position, entry in enumerate(manifest_lines, 1):
+        validate_entry(entry, position)
+    # Asked only when a non-English line comes up: it loads the model, which a folder of failed lines never needs.
+    english_only = functools.cache(lambda: bool(getattr(asr, "english_only", lambda: False)()))
+    context = _Context(out_dir, asr, settings, manifest_lines if all_lines is None else all_lines, program_seconds,
+                       sample_rate, english_only, encoder, embeddings)
+    checks: list[LineCheck] = []
+    for done, entry in enumerate(manifest_lines, 1):
+        checks.append(_check_one(entry, context))
+        if progress is not None:
+            progress(done, len(manifest_lines), entry["index"])
+    return checks
+
+
+@dataclass(frozen=True)
+class _Heard:
+    language: str | None
+    transcript: str | None
+    score: Score
+    diff: tuple[tuple[str, str, str], ...]
+    unscored: str | None  # why the words were not scored
+
+
+def _hear(entry: dict, mono: np.ndarray, rate: int, context: _Context) -> _Heard:
+    language = entry.get("language")
+    code = whisper_language(language)
+    if code not in (None, "en") and context.english_only():
+        # An English-only model would hear English words in any speech and score them as errors.
+        return _Heard(language, None, Score(metric_for(code), 0, 0), (),
+                      f"not scored: {context.asr.name} is an English-only model")
+    try:
+        heard = context.asr.transcribe(mono, rate, language=code)
+    except ValueError:
+        # A code this Whisper model lacks (yue before large-v3): let it detect one rather than refuse the line.
+        heard = context.asr.transcribe(mono, rate, language=None)
+    # An unlabelled line is scored in the language Whisper heard, and reported as such.
+    language = language or heard.language or None
+    return _Heard(language, heard.text, score(entry["text"], heard.text, language),
+                  display_diff(entry["text"], heard.text, language), None)
+
+
+def _check_one(entry: dict, context: _Context) -> LineCheck:
+    settings = context.settings
+    if entry.get("status") == "failed":
+        return _untranscribed(entry, "render-failed", str(entry.get("error") or "render failed"), context)
+    file = entry.get("file")
+    path = context.out_dir / file if file else None
+    if path is None or not path.is_file():
+        return _untranscribed(entry, "missing-file", f"no segment file {file or '(none named)'}", context)
+
+    data, rate = read_segment(path, entry["index"])
+    level, mono = measure(data, rate, settings)
+    marks, notes = [], []
+    changed = edits(entry, path, data, rate, context.sample_rate, settings)
+    if changed:
+        marks.append("edited")
+        notes.append("edited: " + ", ".join(changed))
+    heard = _hear(entry, mono, rate, context)
+    if heard.unscored:
+        marks.append("unscored")
+        notes.append(heard.unscored)
+    error_rate = heard.score.errors / max(heard.score.units, 1) if heard.transcript is not None else None
+    timing = check_timing(entry, level.duration, context.neighbours, context.program_seconds, settings)
+
+    speaker = str(entry.get("speaker", ""))
+    voice, voice_skipped = _voice(speaker, mono, rate, level.finite, context)
+
+    flags: list[str] = []
+    limit = settings.max_cer if heard.score.metric == "cer" else settings.max_wer
+    if error_rate is not None and error_rate > limit:
+        flags.append(heard.score.metric)
+    if voice is not None and wrong_voice(voice, settings):
+        flags.append("voice")
+        notes.append(voice_note(voice, speaker, settings))
+    flags += timing.flags
+    notes += timing.notes
+    flags += level_flags(level, settings)
+
+    explained = {"voice", "overflow", "overlap"}
+    start = number(entry.get("start"))
+    # An edited file is checked as it is now, so its end is where that audio ends, not the render's.
+    end = start + level.duration if changed else rendered_end(entry, start, level.duration)
+    return LineCheck(
+        index=entry["index"], speaker=speaker, text=entry["text"], language=heard.language, file=file,
+        status=str(entry.get("status", "")), transcript=heard.transcript, metric=heard.score.metric,
+        errors=heard.score.errors, reference_units=heard.score.units, error_rate=error_rate, flags=tuple(flags),
+        passed=not flags, note="; ".join([FLAG_LABELS[f] for f in flags if f not in explained] + notes),
+        start=start, slot=timing.slot, duration=level.duration, overflow=timing.overflow, overlap=timing.overlap,
+        peak=level.peak, rms=level.rms, clipped_samples=level.clipped_samples, silent_fraction=level.silent_fraction,
+        leading_silence=level.leading_silence, trailing_silence=level.trailing_silence, diff=heard.diff,
+        marks=tuple(marks), overlap_line=timing.overlap_line, voice=voice, start_tc=entry.get("start_tc"), end=end,
+        voice_skipped=voice_skipped, reference=_reference(entry),
+    )
+
+
+def _reference(entry: dict) -> dict | None:
+    """The manifest's record of where the line's voice came from, when it came from the source."""
+    reference = entry.get("reference")
+    return reference if isinstance(reference, dict) else None
+
+
+def _voice(speaker: str, mono: np.ndarray, rate: int, finite: bool, context: _Context):
+    """The line's voice match, or why the voice check (when it runs) could not measure it."""
+    if context.encoder is None:
+        return None, None
+    if speaker not in context.references:
+        return None, NO_REFERENCE
+    voice = match_voice(context.encoder, mono, rate, speaker, context.references) if finite else None
+    return voice, None if voice is not None else unmeasured_reason(finite)
+
+
+def _untranscribed(entry: dict, flag: str, note: str, context: _Context) -> LineCheck:
+    start, end = number(entry.get("start")), number(entry.get("end"))
+    return LineCheck(
+        index=int(entry["index"]), speaker=str(entry.get("speaker", "")), text=str(entry.get("text", "")),
+        language=entry.get("language"), file=entry.get("file"), status=str(entry.get("status", "")),
+        transcript=None, metric=metric_for(entry.get("language")), errors=0, reference_units=0, error_rate=None,
+        flags=(flag,), passed=False, note=note, start=start, slot=max(0.0, end - start), duration=0.0,
+        overflow=0.0, overlap=0.0, peak=0.0, rms=0.0, clipped_samples=0, silent_fraction=0.0,
+        leading_silence=0.0, trailing_silence=0.0, start_tc=entry.get("start_tc"), end=start,
+        voice_skipped=NO_AUDIO if context.encoder is not None else None, reference=_reference(entry),
+    )
+
+
+def _corpus(lines: tuple[LineCheck, ...], metric: str) -> CorpusFigure:
+    scored = [c for c in lines if c.transcript is not None and c.metric == metric]
+    return CorpusFigure(metric, sum(c.errors for c in scored), sum(c.reference_units for c in scored), len(scored))
+
+
+def _settings(saved: dict, max_wer, max_cer, min_voice_similarity) -> QaSettings:
+    """The thresholds given, else the manifest's (the render's preset), else QA's defaults."""
+    default = QaSettings()
+
+    def setting(given, name):
+        return threshold(given if given is not None else saved.get(name, getattr(default, name)), name)
+
+    return QaSettings(
+        max_wer=setting(max_wer, "max_wer"), max_cer=setting(max_cer, "max_cer"),
+        min_voice_similarity=setting(min_voice_similarity, "min_voice_similarity"),
+    )
+
+
+def _voice_references(encoder, manifest: dict, out_dir: Path, speakers: list[str],
+                      references: dict[str, Path] | None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+    """The reference embedding of every speaker that has one, and why each other speaker has none."""
+    if encoder is None:
+        return {}, {}
+    known = {**manifest_references(manifest, out_dir), **(references or {})}
+    embeddings, reasons = reference_embeddings(encoder, {s: known[s] for s in speakers if s in known})
+    for speaker in speakers:
+        if speaker not in known:
+            reasons[speaker] = "the manifest records no reference recording, as for a designed voice"
+    return embeddings, reasons
+
+
+def _unscored_note(checks: tuple[LineCheck, ...], asr) -> list[str]:
+    unscored = [c for c in checks if "unscored" in c.marks]
+    if not unscored:
+        return []
+    languages = ", ".join(sorted({c.language or "?" for c in unscored}))
+    return [f"{len(unscored)} line(s) in {languages} not scored: ASR model {asr.name} is English-only (it hears "
+            "English words in any speech); a multilingual model (e.g. small) scores them"]
+
+
+def run_qa(
+    out_dir: Path,
+    *,
+    asr: Asr,
+    max_wer: float | None = None,
+    max_cer: float | None = None,
+    progress: Progress | None = None,
+    encoder: SpeakerEncoder | None = None,
+    references: dict[str, Path] | None = None,
+    min_voice_similarity: float | None = None,
+) -> Report:
+    """Check every line of an output folder's manifest; thresholds default to the manifest's settings.
+
+    The voice check (with `encoder`) compares each line with its speaker's reference recording: `references`
+    first, else the manifest's `voices`; speakers with neither are left out, the reason in their voice figures."""
+    out_dir = Path(out_dir)
+    manifest = read_manifest(out_dir)
+    saved = manifest.get("settings") if isinstance(manifest.get("settings"), dict) else {}
+    settings = _settings(saved, max_wer, max_cer, min_voice_similarity)
+    # Lines left out by --only have no audio yet: nothing to hear, nothing to fail.
+    lines = [e for e in manifest["lines"] if not (isinstance(e, dict) and e.get("status") == "pending")]
+    speakers = list(dict.fromkeys(str(e.get("speaker", "")) for e in lines if isinstance(e, dict)))
+    # Why a speaker's voice was not checked goes with its voice figures (Report.voices), not into the notes.
+    embeddings, reasons = _voice_references(encoder, manifest, out_dir, speakers, references)
+    program = manifest.get("program_seconds")
+    program = number(program) if isinstance(program, (int, float)) else None
+    rate = manifest.get("sample_rate") if isinstance(manifest.get("sample_rate"), int) else None
+    checks = tuple(_check(out_dir, lines, asr, settings, progress, None, program, rate, encoder, embeddings))
+    notes = _unscored_note(checks, asr)
+    mix = manifest.get("mix")
+    failed = sum(not c.passed for c in checks)
+    return Report(
+        out_dir=out_dir, asr_model=asr.name, lines=checks, wer=_corpus(checks, "wer"), cer=_corpus(checks, "cer"),
+        passed=failed == 0, failed=failed, settings=settings,
+        speaker_model=None if encoder is None else encoder.name,
+        voices=speaker_voices(checks, reasons) if encoder else (),
+        notes=tuple(notes), render_model=model_name(manifest.get("model")),
+        preset=saved.get("name") if isinstance(saved.get("name"), str) else None,
+        mix=mix if isinstance(mix, str) and (out_dir / mix).is_file() else None, program_seconds=program,
+    )

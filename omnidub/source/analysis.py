@@ -1,0 +1,146 @@
+"""The original lines found in the source: each line's span of speech, its voice embedding, its speaker, and
+each speaker's centroid. Everything clips are chosen from is computed here once."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import cached_property
+
+import numpy as np
+
+from omnidub.asr import Word
+from omnidub.script import DEFAULT_SPEAKER, Line, Script
+from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
+from omnidub.source.speakers import CLUSTER_SPEECH, Grouping, centroid, group_lines, window_embeddings
+from omnidub.source.speech import SpeechMap, find_speech
+
+# A line's clip may grow this far past its cue into silence (cues often start late or end early), never into
+# another cue; and keeps this much of the silence around its speech.
+GROW = 0.3
+PAD = 0.1
+# A line whose voice is this far from its speaker's centroid is left out of the centroid (a mislabelled cue,
+# or one holding two voices); GE2E gives 0.85-0.95 for one voice and 0.4-0.75 across voices on the fixtures.
+CENTROID_OUTLIER = 0.7
+
+
+@dataclass(frozen=True, eq=False)
+class Analysis:
+    """The original script found in the source. `audio` is what clips are cut from (the isolated vocals when
+    separated), `track` its 16 kHz copy for analysis."""
+
+    original: Script
+    audio: SourceAudio
+    track: SourceAudio
+    speech: SpeechMap
+    voiced: dict[int, tuple[float, float] | None]  # line index -> where its speech is; None: the cue holds none
+    spans: dict[int, tuple[float, float] | None]  # line index -> its clip: the speech grown into silence
+    embeddings: dict[int, np.ndarray | None]
+    speakers: dict[int, str]  # line index -> speaker (the label, or the group of an unlabelled original)
+    centroids: dict[str, np.ndarray]
+    typical: dict[str, float]  # speaker -> median similarity of its lines to its centroid
+    grouping: Grouping | None  # None when the original is labelled
+    language: str | None
+    words: tuple[Word, ...] | None = None  # what the ASR hears in the whole track; None without an ASR model
+    # Window embeddings by span: a line's clip is checked as a speaker candidate and again as its own reference.
+    _windows: dict = field(default_factory=dict, repr=False)
+
+    def windows(self, encoder, start: float, end: float) -> list[tuple[float, np.ndarray]]:
+        """Embeddings of 1.6 s windows across the span (see :func:`window_embeddings`), computed once."""
+        if (start, end) not in self._windows:
+            self._windows[(start, end)] = window_embeddings(encoder, self.track.cut(start, end))
+        return self._windows[(start, end)]
+
+    def heard(self, start: float, end: float) -> tuple[Word, ...] | None:
+        """The recognised words whose middle lies between `start` and `end`, timed from `start`."""
+        if self.words is None:
+            return None
+        return tuple(Word(w.text, w.start - start, w.end - start) for w in self.words
+                     if start <= (w.start + w.end) / 2 <= end)
+
+    @cached_property
+    def lines(self) -> dict[int, Line]:
+        """The original lines by index."""
+        return {line.index: line for line in self.original.lines}
+
+    def speech_seconds(self, index: int) -> float:
+        span = self.spans.get(index)
+        return self.speech.speech_seconds(*span) if span else 0.0
+
+
+def labelled(script: Script) -> bool:
+    """Whether the original names its speakers (any line carries a label)."""
+    return any(line.speaker != DEFAULT_SPEAKER for line in script.lines)
+
+
+def analyse(original: Script, audio: SourceAudio, encoder, *, speakers: int | None = None,
+            language: str | None = None) -> Analysis:
+    """Find every original line in `audio`: speech spans, embeddings, speakers (grouped when unlabelled)."""
+    track = audio.at_rate(ANALYSIS_RATE)
+    speech = find_speech(track)
+    order = [line.index for line in sorted(original.lines, key=lambda l: (l.start, l.index))]
+    voiced, spans = line_spans(original.lines, speech)
+    embeddings: dict[int, np.ndarray | None] = {}
+    for index, span in spans.items():
+        found = encoder.embed(track.cut(*span), ANALYSIS_RATE) if span else None
+        embeddings[index] = None if found is None else found[0]
+    seconds = {i: (speech.speech_seconds(*s) if s else 0.0) for i, s in spans.items()}
+    grouping = None
+    if labelled(original):
+        who = {line.index: line.speaker for line in original.lines}
+    else:
+        grouping = group_lines(order, embeddings, seconds, speakers)
+        who = {entry.index: entry.speaker for entry in grouping.lines}
+    centroids = speaker_centroids(who, embeddings, seconds)
+    typical = {name: float(np.median([np.dot(embeddings[i], c) for i, s in who.items()
+                                      if s == name and embeddings.get(i) is not None]))
+               for name, c in centroids.items()}
+    if language is None:
+        language = next((line.language for line in original.lines if line.language), None)
+    return Analysis(original, audio, track, speech, voiced, spans, embeddings, who, centroids, typical, grouping, language)
+
+
+def line_spans(lines: tuple[Line, ...], speech: SpeechMap) -> tuple[dict, dict]:
+    """Each line's speech (`voiced`: the speech heard in its cue, let run on by up to GROW, never into a cue before
+    or after it)
+    and its clip span (`spans`: that speech padded with up to PAD of silence, and with at most half the silence
+    to the next line's speech, so two lines' clips never meet); None for a cue that holds no speech."""
+    voiced = {}
+    for line in lines:
+        before = max((o.end for o in lines if o.index != line.index and o.end <= line.start), default=0.0)
+        after = min((o.start for o in lines if o.index != line.index and o.start >= line.end), default=math.inf)
+        low, high = max(before, line.start - GROW), min(after, line.end + GROW)
+        # Speech that starts inside the cue may run past it (a cue that ends early); speech that only begins
+        # after the cue is the next line's.
+        hull = speech.speech_hull(line.start, line.end, low, high)
+        voiced[line.index] = None if hull is None else (low, high, hull)
+    spans = {}
+    for index, found in voiced.items():
+        if found is None:
+            spans[index] = None
+            continue
+        low, high, (a, b) = found
+        previous = max((h[1] for i, (*_, h) in _known(voiced) if i != index and h[1] <= a), default=-math.inf)
+        following = min((h[0] for i, (*_, h) in _known(voiced) if i != index and h[0] >= b), default=math.inf)
+        spans[index] = (round(max(low, a - min(PAD, (a - previous) / 2)), 3),
+                        round(min(high, b + min(PAD, (following - b) / 2)), 3))
+    return {i: (v[2] if v else None) for i, v in voiced.items()}, spans
+
+
+def _known(voiced: dict) -> list:
+    return [(i, v) for i, v in voiced.items() if v is not None]
+
+
+def speaker_centroids(who: dict[int, str], embeddings: dict[int, np.ndarray | None],
+                      seconds: dict[int, float]) -> dict[str, np.ndarray]:
+    """Each speaker's voice: the speech-weighted mean of its lines' embeddings, outliers left out."""
+    result = {}
+    for speaker in dict.fromkeys(who.values()):
+        mine = [i for i, s in who.items() if s == speaker and embeddings.get(i) is not None]
+        solid = [i for i in mine if seconds.get(i, 0.0) >= CLUSTER_SPEECH] or mine
+        if not solid:
+            continue
+        first = centroid([embeddings[i] for i in solid], [seconds[i] for i in solid])
+        kept = [i for i in solid if float(np.dot(embeddings[i], first)) >= CENTROID_OUTLIER] or solid
+        result[speaker] = centroid([embeddings[i] for i in kept], [seconds[i] for i in kept])
+    return result

@@ -1,0 +1,123 @@
+"""The library face of ``omnidub voices extract``: source + original subtitles in, a voices folder out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from omnidub.asr import Asr, whisper_language
+from omnidub.errors import OmnidubError
+from omnidub.script import read_script
+from omnidub.folder import OutputFolder
+from omnidub.names import file_names
+from omnidub.source.audio import CLIP_RATE, check_subtitles, read_source, wav_bytes
+from omnidub.source.extract import Extraction, ExtractOptions, extract_voices
+from omnidub.source.report import (
+    ACCOMPANIMENT_NAME,
+    REPORT_NAME,
+    VOICES_NAME,
+    report_json,
+    voices_toml,
+)
+
+
+@dataclass(frozen=True, eq=False)
+class Extracted:
+    """What an extract wrote, and what it found."""
+
+    folder: Path
+    extraction: Extraction
+    report: dict
+    written: tuple[str, ...]  # file names in `folder`
+
+    @property
+    def voices(self) -> Path | None:
+        return self.folder / VOICES_NAME if self.extraction.chosen else None
+
+
+def open_asr(model: str | None, device: str, language: str | None) -> tuple[Asr | None, str | None]:
+    """The ASR model to check and cut clips with, or None and a note saying why there is none. A model the user
+    named must load (one line if not); the default is used only when it is already downloaded."""
+    asr = Asr(model, device)
+    if model is None and not asr.available():
+        return None, (f"no ASR model: the default ({asr.name}) is not downloaded, so clips are not checked against "
+                      "their words and clips over the window are not cut; pass --asr-model NAME|PATH")
+    # Asking loads the model: one the user named that cannot load is theirs to fix, said before any work.
+    english_only = asr.english_only()
+    if english_only and whisper_language(language) not in (None, "en"):
+        return None, f"no ASR check: {asr.name} is English-only and the source speaks {language}"
+    return asr, None
+
+
+def extract_folder(source: Path, subs: Path, out: Path, *, options: ExtractOptions = ExtractOptions(),
+                   asr_model: str | None = None, separate: str | None = None, device: str = "cpu",
+                   encoder=None, status: Callable[[str], None] = lambda _: None) -> Extracted:
+    """Read the source and its original subtitles, choose a clip per speaker, and write the clips, voices.toml
+    and extract.json (and the accompaniment when separating) into `out`.
+
+    `out` is held like a render's folder: new or empty, or a previous extract's (its ledger in `.omnidub/`);
+    files omnidub did not write are never touched, one it wrote and someone changed is moved aside."""
+    source, subs = Path(source), Path(subs)
+    folder = OutputFolder(Path(out), record=REPORT_NAME, others=None)
+    folder.claim(None)  # before any work: a folder that cannot be written is said at once
+    try:
+        return _extract(source, subs, folder, options, asr_model, separate, device, encoder, status)
+    finally:
+        folder.release()
+
+
+def _extract(source: Path, subs: Path, folder: OutputFolder, options: ExtractOptions, asr_model: str | None,
+             separate: str | None, device: str, encoder, status: Callable[[str], None]) -> Extracted:
+    original = read_script(subs, language=options.language)
+    asr, asr_note = open_asr(asr_model, device, options.language)
+    separator = None
+    if separate:
+        from omnidub.source.separate import load_separator
+        from omnidub.source.separate import separate as split
+
+        separator = load_separator(separate, device)  # a model that is not there is said before any work
+    status(f"decoding {source.name}")
+    audio = read_source(source, CLIP_RATE)
+    check_subtitles(original, subs, audio)
+    separation, files = None, {}
+    if separator is not None:
+        status(f"separating the vocals with {separate}")
+        separation = split(separator, source, separate)
+        files[ACCOMPANIMENT_NAME] = wav_bytes(separation.accompaniment, separation.sample_rate, format="FLAC")
+    if encoder is None:
+        from omnidub.embedding import SpeakerEncoder
+
+        encoder = SpeakerEncoder(device)
+    status("finding the speakers and their clips")
+    extraction = extract_voices(audio, original, encoder=encoder, asr=asr, options=options, separation=separation)
+    if asr_note:
+        from dataclasses import replace
+
+        extraction = replace(extraction, notes=extraction.notes + (asr_note,))
+    clip_files = {speaker: f"{name}.wav" for speaker, name in file_names(extraction.chosen).items()}
+    for speaker, chosen in extraction.chosen.items():
+        files[clip_files[speaker]] = wav_bytes(extraction.clip(chosen.start, chosen.end), CLIP_RATE)
+    if extraction.chosen:
+        files[VOICES_NAME] = voices_toml(extraction, clip_files, source=source.name).encode()
+    report = report_json(extraction, source=str(source), subs=str(subs), clip_files=clip_files,
+                         top=options.clips.top, asr=asr.name if asr else None,
+                         accompaniment=ACCOMPANIMENT_NAME if separation else None)
+    notes = []
+    for name, data in files.items():
+        notes += folder.write_bytes(name, data)
+    notes += [f"{name} was changed after omnidub wrote it, so it was kept although this extract no longer writes it"
+              for name in folder.remove_stale(set(files))]  # the extract's own files it no longer writes
+    report = {**report, "notes": report["notes"] + notes}
+    folder.write_text(REPORT_NAME, json.dumps(report, indent=2, ensure_ascii=False) + "\n")  # last: it vouches
+    return Extracted(folder.path, extraction, report, tuple(sorted(files)) + (REPORT_NAME,))
+
+
+def no_clip_error(extracted: Extracted) -> OmnidubError:
+    """The one line for an extract where no speaker got a clip."""
+    missing = extracted.extraction.missing
+    first = next(iter(missing))
+    more = f" (and {len(missing) - 1} more speaker{'s' if len(missing) > 2 else ''})" if len(missing) > 1 else ""
+    return OmnidubError(f"no speaker has a usable clip: {first}: {missing[first]}{more}; "
+                        f"see {extracted.folder / REPORT_NAME}")

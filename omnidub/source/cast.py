@@ -1,0 +1,166 @@
+"""The cast of a render taken from the source (``render --source``): one voice per character, cut from the
+original, and, per dubbed line, the original line's own clip where it is good enough.
+
+The analysis of the source (voice activity, speaker embeddings, ASR, clip choice) is done once and kept in
+omnidub's cache under a key over everything it was made from; renders, reruns and plans reuse it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable
+
+from omnidub.config import VoiceOptions
+from omnidub.errors import OmnidubError
+from omnidub.files import cache_home
+from omnidub.keys import file_digest
+from omnidub.script import DEFAULT_SPEAKER, Script, read_script
+from omnidub.source.lines import LineReference, line_references
+from omnidub.source.summary import SourceSummary, load, save, summarize
+from omnidub.voices import Voice
+
+MATCHES = ("auto", "line", "speaker")
+VERSION = 1  # of the analysis: a new one analyses every source again
+
+
+@dataclass(frozen=True)
+class SourceOptions:
+    """Where the voices come from: the original video or audio and its subtitles in the language spoken there.
+
+    ``match``: ``line`` clones each dubbed line from the original line it translates (its speaker's clip where that
+    line's own is not good enough); ``speaker`` uses each speaker's one clip; ``auto`` is ``line``, with every line
+    whose result sounds like another speaker (or too little like its own) rendered again from its speaker's clip."""
+
+    source: Path
+    subs: Path
+    match: str = "auto"
+    separate: str | None = None  # a Demucs model: clips cut from the isolated vocals
+    speakers: int | None = None  # voices in an unlabelled original (None: chosen by the data)
+    language: str | None = None  # spoken in the source
+
+    def check(self) -> None:
+        if self.match not in MATCHES:
+            raise OmnidubError(f"--voice-match {self.match}: use {', '.join(MATCHES)}")
+        for label, path in (("--source", self.source), ("--source-subs", self.subs)):
+            if not Path(path).is_file():
+                raise OmnidubError(f"{label} {path}: {'a folder, not a file' if Path(path).is_dir() else 'no such file'}")
+
+
+@dataclass(frozen=True)
+class SourceCast:
+    """The voices a dub gets from its source."""
+
+    summary: SourceSummary
+    references: dict[int, LineReference]  # dubbed line -> where its voice comes from
+    voices: dict[str, Voice]  # speaker -> the voice of its chosen clip
+    lines: dict[int, Voice] = field(default_factory=dict)  # dubbed line -> its own clip's voice
+
+    def speaker_of(self, index: int) -> str | None:
+        reference = self.references.get(index)
+        return reference.speaker if reference is not None else None
+
+
+def original_script(options: SourceOptions) -> Script:
+    return read_script(options.subs, language=options.language)
+
+
+def analysis_key(options: SourceOptions, voice: VoiceOptions, asr_name: str | None) -> str:
+    """A key over everything the analysis depends on: the source's and subtitles' bytes, and every option."""
+    digest = hashlib.sha256(f"omnidub-source-v{VERSION}\0".encode())
+    for path in (options.source, options.subs):
+        file_digest(path, digest)
+    fields = {"speakers": options.speakers, "language": options.language, "separate": options.separate,
+              "asr": asr_name, "voice": [voice.reference_seconds, list(voice.reference_window)]}
+    digest.update(json.dumps(fields, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def source_summary(options: SourceOptions, voice: VoiceOptions, *, asr, device: str,
+                   status: Callable[[str], None]) -> SourceSummary:
+    """The source's summary from the cache, else analysed now (and kept). ``asr``: an Asr, or None."""
+    from omnidub.source.audio import CLIP_RATE, check_subtitles, read_source
+    from omnidub.source.clips import ClipOptions
+    from omnidub.source.extract import ExtractOptions, extract_voices
+
+    asr = asr if asr is not None and asr.available() else None
+    original = original_script(options)
+    folder = cache_home() / "source" / analysis_key(options, voice, asr.name if asr else None)
+    found = load(folder, original)
+    if found is not None:
+        return found
+    separator = None
+    if options.separate:
+        from omnidub.source.separate import load_separator
+
+        separator = load_separator(options.separate, device)  # a model that is not there is said before any work
+    status(f"analysing the voices of {Path(options.source).name} (once; kept for every later run)")
+    audio = read_source(options.source, CLIP_RATE)
+    check_subtitles(original, options.subs, audio)
+    separation = None
+    if separator is not None:
+        from omnidub.source.separate import separate
+
+        status(f"separating the vocals with {options.separate}")
+        separation = separate(separator, Path(options.source), options.separate)
+    from omnidub.embedding import SpeakerEncoder
+
+    extraction = extract_voices(audio, original, encoder=SpeakerEncoder(device), asr=asr,
+                                options=ExtractOptions(clips=ClipOptions(voice=voice), speakers=options.speakers,
+                                                       language=options.language, assess_lines=True),
+                                separation=separation)
+    summary = summarize(extraction, folder)
+    save(summary)
+    return summary
+
+
+def source_cast(summary: SourceSummary, dub: Script, match: str, given: dict[str, Voice],
+                checked: dict[int, dict] | None = None) -> SourceCast:
+    """The voices of ``dub`` from the source. A speaker the user gave a voice (``given``) keeps it, clip and all.
+    ``checked``: the voice check's verdicts (dubbed line -> {"clip": the own clip's hash, "passed", "why"}); a
+    line that failed it with this same clip is sent to its speaker's clip."""
+    references = {}
+    for reference in line_references(dub, summary):
+        verdict = (checked or {}).get(reference.index) or {}
+        why = None
+        if reference.kind == "line" and match == "speaker":
+            why = "--voice-match speaker"
+        elif reference.kind == "line" and verdict.get("clip") == reference.sha256 and verdict.get("passed") is False:
+            why = verdict.get("why") or "the voice check"
+        if why:
+            clip = summary.speaker_clips.get(reference.speaker)
+            reference = LineReference(reference.index, reference.speaker, reference.original, reference.match,
+                                      "speaker" if clip else "none", clip.start if clip else None,
+                                      clip.end if clip else None, clip.text if clip else None,
+                                      clip.sha256 if clip else None, why)
+        references[reference.index] = reference
+    voices = {name: clip_voice(summary, name, clip.start, clip.end, clip.text)
+              for name, clip in summary.speaker_clips.items() if name not in given}
+    lines = {}
+    for index, reference in references.items():
+        if reference.kind == "line" and reference.speaker not in given:
+            lines[index] = clip_voice(summary, reference.speaker, reference.start, reference.end, reference.text)
+    return SourceCast(summary, references, voices, lines)
+
+
+def clip_voice(summary: SourceSummary, speaker: str, start: float, end: float, text: str) -> Voice:
+    """A voice whose reference is a clip of the source, with the original cue's words as its transcript."""
+    return Voice(speaker, summary.clip_path(start, end), text, None, None, None)
+
+
+def assign_speakers(dub: Script, cast: SourceCast) -> Script:
+    """Lines the dub leaves unlabelled take the speaker of the original line they translate."""
+    from dataclasses import replace
+
+    lines = tuple(replace(line, speaker=cast.speaker_of(line.index) or line.speaker)
+                  if line.speaker == DEFAULT_SPEAKER else line for line in dub.lines)
+    return replace(dub, lines=lines)
+
+
+def reference_record(reference: LineReference, file: str | None) -> dict:
+    """A line's reference as the manifest keeps it."""
+    return {"kind": reference.kind, "speaker": reference.speaker, "original": list(reference.original),
+            "match": reference.match, "start": reference.start, "end": reference.end, "text": reference.text,
+            "sha256": reference.sha256, "fallback": reference.fallback, "file": file}

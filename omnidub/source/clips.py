@@ -1,0 +1,239 @@
+"""Choosing a speaker's reference clip from the source.
+
+A candidate is one of the speaker's lines, or a run of up to three of its consecutive lines when the first is too
+short alone. It is refused when another speaker's cue overlaps it or their speech comes within `margin` of its
+speech; when a 1.6 s window inside it sounds like another voice; when the ASR hears other words than its cue's;
+and when it cannot be brought into the preset's reference window (a longer one is cut at a word by the same
+trimmer the fast preset uses). Clips that fit the window come first; after them, as a last resort, one kept whole
+up to 10 s (no ASR model, or no pause to cut at; the render trims it if it can) or one of at least 2 s.
+Within each tier candidates are ranked by a weighted score: similarity to the speaker's centroid (0.4), speech
+fraction (0.2), level over the background (0.2, 30 dB = 1) and agreement of the recognised words with the cue
+text (0.2, when an ASR model is available).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from omnidub.asr import Asr, whisper_language
+from omnidub.config import VoiceOptions
+from omnidub.source.analysis import Analysis
+from omnidub.voices.reference import WHOLE_REFERENCE_SECONDS, cut_at_word
+
+# A 1.6 s window closer to another speaker's centroid than to its own, or further from its own than
+# WINDOW_MIN, holds another voice. WINDOW_MIN is lowered for a voice whose own lines are less alike (real speech
+# under music): to WINDOW_DROP under the median similarity of the speaker's lines to its centroid. On the fixtures
+# clean windows score 0.85-0.96 against their own speaker and at least 0.14 above any other; a window reaching
+# into another voice drops to 0.59-0.76 and below the other speaker. 0.72 is also the QA voice check's threshold.
+WINDOW_MIN = 0.72
+WINDOW_DROP = 0.2
+# Below this agreement (1 - WER) the clip does not say its cue's words: a mis-timed cue, or other speech.
+MIN_AGREEMENT = 0.5
+RUN = 3
+FADE = 0.008
+WEIGHTS = {"similarity": 0.4, "speech": 0.2, "level": 0.2, "asr": 0.2}
+LEVEL_FULL_DB = 30.0
+
+
+@dataclass(frozen=True)
+class ClipOptions:
+    """How clips are chosen: the preset's window, the margin other speakers' cues must keep, how many to report."""
+
+    voice: VoiceOptions = field(default_factory=VoiceOptions)
+    margin: float = 0.1  # silence kept between a clip and another speaker's speech
+    run_gap: float = 1.0  # consecutive lines of one speaker closer than this may form one clip
+    top: int = 3
+    # A speaker none of whose clips fits the window takes its best one down to this length (the per-line floor,
+    # where GE2E still places every clip of the fixtures with its own voice) rather than none.
+    shortest: float = 2.0
+
+    @property
+    def window(self) -> tuple[float, float]:
+        if self.voice.reference_seconds > 0:
+            return self.voice.reference_window
+        return WHOLE_REFERENCE_SECONDS * 0.75, WHOLE_REFERENCE_SECONDS
+
+
+@dataclass(frozen=True)
+class Scores:
+    similarity: float  # the clip's embedding against the speaker's centroid
+    speech: float  # share of the clip voice activity calls speech
+    level_db: float  # speech level over the background near the clip
+    asr: float | None  # 1 - WER of the recognised words against the clip's text; None without an ASR model
+    total: float
+
+
+@dataclass(frozen=True)
+class Candidate:
+    speaker: str
+    lines: tuple[int, ...]  # original lines the clip comes from
+    start: float  # source seconds
+    end: float
+    text: str  # the words said in the clip, from the original cue(s)
+    scores: Scores | None
+    problem: str | None  # why it cannot be used; None when it can
+    note: str = ""
+
+    @property
+    def seconds(self) -> float:
+        return round(self.end - self.start, 3)
+
+
+def voice_problem(analysis: Analysis, encoder, speaker: str, start: float, end: float) -> str | None:
+    """Why the source between `start` and `end` is not `speaker` alone (a window sounds like another voice)."""
+    own = analysis.centroids.get(speaker)
+    if own is None:
+        return f"no line of {speaker} has enough speech to know the voice"
+    windows = analysis.windows(encoder, start, end)
+    if not windows:
+        return "too little speech to check whose voice it is"
+    floor = min(WINDOW_MIN, analysis.typical[speaker] - WINDOW_DROP)
+    for offset, embedding in windows:
+        mine = float(np.dot(embedding, own))
+        others = {name: float(np.dot(embedding, c)) for name, c in analysis.centroids.items() if name != speaker}
+        nearest = max(others, key=others.get) if others else None
+        at = start + offset
+        if nearest is not None and others[nearest] > mine:
+            return f"sounds like {nearest} at {at:.1f}-{at + 1.6:.1f} s ({others[nearest]:.2f} against {mine:.2f} for {speaker})"
+        if mine < floor:
+            return f"another voice at {at:.1f}-{at + 1.6:.1f} s (similarity {mine:.2f} to {speaker}, under {floor:.2f})"
+    return None
+
+
+def isolation_problem(analysis: Analysis, speaker: str, start: float, end: float, margin: float) -> str | None:
+    """Why the span is not clear of other speakers: their cue overlaps it, or less than `margin` of silence lies
+    between its speech and theirs (speech, not cue times: subtitle cues often follow each other two frames apart
+    while the voices do not)."""
+    own = analysis.speech.speech_hull(start, end) or (start, end)
+    for line in analysis.original.lines:
+        if analysis.speakers[line.index] == speaker:
+            continue
+        if line.start < end and line.end > start:
+            return f"overlaps line {line.index} of {analysis.speakers[line.index]}"
+        a, b = analysis.voiced.get(line.index) or (line.start, line.end)
+        if a < own[1] + margin and b > own[0] - margin:
+            return f"within {margin:g} s of the speech of line {line.index} of {analysis.speakers[line.index]}"
+    return None
+
+
+def clip_samples(analysis: Analysis, start: float, end: float) -> np.ndarray:
+    """The clip's samples at the clip rate, with short fades so it starts and ends without a click."""
+    clip = analysis.audio.cut(start, end).copy()
+    n = min(int(FADE * analysis.audio.sample_rate), clip.size // 2)
+    if n:
+        ramp = np.sin(np.linspace(0, np.pi / 2, n, dtype=np.float32))
+        clip[:n] *= ramp
+        clip[-n:] *= ramp[::-1]
+    return clip
+
+
+def speaker_candidates(analysis: Analysis, speaker: str, encoder, asr: Asr | None,
+                       options: ClipOptions) -> list[Candidate]:
+    """Every candidate clip of a speaker, usable ones first, best first."""
+    found = [_evaluate(analysis, speaker, group, encoder, asr, options) for group in _groups(analysis, speaker, options)]
+    # Clips inside the window come before ones kept whole for want of an ASR model, then the best score.
+    low, high = options.window
+    return sorted(found, key=lambda c: (c.problem is not None, not low - 1e-6 <= c.seconds <= high + 1e-6,
+                                        -(c.scores.total if c.scores else 0.0), c.start))
+
+
+def _groups(analysis: Analysis, speaker: str, options: ClipOptions) -> list[tuple[int, ...]]:
+    mine = sorted((line for line in analysis.original.lines if analysis.speakers[line.index] == speaker),
+                  key=lambda line: line.start)
+    low = options.window[0]
+    groups = []
+    for k, line in enumerate(mine):
+        groups.append((line.index,))
+        if analysis.spans[line.index] and _span_seconds(analysis, (line.index,)) >= low:
+            continue
+        run = [line]
+        for following in mine[k + 1:k + RUN]:
+            between = [o for o in analysis.original.lines
+                       if analysis.speakers[o.index] != speaker and o.end > run[-1].start and o.start < following.end]
+            if between or following.start - run[-1].end > options.run_gap or not analysis.spans[following.index]:
+                break
+            run.append(following)
+            groups.append(tuple(o.index for o in run))
+            if _span_seconds(analysis, groups[-1]) >= low:
+                break
+    return groups
+
+
+def _span_seconds(analysis: Analysis, lines: tuple[int, ...]) -> float:
+    spans = [analysis.spans[i] for i in lines]
+    return spans[-1][1] - spans[0][0] if all(spans) else 0.0
+
+
+def _evaluate(analysis: Analysis, speaker: str, lines: tuple[int, ...], encoder, asr: Asr | None,
+              options: ClipOptions) -> Candidate:
+    text = " ".join(analysis.lines[i].text for i in lines)
+    spans = [analysis.spans[i] for i in lines]
+    if not all(spans):
+        return Candidate(speaker, lines, analysis.lines[lines[0]].start, analysis.lines[lines[-1]].end, text,
+                         None, "no speech found in its cue")
+    start, end = spans[0][0], spans[-1][1]
+
+    def refused(problem: str, note: str = "") -> Candidate:
+        return Candidate(speaker, lines, start, end, text, None, problem, note)
+
+    problem = isolation_problem(analysis, speaker, start, end, options.margin)
+    if problem:
+        return refused(problem)
+    low, high = options.window
+    note = ""
+    if end - start < low:
+        if end - start < options.shortest:
+            return refused(f"{end - start:.1f} s of speech; a clip needs {low:g}-{high:g} s")
+        note = f"shorter than the preset's {low:g}-{high:g} s; used only when no clip fits it"
+    if end - start > high:
+        cut = None
+        if asr is not None:
+            cut = cut_at_word(analysis.audio.cut(start, end), analysis.audio.sample_rate, text,
+                              analysis.heard(start, end), language=analysis.language, options=options.voice, asr=asr)
+        if cut is not None:
+            note = f"cut at {cut.seconds:.2f} s after {cut.text.split()[-1]!r}"
+            end, text = round(start + cut.seconds, 3), cut.text
+        else:
+            why = "no ASR model to cut it at a word" if asr is None else f"no pause at a word of its cue inside {low:g}-{high:g} s"
+            if end - start > WHOLE_REFERENCE_SECONDS:
+                return refused(f"{end - start:.1f} s, and {why}")
+            note = f"kept whole ({end - start:.1f} s): {why}; used only when no clip fits the window"
+    problem = voice_problem(analysis, encoder, speaker, start, end)
+    if problem:
+        return refused(problem, note)
+    heard = analysis.heard(start, end)
+    agreement = None if heard is None else word_agreement(text, " ".join(w.text for w in heard), analysis.language)
+    if agreement is not None and agreement < MIN_AGREEMENT:
+        return refused(f"the ASR hears other words than its cue's ({' '.join(w.text for w in heard)!r})", note)
+    return Candidate(speaker, lines, start, end, text, _scores(analysis, encoder, speaker, start, end, agreement),
+                     None, note)
+
+
+def _scores(analysis: Analysis, encoder, speaker: str, start: float, end: float, agreement: float | None) -> Scores:
+    found = encoder.embed(analysis.track.cut(start, end), analysis.track.sample_rate)
+    similarity = float(np.dot(found[0], analysis.centroids[speaker])) if found else 0.0
+    speech = analysis.speech.speech_fraction(start, end)
+    level = analysis.speech.level_over_background(start, end)
+    parts = {"similarity": max(similarity, 0.0), "speech": speech,
+             "level": min(max(level / LEVEL_FULL_DB, 0.0), 1.0), "asr": agreement}
+    used = {k: v for k, v in parts.items() if v is not None}
+    total = sum(WEIGHTS[k] * v for k, v in used.items()) / sum(WEIGHTS[k] for k in used)
+    return Scores(round(similarity, 3), round(speech, 3), round(level, 1),
+                  None if agreement is None else round(agreement, 3), round(total, 3))
+
+
+def word_agreement(text: str, heard: str, language: str | None) -> float:
+    """1 - WER of what was heard against the text (normalised as Whisper's evaluation does), floored at 0."""
+    import jiwer
+
+    if whisper_language(language) in (None, "en"):
+        from whisper_normalizer.english import EnglishTextNormalizer as Normalizer
+    else:
+        from whisper_normalizer.basic import BasicTextNormalizer as Normalizer
+    normalise = Normalizer()
+    reference, hypothesis = normalise(text).strip(), normalise(heard).strip()
+    if not reference:
+        return 1.0 if not hypothesis else 0.0
+    return max(0.0, 1.0 - jiwer.process_words(reference, hypothesis).wer)

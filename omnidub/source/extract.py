@@ -1,0 +1,114 @@
+"""Voices from the source: every speaker's reference clip chosen from the original's lines (and, for per-line
+references, each original line's own clip assessed), in one pass over the source."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, replace
+
+import numpy as np
+
+from omnidub.asr import Asr, whisper_language
+from omnidub.script import Script
+from omnidub.source.analysis import Analysis, analyse, labelled
+from omnidub.source.audio import SourceAudio
+from omnidub.source.clips import (
+    Candidate,
+    ClipOptions,
+    clip_samples,
+    speaker_candidates,
+)
+from omnidub.source.lines import (
+    LINE_FLOOR,
+    LineClip,
+    LineReference,
+    assess_line,
+    line_references,
+)
+from omnidub.source.separate import Separation
+
+BACKGROUND_NOTE = ("clips carry the source's background (music, effects) and it will be cloned with the voices; "
+                   "--separate MODEL isolates the vocals first")
+
+
+@dataclass(frozen=True)
+class ExtractOptions:
+    """What an extraction needs besides the source: clip rules, a speaker count, the language, the line floor."""
+
+    clips: ClipOptions = field(default_factory=ClipOptions)
+    speakers: int | None = None  # groups for an unlabelled original; None: chosen by the data
+    language: str | None = None  # the language spoken in the source
+    line_floor: float = LINE_FLOOR
+    assess_lines: bool = False  # also judge every original line's own clip (per-line references)
+
+
+@dataclass(frozen=True, eq=False)
+class Extraction:
+    """The outcome: per speaker its ranked candidates and chosen clip (or why none), and per original line its
+    own clip when asked for."""
+
+    analysis: Analysis
+    candidates: dict[str, tuple[Candidate, ...]]
+    chosen: dict[str, Candidate]
+    missing: dict[str, str]  # speaker -> why it has no clip
+    line_clips: dict[int, LineClip]
+    separation: Separation | None
+    notes: tuple[str, ...]
+
+    def clip(self, start: float, end: float) -> np.ndarray:
+        """A clip's samples (float32 at the clip rate), cut as the extraction cuts them."""
+        return clip_samples(self.analysis, start, end)
+
+    def speaker_clips(self) -> dict[str, tuple[float, float, str]]:
+        """speaker -> (start, end, text) of its chosen clip."""
+        return {name: (c.start, c.end, c.text) for name, c in self.chosen.items()}
+
+    def references(self, dub: Script) -> tuple[LineReference, ...]:
+        """Each dubbed line's reference (needs ExtractOptions(assess_lines=True))."""
+        from omnidub.source.summary import summarize
+
+        if not self.line_clips:
+            raise ValueError("per-line references need an extraction made with assess_lines=True")
+        return line_references(dub, summarize(self))
+
+
+def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr | None,
+                   options: ExtractOptions = ExtractOptions(), separation: Separation | None = None) -> Extraction:
+    """Choose every speaker's clip from the source (from its isolated vocals when `separation` is given)."""
+    notes = [] if separation else [BACKGROUND_NOTE]
+    if options.speakers is not None and labelled(original):
+        notes.append(f"--speakers {options.speakers} ignored: the original names its speakers")
+    audio = separation.vocals if separation else source
+    analysis = analyse(original, audio, encoder, speakers=options.speakers, language=options.language)
+    if asr is not None:
+        # One pass over the whole track: Whisper encodes 30 s windows, so a call per clip would cost a window each.
+        heard = asr.transcribe(audio.samples, audio.sample_rate, language=whisper_language(analysis.language),
+                               word_timestamps=True)
+        if analysis.language is None:
+            notes.append(f"language {heard.language!r}, as the ASR heard it; --language sets it")
+        analysis = replace(analysis, words=heard.words, language=analysis.language or heard.language)
+    candidates, chosen, missing = {}, {}, {}
+    for speaker in dict.fromkeys(analysis.speakers[line.index] for line in original.lines):
+        if speaker not in analysis.centroids:
+            missing[speaker] = "none of its lines has enough speech to know the voice"
+            candidates[speaker] = ()
+            continue
+        found = tuple(speaker_candidates(analysis, speaker, encoder, asr, options.clips))
+        candidates[speaker] = found
+        if found and found[0].problem is None:
+            chosen[speaker] = found[0]
+        else:
+            missing[speaker] = _why_none(found)
+    line_clips = {}
+    if options.assess_lines:
+        line_clips = {line.index: assess_line(analysis, line.index, encoder, options.line_floor)
+                      for line in original.lines}
+    return Extraction(analysis, candidates, chosen, missing, line_clips, separation, tuple(notes))
+
+
+def _why_none(found: tuple[Candidate, ...]) -> str:
+    if not found:
+        return "no line to take a clip from"
+    reasons = "; ".join(f"line{'s' if len(c.lines) > 1 else ''} {'+'.join(map(str, c.lines))}: {c.problem}"
+                        for c in found[:4])
+    more = f"; and {len(found) - 4} more" if len(found) > 4 else ""
+    return f"no usable clip ({reasons}{more})"

@@ -1,0 +1,137 @@
+"""Per-line references: each dubbed line cloned from the original line it translates, or from its speaker's clip.
+
+Everything that needs a model (voice activity, embeddings, ASR) is done once by the extraction, which assesses
+every original line's own clip (:class:`LineClip`). Deciding each dubbed line's reference is then a pure function
+of the dubbed script and that extraction (:func:`line_references`), cheap enough to run on every render.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from dataclasses import dataclass
+
+import numpy as np
+
+from omnidub.script import Script
+from omnidub.source.analysis import Analysis
+from omnidub.source.clips import (
+    MIN_AGREEMENT,
+    voice_problem,
+    word_agreement,
+)
+from omnidub.source.match import LineMatch, match_lines
+
+# A line's own clip shorter than this is not used. Measured on the fixtures (tests/data/source/floor.py: clips
+# cut from clean lines, GE2E against the other lines' centroids): clips of 1.0 s are placed with their own
+# speaker 15 % of the time, 1.25 s 76 %, 1.5 s 98 %, 2.0 s and longer 100 % (median similarity 0.67, 0.76, 0.85,
+# 0.88). A voice the encoder cannot place is one OmniVoice's prompt cannot be trusted to carry either, and
+# OmniVoice distorts under ~1 s. This is a floor on identity, not on cloning quality, which needs the real
+# model to measure; VoiceStudio uses 3 s.
+LINE_FLOOR = 2.0
+LINE_CEILING = 20.0  # over this, cloning degrades (FACTS: references of 3-10 s work best)
+
+
+@dataclass(frozen=True)
+class LineClip:
+    """An original line's own clip: its speech grown into silence, and why it cannot be used (None: it can)."""
+
+    index: int
+    speaker: str
+    start: float
+    end: float
+    text: str
+    problem: str | None
+
+
+@dataclass(frozen=True)
+class LineReference:
+    """The reference a dubbed line is cloned from."""
+
+    index: int  # the dubbed line
+    speaker: str | None  # whose identity it takes (the original's speaker); None when unknown
+    original: tuple[int, ...]  # the original line(s) it matched
+    match: str  # how: "index", "overlap", "none" or "several"
+    kind: str  # "line" (its own original line's clip), "speaker" (the speaker's clip) or "none" (no clip)
+    start: float | None  # the clip's span in the source, seconds
+    end: float | None
+    text: str | None  # what the clip says, from the original cue
+    sha256: str | None  # content hash of the clip's samples (float32 at the clip rate): key lines by it
+    fallback: str | None  # why it is not the line's own clip
+
+
+def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLOOR) -> LineClip:
+    """Whether an original line's own clip can be a reference: long enough, one voice, no other speaker's cue,
+    and (with an ASR model) saying its cue's words."""
+    line, speaker = analysis.lines[index], analysis.speakers[index]
+    span = analysis.spans.get(index)
+    if span is None:
+        return LineClip(index, speaker, line.start, line.end, line.text, "no speech found in its cue")
+    start, end = span
+
+    def clip(problem: str | None) -> LineClip:
+        return LineClip(index, speaker, start, end, line.text, problem)
+
+    for other in analysis.original.lines:
+        if analysis.speakers[other.index] != speaker and other.start < end and other.end > start:
+            return clip(f"overlaps line {other.index} of {analysis.speakers[other.index]}")
+    if end - start < floor:
+        return clip(f"{end - start:.1f} s, shorter than the {floor:g} s floor")
+    if end - start > LINE_CEILING:
+        return clip(f"{end - start:.1f} s, longer than {LINE_CEILING:g} s")
+    problem = voice_problem(analysis, encoder, speaker, start, end)
+    heard = analysis.heard(start, end)
+    if problem is None and heard is not None:
+        said = " ".join(w.text for w in heard)
+        if word_agreement(line.text, said, analysis.language) < MIN_AGREEMENT:
+            problem = f"the ASR hears other words than its cue's ({said!r})"
+    return clip(problem)
+
+
+def samples_hash(samples: np.ndarray, sample_rate: int) -> str:
+    """The content hash of a clip's samples."""
+    digest = hashlib.sha256(f"{sample_rate}:".encode())
+    digest.update(np.ascontiguousarray(samples, dtype=np.float32).tobytes())
+    return digest.hexdigest()
+
+
+def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
+    """Each dubbed line's reference: its original line's own clip when usable, else its speaker's clip, with the
+    reason. ``summary`` is the extraction's :class:`omnidub.source.summary.SourceSummary` (speakers without a
+    chosen clip are not in its ``speaker_clips``)."""
+    result = []
+    for match in match_lines(dub, summary.original):
+        speaker, fallback = _speaker_of(match, dub, summary)
+        if fallback is None:
+            own = summary.line_clips[match.best]
+            if own.problem is None:
+                result.append(LineReference(match.index, speaker, match.original, match.how, "line", own.start,
+                                            own.end, own.text, summary.clip_hash(own.start, own.end), None))
+                continue
+            fallback = f"line {own.index}'s clip: {own.problem}"
+        chosen = summary.speaker_clips.get(speaker) if speaker else None
+        if chosen is None:
+            why = f"{fallback}; {speaker} has no clip" if speaker else fallback
+            result.append(LineReference(match.index, speaker, match.original, match.how, "none", None, None, None,
+                                        None, why))
+            continue
+        result.append(LineReference(match.index, speaker, match.original, match.how, "speaker", chosen.start,
+                                    chosen.end, chosen.text, chosen.sha256, fallback))
+    return tuple(result)
+
+
+def _speaker_of(match: LineMatch, dub: Script, analysis) -> tuple[str | None, str | None]:
+    """The speaker a dubbed line takes its identity from, and why it cannot use its own line's clip (if so)."""
+    if match.how == "none":
+        label = _dub_label(dub, match.index, analysis)
+        return label, "matches no original line" + ("" if label else ", and its label names no original speaker")
+    if match.how == "several":
+        names = {analysis.speakers[i] for i in match.original}
+        listed = ", ".join(str(i) for i in match.original)
+        speaker = analysis.speakers[match.original[0]] if len(names) == 1 else _dub_label(dub, match.index, analysis)
+        return speaker or analysis.speakers[match.original[0]], f"matches several original lines ({listed})"
+    return analysis.speakers[match.best], None
+
+
+def _dub_label(dub: Script, index: int, analysis) -> str | None:
+    label = next(line.speaker for line in dub.lines if line.index == index)
+    return label if label in analysis.centroids else None

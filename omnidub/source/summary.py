@@ -1,0 +1,129 @@
+"""What a render needs of an extraction, independent of the dub: each original line's speaker and own clip,
+each speaker's chosen clip and voice (centroid), and the clips' samples. Small, and cached by the content of
+everything it was made from, so a rerun (or a dub edited line by line) never analyses the source again.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import numpy as np
+import soundfile as sf
+
+from omnidub.files import write_bytes_atomic, write_text_atomic
+from omnidub.script import Script
+from omnidub.source.audio import CLIP_RATE
+from omnidub.source.lines import LineClip, samples_hash
+
+FORMAT = 1
+
+
+@dataclass(frozen=True)
+class SpeakerClip:
+    """A speaker's chosen clip: its span in the source, what it says, and the hash of its samples."""
+
+    start: float
+    end: float
+    text: str
+    sha256: str
+
+
+@dataclass(frozen=True, eq=False)
+class SourceSummary:
+    """An extraction reduced to what per-line references and the voice check need."""
+
+    original: Script
+    speakers: dict[int, str]  # original line -> speaker (its label, or its group in an unlabelled original)
+    centroids: dict[str, np.ndarray]  # speaker -> its voice (GE2E), the identity every line is held to
+    line_clips: dict[int, LineClip]  # original line -> its own clip (and why it cannot be used)
+    speaker_clips: dict[str, SpeakerClip]
+    hashes: dict[tuple[float, float], str]  # clip span -> hash of its samples (every usable clip)
+    folder: Path | None  # where the clips' samples are (``clip_path``); None: held in memory only
+    language: str | None
+    notes: tuple[str, ...]
+    accompaniment: Path | None = None  # the source without its voices, when it was separated
+
+    def clip_hash(self, start: float, end: float) -> str:
+        return self.hashes[(start, end)]
+
+    def clip_path(self, start: float, end: float) -> Path:
+        """The clip's samples as a WAV file (float32 at the clip rate): what a voice prompt is made from."""
+        return self.folder / "clips" / f"{self.clip_hash(start, end)}.wav"
+
+
+def summarize(extraction, folder: Path | None = None) -> SourceSummary:
+    """Reduce an extraction to its summary, writing every usable clip's samples into ``folder`` (when given)."""
+    analysis = extraction.analysis
+    spans = [(c.start, c.end) for c in extraction.line_clips.values() if c.problem is None]
+    spans += [(c.start, c.end) for c in extraction.chosen.values()]
+    hashes = {}
+    if folder is not None:
+        (folder / "clips").mkdir(parents=True, exist_ok=True)
+    for span in dict.fromkeys(spans):
+        samples = extraction.clip(*span)
+        hashes[span] = samples_hash(samples, CLIP_RATE)
+        path = folder / "clips" / f"{hashes[span]}.wav" if folder is not None else None
+        if path is not None and not path.is_file():
+            import io
+
+            buffer = io.BytesIO()
+            sf.write(buffer, samples, CLIP_RATE, format="WAV", subtype="FLOAT")
+            write_bytes_atomic(path, buffer.getvalue())
+    speaker_clips = {name: SpeakerClip(c.start, c.end, c.text, hashes[(c.start, c.end)])
+                     for name, c in extraction.chosen.items()}
+    accompaniment = None
+    if extraction.separation is not None and folder is not None:
+        accompaniment = folder / "accompaniment.flac"
+        if not accompaniment.is_file():
+            from omnidub.source.audio import wav_bytes
+
+            separation = extraction.separation
+            write_bytes_atomic(accompaniment, wav_bytes(separation.accompaniment, separation.sample_rate, format="FLAC"))
+    return SourceSummary(analysis.original, dict(analysis.speakers), dict(analysis.centroids),
+                         dict(extraction.line_clips), speaker_clips, hashes, folder, analysis.language,
+                         tuple(extraction.notes), accompaniment)
+
+
+def save(summary: SourceSummary) -> None:
+    """Keep the summary beside its clips (the clips are already there)."""
+    data = {
+        "format": FORMAT,
+        "speakers": {str(k): v for k, v in summary.speakers.items()},
+        "line_clips": [{"index": c.index, "speaker": c.speaker, "start": c.start, "end": c.end, "text": c.text,
+                        "problem": c.problem} for c in summary.line_clips.values()],
+        "speaker_clips": {name: vars(c) for name, c in summary.speaker_clips.items()},
+        "hashes": [[a, b, sha] for (a, b), sha in summary.hashes.items()],
+        "language": summary.language,
+        "notes": list(summary.notes),
+        "accompaniment": summary.accompaniment.name if summary.accompaniment else None,
+    }
+    np.savez(summary.folder / "centroids.npz", **summary.centroids) if summary.centroids else None
+    write_text_atomic(summary.folder / "summary.json", json.dumps(data, indent=1, ensure_ascii=False))
+
+
+def load(folder: Path, original: Script) -> SourceSummary | None:
+    """The summary kept in ``folder`` (None when there is none, or any clip of it is missing or changed)."""
+    try:
+        data = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
+        if data.get("format") != FORMAT:
+            return None
+        centroids = {}
+        if (folder / "centroids.npz").is_file():
+            with np.load(folder / "centroids.npz") as stored:
+                centroids = {name: np.array(stored[name]) for name in stored.files}
+        hashes = {(a, b): sha for a, b, sha in data["hashes"]}
+        for sha in set(hashes.values()):
+            samples, _ = sf.read(str(folder / "clips" / f"{sha}.wav"), dtype="float32")
+            if samples_hash(samples, CLIP_RATE) != sha:
+                return None
+        line_clips = {c["index"]: LineClip(c["index"], c["speaker"], c["start"], c["end"], c["text"], c["problem"])
+                      for c in data["line_clips"]}
+        speaker_clips = {name: SpeakerClip(**c) for name, c in data["speaker_clips"].items()}
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError):
+        return None
+    accompaniment = folder / data["accompaniment"] if data.get("accompaniment") else None
+    return SourceSummary(original, {int(k): v for k, v in data["speakers"].items()}, centroids, line_clips,
+                         speaker_clips, hashes, folder, data.get("language"), tuple(data.get("notes", [])),
+                         accompaniment)

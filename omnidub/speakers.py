@@ -1,0 +1,94 @@
+"""Speakers ready to plan: each voice's prompt, from the prompt cache or prepared now (ASR for the cut, then
+the model's codec), or, for a plan that must not load anything, paced from its whole reference."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+import soundfile as sf
+
+from omnidub.files import cache_home
+from omnidub.plan import Speaker
+from omnidub.voices import PromptCache, Voice, voice_for, voice_prompt, voice_prompt_key
+
+
+def prompt_cache_dir():
+    return cache_home() / "prompts"
+
+
+def prepare_speakers(project, prepare: bool, lines: dict[int, Voice] | None = None
+                     ) -> tuple[dict[str, Speaker], dict[int, Speaker]]:
+    """Every speaker of the project's script with its voice's prompt (one prompt per voice), and every line with a
+    voice of its own (``lines``: a clip of the original line it translates) with that one."""
+    cache = PromptCache(prompt_cache_dir())
+    by_voice: dict[Voice, Speaker] = {}
+    speakers = {}
+    for name in sorted({line.speaker for line in project.script.lines}):
+        voice = voice_for(name, project.voices)
+        if voice not in by_voice:
+            by_voice[voice] = _speaker(project.session, voice, cache, prepare, project.listener.step, project.note,
+                                       project.notes)
+        speakers[name] = by_voice[voice]
+    _note_untrimmed(project, speakers, prepare)
+    own = {}
+    fresh = [v for v in (lines or {}).values() if v not in by_voice
+             and cache.get(voice_prompt_key(v, project.session.preset.voice, project.session.prompt_identity)) is None]
+    if fresh and prepare:
+        project.listener.step(f"preparing {len(fresh)} line voice(s) from the source")
+    for index, voice in (lines or {}).items():
+        if voice not in by_voice:  # a line's own clip: said in the manifest, not line by line on the console
+            by_voice[voice] = _speaker(project.session, voice, cache, prepare, lambda text: None,
+                                       lambda text: None, [])
+        own[index] = by_voice[voice]
+    return speakers, own
+
+
+def _speaker(session, voice: Voice, cache: PromptCache, prepare: bool, step: Callable[[str], None],
+             note: Callable[[str], None], said_before: list[str]) -> Speaker:
+    key = voice_prompt_key(voice, session.preset.voice, session.prompt_identity)
+    if voice.audio is None:  # voice design: no reference, upstream's default pace
+        return Speaker(voice, key, None, None, None)
+    prompt = cache.get(key)
+    if prompt is not None and prompt.provisional and prepare and session.asr().available():
+        prompt = None  # kept whole for want of an ASR model, which is here now: trim it
+    if prompt is None and prepare:
+        step(f"preparing the voice of {voice.speaker}")
+        backend = session.backend()
+        prompt, reference = voice_prompt(
+            voice, cache=cache, options=session.preset.voice, key=key, sample_rate=backend.sample_rate,
+            asr=session.asr(),
+            encode=lambda ref: backend.encode_prompt(ref.audio, ref.sample_rate, ref.text, voice.language),
+        )
+        parts = reference.note.split("; ") if reference is not None and reference.note else []
+        if reference is not None and reference.provisional:
+            # Kept whole for want of ASR: said once for all speakers (_note_untrimmed); keep any other warning.
+            parts = [part for part in parts if not part.startswith("kept whole (")]
+        said = "; ".join(parts)
+        for prior in said_before:  # what the plan's check of the reference already said is not said again
+            if prior.startswith(f"{voice.speaker}: "):
+                said = said.replace(prior[len(voice.speaker) + 2:], "")
+        said = "; ".join(part for part in said.split("; ") if part.strip())
+        if said:
+            note(f"{voice.speaker}: {said}")
+    if prompt is None:
+        seconds = None
+        try:
+            seconds = sf.info(str(voice.audio)).duration
+        except (RuntimeError, OSError):
+            pass  # not readable by libsndfile (mp3/m4a): upstream's default pace
+        return Speaker(voice, key, None, voice.text, seconds, estimated=True)
+    return Speaker(voice, key, prompt, prompt.text, prompt.seconds)
+
+
+def _note_untrimmed(project, speakers: dict[str, Speaker], prepare: bool) -> None:
+    # Said once for all speakers: the fast preset's ~3 s cut needs word times, which need an ASR model.
+    whole = sorted({s.voice.speaker for s in speakers.values()
+                    if s.prompt is not None and s.prompt.provisional and "kept whole" in s.prompt.note})
+    if not whole:
+        return
+    note = (f"no ASR model ({project.session.asr_name}) to find word boundaries, so the samples of "
+            f"{', '.join(whole)} are kept whole; pass --asr-model with a local faster-whisper folder to trim them")
+    if note not in project.notes:
+        project.notes.append(note)
+        if prepare:
+            project.listener.note(note)

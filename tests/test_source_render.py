@@ -1,0 +1,200 @@
+"""render --source: each line cloned from the original line it translates (or its speaker's clip, with the
+reason), one identity per character, the voice check in auto, and reruns that never lose a line's clone.
+
+The scene (tests/data/source, see its README): three voices over a music bed, English cues with and without
+labels, a Spanish dub on the same cues. The tiny model renders noise; what is checked is where every line's
+voice comes from.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from omnidub.cli import app
+from omnidub.journal import read_entries
+
+DATA = Path(__file__).parent / "data" / "source"
+TRUTH = {t["line"]: t["speaker"] for t in json.loads((DATA / "truth.json").read_text())["lines"]}
+runner = CliRunner()
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args])
+
+
+def manifest(out: Path) -> dict:
+    return json.loads((out / "manifest.json").read_text())
+
+
+def statuses(out: Path) -> dict[int, str]:
+    return {e.index: e.status for e in read_entries(out)}
+
+
+@pytest.fixture(scope="module")
+def args(tiny_model_dir, whisper_tiny_en, tmp_path_factory):
+    preset = tmp_path_factory.mktemp("preset") / "preset.toml"
+    preset.write_text("steps = 2\n")
+    return ["--source", DATA / "scene.opus", "--source-subs", DATA / "original.srt", "--model", "synthetic:tiny",
+            "--asr-model", whisper_tiny_en, "--preset", preset]
+
+
+@pytest.fixture(scope="module")
+def by_line(args, tmp_path_factory) -> Path:
+    out = tmp_path_factory.mktemp("by-line") / "out"
+    result = run("render", DATA / "dub.srt", *args, "--voice-match", "line", "--out", out)
+    assert result.exit_code == 0, result.output
+    return out
+
+
+def test_each_line_is_cloned_from_the_original_line_it_translates_or_says_why_not(by_line):
+    lines = {line["index"]: line for line in manifest(by_line)["lines"]}
+    from omnidub.script import read_script
+
+    original = {line.index: line for line in read_script(DATA / "original.srt").lines}  # same cues as the dub
+    for index, line in lines.items():
+        reference = line["reference"]
+        assert reference["speaker"] == line["speaker"] == TRUTH[index]  # one identity per character
+        assert reference["original"] == [index] and reference["match"] == "index"
+        if reference["kind"] == "line":
+            assert reference["fallback"] is None
+            assert reference["start"] < original[index].end and reference["end"] > original[index].start
+        else:
+            assert reference["kind"] == "speaker" and reference["fallback"]
+        assert (by_line / reference["file"]).is_file()
+    # The traps of the scene: a 0.8 s line, two lines spoken over each other, a cue that also holds another voice.
+    assert "shorter than" in lines[6]["reference"]["fallback"]
+    assert "overlaps" in lines[7]["reference"]["fallback"] and "overlaps" in lines[8]["reference"]["fallback"]
+    assert lines[10]["reference"]["kind"] == "speaker"
+    assert [i for i, line in lines.items() if line["reference"]["kind"] == "line"] == [1, 2, 3, 4, 5, 9, 11, 12]
+    # A line's own clip is its own voice: it never also serves as another speaker's.
+    clips = {}
+    for line in lines.values():
+        clips.setdefault(line["reference"]["sha256"], set()).add(line["speaker"])
+    assert all(len(speakers) == 1 for speakers in clips.values())
+
+
+def test_editing_one_dubbed_line_renders_that_line_again_with_the_same_clip(by_line, args, tmp_path):
+    import shutil
+
+    from omnidub.folder import Ledger
+
+    out = tmp_path / "out"
+    shutil.copytree(by_line, out)
+    dub = tmp_path / "dub.srt"
+    dub.write_text((DATA / "dub.srt").read_text().replace("No hay problema.", "Ningún problema."))
+    data = manifest(out)
+    data["input"] = str(dub.resolve())  # as if it had been rendered from this copy
+    (out / "manifest.json").write_text(json.dumps(data))
+    Ledger(out / ".omnidub" / "ledger.jsonl").record("manifest.json", out / "manifest.json")
+    before = {line["index"]: line["reference"]["sha256"] for line in data["lines"]}
+    result = run("render", dub, *args, "--voice-match", "line", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert [i for i, s in statuses(out).items() if s == "rendered"] == [2]
+    assert {line["index"]: line["reference"]["sha256"] for line in manifest(out)["lines"]} == before
+
+
+def test_speaker_match_gives_every_line_its_characters_one_clip(by_line, args, tmp_path):
+    out = tmp_path / "out"
+    result = run("render", DATA / "dub.srt", *args, "--voice-match", "speaker", "--out", out)
+    assert result.exit_code == 0, result.output
+    lines = manifest(out)["lines"]
+    assert {line["reference"]["kind"] for line in lines} == {"speaker"}
+    for speaker in ("ALICE", "BOB", "CAROL"):
+        assert len({line["reference"]["sha256"] for line in lines if line["speaker"] == speaker}) == 1
+
+
+def test_an_unlabelled_dub_takes_its_speakers_from_the_unlabelled_original(args, tmp_path):
+    plain = tmp_path / "plain.srt"
+    plain.write_text("".join(row.split(": ", 1)[-1] if ": " in row else row
+                             for row in (DATA / "dub.srt").read_text().splitlines(keepends=True)))
+    source = [a if a != DATA / "original.srt" else DATA / "original-unlabelled.srt" for a in args]
+    out = tmp_path / "out"
+    result = run("render", plain, *source, "--voice-match", "speaker", "--out", out)
+    assert result.exit_code == 0, result.output
+    speakers = {line["index"]: line["speaker"] for line in manifest(out)["lines"]}
+    assert set(speakers.values()) == {"S1", "S2", "S3"}
+    # The groups are the characters (named in order of first appearance).
+    names = {"ALICE": "S1", "BOB": "S2", "CAROL": "S3"}
+    assert speakers == {index: names[TRUTH[index]] for index in TRUTH}
+    assert sorted(p.name for p in (out / "stems").iterdir()) == ["S1.wav", "S2.wav", "S3.wav"]
+
+
+def test_auto_sends_a_line_that_sounds_like_someone_else_back_to_its_speakers_clip(args, tmp_path, monkeypatch):
+    from omnidub import casting
+
+    heard = []
+
+    def hear(segment: Path, encoder):
+        # The tiny model renders noise: say what each line sounds like. Line 2 (BOB) comes out like ALICE.
+        index = int(segment.name[:4])
+        heard.append(index)
+        return centroids["ALICE" if index == 2 else TRUTH[index]]
+
+    centroids = {}
+    real_cast = casting.cast_from_source
+
+    def cast_from_source(project, prepare):
+        cast = real_cast(project, prepare)
+        centroids.update(cast.summary.centroids)
+        return cast
+
+    monkeypatch.setattr(casting, "hear", hear)
+    monkeypatch.setattr(casting, "cast_from_source", cast_from_source)
+    import omnidub.project
+
+    monkeypatch.setattr(omnidub.project, "cast_from_source", cast_from_source)
+    out = tmp_path / "out"
+    result = run("render", DATA / "dub.srt", *args, "--out", out)  # --voice-match auto is the default
+    assert result.exit_code == 0, result.output
+    assert sorted(heard) == [1, 2, 3, 4, 5, 9, 11, 12]  # the lines cloned from their own clip, each heard once
+    lines = {line["index"]: line for line in manifest(out)["lines"]}
+    second = lines[2]["reference"]
+    assert second["kind"] == "speaker" and "closer to ALICE" in second["fallback"]
+    assert second["check"]["passed"] is False and second["check"]["nearest"] == "ALICE"
+    assert lines[3]["reference"]["kind"] == "line" and lines[3]["reference"]["check"]["passed"] is True
+    assert "line(s) 2 sounded like someone else" in result.stderr
+    # A rerun keeps every verdict: nothing is heard or rendered again.
+    heard.clear()
+    result = run("render", DATA / "dub.srt", *args, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert heard == [] and set(statuses(out).values()) == {"cached"}
+    assert manifest(out)["lines"][1]["reference"] == second
+
+
+def test_source_flags_are_checked_before_anything_starts(tmp_path):
+    result = run("render", DATA / "dub.srt", "--source-subs", DATA / "original.srt")
+    assert result.exit_code == 2 and "--source-subs goes with --source" in result.stderr
+    result = run("render", DATA / "dub.srt", "--source", DATA / "scene.opus")
+    assert result.exit_code == 2 and "--source needs --source-subs" in result.stderr
+    result = run("render", DATA / "dub.srt", "--source", DATA / "scene.opus", "--source-subs", DATA / "original.srt",
+                 "--voice-match", "everything")
+    assert result.exit_code == 2 and "--voice-match everything" in result.stderr
+    text = tmp_path / "not-audio.mp4"
+    text.write_text("hello")
+    result = run("render", DATA / "dub.srt", "--source", text, "--source-subs", DATA / "original.srt", "--model",
+                 "synthetic:tiny", "--out", tmp_path / "out")
+    assert result.exit_code == 2 and "not-audio.mp4" in result.stderr and "Traceback" not in result.output
+    assert not (tmp_path / "out").exists()
+
+
+def test_separate_cuts_from_the_vocals_and_the_rest_becomes_the_bed(args, tmp_path):
+    from conftest import EXAMPLES
+
+    from omnidub.source.separate import build_random_separator
+
+    model = build_random_separator(tmp_path / "model")
+    cast = tmp_path / "voices.toml"  # a random separator isolates no speech: every voice is given here
+    cast.write_text("".join(f'[{name}]\naudio = "{EXAMPLES / "voices" / "alice.wav"}"\ntext = "Good morning, '
+                            'everyone. Thanks for coming in early. I know the traffic was terrible today."\n'
+                            for name in ("ALICE", "BOB", "CAROL")))
+    out = tmp_path / "out"
+    result = run("render", DATA / "dub.srt", *args, "--separate", model, "--voices", cast, "--out", out,
+                 "--only", "1", "--timeline", "none")
+    assert result.exit_code == 0, result.output
+    data = manifest(out)
+    assert data["delivery"]["bed"].endswith("accompaniment.flac") and (out / data["delivery"]["bed_mix"]).is_file()
+    assert "background" not in result.stderr  # the clips carry no background once it is separated
