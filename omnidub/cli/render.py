@@ -192,20 +192,7 @@ def _run(o: dict, session, settings, job, listener) -> int:
     warn_synthetic(o["model"])
     if settings.engine.compile:  # True or "auto": inductor's kernels persist in omnidub's cache
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_home() / "inductor"))
-    engine = session.preset.engine
-    compiling = {True: ", compiled", False: "", "auto": ", compile auto"}[engine.compile]
-    layout = session.layout_status()
-    err.print(
-        f"omnidub: model [bold]{escape(printable(o['model']))}[/], {escape(session.backend_reason())}; "
-        f"preset {settings.name}: {engine.decode.steps} steps, "
-        f"cfg {layout.layout}{'' if layout.measured else ' (not measured here yet: a short probe runs once the model loads)'}"
-        f"{compiling}"
-        + (f", {len(job.projects)} inputs" if many else "")
-        + (", on Ray workers" if session.executor_options.kind == "ray" else ""),
-        soft_wrap=True,
-    )
-    if session.backend_choice.note:
-        err.print(f"[cyan]note:[/] {escape(session.backend_choice.note)}", soft_wrap=True)
+    _header(o, session, settings, job)
     session.on_load = listener.loading
     session.on_note = lambda text: err.print(f"[cyan]note:[/] {escape(text)}", soft_wrap=True)
     with _stop_on_ctrl_c(job):
@@ -217,11 +204,35 @@ def _run(o: dict, session, settings, job, listener) -> int:
         done = sum(s.rendered + s.cached for s in summaries)
         err.print(f"interrupted: {done} of {sum(s.lines for s in summaries)} lines are done; rerun to finish.")
         return 130
+    return _report(runs, many, o["as_json"])
+
+
+def _header(o: dict, session, settings, job) -> None:
+    """The line that says what renders: model, backend and why, preset, layout, compile, inputs, workers."""
+    engine = session.preset.engine
+    compiling = {True: ", compiled", False: "", "auto": ", compile auto"}[engine.compile]
+    layout = session.layout_status()
+    err.print(
+        f"omnidub: model [bold]{escape(printable(o['model']))}[/], {escape(session.backend_reason())}; "
+        f"preset {settings.name}: {engine.decode.steps} steps, "
+        f"cfg {layout.layout}{'' if layout.measured else ' (not measured here yet: a short probe runs once the model loads)'}"
+        f"{compiling}"
+        + (f", {len(job.projects)} inputs" if job.many else "")
+        + (", on Ray workers" if session.executor_options.kind == "ray" else ""),
+        soft_wrap=True,
+    )
+    if session.backend_choice.note:
+        err.print(f"[cyan]note:[/] {escape(session.backend_choice.note)}", soft_wrap=True)
+
+
+def _report(runs, many: bool, as_json: bool) -> int:
+    """Each input's summary (and error), and the exit code: 1 when a line or input failed, or QA failed it."""
+    summaries = [run.summary for run in runs if run.summary is not None]
     qa_failed = {run.out_dir for run in runs if run.report is not None and not run.report.passed}
     if not many:
-        print_summary(summaries[0], o["as_json"])
+        print_summary(summaries[0], as_json)
         return 1 if summaries[0].failed or qa_failed else 0
-    if o["as_json"]:
+    if as_json:
         print_json({"inputs": [
             {"input": str(run.input), "error": None if run.error is None else error_text(run.error),
              **(summary_json(run.summary) if run.summary is not None else {"out_dir": None})}

@@ -65,7 +65,6 @@ def check(folder: Path, *, e2e_seconds=E2E_SECONDS, lines=EXAMPLE_LINES, steps: 
           threads: int | None = None, progress=None) -> dict:
     """Run every parity figure for the export in ``folder``; returns the report (also written to parity.json)."""
     import soundfile as sf
-    import torch
 
     from omnidub.backends.base import Request
     from omnidub.backends.onnx.backend import OnnxBackend
@@ -107,41 +106,11 @@ def check(folder: Path, *, e2e_seconds=E2E_SECONDS, lines=EXAMPLE_LINES, steps: 
 
     say("checking the encoder")
     tokenizer = torch_backend.model.audio_tokenizer
-    hop = runtime.hop
-    prepared = _prepared_reference(wave, rate, runtime.sample_rate, hop)
-    matches = total = 0
-    for seconds in (0.5, 1.0, 2.0, prepared.shape[-1] / runtime.sample_rate):
-        clip = prepared[: max(hop, int(seconds * runtime.sample_rate) // hop * hop)]
-        with torch.inference_mode():
-            expected = tokenizer.encode(torch.from_numpy(clip)[None, None]).audio_codes[0].numpy()
-        got = runtime.encode(clip)
-        same = got.shape == expected.shape
-        matches += int((got == expected).sum()) if same else 0
-        total += expected.size
-    encoder = {"code_match": matches / total, "codes": total}
-
+    encoder = _encoder_figures(tokenizer, runtime, wave, rate)
     say("checking the decoder")
-    worst = 0.0
-    for codes in rendered:
-        with torch.inference_mode():
-            expected = tokenizer.decode(torch.from_numpy(codes)[None]).audio_values[0, 0].numpy()
-        worst = max(worst, log_spectral_l1(runtime.decode(codes), expected))
-    decoder = {"log_spectral_l1": worst, "lines": len(rendered)}
-
+    decoder = _decoder_figures(tokenizer, runtime, rendered)
     say("rendering lines of several lengths with both backends at zero temperatures")
-    zero = dataclasses.replace(options, decode=dataclasses.replace(options.decode, position_temperature=0.0,
-                                                                   class_temperature=0.0))
-    torch_zero, onnx_zero = torch_backend.with_options(zero), onnx_backend.with_options(zero)
-    text = " ".join(lines)
-    e2e = []
-    for i, seconds in enumerate(e2e_seconds):
-        frames = max(1, int(round(seconds * runtime.frame_rate)))
-        request = Request(text if seconds > 2 else lines[i % len(lines)], prompt, "en", duration=frames / runtime.frame_rate,
-                          seed=100 + i, id=str(i))
-        (tokens_a, a), (tokens_b, b) = _render(torch_zero, request), _render(onnx_zero, request)
-        e2e.append({"seconds": seconds, "frames": frames,
-                    "token_identity": float(np.mean(tokens_a == tokens_b)) if tokens_a.shape == tokens_b.shape else 0.0,
-                    "log_spectral_l1": log_spectral_l1(a.audio, b.audio)})
+    e2e = _end_to_end(torch_backend, onnx_backend, options, prompt, lines, e2e_seconds)
 
     report = {
         "provider": "CPUExecutionProvider",
@@ -171,6 +140,56 @@ def check(folder: Path, *, e2e_seconds=E2E_SECONDS, lines=EXAMPLE_LINES, steps: 
         manifest["parity"]["int8_cost"] = report["int8_cost"]
     write_manifest(folder, manifest)
     return report
+
+
+def _encoder_figures(tokenizer, runtime, wave, rate) -> dict:
+    """The export's encoder against torch's on clips of the bundled voice: the share of codes that match."""
+    import torch
+
+    hop = runtime.hop
+    prepared = _prepared_reference(wave, rate, runtime.sample_rate, hop)
+    matches = total = 0
+    for seconds in (0.5, 1.0, 2.0, prepared.shape[-1] / runtime.sample_rate):
+        clip = prepared[: max(hop, int(seconds * runtime.sample_rate) // hop * hop)]
+        with torch.inference_mode():
+            expected = tokenizer.encode(torch.from_numpy(clip)[None, None]).audio_codes[0].numpy()
+        got = runtime.encode(clip)
+        matches += int((got == expected).sum()) if got.shape == expected.shape else 0
+        total += expected.size
+    return {"code_match": matches / total, "codes": total}
+
+
+def _decoder_figures(tokenizer, runtime, rendered) -> dict:
+    """The export's decoder against torch's on the rendered lines' tokens: the worst log-spectral distance."""
+    import torch
+
+    worst = 0.0
+    for codes in rendered:
+        with torch.inference_mode():
+            expected = tokenizer.decode(torch.from_numpy(codes)[None]).audio_values[0, 0].numpy()
+        worst = max(worst, log_spectral_l1(runtime.decode(codes), expected))
+    return {"log_spectral_l1": worst, "lines": len(rendered)}
+
+
+def _end_to_end(torch_backend, onnx_backend, options, prompt, lines, e2e_seconds) -> list[dict]:
+    """Lines of several lengths rendered by both backends at zero temperatures: tokens and audio compared."""
+    from omnidub.backends.base import Request
+
+    zero = dataclasses.replace(options, decode=dataclasses.replace(options.decode, position_temperature=0.0,
+                                                                   class_temperature=0.0))
+    torch_zero, onnx_zero = torch_backend.with_options(zero), onnx_backend.with_options(zero)
+    frame_rate = onnx_backend.runtime.frame_rate
+    text = " ".join(lines)
+    e2e = []
+    for i, seconds in enumerate(e2e_seconds):
+        frames = max(1, int(round(seconds * frame_rate)))
+        request = Request(text if seconds > 2 else lines[i % len(lines)], prompt, "en", duration=frames / frame_rate,
+                          seed=100 + i, id=str(i))
+        (tokens_a, a), (tokens_b, b) = _render(torch_zero, request), _render(onnx_zero, request)
+        e2e.append({"seconds": seconds, "frames": frames,
+                    "token_identity": float(np.mean(tokens_a == tokens_b)) if tokens_a.shape == tokens_b.shape else 0.0,
+                    "log_spectral_l1": log_spectral_l1(a.audio, b.audio)})
+    return e2e
 
 
 def _exported_from(manifest: dict):
