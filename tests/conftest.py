@@ -12,6 +12,10 @@ from pathlib import Path
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="omnidub-test-hf-")
 os.environ.setdefault("OMNIDUB_CACHE", str(Path(__file__).resolve().parent.parent / ".cache" / "test"))
+# The suite runs in two worker processes (pyproject's addopts): one thread each, so their threads never outnumber
+# two cores and spin against each other (set before torch is imported; a test that needs more sets its own).
+if "PYTEST_XDIST_WORKER" in os.environ:
+    os.environ.setdefault("OMP_NUM_THREADS", "1")
 
 import pytest  # noqa: E402
 
