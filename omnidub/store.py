@@ -70,6 +70,7 @@ class LineStore:
         self.shared = cache_dir is not None
         self.dir = Path(cache_dir) if cache_dir is not None else folder.state / "cache"
         self._index: dict[str, list[str]] | None = None
+        self._verified: dict[str, tuple] = {}  # entries whose bytes this run checked: name -> (size, mtime, length)
         self.notes: list[str] = []
 
     # -- the cache ---------------------------------------------------------------------------------------
@@ -91,8 +92,16 @@ class LineStore:
         problem = None
         for name in list(self._names(key)):
             path = self.dir / name
+            try:
+                stat = path.stat()
+                seen = (stat.st_size, stat.st_mtime_ns, seconds)
+            except OSError:
+                seen = None
+            if seen is not None and self._verified.get(name) == seen:  # checked in this run and untouched since
+                return Stored(path, name.split(".")[1], seconds_of(path)), None
             problem = audio_problem(path, seconds, name.split(".")[1])
             if problem is None:
+                self._verified[name] = seen
                 return Stored(path, name.split(".")[1], seconds_of(path)), None
             if repair:  # its bytes no longer match its own name: nothing can ever use it
                 path.unlink(missing_ok=True)
