@@ -52,17 +52,20 @@ class Assembly:
         self.name = name  # the stem of the dub's own files
         self.writers = writers
 
-    def programme(self, entries: list[LineEntry], names: dict[str, str], seconds: float, *,
-                  planned: bool = False) -> Programme:
-        """The programme to write: every line with audio at its start (``planned``: every line, at its planned
-        length, for checking the paths before anything renders), padded to the video (or the bed)."""
+    def placements(self, entries: list[LineEntry], *, planned: bool = False) -> list[Placement]:
+        """Every line with audio at its start (``planned``: every line at its planned length, to know the
+        paths before anything renders)."""
+        return [Placement(self.folder.path / e.file, e.start, e.speaker, (e.target if planned else e.duration) or 0.0,
+                          e.text, e.index, e.language) for e in entries if planned or e.done]
+
+    def programme(self, placements: list[Placement], names: dict[str, str], seconds: float) -> Programme:
+        """The programme to write: the lines where they sit, at least ``seconds`` long, padded to the video (or,
+        without one, the bed)."""
         out = self.folder.path
-        placements = [Placement(out / e.file, e.start, e.speaker, (e.target if planned else e.duration) or 0.0,
-                                e.text, e.index) for e in entries if planned or e.done]
         video, bed = self.probed.video, self.probed.bed
         length = max([seconds, *(p.start + p.seconds for p in placements),
                       video.seconds if video else bed.seconds if bed else 0.0])
-        options = with_language(self.options, {e.language for e in entries})
+        options = with_language(self.options, {p.language for p in placements})
         return Programme(out, placements, names, length, self.probed.fps, options, self.name,
                          video.seconds if video else None)
 

@@ -216,7 +216,11 @@ class FolderLock:
             if same:
                 break
             os.close(fd)
-        if not shared:
+        if shared:
+            # No render holds it: a note left by one that was killed no longer says anything true.
+            with contextlib.suppress(OSError):
+                os.ftruncate(fd, 0)
+        else:
             command = " ".join(["omnidub", *sys.argv[1:]])[:300].replace("\n", " ")
             with contextlib.suppress(OSError):  # the lock holds even if its note cannot be written (a full disk)
                 os.ftruncate(fd, 0)

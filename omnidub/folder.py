@@ -72,8 +72,6 @@ class Ledger:
 
     def compact(self) -> None:
         """Rewrite the log with one record per file (it only grows while a run appends)."""
-        import json
-
         self.log.close(quietly=True)
         lines = [json.dumps({"path": p, "sha256": w.sha256, "size": w.size, "mtime_ns": w.mtime_ns}) for p, w in
                  sorted(self.files.items())]
@@ -127,7 +125,9 @@ class OutputFolder:
 
     def manifest(self) -> dict | None:
         """The folder's manifest when omnidub wrote it (a manifest.json of anything else is not read)."""
-        if self.status(self.mark) not in ("ours", "older", "changed"):
+        # "unfinished": a run stopped between announcing the write and recording it; the write itself is atomic,
+        # so what is there is a whole file omnidub wrote.
+        if self.status(self.mark) not in ("ours", "older", "changed", "unfinished"):
             return None
         try:
             data = json.loads((self.path / self.mark).read_text(encoding="utf-8"))
@@ -141,7 +141,12 @@ class OutputFolder:
         (unless ``allow_other_files``) or another input's render, lock it, and clear what a killed write left."""
         self._check_owner(input_path, allow_other_files)
         self._make_state()
-        if not self.lock.acquire():
+        try:
+            taken = self.lock.acquire()
+        except OmnidubError:
+            self.release()  # nothing of this run stays behind
+            raise
+        if not taken:
             holder = self.lock.holder()
             what = f"another omnidub run ({holder})" if holder else "omnidub qa"
             self.release()

@@ -156,9 +156,15 @@ class Job:
         self.session.close()
         for project in live:
             self._show(project)
-            runs[id(project)] = InputRun(project.input_path, project.out_dir, summary=project.finish(*seconds[id(project)]))
+            try:
+                runs[id(project)] = InputRun(project.input_path, project.out_dir,
+                                             summary=project.finish(*seconds[id(project)]))
+            except Exception as exc:  # one input's outputs failing (a video that will not mux) costs only that input
+                if not self.many:
+                    raise
+                runs[id(project)] = self._failed(project, exc)
         if self.qa is not None and not self.stopping:
-            for project in live:
+            for project in (p for p in live if runs[id(p)].summary is not None):
                 runs[id(project)] = self._check(project, runs[id(project)])
         done = self.failed + [runs[id(p)] for p in self.projects]
         place = {path: i for i, path in enumerate(self.order)}
@@ -221,8 +227,24 @@ class Job:
             if project.planned[0] != runs[0]:
                 self.listener.note(f"the model runs as {_identity_text(runs[0])}, not as guessed "
                                    f"({_identity_text(project.planned[0])}): lines are keyed again")
-            pending[id(project)] = project.prepare()
+            try:
+                pending[id(project)] = project.prepare()
+            except OmnidubError as exc:
+                if not self.many:
+                    raise
+                self.failed.append(self._failed(project, exc))
+                live.remove(project)
+                self.projects.remove(project)
+                project.close()
+                pending.pop(id(project), None)
         return bool(changed)
+
+    def _failed(self, project: Project, exc: BaseException) -> InputRun:
+        """An input that failed while the others go on: said once, its journal kept for the next run."""
+        why = str(exc) if isinstance(exc, OmnidubError) else f"{type(exc).__name__}: {exc}"
+        self.listener.note(f"{project.input_path}: {why}; the other inputs go on")
+        error = exc if isinstance(exc, OmnidubError) else OmnidubError(why)
+        return InputRun(project.input_path, project.out_dir, error=error)
 
     def _check(self, project: Project, run: InputRun) -> InputRun:
         """QA (with retakes) of one finished project."""

@@ -115,8 +115,9 @@ class Project:
     # -- planning ------------------------------------------------------------------------------------------
     def plan(self, *, prepare: bool = False) -> list[LineEntry]:
         """Every line's entry: timing, key and whether its audio is stored. With ``prepare``, voice prompts not
-        cached yet are prepared (ASR, model) and damaged cache entries repaired; without it nothing on disk
-        changes, and unprepared voices are paced from their whole reference."""
+        cached yet are prepared (ASR, model) and damaged cache entries repaired; without it nothing in the output
+        folder changes, and unprepared voices are paced from their whole reference (a source not analysed yet is
+        analysed now, into omnidub's cache, which the render then reuses)."""
         previous = self._previous_manifest()
         if not prepare and self.options.source is None:
             self._check_without_model()  # what a render would refuse is said first
@@ -228,12 +229,17 @@ class Project:
         return pending
 
     def _planned(self):
-        return self.assembly.programme(self.entries, self.names, self.program or 0.0, planned=True)
+        return self.assembly.programme(self.assembly.placements(self.entries, planned=True), self.names,
+                                       self.program or 0.0)
 
     def _place(self, entry: LineEntry) -> None:
         """Put the line's stored audio at its segment name; a segment someone edited is kept (and used), unless
         this run was asked for the line (``--only``, ``--force``): then the edit is moved aside first."""
-        stored, _ = self.store.find(entry.key, entry.target)
+        stored, problem = self.store.find(entry.key, entry.target)
+        if stored is None:  # removed from under the run (a shared cache pruned by hand): rendered next time
+            self.note(f"line {entry.index}: its audio is no longer in the cache ({problem or 'gone'}); a rerun renders it")
+            entry.status = "pending"
+            return
         asked = self.options.force or (self.options.only is not None and entry.index in self.options.only)
         kept = self.store.place(stored, entry.file, replace_edit=asked)
         if kept is None:
@@ -305,7 +311,7 @@ class Project:
         else:
             self.save_manifest()  # no assembly record while a generation is being written
             self.listener.step("assembling stems and mix")
-            programme = self.assembly.programme(self.entries, self.names, self.program or 0.0)
+            programme = self.assembly.programme(self.assembly.placements(self.entries), self.names, self.program or 0.0)
             self.generation = self.assembly.write(programme, key, self.note)
             self.program = programme.seconds
         for entry in self.entries:
@@ -314,7 +320,9 @@ class Project:
         if self.generation.past_video and not self.generation.reused:
             seconds = self.generation.parts["delivery"]["video_seconds"]
             self.note(f"line(s) {line_ranges(self.generation.past_video)} end after the video ({seconds:.2f} s)")
-        self._remove_stale(audio_changed=rendered)
+        before = {e.index: e.sha256 for e in manifest_entries(previous)}
+        changed = any(before.get(e.index) != e.sha256 for e in self.entries if e.done)
+        self._remove_stale(audio_changed=rendered or changed)
         self.save_manifest()
 
     def _remove_stale(self, audio_changed: bool) -> None:

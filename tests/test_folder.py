@@ -199,3 +199,36 @@ def test_a_folder_rendered_before_the_ledger_is_taken_over_by_its_own_records(sm
         segment.write_bytes(b"not what the manifest recorded")
     result = run("render", script, *args, "--out", other)
     assert result.exit_code == 2 and "manifest.json that omnidub did not write" in result.stderr
+
+
+def test_a_kill_while_the_manifest_was_being_written_leaves_a_folder_the_next_run_takes(small, first, tmp_path):
+    from omnidub.folder import Ledger
+
+    script, args = small
+    out = tmp_path / "out"
+    shutil.copytree(first, out)
+    Ledger(out / ".omnidub" / "ledger.jsonl").intend("manifest.json")  # announced, then killed before recording
+    result = run("render", script, *args, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert set(statuses(out)) == {"cached"}
+
+
+def test_every_edl_a_timeline_writes_is_known_before_anything_renders(tmp_path):
+    from omnidub.outputs.deliver import DeliveryOptions
+    from omnidub.outputs.mix import Placement
+    from omnidub.outputs.writers import Programme, TimelineWriter
+
+    # ALICE speaks over herself (two lanes); "A B" and "A_B" clean to the same name.
+    placements = [Placement(tmp_path / f"{i}.wav", start, who, 2.0, "text", i)
+                  for i, (start, who) in enumerate([(0.0, "ALICE"), (1.0, "ALICE"), (4.0, "A B"), (6.0, "A_B")], 1)]
+    for p in placements:
+        import numpy as np
+        import soundfile as sf
+
+        sf.write(p.path, np.zeros(48000, np.float32), 24000)
+    options = DeliveryOptions(timelines=("edl",))
+    programme = Programme(tmp_path, placements, {}, 8.0, 25.0, options, "dub")
+    announced = TimelineWriter().paths(programme)
+    written = TimelineWriter().write(programme, {})["timelines"]
+    assert sorted(written) == sorted(announced) and len(set(announced)) == 4
+    assert sorted(p.name for p in tmp_path.glob("*.edl")) == sorted(announced)

@@ -197,22 +197,26 @@ def test_subtitles_and_timelines_carry_the_rendered_times(tmp_path):
     assert timecode(3661.52, 25) == "01:01:01:13" and timecode(0.0, 30000 / 1001) == "00:00:00;00"
 
 
-def test_deliver_pads_to_the_video_muxes_the_bed_mix_and_flags_lines_past_the_end(tmp_path, test_video):
+def test_assembly_pads_to_the_video_muxes_the_bed_mix_and_flags_lines_past_the_end(tmp_path, test_video):
     import av
 
-    from omnidub.outputs.deliver import DeliveryOptions, deliver
+    from omnidub.assembly import Assembly
+    from omnidub.folder import OutputFolder
+    from omnidub.outputs.deliver import DeliveryOptions, check
 
     lines = [("Alice", 0.5, speech_like(1.5, 1)), ("Bob", 3.5, speech_like(1.0, 2))]  # Bob ends at 4.5 s > 4.0 s
     placements = place(tmp_path, lines)
-    stems = {s: tmp_path / "stems" / f"{s}.wav" for s in ("Alice", "Bob")}
-    stems["Alice"].parent.mkdir()
     options = DeliveryOptions(bed=test_video, video=test_video, language="fr", timelines=("otio",))
-    done = deliver(placements, tmp_path, stems, tmp_path / "mix.wav", 2.0, options, "clip")
-    assert done.past_video == (2,) and done.fps == 25.0 and done.seconds == pytest.approx(4.5, abs=0.01)
-    assert done.files(tmp_path) == {
-        "bed_mix": "mix-bed.wav", "video": "clip.dub.mp4", "subtitles": ["clip.dub.srt", "clip.dub.vtt"], "timelines": ["clip.dub.otio"],
-    }
-    assert abs(done.bed_mix.level.integrated + 23.0) <= 0.5
+    assembly = Assembly(OutputFolder(tmp_path), options, check(options), name="clip")
+    programme = assembly.programme(placements, {"Alice": "Alice", "Bob": "Bob"}, 2.0)
+    done = assembly.write(programme, "key", lambda note: None)
+    assert done.past_video == (2,) and programme.fps == 25.0 and programme.seconds == pytest.approx(4.5, abs=0.01)
+    delivery = done.parts["delivery"]
+    assert (delivery["bed_mix"], delivery["video"], delivery["subtitles"], delivery["timelines"]) == (
+        "mix-bed.wav", "clip.dub.mp4", ["clip.dub.srt", "clip.dub.vtt"], ["clip.dub.otio"])
+    assert abs(done.parts["loudness"]["bed_mix"]["integrated"] + 23.0) <= 0.5
+    assert set(done.files) == {"stems/Alice.wav", "stems/Bob.wav", "mix.wav", "mix-bed.wav", "clip.dub.mp4",
+                               "clip.dub.srt", "clip.dub.vtt", "clip.dub.otio"}  # each with its hash, for reuse
     mix, rate = sf.read(tmp_path / "mix.wav")
     assert rate == 48000 and len(mix) == pytest.approx(4.5 * 48000, abs=48)
     with av.open(str(tmp_path / "clip.dub.mp4")) as dubbed:
@@ -261,7 +265,7 @@ def test_bad_delivery_flags_are_one_line_errors_before_any_model_loads(args, exp
 
 
 def test_a_truncated_video_ends_where_its_picture_does_and_lines_past_it_are_flagged(tmp_path):
-    from omnidub.outputs.deliver import DeliveryOptions, check, deliver
+    from omnidub.outputs.deliver import DeliveryOptions, check
     from omnidub.outputs.video import probe
 
     whole = tmp_path / "whole.mkv"
@@ -280,9 +284,13 @@ def test_a_truncated_video_ends_where_its_picture_does_and_lines_past_it_are_fla
     assert any("header says 6.0" in n and "truncated" in n for n in probed.notes)
     lines = [("Alice", 0.5, speech_like(1.0, 1)), ("Bob", media.seconds - 0.5, speech_like(1.0, 2))]
     placements = place(tmp_path, lines)
-    stems = {s: tmp_path / f"{s}.wav" for s in ("Alice", "Bob")}
-    done = deliver(placements, tmp_path, stems, tmp_path / "mix.wav", 1.0, options, "cut", probed)
-    assert done.past_video == (2,) and done.video_seconds == media.seconds
+    from omnidub.assembly import Assembly
+    from omnidub.folder import OutputFolder
+
+    assembly = Assembly(OutputFolder(tmp_path), options, probed, name="cut")
+    programme = assembly.programme(placements, {"Alice": "Alice", "Bob": "Bob"}, 1.0)
+    done = assembly.write(programme, "key", lambda note: None)
+    assert done.past_video == (2,) and programme.video_seconds == media.seconds
     # Said before rendering, from the plan's ends alone.
     note = probed.late_lines([(1, 1.5), (2, media.seconds + 0.5)])
     assert "line(s) 2 would play over no picture" in note and probed.late_lines([(1, 1.5)]) is None

@@ -69,7 +69,7 @@ def render(
                                            help="Output folder; with several inputs, the folder that holds one per "
                                                 "input. [default: output/<input stem>]"),
     cache: Optional[Path] = typer.Option(None, "--cache", metavar="DIR", show_default=False,
-                                         help="Line cache shared by inputs and runs. [default: .cache/ in each output folder]"),
+                                         help="Line cache shared by inputs and runs. [default: .omnidub/cache/ in each output folder]"),
     executor: Executor = typer.Option(Executor.local, "--executor", metavar="local|ray",
                                       help="Render here, or on a pool of Ray workers."),
     ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="auto|HOST:PORT", show_default=False,

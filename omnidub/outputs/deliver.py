@@ -1,5 +1,5 @@
-"""Everything a render hands over once its lines exist, in one call: stems and mixes, the bed mix, the dubbed
-video, subtitles and timelines."""
+"""How a render is delivered (rate, loudness, bed, video, timecodes, timelines), and the check of all of it that
+runs before any model loads."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omnidub.errors import OmnidubError
-from omnidub.outputs.mix import FORMATS, Bed, Mastered, Placement, assemble
+from omnidub.outputs.mix import FORMATS
 from omnidub.outputs.video import Media
 from omnidub.script import line_ranges
 
@@ -30,38 +30,6 @@ class DeliveryOptions:
     language: str | None = None  # the dub's audio track tag
     fmt: str = "wav"
     subtitle_speakers: bool = False  # "NAME: text" in the dubbed .srt (the .vtt always names them with <v>)
-
-
-@dataclass(frozen=True)
-class Delivered:
-    """What was written, and how it measures."""
-
-    seconds: float
-    fps: float
-    mix: Mastered
-    bed_mix: Mastered | None
-    video: Path | None
-    video_seconds: float | None
-    subtitles: tuple[Path, ...]
-    timelines: tuple[Path, ...]
-    past_video: tuple[int, ...]  # indices of lines that end after the video
-    notes: tuple[str, ...] = ()  # what the user should hear about: a mix held under its loudness target
-
-    def files(self, out_dir: Path) -> dict:
-        """Paths relative to ``out_dir`` for the manifest."""
-
-        def rel(path: Path | None) -> str | None:
-            return None if path is None else Path(path).relative_to(out_dir).as_posix()
-
-        return {
-            "bed_mix": rel(self.bed_mix.path if self.bed_mix else None),
-            "video": rel(self.video),
-            "subtitles": [rel(p) for p in self.subtitles],
-            "timelines": [rel(p) for p in self.timelines],
-        }
-
-    def loudness(self) -> dict:
-        return {"mix": self.mix.as_dict(), "bed_mix": self.bed_mix.as_dict() if self.bed_mix else None}
 
 
 @dataclass(frozen=True)
@@ -159,42 +127,3 @@ def _opened(label: str, path: Path, probe) -> Media:
     except OmnidubError as exc:
         cause = str(exc).split(": ", 1)[-1]
         raise OmnidubError(f"{label} {path}: not an audio or video file omnidub can read ({cause})") from None
-
-
-def deliver(
-    placements: list[Placement], out_dir: Path, stems: dict[str, Path], mix: Path, seconds: float, options: DeliveryOptions,
-    name: str, probed: Probed | None = None,
-) -> Delivered:
-    """Write stems, the mix (and the mix over the bed), the dubbed video, ``<name>.dub.srt/.vtt`` and timelines.
-
-    The programme lasts ``seconds``, or longer to cover every line and the video (or without one, the bed).
-    ``probed`` is what :func:`check` returned before the render (probed again when not given)."""
-    from omnidub.outputs.timeline import write_subtitles, write_timelines
-    from omnidub.outputs.video import dubbed_path, mux
-
-    out_dir = Path(out_dir)
-    probed = probed or check(options)
-    video, bed = probed.video, probed.bed
-    ends = [p.start + p.seconds for p in placements]
-    length = max([seconds, video.seconds if video else bed.seconds if bed else 0.0, *ends])
-
-    bed_mix = out_dir / f"mix-bed.{options.fmt}" if bed else None
-    dub, over_bed = assemble(
-        placements, stems, mix, length, sample_rate=options.sample_rate, fmt=options.fmt, loudness=options.loudness,
-        true_peak=options.true_peak, bed=Bed(options.bed, duck=options.duck) if bed else None, bed_mix=bed_mix,
-    )
-    subtitles = (out_dir / f"{name}.dub.srt", out_dir / f"{name}.dub.vtt")
-    write_subtitles(placements, *subtitles, speakers=options.subtitle_speakers)
-    timelines = write_timelines(
-        placements, out_dir / f"{name}.dub", probed.fps, options.timelines, name=name,
-        video=options.video, video_seconds=video.seconds if video else None,
-    )
-    dubbed = None
-    if video is not None:
-        dubbed = dubbed_path(out_dir, options.video)
-        # The video gets the mix over the bed when there is one: that is the programme's sound.
-        mux(options.video, (over_bed or dub).path, dubbed, language=options.language, keep_original=options.keep_original)
-    past = tuple(p.index for p in placements if video is not None and p.start + p.seconds > video.seconds + 1e-3)
-    notes = tuple(m.note for m in (dub, over_bed) if m is not None and m.note)
-    return Delivered(length, probed.fps, dub, over_bed, dubbed, video.seconds if video else None, subtitles,
-                     tuple(timelines), past, notes)

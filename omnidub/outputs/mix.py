@@ -36,6 +36,7 @@ class Placement:
     seconds: float = 0.0
     text: str = ""
     index: int = 0
+    language: str | None = None
 
 
 @dataclass(frozen=True)
@@ -84,13 +85,6 @@ def container(fmt: str, frames: int, channels: int = 1) -> tuple[str, str]:
     if major == "WAV" and frames * channels * _SAMPLE_BYTES[subtype] + _WAV_HEADER_BYTES > WAV_LIMIT_BYTES:
         return "RF64", subtype
     return major, subtype
-
-
-def write_atomic(path: Path, audio: np.ndarray, sample_rate: int, fmt: str = "wav") -> None:
-    """Write a whole audio file through a temporary name, so a crash never leaves a torn file."""
-    major, subtype = container(fmt, len(audio), 1 if np.ndim(audio) == 1 else np.shape(audio)[1])
-    with atomic_path(path) as temp:
-        sf.write(temp, np.asarray(audio, dtype=np.float32), sample_rate, format=major, subtype=subtype)
 
 
 def assemble(

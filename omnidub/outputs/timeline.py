@@ -130,11 +130,10 @@ def write_timelines(
     if "edl" in formats:
         # A CMX 3600 list holds one track: one file per speaker track. The adapter insists on a video track
         # beside the one it writes.
-        for label, track in tracks:
-            file_label = "".join(c if c.isalnum() or c in "-_" else "_" for c in label)
+        for (label, track), file in zip(tracks, edl_names(base.name, [label for label, _ in tracks])):
             video_track = _video_track(video, video_seconds, fps) or otio.schema.Track(name="picture", kind=otio.schema.TrackKind.Video)
             timeline = _timeline(f"{name} {label}".strip(), fps, [track.clone(), video_track])
-            written.append(_write(timeline, base.with_name(f"{base.name}.{file_label}.edl"), "cmx_3600"))
+            written.append(_write(timeline, base.with_name(file), "cmx_3600"))
     return written
 
 
@@ -158,31 +157,59 @@ def _write(timeline, path: Path, adapter: str) -> Path:
     return path
 
 
+def speaker_lanes(placements: list[Placement]) -> list[tuple[str, list[Placement]]]:
+    """(label, lines) per track: one per speaker in order of first appearance, and a second lane (labelled
+    "NAME (2)") for a speaker whose lines overlap."""
+    lanes: dict[str, list[list]] = {}
+    for p in sorted(placements, key=lambda p: (p.start, p.index)):
+        speaker_lanes = lanes.setdefault(p.speaker, [])
+        lane = next((lane for lane in speaker_lanes if lane[0] <= p.start + 1e-9), None)
+        if lane is None:
+            label = p.speaker if not speaker_lanes else f"{p.speaker} ({len(speaker_lanes) + 1})"
+            lane = [0.0, label, []]
+            speaker_lanes.append(lane)
+        lane[2].append(p)
+        lane[0] = max(lane[0], p.start) + p.seconds
+    return [(lane[1], lane[2]) for speaker_lanes in lanes.values() for lane in speaker_lanes]
+
+
+def edl_names(base: str, labels: list[str]) -> list[str]:
+    """The EDL file of each track label (``base.<label>.edl``): letters, digits, ``-`` and ``_`` only, and never
+    two alike (labels that clean to the same name get a number)."""
+    names, taken = [], set()
+    for label in labels:
+        clean = "".join(c if c.isalnum() or c in "-_" else "_" for c in label) or "track"
+        name, n = clean, 2
+        while name.casefold() in taken:
+            name, n = f"{clean}-{n}", n + 1
+        taken.add(name.casefold())
+        names.append(f"{base}.{name}.edl")
+    return names
+
+
 def _speaker_tracks(placements: list[Placement], fps: float) -> list[tuple[str, object]]:
-    """(label, track) per speaker, in order of first appearance; a speaker whose lines overlap gets a second lane."""
+    """(label, track) per lane of :func:`speaker_lanes`, each line a clip of its segment at its start."""
     import opentimelineio as otio
     from opentimelineio.opentime import RationalTime, TimeRange
 
     def span(seconds: float):
         return RationalTime(seconds * fps, fps)
 
-    lanes: dict[str, list[list]] = {}
-    for p in sorted(placements, key=lambda p: (p.start, p.index)):
-        speaker_lanes = lanes.setdefault(p.speaker, [])
-        lane = next((lane for lane in speaker_lanes if lane[0] <= p.start + 1e-9), None)
-        if lane is None:
-            track = otio.schema.Track(name=p.speaker if not speaker_lanes else f"{p.speaker} ({len(speaker_lanes) + 1})", kind=otio.schema.TrackKind.Audio)
-            lane = [0.0, track]
-            speaker_lanes.append(lane)
-        cursor, track = lane
-        if p.start > cursor:
-            track.append(otio.schema.Gap(source_range=TimeRange(span(0), span(p.start - cursor))))
-        reference = otio.schema.ExternalReference(target_url=Path(p.path).resolve().as_uri(), available_range=TimeRange(span(0), span(p.seconds)))
-        clip = otio.schema.Clip(name=Path(p.path).stem, media_reference=reference, source_range=TimeRange(span(0), span(p.seconds)))
-        clip.metadata["omnidub"] = {"index": p.index, "speaker": p.speaker, "text": p.text, "start": p.start}
-        track.append(clip)
-        lane[0] = max(cursor, p.start) + p.seconds
-    return [(lane[1].name, lane[1]) for speaker_lanes in lanes.values() for lane in speaker_lanes]
+    tracks = []
+    for label, lines in speaker_lanes(placements):
+        track, cursor = otio.schema.Track(name=label, kind=otio.schema.TrackKind.Audio), 0.0
+        for p in lines:
+            if p.start > cursor:
+                track.append(otio.schema.Gap(source_range=TimeRange(span(0), span(p.start - cursor))))
+            reference = otio.schema.ExternalReference(target_url=Path(p.path).resolve().as_uri(),
+                                                      available_range=TimeRange(span(0), span(p.seconds)))
+            clip = otio.schema.Clip(name=Path(p.path).stem, media_reference=reference,
+                                    source_range=TimeRange(span(0), span(p.seconds)))
+            clip.metadata["omnidub"] = {"index": p.index, "speaker": p.speaker, "text": p.text, "start": p.start}
+            track.append(clip)
+            cursor = max(cursor, p.start) + p.seconds
+        tracks.append((label, track))
+    return tracks
 
 
 def _video_track(video: Path | None, seconds: float | None, fps: float):

@@ -124,7 +124,9 @@ class TimelineWriter:
         found = [f"{base}.otio"] if "otio" in formats else []
         found += [f"{base}.xml"] if "fcpxml" in formats else []
         if "edl" in formats:  # one list per speaker track; a speaker whose lines overlap gets a second
-            found += [f"{base}.{_label(speaker)}.edl" for speaker in sorted(programme.speakers)]
+            from omnidub.outputs.timeline import edl_names, speaker_lanes
+
+            found += edl_names(base, [label for label, _ in speaker_lanes(programme.placements)])
         return found
 
     def write(self, programme: Programme, done: dict) -> dict:
@@ -138,10 +140,6 @@ class TimelineWriter:
             video_seconds=programme.video_seconds,
         )
         return {"timelines": [Path(p).relative_to(programme.out_dir).as_posix() for p in written]}
-
-
-def _label(speaker: str) -> str:
-    return "".join(c if c.isalnum() or c in "-_" else "_" for c in speaker)
 
 
 # In order: a writer may use what the ones before it wrote (the video carries the mix).

@@ -6,6 +6,7 @@ everything it was made from, so a rerun (or a dub edited line by line) never ana
 from __future__ import annotations
 
 import json
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -99,7 +100,12 @@ def save(summary: SourceSummary) -> None:
         "notes": list(summary.notes),
         "accompaniment": summary.accompaniment.name if summary.accompaniment else None,
     }
-    np.savez(summary.folder / "centroids.npz", **summary.centroids) if summary.centroids else None
+    if summary.centroids:
+        import io
+
+        buffer = io.BytesIO()
+        np.savez(buffer, **summary.centroids)
+        write_bytes_atomic(summary.folder / "centroids.npz", buffer.getvalue())
     write_text_atomic(summary.folder / "summary.json", json.dumps(data, indent=1, ensure_ascii=False))
 
 
@@ -121,9 +127,11 @@ def load(folder: Path, original: Script) -> SourceSummary | None:
         line_clips = {c["index"]: LineClip(c["index"], c["speaker"], c["start"], c["end"], c["text"], c["problem"])
                       for c in data["line_clips"]}
         speaker_clips = {name: SpeakerClip(**c) for name, c in data["speaker_clips"].items()}
-    except (OSError, ValueError, KeyError, TypeError, RuntimeError):
+    except (OSError, ValueError, KeyError, TypeError, RuntimeError, zipfile.BadZipFile):
         return None
     accompaniment = folder / data["accompaniment"] if data.get("accompaniment") else None
+    if accompaniment is not None and not accompaniment.is_file():
+        return None  # analysed again, and the accompaniment written again
     return SourceSummary(original, {int(k): v for k, v in data["speakers"].items()}, centroids, line_clips,
                          speaker_clips, hashes, folder, data.get("language"), tuple(data.get("notes", [])),
                          accompaniment)
