@@ -129,11 +129,7 @@ class OutputFolder:
         # so what is there is a whole file omnidub wrote.
         if self.status(self.mark) not in ("ours", "older", "changed", "unfinished"):
             return None
-        try:
-            data = json.loads((self.path / self.mark).read_text(encoding="utf-8"))
-        except (OSError, ValueError):
-            return None
-        return data if isinstance(data, dict) else None
+        return read_manifest(self.path, self.mark)
 
     # -- claiming ----------------------------------------------------------------------------------------
     def claim(self, input_path: Path | None, *, allow_other_files: bool = False) -> None:

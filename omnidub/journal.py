@@ -87,10 +87,11 @@ class Journal:
         self.log.clear()
 
 
-def read_manifest(out_dir: Path) -> dict | None:
-    """The manifest as written, or None when there is none (or it is not a JSON object)."""
+def read_manifest(out_dir: Path, name: str = MANIFEST) -> dict | None:
+    """The manifest (or another JSON record, ``name``) as written, or None when there is none (or it is not a
+    JSON object)."""
     try:
-        data = json.loads((Path(out_dir) / MANIFEST).read_text(encoding="utf-8"))
+        data = json.loads((Path(out_dir) / name).read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
     return data if isinstance(data, dict) else None
