@@ -20,7 +20,7 @@ except ModuleNotFoundError:  # Python 3.10
 
 from omnidub.errors import OmnidubError
 
-CFG_MODES = ("auto", "padded", "trimmed", "packed")
+CFG_MODES = ("auto", "padded", "trimmed", "packed", "joined")
 LAYOUTS = CFG_MODES[1:]
 # Bump when the decoding loop or post-processing changes what a line sounds like (line keys carry it).
 DECODER_VERSION = 1

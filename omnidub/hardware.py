@@ -40,6 +40,16 @@ def cpu_name() -> str:
     return platform.processor() or platform.machine()
 
 
+# Variables that hold torch's kernels, oneDNN or MKL to fewer instructions than the CPU has (MKL takes its
+# AVX2 path on CPUs that are not Intel's; these reproduce that on one that is).
+ISA_LIMITS = ("ATEN_CPU_CAPABILITY", "ONEDNN_MAX_CPU_ISA", "DNNL_MAX_CPU_ISA", "MKL_ENABLE_INSTRUCTIONS")
+
+
+def isa_limits() -> str:
+    """The instruction-set limits set in the environment ("NAME=VALUE, ..."), or "" where none is."""
+    return ", ".join(f"{name}={os.environ[name]}" for name in ISA_LIMITS if os.environ.get(name))
+
+
 def native_bf16() -> bool:
     """True when the CPU multiplies bf16 in hardware (AMX or AVX512-BF16), where bf16 beats fp32 by 2-7x."""
     return bool({"amx_bf16", "avx512_bf16"} & cpu_flags())

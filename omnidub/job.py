@@ -13,6 +13,7 @@ from pathlib import Path
 from typing import Sequence
 
 from omnidub.backends.base import Request
+from omnidub.config import LAYOUTS
 from omnidub.errors import OmnidubError
 from omnidub.journal import LineEntry
 from omnidub.progress import Listener, Summary
@@ -81,7 +82,7 @@ class Job:
             manifest = project.folder.manifest() or {}
             settings = manifest.get("settings") if isinstance(manifest.get("settings"), dict) else {}
             model = manifest.get("model") if isinstance(manifest.get("model"), dict) else {}
-            layout = settings.get("cfg") if settings.get("cfg") in ("padded", "trimmed", "packed") else None
+            layout = settings.get("cfg") if settings.get("cfg") in LAYOUTS else None
             backend = model.get("backend") if model.get("backend") in ("torch", "onnxruntime") else None
             if layout or backend:
                 recorded[project] = (layout, backend)

@@ -16,19 +16,20 @@ import json
 import time
 from pathlib import Path
 
+from omnidub.config import LAYOUTS
 from omnidub.files import cache_home, write_text_atomic
-from omnidub.hardware import cpu_flags, cpu_name, device_kind
+from omnidub.hardware import cpu_flags, cpu_name, device_kind, isa_limits
 
 FILE = "measured.json"
-LAYOUTS = ("padded", "trimmed", "packed")
 
 
 def machine_key(device: str, dtype: str, gpu: str | None = None) -> str:
     """What a measurement is valid for: the processor that ran it (CPU model and matrix units, or GPU name) and
-    the dtype. Virtual machines often name every Xeon alike, so the CPU's matrix features are part of the key."""
+    the dtype. Virtual machines often name every Xeon alike, so the CPU's matrix features are part of the key,
+    and so are limits set on the instructions its libraries may use (the same CPU runs other kernels then)."""
     kind = device_kind(device)
     if kind == "cpu":
-        where = f"{cpu_name()}|{matrix_units()}"
+        where = f"{cpu_name()}|{matrix_units()}" + (f"|{isa_limits()}" if isa_limits() else "")
     else:
         where = gpu if kind == "cuda" and gpu else kind
     return f"{kind}|{where}|{dtype}"

@@ -76,7 +76,7 @@ def _upstream_tokens(engine: TorchBackend, requests: list[Request]) -> list[np.n
 
 
 @pytest.mark.parametrize("lever", ["no-mask", "fused", "onednn", "all"])
-@pytest.mark.parametrize("layout", ["trimmed", "packed", "padded"])
+@pytest.mark.parametrize("layout", ["trimmed", "packed", "padded", "joined"])
 def test_each_lever_gives_upstream_logits(engine, requests_, lever, layout):
     fast = engine.with_options(engine.options.replace(cfg=layout), tuning=LEVERS[lever])
     for ours, theirs in zip(fast.first_step_logits(requests_), _upstream_logits(engine, requests_)):
@@ -101,6 +101,29 @@ def test_trimmed_forwards_run_without_a_mask_and_packed_ones_keep_it(engine, req
     assert all(plan.attention_mask is not None for plan in Layout(items, "packed", pad, "cpu").plans)
     assert all(plan.attention_mask is not None for plan in Layout(items, "padded", pad, "cpu").plans)
     assert all(plan.attention_mask is not None for plan in Layout(items, "trimmed", pad, "cpu", skip_mask=False).plans)
+
+
+def test_a_joined_row_attends_segment_by_segment_in_the_fused_model(engine, requests_, monkeypatch):
+    # Every row of the batch in one row: the fused model gets the segments (no mask at all), upstream's own
+    # model gets the block-diagonal mask, and both give upstream's logits (test_each_lever_gives_upstream_logits).
+    from omnidub.backends.torch import upstream
+    from omnidub.backends.torch.fused import fused_llm
+
+    items = [engine._item(engine._resolve(r), 0) for r in requests_]
+    [plan] = Layout(items, "joined", engine.model.config.audio_mask_id, "cpu").plans
+    lengths = [n for _, n in plan.segments]
+    assert plan.input_ids.shape[0] == 1 and len(lengths) == 2 * len(items) and sum(lengths) == plan.input_ids.shape[2]
+    assert lengths[1::2] == [item.target_len for item in items]
+    seen = []
+    forward = upstream.forward_llm
+    monkeypatch.setattr(upstream, "forward_llm", lambda llm, e, mask, p: seen.append(mask) or forward(llm, e, mask, p))
+    rows = Layout(items, "joined", engine.model.config.audio_mask_id, "cpu")
+    with torch.inference_mode():
+        fused = rows.logits(engine.model, fused_llm(engine.model.llm))
+        plain = rows.logits(engine.model, engine.model.llm)
+    assert seen[0] is rows.plans[0].segments and seen[1] is rows.plans[0].attention_mask
+    for a, b in zip(fused, plain):
+        assert float((a - b).abs().max()) <= 1e-5
 
 
 def test_fusing_leaves_upstreams_own_forward_bit_identical(engine, requests_):
@@ -144,7 +167,11 @@ def test_cfg_auto_follows_what_was_measured_on_this_processor_only(tmp_path, mon
     from omnidub import measured
     from omnidub.config import EngineOptions, generation_settings, layout_status, resolve_layout
 
+    from omnidub.hardware import ISA_LIMITS
+
     monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
+    for name in ISA_LIMITS:
+        monkeypatch.delenv(name, raising=False)
     _on_cpu(monkeypatch, "Xeon A", {"avx512f", "amx_bf16"})
     status = layout_status("auto", "cpu", "float32", shape="h64x2")
     assert (status.layout, status.source, status.measured) == ("trimmed", "default", False)  # nothing measured yet
@@ -166,6 +193,9 @@ def test_cfg_auto_follows_what_was_measured_on_this_processor_only(tmp_path, mon
     assert layout_status("auto", "cpu", "float32", shape="h64x2").source == "default"
     _on_cpu(monkeypatch, "Xeon A", {"avx512f", "amx_bf16"})
     assert layout_status("auto", "cpu", "float32", shape="h64x2").layout == "packed"
+    # The same CPU with its libraries held to fewer instructions runs other kernels: not measured there either.
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "AVX2")
+    assert layout_status("auto", "cpu", "float32", shape="h64x2").source == "default"
 
 
 def test_first_use_probe_measures_records_and_is_followed(engine, tmp_path, monkeypatch):
@@ -178,11 +208,11 @@ def test_first_use_probe_measures_records_and_is_followed(engine, tmp_path, monk
     assert not fresh.layout_choice.measured and fresh.gemm == "aten"
     results = {r.what: r for r in fresh.probe()}
     assert set(results) == {"layout", "gemm"}
-    assert fresh.layout == results["layout"].choice in ("trimmed", "packed")
+    assert fresh.layout == results["layout"].choice in ("trimmed", "packed", "joined")
     assert fresh.gemm == results["gemm"].choice in ("aten", "onednn")
     data = json.loads((tmp_path / "measured.json").read_text())
     [layout] = data["layout"].values()
-    assert set(layout["seconds"]) == {"trimmed", "packed"} and "first-use probe" in layout["evidence"]
+    assert set(layout["seconds"]) == {"trimmed", "packed", "joined"} and "first-use probe" in layout["evidence"]
     assert "h64x2" in next(iter(data["layout"]))  # valid for this model's shape only
     # Measured once: the next backend follows it and probes nothing; an explicit layout is never probed.
     again = engine.with_options(engine.options.replace(cfg="auto"), tuning=Tuning())

@@ -81,14 +81,14 @@ def test_prompt_needs_a_transcript(engine):
         engine.encode_prompt(_voice(2.0, 150.0), SR, "  ")
 
 
-@pytest.mark.parametrize("layout", ["trimmed", "packed"])
+@pytest.mark.parametrize("layout", ["trimmed", "packed", "joined"])
 def test_layouts_give_the_padded_logits(engine, requests_, layout):
     max_diff, agreement = compare_logits(engine, _with(engine, cfg=layout), requests_)
     assert max_diff <= 1e-5, f"{layout}: max |logit difference| {max_diff}"
     assert agreement == 1.0, f"{layout}: argmax differs from padded"
 
 
-@pytest.mark.parametrize("layout", ["padded", "trimmed", "packed"])
+@pytest.mark.parametrize("layout", ["padded", "trimmed", "packed", "joined"])
 def test_loop_reproduces_upstream_tokens_at_zero_temperature(engine, requests_, layout):
     greedy = _with(engine, cfg=layout, position_temperature=0.0)
     expected = _upstream_tokens(engine, requests_)
@@ -110,7 +110,7 @@ def test_line_noise_matches_upstream_seeded_run_and_ignores_the_batch(engine, re
     assert np.array_equal(batched, expected)
 
 
-@pytest.mark.parametrize("layout", ["padded", "trimmed", "packed"])
+@pytest.mark.parametrize("layout", ["padded", "trimmed", "packed", "joined"])
 def test_a_line_sounds_the_same_in_any_bucket(engine, requests_, layout):
     # The scheduler may put a line alone or with any others; in float32 its audio must not change.
     backend = _with(engine, cfg=layout)

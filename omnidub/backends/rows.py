@@ -12,7 +12,8 @@ Segment = tuple[int, bool]
 
 def row_groups(cond_lengths: list[int], target_lengths: list[int], kind: str) -> list[list[list[Segment]]]:
     """``padded``: all 2B rows in one forward; ``trimmed``: rows of equal length together, one forward per
-    length; ``packed``: each line's two rows side by side in one row, all lines in one forward."""
+    length; ``packed``: each line's two rows side by side in one row, all lines in one forward; ``joined``:
+    every row of every line side by side in one row (one forward, each segment attending only to itself)."""
     cond = [[(i, True)] for i in range(len(cond_lengths))]
     uncond = [[(i, False)] for i in range(len(cond_lengths))]
     if kind == "padded":
@@ -25,4 +26,6 @@ def row_groups(cond_lengths: list[int], target_lengths: list[int], kind: str) ->
         return list(by_length.values())
     if kind == "packed":
         return [[[(i, True), (i, False)] for i in range(len(cond_lengths))]]
+    if kind == "joined":
+        return [[[seg for i in range(len(cond_lengths)) for seg in ((i, True), (i, False))]]]
     raise ValueError(f"unknown cfg layout {kind!r}")

@@ -123,6 +123,8 @@ def header(data: dict) -> list[str]:
            f"{len(data['lines'])} line(s), median of {data['repeat']} interleaved runs (min-max in brackets)."]
     if machine.get("cpu_flags"):
         out.append(f"CPU flags: {' '.join(machine['cpu_flags'])}.")
+    if machine.get("isa_limits"):
+        out.append(f"Libraries held to fewer instructions than the CPU has: {machine['isa_limits']}.")
     return out
 
 

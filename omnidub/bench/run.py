@@ -304,13 +304,14 @@ def _gpu_name(device: str) -> str | None:
 def _machine(device: str, load_before) -> dict:
     import torch
 
-    from omnidub.hardware import cpu_flags, cpu_name
+    from omnidub.hardware import cpu_flags, cpu_name, isa_limits
     from omnidub.measured import matrix_units
 
     return {
         "cpu": cpu_name(),
         "matrix_units": matrix_units(),
         "cpu_flags": sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "sse4"))),
+        "isa_limits": isa_limits(),
         "cores": os.cpu_count(),
         "torch": torch.__version__,
         "device": device,

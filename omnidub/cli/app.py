@@ -120,6 +120,7 @@ class Cfg(str, Enum):
     padded = "padded"
     trimmed = "trimmed"
     packed = "packed"
+    joined = "joined"
 
 
 class Dtype(str, Enum):

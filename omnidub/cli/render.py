@@ -55,7 +55,7 @@ def render(
                                 help="torch, or ONNX Runtime from an export built once in omnidub's cache (--backend onnx "
                                      "builds it). [default: auto: ONNX Runtime where it measured faster here in fp32, "
                                      "with the same tokens; else torch]"),
-    cfg: Optional[Cfg] = typer.Option(None, "--cfg", metavar="auto|padded|trimmed|packed", show_default=False,
+    cfg: Optional[Cfg] = typer.Option(None, "--cfg", metavar="auto|padded|trimmed|packed|joined", show_default=False,
                                       help="Classifier-free guidance layout. [default: auto: what this machine measured faster (a short probe on first use)]"),
     batch: Optional[int] = typer.Option(None, "--batch", min=1, metavar="N", show_default=False,
                                         help="Most lines per forward pass. [default: auto: 1 on CPU]"),

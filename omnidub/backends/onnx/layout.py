@@ -12,8 +12,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from omnidub.backends.rows import row_groups
-
-LAYOUTS = ("padded", "trimmed", "packed")
+from omnidub.config import LAYOUTS  # noqa: F401  (the layouts this module builds)
 
 
 @dataclass(frozen=True, eq=False)

@@ -56,6 +56,8 @@ def can_fuse(llm: nn.Module) -> bool:
 class FusedLM(nn.Module):
     """The language model's forward with fused projections: hidden states in, last hidden states out."""
 
+    takes_segments = True  # a joined row's Segments in place of a mask (layout.py)
+
     def __init__(self, llm: nn.Module, gemm: str = "aten"):
         super().__init__()
         from transformers.modeling_utils import ALL_ATTENTION_FUNCTIONS
@@ -74,7 +76,8 @@ class FusedLM(nn.Module):
         """Same contract as the upstream model called with ``inputs_embeds``: returns ``(last_hidden_state,)``.
 
         ``attention_mask`` is a bool [R, 1, L, L] mask, or None (or transformers' ``{"full_attention": None}``)
-        where every position may attend to every other."""
+        where every position may attend to every other, or a joined row's ``Segments`` (one row: each
+        segment attends only to itself)."""
         if isinstance(attention_mask, dict):
             attention_mask = attention_mask.get("full_attention")
         if position_ids is None:
@@ -122,14 +125,23 @@ class _FusedLayer(nn.Module):
         v = v.reshape(shape).transpose(1, 2)
         cos, sin = position
         q, k = self._rotary(q, k, cos, sin)
-        # OmniVoice's attention is bidirectional: never causal, with or without a mask.
-        out, _ = self._attention(self.attn, q, k, v, mask, dropout=0.0, scaling=self.scaling, is_causal=False)
+        out = self._attend(q, k, v, mask)
         hidden = residual + self.o_proj(out.reshape(*x.shape[:-1], -1).contiguous())
 
         residual = hidden
         x = self.post_attention_layernorm(hidden)
         gate, up = self.gate_up(x).split(self.inner, dim=-1)
         return residual + self.down_proj(self.act_fn(gate) * up)
+
+
+    def _attend(self, q, k, v, mask) -> torch.Tensor:
+        """Attention over [R, heads, L, d] queries, keys and values: [R, L, heads, d]. OmniVoice's attention is
+        bidirectional: never causal, with or without a mask. A joined row attends segment by segment."""
+        if not isinstance(mask, tuple):
+            return self._attention(self.attn, q, k, v, mask, dropout=0.0, scaling=self.scaling, is_causal=False)[0]
+        parts = [self._attention(self.attn, q[:, :, s:s + n], k[:, :, s:s + n], v[:, :, s:s + n], None,
+                                 dropout=0.0, scaling=self.scaling, is_causal=False)[0] for s, n in mask]
+        return torch.cat(parts, dim=1)
 
 
 def _fuse(*linears: nn.Linear) -> tuple[torch.Tensor, torch.Tensor | None]:

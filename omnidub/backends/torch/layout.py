@@ -7,6 +7,9 @@ unconditional row (targets only). The layouts differ only in how those rows shar
 - ``trimmed``: no padding: rows are grouped by exact length and each group runs as its own forward.
 - ``packed``: a line's two rows share one row with a block-diagonal mask and positions restarting at 0;
   the lines of a batch are rows padded to the longest.
+- ``joined``: every row of the batch side by side in one row, positions restarting at 0 in each: the GEMMs,
+  norms and rotary run over all of them at once, and attention runs segment by segment with no mask (the
+  fused model); upstream's own model gets the block-diagonal mask instead.
 
 No real position attends to another segment or to padding in any layout, so they compute the same logits
 (up to the rounding of differently shaped matmuls).
@@ -41,6 +44,7 @@ class _Plan:
     audio_mask: torch.Tensor  # [R, L]
     attention_mask: torch.Tensor | None  # [R, 1, L, L] bool, True = may attend; None: every position sees every other
     position_ids: torch.Tensor  # [R, L]
+    segments: "Segments | None"  # joined: where each segment of the one row starts and how long it is
     # Where target frames sit in this plan: row and column, and which (line, frame) they hold.
     dst_row: torch.Tensor
     dst_col: torch.Tensor
@@ -77,7 +81,9 @@ class Layout:
         hidden = []
         for plan in self.plans:
             embeds = upstream.embed(model, plan.input_ids, plan.audio_mask)
-            out = upstream.forward_llm(llm, embeds, plan.attention_mask, plan.position_ids)
+            mask = plan.segments if plan.segments is not None and getattr(llm, "takes_segments", False) \
+                else plan.attention_mask
+            out = upstream.forward_llm(llm, embeds, mask, plan.position_ids)
             hidden.append(out.reshape(-1, out.shape[-1]))
         flat = hidden[0] if len(hidden) == 1 else torch.cat(hidden)
         # Heads only where logits are used: the target frames of both rows.
@@ -91,6 +97,10 @@ class Layout:
         """Copy the current target tokens [B, C, T_max] into every row that holds them."""
         for plan in self.plans:
             plan.input_ids[plan.dst_row, :, plan.dst_col] = tokens[plan.src_line, :, plan.src_frame]
+
+
+class Segments(tuple):
+    """(start, length) of each segment of a joined row, in order: attention stays inside each one."""
 
 
 def _segment_len(items: list[Item], line: int, conditional: bool) -> int:
@@ -107,6 +117,7 @@ def _build_plan(items, rows, pad_id, device, cond_index, uncond_index, offset, s
     attention = torch.zeros((n, 1, width, width), dtype=torch.bool)
     positions = torch.zeros((n, width), dtype=torch.long)
     dst_row, dst_col, src_line, src_frame = [], [], [], []
+    spans = []
     for r, row in enumerate(rows):
         start = 0
         for line, conditional in row:
@@ -121,6 +132,7 @@ def _build_plan(items, rows, pad_id, device, cond_index, uncond_index, offset, s
             input_ids[r, :, start:end] = ids.cpu()
             audio_mask[r, start:end] = mask.cpu()
             attention[r, 0, start:end, start:end] = True
+            spans.append((start, length))
             positions[r, start:end] = torch.arange(length)
             first = end - t
             flat = offset + r * width + torch.arange(first, end)
@@ -140,6 +152,7 @@ def _build_plan(items, rows, pad_id, device, cond_index, uncond_index, offset, s
         audio_mask=audio_mask.to(device),
         attention_mask=None if skip_mask and full else attention.to(device),
         position_ids=positions.to(device),
+        segments=Segments(spans) if n == 1 and len(spans) > 1 and start == width else None,
         dst_row=torch.cat(dst_row).to(device),
         dst_col=torch.cat(dst_col).to(device),
         src_line=torch.cat(src_line).to(device),

@@ -15,6 +15,9 @@ from omnidub.backends.torch.gemm import linear
 from omnidub.backends.torch.layout import Layout
 from omnidub.hardware import device_kind
 
+# The layouts a CPU chooses from (padded only pads; joined segments attend one by one, which a GPU was never
+# measured doing).
+CPU_LAYOUTS = ("trimmed", "packed", "joined")
 # The GEMM probe runs the linears of this many layers (every layer has the same shapes).
 GEMM_LAYERS = 4
 
@@ -45,7 +48,7 @@ def first_use(backend, *, layout: bool, gemm: bool) -> list[ProbeResult]:
     else:
         llm = backend._eager
     if layout:
-        candidates = ("padded", "trimmed", "packed") if device_kind(backend.device) == "cuda" else ("trimmed", "packed")
+        candidates = ("padded", "trimmed", "packed") if device_kind(backend.device) == "cuda" else CPU_LAYOUTS
         default = "padded" if device_kind(backend.device) == "cuda" else "trimmed"
         mask_id = backend.model.config.audio_mask_id
         rows = {kind: Layout([item], kind, mask_id, backend.model.device, backend.tuning.skip_mask) for kind in candidates}
