@@ -189,8 +189,8 @@ def test_bench_quick_reports_every_row(tmp_path, tiny_model_dir):
     assert result.exit_code == 0, result.output
     data = json.loads(target.read_text())
     rows = {row["name"]: row for row in data["rows"]}
-    assert list(rows) == ["stock", "steps", "ref3s", "peer", "loop", "nomask", "fused", "onednn", "packed", "auto",
-                          "dtype", "packed-dtype", "auto-dtype", "peer-dtype", "batch", "int8"]
+    assert list(rows) == ["stock", "steps", "ref3s", "peer", "loop", "nomask", "fused", "onednn", "packed", "joined",
+                          "auto", "dtype", "packed-dtype", "joined-dtype", "auto-dtype", "peer-dtype", "batch", "int8"]
     for name, row in rows.items():
         if row["skipped"]:
             assert name == "ref3s" and "skipped" in row["skipped"]  # offline, the trimmer may find no ASR model
@@ -203,6 +203,8 @@ def test_bench_quick_reports_every_row(tmp_path, tiny_model_dir):
     assert rows["peer"]["against"] == "ref3s" and rows["loop"]["against"] == "peer"
     assert rows["onednn"]["against"] == "fused" and rows["onednn"]["gemm"] == "onednn"
     assert rows["dtype"]["dtype"] == "bfloat16" and rows["peer-dtype"]["against"] == "peer"
+    assert rows["joined"]["cfg"] == "joined" and rows["joined"]["against"] == "fused"
+    assert rows["joined-dtype"]["dtype"] == "bfloat16" and rows["joined-dtype"]["against"] == "dtype"
     # The auto rows are what the first-use probe chose, and the comparison with the peer is taken on them.
     assert sorted(p["what"] for p in data["probes"]["float32"]) == ["gemm", "layout"]
     chosen = {p["what"]: p["choice"] for p in data["probes"]["float32"]}
@@ -288,3 +290,19 @@ def test_a_programme_past_the_limit_is_one_line(tmp_path):
     result = run("render", srt, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--dry-run", "--json",
                  "--preset", preset)
     assert result.exit_code == 0, result.output
+
+
+def test_bench_record_makes_the_measured_layout_and_gemm_this_machines_choice(tmp_path, tiny_model_dir, monkeypatch):
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path / "cache"))
+    result = run("bench", "--model", "synthetic:tiny", "--lines", "1", "--repeat", "1", "--dtype", "float32",
+                 "--rows", "fused,onednn,packed,joined", "--record",
+                 "--json", tmp_path / "bench.json")
+    assert result.exit_code == 0, result.output
+    rows = {row["name"]: row for row in json.loads((tmp_path / "bench.json").read_text())["rows"]}
+    data = json.loads((tmp_path / "cache" / "measured.json").read_text())
+    [layout] = data["layout"].values()
+    seconds = {"trimmed": rows["fused"]["seconds"], "packed": rows["packed"]["seconds"],
+               "joined": rows["joined"]["seconds"]}
+    assert layout["seconds"] == pytest.approx(seconds, abs=1e-3) and layout["choice"] == min(seconds, key=seconds.get)
+    [gemm] = data["gemm"].values()
+    assert gemm["choice"] == ("onednn" if rows["onednn"]["seconds"] < rows["fused"]["seconds"] else "aten")

@@ -35,9 +35,11 @@ AGAINST = {
     "fused": "nomask",
     "onednn": "fused",
     "packed": "fused",
+    "joined": "fused",
     "auto": "peer",  # what a machine never measured gets: the first-use probe's choices, against the peer
     "dtype": "fused",
     "packed-dtype": "dtype",
+    "joined-dtype": "dtype",
     "auto-dtype": "peer-dtype",
     "peer-dtype": "peer",
     "batch": None,  # set at run time: the packed row in the preset's dtype
@@ -50,6 +52,9 @@ ROWS = tuple(AGAINST)
 UPSTREAM_ROWS = ("stock", "steps", "ref3s", "peer", "peer-dtype")
 # Rows that need an ONNX export (bench --model EXPORT_DIR); the torch rows then run on the model it came from.
 ONNX_ROWS = ("onnx", "onnx-int8")
+# The rows that change the CFG layout: (layout, in the other dtype).
+LAYOUT_ROWS = {"packed": ("packed", False), "joined": ("joined", False), "packed-dtype": ("packed", True),
+               "joined-dtype": ("joined", True)}
 SHORT_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int8": "int8"}
 # What the published measurements say the lossy levers cost in WER (omnivoice-fastpath's paired evaluation).
 PUBLISHED_WER_COST = {"int8": "about +1 WER point (ONNX Runtime int8, omnivoice-fastpath's measurement)",
@@ -220,11 +225,14 @@ class Setup:
         if name in levers:
             title, tuning = levers[name]
             return row(title, fs, "trimmed", self.base, cut, gemm=tuning.gemm), self.ours(self.backend(self.base, tuning=tuning))
-        if name in ("packed", "dtype", "packed-dtype"):
-            dtype = self.base if name == "packed" else self.alt
-            cfg = "trimmed" if name == "dtype" else "packed"
-            title = f"+ {a} instead of {b} (trimmed)" if name == "dtype" else f"packed CFG instead of trimmed, {SHORT_DTYPES[dtype]}"
-            return row(title, fs, cfg, dtype, cut), self.ours(self.backend(dtype, cfg=cfg))
+        if name == "dtype":
+            return row(f"+ {a} instead of {b} (trimmed)", fs, "trimmed", self.alt, cut), \
+                self.ours(self.backend(self.alt, cfg="trimmed"))
+        if name in LAYOUT_ROWS:
+            cfg, alt = LAYOUT_ROWS[name]
+            dtype = self.alt if alt else self.base
+            return row(f"{cfg} CFG instead of trimmed, {SHORT_DTYPES[dtype]}", fs, cfg, dtype, cut), \
+                self.ours(self.backend(dtype, cfg=cfg))
         if name in ("auto", "auto-dtype"):
             dtype = self.base if name == "auto" else self.alt
             engine = self.auto(dtype)

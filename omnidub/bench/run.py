@@ -234,7 +234,8 @@ def _versus_peer(by_name: dict[str, Row]) -> dict:
     """omnidub as a never-measured machine runs it (the auto rows), else its faster lossless layout row, against
     the peer recipe in the same dtype; ratios repeat by repeat too (those runs ran back to back)."""
     out = {}
-    for peer, pairs in (("peer", ("auto", "fused", "packed")), ("peer-dtype", ("auto-dtype", "dtype", "packed-dtype"))):
+    for peer, pairs in (("peer", ("auto", "fused", "packed", "joined")),
+                        ("peer-dtype", ("auto-dtype", "dtype", "packed-dtype", "joined-dtype"))):
         p = by_name.get(peer)
         ours = [by_name[n] for n in pairs if n in by_name and by_name[n].runs]
         if p is None or not p.runs or not ours:
@@ -249,7 +250,7 @@ def _versus_peer(by_name: dict[str, Row]) -> dict:
 
 def _floor(rows: list[Row], preset_dtype: str) -> dict:
     """How close the fast path's row in the preset's dtype gets to the matmul ceiling over its whole wall time."""
-    names = ("auto", "auto-dtype", "fused", "packed", "dtype", "packed-dtype")
+    names = ("auto", "auto-dtype", "fused", "packed", "joined", "dtype", "packed-dtype", "joined-dtype")
     candidates = [r for r in rows if r.runs and r.dtype == preset_dtype and r.name in names]
     if not candidates or all(r.fraction_of_peak is None for r in candidates):
         return {}
@@ -267,13 +268,16 @@ def _record(setup: Setup, by_name: dict[str, Row], runners: dict) -> dict:
 
     out = {}
     shape = setup.engine.shape
-    for trimmed, packed, dtype in (("fused", "packed", setup.base), ("dtype", "packed-dtype", setup.alt)):
-        t, p = by_name.get(trimmed), by_name.get(packed)
-        if t is None or p is None or not t.runs or not p.runs:
+    for names, dtype in ((("fused", "packed", "joined"), setup.base), (("dtype", "packed-dtype", "joined-dtype"), setup.alt)):
+        # The trimmed row and at least one other layout's, measured in the same run.
+        ran = {layout: by_name[name] for layout, name in zip(("trimmed", "packed", "joined"), names)
+               if name in by_name and by_name[name].runs}
+        if "trimmed" not in ran or len(ran) < 2:
             continue
-        seconds = {"trimmed": round(t.seconds, 3), "packed": round(p.seconds, 3)}
+        seconds = {layout: round(r.seconds, 3) for layout, r in ran.items()}
+        figures = ", ".join(f"{layout} {r.seconds:.2f} s" for layout, r in ran.items())
         evidence = (f"omnidub bench --record {time.strftime('%Y-%m-%d')}, {setup.engine.source.spec}, "
-                    f"{len(setup.texts)} lines, median of {len(t.runs)}: trimmed {t.seconds:.2f} s, packed {p.seconds:.2f} s")
+                    f"{len(setup.texts)} lines, median of {len(ran['trimmed'].runs)}: {figures}")
         gpu = _gpu_name(setup.device)
         choice = measured.record_layout(setup.device, dtype, seconds, evidence, shape=shape, gpu=gpu)
         out[f"layout {dtype}"] = {"choice": choice, "seconds": seconds}
