@@ -10,7 +10,7 @@ import pytest
 import torch
 
 from omnidub.backends import Request
-from omnidub.backends.torch import TorchBackend, Tuning
+from omnidub.backends.torch import TorchBackend, Tuning, gemm
 from omnidub.backends.torch.layout import Layout
 from omnidub.config import DecodeOptions, EngineOptions
 
@@ -140,6 +140,7 @@ def test_fusing_leaves_upstreams_own_forward_bit_identical(engine, requests_):
         assert torch.equal(a, b)
 
 
+@pytest.mark.skipif(not gemm.onednn_bf16(), reason="oneDNN has no bfloat16 kernels for this CPU (AVX2 only)")
 def test_onednn_linears_in_bf16_stay_within_bf16_rounding_of_torchs(engine, requests_):
     # bf16 carries 8 bits of mantissa: logits of order 1-10 may move by a few 1e-2 between GEMM libraries.
     options = engine.options.replace(dtype="bfloat16")
@@ -148,6 +149,18 @@ def test_onednn_linears_in_bf16_stay_within_bf16_rounding_of_torchs(engine, requ
     for a, b in zip(ours.first_step_logits(requests_), theirs.first_step_logits(requests_)):
         scale = float(b.abs().max())
         assert float((a - b).abs().max()) <= 2**-7 * max(1.0, scale) * 4
+
+
+def test_onednn_asked_for_in_bf16_where_this_cpu_has_no_such_kernels_runs_torchs_gemm(engine, requests_, monkeypatch):
+    # An AVX2-only CPU: oneDNN cannot even pack bf16 weights there, so asking for it must not fail the render.
+    monkeypatch.setattr(gemm, "onednn_bf16", lambda: False)
+    options = engine.options.replace(dtype="bfloat16")
+    ours = engine.with_options(options, tuning=Tuning(gemm="onednn"))
+    theirs = engine.with_options(options, tuning=Tuning(gemm="aten"))
+    assert ours.gemm == "aten" and not any("Onednn" in type(m).__name__ for m in ours._llm.modules())
+    for a, b in zip(ours.first_step_logits(requests_), theirs.first_step_logits(requests_)):
+        assert torch.equal(a, b)
+    assert gemm.onednn_usable("cpu", torch.float32)  # float32 runs in oneDNN on every x86 CPU
 
 
 def _on_cpu(monkeypatch, name: str, flags: set[str]):

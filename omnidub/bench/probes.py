@@ -15,7 +15,7 @@ import torch
 
 from omnidub.backends.torch import upstream
 from omnidub.backends.torch.decode import _guided_log_probs
-from omnidub.backends.torch.gemm import linear
+from omnidub.backends.torch.gemm import linear, onednn_usable
 from omnidub.backends.torch.layout import Layout
 
 
@@ -38,7 +38,7 @@ def matmul_gflops(device: str, dtype_name: str, n: int = 2048) -> dict[str, floa
     for size in (n, n // 2):
         a, b = torch.randn(size, size).to(dtype), torch.randn(size, size).to(dtype)
         runs[("aten", size)] = lambda a=a, b=b: a @ b
-        if device == "cpu" and torch.backends.mkldnn.is_available() and dtype in (torch.float32, torch.bfloat16):
+        if onednn_usable(device, dtype):
             packed = linear(b.T.contiguous(), None, "onednn")
             runs[("onednn", size)] = lambda a=a, packed=packed: packed(a)
         flops[size] = 2 * size**3

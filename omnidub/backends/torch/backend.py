@@ -221,6 +221,8 @@ class TorchBackend(DecodingLoop):
     # -- internals ---------------------------------------------------------------------------------------------
 
     def _gemm(self) -> str:
+        if self.tuning.gemm == "onednn" and not onednn_usable(self.device, self.model.llm.dtype):
+            return "aten"  # what linear() runs where oneDNN cannot (bf16 on an AVX2-only CPU)
         if self.tuning.gemm != "auto":
             return self.tuning.gemm
         if not self._gemm_choosable():

@@ -20,9 +20,17 @@ _TYPICAL_ROWS = 256
 
 
 def onednn_usable(device: str, dtype: torch.dtype) -> bool:
-    """oneDNN linears need a CPU build of torch with mkldnn, and float32 or bfloat16."""
-    return (str(device).startswith("cpu") and torch.backends.mkldnn.is_available()
-            and dtype in (torch.float32, torch.bfloat16))
+    """oneDNN linears need a CPU build of torch with mkldnn, and float32, or bfloat16 where oneDNN has bfloat16
+    kernels for this CPU."""
+    if not (str(device).startswith("cpu") and torch.backends.mkldnn.is_available()):
+        return False
+    return dtype == torch.float32 or (dtype == torch.bfloat16 and onednn_bf16())
+
+
+def onednn_bf16() -> bool:
+    """True where oneDNN runs bfloat16 on this CPU: it needs AVX-512 or AVX-NE-CONVERT, which an AVX2-only CPU
+    lacks (its packed bfloat16 weights then cannot even be made)."""
+    return bool(torch.ops.mkldnn._is_mkldnn_bf16_supported())
 
 
 def linear(weight: torch.Tensor, bias: torch.Tensor | None, gemm: str = "aten") -> nn.Module:
