@@ -90,6 +90,14 @@ class Session:
                                           self._pinned.get("backend"))
         return self._choice
 
+    def build_export(self) -> None:
+        """Build the model's ONNX export in omnidub's cache now and measure it against torch on this CPU (what
+        ``backend="onnx"`` builds first); ``backend="auto"`` then follows what was measured."""
+        from omnidub.backends.onnx import cache
+
+        cache.build(self.source, say=self.on_note)
+        self._choice = None
+
     @property
     def device(self) -> str:
         return self._backend.device if self._backend is not None else guess_device(self.device_spec, self.backend_name)

@@ -209,3 +209,45 @@ def test_the_probe_is_recorded_and_used_at_once_or_kept_for_later_projects(tiny_
     monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path / "second"))
     adopting = Session("synthetic:tiny", "cpu", "fast")
     assert adopting.backend().layout == "packed" and adopting.settings["cfg"] == "packed"
+
+
+def test_a_render_at_a_terminal_asks_once_before_building_an_export_and_then_follows_the_measurement(
+        checkpoint, tmp_path, monkeypatch):
+    from typer.testing import CliRunner
+
+    from omnidub import measured
+    from omnidub.backends.onnx import cache
+    from omnidub.cli import app
+    from omnidub.cli import render as render_command
+
+    pytest.importorskip("onnx")
+    cache_dir = tmp_path / "cache"
+    (cache_dir / "synthetic").mkdir(parents=True)
+    (cache_dir / "synthetic" / checkpoint.path.name).symlink_to(checkpoint.path, target_is_directory=True)
+    monkeypatch.setenv("OMNIDUB_CACHE", str(cache_dir))
+    monkeypatch.setattr(hardware, "native_bf16", lambda: False)  # fp32 is this CPU's path: ONNX Runtime may pay
+    monkeypatch.setattr(render_command, "interactive", lambda: True)
+    script = tmp_path / "scene.txt"
+    script.write_text("ALICE: Hello there.\n")
+    voice = Path(__file__).resolve().parent.parent / "examples" / "voices" / "alice.wav"
+
+    def render(out: str, answer: str):
+        args = ["render", script, "--voice", voice, "--voice-text", "Good morning, everyone. Thanks for coming in "
+                "early. I know the traffic was terrible today.", "--model", "synthetic:tiny", "--out", tmp_path / out]
+        return CliRunner().invoke(app, [str(a) for a in args], input=answer, catch_exceptions=False)
+
+    # No: nothing is built, torch renders, and the question is not asked again on this CPU.
+    first = render("no", "n\n")
+    assert first.exit_code == 0, first.output
+    assert "Export synthetic:tiny for it now" in first.output and cache.cached(checkpoint) is None
+    assert json.loads((tmp_path / "no" / "manifest.json").read_text())["model"]["backend"] == "torch"
+    again = render("no-again", "")
+    assert again.exit_code == 0 and "Export synthetic:tiny for it now" not in again.output
+    # Yes (on a CPU that was never asked): the export is built and measured before any line is planned, and the
+    # render runs on whichever backend the measurement found faster.
+    monkeypatch.setattr(cache, "asked", lambda source: False)
+    yes = render("yes", "y\n")
+    assert yes.exit_code == 0, yes.output
+    assert cache.cached(checkpoint) is not None and "ONNX Runtime vs torch here in float32" in yes.output
+    [found] = measured.load()["backend"].values()
+    assert json.loads((tmp_path / "yes" / "manifest.json").read_text())["model"]["backend"] == found["choice"]

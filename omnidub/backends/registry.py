@@ -30,6 +30,8 @@ class BackendChoice:
     reason: str
     build_export: bool = False
     note: str = ""
+    # ONNX Runtime was never measured here in fp32 and could be built now: a terminal may ask (ask_export).
+    could_export: bool = False
 
 
 def choose_backend(spec: str, source: ModelSource, device: str = "auto", dtype: str = "auto",
@@ -84,10 +86,13 @@ def _auto(source: ModelSource, device: str, dtype: str) -> BackendChoice:
     measured = cache.backend_choice(model_shape(source))
     exported = cache.cached(source)
     if measured is None:
-        note = ("" if exported is not None else
-                "fp32 on this CPU: ONNX Runtime may be faster; --backend onnx builds an export once "
+        if exported is not None:
+            return BackendChoice(TORCH, source, "ONNX Runtime not measured on this CPU")
+        how = "" if cache.can_export() else "pip install 'omnidub[onnx]', then "
+        note = (f"fp32 on this CPU: ONNX Runtime may be faster; {how}--backend onnx builds an export once "
                 f"({cache.EXPORT_COST}) and measures it against torch")
-        return BackendChoice(TORCH, source, "ONNX Runtime not measured on this CPU", note=note)
+        return BackendChoice(TORCH, source, "ONNX Runtime not measured on this CPU", note=note,
+                             could_export=cache.can_export())
     seconds = measured.get("seconds") or {}
     ratio = seconds.get("torch", 0) / seconds["onnxruntime"] if seconds.get("onnxruntime") else 0.0
     if measured.get("choice") != ONNXRUNTIME:

@@ -158,6 +158,8 @@ def _render(**o) -> int:
     executor = ExecutorOptions(o["executor"].value, o["ray_address"], o["workers"], o["gpus_per_worker"],
                                o["cpus_per_worker"] or 1)
     session = Session(o["model"], o["device"], settings, o["asr_model"], executor=executor, backend=o["backend"])
+    if not o["dry_run"] and not o["as_json"] and o["backend"] == "auto" and interactive():
+        _offer_export(session, o["model"])
     listener = ProgressListener(err, reports=not o["as_json"])
     job = session.job(o["inputs"], voices=o["voices"], voice=o["voice"], voice_text=o["voice_text"],
                       language=o["language"], out_dir=o["out_dir"], cache_dir=o["cache"], fmt=o["format"].value,
@@ -205,6 +207,35 @@ def _run(o: dict, session, settings, job, listener) -> int:
         err.print(f"interrupted: {done} of {sum(s.lines for s in summaries)} lines are done; rerun to finish.")
         return 130
     return _report(runs, many, o["as_json"])
+
+
+def interactive() -> bool:
+    """True when a person answers at a terminal (a script or CI never gets a question)."""
+    return sys.stdin.isatty() and err.is_terminal
+
+
+def _offer_export(session, model: str) -> None:
+    """Where ONNX Runtime was never measured against torch on this CPU in fp32, ask once, before the projects are
+    planned, whether to spend the minutes and gigabytes of an export now; a project already rendered keeps the
+    backend it was rendered with either way."""
+    from omnidub.backends.onnx import cache
+    from omnidub.models import resolve_model
+
+    try:
+        resolve_model(model, download=False)  # only a model already on this machine: a question never downloads
+    except OmnidubError:
+        return
+    if not session.backend_choice.could_export or cache.asked(session.source):
+        return
+    question = (f"fp32 on this CPU: ONNX Runtime may render faster than torch with the same tokens. Export "
+                f"{model} for it now and measure both ({cache.EXPORT_COST}, once per model)?")
+    if not typer.confirm(question, default=False, err=True):
+        cache.declined(session.source)
+        err.print("[cyan]note:[/] not asked again on this CPU; --backend onnx builds the export whenever you want it",
+                  soft_wrap=True)
+        return
+    session.on_note = lambda text: err.print(f"[cyan]note:[/] {escape(text)}", soft_wrap=True)
+    session.build_export()
 
 
 def _header(o: dict, session, settings, job) -> None:

@@ -78,7 +78,8 @@ def build(source: ModelSource, say=lambda text: None) -> ModelSource:
 
 def compare(checkpoint: ModelSource, exported: ModelSource, say=lambda text: None) -> dict:
     """One float32 decoding step at real shapes in torch and in ONNX Runtime on this CPU: their logits must agree
-    (same argmax, max |difference| within the parity bound) and the faster one is recorded for --backend auto."""
+    (same argmax, max |difference| within the parity bound, in the same layout) and the faster one, each in the
+    layout and (torch) GEMM kernels its own first-use probe picks here, is recorded for --backend auto."""
     import numpy as np
     import torch
 
@@ -93,32 +94,65 @@ def compare(checkpoint: ModelSource, exported: ModelSource, say=lambda text: Non
     from omnidub.backends.torch.probe import probe_item
     from omnidub.config import EngineOptions
 
-    options = EngineOptions(dtype="float32", cfg="trimmed", compile=False)
+    options = EngineOptions(dtype="float32", cfg="auto", compile=False)
     ours = TorchBackend(checkpoint, "cpu", options)
     ort = OnnxBackend(exported, "cpu", options, quantized=False, threads=torch.get_num_threads())
+    ours.probe()  # each at its best here: what its first-use probe picks (measured now when it never was)
+    ort.probe()
     item = probe_item(ours)
-    torch_rows = TorchLayout([item], "trimmed", ours.model.config.audio_mask_id, "cpu", ours.tuning.skip_mask)
     onnx_item = OnnxItem(item.input_ids.numpy(), item.audio_mask.numpy(), item.target_len)
-    onnx_rows = OnnxLayout([onnx_item], "trimmed", ort.runtime.mask_id)
+    mask_id = ours.model.config.audio_mask_id
     forward = ort.runtime.forward_fn()
+
+    def torch_step(layout):
+        rows = TorchLayout([item], layout, mask_id, "cpu", ours.tuning.skip_mask)
+        return lambda: rows.logits(ours.model, ours._llm)
+
+    def onnx_step(layout):
+        rows = OnnxLayout([onnx_item], layout, ort.runtime.mask_id)
+        return lambda: rows.logits(forward)
+
     with torch.inference_mode():
-        expected = [x.float().numpy() for x in torch_rows.logits(ours.model, ours._llm)]
-        got = onnx_rows.logits(forward)
+        expected = [x.float().numpy() for x in torch_step("trimmed")()]
+        got = onnx_step("trimmed")()
         diff = max(float(np.abs(a - b).max()) for a, b in zip(expected, got))
         agree = all(np.array_equal(a.argmax(-1), b.argmax(-1)) for a, b in zip(expected, got))
-        seconds = interleaved({"torch": lambda: torch_rows.logits(ours.model, ours._llm),
-                               "onnxruntime": lambda: onnx_rows.logits(forward)})
+        seconds = interleaved({"torch": torch_step(ours.layout), "onnxruntime": onnx_step(ort.layout)})
     shape = model_shape(checkpoint)
     result = decide("backend", seconds, "torch", f"one float32 decoding step of {shape}, {item.input_ids.shape[1]} + "
-                    f"{item.target_len} tokens, {torch.get_num_threads()} threads")
+                    f"{item.target_len} tokens, {torch.get_num_threads()} threads, torch in {ours.layout} CFG with "
+                    f"{ours.gemm} GEMMs, ONNX Runtime in {ort.layout} CFG")
     lossless = agree and diff <= BOUNDS["transformer_max_abs_logit_diff"]
     value = {"choice": result.choice if lossless else "torch", "seconds": result.seconds, "evidence": result.evidence,
              "max_abs_logit_diff": diff, "argmax_identical": agree}
     measured.record("backend", measured.probe_key("cpu", "float32", "any", shape), value)
     ratio = seconds["torch"] / seconds["onnxruntime"]
-    say(f"ONNX Runtime vs torch here in float32: {ratio:.2f}x per step, logits within {diff:.1e}"
-        + ("" if lossless else " (NOT lossless: torch stays the choice)"))
+    say(f"ONNX Runtime vs torch here in float32: {ratio:.2f}x per step ({ort.layout} against torch's {ours.layout} "
+        f"CFG), logits within {diff:.1e}" + ("" if lossless else " (NOT lossless: torch stays the choice)"))
     return value
+
+
+def can_export() -> bool:
+    """True when this environment can build an export (the onnx package, from omnidub[onnx])."""
+    import importlib.util
+
+    return importlib.util.find_spec("onnx") is not None
+
+
+def asked(source: ModelSource) -> bool:
+    """True once the user was asked whether to build this model shape's export on this CPU and said no."""
+    from omnidub import measured
+
+    return measured.entry("export-declined", measured.probe_key("cpu", "float32", "onnxruntime", model_shape(source))) \
+        is not None
+
+
+def declined(source: ModelSource) -> None:
+    """Remember that the user said no, so the question is not asked again on this CPU for this model shape."""
+    from omnidub import measured
+
+    measured.record("export-declined", measured.probe_key("cpu", "float32", "onnxruntime", model_shape(source)),
+                    {"answer": "no"})
 
 
 def backend_choice(shape: str) -> dict | None:
