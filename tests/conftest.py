@@ -80,3 +80,17 @@ def make_video(path: Path, seconds: float, fps: int = 25, rate: int = 44100) -> 
                 out.mux(packet)
         for packet in audio.encode():
             out.mux(packet)
+
+
+# The longest files first (seconds per file, measured on a 2-core AMD EPYC: test_render 105, test_cli 92, test_ray
+# 90, the next 37): each worker takes whole files, so a long file handed out last would leave the other worker
+# idle at the end. The order within a file is kept.
+LONGEST_FIRST = ("test_render.py", "test_cli.py", "test_ray.py")
+
+
+def pytest_collection_modifyitems(items):
+    def weight(item) -> int:
+        name = item.path.name
+        return LONGEST_FIRST.index(name) if name in LONGEST_FIRST else len(LONGEST_FIRST)
+
+    items.sort(key=weight)
