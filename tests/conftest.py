@@ -82,9 +82,9 @@ def make_video(path: Path, seconds: float, fps: int = 25, rate: int = 44100) -> 
             out.mux(packet)
 
 
-# The longest files first (seconds per file, measured on a 2-core AMD EPYC: test_render 105, test_cli 92, test_ray
-# 90, the next 37): each worker takes whole files, so a long file handed out last would leave the other worker
-# idle at the end. The order within a file is kept.
+# The longest files first (seconds per file, measured on a 2-core AMD EPYC: test_render 105, test_cli 92, the
+# next 37; test_ray, 90, leads the slow run): each worker takes whole files, so a long file handed out last would
+# leave the other worker idle at the end. The order within a file is kept.
 LONGEST_FIRST = ("test_render.py", "test_cli.py", "test_ray.py")
 
 

@@ -241,7 +241,7 @@ def test_a_render_at_a_terminal_asks_once_before_building_an_export_and_then_fol
     assert first.exit_code == 0, first.output
     assert "Export synthetic:tiny for it now" in first.output and cache.cached(checkpoint) is None
     assert json.loads((tmp_path / "no" / "manifest.json").read_text())["model"]["backend"] == "torch"
-    again = render("no-again", "")
+    again = render("no", "")  # a rerun into the same folder: every line cached, the question not asked
     assert again.exit_code == 0 and "Export synthetic:tiny for it now" not in again.output
     # Yes (on a CPU that was never asked): the export is built and measured before any line is planned, and the
     # render runs on whichever backend the measurement found faster.

@@ -246,6 +246,7 @@ def test_bench_report_shows_what_a_skipped_row_needs_and_the_markdown_matches(tm
     assert "| 2 | + fused | 12 | trimmed | fp32 | 3.0 | 1.23 (1.20-1.30) | 0.50 | 1.10x | nomask | 3 |" in markdown(data)
 
 
+@pytest.mark.slow  # a bench, a sweep and ONNX rows in a fresh process: about 30 s
 def test_gpu_check_runs_on_a_cpu_with_the_tiny_model(tmp_path, tiny_model_dir, export_dir):
     # The prepared GPU run must work before a GPU is lent: CI runs it on the CPU with the tiny model.
     target = tmp_path / "gpu-check.json"

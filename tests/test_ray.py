@@ -15,6 +15,8 @@ import pytest
 from conftest import EXAMPLES
 
 ray = pytest.importorskip("ray")
+# A local Ray cluster and a worker process per model take about 90 s on two cores: CI's second run (pytest -m slow).
+pytestmark = pytest.mark.slow
 
 from omnidub.api import Session  # noqa: E402
 from omnidub.config import load_preset  # noqa: E402

@@ -203,6 +203,7 @@ def test_compile_wraps_the_fused_language_model_and_upstream_stays_eager(engine)
     assert not _with(engine, compile=False).compiled
 
 
+@pytest.mark.slow  # inductor compiles the model first: 15 s warm, longer with a cold inductor cache
 def test_compiled_model_gives_the_eager_tokens_and_logits_in_float32(engine, prompts):
     # Inductor reorders float32 sums, so logits may move by rounding (bound: 1e-5 on logits of order 1-10, as for
     # every lossless lever); the tokens must not move at all.
