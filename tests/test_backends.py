@@ -245,7 +245,7 @@ def test_a_render_at_a_terminal_asks_once_before_building_an_export_and_then_fol
     assert again.exit_code == 0 and "Export synthetic:tiny for it now" not in again.output
     # Yes (on a CPU that was never asked): the export is built and measured before any line is planned, and the
     # render runs on whichever backend the measurement found faster.
-    monkeypatch.setattr(cache, "asked", lambda source: False)
+    monkeypatch.setattr(cache, "declined_before", lambda source: False)
     yes = render("yes", "y\n")
     assert yes.exit_code == 0, yes.output
     assert cache.cached(checkpoint) is not None and "ONNX Runtime vs torch here in float32" in yes.output

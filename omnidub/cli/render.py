@@ -225,12 +225,12 @@ def _offer_export(session, model: str) -> None:
         resolve_model(model, download=False)  # only a model already on this machine: a question never downloads
     except OmnidubError:
         return
-    if not session.backend_choice.could_export or cache.asked(session.source):
+    if not session.backend_choice.could_export or cache.declined_before(session.source):
         return
     question = (f"fp32 on this CPU: ONNX Runtime may render faster than torch with the same tokens. Export "
                 f"{model} for it now and measure both ({cache.EXPORT_COST}, once per model)?")
     if not typer.confirm(question, default=False, err=True):
-        cache.declined(session.source)
+        cache.decline(session.source)
         err.print("[cyan]note:[/] not asked again on this CPU; --backend onnx builds the export whenever you want it",
                   soft_wrap=True)
         return

@@ -139,7 +139,7 @@ def can_export() -> bool:
     return importlib.util.find_spec("onnx") is not None
 
 
-def asked(source: ModelSource) -> bool:
+def declined_before(source: ModelSource) -> bool:
     """True once the user was asked whether to build this model shape's export on this CPU and said no."""
     from omnidub import measured
 
@@ -147,7 +147,7 @@ def asked(source: ModelSource) -> bool:
         is not None
 
 
-def declined(source: ModelSource) -> None:
+def decline(source: ModelSource) -> None:
     """Remember that the user said no, so the question is not asked again on this CPU for this model shape."""
     from omnidub import measured
 
