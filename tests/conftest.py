@@ -32,6 +32,17 @@ def tiny_model_dir() -> Path:
     return build_synthetic("tiny")
 
 
+@pytest.fixture
+def own_cache(tmp_path, tiny_model_dir, monkeypatch) -> Path:
+    """An omnidub cache for one test alone, the tiny model linked in: the other test worker writes measurements
+    into the shared one at any moment."""
+    cache = tmp_path / "cache"
+    (cache / "synthetic").mkdir(parents=True)
+    (cache / "synthetic" / tiny_model_dir.name).symlink_to(tiny_model_dir, target_is_directory=True)
+    monkeypatch.setenv("OMNIDUB_CACHE", str(cache))
+    return cache
+
+
 @pytest.fixture(scope="session")
 def export_dir(tmp_path_factory, tiny_model_dir) -> Path:
     """synthetic:tiny exported once per session (ONNX graphs and the int8 transformer)."""

@@ -212,7 +212,7 @@ def test_the_probe_is_recorded_and_used_at_once_or_kept_for_later_projects(tiny_
 
 
 def test_a_render_at_a_terminal_asks_once_before_building_an_export_and_then_follows_the_measurement(
-        checkpoint, tmp_path, monkeypatch):
+        checkpoint, own_cache, tmp_path, monkeypatch):
     from typer.testing import CliRunner
 
     from omnidub import measured
@@ -221,10 +221,6 @@ def test_a_render_at_a_terminal_asks_once_before_building_an_export_and_then_fol
     from omnidub.cli import render as render_command
 
     pytest.importorskip("onnx")
-    cache_dir = tmp_path / "cache"
-    (cache_dir / "synthetic").mkdir(parents=True)
-    (cache_dir / "synthetic" / checkpoint.path.name).symlink_to(checkpoint.path, target_is_directory=True)
-    monkeypatch.setenv("OMNIDUB_CACHE", str(cache_dir))
     monkeypatch.setattr(hardware, "native_bf16", lambda: False)  # fp32 is this CPU's path: ONNX Runtime may pay
     monkeypatch.setattr(render_command, "interactive", lambda: True)
     script = tmp_path / "scene.txt"

@@ -181,13 +181,8 @@ def test_qa_command_reports_noise_as_failing(small_render, whisper_tiny_en):
     assert first["start_tc"].count(":") == 3  # HH:MM:SS:FF beside the seconds
 
 
-def test_bench_quick_reports_every_row(tmp_path, tiny_model_dir, monkeypatch):
+def test_bench_quick_reports_every_row(tmp_path, own_cache):
     target = tmp_path / "bench.json"
-    # A cache of its own (the tiny model linked in): the other test worker writes measurements into the shared one.
-    cache = tmp_path / "cache"
-    (cache / "synthetic").mkdir(parents=True)
-    (cache / "synthetic" / tiny_model_dir.name).symlink_to(tiny_model_dir, target_is_directory=True)
-    monkeypatch.setenv("OMNIDUB_CACHE", str(cache))
     result = run("bench", "--quick", "--repeat", "1", "--json", target)
     assert result.exit_code == 0, result.output
     data = json.loads(target.read_text())
@@ -219,7 +214,7 @@ def test_bench_quick_reports_every_row(tmp_path, tiny_model_dir, monkeypatch):
     assert rows["dtype"]["drift"]["logits_max_abs_diff"] > 0
     assert rows["onednn"]["drift"]["logits_max_abs_diff"] < 1e-4  # float32 at float32's rounding
     # Nothing was recorded for --cfg auto (the probe ran in a scratch cache): only --record writes measured.json.
-    assert data["recorded"] == {} and not (cache / "measured.json").exists()
+    assert data["recorded"] == {} and not (own_cache / "measured.json").exists()
     assert data["matmul_gflops"]["float32"]["aten"] > 0 and data["machine"]["torch"]
     assert len(data["machine"]["load_average"]["before"]) == 3
     # The table fits 80 columns (the runner's width) and shows each row's figures: seconds per line and ratio.

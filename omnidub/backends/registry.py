@@ -30,7 +30,7 @@ class BackendChoice:
     reason: str
     build_export: bool = False
     note: str = ""
-    # ONNX Runtime was never measured here in fp32 and could be built now: a terminal may ask (ask_export).
+    # ONNX Runtime was never measured here in fp32 and its export could be built now: a render at a terminal asks.
     could_export: bool = False
 
 
@@ -88,11 +88,11 @@ def _auto(source: ModelSource, device: str, dtype: str) -> BackendChoice:
     if measured is None:
         if exported is not None:
             return BackendChoice(TORCH, source, "ONNX Runtime not measured on this CPU")
-        how = "" if cache.can_export() else "pip install 'omnidub[onnx]', then "
+        can = cache.can_export()
+        how = "" if can else "pip install 'omnidub[onnx]', then "
         note = (f"fp32 on this CPU: ONNX Runtime may be faster; {how}--backend onnx builds an export once "
                 f"({cache.EXPORT_COST}) and measures it against torch")
-        return BackendChoice(TORCH, source, "ONNX Runtime not measured on this CPU", note=note,
-                             could_export=cache.can_export())
+        return BackendChoice(TORCH, source, "ONNX Runtime not measured on this CPU", note=note, could_export=can)
     seconds = measured.get("seconds") or {}
     ratio = seconds.get("torch", 0) / seconds["onnxruntime"] if seconds.get("onnxruntime") else 0.0
     if measured.get("choice") != ONNXRUNTIME:

@@ -143,16 +143,20 @@ def declined_before(source: ModelSource) -> bool:
     """True once the user was asked whether to build this model shape's export on this CPU and said no."""
     from omnidub import measured
 
-    return measured.entry("export-declined", measured.probe_key("cpu", "float32", "onnxruntime", model_shape(source))) \
-        is not None
+    return measured.entry("export-declined", _declined_key(source)) is not None
 
 
 def decline(source: ModelSource) -> None:
     """Remember that the user said no, so the question is not asked again on this CPU for this model shape."""
     from omnidub import measured
 
-    measured.record("export-declined", measured.probe_key("cpu", "float32", "onnxruntime", model_shape(source)),
-                    {"answer": "no"})
+    measured.record("export-declined", _declined_key(source), {"answer": "no"})
+
+
+def _declined_key(source: ModelSource) -> str:
+    from omnidub import measured
+
+    return measured.probe_key("cpu", "float32", "onnxruntime", model_shape(source))
 
 
 def backend_choice(shape: str) -> dict | None:
