@@ -55,9 +55,7 @@ class Worker:
     def expect(self, tokens: int) -> None:
         """This worker's share of the job, in tokens per step: --compile auto weighs it against the compile time
         (a bucket alone never pays for compiling; the whole share may)."""
-        hear = getattr(self.backend, "expect_tokens", None)
-        if hear is not None:
-            hear(tokens)
+        self.backend.expect(tokens)
 
     def render(self, bucket: Sequence[Request]) -> list[Outcome]:
         """One bucket decoded together; a line that fails is retried alone, as in the local executor."""

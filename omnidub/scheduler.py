@@ -118,9 +118,8 @@ def stream(backend: Backend, requests: Sequence[Request], budget: Budget,
     which the backend may plan for (--compile auto); a Ray worker's bucket is not, its share was said apart.
 
     A bucket that fails is retried line by line, so one bad line never takes its neighbours with it."""
-    expect = getattr(backend, "expect", None)  # optional: a backend that plans for the job's size
-    if expect is not None and whole_job:
-        expect(requests)
+    if whole_job:
+        backend.expect(sum(backend.cost(r) for r in requests))
     for bucket in buckets(requests, backend.cost, budget):
         if should_stop():
             return

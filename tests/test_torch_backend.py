@@ -94,7 +94,7 @@ def test_loop_reproduces_upstream_tokens_at_zero_temperature(engine, requests_, 
     greedy = _with(engine, cfg=layout, position_temperature=0.0)
     expected = _upstream_tokens(engine, requests_)
     got = greedy.tokens(requests_)
-    for e, g in zip(expected, got):
+    for e, g in zip(expected, got, strict=True):
         assert np.array_equal(e, g)
     alone = _upstream_tokens(engine, requests_[1:2])
     assert np.array_equal(greedy.tokens(requests_[1:2])[0], alone[0])
@@ -128,7 +128,7 @@ def test_same_line_twice_gives_identical_audio(engine, requests_):
     fast = _with(engine, cfg="trimmed")
     first = _synthesize(fast, requests_[:2])
     again = _synthesize(fast, requests_[:2])
-    for a, b in zip(first, again):
+    for a, b in zip(first, again, strict=True):
         assert a.audio.dtype == np.float32 and a.audio.ndim == 1
         assert np.array_equal(a.audio, b.audio)
     # Another seed draws other noise: other tokens, and (the tiny model's codec decodes what it is given) other audio.
@@ -210,9 +210,9 @@ def test_compiled_model_gives_the_eager_tokens_and_logits_in_float32(engine, pro
     compiled = _with(engine, compile=True, cfg="trimmed", steps=2)
     eager = _with(engine, compile=False, cfg="trimmed", steps=2)
     lines = [Request("Short and sweet.", prompts[0], "en", None, 0.8, seed=4)]
-    for a, b in zip(compiled.first_step_logits(lines), eager.first_step_logits(lines)):
+    for a, b in zip(compiled.first_step_logits(lines), eager.first_step_logits(lines), strict=True):
         assert float((a - b).abs().max()) <= 1e-5
-    for a, b in zip(compiled.tokens(lines), eager.tokens(lines)):
+    for a, b in zip(compiled.tokens(lines), eager.tokens(lines), strict=True):
         assert np.array_equal(a, b)
 
 
@@ -244,8 +244,7 @@ def test_compile_auto_compiles_only_when_the_job_pays_for_it(engine, prompts, mo
     list(stream(auto, line, Budget(lines=1)))  # one tiny line: compiling could never pay
     assert calls == [] and not auto.compiled and "not compiling" in notes[-1]
     # A job with far more model time left than the compile costs compiles after its first line.
-    many = line * 400_000
-    auto.expect(many)
+    auto.expect(auto.cost(line[0]) * 400_000)
     list(auto.synthesize(line))
     assert calls == [auto._eager] and auto.compiled and "compiling now" in notes[-1]
 

@@ -10,7 +10,7 @@ import io
 import json
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterator, Protocol, Sequence, runtime_checkable
+from typing import Callable, Iterator, Protocol, Sequence, runtime_checkable
 
 import numpy as np
 
@@ -102,11 +102,17 @@ class Result:
 
 @runtime_checkable
 class Backend(Protocol):
-    """What render, bench and the scheduler need of a model."""
+    """What render, bench and the scheduler need of a model (the decoding loop, backends/loop.py, implements
+    everything but the runtime's own hooks)."""
 
     name: str  # "torch" or "onnxruntime"
     sample_rate: int
     frame_rate: int
+    device: str
+    dtype: str
+    layout: str  # the CFG layout it renders in
+    layout_choice: object  # config.LayoutChoice: the layout and where it comes from
+    on_note: Callable[[str], None]  # what the backend decides on its own while it renders (--compile auto)
 
     @property
     def identity(self) -> dict:
@@ -127,3 +133,28 @@ class Backend(Protocol):
 
     def tokens(self, requests: Sequence[Request]) -> list[np.ndarray]:
         """The audio tokens [codebooks, frames] that :meth:`synthesize` would decode (for parity checks)."""
+
+    def probe(self) -> list:
+        """Measure on first use what this machine never measured (layout, kernels), record it, use it; returns
+        what was measured (``probe.ProbeResult``), or nothing."""
+
+    def use_layout(self, layout: str) -> None:
+        """Render in ``layout`` from now on (a project pinned it)."""
+
+    def expect(self, tokens: int) -> None:
+        """Hear the job's work left, in tokens per step (:meth:`cost` summed), before its first bucket (a backend
+        may plan for it: --compile auto)."""
+
+
+@dataclass(frozen=True)
+class BackendSpec:
+    """How the registry knows a backend without importing it: its name (in identities and manifests), the Python
+    module it needs, and torch-free callables that load it, check a voice-design instruction and say the dtype it
+    will render in. Each backend package declares its own (``spec.py``); the registry lists them once."""
+
+    name: str
+    label: str  # for people: "torch", "ONNX Runtime"
+    module: str  # the import it needs to run
+    load: Callable  # (source, device, EngineOptions, pinned_layout) -> Backend
+    check_instruct: Callable[[str], None]
+    dtype: Callable[[object, str, str], str]  # (source or None while its export is unbuilt, device, dtype spec)

@@ -16,15 +16,45 @@ import numpy as np
 from omnidub.backends.base import Prompt, Request, Result
 from omnidub.backends.chunks import LinePlan, split_line
 from omnidub.backends.postprocess import fit_exact, match_reference_volume
+from omnidub.config import generation_settings, layout_status
 from omnidub.duration import natural_frames, target_frames
 from omnidub.errors import OmnidubError
+from omnidub.hardware import device_kind
 
 
 class DecodingLoop:
-    """Base of the backends: subclasses set ``sample_rate``, ``frame_rate`` and implement the hooks below."""
+    """Base of the backends: subclasses set ``name``, ``source``, ``options``, ``device``, ``dtype``, ``shape``,
+    ``sample_rate``, ``frame_rate``, ``layout_choice`` and ``layout``, and implement the hooks below."""
 
+    name: str
     sample_rate: int
     frame_rate: int
+
+    def on_note(self, text: str) -> None:
+        """What the backend decides on its own while it renders; its owner replaces this to hear it."""
+
+    # -- what every backend shares -------------------------------------------------------------------------------
+    @property
+    def identity(self) -> dict:
+        """Model, backend, device and dtype: what changes the audio besides the request (for keys)."""
+        return {**self.source.identity, "backend": self.name, "device": device_kind(self.device), "dtype": self.dtype}
+
+    @property
+    def settings(self) -> dict:
+        """Generation settings that change the audio (steps, layout, ...), for keys and the manifest."""
+        return generation_settings(self.options, self.device, self.layout)
+
+    def use_layout(self, layout: str) -> None:
+        """Render in ``layout`` from now on, as a project pinned it (the measurement stays recorded)."""
+        self.layout_choice = layout_status("auto", self.device, self.dtype, layout, backend=self.name, shape=self.shape)
+        self.layout = layout
+
+    def probe(self) -> list:
+        """Measure on first use what this machine never measured; the base measures nothing."""
+        return []
+
+    def expect(self, tokens: int) -> None:
+        """Hear the job's work left (tokens per step) before its first bucket; the base plans nothing for it."""
 
     # -- hooks ---------------------------------------------------------------------------------------------------
     def _language(self, language: str | None) -> str | None:
@@ -121,7 +151,7 @@ class DecodingLoop:
             items = [self._item(line, j) for line, j in work]
             tokens = self._decode(items, [line.seeds[j] for line, j in work])
             share = (time.perf_counter() - began) / len(work)
-            for (line, j), t in zip(work, tokens):
+            for (line, j), t in zip(work, tokens, strict=True):
                 line.tokens[j] = t
                 line.seconds += share
 

@@ -11,13 +11,17 @@ from __future__ import annotations
 
 from dataclasses import dataclass, replace
 
+from omnidub.backends.base import BackendSpec
+from omnidub.backends.onnx.spec import SPEC as ONNX_SPEC
+from omnidub.backends.torch.spec import SPEC as TORCH_SPEC
 from omnidub.errors import OmnidubError
 from omnidub.hardware import device_kind, dtype_for, guess_device
 from omnidub.models import ModelSource, model_shape
 
 BACKENDS = ("auto", "torch", "onnx")
-# The names identities and manifests carry.
-TORCH, ONNXRUNTIME = "torch", "onnxruntime"
+# Every backend, by the name identities and manifests carry: a new backend is one more spec here.
+SPECS: dict[str, BackendSpec] = {s.name: s for s in (TORCH_SPEC, ONNX_SPEC)}
+TORCH, ONNXRUNTIME = TORCH_SPEC.name, ONNX_SPEC.name
 
 
 @dataclass(frozen=True)
@@ -49,7 +53,7 @@ def choose_backend(spec: str, source: ModelSource, device: str = "auto", dtype: 
     if spec == "onnx":
         return _onnx(source, "--backend onnx")
     if pinned is not None:
-        if pinned not in (TORCH, ONNXRUNTIME):
+        if pinned not in SPECS:
             raise OmnidubError(f"unknown pinned backend {pinned!r}")
         if pinned == TORCH:
             return BackendChoice(TORCH, source, "as this project was rendered")
@@ -106,10 +110,16 @@ def _auto(source: ModelSource, device: str, dtype: str) -> BackendChoice:
                                                 "same tokens")
 
 
+def spec(name: str) -> BackendSpec:
+    """The registered backend of that name (torch or onnxruntime)."""
+    if name not in SPECS:
+        raise OmnidubError(f"unknown backend {name!r}")
+    return SPECS[name]
+
+
 def header(choice: BackendChoice, device: str, dtype: str) -> str:
     """The clause the render's header line gives the backend: what runs and why."""
-    label = "ONNX Runtime" if choice.name == ONNXRUNTIME else "torch"
-    return f"{label} on {device} ({dtype}): {choice.reason}"
+    return f"{spec(choice.name).label} on {device} ({dtype}): {choice.reason}"
 
 
 def identity(choice: BackendChoice, device: str, dtype: str) -> dict:
@@ -122,22 +132,14 @@ def identity(choice: BackendChoice, device: str, dtype: str) -> dict:
 
 def loaded_dtype(choice: BackendChoice, device: str, dtype: str) -> str:
     """The dtype the chosen backend will render in (an export renders in the precision it was exported for)."""
-    if choice.name == ONNXRUNTIME and not choice.build_export:
-        from omnidub.backends.onnx.runtime import export_dtype, read_manifest
-
-        return export_dtype(read_manifest(choice.source.path))
-    if choice.name == ONNXRUNTIME:
-        return "float32"
-    return dtype_for(dtype, device)
+    return spec(choice.name).dtype(None if choice.build_export else choice.source, device, dtype)
 
 
 def available(name: str) -> str | None:
     """None when backend ``name`` (torch or onnxruntime) can run here, else why not (torch-free)."""
     import importlib.util
 
-    module = {TORCH: "torch", ONNXRUNTIME: "onnxruntime"}.get(name)
-    if module is None:
-        return f"unknown backend {name!r}"
+    module = spec(name).module
     return None if importlib.util.find_spec(module) is not None else f"{module} is not installed"
 
 
@@ -150,21 +152,9 @@ def prepare(choice: BackendChoice, say=lambda text: None) -> BackendChoice:
     return replace(choice, source=cache.build(choice.source, say), build_export=False)
 
 
-def load(choice: BackendChoice, device: str, options, *, pinned_layout: str | None = None, say=lambda text: None):
-    """The backend ``choice`` names, loaded (building the export first when it was asked for and is missing)."""
+def load(choice: BackendChoice, device: str, options, *, pinned_layout: str | None = None):
+    """The backend ``choice`` names, loaded (its export, when it needed one, is built: see :func:`prepare`)."""
     why_not = available(choice.name)
     if why_not is not None:
         raise OmnidubError(f"the {choice.name} backend cannot run here: {why_not}")
-    if choice.name == ONNXRUNTIME:
-        from omnidub.backends.onnx import OnnxBackend
-
-        return OnnxBackend(prepare(choice, say).source, device=device, options=options, pinned_layout=pinned_layout)
-    from omnidub.backends.torch import TorchBackend
-
-    return TorchBackend(choice.source, device=device, options=options, pinned_layout=pinned_layout)
-
-
-def load_backend(source: ModelSource, device: str, options, *, pinned_layout: str | None = None):
-    """The backend a resolved source calls for: ONNX Runtime for an export folder, else torch."""
-    return load(choose_backend("auto" if source.backend == "onnx" else "torch", source), device, options,
-                pinned_layout=pinned_layout)
+    return spec(choice.name).load(prepare(choice).source, device, options, pinned_layout)

@@ -19,9 +19,9 @@ from omnidub.backends.onnx.host import decode
 from omnidub.backends.onnx.prompt import PromptBuilder, resolve_instruct, resolve_language
 from omnidub.backends.onnx.runtime import Runtime, verify_file
 from omnidub.backends.postprocess import match_reference_volume
-from omnidub.config import EngineOptions, generation_settings, layout_status
+from omnidub.config import EngineOptions, layout_status
 from omnidub.errors import OmnidubError
-from omnidub.hardware import device_kind, guess_device
+from omnidub.hardware import guess_device
 from omnidub.lightweight import omnivoice_module
 from omnidub.models import ModelSource, model_shape, resolve_model
 
@@ -56,19 +56,6 @@ class OnnxBackend(DecodingLoop):
     def with_options(self, options: EngineOptions) -> "OnnxBackend":
         """Other decoding settings over the same sessions."""
         return OnnxBackend(self.source, options=options, _shared=self)
-
-    def use_layout(self, layout: str) -> None:
-        """Render in ``layout`` from now on, as a project pinned it (the measurement stays recorded)."""
-        self.layout_choice = layout_status("auto", self.device, self.dtype, layout, backend=self.name, shape=self.shape)
-        self.layout = layout
-
-    @property
-    def identity(self) -> dict:
-        return {**self.source.identity, "backend": self.name, "device": device_kind(self.device), "dtype": self.dtype}
-
-    @property
-    def settings(self) -> dict:
-        return generation_settings(self.options, self.device, self.layout)
 
     def encode_prompt(self, audio: np.ndarray, sample_rate: int, text: str, language: str | None = None) -> Prompt:
         """Upstream's prompt recipe (level, silence trim, whole frames) with the encoder graph."""

@@ -115,8 +115,8 @@ def compare(checkpoint: ModelSource, exported: ModelSource, say=lambda text: Non
     with torch.inference_mode():
         expected = [x.float().numpy() for x in torch_step("trimmed")()]
         got = onnx_step("trimmed")()
-        diff = max(float(np.abs(a - b).max()) for a, b in zip(expected, got))
-        agree = all(np.array_equal(a.argmax(-1), b.argmax(-1)) for a, b in zip(expected, got))
+        diff = max(float(np.abs(a - b).max()) for a, b in zip(expected, got, strict=True))
+        agree = all(np.array_equal(a.argmax(-1), b.argmax(-1)) for a, b in zip(expected, got, strict=True))
         seconds = interleaved({"torch": torch_step(ours.layout), "onnxruntime": onnx_step(ort.layout)})
     shape = model_shape(checkpoint)
     result = decide("backend", seconds, "torch", f"one float32 decoding step of {shape}, {item.input_ids.shape[1]} + "

@@ -6,8 +6,6 @@ import torch
 
 from omnidub.backends.torch import upstream
 
-TRANSFORMER_INPUTS = ("input_ids", "audio_mask", "attention_mask", "position_ids", "target_index")
-
 
 class TransformerGraph(torch.nn.Module):
     """Embeddings + Qwen3 + audio heads, with the heads applied only at ``target_index`` (flat row * L + column)."""

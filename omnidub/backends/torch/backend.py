@@ -17,7 +17,7 @@ from omnidub.backends.torch.decode import decode
 from omnidub.backends.torch.fused import can_fuse, fused_llm
 from omnidub.backends.torch.gemm import onednn_usable
 from omnidub.backends.torch.layout import Item, Layout
-from omnidub.config import EngineOptions, generation_settings, layout_status
+from omnidub.config import EngineOptions, layout_status
 from omnidub.errors import OmnidubError
 from omnidub.hardware import device_kind
 from omnidub.models import DEFAULT_MODEL, ModelSource, model_shape, resolve_model
@@ -75,7 +75,6 @@ class TorchBackend(DecodingLoop):
         self._eager = self._language_model(self.gemm)
         self._llm = self._eager
         self.compiled = False
-        self.on_note = lambda text: None  # the CLI prints what --compile auto decided
         self._pending = 0  # tokens per step the job still has to decode (see expect)
         self._decided = self.options.compile != "auto"
         self._first_compiled = False
@@ -95,19 +94,6 @@ class TorchBackend(DecodingLoop):
             return TorchBackend(self.source, self.device, options, tuning=tuning)
         return TorchBackend(options=options, tuning=tuning, _shared=self)
 
-    def use_layout(self, layout: str) -> None:
-        """Render in ``layout`` from now on, as a project pinned it (the measurement stays recorded)."""
-        self.layout_choice = layout_status("auto", self.device, self.dtype, layout, backend=self.name, shape=self.shape)
-        self.layout = layout
-
-    @property
-    def identity(self) -> dict:
-        return {**self.source.identity, "backend": self.name, "device": device_kind(self.device), "dtype": self.dtype}
-
-    @property
-    def settings(self) -> dict:
-        return generation_settings(self.options, self.device, self.layout)
-
     @torch.inference_mode()
     def encode_prompt(self, audio: np.ndarray, sample_rate: int, text: str, language: str | None = None) -> Prompt:
         """Encode a reference (mono float waveform and its exact transcript) into omnidub's Prompt."""
@@ -116,13 +102,9 @@ class TorchBackend(DecodingLoop):
         codes, ref_text, rms = upstream.encode_reference(self.model, audio, sample_rate, text)
         return Prompt(codes.cpu().numpy().astype(np.int64), ref_text, rms, language)
 
-    def expect(self, requests: Sequence[Request]) -> None:
-        """Hear how much work the job holds (the scheduler says so before its first bucket): --compile auto weighs
-        the model time left against the compile time."""
-        self.expect_tokens(sum(self.cost(r) for r in requests))
-
-    def expect_tokens(self, tokens: int) -> None:
-        """The job's work left for this backend, in tokens per step (a Ray worker hears its share of the job)."""
+    def expect(self, tokens: int) -> None:
+        """The job's work left for this backend, in tokens per step (the scheduler says so before its first bucket;
+        a Ray worker hears its share): --compile auto weighs the model time left against the compile time."""
         self._pending = int(tokens)
         if self.options.compile == "auto" and not self.compiled:
             self._decided = False
@@ -260,7 +242,7 @@ class TorchBackend(DecodingLoop):
 def compare_logits(a: TorchBackend, b: TorchBackend, requests: list[Request]) -> tuple[float, float]:
     """Max |difference| and argmax agreement (0..1) of two backends' first-step logits on the same requests."""
     diff, agree, total = 0.0, 0, 0
-    for x, y in zip(a.first_step_logits(requests), b.first_step_logits(requests)):
+    for x, y in zip(a.first_step_logits(requests), b.first_step_logits(requests), strict=True):
         diff = max(diff, float((x - y).abs().max()))
         agree += int((x.argmax(-1) == y.argmax(-1)).sum())
         total += x[..., 0].numel()
