@@ -11,16 +11,16 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 from omnidub import __version__
 from omnidub.folder import OutputFolder
-from omnidub.journal import LineEntry
 from omnidub.outputs.deliver import DeliveryOptions, Probed
 from omnidub.outputs.mix import Placement, container
-from omnidub.outputs.writers import WRITERS, Programme, Writer, with_language
+from omnidub.outputs.writers import WRITERS, Output, Programme, Writer, with_language
+from omnidub.records import LastRender, LineEntry
 
 
 @dataclass
@@ -92,33 +92,35 @@ class Assembly:
 
         return file_digest(self.folder.path / entry.file).hexdigest()
 
-    def reuse(self, previous: dict | None, key: str, speakers) -> Generation | None:
+    def reuse(self, previous: LastRender, key: str, speakers) -> Generation | None:
         """The last generation, when it was made from exactly this and every file still holds what it wrote."""
-        record = (previous or {}).get("assembly")
-        if not isinstance(record, dict) or record.get("key") != key or not isinstance(record.get("files"), dict):
-            return None
-        stems = previous.get("stems")
-        if not isinstance(stems, dict) or set(stems) != set(speakers):
+        record = previous.assembly
+        if record is None or record.key != key or set(previous.stems) != set(speakers):
             return None
         ledger = self.folder.ledger
-        for relative, sha in record["files"].items():
+        for relative, sha in record.files.items():
             if self.folder.status(relative) != "ours" or ledger.files[relative].sha256 != sha:
                 return None
-        parts = {name: previous.get(name) for name in ("stems", "mix", "loudness", "delivery")}
-        late = tuple(r.get("index") for r in previous.get("lines", [])
-                     if isinstance(r, dict) and "past-video" in (r.get("flags") or []))
-        return Generation(key, parts, dict(record["files"]), late, reused=True)
+        parts = {name: previous.parts.get(name) for name in ("stems", "mix", "loudness", "delivery")}
+        return Generation(key, parts, dict(record.files), previous.past_video, reused=True)
 
     def write(self, programme: Programme, key: str, note: Callable[[str], None]) -> Generation:
         """Write every output (the caller has cleared the manifest's assembly record)."""
-        done: dict = {}
-        generation = Generation(key, {})
+        programme = replace(programme, note=note)  # what a writer wants the user to know
+        options = self.options
+        parts: dict = {"delivery": {
+            "sample_rate": options.sample_rate, "fps": round(programme.fps, 6),
+            "bed": str(Path(options.bed).resolve()) if options.bed else None, "duck": options.duck,
+            "source_video": str(Path(options.video).resolve()) if options.video else None,
+            "video_seconds": None if programme.video_seconds is None else round(programme.video_seconds, 3),
+        }}
+        generation = Generation(key, parts)
         for writer in self.writers:
             paths = writer.paths(programme)
             try:
                 for said in self.folder.make_way(paths):
                     note(said)
-                part = writer.write(programme, done)
+                output = writer.write(programme, parts)
             except Exception as exc:
                 if writer.required:
                     raise
@@ -126,34 +128,25 @@ class Assembly:
                 generation.notes.append(f"the {writer.name} were not written: {why}")
                 generation.complete = False
                 note(generation.notes[-1])
-                continue
-            done.update(part)
-            for relative in _files(part, paths):
+                output = Output([], writer.empty)
+            _merge(parts, output.record)
+            for relative in dict.fromkeys([*paths, *output.files]):
                 if (self.folder.path / relative).is_file():
                     self.folder.record(relative)
                     generation.files[relative] = self.folder.ledger.files[relative].sha256
-        options = self.options
-        if container(options.fmt, int(round(programme.seconds * options.sample_rate)), 2 if done.get("bed_mix") else 1)[0] == "RF64":
+        channels = 2 if parts["delivery"].get("bed_mix") else 1
+        if container(options.fmt, int(round(programme.seconds * options.sample_rate)), channels)[0] == "RF64":
             note("stems and mixes pass WAV's 4 GiB limit: they were written as RF64 (64-bit WAV)")
         if programme.video_seconds is not None:
             generation.past_video = tuple(p.index for p in programme.placements
                                           if p.start + p.seconds > programme.video_seconds + 1e-3)
-        generation.parts = {
-            "stems": done["stems"], "mix": done["mix"], "loudness": done["loudness"],
-            "delivery": {
-                "sample_rate": options.sample_rate, "fps": round(programme.fps, 6),
-                "bed": str(Path(options.bed).resolve()) if options.bed else None, "duck": options.duck,
-                "source_video": str(Path(options.video).resolve()) if options.video else None,
-                "video_seconds": None if programme.video_seconds is None else round(programme.video_seconds, 3),
-                "bed_mix": done.get("bed_mix"), "video": done.get("video"),
-                "subtitles": done.get("subtitles", []), "timelines": done.get("timelines", []),
-            },
-        }
         return generation
 
 
-def _files(part: dict, announced: list[str]) -> list[str]:
-    """The files a writer left: those it announced, and any it reports beyond them."""
-    reported = [part.get(k) for k in ("mix", "bed_mix", "video")] + list((part.get("stems") or {}).values())
-    reported += list(part.get("subtitles") or []) + list(part.get("timelines") or [])
-    return list(dict.fromkeys([*announced, *(r for r in reported if isinstance(r, str))]))
+def _merge(parts: dict, record: dict) -> None:
+    """A writer's part of the manifest into the parts so far (a nested record adds to the one already there)."""
+    for name, value in record.items():
+        if isinstance(value, dict) and isinstance(parts.get(name), dict):
+            parts[name].update(value)
+        else:
+            parts[name] = value

@@ -4,67 +4,78 @@ line back to its speaker's clip when the actor's own line made it sound like som
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 import numpy as np
 
-from omnidub.journal import LineEntry
 from omnidub.names import safe_name
 from omnidub.plan import assign_languages
-from omnidub.source.cast import SourceCast, assign_speakers, reference_record, source_cast, source_summary
-from omnidub.voices import check_cast
+from omnidub.records import LineEntry
+from omnidub.script import Script
+from omnidub.source.cast import (SourceCast, SourceOptions, assign_speakers, reference_record, source_cast,
+                                 source_summary)
+from omnidub.voices import Voice, check_cast
 
 REFERENCES = "references"  # the clips each line was cloned from, for a person to hear beside the dub
 
 
-def cast_from_source(project, prepare: bool) -> SourceCast:
-    """Take the project's voices (and per-line clips) from its source; speakers the user gave a voice keep it."""
-    options = project.options.source
-    summary = source_summary(options, project.preset.voice, asr=project.session.asr(), device=project.session.device,
-                             status=project.listener.step)
-    for note in summary.notes:
-        project.note(f"{Path(options.source).name}: {note}")
-    cast = source_cast(summary, project.dub, options.match, project.given_voices, project.voice_checks)
-    voices = {**cast.voices, **project.given_voices}
-    script = assign_speakers(project.dub, cast)
-    check_cast(script.lines, voices, project.input_path)
-    project.voices = voices
-    project.script = assign_languages(script, voices)
-    if summary.accompaniment is not None and project.options.delivery.bed is None:
-        project.use_bed(summary.accompaniment)
-    return cast
+@dataclass(frozen=True)
+class Casting:
+    """What the source decided for a dub: its cast, every speaker's voice (the user's win), the script with the
+    speakers and languages it gives, the source's accompaniment to use as the bed (None: keep the render's), and
+    what to tell the user."""
+
+    cast: SourceCast
+    voices: dict[str, Voice]
+    script: Script
+    bed: Path | None
+    notes: tuple[str, ...]
 
 
-def reference_files(project, cast: SourceCast) -> dict[int, str]:
+def cast_from_source(engine, options: SourceOptions, dub: Script, given: dict[str, Voice], checks: dict[int, dict],
+                     *, input_path: Path, has_bed: bool, step: Callable[[str], None]) -> Casting:
+    """The dub's voices (and per-line clips) from its source; speakers the user gave a voice (``given``) keep it.
+    ``checks``: the voice check's verdicts so far (a line that failed with its own clip uses its speaker's)."""
+    summary = source_summary(options, engine.preset.voice, asr=engine.asr(), device=engine.device, status=step)
+    notes = tuple(f"{Path(options.source).name}: {note}" for note in summary.notes)
+    cast = source_cast(summary, dub, options.match, given, checks)
+    voices = {**cast.voices, **given}
+    script = assign_speakers(dub, cast)
+    check_cast(script.lines, voices, input_path)
+    bed = summary.accompaniment if summary.accompaniment is not None and not has_bed else None
+    return Casting(cast, voices, assign_languages(script, voices), bed, notes)
+
+
+def reference_files(cast: SourceCast) -> dict[int, str]:
     """Where each line's reference clip sits in the output folder (``references/NNNN-SPEAKER.wav``)."""
     return {index: f"{REFERENCES}/{index:04d}-{safe_name(ref.speaker or 'speaker')}.wav"
             for index, ref in cast.references.items() if ref.kind != "none"}
 
 
-def place_references(project, cast: SourceCast) -> None:
-    """Copy each line's reference clip into the output folder (a person plays it beside the dubbed line)."""
-    for index, relative in reference_files(project, cast).items():
-        reference = cast.references[index]
-        data = cast.summary.clip_path(reference.start, reference.end).read_bytes()
-        if project.folder.status(relative) == "ours" and (project.folder.path / relative).read_bytes() == data:
-            continue
-        (project.folder.path / REFERENCES).mkdir(exist_ok=True)
-        for said in project.folder.write_bytes(relative, data):
-            project.note(said)
+def reference_clips(cast: SourceCast) -> dict[str, Path]:
+    """Each reference file of the output folder and the cached clip it is a copy of."""
+    files = reference_files(cast)
+    return {relative: cast.summary.clip_path(cast.references[index].start, cast.references[index].end)
+            for index, relative in files.items()}
 
 
-def reference_records(project, cast: SourceCast, entries: list[LineEntry]) -> None:
-    """Each line's reference in its manifest record: the source span, transcript, why it is not the line's own
-    clip, the file to hear it, and the voice check's verdict."""
-    files = reference_files(project, cast)
+def reference_records(cast: SourceCast, entries: list[LineEntry], checks: dict[int, dict]) -> dict[int, dict]:
+    """Each line's reference as its manifest record holds it: the source span, transcript, why it is not the
+    line's own clip, the file to hear it, and the voice check's verdict (``checks``)."""
+    files = reference_files(cast)
+    records = {}
     for entry in entries:
         reference = cast.references.get(entry.index)
         if reference is None:
             continue
-        entry.reference = reference_record(reference, files.get(entry.index))
-        verdict = project.voice_checks.get(entry.index)
+        record = reference_record(reference, files.get(entry.index))
+        verdict = checks.get(entry.index)
         if verdict is not None and verdict.get("clip") in (reference.sha256, _own_clip(cast, entry.index)):
-            entry.reference["check"] = verdict
+            record["check"] = verdict
+        records[entry.index] = record
+    return records
 
 
 def _own_clip(cast: SourceCast, index: int) -> str | None:
@@ -76,20 +87,18 @@ def _own_clip(cast: SourceCast, index: int) -> str | None:
     return cast.summary.hashes.get((own.start, own.end)) if own is not None and own.problem is None else None
 
 
-def voice_check(project, cast: SourceCast) -> dict[int, dict]:
+def voice_check(cast: SourceCast, entries: list[LineEntry], out_dir: Path, *, threshold: float, encoder,
+                judged: set[int]) -> dict[int, dict]:
     """Hear every line rendered from its own original clip against each speaker's voice in the source; return the
-    verdicts of lines not judged before (failing: closer to another speaker, or under the preset's threshold)."""
-    from omnidub.embedding import SpeakerEncoder
-
-    threshold = project.preset.qa.min_voice_similarity
-    encoder, verdicts = None, {}
+    verdicts of lines not ``judged`` before (failing: closer to another speaker, or under ``threshold``).
+    ``encoder``: a callable giving the speaker encoder, made only when a line is heard."""
+    verdicts = {}
     centroids = cast.summary.centroids
-    for entry in project.entries:
+    for entry in entries:
         reference = cast.references.get(entry.index)
-        if reference is None or reference.kind != "line" or not entry.done or entry.index in project.voice_checks:
+        if reference is None or reference.kind != "line" or not entry.done or entry.index in judged:
             continue
-        encoder = encoder or SpeakerEncoder(project.session.device)
-        found = hear(project.out_dir / entry.file, encoder)
+        found = hear(out_dir / entry.file, encoder())
         if found is None or reference.speaker not in centroids:  # kept, so a rerun does not ask again
             verdicts[entry.index] = {"clip": reference.sha256, "passed": None,
                                      "why": "too little speech to judge" if found is None else
@@ -118,13 +127,3 @@ def hear(segment: Path, encoder) -> np.ndarray | None:
 
     found = encoder.embed(load_audio(segment, 16000), 16000)
     return None if found is None else found[0]
-
-
-def earlier_verdicts(previous: dict) -> dict[int, dict]:
-    """The voice check's verdicts a previous render recorded (kept while the line's own clip is the same)."""
-    found = {}
-    for record in previous.get("lines", []) if isinstance(previous.get("lines"), list) else []:
-        check = (record.get("reference") or {}).get("check") if isinstance(record, dict) else None
-        if isinstance(check, dict) and isinstance(record.get("index"), int) and "passed" in check:
-            found[record["index"]] = check
-    return found

@@ -17,8 +17,9 @@ from pathlib import Path
 from omnidub.errors import OmnidubError
 from omnidub.files import (QA_MARKS, STATE, AppendLog, FolderLock, is_temporary, remove_debris, write_bytes_atomic,
                            write_text_atomic)
-from omnidub.journal import MANIFEST, manifest_entries, read_manifest
+from omnidub.journal import JOURNAL, Journal
 from omnidub.keys import file_digest
+from omnidub.records import MANIFEST, LastRender, manifest_entries, read_json
 
 LEDGER = "ledger.jsonl"
 LOCK = "lock"
@@ -129,7 +130,11 @@ class OutputFolder:
         # so what is there is a whole file omnidub wrote.
         if self.status(self.mark) not in ("ours", "older", "changed", "unfinished"):
             return None
-        return read_manifest(self.path, self.mark)
+        return read_json(self.path, self.mark)
+
+    def last_render(self) -> LastRender:
+        """What the folder's last render recorded (its manifest, when omnidub wrote it, and its journal), typed."""
+        return LastRender.parse(self.manifest(), Journal(self.path / JOURNAL).entries())
 
     # -- claiming ----------------------------------------------------------------------------------------
     def claim(self, input_path: Path | None, *, allow_other_files: bool = False) -> None:
@@ -350,7 +355,7 @@ def _first_stranger(folder: Path, written: set[str]) -> str | None:
 def _older_manifest(folder: Path) -> dict | None:
     """The manifest of a render by an omnidub that kept no ledger, when its own records prove it: it has an
     omnidub manifest's shape and at least one segment still holds the bytes it recorded."""
-    manifest = read_manifest(folder)
+    manifest = read_json(folder)
     if not (manifest and isinstance(manifest.get("omnidub"), str) and isinstance(manifest.get("settings"), dict)):
         return None
     for entry in manifest_entries(manifest):

@@ -12,8 +12,6 @@ import os
 import platform
 import sys
 
-DEVICES = ("auto", "cpu", "cuda", "mps")
-
 
 @functools.lru_cache(maxsize=1)
 def cpu_flags() -> frozenset[str]:

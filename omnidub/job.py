@@ -1,9 +1,10 @@
-"""A render job, the one orchestrator: any number of inputs rendered by one session through one executor
-stream, assembled, and (when asked) checked by QA with retakes.
+"""A render job, the one orchestrator: any number of inputs rendered by one engine through one executor stream,
+assembled, and (when asked) checked by QA with retakes.
 
 Every input is a project with its own output folder, journal and manifest; their pending lines go to the
 executor as one stream, so buckets are formed across inputs and one resident model (or one pool of workers)
 serves them all. Lines with the same key (the same voice saying the same words at the same length) render once.
+Retakes go through the same executor, every input's failing lines together.
 """
 
 from __future__ import annotations
@@ -14,8 +15,9 @@ from typing import Sequence
 
 from omnidub.backends.base import Request
 from omnidub.config import LAYOUTS
+from omnidub.backends.registry import SPECS
 from omnidub.errors import OmnidubError
-from omnidub.journal import LineEntry
+from omnidub.records import LineEntry
 from omnidub.progress import Listener, Summary
 from omnidub.project import Project
 from omnidub.scheduler import Failure
@@ -48,13 +50,13 @@ class QaOptions:
 
 
 class Job:
-    """Renders many inputs through the session's executor: plan each, stream all pending lines, assemble each,
-    then check each with QA when asked."""
+    """Renders many inputs through the engine's executor: plan each, stream all pending lines, assemble each,
+    then check each with QA (and retakes) when asked."""
 
-    def __init__(self, session, projects: Sequence[Project], *, listener: Listener | None = None,
+    def __init__(self, engine, projects: Sequence[Project], *, listener: Listener | None = None,
                  failed: Sequence[InputRun] = (), notes: Sequence[str] = (), order: Sequence[Path] = (),
                  qa: QaOptions | None = None):
-        self.session = session
+        self.engine = engine
         self.order = [Path(p) for p in order]  # the inputs as given, to report in that order
         self.projects = list(projects)
         self.failed = list(failed)  # inputs that could not even be read
@@ -79,17 +81,15 @@ class Job:
         self._pinned = True
         recorded = {}
         for project in self.projects:
-            manifest = project.folder.manifest() or {}
-            settings = manifest.get("settings") if isinstance(manifest.get("settings"), dict) else {}
-            model = manifest.get("model") if isinstance(manifest.get("model"), dict) else {}
-            layout = settings.get("cfg") if settings.get("cfg") in LAYOUTS else None
-            backend = model.get("backend") if model.get("backend") in ("torch", "onnxruntime") else None
+            last = project.last
+            layout = last.layout if last.layout in LAYOUTS else None
+            backend = last.backend if last.backend in SPECS else None
             if layout or backend:
                 recorded[project] = (layout, backend)
         if not recorded:
             return
         layout, backend = next(iter(recorded.values()))
-        self.session.pin(cfg=layout, backend=backend)
+        self.engine.pin(cfg=layout, backend=backend)
         others = [p for p, value in recorded.items() if value != (layout, backend)]
         if others:
             self.listener.note(f"{', '.join(str(p.input_path) for p in others)} rendered with another CFG layout or "
@@ -153,8 +153,9 @@ class Job:
         if any(again.values()):
             for key, (synth, audio) in self._render(live, again).items():
                 seconds[key] = [seconds[key][0] + synth, seconds[key][1] + audio]
-        # Workers are stopped before assembly: a pool that dies now cannot take the outputs with it.
-        self.session.close()
+        retaking = self.qa is not None and self.qa.retakes > 0 and not self.stopping
+        if not retaking:
+            self.engine.close()  # workers are stopped before assembly: a pool that dies now cannot take the outputs
         for project in live:
             self._show(project)
             try:
@@ -165,8 +166,11 @@ class Job:
                     raise
                 runs[id(project)] = self._failed(project, exc)
         if self.qa is not None and not self.stopping:
-            for project in (p for p in live if runs[id(p)].summary is not None):
-                runs[id(project)] = self._check(project, runs[id(project)])
+            checked = [p for p in live if runs[id(p)].summary is not None]
+            for project, report in self._check(checked).items():
+                run = runs[id(project)]
+                runs[id(project)] = InputRun(run.input, run.out_dir, summary=run.summary, report=report)
+        self.engine.close()
         done = self.failed + [runs[id(p)] for p in self.projects]
         place = {path: i for i, path in enumerate(self.order)}
         return sorted(done, key=lambda run: place.get(run.input, len(place)))
@@ -176,7 +180,7 @@ class Job:
         seconds and the audio seconds it got."""
         work = [(p, e) for p in live for e in pending[id(p)]]
         # A model or pool that cannot start is the user's to fix (exit 2), not every line failing.
-        executor = self.session.executor() if work else None
+        executor = self.engine.executor() if work else None
         if work and self._replan(live, pending):
             work = [(p, e) for p in live for e in pending[id(p)]]
         self.listener.start(sum(len(p.entries) - len(p.left_out) for p in live))
@@ -222,14 +226,14 @@ class Job:
         """Keys are of what actually runs: when the loaded model runs on another device or dtype than the one
         guessed before it loaded, or with the layout its first-use probe chose, plan again with what runs (some
         lines may then be stored already)."""
-        runs = (self.session.identity, self.session.settings)
+        runs = self.engine.keyed_by
         changed = [p for p in live if p.planned != runs]
         for project in changed:
             if project.planned[0] != runs[0]:
                 self.listener.note(f"the model runs as {_identity_text(runs[0])}, not as guessed "
                                    f"({_identity_text(project.planned[0])}): lines are keyed again")
             try:
-                pending[id(project)] = project.prepare()
+                pending[id(project)] = project.replan()
             except OmnidubError as exc:
                 if not self.many:
                     raise
@@ -247,23 +251,107 @@ class Job:
         error = exc if isinstance(exc, OmnidubError) else OmnidubError(why)
         return InputRun(project.input_path, project.out_dir, error=error)
 
-    def _check(self, project: Project, run: InputRun) -> InputRun:
-        """QA (with retakes) of one finished project."""
-        from omnidub.qa import speaker_encoder
-        from omnidub.retakes import qa_with_retakes
+    # -- QA and retakes ----------------------------------------------------------------------------------------
+    def _check(self, projects: list[Project]) -> dict[Project, object]:
+        """QA of each finished project; with retakes, lines that fail for what a new seed can fix are rendered
+        again (seed + 1 .. seed + N, every project's through the executor together) and the best take kept."""
+        from omnidub.qa import run_qa, write_reports
 
-        if self.many:
-            self.listener.input(project.out_dir.name)
-        encoder = speaker_encoder(self.qa.speaker_model, self.session.device)
-        report = qa_with_retakes(project, self.session.asr(), self.qa.retakes, self.listener, encoder=encoder,
-                                 progress=self.listener.checking)
-        self.listener.checked(report, (project.out_dir / "qa.json", project.out_dir / "qa.html"))
-        return InputRun(run.input, run.out_dir, summary=run.summary, report=report)
+        encoder = self.engine.speaker_encoder(self.qa.speaker_model)
+        reports = {}
+        for project in projects:
+            if self.many:
+                self.listener.input(project.out_dir.name)
+            reports[project] = run_qa(project.out_dir, asr=self.engine.asr(), progress=self.listener.checking,
+                                      encoder=encoder, references=speaker_references(project))
+        if self.qa.retakes > 0:
+            for project in self._retake(reports, encoder):
+                project.reassemble()
+                reports[project] = run_qa(project.out_dir, asr=self.engine.asr(), progress=self.listener.checking,
+                                          encoder=encoder, references=speaker_references(project))
+        for project, report in reports.items():
+            write_reports(report, project.folder)
+            self.listener.checked(report, (project.out_dir / "qa.json", project.out_dir / "qa.html"))
+        return reports
+
+    def _retake(self, reports: dict, encoder) -> list[Project]:
+        """Render the failing lines again until they pass or have had ``retakes`` takes; returns the projects
+        whose audio changed (the others keep their outputs, their attempts recorded in the manifest)."""
+        from omnidub.qa import check_lines
+        from omnidub.retakes import attempt_record, rank, to_retake
+
+        lines = {}  # (project, index) -> [entry, best check, attempts]
+        for project, report in reports.items():
+            entries = {e.index: e for e in project.entries}
+            for check in to_retake(report, entries):
+                lines[(project, check.index)] = [entries[check.index], check, [attempt_record(entries[check.index],
+                                                                                               check)]]
+        changed: set = set()
+        for attempt in range(1, self.qa.retakes + 1):
+            open_lines = [(key, state) for key, state in lines.items() if not state[1].passed]
+            if not open_lines or self.stopping:
+                break
+            takes = []
+            for (project, _), (entry, best, _) in open_lines:
+                self.listener.step(f"retake {attempt} of line {entry.index} ({', '.join(best.flags)})")
+                takes.append((project, entry, project.take(entry, project.base_seed(entry) + attempt)))
+            self._render_takes([(project, take) for project, _, take in takes if take.status == "pending"])
+            for project, entry, take in takes:
+                if take.status not in ("rendered", "cached"):
+                    continue
+                report = reports[project]
+                thresholds = dict(max_wer=report.settings.max_wer, max_cer=report.settings.max_cer,
+                                  min_voice_similarity=report.settings.min_voice_similarity)
+                [heard] = check_lines(project.out_dir, [take.to_json()], self.engine.asr(),
+                                      all_lines=[e.to_json() for e in project.entries],
+                                      program_seconds=report.program_seconds, encoder=encoder,
+                                      references=speaker_references(project), **thresholds)
+                state = lines[(project, entry.index)]
+                state[2].append(attempt_record(take, heard))
+                if rank(heard) < rank(state[1]):
+                    state[1] = heard
+                    project.adopt(entry, take)
+                    changed.add(project)
+        for (project, _), (entry, _, attempts) in lines.items():
+            project.keep_attempts(entry, attempts)
+        for project in {project for project, _ in lines} - changed:
+            project.save_manifest()  # the attempts are recorded; stems and mix are unchanged
+        return [p for p in reports if p in changed]
+
+    def _render_takes(self, takes: list[tuple[Project, LineEntry]]) -> None:
+        """Render takes through the executor (one request per distinct key) and store their audio."""
+        owners: dict[str, list[tuple[Project, LineEntry]]] = {}
+        for project, take in takes:
+            owners.setdefault(take.key, []).append((project, take))
+        requests = []
+        by_id = {}
+        for n, group in enumerate(owners.values()):
+            project, take = group[0]
+            requests.append(project.request(take, str(n)))
+            by_id[str(n)] = group
+        if not requests:
+            return
+        for outcome in self.engine.executor().stream(requests, should_stop=lambda: self.stopping):
+            for project, take in by_id.pop(outcome.id, ()):
+                project.accept_take(take, outcome)
 
     def _show(self, project: Project) -> None:
         if self.many and project is not self._shown:
             self._shown = project
             self.listener.input(project.out_dir.name)
+
+
+def speaker_references(project: Project) -> dict[str, Path]:
+    """Each speaker's reference recording, as cast for this render (designed voices have none): what the voice
+    check compares a line with."""
+    from omnidub.voices import voice_for
+
+    found = {}
+    for speaker in dict.fromkeys(e.speaker for e in project.entries):
+        voice = voice_for(speaker, project.voices)
+        if voice.audio is not None:
+            found[speaker] = Path(voice.audio)
+    return found
 
 
 def _identity_text(identity: dict) -> str:

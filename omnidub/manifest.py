@@ -3,55 +3,76 @@
 from __future__ import annotations
 
 import json
+from dataclasses import dataclass
 from datetime import datetime, timezone
+from pathlib import Path
 
 from omnidub import __version__
-from omnidub.journal import LineEntry
+from omnidub.plan import Speaker
+from omnidub.records import LineEntry
 
 MODEL_SAMPLE_RATE = 24000  # OmniVoice's audio rate: segments are written at it
 
 
-def compose(project) -> str:
-    """The manifest of a project as its lines stand now, as JSON text."""
-    generation = project.generation
+@dataclass(frozen=True)
+class RenderRecord:
+    """Everything the manifest says of a render, as the project holds it now."""
+
+    input: Path
+    model: dict  # the model's identity
+    settings: dict  # the preset's flat settings with the generation settings the lines were keyed with
+    program: float | None
+    fmt: str
+    fps: float | None  # of the timecodes (the delivery's, once assembled)
+    generation: object | None  # assembly.Generation: the outputs written, or None before any assembly
+    speakers: dict[str, Speaker]
+    names: dict[str, str]  # speaker -> file name
+    notes: tuple[str, ...]
+    entries: tuple[LineEntry, ...]
+
+
+def compose(record: RenderRecord) -> tuple[str, list[str]]:
+    """The manifest of a render as JSON text, and what composing it found worth saying."""
+    generation = record.generation
     parts = generation.parts if generation is not None else {}
-    fps = (parts.get("delivery") or {}).get("fps") or project.options.delivery.fps
-    stamp = _Timecodes(fps, project.note)
+    fps = (parts.get("delivery") or {}).get("fps") or record.fps
+    said: list[str] = []
+    stamp = _Timecodes(fps, said.append)
     data = {
         "omnidub": __version__,
         "generator": "omnidub",
-        "input": str(project.input_path.resolve()),
+        "input": str(record.input.resolve()),
         "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
-        "model": project.session.identity,
-        "settings": {**project.preset.to_json(), **project.session.settings},
+        "model": record.model,
+        "settings": record.settings,
         "sample_rate": MODEL_SAMPLE_RATE,
-        "program_seconds": None if project.program is None else round(project.program, 3),
-        "format": project.options.fmt,
+        "program_seconds": None if record.program is None else round(record.program, 3),
+        "format": record.fmt,
         "stems": parts.get("stems") or {},
         "mix": parts.get("mix"),
         **({"loudness": parts["loudness"], "delivery": parts["delivery"]} if parts else {}),
         "assembly": generation.record() if generation is not None else None,
-        "voices": _voices(project),
-        "notes": list(project.script.warnings) + [f"skipped: {s}" for s in project.script.skipped] + project.notes,
-        "lines": [stamp(e) for e in project.entries],
+        "voices": _voices(record),
+        "notes": list(record.notes),
+        "lines": [stamp(e) for e in record.entries],
     }
-    return json.dumps(data, indent=2, ensure_ascii=False)
+    return json.dumps(data, indent=2, ensure_ascii=False), said
 
 
-def _voices(project) -> dict:
+def _voices(record: RenderRecord) -> dict:
     """Per speaker: which sample, how it was prepared, and the prompt it gave."""
-    record = {}
-    for name, s in sorted(project.speakers.items()):
-        record[name] = {
+    voices = {}
+    for name, s in sorted(record.speakers.items()):
+        voices[name] = {
             "audio": str(s.voice.audio.resolve()) if s.voice.audio else None,
             "instruct": s.voice.instruct,
             "text": s.prompt.text if s.prompt else s.voice.text,
             "seconds": round(s.prompt.seconds, 3) if s.prompt else None,
             "prepared": s.prompt.note if s.prompt else None,
             "prompt_key": s.key,
-            "file_name": project.names.get(name),
+            "file_name": record.names.get(name),
         }
-    return record
+    return voices
 
 
 class _Timecodes:

@@ -1,37 +1,42 @@
 """One input rendered into one output folder: its cast, plan, stored lines, outputs and manifest.
 
-A project holds the state of one input and answers for it; each kind of state has its own owner: the folder
-(``folder``: lock, ledger, what may be touched), the line audio (``store``), the plan (``plan``: pure), the
-outputs (``assembly``) and the line records (``journal``). The job (``job``) drives projects through a render.
+A project holds the state of one input and is the only thing that writes it; helpers it calls take data and
+return data. Each kind of state has its own owner underneath: the folder (``folder``: lock, ledger, what may be
+touched), the line audio (``store``), the plan (``plan``: pure), the outputs (``assembly``), the line records
+(``journal``) and the last render as recorded (``records``). The job (``job``) drives projects through a render.
 """
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from omnidub.assembly import Assembly, Generation
 from omnidub.backends.base import Request
+from omnidub.casting import Casting, cast_from_source, reference_clips, reference_files, reference_records
 from omnidub.errors import OmnidubError
-from omnidub.folder import MANIFEST, QA_FILES, OutputFolder
-from omnidub.journal import JOURNAL, Journal, LineEntry, manifest_entries
-from omnidub.outputs.deliver import DeliveryOptions, check
-from omnidub.progress import Listener, Summary
+from omnidub.folder import QA_FILES, OutputFolder
+from omnidub.journal import JOURNAL, Journal
 from omnidub.keys import line_seed
+from omnidub.manifest import RenderRecord, compose
 from omnidub.names import file_names
-from omnidub.plan import KeyContext, Plan, Speaker, assign_languages, key_for, plan_lines
-from omnidub.scheduler import Failure, Outcome, stream
+from omnidub.outputs.deliver import DeliveryOptions, check
+from omnidub.outputs.mix import Placement
+from omnidub.plan import KeyContext, Plan, Speaker, assign_languages, key_for, plan_lines, segment_name
+from omnidub.progress import Listener, Summary
+from omnidub.records import MANIFEST, LastRender, LineEntry
+from omnidub.scheduler import Failure, Outcome
 from omnidub.script import Script, line_ranges
+from omnidub.source.cast import SourceOptions
 from omnidub.speakers import prepare_speakers, prompt_cache_dir
 from omnidub.store import LineStore, seconds_of
-from omnidub.casting import (cast_from_source, earlier_verdicts, place_references, reference_files, reference_records,
-                              voice_check)
-from omnidub.source.cast import SourceCast, SourceOptions
 from omnidub.voices import Voice, check_cast, check_reference, voice_for
+
 
 @dataclass(frozen=True)
 class ProjectOptions:
-    """How one input is rendered besides the session's model and preset (the render flags of the same names)."""
+    """How one input is rendered besides the engine's model and preset (the render flags of the same names)."""
 
     fmt: str = "wav"
     force: bool = False  # render every (selected) line again
@@ -45,19 +50,19 @@ class ProjectOptions:
 class Project:
     """One input and its output folder, from plan to manifest."""
 
-    def __init__(self, session, script: Script, voices: dict[str, Voice], out_dir: Path, *, input_path: Path,
+    def __init__(self, engine, script: Script, voices: dict[str, Voice], out_dir: Path, *, input_path: Path,
                  options: ProjectOptions = ProjectOptions(), listener: Listener | None = None):
         if options.source is not None:
             options.source.check()  # the cast is known once the source is analysed (see casting)
         else:
             check_cast(script.lines, voices, input_path)  # every speaker needs a voice before anything heavy starts
-        self.session = session
-        self.preset = session.preset
+        self.engine = engine
+        self.preset = engine.preset
         self.dub = script  # as read; the source may name its speakers
         self.given_voices = voices
         self.script = script if options.source is not None else assign_languages(script, voices)
         self.voices = voices
-        self.cast: SourceCast | None = None
+        self.casting: Casting | None = None
         self.voice_checks: dict[int, dict] = {}  # dubbed line -> the voice check's verdict (source, auto)
         self.line_speakers: dict[int, Speaker] = {}  # lines cloned from their own original line's clip
         self.input_path = Path(input_path)
@@ -68,31 +73,39 @@ class Project:
         self.store = LineStore(self.folder, options.cache_dir)
         self.journal = Journal(self.folder.path / JOURNAL)
         self._make_assembly()
+        self._last: LastRender | None = None
         self.stopping = False
         self.entries: list[LineEntry] = []
         self.targets = []
         self.speakers: dict[str, Speaker] = {}
         self.names: dict[str, str] = {}
         self.program: float | None = None
+        self.planned: tuple[dict, dict] | None = None  # what the keys say renders: checked once the model loads
         self.generation: Generation | None = None
         self.notes: list[str] = []  # said once on the console, and kept in the manifest
         self.left_out: list[int] = []  # lines --only leaves without audio
-        self.edits_aside: dict[int, str] = {}  # line -> where an edited segment was moved before re-placing it
 
     @property
     def out_dir(self) -> Path:
         return self.folder.path
 
+    @property
+    def cast(self):
+        """The source's cast (``render --source``), once the source is analysed."""
+        return self.casting.cast if self.casting is not None else None
+
+    @property
+    def last(self) -> LastRender:
+        """What this folder's last render recorded, read once (again under the lock; then from what this project
+        writes)."""
+        if self._last is None:
+            self._last = self.folder.last_render()
+        return self._last
+
     def _make_assembly(self) -> None:
         video = self.options.delivery.video
         self.assembly = Assembly(self.folder, self.options.delivery, self.probed,
                                  name=Path(video).stem if video else self.input_path.stem)
-
-    def use_bed(self, bed: Path) -> None:
-        """Mix the dub over ``bed`` (the source's accompaniment, when the user gave no bed)."""
-        self.options = replace(self.options, delivery=replace(self.options.delivery, bed=bed))
-        self.probed = check(self.options.delivery)
-        self._make_assembly()
 
     @property
     def estimated(self) -> bool:
@@ -107,41 +120,65 @@ class Project:
         """Finish the lines in flight, then stop (the CLI calls this on Ctrl-C)."""
         self.stopping = True
 
-    def note(self, text: str) -> None:
+    def note(self, text: str, *, say: bool = True) -> None:
+        """Keep ``text`` for the manifest, and say it once (``say``: now, on the console)."""
         if text not in self.notes:
             self.notes.append(text)
-            self.listener.note(text)
+            if say:
+                self.listener.note(text)
+
+    # -- the cast ------------------------------------------------------------------------------------------
+    def _cast(self) -> None:
+        """Take the voices (and per-line clips) from the source; the user's voices win (a source not analysed yet
+        is analysed now, into omnidub's cache, which every later run reuses)."""
+        if not self.voice_checks:
+            self.voice_checks = self.last.verdicts()
+        casting = cast_from_source(self.engine, self.options.source, self.dub, self.given_voices, self.voice_checks,
+                                   input_path=self.input_path, has_bed=self.options.delivery.bed is not None,
+                                   step=self.listener.step)
+        for note in casting.notes:
+            self.note(note)
+        self.casting, self.voices, self.script = casting, casting.voices, casting.script
+        if casting.bed is not None:  # the source's accompaniment, when the user gave no bed
+            self.options = replace(self.options, delivery=replace(self.options.delivery, bed=casting.bed))
+            self.probed = check(self.options.delivery)
+            self._make_assembly()
+
+    def _check_without_model(self) -> None:
+        """What a render would refuse, found before any model (a plan checks what a render checks)."""
+        for note in self.probed.notes:
+            self.note(note)
+        asr = self.engine.asr().available()
+        for voice in dict.fromkeys(voice_for(line.speaker, self.voices) for line in self.script.lines):
+            for note in check_reference(voice, options=self.preset.voice, asr_available=asr):
+                self.note(f"{voice.speaker}: {note}")
 
     # -- planning ------------------------------------------------------------------------------------------
     def plan(self, *, prepare: bool = False) -> list[LineEntry]:
         """Every line's entry: timing, key and whether its audio is stored. With ``prepare``, voice prompts not
         cached yet are prepared (ASR, model) and damaged cache entries repaired; without it nothing in the output
-        folder changes, and unprepared voices are paced from their whole reference (a source not analysed yet is
-        analysed now, into omnidub's cache, which the render then reuses)."""
-        previous = self._previous_manifest()
-        if not prepare and self.options.source is None:
-            self._check_without_model()  # what a render would refuse is said first
+        folder changes, and unprepared voices are paced from their whole reference (a dry run)."""
         if not prepare:
-            self.session.plan_source(self.note)
-        if self.options.source is not None:
-            if not self.voice_checks:
-                self.voice_checks = earlier_verdicts(previous)
-            self.cast = cast_from_source(self, prepare)
-            if not prepare:
+            if self.options.source is None:
+                self._check_without_model()  # what a render would refuse is said first
+            self.engine.plan_source(self.note)
+            if self.options.source is not None and self.casting is None:
+                self._cast()
                 self._check_without_model()
-        self.speakers, self.line_speakers = prepare_speakers(self, prepare, self.cast.lines if self.cast else None)
-        old_names = {}
-        if isinstance(previous.get("voices"), dict):
-            old_names = {n: r.get("file_name") for n, r in previous["voices"].items() if isinstance(r, dict)}
-        self.names = file_names(self.speakers, old_names)
-        keys = KeyContext(self.session.identity, self.session.settings, self.preset.seed)
+        cast = prepare_speakers(self.engine, self.script, self.voices, self.cast.lines if self.cast else None,
+                                prepare=prepare, step=self.listener.step, said=tuple(self.notes))
+        for note in cast.notes:
+            self.note(note, say=prepare)
+        self.speakers, self.line_speakers = cast.speakers, cast.lines
+        self.names = file_names(self.speakers, self.last.file_names)
+        self.planned = self.engine.keyed_by
+        keys = KeyContext(*self.planned, self.preset.seed)
         made: Plan = plan_lines(self.script, self.speakers, self.names, timing=self.preset.timing, keys=keys,
                                 where=str(self.input_path), lines=self.line_speakers)
         if self.cast is not None:
-            reference_records(self, self.cast, made.entries)
+            self._record_references(made.entries)
         self.targets, self.program = made.targets, made.program
-        self.planned = (keys.model, keys.settings)  # what the keys say renders: checked once the model loads
-        records = manifest_entries(previous) + self.journal.entries()
+        records = self.last.records + tuple(e for e in self.entries if e.done)  # this run's lines count too
         by_base = {e.base_key: e for e in records if e.done}
         by_key = {e.key: e for e in records if e.done}  # the latest record of each key: its hash and segment
         self.entries = [self._reuse(e, by_base, by_key, prepare) for e in made.entries]
@@ -149,18 +186,6 @@ class Project:
         if late:
             self.note(late)
         return self.entries
-
-    def _check_without_model(self) -> None:
-        """What a render would refuse, found before any model (a plan checks what a render checks)."""
-        for note in self.probed.notes:
-            self.note(note)
-        asr = self.session.asr().available()
-        for voice in dict.fromkeys(voice_for(line.speaker, self.voices) for line in self.script.lines):
-            for note in check_reference(voice, options=self.preset.voice, asr_available=asr):
-                self.note(f"{voice.speaker}: {note}")
-
-    def _previous_manifest(self) -> dict:
-        return self.folder.manifest() or {}
 
     def _reuse(self, entry: LineEntry, by_base: dict, by_key: dict, repair: bool) -> LineEntry:
         """Mark the entry cached when its keyed audio verifies, else when an intact segment can restore it; else
@@ -187,34 +212,59 @@ class Project:
 
     # -- the flow ------------------------------------------------------------------------------------------
     def open(self) -> None:
-        """Claim the output folder before anything slow starts (see :meth:`OutputFolder.claim`)."""
+        """Claim the output folder before anything slow starts (see :meth:`OutputFolder.claim`); say what the
+        render would refuse before any model loads."""
         if self.folder.lock.held:
             return
         self.folder.claim(self.input_path, allow_other_files=self.options.allow_other_files)
+        self._last = None  # read again under the lock: a run that just finished may have written
         debris = self.folder.clean_debris(self.store.dir, prompt_cache_dir())
         if debris:
             self.note(f"removed {debris} temporary file(s) left by an interrupted run")
         try:
-            self.session.source  # a model that cannot be found is said before anything else
-            self.plan()
-            self._check_paths()
+            self.engine.source  # a model that cannot be found is said before anything else
+            if self.options.source is not None:
+                self._cast()
+            self._check_without_model()
+            self._check_known_paths()
         except OmnidubError:
             self.close()
             raise
 
+    def _check_known_paths(self) -> None:
+        """The files this render will write as far as they are known before the voices are prepared and the lines
+        planned (every name; each line at its slot): one that is not omnidub's is refused before any model loads.
+        The plan's own paths are checked again once it is made (:meth:`_check_paths`)."""
+        names = file_names({line.speaker for line in self.script.lines}, self.last.file_names)
+        files = [segment_name(line.index, names[line.speaker]) for line in self.script.lines]
+        placements = [Placement(self.out_dir / file, line.start, line.speaker, max(0.0, line.end - line.start),
+                                line.text, line.index, line.language) for line, file in zip(self.script.lines, files)]
+        self._check_writable(files, self.assembly.programme(placements, names, 0.0))
+
     def _check_paths(self) -> None:
         """Every file this render will write must be absent or omnidub's: refused before anything renders."""
-        references = list(reference_files(self, self.cast).values()) if self.cast is not None else []
-        self.folder.check_writable([e.file for e in self.entries if self.folder.status(e.file) != "changed"]
-                                   + [MANIFEST] + references + self.assembly.paths(self._planned()))
+        self._check_writable([e.file for e in self.entries], self._planned())
+
+    def _check_writable(self, segments: list[str], programme) -> None:
+        references = list(reference_files(self.cast).values()) if self.cast is not None else []
+        self.folder.check_writable([f for f in segments if self.folder.status(f) != "changed"]
+                                   + [MANIFEST] + references + self.assembly.paths(programme))
 
     def prepare(self) -> list[LineEntry]:
-        """Claim the folder, plan with prepared voices and place the stored lines; returns the lines to render."""
+        """Claim the folder, prepare the voices, plan, and place the stored lines; returns the lines to render."""
         self.open()
         self.plan(prepare=True)
         self._check_paths()
-        if self.cast is not None:
-            place_references(self, self.cast)
+        self._place_references()
+        return self._pending()
+
+    def replan(self) -> list[LineEntry]:
+        """Plan again with what the engine now keys lines with (the loaded model ran as another device, dtype or
+        layout than guessed); returns the lines to render."""
+        self.plan(prepare=True)
+        return self._pending()
+
+    def _pending(self) -> list[LineEntry]:
         pending = [e for e in self.entries if not e.done and self.selected(e.index)]
         self.left_out = [e.index for e in self.entries if not e.done and not self.selected(e.index)]
         if self.left_out:
@@ -225,8 +275,20 @@ class Project:
                 self._place(entry)
         for speaker in {e.speaker for e in pending}:
             if self.speakers[speaker].voice.instruct:
-                self.session.check_instruct(self.speakers[speaker].voice.instruct)
+                self.engine.check_instruct(self.speakers[speaker].voice.instruct)
         return pending
+
+    def _place_references(self) -> None:
+        """Copy each line's reference clip into the output folder (a person plays it beside the dubbed line)."""
+        if self.cast is None:
+            return
+        for relative, clip in reference_clips(self.cast).items():
+            data = clip.read_bytes()
+            if self.folder.status(relative) == "ours" and (self.out_dir / relative).read_bytes() == data:
+                continue
+            (self.out_dir / relative).parent.mkdir(exist_ok=True)
+            for said in self.folder.write_bytes(relative, data):
+                self.note(said)
 
     def _planned(self):
         return self.assembly.programme(self.assembly.placements(self.entries, planned=True), self.names,
@@ -253,7 +315,7 @@ class Project:
                       f"the outputs (--only {entry.index} renders it again)")
 
     def request(self, entry: LineEntry, id: str, seed: int | None = None) -> Request:
-        """What a backend needs to speak a line (``id`` comes back on its result)."""
+        """What a backend needs to speak a line (``id`` comes back on its result; ``seed``: a take's)."""
         speaker = self.voice_of(entry)
         return Request(text=entry.text, prompt=speaker.prompt, language=entry.language, instruct=speaker.voice.instruct,
                        duration=entry.target, seed=entry.seed if seed is None else seed, id=id)
@@ -302,12 +364,12 @@ class Project:
         stale files, and write the manifest."""
         key = self.assembly.key(self.entries, self.names, self.program or 0.0)
         rendered = any(e.status == "rendered" for e in self.entries)
-        previous = self._previous_manifest()
+        previous = self.last
         self.generation = None if rendered or self.options.force else \
             self.assembly.reuse(previous, key, self.speakers)
         if self.generation is not None:
             self.listener.step("stems and mix are up to date")
-            self.program = previous.get("program_seconds", self.program)
+            self.program = previous.program_seconds if previous.program_seconds is not None else self.program
         else:
             self.save_manifest()  # no assembly record while a generation is being written
             self.listener.step("assembling stems and mix")
@@ -320,7 +382,7 @@ class Project:
         if self.generation.past_video and not self.generation.reused:
             seconds = self.generation.parts["delivery"]["video_seconds"]
             self.note(f"line(s) {line_ranges(self.generation.past_video)} end after the video ({seconds:.2f} s)")
-        before = {e.index: e.sha256 for e in manifest_entries(previous)}
+        before = previous.hashes()
         changed = any(before.get(e.index) != e.sha256 for e in self.entries if e.done)
         self._remove_stale(audio_changed=rendered or changed)
         self.save_manifest()
@@ -329,7 +391,7 @@ class Project:
         """Drop what omnidub wrote here that nothing of this render uses any more (old segments, stems of
         speakers who left or of another format, reports of audio that changed); edited files stay."""
         keep = {e.file for e in self.entries if e.done} | set(self.generation.files if self.generation else ())
-        keep |= set(reference_files(self, self.cast).values()) if self.cast is not None else set()
+        keep |= set(reference_files(self.cast).values()) if self.cast is not None else set()
         if not audio_changed:
             keep |= set(QA_FILES)
         for relative in self.folder.remove_stale(keep):
@@ -347,44 +409,57 @@ class Project:
         """With ``--voice-match auto``: hear each line cloned from its own original clip against the speakers'
         voices in the source; lines that sound like someone else go back to their speaker's clip. Returns the
         lines to render again."""
+        from omnidub.casting import voice_check
+
         if self.cast is None or self.options.source.match != "auto" or self.stopping:
             return []
-        verdicts = voice_check(self, self.cast)
+        verdicts = voice_check(self.cast, self.entries, self.out_dir, threshold=self.preset.qa.min_voice_similarity,
+                               encoder=self.engine.speaker_encoder, judged=set(self.voice_checks))
         self.voice_checks.update(verdicts)
         unjudged = sorted(i for i, v in verdicts.items() if v["passed"] is None)
         if unjudged:
             self.note(f"the voice check could not judge line(s) {line_ranges(unjudged)}: {verdicts[unjudged[0]]['why']}")
         failed = sorted(i for i, v in verdicts.items() if v["passed"] is False)
         if not failed:
-            reference_records(self, self.cast, self.entries)
+            self._record_references(self.entries)
             return []
         self.note(f"line(s) {line_ranges(failed)} sounded like someone else with their own original clip: rendered "
                   "again from their speaker's clip (the manifest says why, line by line)")
-        self.plan(prepare=True)
-        for entry in self.entries:
-            if entry.done:
-                self._place(entry)
-        return [e for e in self.entries if not e.done and self.selected(e.index)]
+        self._cast()
+        return self.replan()
 
-    # -- retakes ------------------------------------------------------------------------------------------
+    def _record_references(self, entries: list[LineEntry]) -> None:
+        records = reference_records(self.cast, entries, self.voice_checks)
+        for entry in entries:
+            if entry.index in records:
+                entry.reference = records[entry.index]
+
+    # -- takes ---------------------------------------------------------------------------------------------
     def base_seed(self, entry: LineEntry) -> int:
         """The line's own seed, before any retake."""
         return line_seed(self.preset.seed, entry.speaker, entry.text, entry.language)
 
-    def render_take(self, entry: LineEntry, seed: int) -> LineEntry:
-        """Render a line again with another seed; returns an entry for the take (not yet adopted), whose audio
-        is in the store."""
+    def take(self, entry: LineEntry, seed: int) -> LineEntry:
+        """The line at another seed, as a take: its key, and its audio when the store has it already (status
+        "cached"; else "pending", to render). Not yet adopted."""
         target = self.targets[self.entries.index(entry)]
-        keys = KeyContext(self.session.identity, self.session.settings, self.preset.seed)
-        key = key_for(target, self.voice_of(entry), seed, keys)
+        key = key_for(target, self.voice_of(entry), seed, KeyContext(*self.engine.keyed_by, self.preset.seed))
+        take = replace(entry, key=key, seed=seed, status="pending", duration=None, sha256=None, attempts=[],
+                       flags=list(entry.flags))
         stored, _ = self.store.find(key, entry.target)
-        if stored is None:
-            [outcome] = list(stream(self.session.backend(), [self.request(entry, "0", seed)], self.session.budget))
-            if isinstance(outcome, Failure):
-                raise outcome.error
-            stored = self.store.put(key, outcome.audio, outcome.sample_rate)
-        return replace(entry, key=key, seed=seed, file=stored.path.as_posix(), duration=stored.seconds,
-                       status="rendered", sha256=stored.sha256, attempts=[])
+        if stored is not None:
+            take.file, take.duration, take.sha256, take.status = stored.path.as_posix(), stored.seconds, stored.sha256, \
+                "cached"
+        return take
+
+    def accept_take(self, take: LineEntry, outcome: Outcome) -> None:
+        """Store a rendered take's audio (the line's own file is untouched until the take is adopted)."""
+        if isinstance(outcome, Failure):
+            take.status, take.error = "failed", str(outcome.error).strip().splitlines()[0] if str(outcome.error) else ""
+            return
+        stored = self.store.put(take.key, outcome.audio, outcome.sample_rate)
+        take.file, take.duration, take.sha256 = stored.path.as_posix(), stored.seconds, stored.sha256
+        take.status, take.render_seconds = "rendered", round(outcome.seconds, 3)
 
     def adopt(self, entry: LineEntry, take: LineEntry) -> None:
         """Make a take the line's audio; the line's base key stays, so reruns keep the take."""
@@ -392,17 +467,33 @@ class Project:
         self._place(entry)
         self.journal.append(entry)
 
+    def keep_attempts(self, entry: LineEntry, attempts: list[dict]) -> None:
+        """Record the takes a line had (``retakes.attempt_record``), the one it uses marked chosen."""
+        entry.attempts = [{**record, "chosen": record["key"] == entry.key} for record in attempts]
+
     def close(self) -> None:
         """Let go of the output folder; the process ending does the same."""
         self.journal.close()
         self.folder.release()
 
     # -- the manifest ---------------------------------------------------------------------------------------
+    def record(self) -> RenderRecord:
+        """The render as it stands now, as the manifest records it."""
+        notes = tuple(self.script.warnings) + tuple(f"skipped: {s}" for s in self.script.skipped) + tuple(self.notes)
+        return RenderRecord(
+            input=self.input_path, model=self.engine.identity,
+            settings={**self.preset.to_json(), **self.engine.settings}, program=self.program, fmt=self.options.fmt,
+            fps=self.options.delivery.fps, generation=self.generation, speakers=self.speakers, names=self.names,
+            notes=notes, entries=tuple(self.entries),
+        )
+
     def save_manifest(self) -> None:
         """Write the manifest as the lines stand now; the journal's records are then part of it."""
-        from omnidub.manifest import compose
-
         self.journal.close()
-        for said in self.folder.write_text(MANIFEST, compose(self)):
-            self.note(said)
+        text, said = compose(self.record())
+        for note in said:
+            self.note(note)
+        for note in self.folder.write_text(MANIFEST, text):
+            self.note(note)
         self.journal.clear()
+        self._last = LastRender.parse(json.loads(text))

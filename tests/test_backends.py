@@ -94,16 +94,16 @@ def test_explicit_and_pinned_backends(checkpoint, export_dir, tmp_path, monkeypa
 
 def test_backend_onnx_builds_the_export_once_compares_it_and_renders_with_it(checkpoint, tmp_path, monkeypatch):
     from omnidub import measured
-    from omnidub.api import Session
+    from omnidub.engine import Engine
     from omnidub.backends.base import Request
 
     pytest.importorskip("onnx")
     monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
     notes = []
-    session = Session("synthetic:tiny", "cpu", "fast", backend="onnx")
-    session.on_note = notes.append
-    assert session.backend_name == "onnxruntime" and session.identity["export"] == "pending"
-    backend = session.backend()
+    engine = Engine("synthetic:tiny", "cpu", "fast", backend="onnx")
+    engine.on_note = notes.append
+    assert engine.backend_name == "onnxruntime" and engine.identity["export"] == "pending"
+    backend = engine.backend()
     assert backend.name == "onnxruntime" and backend.dtype == "float32"
     assert any("exporting synthetic:tiny" in n for n in notes) and any("ONNX Runtime vs torch" in n for n in notes)
     # The comparison is recorded for --backend auto, with logits that agree (a lossless path).
@@ -112,8 +112,8 @@ def test_backend_onnx_builds_the_export_once_compares_it_and_renders_with_it(che
         "torch", "onnxruntime"}
     (result,) = backend.synthesize([Request("Hello there.", None, "en", duration=0.6, seed=1)])
     assert result.audio.shape == (14400,) and np.isfinite(result.audio).all()
-    # Built once: the next session finds it and names the export by its content.
-    again = Session("synthetic:tiny", "cpu", "fast", backend="onnx")
+    # Built once: the next engine finds it and names the export by its content.
+    again = Engine("synthetic:tiny", "cpu", "fast", backend="onnx")
     assert not again.backend_choice.build_export and again.identity["revision"].startswith("export-")
 
 
@@ -170,44 +170,44 @@ def test_a_verified_file_is_hashed_once_until_it_changes(tmp_path, monkeypatch):
     assert digests.sha256(path) == hashlib.sha256(b"other" * 1000).hexdigest()
 
 
-def test_a_session_plans_without_probing_and_follows_a_projects_pin(tiny_model_dir, tmp_path, monkeypatch):
-    from omnidub.api import Session
+def test_an_engine_plans_without_probing_and_follows_a_projects_pin(tiny_model_dir, tmp_path, monkeypatch):
+    from omnidub.engine import Engine
 
     monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
-    session = Session("synthetic:tiny", "cpu", "fast")
-    status = session.layout_status()
+    engine = Engine("synthetic:tiny", "cpu", "fast")
+    status = engine.layout_status()
     assert (status.layout, status.source, status.measured) == ("trimmed", "default", False)
-    assert session.settings["cfg"] == "trimmed" and not (tmp_path / "measured.json").exists()  # a plan measures nothing
-    session.pin(cfg="packed", backend="torch")
-    assert session.settings["cfg"] == "packed" and session.layout_status().source == "pinned"
-    backend = session.backend()
+    assert engine.settings["cfg"] == "trimmed" and not (tmp_path / "measured.json").exists()  # a plan measures nothing
+    engine.pin(cfg="packed", backend="torch")
+    assert engine.settings["cfg"] == "packed" and engine.layout_status().source == "pinned"
+    backend = engine.backend()
     # Loading probes only what the pin leaves open (the GEMM kernels), and renders in the pinned layout.
-    assert backend.layout == "packed" and session.settings["cfg"] == "packed"
+    assert backend.layout == "packed" and engine.settings["cfg"] == "packed"
     measured = json.loads((tmp_path / "measured.json").read_text())
     assert "layout" not in measured and len(measured["gemm"]) == 1
-    assert session.backend_reason() == f"torch on cpu ({backend.dtype}): as this project was rendered"
+    assert engine.backend_reason() == f"torch on cpu ({backend.dtype}): as this project was rendered"
 
 
 def test_the_probe_is_recorded_and_used_at_once_or_kept_for_later_projects(tiny_model_dir, tmp_path,
                                                                                         monkeypatch):
-    from omnidub.api import Session
+    from omnidub.engine import Engine
     from omnidub.backends.torch import probe
 
     # A machine where packed measures faster (the probe's timings stand in for a real run).
     monkeypatch.setattr(probe, "interleaved", lambda runs, repeats=3: {k: 1.0 if k == "packed" else 2.0 for k in runs})
     monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path / "first"))
-    session = Session("synthetic:tiny", "cpu", "fast")
+    engine = Engine("synthetic:tiny", "cpu", "fast")
     notes = []
-    session.on_note = notes.append
-    assert session.settings["cfg"] == "trimmed"  # planned and keyed before anything loads
-    assert session.backend(adopt_probe=False).layout == "trimmed" and session.settings["cfg"] == "trimmed"
+    engine.on_note = notes.append
+    assert engine.settings["cfg"] == "trimmed"  # planned and keyed before anything loads
+    assert engine.backend(adopt_probe=False).layout == "trimmed" and engine.settings["cfg"] == "trimmed"
     assert any("this run keeps cfg trimmed" in n for n in notes)
     [entry] = json.loads((tmp_path / "first" / "measured.json").read_text())["layout"].values()
     assert entry["choice"] == "packed"
-    assert Session("synthetic:tiny", "cpu", "fast").settings["cfg"] == "packed"  # the next project follows it
+    assert Engine("synthetic:tiny", "cpu", "fast").settings["cfg"] == "packed"  # the next project follows it
     # By default the measurement is used at once, and settings say so (the job keys its lines again).
     monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path / "second"))
-    adopting = Session("synthetic:tiny", "cpu", "fast")
+    adopting = Engine("synthetic:tiny", "cpu", "fast")
     assert adopting.backend().layout == "packed" and adopting.settings["cfg"] == "packed"
 
 

@@ -229,6 +229,6 @@ def test_every_edl_a_timeline_writes_is_known_before_anything_renders(tmp_path):
     options = DeliveryOptions(timelines=("edl",))
     programme = Programme(tmp_path, placements, {}, 8.0, 25.0, options, "dub")
     announced = TimelineWriter().paths(programme)
-    written = TimelineWriter().write(programme, {})["timelines"]
+    written = TimelineWriter().write(programme, {}).files
     assert sorted(written) == sorted(announced) and len(set(announced)) == 4
     assert sorted(p.name for p in tmp_path.glob("*.edl")) == sorted(announced)

@@ -79,7 +79,7 @@ def test_layouts_build_the_torch_rows(engine, prompt, kind):
     # The ONNX graph always takes a mask, so compare with torch's rows built with their masks kept.
     theirs, ours = Layout(torch_items, kind, 1024, "cpu", skip_mask=False), layout.Layout(items, kind, 1024)
     assert len(theirs.plans) == len(ours.plans)
-    for a, b in zip(theirs.plans, ours.plans):
+    for a, b in zip(theirs.plans, ours.plans, strict=True):
         for name in ("input_ids", "audio_mask", "attention_mask", "position_ids"):
             assert np.array_equal(getattr(a, name).numpy(), getattr(b, name))
         width = a.input_ids.shape[2]
@@ -119,7 +119,7 @@ def test_ort_host_loop_gives_the_torch_tokens(engine, prompt, export_dir, temper
     expected = decode(engine.model, torch_items, [5, 7, 9], sampling, kind)
     runtime = Runtime(export_dir, "cpu", threads=1, quantized=False)
     got = host.decode(runtime.forward_fn(), items, [5, 7, 9], sampling, kind, mask_id=1024)
-    for a, b in zip(expected, got):
+    for a, b in zip(expected, got, strict=True):
         assert np.array_equal(a.numpy(), b)
 
 

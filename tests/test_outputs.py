@@ -175,7 +175,7 @@ def test_subtitles_and_timelines_carry_the_rendered_times(tmp_path):
     # Each cue ends where its audio does, or where the next cue starts if that comes first.
     ends = [min([p.start + p.seconds] + [q.start for q in placements[k + 1:]]) for k, p in enumerate(placements)]
     assert [(c.start.total_seconds(), round(c.end.total_seconds(), 3), c.content) for c in cues] == [
-        (p.start, round(end, 3), p.text) for p, end in zip(placements, ends)
+        (p.start, round(end, 3), p.text) for p, end in zip(placements, ends, strict=True)
     ]
     vtt = (tmp_path / "dub.vtt").read_text(encoding="utf-8")
     assert vtt.startswith("WEBVTT") and "00:00:01.000 --> 00:00:01.500\n<v Bob>line 2" in vtt

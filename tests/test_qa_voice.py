@@ -240,35 +240,68 @@ def test_speaker_model_choices():
         speaker_encoder("ecapa")
 
 
-class FakeRenderer:
-    """What qa_with_retakes needs of a renderer; each seed's take is a named flite WAV."""
+class TakesFromFlite:
+    """A project and its engine as the job's retakes use them; each seed's take is a named flite WAV, rendered
+    through a stand-in executor."""
 
-    def __init__(self, out_dir: Path, takes: dict[int, str]) -> None:
-        from omnidub.journal import LineEntry
+    def __init__(self, out_dir: Path, takes: dict[int, str], whisper, encoder) -> None:
+        from omnidub.folder import OutputFolder
+        from omnidub.records import LineEntry
         from omnidub.voices import Voice
 
-        from omnidub.folder import OutputFolder
-
-        self.out_dir, self.takes = out_dir, takes
+        self.out_dir, self.takes, self.whisper, self.encoder = out_dir, takes, whisper, encoder
         self.folder = OutputFolder(out_dir)
         self.manifest = json.loads((out_dir / "manifest.json").read_text())
         self.entries = [LineEntry.from_json(line) for line in self.manifest["lines"]]
         self.voices = {"ALICE": Voice("ALICE", ALICE_REF, None, "en", None, None),
                        "BOB": Voice("BOB", BOB_REF, None, "en", None, None)}
+        self.rendered: list[list[int]] = []  # the seeds of each stream the executor was given
 
+    # -- the engine ---------------------------------------------------------------------------------------
+    def asr(self):
+        return self.whisper
+
+    def speaker_encoder(self, name=None):
+        return self.encoder
+
+    def executor(self):
+        return self
+
+    def stream(self, requests, should_stop=lambda: False, on_bucket=lambda bucket: None):
+        from omnidub.backends.base import Result
+
+        self.rendered.append([r.seed for r in requests])
+        for request in requests:
+            audio = sf.read(DATA / f"{self.takes[request.seed]}.wav", dtype="float32")[0]
+            yield Result(request.id, audio, RATE, 0.0, 0)
+
+    def close(self):
+        pass
+
+    # -- the project --------------------------------------------------------------------------------------
     def base_seed(self, entry):
         return 0
 
-    def render_take(self, entry, seed):
-        file = f"segments/take-{entry.index}-{seed}.wav"
-        shutil.copy(DATA / f"{self.takes[seed]}.wav", self.out_dir / file)
-        duration = round(sf.info(self.out_dir / file).duration, 3)
-        return dataclasses.replace(entry, key=f"key-{seed}", seed=seed, file=file, duration=duration, attempts=[])
+    def take(self, entry, seed):
+        return dataclasses.replace(entry, key=f"key-{seed}", seed=seed, status="pending", attempts=[])
+
+    def request(self, take, id):
+        from omnidub.backends.base import Request
+
+        return Request(take.text, seed=take.seed, id=id)
+
+    def accept_take(self, take, outcome):
+        take.file = f"segments/take-{take.index}-{take.seed}.wav"
+        sf.write(self.out_dir / take.file, outcome.audio, outcome.sample_rate)
+        take.duration, take.status = round(len(outcome.audio) / outcome.sample_rate, 3), "rendered"
 
     def adopt(self, entry, take):
         shutil.copy(self.out_dir / take.file, self.out_dir / entry.file)
         entry.key, entry.seed, entry.duration = take.key, take.seed, take.duration
         self.save_manifest()
+
+    def keep_attempts(self, entry, attempts):
+        entry.attempts = [{**record, "chosen": record["key"] == entry.key} for record in attempts]
 
     def save_manifest(self):
         self.manifest["lines"] = [e.to_json() for e in self.entries]
@@ -278,8 +311,8 @@ class FakeRenderer:
         self.save_manifest()
 
 
-def test_retakes_retry_a_line_in_the_wrong_voice(tmp_path, whisper, encoder):
-    from omnidub.retakes import qa_with_retakes
+def test_retakes_retry_a_line_in_the_wrong_voice_through_the_executor(tmp_path, whisper, encoder):
+    from omnidub.job import Job, QaOptions
 
     planned = {"slot": 4.0, "natural": 3.0, "target": 3.0, "speed": 1.0, "limit_at": None, "seed": 0}
     lines = [
@@ -287,15 +320,18 @@ def test_retakes_retry_a_line_in_the_wrong_voice(tmp_path, whisper, encoder):
         {"index": 2, "speaker": "BOB", "text": STELLA, "start": 4.5, "end": 8.5, "audio": "stella", "key": "b",
          "base_key": "b"} | planned,
     ]
-    renderer = FakeRenderer(_output(tmp_path, lines, program_seconds=9.0), takes={1: "fox-awb", 2: "fox"})
-    report = qa_with_retakes(renderer, whisper, retakes=3, encoder=encoder)
+    flite = TakesFromFlite(_output(tmp_path, lines, program_seconds=9.0), {1: "fox-awb", 2: "fox"}, whisper, encoder)
+    job = Job(flite, [], qa=QaOptions(retakes=3))
+    [report] = job._check([flite]).values()
     assert report.passed  # the render's voices were used: the manifest records none
-    attempts = renderer.entries[0].attempts
+    attempts = flite.entries[0].attempts
     assert [a["seed"] for a in attempts] == [0, 1, 2]  # stopped at the first take that passed
     assert [a["flags"] for a in attempts] == [["voice"], ["voice"], []]
     assert [a["chosen"] for a in attempts] == [False, False, True]
     assert attempts[2]["voice_similarity"] >= MIN_VOICE_SIMILARITY
-    assert renderer.entries[1].attempts == []
+    assert flite.entries[1].attempts == []
+    assert flite.rendered == [[1], [2]]  # each retake went through the executor, once
+    assert json.loads((tmp_path / "qa.json").read_text())["passed"] is True
 
 
 def test_other_audio_of_the_same_length_is_marked_edited(tmp_path):

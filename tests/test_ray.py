@@ -104,7 +104,7 @@ def outputs(folder: Path) -> dict[str, bytes]:
 def test_two_inputs_through_two_workers_give_the_local_executors_audio(pool, local, inputs, options, tmp_path):
     runs = pool.job(inputs, out_dir=tmp_path, **options).run()
     assert [run.summary.failed for run in runs] == [0, 0]
-    workers = pool.executor().workers
+    workers = pool.engine.executor().workers
     assert len({w["pid"] for w in workers}) == 2 and all(w["threads"] == 1 for w in workers)
     assert outputs(tmp_path) == outputs(local) and len(outputs(local)) == 11 + 4 + 2 * 3
 
@@ -127,7 +127,7 @@ class _KillOnFirstLine(Listener):
 
 def test_a_worker_killed_mid_job_loses_nothing_and_renders_nothing_twice(pool, local, inputs, options, tmp_path,
                                                                        monkeypatch):
-    executor = pool.executor()
+    executor = pool.engine.executor()
     sent, answered = [], []
 
     def counted(stream):

@@ -205,7 +205,7 @@ def test_a_video_and_its_own_audio_as_bed_give_a_dubbed_video_subtitles_and_a_ti
     # Each cue ends where its line's audio does, or where the next cue starts if that comes first.
     ends = [min([line["start"] + line["duration"]] + [later["start"] for later in lines[k + 1:]]) for k, line in enumerate(lines)]
     assert [(c.start.total_seconds(), c.end.total_seconds(), c.content) for c in cues] == [
-        (pytest.approx(line["start"], abs=1e-3), pytest.approx(end, abs=1e-3), line["text"]) for line, end in zip(lines, ends)
+        (pytest.approx(line["start"], abs=1e-3), pytest.approx(end, abs=1e-3), line["text"]) for line, end in zip(lines, ends, strict=True)
     ]
     timeline = otio.adapters.read_from_file(str(out / "clip.dub.otio"))
     placed = {(track.name, round(clip.range_in_parent().start_time.to_seconds(), 6), clip.metadata["omnidub"]["index"])

@@ -47,7 +47,17 @@ def test_only_the_upstream_module_reaches_into_omnivoice_privates():
 
 
 def test_omnivoice_is_pinned_below_the_next_minor():
-    assert '"omnivoice>=0.2.1,<0.3"' in (ROOT / "pyproject.toml").read_text()
+    from packaging.requirements import Requirement
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    [omnivoice] = [r for r in map(Requirement, project["dependencies"]) if r.name == "omnivoice"]
+    # The private internals upstream.py reaches into were read in 0.2.1; a new minor may move them.
+    assert omnivoice.specifier.contains("0.2.1") and omnivoice.specifier.contains("0.2.9")
+    assert not omnivoice.specifier.contains("0.2.0") and not omnivoice.specifier.contains("0.3.0")
 
 
 def _request(i: int, text: str) -> Request:

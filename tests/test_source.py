@@ -93,6 +93,7 @@ def test_no_candidate_holding_two_voices_is_usable(labelled):
 
 def test_clip_text_is_what_the_clip_says(labelled, asr):
     originals = {line.index: line.text for line in labelled.analysis.original.lines}
+    assert set(labelled.chosen) == {"ALICE", "BOB", "CAROL"}  # every speaker's clip is checked, not none
     for clip in labelled.chosen.values():
         cue_words = " ".join(originals[i] for i in clip.lines).split()
         assert clip.text.split() == cue_words[: len(clip.text.split())]  # the original's words, cut at a word

@@ -79,7 +79,7 @@ def _upstream_tokens(engine: TorchBackend, requests: list[Request]) -> list[np.n
 @pytest.mark.parametrize("layout", ["trimmed", "packed", "padded", "joined"])
 def test_each_lever_gives_upstream_logits(engine, requests_, lever, layout):
     fast = engine.with_options(engine.options.replace(cfg=layout), tuning=LEVERS[lever])
-    for ours, theirs in zip(fast.first_step_logits(requests_), _upstream_logits(engine, requests_)):
+    for ours, theirs in zip(fast.first_step_logits(requests_), _upstream_logits(engine, requests_), strict=True):
         assert ours.shape == theirs.shape
         assert float((ours - theirs).abs().max()) <= 1e-5, f"{lever}/{layout}"
         assert torch.equal(ours.argmax(-1), theirs.argmax(-1))
@@ -88,7 +88,7 @@ def test_each_lever_gives_upstream_logits(engine, requests_, lever, layout):
 @pytest.mark.parametrize("lever", ["no-mask", "fused", "onednn", "all"])
 def test_each_lever_gives_upstream_tokens(engine, requests_, lever):
     fast = engine.with_options(engine.options, tuning=LEVERS[lever])
-    for ours, theirs in zip(fast.tokens(requests_), _upstream_tokens(engine, requests_)):
+    for ours, theirs in zip(fast.tokens(requests_), _upstream_tokens(engine, requests_), strict=True):
         assert np.array_equal(ours, theirs)
 
 
@@ -122,7 +122,7 @@ def test_a_joined_row_attends_segment_by_segment_in_the_fused_model(engine, requ
         fused = rows.logits(engine.model, fused_llm(engine.model.llm))
         plain = rows.logits(engine.model, engine.model.llm)
     assert seen[0] is rows.plans[0].segments and seen[1] is rows.plans[0].attention_mask
-    for a, b in zip(fused, plain):
+    for a, b in zip(fused, plain, strict=True):
         assert float((a - b).abs().max()) <= 1e-5
 
 
@@ -136,7 +136,7 @@ def test_fusing_leaves_upstreams_own_forward_bit_identical(engine, requests_):
     attention = engine.model.llm.layers[0].self_attn
     # Upstream's projections read the fused weight's memory: no copy is kept.
     assert attention.q_proj.weight.data_ptr() == fused.layers[0].qkv.weight.data_ptr()
-    for a, b in zip(before, _upstream_logits(engine, requests_)):
+    for a, b in zip(before, _upstream_logits(engine, requests_), strict=True):
         assert torch.equal(a, b)
 
 
@@ -146,7 +146,7 @@ def test_onednn_linears_in_bf16_stay_within_bf16_rounding_of_torchs(engine, requ
     options = engine.options.replace(dtype="bfloat16")
     ours = engine.with_options(options, tuning=Tuning(gemm="onednn"))
     theirs = engine.with_options(options, tuning=Tuning(gemm="aten"))
-    for a, b in zip(ours.first_step_logits(requests_), theirs.first_step_logits(requests_)):
+    for a, b in zip(ours.first_step_logits(requests_), theirs.first_step_logits(requests_), strict=True):
         scale = float(b.abs().max())
         assert float((a - b).abs().max()) <= 2**-7 * max(1.0, scale) * 4
 
@@ -158,7 +158,7 @@ def test_onednn_asked_for_in_bf16_where_this_cpu_has_no_such_kernels_runs_torchs
     ours = engine.with_options(options, tuning=Tuning(gemm="onednn"))
     theirs = engine.with_options(options, tuning=Tuning(gemm="aten"))
     assert ours.gemm == "aten" and not any("Onednn" in type(m).__name__ for m in ours._llm.modules())
-    for a, b in zip(ours.first_step_logits(requests_), theirs.first_step_logits(requests_)):
+    for a, b in zip(ours.first_step_logits(requests_), theirs.first_step_logits(requests_), strict=True):
         assert torch.equal(a, b)
     assert gemm.onednn_usable("cpu", torch.float32)  # float32 runs in oneDNN on every x86 CPU
 

@@ -326,7 +326,7 @@ def _drift(reference, engine, requests, expected) -> dict:
     from omnidub.backends.torch import compare_logits
 
     got = engine.tokens(requests)
-    out = {"final_token_agreement": sum(int((e == g).sum()) for e, g in zip(expected, got)) / sum(e.size for e in expected)}
+    out = {"final_token_agreement": sum(int((e == g).sum()) for e, g in zip(expected, got, strict=True)) / sum(e.size for e in expected)}
     if hasattr(engine, "first_step_logits"):
         diff, agree = compare_logits(reference, engine, requests)
         out.update(logits_max_abs_diff=diff, argmax_agreement=agree)

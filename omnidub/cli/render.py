@@ -159,7 +159,7 @@ def _render(**o) -> int:
                                o["cpus_per_worker"] or 1)
     session = Session(o["model"], o["device"], settings, o["asr_model"], executor=executor, backend=o["backend"])
     if not o["dry_run"] and not o["as_json"] and o["backend"] == "auto" and interactive():
-        _offer_export(session, o["model"])
+        _offer_export(session.engine, o["model"])
     listener = ProgressListener(err, reports=not o["as_json"])
     job = session.job(o["inputs"], voices=o["voices"], voice=o["voice"], voice_text=o["voice_text"],
                       language=o["language"], out_dir=o["out_dir"], cache_dir=o["cache"], fmt=o["format"].value,
@@ -167,13 +167,13 @@ def _render(**o) -> int:
                       allow_other_files=o["allow_other_files"], source=_source(o), qa=o["qa"] and not o["dry_run"],
                       retakes=0 if o["dry_run"] else o["retakes"], speaker_model=o["speaker_model"])
     try:
-        return _run(o, session, settings, job, listener)
+        return _run(o, session.engine, settings, job, listener)
     finally:
         job.close()
         session.close()
 
 
-def _run(o: dict, session, settings, job, listener) -> int:
+def _run(o: dict, engine, settings, job, listener) -> int:
     many = job.many
     for message in job.notes:
         err.print(f"[yellow]note:[/] {escape(printable(message))}", soft_wrap=True)
@@ -190,13 +190,13 @@ def _run(o: dict, session, settings, job, listener) -> int:
         err.print(f"[bold red]error:[/] {escape(printable(error_text(run.error)))}", soft_wrap=True)
     if not job.projects:
         return 2
-    session.check_executor()
+    engine.check_executor()
     warn_synthetic(o["model"])
     if settings.engine.compile:  # True or "auto": inductor's kernels persist in omnidub's cache
         os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_home() / "inductor"))
-    _header(o, session, settings, job)
-    session.on_load = listener.loading
-    session.on_note = lambda text: err.print(f"[cyan]note:[/] {escape(text)}", soft_wrap=True)
+    _header(o, engine, settings, job)
+    engine.on_load = listener.loading
+    engine.on_note = lambda text: err.print(f"[cyan]note:[/] {escape(text)}", soft_wrap=True)
     with _stop_on_ctrl_c(job):
         runs = job.run()
     if not many and runs[0].error is not None:
@@ -214,7 +214,7 @@ def interactive() -> bool:
     return sys.stdin.isatty() and err.is_terminal
 
 
-def _offer_export(session, model: str) -> None:
+def _offer_export(engine, model: str) -> None:
     """Where ONNX Runtime was never measured against torch on this CPU in fp32, ask once, before the projects are
     planned, whether to spend the minutes and gigabytes of an export now; a project already rendered keeps the
     backend it was rendered with either way."""
@@ -225,35 +225,35 @@ def _offer_export(session, model: str) -> None:
         resolve_model(model, download=False)  # only a model already on this machine: a question never downloads
     except OmnidubError:
         return
-    if not session.backend_choice.could_export or cache.declined_before(session.source):
+    if not engine.backend_choice.could_export or cache.declined_before(engine.source):
         return
     question = (f"fp32 on this CPU: ONNX Runtime may render faster than torch with the same tokens. Export "
                 f"{model} for it now and measure both ({cache.EXPORT_COST}, once per model)?")
     if not typer.confirm(question, default=False, err=True):
-        cache.decline(session.source)
+        cache.decline(engine.source)
         err.print("[cyan]note:[/] not asked again on this CPU; --backend onnx builds the export whenever you want it",
                   soft_wrap=True)
         return
-    session.on_note = lambda text: err.print(f"[cyan]note:[/] {escape(text)}", soft_wrap=True)
-    session.build_export()
+    engine.on_note = lambda text: err.print(f"[cyan]note:[/] {escape(text)}", soft_wrap=True)
+    engine.build_export()
 
 
-def _header(o: dict, session, settings, job) -> None:
+def _header(o: dict, engine, settings, job) -> None:
     """The line that says what renders: model, backend and why, preset, layout, compile, inputs, workers."""
-    engine = session.preset.engine
-    compiling = {True: ", compiled", False: "", "auto": ", compile auto"}[engine.compile]
-    layout = session.layout_status()
+    options = engine.preset.engine
+    compiling = {True: ", compiled", False: "", "auto": ", compile auto"}[options.compile]
+    layout = engine.layout_status()
     err.print(
-        f"omnidub: model [bold]{escape(printable(o['model']))}[/], {escape(session.backend_reason())}; "
-        f"preset {settings.name}: {engine.decode.steps} steps, "
+        f"omnidub: model [bold]{escape(printable(o['model']))}[/], {escape(engine.backend_reason())}; "
+        f"preset {settings.name}: {options.decode.steps} steps, "
         f"cfg {layout.layout}{'' if layout.measured else ' (not measured here yet: a short probe runs once the model loads)'}"
         f"{compiling}"
         + (f", {len(job.projects)} inputs" if job.many else "")
-        + (", on Ray workers" if session.executor_options.kind == "ray" else ""),
+        + (", on Ray workers" if engine.executor_options.kind == "ray" else ""),
         soft_wrap=True,
     )
-    if session.backend_choice.note:
-        err.print(f"[cyan]note:[/] {escape(session.backend_choice.note)}", soft_wrap=True)
+    if engine.backend_choice.note:
+        err.print(f"[cyan]note:[/] {escape(engine.backend_choice.note)}", soft_wrap=True)
 
 
 def _report(runs, many: bool, as_json: bool) -> int:

@@ -1,8 +1,10 @@
 """The outputs of a render behind one small interface: each writer says which files it will write (so they can
-be checked before any line renders) and writes them from the programme.
+be checked before any line renders), writes them from the programme, and returns what it wrote and what the
+manifest records of it.
 
-A new output is one more writer in ``WRITERS``; the render loop does not change. A writer that is not
-``required`` (subtitles, timelines) may fail without costing the audio: its failure becomes one note.
+A new output is one more writer in ``WRITERS``; assembly and the render loop do not change. A writer that is not
+``required`` (subtitles, timelines) may fail without costing the audio: its failure becomes one note, and the
+manifest records its ``empty`` part.
 """
 
 from __future__ import annotations
@@ -30,28 +32,38 @@ class Programme:
     note: Callable[[str], None] = print  # what a writer wants the user to know
 
 
+@dataclass(frozen=True)
+class Output:
+    """What a writer wrote: the files (relative to the output folder) and its part of the manifest, merged into
+    the parts of the writers before it (``{"delivery": {...}}`` adds to the delivery record)."""
+
+    files: list[str]
+    record: dict
+
+
 class Writer(Protocol):
     name: str
     required: bool
+    empty: dict  # its part of the manifest when it wrote nothing (it failed)
 
     def paths(self, programme: Programme) -> list[str]:
         """The files it will write, relative to the output folder (known before any line renders)."""
 
-    def write(self, programme: Programme, done: dict) -> dict:
-        """Write them; returns its part of the manifest. ``done`` holds the parts of the writers before it."""
+    def write(self, programme: Programme, done: dict) -> Output:
+        """Write them. ``done`` holds the manifest's parts so far (the writers before it)."""
 
 
 class AudioWriter:
     """Stems per speaker, the dub mix, and with a bed the mix over it, at the delivery rate and loudness."""
 
-    name, required = "stems and mix", True
+    name, required, empty = "stems and mix", True, {}
 
     def paths(self, programme: Programme) -> list[str]:
         fmt = programme.options.fmt
         found = [f"stems/{name}.{fmt}" for _, name in sorted(programme.speakers.items())] + [f"mix.{fmt}"]
         return found + ([f"mix-bed.{fmt}"] if programme.options.bed else [])
 
-    def write(self, programme: Programme, done: dict) -> dict:
+    def write(self, programme: Programme, done: dict) -> Output:
         options, out = programme.options, programme.out_dir
         stems = {speaker: out / "stems" / f"{name}.{options.fmt}" for speaker, name in programme.speakers.items()}
         bed_mix = out / f"mix-bed.{options.fmt}" if options.bed else None
@@ -64,19 +76,21 @@ class AudioWriter:
         for mastered in (dub, over_bed):
             if mastered is not None and mastered.note:  # held under its loudness target: by how much and why
                 programme.note(mastered.note)
-        return {
+        record = {
             "stems": {speaker: f"stems/{name}.{options.fmt}" for speaker, name in sorted(programme.speakers.items())},
             "mix": f"mix.{options.fmt}",
-            "bed_mix": f"mix-bed.{options.fmt}" if over_bed else None,
             "loudness": {"target": options.loudness, "true_peak_ceiling": options.true_peak, "mix": dub.as_dict(),
                          "bed_mix": over_bed.as_dict() if over_bed else None},
+            "delivery": {"bed_mix": f"mix-bed.{options.fmt}" if over_bed else None},
         }
+        files = [*record["stems"].values(), record["mix"]] + ([record["delivery"]["bed_mix"]] if over_bed else [])
+        return Output(files, record)
 
 
 class VideoWriter:
     """The dubbed video: the picture copied, the dub (over the bed, when there is one) as its default track."""
 
-    name, required = "dubbed video", True
+    name, required, empty = "dubbed video", True, {"delivery": {"video": None}}
 
     def paths(self, programme: Programme) -> list[str]:
         from omnidub.outputs.video import dubbed_path
@@ -84,40 +98,41 @@ class VideoWriter:
         video = programme.options.video
         return [dubbed_path(Path("."), video).as_posix()] if video else []
 
-    def write(self, programme: Programme, done: dict) -> dict:
+    def write(self, programme: Programme, done: dict) -> Output:
         from omnidub.outputs.video import mux
 
         options = programme.options
         if options.video is None:
-            return {"video": None}
+            return Output([], self.empty)
         [relative] = self.paths(programme)
-        sound = done["bed_mix"] or done["mix"]  # the programme's sound: the mix over the bed when there is one
+        # The programme's sound: the mix over the bed when there is one.
+        sound = done["delivery"].get("bed_mix") or done["mix"]
         mux(options.video, programme.out_dir / sound, programme.out_dir / relative, language=options.language,
             keep_original=options.keep_original)
-        return {"video": relative}
+        return Output([relative], {"delivery": {"video": relative}})
 
 
 class SubtitleWriter:
     """``<name>.dub.srt`` and ``.vtt``: every line from its start for as long as it was rendered."""
 
-    name, required = "subtitles", False
+    name, required, empty = "subtitles", False, {"delivery": {"subtitles": []}}
 
     def paths(self, programme: Programme) -> list[str]:
         return [f"{programme.name}.dub.srt", f"{programme.name}.dub.vtt"]
 
-    def write(self, programme: Programme, done: dict) -> dict:
+    def write(self, programme: Programme, done: dict) -> Output:
         from omnidub.outputs.timeline import write_subtitles
 
         srt, vtt = self.paths(programme)
         write_subtitles(programme.placements, programme.out_dir / srt, programme.out_dir / vtt,
                         speakers=programme.options.subtitle_speakers)
-        return {"subtitles": [srt, vtt]}
+        return Output([srt, vtt], {"delivery": {"subtitles": [srt, vtt]}})
 
 
 class TimelineWriter:
     """Editor timelines (OTIO, FCP 7 XML, an EDL per speaker track): each line a clip of its segment."""
 
-    name, required = "timelines", False
+    name, required, empty = "timelines", False, {"delivery": {"timelines": []}}
 
     def paths(self, programme: Programme) -> list[str]:
         formats, base = programme.options.timelines, f"{programme.name}.dub"
@@ -129,17 +144,18 @@ class TimelineWriter:
             found += edl_names(base, [label for label, _ in speaker_lanes(programme.placements)])
         return found
 
-    def write(self, programme: Programme, done: dict) -> dict:
+    def write(self, programme: Programme, done: dict) -> Output:
         from omnidub.outputs.timeline import write_timelines
 
         if not programme.options.timelines:
-            return {"timelines": []}
+            return Output([], self.empty)
         written = write_timelines(
             programme.placements, programme.out_dir / f"{programme.name}.dub", programme.fps,
             programme.options.timelines, name=programme.name, video=programme.options.video,
             video_seconds=programme.video_seconds,
         )
-        return {"timelines": [Path(p).relative_to(programme.out_dir).as_posix() for p in written]}
+        files = [Path(p).relative_to(programme.out_dir).as_posix() for p in written]
+        return Output(files, {"delivery": {"timelines": files}})
 
 
 # In order: a writer may use what the ones before it wrote (the video carries the mix).

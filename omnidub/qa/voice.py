@@ -12,7 +12,6 @@ from omnidub.errors import OmnidubError
 from omnidub.qa.results import LineCheck, QaSettings, SpeakerVoice, VoiceMatch
 
 NO_SPEAKER_MODEL = "none"
-SPEAKER_MODELS = (DEFAULT_SPEAKER_MODEL, NO_SPEAKER_MODEL)
 
 
 def match_voice(encoder: SpeakerEncoder, audio: np.ndarray, sample_rate: int, speaker: str,

@@ -1,0 +1,171 @@
+"""The records of a render: one typed entry per line, and a folder's last render read once, typed.
+
+A render's line records are appended to the journal as lines finish and folded into ``manifest.json`` at the end
+(see ``journal``). Everything a later run needs from the previous one (its lines, the layout and backend it
+rendered with, its speakers' file names, its last assembly, the voice check's verdicts) is read from those two
+files once, here, into a :class:`LastRender`; nothing else parses them.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import asdict, dataclass, field, fields
+from pathlib import Path
+
+MANIFEST = "manifest.json"
+DONE = ("rendered", "cached")
+
+
+@dataclass
+class LineEntry:
+    """One line of a render as the manifest records it. ``start``/``end``/``limit_at``/``rendered_end`` are
+    absolute times in the programme (``end`` is the slot's end); ``slot``, ``natural``, ``target`` and
+    ``duration`` are lengths; ``render_seconds`` is the wall time its synthesis cost."""
+
+    index: int
+    speaker: str
+    text: str
+    language: str | None
+    start: float
+    end: float
+    slot: float | None
+    natural: float
+    target: float
+    speed: float
+    limit_at: float | None
+    file: str
+    base_key: str
+    key: str
+    seed: int
+    flags: list[str] = field(default_factory=list)
+    status: str = "pending"
+    duration: float | None = None
+    sha256: str | None = None
+    error: str | None = None
+    render_seconds: float = 0.0
+    attempts: list[dict] = field(default_factory=list)
+    reference: dict | None = None  # where this line's voice came from, when it is not its speaker's voice
+
+    @property
+    def done(self) -> bool:
+        return self.status in DONE
+
+    @property
+    def rendered_end(self) -> float | None:
+        """Where the line's audio ends on the programme (None until it has audio)."""
+        return None if self.duration is None else round(self.start + self.duration, 3)
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "rendered_end": self.rendered_end}
+
+    @classmethod
+    def from_json(cls, data: dict) -> "LineEntry":
+        """An entry from a manifest or journal record (unknown keys ignored; a missing field raises)."""
+        known = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in data.items() if k in known})
+
+
+def entry_of(record) -> LineEntry | None:
+    """The entry a manifest or journal record holds (None for a damaged record or one of another version: the
+    keyed audio still counts)."""
+    if not isinstance(record, dict):
+        return None
+    try:
+        return LineEntry.from_json(record)
+    except TypeError:
+        return None
+
+
+def read_json(folder: Path, name: str = MANIFEST) -> dict | None:
+    """A JSON object a render wrote (the manifest, or another record ``name``), or None when there is none."""
+    try:
+        data = json.loads((Path(folder) / name).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def manifest_entries(manifest: dict | None) -> list[LineEntry]:
+    """The line entries a manifest holds (damaged records skipped)."""
+    lines = (manifest or {}).get("lines")
+    return [e for e in map(entry_of, lines if isinstance(lines, list) else []) if e is not None]
+
+
+@dataclass(frozen=True)
+class Assembled:
+    """The manifest's record of the last complete assembly: its key and the hash of every file it wrote."""
+
+    key: str
+    files: dict[str, str]
+
+
+@dataclass(frozen=True)
+class LastRender:
+    """What a folder's last render recorded, typed (empty for a folder never rendered)."""
+
+    input: str | None = None
+    layout: str | None = None  # the CFG layout its lines were rendered in
+    backend: str | None = None  # the backend that rendered them
+    entries: tuple[LineEntry, ...] = ()  # the manifest's lines
+    journal: tuple[LineEntry, ...] = ()  # lines a run appended after the manifest (one in progress, or killed)
+    file_names: dict[str, str] = field(default_factory=dict)  # speaker -> the name of its files
+    assembly: Assembled | None = None
+    parts: dict = field(default_factory=dict)  # the outputs as recorded: stems, mix, loudness, delivery
+    program_seconds: float | None = None
+
+    @classmethod
+    def parse(cls, manifest: dict | None, journal: list[LineEntry] = ()) -> "LastRender":
+        """The record a manifest (as omnidub wrote it; None: no render) and the journal's entries give."""
+        data = manifest if isinstance(manifest, dict) else {}
+        settings, model = _mapping(data.get("settings")), _mapping(data.get("model"))
+        voices = _mapping(data.get("voices"))
+        names = {str(name): record["file_name"] for name, record in voices.items()
+                 if isinstance(record, dict) and isinstance(record.get("file_name"), str)}
+        record = data.get("assembly")
+        assembly = None
+        if isinstance(record, dict) and isinstance(record.get("key"), str) and isinstance(record.get("files"), dict):
+            assembly = Assembled(record["key"], dict(record["files"]))
+        program = data.get("program_seconds")
+        return cls(
+            input=data["input"] if isinstance(data.get("input"), str) else None,
+            layout=settings["cfg"] if isinstance(settings.get("cfg"), str) else None,
+            backend=model["backend"] if isinstance(model.get("backend"), str) else None,
+            entries=tuple(manifest_entries(data)), journal=tuple(journal), file_names=names, assembly=assembly,
+            parts={name: data.get(name) for name in ("stems", "mix", "loudness", "delivery") if name in data},
+            program_seconds=float(program) if isinstance(program, (int, float)) else None,
+        )
+
+    @property
+    def exists(self) -> bool:
+        return bool(self.entries or self.journal or self.input)
+
+    @property
+    def records(self) -> tuple[LineEntry, ...]:
+        """Every line record, the manifest's then the journal's newer ones."""
+        return self.entries + self.journal
+
+    @property
+    def stems(self) -> dict:
+        return _mapping(self.parts.get("stems"))
+
+    @property
+    def past_video(self) -> tuple[int, ...]:
+        """Lines the last assembly found ending after the video."""
+        return tuple(e.index for e in self.entries if "past-video" in e.flags)
+
+    def hashes(self) -> dict[int, str | None]:
+        """Each line's audio hash as the manifest recorded it."""
+        return {e.index: e.sha256 for e in self.entries}
+
+    def verdicts(self) -> dict[int, dict]:
+        """The voice check's verdicts recorded per line (``render --source --voice-match auto``)."""
+        found = {}
+        for entry in self.entries:
+            check = (entry.reference or {}).get("check") if isinstance(entry.reference, dict) else None
+            if isinstance(check, dict) and "passed" in check:
+                found[entry.index] = check
+        return found
+
+
+def _mapping(value) -> dict:
+    return value if isinstance(value, dict) else {}
