@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 from omnidub.qa import LineCheck, Report, check_lines, run_qa, write_reports
+from omnidub.qa.verdict import take_order
 from omnidub.voices import voice_for
 
 # Only failures a new seed can fix are retaken: timing and level flags come from the plan or the reference.
@@ -12,8 +13,9 @@ RETAKE_FLAGS = {"wer", "cer", "voice", "silent", "nan", "clipping"}
 
 
 def qa_with_retakes(project, asr, retakes: int, listener=None, progress=None, encoder=None) -> Report:
-    """Run QA on a finished render; retake failing lines with seed+1..seed+N and keep the best take
-    (passing, then fewest retakable flags, lowest error rate, closest voice)."""
+    """Run QA on a finished render; retake failed lines with seed+1..seed+N and keep the best take (by verdict:
+    passed, then unchecked, then failed; then fewest retakable flags, lowest error rate, closest voice). An
+    unchecked line is not retaken: a new seed does not make its words scorable."""
     references = _references(project)
     report = run_qa(project.out_dir, asr=asr, progress=progress, encoder=encoder, references=references)
     if retakes <= 0:
@@ -73,11 +75,11 @@ def _references(project) -> dict[str, Path]:
 def _attempt(entry, check: LineCheck) -> dict:
     similarity = None if check.voice is None else round(check.voice.similarity, 4)
     return {"seed": entry.seed, "key": entry.key, "error_rate": check.error_rate, "voice_similarity": similarity,
-            "flags": list(check.flags), "passed": check.passed}
+            "flags": list(check.flags), "verdict": check.verdict.outcome, "passed": check.passed}
 
 
 def _rank(check: LineCheck) -> tuple:
     """Smaller is better."""
     similarity = check.voice.similarity if check.voice is not None else 0.0
     error_rate = float("inf") if check.error_rate is None else check.error_rate
-    return (not check.passed, len(RETAKE_FLAGS.intersection(check.flags)), error_rate, -similarity)
+    return (take_order(check.verdict), len(RETAKE_FLAGS.intersection(check.flags)), error_rate, -similarity)
