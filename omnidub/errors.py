@@ -20,3 +20,9 @@ class ArgumentError(OmnidubError):
 
     def __reduce__(self):  # pickled (across processes) from what it was made of, not its message
         return type(self), (self.argument, self.template)
+
+
+def first_line(exc: BaseException) -> str:
+    """An exception's message as one line (its first), or its type's name when it says nothing."""
+    text = str(exc).strip()
+    return text.splitlines()[0] if text else type(exc).__name__

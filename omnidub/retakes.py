@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from omnidub.qa import LineCheck, Report
+from omnidub.qa.verdict import take_order
 from omnidub.records import LineEntry
 
 # Only failures a new seed can fix are retaken: timing and level flags come from the plan or the reference.
@@ -10,7 +11,8 @@ RETAKE_FLAGS = {"wer", "cer", "voice", "silent", "nan", "clipping"}
 
 
 def to_retake(report: Report, entries: dict[int, LineEntry]) -> list[LineCheck]:
-    """The checks of lines worth another take: failed for a reason a new seed can fix, and rendered."""
+    """The checks of lines worth another take: failed for a reason a new seed can fix, and rendered (an
+    unchecked line is not retaken: a new seed does not make its words scorable)."""
     return [check for check in report.lines
             if not check.passed and RETAKE_FLAGS.intersection(check.flags)
             and check.index in entries and entries[check.index].status != "failed"]
@@ -20,11 +22,12 @@ def attempt_record(entry: LineEntry, check: LineCheck) -> dict:
     """One take as the manifest's ``attempts`` records it."""
     similarity = None if check.voice is None else round(check.voice.similarity, 4)
     return {"seed": entry.seed, "key": entry.key, "error_rate": check.error_rate, "voice_similarity": similarity,
-            "flags": list(check.flags), "passed": check.passed}
+            "flags": list(check.flags), "verdict": check.verdict.outcome, "passed": check.passed}
 
 
 def rank(check: LineCheck) -> tuple:
-    """Smaller is better: passing, then fewest retakable flags, lowest error rate, closest voice."""
+    """Smaller is better: by verdict (passed, then unchecked, then failed), then fewest retakable flags, lowest
+    error rate, closest voice."""
     similarity = check.voice.similarity if check.voice is not None else 0.0
     error_rate = float("inf") if check.error_rate is None else check.error_rate
-    return (not check.passed, len(RETAKE_FLAGS.intersection(check.flags)), error_rate, -similarity)
+    return (take_order(check.verdict), len(RETAKE_FLAGS.intersection(check.flags)), error_rate, -similarity)

@@ -14,6 +14,7 @@ from conftest import EXAMPLES, ROOT
 from typer.testing import CliRunner
 
 from omnidub.cli import app
+from omnidub.qa.verdict import OUTCOMES
 from omnidub.retakes import RETAKE_FLAGS
 
 runner = CliRunner()
@@ -138,17 +139,23 @@ def test_an_unknown_speaker_model_is_one_line(tmp_path):
     )
 
 
-@pytest.fixture(scope="module")
-def small_render(tmp_path_factory, tiny_model_dir, whisper_tiny_en):
-    folder = tmp_path_factory.mktemp("small")
+def render_two_lines(folder: Path, lines: str, *args):
+    """Two of ALICE's lines rendered with synthetic:tiny at 4 steps (its audio is noise) into folder/out."""
     script = folder / "two.txt"
-    script.write_text("ALICE: Thanks for coming in early.\nALICE: The traffic was terrible today.\n")
+    script.write_text(lines)
     preset = folder / "preset.toml"
     preset.write_text("reference_seconds = 0\nsteps = 4\n")
     out = folder / "out"
     result = run("render", script, "--voice", EXAMPLES / "voices" / "alice.wav", "--voice-text", ALICE_TEXT,
-                 "--model", "synthetic:tiny", "--preset", preset, "--out", out, "--retakes", "1",
-                 "--asr-model", whisper_tiny_en)
+                 "--model", "synthetic:tiny", "--preset", preset, "--out", out, *args)
+    return result, out
+
+
+@pytest.fixture(scope="module")
+def small_render(tmp_path_factory, tiny_model_dir, whisper_tiny_en):
+    result, out = render_two_lines(tmp_path_factory.mktemp("small"), "ALICE: Thanks for coming in early.\n"
+                                   "ALICE: The traffic was terrible today.\n", "--retakes", "1",
+                                   "--asr-model", whisper_tiny_en)
     return result, out
 
 
@@ -163,8 +170,10 @@ def test_render_retakes_record_every_attempt(small_render):
         assert sum(a["chosen"] for a in attempts) == 1
         chosen = next(a for a in attempts if a["chosen"])
         assert chosen["key"] == line["key"]
-        # The best take: passing, then fewest retakable flags (words, voice, level), lowest error rate.
-        ranks = [(a["passed"], -len(set(a["flags"]) & RETAKE_FLAGS), -a["error_rate"]) for a in attempts]
+        # The best take: passed, unchecked, failed; then fewest retakable flags (words, voice, level), lowest
+        # error rate.
+        ranks = [(-OUTCOMES.index(a["verdict"]), -len(set(a["flags"]) & RETAKE_FLAGS), -a["error_rate"])
+                 for a in attempts]
         assert ranks[attempts.index(chosen)][:3] == max(ranks)
         assert all("voice_similarity" in a for a in attempts)
     assert (out / "qa.json").is_file() and (out / "qa.html").is_file()
@@ -176,9 +185,31 @@ def test_qa_command_reports_noise_as_failing(small_render, whisper_tiny_en):
     assert result.exit_code == 1
     report = json.loads(result.stdout)
     assert len(report["lines"]) == 2 and not report["passed"]
+    # English noise heard by an English model is scored, and fails on its words.
+    assert report["verdicts"] == {"failed": 2, "unchecked": 0, "passed": 0}
+    assert all(line["verdict"] == "failed" and "wer" in line["flags"] for line in report["lines"])
     first = json.loads((out / "qa.json").read_text())["lines"][0]
     assert first["index"] == 1 and first["start_tc"] == json.loads((out / "manifest.json").read_text())["lines"][0]["start_tc"]
     assert first["start_tc"].count(":") == 3  # HH:MM:SS:FF beside the seconds
+
+
+def test_a_spanish_dub_checked_with_an_english_only_model_is_never_called_passed(tmp_path, tiny_model_dir,
+                                                                                whisper_tiny_en):
+    rendered, out = render_two_lines(tmp_path, "ALICE: Gracias por venir temprano.\nALICE: El tráfico era terrible "
+                                     "hoy.\n", "--language", "es")
+    assert rendered.exit_code == 0, rendered.output
+    result = run("qa", out, "--asr-model", whisper_tiny_en)
+    assert result.exit_code == 1, result.output
+    assert "words not scored" in result.output and "all lines passed" not in result.output
+    report = json.loads((out / "qa.json").read_text())
+    assert report["passed"] is False and report["verdicts"]["passed"] == 0
+    # Each line is unchecked, or failed on something other than its words (noise may be late or clipped).
+    for line in report["lines"]:
+        assert "words" in [f["check"] for f in line["unmeasured"]] and not {"wer", "cer"} & set(line["flags"])
+        assert line["verdict"] == ("failed" if line["flags"] else "unchecked")
+    assert report["unchecked"] == sum(not line["flags"] for line in report["lines"]) > 0
+    page = (out / "qa.html").read_text(encoding="utf-8")
+    assert "passed" not in page.split('<p class="headline">')[1].split("</p>")[0]
 
 
 def test_bench_quick_reports_every_row(tmp_path, own_cache):

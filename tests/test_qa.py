@@ -19,7 +19,7 @@ from rich.console import Console
 
 from omnidub.asr import Asr
 from omnidub.errors import OmnidubError
-from omnidub.qa import check_lines, print_report, run_qa, write_reports
+from omnidub.qa import FAILED, UNCHECKED, check_lines, print_report, run_qa, write_reports
 
 DATA = Path(__file__).parent / "data" / "qa"
 RATE = 16000
@@ -156,7 +156,10 @@ def test_the_difference_is_shown_in_the_users_words_and_as_heard(tmp_path):
 def test_non_english_line_with_an_english_only_model_is_unscored_with_one_note(counted):
     report, asr, _ = counted
     line = _line(report, 3)
-    assert "unscored" in line.marks and line.flags == () and line.passed
+    # Nothing failed, nothing was scored: unchecked, which is not passed.
+    assert "unscored" in line.marks and line.flags == () and not line.passed
+    assert line.verdict.outcome == UNCHECKED and [r.check for r in line.verdict.reasons] == ["words"]
+    assert "English-only" in line.verdict.reasons[0].text and "English-only" in line.note
     assert line.transcript is None and line.error_rate is None
     assert report.cer.lines == 0
     [note] = [n for n in report.notes if "English-only" in n]
@@ -222,21 +225,24 @@ def test_render_failed_line_is_reported_without_transcription(counted):
     assert not line.passed and line.flags == ("render-failed",)
     assert line.transcript is None and line.error_rate is None
     assert "out of memory" in line.note
-    assert asr.calls == len(report.lines) - 2  # nor the Chinese line an English-only model cannot score
+    # Nor the Chinese line an English-only model cannot score, nor line 5, where nothing rises above the silence level.
+    assert asr.calls == len(report.lines) - 3
+    assert _line(report, 5).transcript is None and "no speech heard" in _line(report, 5).note
     assert [s[0] for s in seen] == list(range(1, 10)) and {s[1] for s in seen} == {9}
 
 
 def test_corpus_wer_is_total_errors_over_total_words(report):
     scored = [c for c in report.lines if c.metric == "wer" and c.transcript is not None]
     errors, words = sum(c.errors for c in scored), sum(c.reference_units for c in scored)
-    assert report.wer.lines == len(scored) == 7
+    assert report.wer.lines == len(scored) == 6
     assert report.wer.rate == pytest.approx(errors / words)
     assert report.wer.rate != pytest.approx(np.mean([c.error_rate for c in scored]))
 
 
 def test_verdict_and_thresholds_come_from_the_manifest(report):
     assert not report.passed
-    assert report.failed == sum(not c.passed for c in report.lines) == 7
+    assert report.failed == sum(c.verdict.outcome == FAILED for c in report.lines) == 7
+    assert report.unchecked == 1 and report.tally.passed == 1 == sum(c.passed for c in report.lines)
     assert report.settings.max_wer == 0.25 and report.settings.max_cer == 0.1
 
 
@@ -251,15 +257,23 @@ def test_qa_json_has_settings_model_lines_and_corpus(report, output):
     data = json.loads(json_path.read_text(encoding="utf-8"))
     assert data["asr_model"] == report.asr_model
     assert data["settings"]["max_wer"] == 0.25
-    assert data["passed"] is False and data["failed"] == 7
+    assert data["passed"] is False and data["failed"] == 7 and data["unchecked"] == 1
+    assert data["verdicts"] == {"failed": 7, "unchecked": 1, "passed": 1} and data["total"] == 9
+    assert "passed" not in data["headline"] and "1 unchecked" in data["headline"]
     assert [line["index"] for line in data["lines"]] == list(range(1, 10))
     first = data["lines"][0]
     assert first["text"] == FOX and first["passed"] is True and first["metric"] == "wer"
+    assert first["verdict"] == "passed" and first["reasons"] == [] and first["severity"] is None
     assert {"speaker", "transcript", "error_rate", "flags", "errors", "reference_units"} <= set(first)
     assert data["lines"][6]["transcript"] is None and data["lines"][6]["flags"] == ["render-failed"]
     assert data["corpus"]["wer"]["errors"] == report.wer.errors
     assert data["lines"][1]["diff"] == [list(piece) for piece in report.lines[1].diff]
     assert data["lines"][2]["marks"] == ["unscored"] and data["corpus"]["cer"]["units"] == 0
+    assert data["lines"][2]["verdict"] == "unchecked" and data["lines"][2]["passed"] is False
+    assert data["lines"][2]["reasons"][0]["check"] == "words"
+    render_failed = data["lines"][6]
+    assert render_failed["verdict"] == "failed" and render_failed["severity"] == "critical"
+    assert render_failed["reasons"] == [{"check": "render-failed", "text": "engine: out of memory"}]
     assert data["notes"] == list(report.notes) and data["speaker_model"] is None
     assert not [p for p in output.iterdir() if p.name.endswith(".tmp")]
 
@@ -311,7 +325,7 @@ def test_qa_html_names_every_line_and_points_players_at_segments(report, output)
     for player in page.audio:
         assert player["preload"] == "metadata"
         assert not player["src"].startswith(("/", "http")) and (output / unquote(player["src"])).is_file()
-    assert page.rows == ["fail"] * report.failed + ["pass"] * (len(report.lines) - report.failed)
+    assert page.rows == ["fail"] * report.failed + ["unchecked"] + ["pass"]
     # Every line has a bar on the timeline, and every bar leads to its row.
     assert sorted(page.bars) == sorted(f"#{row_id}" for row_id in page.row_ids)
 
@@ -321,7 +335,8 @@ def test_terminal_report_lists_failing_lines_and_totals(report, output):
     print_report(report, console, (output / "qa.json", output / "qa.html"))
     out = console.export_text()
     assert OTHER_TEXT in out and GOODBYE in out and "render-failed" in out
-    assert "7 failing" in out and report.asr_model in out
+    assert "7 failed, 1 unchecked, 1 passed" in out and report.asr_model in out
+    assert "unchecked: line(s) 3: words not scored" in out
     assert "00:20.000" in out  # the start of failing line 6
     assert "English-only" in out  # the note on the unscored line
     assert str(output / "qa.html") in out and str(output / "qa.json") in out

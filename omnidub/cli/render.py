@@ -257,7 +257,8 @@ def _header(o: dict, engine, settings, job) -> None:
 
 
 def _report(runs, many: bool, as_json: bool) -> int:
-    """Each input's summary (and error), and the exit code: 1 when a line or input failed, or QA failed it."""
+    """Each input's summary (and error), and the exit code: 1 when a line or input failed, or QA did not pass every
+    line (a line failed, or its words could not be scored)."""
     summaries = [run.summary for run in runs if run.summary is not None]
     qa_failed = {run.out_dir for run in runs if run.report is not None and not run.report.passed}
     if not many:

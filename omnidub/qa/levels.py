@@ -9,9 +9,10 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from omnidub.errors import OmnidubError
+from omnidub.errors import OmnidubError, first_line
 from omnidub.keys import file_digest
-from omnidub.qa.results import QaSettings
+from omnidub.qa.results import FLAG_LABELS, QaSettings
+from omnidub.qa.verdict import Finding
 
 
 @dataclass(frozen=True)
@@ -31,7 +32,7 @@ def read_segment(path: Path, index: int) -> tuple[np.ndarray, int]:
     try:
         data, rate = sf.read(str(path), dtype="float32", always_2d=True)
     except Exception as exc:  # libsndfile reports every decoding problem with its own exception types
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = first_line(exc)
         raise OmnidubError(f"cannot read segment {path} (line {index}): {reason}") from exc
     return data, int(rate)
 
@@ -65,21 +66,22 @@ def measure(data: np.ndarray, rate: int, settings: QaSettings) -> tuple[Level, n
     return level, mono.astype(np.float32)
 
 
-def level_flags(level: Level, settings: QaSettings) -> list[str]:
-    """The level flags a clip earns: nan, clipping, silent, or long silence at either end."""
-    flags = []
+def level_failures(level: Level, settings: QaSettings) -> list[Finding]:
+    """The level checks a clip fails: nan, clipping, silent, or long silence at either end, with their figures."""
+    found = []
     if not level.finite:
-        flags.append("nan")
+        found.append(Finding("nan", FLAG_LABELS["nan"]))
     if level.clipped_samples >= settings.clip_min_samples:
-        flags.append("clipping")
+        found.append(Finding("clipping", f"{level.clipped_samples} clipped samples"))
     if level.silent_fraction >= settings.max_silent_fraction:
-        flags.append("silent")
+        share = f"{level.silent_fraction:.0%} under {settings.silence_dbfs:g} dBFS"
+        found.append(Finding("silent", f"mostly silent ({share})"))
     else:
         if level.leading_silence > settings.max_edge_silence:
-            flags.append("lead-silence")
+            found.append(Finding("lead-silence", f"{level.leading_silence:.2f} s of silence before speech"))
         if level.trailing_silence > settings.max_edge_silence:
-            flags.append("trail-silence")
-    return flags
+            found.append(Finding("trail-silence", f"{level.trailing_silence:.2f} s of silence after speech"))
+    return found
 
 
 def edits(entry: dict, path: Path, data: np.ndarray, rate: int, expected_rate: int | None,

@@ -8,7 +8,7 @@ import math
 from pathlib import Path
 
 from omnidub.qa.page import render_html
-from omnidub.qa.results import CorpusFigure, Report
+from omnidub.qa.results import CorpusFigure, LineCheck, Report
 
 
 def _rounded(value):
@@ -25,8 +25,23 @@ def _corpus_json(figure: CorpusFigure) -> dict:
     return {"errors": figure.errors, "units": figure.units, "lines": figure.lines, "rate": _rounded(figure.rate)}
 
 
+def _findings(findings) -> list[dict]:
+    return [{"check": f.check, "text": f.text} for f in findings]
+
+
+def line_json(check: LineCheck) -> dict:
+    """One line of qa.json: its figures, and its verdict (passed, failed or unchecked) with what decided it."""
+    data = {k: _rounded(v) for k, v in dataclasses.asdict(check).items() if k != "verdict"}
+    verdict = check.verdict
+    return {**data, "verdict": verdict.outcome, "severity": verdict.severity, "passed": check.passed,
+            "flags": list(check.flags), "reasons": _findings(verdict.reasons),
+            "unmeasured": _findings(verdict.unmeasured)}
+
+
 def report_json(report: Report) -> dict:
-    """The qa.json object: settings, models, corpus figures, per-speaker voice figures and a `lines` array."""
+    """The qa.json object: the verdicts counted apart, settings, models, corpus figures, per-speaker voice
+    figures and a `lines` array."""
+    tally = report.tally
     return {
         "generator": "omnidub",
         "out_dir": str(report.out_dir),
@@ -34,9 +49,12 @@ def report_json(report: Report) -> dict:
         "speaker_model": report.speaker_model,
         "render_model": report.render_model,
         "preset": report.preset,
-        "passed": report.passed,
-        "failed": report.failed,
-        "total": len(report.lines),
+        "headline": tally.headline(),
+        "passed": report.passed,  # every line checked and passed
+        "failed": tally.failed,
+        "unchecked": tally.unchecked,
+        "total": tally.total,
+        "verdicts": tally.counts(),
         "settings": {k: _rounded(v) for k, v in dataclasses.asdict(report.settings).items()},
         "corpus": {"wer": _corpus_json(report.wer), "cer": _corpus_json(report.cer)},
         "voices": {
@@ -44,7 +62,7 @@ def report_json(report: Report) -> dict:
             for v in report.voices
         },
         "notes": list(report.notes),
-        "lines": [{k: _rounded(v) for k, v in dataclasses.asdict(c).items()} for c in report.lines],
+        "lines": [line_json(c) for c in report.lines],
     }
 
 

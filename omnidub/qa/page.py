@@ -1,4 +1,5 @@
-"""qa.html: one self-contained page that leads the ear to the lines worth hearing."""
+"""qa.html: one self-contained page that leads the ear to the lines worth hearing: failed lines gravest first,
+then unchecked ones, then the rest."""
 
 from __future__ import annotations
 
@@ -11,6 +12,11 @@ from omnidub.asr import whisper_language
 from omnidub.qa.formats import corpus_text, line_end, rate_text, similarity_text, timecode
 from omnidub.qa.results import FLAG_LABELS, MARK_LABELS, LineCheck, Report
 from omnidub.qa.scoring import CER_LANGUAGES_WITHOUT_SPACES
+from omnidub.qa.verdict import FAILED, PASSED, SEVERITIES, SEVERITY, SEVERITY_MEANING, UNCHECKED, hearing_order
+
+# A row's and a bar's class, and the colour a verdict is written in.
+_CLASS = {PASSED: "pass", FAILED: "fail", UNCHECKED: "unchecked"}
+_TONE = {PASSED: "ok", FAILED: "bad", UNCHECKED: "warn"}
 
 # Default zoom: the page's width, or this many pixels per second when that is wider (an hour scrolls).
 PIXELS_PER_SECOND = 8
@@ -21,12 +27,14 @@ h1{margin:.2em 0}.facts{color:#444;margin:.3em 0}.facts span{margin-right:1.2em}
 table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.4em;vertical-align:top;text-align:left}
 table.voices{width:auto}table.voices td,table.voices th{padding:.2em .8em}
 tr.fail td:first-child{border-left:4px solid #c62828}tr.pass td:first-child{border-left:4px solid #2e7d32}
+tr.unchecked td:first-child{border-left:4px solid #e0a000}
 tr:target{background:#fff8c4}
 del{background:#ffcdd2;text-decoration:line-through}ins{background:#c8e6c9;text-decoration:none}
 .flag{display:inline-block;background:#c62828;color:#fff;border-radius:3px;padding:0 .3em;margin:1px;font-size:.85em}
 .mark{display:inline-block;background:#757575;color:#fff;border-radius:3px;padding:0 .3em;margin:1px;font-size:.85em}
-.ok{color:#2e7d32}.bad{color:#c62828}.small{font-size:.85em;color:#555}.notes li{color:#8a5a00}
-body.only-failing tr.pass{display:none}
+.ok{color:#2e7d32}.bad{color:#c62828}.warn{color:#9a6700}.small{font-size:.85em;color:#555}.notes li{color:#8a5a00}
+.counts span{margin-right:1em}.length{font-family:ui-monospace,monospace;font-size:.85em;color:#444}
+body.only-to-hear tr.pass{display:none}
 .player{display:flex;gap:1em;align-items:center;flex-wrap:wrap;margin:.5em 0}.player audio{flex:1;min-width:300px}
 .timeline{display:flex;border:1px solid #ccc;background:#fafafa}
 .names{flex:none;width:8em;border-right:1px solid #ccc}
@@ -40,7 +48,8 @@ body.only-failing tr.pass{display:none}
 .slot{position:absolute;top:4px;height:26px;background:#e4e4e4;border:1px solid #b0b0b0;box-sizing:border-box}
 .bar{position:absolute;top:10px;height:14px;min-width:2px;border-radius:2px;color:#fff;font-size:10px;
  line-height:14px;overflow:hidden;text-decoration:none;padding-left:2px;box-sizing:border-box}
-.bar.pass{background:#4a7bd0}.bar.fail{background:#c62828}.bar.edited{outline:2px dashed #555}
+.bar.pass{background:#4a7bd0}.bar.fail{background:#c62828}.bar.unchecked{background:#e0a000}
+.bar.edited{outline:2px dashed #555}
 .bar:focus,.bar:hover{outline:2px solid #222;z-index:2}
 .playhead{position:absolute;top:0;bottom:0;width:2px;background:#ff9800;pointer-events:none;left:0}
 button.seek{font-family:ui-monospace,monospace;cursor:pointer}
@@ -152,9 +161,8 @@ def _timeline(report: Report) -> tuple[str, str]:
                 continue
             tip = (f"#{c.index} {timecode(c.start)}-{timecode(line_end(c))} {c.speaker}: {c.text} "
                    f"(slot {c.slot:.2f} s, rendered {c.duration:.2f} s)")
-            if c.flags:
-                tip += " - " + ", ".join(c.flags)
-            classes = "bar " + ("pass" if c.passed else "fail") + (" edited" if "edited" in c.marks else "")
+            tip += f" - {c.verdict.label}" + (": " + ", ".join(c.flags) if c.flags else "")
+            classes = f"bar {_CLASS[c.verdict.outcome]}" + (" edited" if "edited" in c.marks else "")
             lanes.append(
                 f'<div class="slot" style="{span(c.start, c.slot)}"></div>'
                 f'<a class="{classes}" href="#line-{c.index}" data-start="{c.start:.3f}" '
@@ -194,12 +202,33 @@ def _figures(c: LineCheck) -> list[str]:
     return figures
 
 
+def _player(src: str, seconds: float | None, name: str, element_id: str = "") -> str:
+    """An audio player with its length written beside it and in its name, so it shows before it is clicked
+    (preload="metadata" lets the browser show it too, without loading the audio)."""
+    length = None if seconds is None else timecode(seconds) if seconds >= 60 else f"{seconds:.2f} s"
+    label = html.escape(f"{name}, {length}" if length else name, quote=True)
+    ident = f' id="{element_id}"' if element_id else ""
+    player = f'<audio{ident} controls preload="metadata" src="{_src(src)}" aria-label="{label}"></audio>'
+    if length is None:
+        return player
+    return f'{player} <span class="length" data-seconds="{seconds:.3f}">{length}</span>'
+
+
+def _verdict_html(c: LineCheck) -> str:
+    verdict = c.verdict
+    if verdict.outcome == FAILED:
+        return f'<span class="bad">FAIL</span><br><span class=small>{html.escape(verdict.severity or "")}</span>'
+    if verdict.outcome == UNCHECKED:
+        return '<span class="warn">UNCHECKED</span>'
+    return '<span class="ok">pass</span>'
+
+
 def _row_html(c: LineCheck, has_mix: bool) -> str:
     flags = "".join(f'<span class="flag" title="{html.escape(FLAG_LABELS.get(f, f))}">{html.escape(f)}</span>' for f in c.flags)
     marks = "".join(f'<span class="mark" title="{html.escape(MARK_LABELS.get(m, m))}">{html.escape(m)}</span>' for m in c.marks)
     audio = ""
     if c.file and not {"missing-file", "render-failed"} & set(c.flags):
-        audio = f'<audio controls preload="metadata" src="{_src(c.file)}"></audio>'
+        audio = _player(c.file, c.duration, f"line {c.index}")
     audio += _original_html(c)
     start = (timecode(c.start) + f"<div class=small>to {timecode(line_end(c))}</div>"
              + (f"<div class=small>{html.escape(c.start_tc)}</div>" if c.start_tc else ""))
@@ -209,11 +238,10 @@ def _row_html(c: LineCheck, has_mix: bool) -> str:
         heard_html = ""
     else:
         heard_html = f"<div class=small>heard: {heard if c.transcript.strip() else '<i>nothing</i>'}</div>"
-    verdict = '<span class="ok">pass</span>' if c.passed else '<span class="bad">FAIL</span>'
     note = f"<div class=small>why: {html.escape(c.note)}</div>" if c.note else ""
     return (
-        f'<tr class="{"pass" if c.passed else "fail"}" id="line-{c.index}">'
-        f"<td>#{c.index}<br>{verdict}<br>{marks}</td>"
+        f'<tr class="{_CLASS[c.verdict.outcome]}" id="line-{c.index}" data-verdict="{c.verdict.outcome}">'
+        f"<td>#{c.index}<br>{_verdict_html(c)}<br>{marks}</td>"
         f"<td>{when}<br>{html.escape(c.speaker)}<br><span class=small>{html.escape(c.language or '')}</span></td>"
         f"<td><div>{text}</div>{heard_html}</td>"
         f'<td class=small>{"<br>".join(html.escape(f) for f in _figures(c))}</td><td>{flags}{note}</td><td>{audio}</td></tr>'
@@ -226,19 +254,20 @@ def _original_html(c: LineCheck) -> str:
     reference = c.reference or {}
     if not isinstance(reference.get("file"), str):
         return ""
-    span = ""
+    span, seconds = "", None
     if isinstance(reference.get("start"), (int, float)) and isinstance(reference.get("end"), (int, float)):
         span = f" {reference['start']:.2f}-{reference['end']:.2f} s"
+        seconds = max(0.0, reference["end"] - reference["start"])  # the clip is cut at that span
     whose = "its own line" if reference.get("kind") == "line" else f"{reference.get('speaker') or 'its speaker'}'s clip"
     why = f"<div class=small>why not its own line: {html.escape(str(reference['fallback']))}</div>" \
         if reference.get("fallback") else ""
     said = f"<div class=small>&ldquo;{html.escape(str(reference.get('text') or ''))}&rdquo;</div>"
     return (f'<div class="small">original ({html.escape(whose)}, source{span}):</div>'
-            f'<audio controls preload="none" src="{_src(reference["file"])}"></audio>{said}{why}')
+            f'{_player(reference["file"], seconds, f"original of line {c.index}")}{said}{why}')
 
 
 def _header(report: Report) -> str:
-    verdict = "all lines passed" if report.passed else f"{report.failed} of {len(report.lines)} lines failing"
+    tally = report.tally
     facts = [
         ("render model", report.render_model or "unknown"),
         ("preset", report.preset or "unknown"),
@@ -251,9 +280,14 @@ def _header(report: Report) -> str:
     facts.append(("thresholds", thresholds))
     if report.program_seconds:
         facts.append(("programme", timecode(report.program_seconds)))
+    counts = tally.counts()
+    tone = _TONE[next((outcome for outcome, n in counts.items() if n), PASSED)]  # the worst outcome found
+    spans = "".join(f'<span class="{_TONE[outcome] if n else "small"}" data-verdict="{outcome}">{n} {outcome}</span>'
+                    for outcome, n in counts.items())
     parts = [
-        f"<p><b class={'ok' if report.passed else 'bad'}>{html.escape(verdict)}</b>"
-        + "".join(f"; {html.escape(corpus_text(f))}" for f in (report.wer, report.cer) if f.lines) + "</p>",
+        f'<p class="headline"><b class={tone}>{html.escape(tally.headline())}</b></p>',
+        f'<p class="counts">{spans}'
+        + "".join(f"<span>{html.escape(corpus_text(f))}</span>" for f in (report.wer, report.cer) if f.lines) + "</p>",
         '<p class="facts">' + "".join(f"<span><b>{html.escape(k)}:</b> {html.escape(v)}</span>" for k, v in facts) + "</p>",
     ]
     if report.voices:
@@ -261,6 +295,18 @@ def _header(report: Report) -> str:
     if report.notes:
         parts.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in report.notes) + "</ul>")
     return "\n".join(parts)
+
+
+def _order_html() -> str:
+    """How the rows are ordered, and what each severity holds."""
+    grades = "; ".join(
+        f"<b>{grade}</b>: {html.escape(SEVERITY_MEANING[grade])} ("
+        + ", ".join(html.escape(flag) for flag, g in SEVERITY.items() if g == grade) + ")"
+        for grade in SEVERITIES
+    )
+    return (f"<p class=small>What to hear first: failed lines by severity ({grades}); within a severity, more "
+            "failures first, then programme order. Then unchecked lines, whose words could not be scored; then "
+            "passed lines.</p>")
 
 
 def _voices_table(report: Report) -> str:
@@ -279,12 +325,13 @@ def _voices_table(report: Report) -> str:
 
 
 def render_html(report: Report) -> str:
-    """The self-contained qa.html page: header, mix player and timeline, and a row per line, failing lines first."""
-    ordered = sorted(report.lines, key=lambda c: (c.passed, c.index))
+    """The self-contained qa.html page: header, mix player and timeline, and a row per line in the order to hear
+    them (failed lines gravest first, then unchecked, then passed)."""
+    ordered = sorted(report.lines, key=hearing_order)
     title = f"omnidub QA: {report.out_dir.name}"
     timeline, script = _timeline(report)
     mix = (
-        f'<audio id="mix" controls preload="metadata" src="{_src(report.mix)}"></audio>' if report.mix
+        _player(report.mix, report.mix_seconds, "the mix", element_id="mix") if report.mix
         else "<span class=small>no mix in this folder</span>"
     )
     return (
@@ -294,11 +341,13 @@ def render_html(report: Report) -> str:
         "<h2>Timeline</h2>\n"
         f'<div class="player">{mix}<span>zoom <button data-zoom="out">\u2212</button> '
         '<button data-zoom="fit">fit</button> <button data-zoom="in">+</button></span></div>\n'
-        "<p class=small>Grey: the line's slot. Bar: the rendered length (red when the line fails); a bar leads to its "
+        "<p class=small>Grey: the line's slot. Bar: the rendered length (red when the line failed, amber when it "
+        "is unchecked); a bar leads to its "
         "row and sets the mix there; a click elsewhere on the timeline seeks the mix.</p>\n"
         f'<div class="timeline">{timeline}</div>\n'
-        '<h2>Lines</h2><label><input type="checkbox" '
-        "onchange=\"document.body.classList.toggle('only-failing', this.checked)\"> only failing lines</label>\n"
+        f'<h2>Lines</h2>{_order_html()}<label><input type="checkbox" '
+        "onchange=\"document.body.classList.toggle('only-to-hear', this.checked)\"> only lines to hear (failed and "
+        "unchecked)</label>\n"
         "<table><thead><tr><th>line</th><th>start, end / speaker</th><th>said / heard</th><th>figures</th>"
         "<th>flags / why</th><th>listen</th></tr></thead><tbody>\n"
         + "\n".join(_row_html(c, report.mix is not None) for c in ordered)

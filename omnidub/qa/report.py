@@ -1,4 +1,5 @@
-"""The terminal report: the failing lines, the totals, the notes and where the reports were written."""
+"""The terminal report: the failed lines gravest first, the unchecked ones, the verdicts counted apart, the
+notes and where the reports were written."""
 
 from __future__ import annotations
 
@@ -6,18 +7,32 @@ from pathlib import Path
 
 from omnidub.qa.formats import corpus_text, heard_text, line_end, rate_text, similarity_text, speaker_voice_text, timecode
 from omnidub.qa.results import LineCheck, Report
+from omnidub.qa.verdict import FAILED, UNCHECKED, hearing_order
+from omnidub.script import line_ranges
 
 
 def print_report(report: Report, console, written: tuple[Path, Path] | None = None) -> None:
-    """Print a table of the failing lines, then the totals, notes and where the reports were written."""
+    """Print a table of the failed lines (gravest first), the unchecked lines by reason, the verdicts counted
+    apart, then the totals, notes and where the reports were written."""
     from rich.markup import escape
 
-    failing = [c for c in report.lines if not c.passed]
-    if failing:
-        console.print(_failing_table(failing, voice_check=report.speaker_model is not None))
+    ordered = sorted(report.lines, key=hearing_order)
+    failed = [c for c in ordered if c.verdict.outcome == FAILED]
+    if failed:
+        console.print(_failed_table(failed, voice_check=report.speaker_model is not None))
+    unchecked: dict[str, list[int]] = {}
+    for c in ordered:
+        if c.verdict.outcome == UNCHECKED:
+            for reason in c.verdict.reasons:
+                unchecked.setdefault(reason.text, []).append(c.index)
+    for reason, indices in unchecked.items():
+        console.print(f"[yellow]unchecked:[/yellow] line(s) {line_ranges(indices)}: {escape(reason)}", soft_wrap=True)
+    tally = report.tally
+    colour = "green" if tally.all_passed else "red" if tally.failed else "yellow"
+    console.print(f"[{colour}]{escape(tally.headline())}[/{colour}]")
     scored = [corpus_text(f) for f in (report.wer, report.cer) if f.lines]
-    verdict = "[green]all passed[/green]" if report.passed else f"[red]{report.failed} failing[/red]"
-    console.print(f"{len(report.lines)} lines, {verdict}; " + ("; ".join(scored) or "nothing transcribed"))
+    counts = ", ".join(f"{n} {outcome}" for outcome, n in tally.counts().items())
+    console.print(f"verdicts: {counts}; " + ("; ".join(scored) or "nothing transcribed"))
     if report.voices:
         console.print(f"voice similarity: {escape('; '.join(speaker_voice_text(v) for v in report.voices))}")
     edited = [str(c.index) for c in report.lines if "edited" in c.marks]
@@ -40,18 +55,18 @@ def print_report(report: Report, console, written: tuple[Path, Path] | None = No
         console.print(f"wrote {escape(str(written[1]))} and {escape(str(written[0]))}", soft_wrap=True)
 
 
-def _failing_table(failing: list[LineCheck], voice_check: bool):
+def _failed_table(failed: list[LineCheck], voice_check: bool):
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"{len(failing)} failing line(s)", show_lines=False)
+    table = Table(title=f"{len(failed)} failed line(s), gravest first", show_lines=False)
     table.add_column("line", justify="right")
     table.add_column("start / end", justify="right")
     table.add_column("speaker")
     table.add_column("errors / voice" if voice_check else "errors", justify="right")
-    table.add_column("flags")
+    table.add_column("severity / flags")
     table.add_column("said / heard / why", overflow="fold")
-    for c in failing:
+    for c in failed:
         when = f"{timecode(c.start)}\n{timecode(line_end(c))}" + (f"\n{c.start_tc}" if c.start_tc else "")
         figures = rate_text(c) + (f"\nvoice {c.voice.similarity:.2f}" if c.voice is not None else "")
         said = escape(c.text)  # lines and transcripts may hold brackets that rich would read as markup
@@ -63,5 +78,6 @@ def _failing_table(failing: list[LineCheck], voice_check: bool):
             why.append(f"voice {similarity_text(c)}")
         if why:
             said += f"\n[dim]why: {escape('; '.join(why))}[/dim]"
-        table.add_row(str(c.index), when, escape(c.speaker), figures, ", ".join(c.flags), said)
+        grade = f"{c.verdict.severity}\n{', '.join(c.flags)}"
+        table.add_row(str(c.index), when, escape(c.speaker), figures, grade, said)
     return table

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omnidub.config import QaOptions
+from omnidub.qa.verdict import PASSED, Tally, Verdict
 
 # Flags fail a line.
 FLAG_LABELS = {
@@ -22,7 +23,7 @@ FLAG_LABELS = {
     "render-failed": "render failed",
     "missing-file": "segment file missing",
 }
-# Marks say something about a line without failing it.
+# Marks say something about a line without failing it (an unscored line that fails no check is unchecked).
 MARK_LABELS = {
     "edited": "the file no longer matches the render",
     "unscored": "words not scored",
@@ -68,8 +69,9 @@ class QaSettings:
 class LineCheck:
     """What QA found for one line; `transcript` and `error_rate` are None when it was not transcribed.
 
-    `diff` aligns the user's own text with the words as heard: (kind, text, heard) pieces, kind being equal,
-    substitute, delete or insert. `flags` fail the line; `marks` (edited, unscored) only inform. `end` is where
+    `verdict` is passed, failed or unchecked, with its reasons (`flags`: the checks it failed). `diff` aligns the
+    user's own text with the words as heard: (kind, text, heard) pieces, kind being equal, substitute, delete or
+    insert. `marks` (edited, unscored) only inform; `note` says every reason and mark in a phrase. `end` is where
     the audio checked ends on the programme. `voice_skipped` says why a voice check that ran did not measure
     this line."""
 
@@ -84,8 +86,7 @@ class LineCheck:
     errors: int
     reference_units: int
     error_rate: float | None
-    flags: tuple[str, ...]
-    passed: bool
+    verdict: Verdict
     note: str
     start: float
     slot: float
@@ -106,6 +107,16 @@ class LineCheck:
     end: float | None = None
     voice_skipped: str | None = None
     reference: dict | None = None  # where the line's voice came from (render --source): its clip, words, why
+
+    @property
+    def flags(self) -> tuple[str, ...]:
+        """The checks the line failed."""
+        return tuple(f.check for f in self.verdict.failures)
+
+    @property
+    def passed(self) -> bool:
+        """Checked and passed: an unchecked line has not."""
+        return self.verdict.outcome == PASSED
 
 
 @dataclass(frozen=True)
@@ -143,8 +154,6 @@ class Report:
     lines: tuple[LineCheck, ...]
     wer: CorpusFigure
     cer: CorpusFigure
-    passed: bool
-    failed: int
     settings: QaSettings
     speaker_model: str | None = None
     voices: tuple[SpeakerVoice, ...] = ()
@@ -153,3 +162,21 @@ class Report:
     preset: str | None = None
     mix: str | None = None  # the mix file, relative to out_dir, when it exists
     program_seconds: float | None = None
+    mix_seconds: float | None = None  # the mix file's length
+
+    @property
+    def tally(self) -> Tally:
+        return Tally.of(c.verdict for c in self.lines)
+
+    @property
+    def passed(self) -> bool:
+        """Every line was checked and passed."""
+        return self.tally.all_passed
+
+    @property
+    def failed(self) -> int:
+        return self.tally.failed
+
+    @property
+    def unchecked(self) -> int:
+        return self.tally.unchecked

@@ -8,15 +8,18 @@ from pathlib import Path
 from typing import Callable
 
 import numpy as np
+import soundfile as sf
 
 from omnidub.asr import Asr, whisper_language
 from omnidub.config import QaOptions
-from omnidub.qa.levels import edits, level_flags, measure, read_segment
+from omnidub.errors import OmnidubError, first_line
+from omnidub.qa.levels import Level, edits, level_failures, measure, read_segment
 from omnidub.qa.manifest import (manifest_references, model_name, number, read_manifest, rendered_end, threshold,
                                  validate_entry)
 from omnidub.qa.results import FLAG_LABELS, CorpusFigure, LineCheck, QaSettings, Report
 from omnidub.qa.scoring import Score, display_diff, metric_for, score
 from omnidub.qa.timing import check_timing
+from omnidub.qa.verdict import WORDS, Finding, judge
 from omnidub.qa.voice import (
     SpeakerEncoder, match_voice, reference_embeddings, speaker_voices, unmeasured_reason, voice_note, wrong_voice,
 )
@@ -90,18 +93,37 @@ class _Heard:
     unscored: str | None  # why the words were not scored
 
 
-def _hear(entry: dict, mono: np.ndarray, rate: int, context: _Context) -> _Heard:
+def english_only_reason(asr_name: str, language: str | None) -> str:
+    return f"words not scored: {asr_name} is an English-only model and the line is in {language}"
+
+
+def _labelled(language: str | None) -> bool:
+    """Whether the line names a language (OmniVoice's "none" names none)."""
+    return bool(language and language.strip() and language.strip().lower() != "none")
+
+
+def _hear(entry: dict, mono: np.ndarray, rate: int, level: Level, context: _Context) -> _Heard:
+    """The words heard and their score, or why they could not be scored: no speech to hear, no ASR model for the
+    line's language, or an ASR that could not run (a model that cannot load is the user's to fix: it raises)."""
     language = entry.get("language")
     code = whisper_language(language)
+
+    def unscored(why: str) -> _Heard:
+        return _Heard(language, None, Score(metric_for(code), 0, 0), (), why)
+
+    if level.silent_fraction >= 1.0:  # no samples, or not one frame above the silence level
+        return unscored(f"words not scored: no speech heard (nothing above {context.settings.silence_dbfs:g} dBFS)")
+    if code is None and _labelled(language):
+        return unscored(f"words not scored: no ASR model for its language ({language}: Whisper has none)")
     if code not in (None, "en") and context.english_only():
         # An English-only model would hear English words in any speech and score them as errors.
-        return _Heard(language, None, Score(metric_for(code), 0, 0), (),
-                      f"not scored: {context.asr.name} is an English-only model")
+        return unscored(english_only_reason(context.asr.name, language))
     try:
         heard = context.asr.transcribe(mono, rate, language=code)
-    except ValueError:
-        # A code this Whisper model lacks (yue before large-v3): let it detect one rather than refuse the line.
-        heard = context.asr.transcribe(mono, rate, language=None)
+    except OmnidubError:
+        raise
+    except Exception as exc:  # noqa: BLE001 - whatever stops the ASR on this clip leaves its words unscored
+        return unscored(f"words not scored: the ASR could not run ({first_line(exc)})")
     # An unlabelled line is scored in the language Whisper heard, and reported as such.
     language = language or heard.language or None
     return _Heard(language, heard.text, score(entry["text"], heard.text, language),
@@ -119,47 +141,54 @@ def _check_one(entry: dict, context: _Context) -> LineCheck:
 
     data, rate = read_segment(path, entry["index"])
     level, mono = measure(data, rate, settings)
-    marks, notes = [], []
+    marks, notes, unmeasured = [], [], []
     changed = edits(entry, path, data, rate, context.sample_rate, settings)
     if changed:
         marks.append("edited")
         notes.append("edited: " + ", ".join(changed))
-    heard = _hear(entry, mono, rate, context)
+    heard = _hear(entry, mono, rate, level, context)
     if heard.unscored:
         marks.append("unscored")
-        notes.append(heard.unscored)
+        unmeasured.append(Finding(WORDS, heard.unscored))
     error_rate = heard.score.errors / max(heard.score.units, 1) if heard.transcript is not None else None
     timing = check_timing(entry, level.duration, context.neighbours, context.program_seconds, settings)
 
     speaker = str(entry.get("speaker", ""))
     voice, voice_skipped = _voice(speaker, mono, rate, level.finite, context)
 
-    flags: list[str] = []
-    limit = settings.max_cer if heard.score.metric == "cer" else settings.max_wer
+    failures: list[Finding] = []
+    metric = heard.score.metric
+    limit = settings.max_cer if metric == "cer" else settings.max_wer
     if error_rate is not None and error_rate > limit:
-        flags.append(heard.score.metric)
+        failures.append(Finding(metric, f"{FLAG_LABELS[metric]} ({metric.upper()} {error_rate:.0%}, over {limit:.0%})"))
     if voice is not None and wrong_voice(voice, settings):
-        flags.append("voice")
-        notes.append(voice_note(voice, speaker, settings))
-    flags += timing.flags
-    notes += timing.notes
-    flags += level_flags(level, settings)
+        failures.append(Finding("voice", voice_note(voice, speaker, settings)))
+    if voice_skipped:
+        unmeasured.append(Finding("voice", f"voice not measured: {voice_skipped}"))
+    failures += timing.failures
+    failures += level_failures(level, settings)
+    verdict = judge(failures, unmeasured)
 
-    explained = {"voice", "overflow", "overlap"}
     start = number(entry.get("start"))
     # An edited file is checked as it is now, so its end is where that audio ends, not the render's.
     end = start + level.duration if changed else rendered_end(entry, start, level.duration)
     return LineCheck(
         index=entry["index"], speaker=speaker, text=entry["text"], language=heard.language, file=file,
-        status=str(entry.get("status", "")), transcript=heard.transcript, metric=heard.score.metric,
-        errors=heard.score.errors, reference_units=heard.score.units, error_rate=error_rate, flags=tuple(flags),
-        passed=not flags, note="; ".join([FLAG_LABELS[f] for f in flags if f not in explained] + notes),
-        start=start, slot=timing.slot, duration=level.duration, overflow=timing.overflow, overlap=timing.overlap,
-        peak=level.peak, rms=level.rms, clipped_samples=level.clipped_samples, silent_fraction=level.silent_fraction,
-        leading_silence=level.leading_silence, trailing_silence=level.trailing_silence, diff=heard.diff,
-        marks=tuple(marks), overlap_line=timing.overlap_line, voice=voice, start_tc=entry.get("start_tc"), end=end,
-        voice_skipped=voice_skipped, reference=_reference(entry),
+        status=str(entry.get("status", "")), transcript=heard.transcript, metric=metric,
+        errors=heard.score.errors, reference_units=heard.score.units, error_rate=error_rate, verdict=verdict,
+        note=_note(verdict, notes), start=start, slot=timing.slot, duration=level.duration, overflow=timing.overflow,
+        overlap=timing.overlap, peak=level.peak, rms=level.rms, clipped_samples=level.clipped_samples,
+        silent_fraction=level.silent_fraction, leading_silence=level.leading_silence,
+        trailing_silence=level.trailing_silence, diff=heard.diff, marks=tuple(marks), overlap_line=timing.overlap_line,
+        voice=voice, start_tc=entry.get("start_tc"), end=end, voice_skipped=voice_skipped, reference=_reference(entry),
     )
+
+
+def _note(verdict, notes: list[str]) -> str:
+    """Every failure, why the words were not scored, and the marks' notes, in a phrase (the voice figure says why
+    a voice was not measured)."""
+    words = [f.text for f in verdict.unmeasured if f.check == WORDS]
+    return "; ".join([f.text for f in verdict.failures] + words + notes)
 
 
 def _reference(entry: dict) -> dict | None:
@@ -180,11 +209,12 @@ def _voice(speaker: str, mono: np.ndarray, rate: int, finite: bool, context: _Co
 
 def _untranscribed(entry: dict, flag: str, note: str, context: _Context) -> LineCheck:
     start, end = number(entry.get("start")), number(entry.get("end"))
+    verdict = judge([Finding(flag, note)])
     return LineCheck(
         index=int(entry["index"]), speaker=str(entry.get("speaker", "")), text=str(entry.get("text", "")),
         language=entry.get("language"), file=entry.get("file"), status=str(entry.get("status", "")),
         transcript=None, metric=metric_for(entry.get("language")), errors=0, reference_units=0, error_rate=None,
-        flags=(flag,), passed=False, note=note, start=start, slot=max(0.0, end - start), duration=0.0,
+        verdict=verdict, note=_note(verdict, []), start=start, slot=max(0.0, end - start), duration=0.0,
         overflow=0.0, overlap=0.0, peak=0.0, rms=0.0, clipped_samples=0, silent_fraction=0.0,
         leading_silence=0.0, trailing_silence=0.0, start_tc=entry.get("start_tc"), end=start,
         voice_skipped=NO_AUDIO if context.encoder is not None else None, reference=_reference(entry),
@@ -223,12 +253,21 @@ def _voice_references(encoder, manifest: dict, out_dir: Path, speakers: list[str
 
 
 def _unscored_note(checks: tuple[LineCheck, ...], asr) -> list[str]:
-    unscored = [c for c in checks if "unscored" in c.marks]
-    if not unscored:
+    """What scores the lines an English-only model left unscored (each line's verdict says why it was not)."""
+    english = [c for c in checks
+               if any(f.text == english_only_reason(asr.name, c.language) for f in c.verdict.unmeasured)]
+    if not english:
         return []
-    languages = ", ".join(sorted({c.language or "?" for c in unscored}))
-    return [f"{len(unscored)} line(s) in {languages} not scored: ASR model {asr.name} is English-only (it hears "
+    languages = ", ".join(sorted({c.language or "?" for c in english}))
+    return [f"{len(english)} line(s) in {languages} not scored: ASR model {asr.name} is English-only (it hears "
             "English words in any speech); a multilingual model (e.g. small) scores them"]
+
+
+def _length(path: Path) -> float | None:
+    try:
+        return float(sf.info(str(path)).duration)
+    except (RuntimeError, OSError):  # an unreadable mix is shown without its length
+        return None
 
 
 def run_qa(
@@ -261,13 +300,13 @@ def run_qa(
     checks = tuple(_check(out_dir, lines, asr, settings, progress, None, program, rate, encoder, embeddings))
     notes = _unscored_note(checks, asr)
     mix = manifest.get("mix")
-    failed = sum(not c.passed for c in checks)
+    mix = mix if isinstance(mix, str) and (out_dir / mix).is_file() else None
     return Report(
         out_dir=out_dir, asr_model=asr.name, lines=checks, wer=_corpus(checks, "wer"), cer=_corpus(checks, "cer"),
-        passed=failed == 0, failed=failed, settings=settings,
+        settings=settings,
         speaker_model=None if encoder is None else encoder.name,
         voices=speaker_voices(checks, reasons) if encoder else (),
         notes=tuple(notes), render_model=model_name(manifest.get("model")),
         preset=saved.get("name") if isinstance(saved.get("name"), str) else None,
-        mix=mix if isinstance(mix, str) and (out_dir / mix).is_file() else None, program_seconds=program,
+        mix=mix, program_seconds=program, mix_seconds=_length(out_dir / mix) if mix else None,
     )

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 from omnidub.qa.manifest import number
 from omnidub.qa.results import QaSettings
+from omnidub.qa.verdict import Finding
 
 
 @dataclass(frozen=True)
@@ -15,8 +16,7 @@ class Timing:
     overflow: float
     overlap: float
     overlap_line: int | None
-    flags: tuple[str, ...]
-    notes: tuple[str, ...]
+    failures: tuple[Finding, ...]
 
 
 def check_timing(entry: dict, duration: float, neighbours: list[dict], program_seconds: float | None,
@@ -29,14 +29,12 @@ def check_timing(entry: dict, duration: float, neighbours: list[dict], program_s
     room_end, room = _room_end(entry, end, program_seconds)
     overflow = max(0.0, spoken_end - room_end) if math.isfinite(room_end) else 0.0
     overlap, overlap_line = _overlap(entry, spoken_end, start + slot, neighbours)
-    flags, notes = [], []
+    failures = []
     if overflow > settings.timing_tolerance:
-        flags.append("overflow")
-        notes.append(f"runs {overflow:.2f} s past {room}")
+        failures.append(Finding("overflow", f"runs {overflow:.2f} s past {room}"))
     if overlap > settings.timing_tolerance:
-        flags.append("overlap")
-        notes.append(f"runs {overlap:.2f} s into line {overlap_line}")
-    return Timing(slot, overflow, overlap, overlap_line, tuple(flags), tuple(notes))
+        failures.append(Finding("overlap", f"runs {overlap:.2f} s into line {overlap_line}"))
+    return Timing(slot, overflow, overlap, overlap_line, tuple(failures))
 
 
 def _overlap(entry: dict, spoken_end: float, slot_end: float, neighbours: list[dict]) -> tuple[float, int | None]:

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 
-from omnidub.errors import OmnidubError
+from omnidub.errors import OmnidubError, first_line
 from omnidub.source.audio import CLIP_RATE, SourceAudio
 
 VOCALS = "vocals"
@@ -61,7 +61,7 @@ def load_separator(model: str, device: str = "cpu"):
     except OmnidubError:
         raise
     except Exception as exc:  # noqa: BLE001 - hub, network, checksum and unpickling errors all mean the same to a user
-        reason = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+        reason = first_line(exc)
         if looks_like_file:
             raise OmnidubError(f"--separate {model}: cannot load it as a Demucs model ({reason})") from None
         raise OmnidubError(
