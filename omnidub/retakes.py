@@ -18,6 +18,7 @@ def qa_with_retakes(project, asr, retakes: int, listener=None, progress=None, en
     report = run_qa(project.out_dir, asr=asr, progress=progress, encoder=encoder, references=references)
     if retakes <= 0:
         write_reports(report, project.folder)
+        project.mark_checked()
         return report
     thresholds = dict(
         max_wer=report.settings.max_wer, max_cer=report.settings.max_cer,
@@ -57,6 +58,7 @@ def qa_with_retakes(project, asr, retakes: int, listener=None, progress=None, en
     else:
         project.save_manifest()  # the attempts are recorded; stems and mix are unchanged
     write_reports(report, project.folder)
+    project.mark_checked()
     return report
 
 
