@@ -31,7 +31,8 @@ class FrameGrid:
             ntsc = Fraction(nominal * 1000, 1001)
             if abs(fps - ntsc) < NTSC_TOLERANCE:
                 return cls(ntsc)
-        return cls(fps.limit_denominator(1001))
+        near = fps.limit_denominator(1001)
+        return cls(near if near > 0 else fps)
 
     def frame(self, seconds: float) -> int:
         """The nearest whole frame of a moment. A moment exactly between two frames goes to the later one: a dub

@@ -227,9 +227,9 @@ def _write(timeline, path: Path, adapter: str, **options) -> Path:
     from omnidub.files import atomic_path
 
     text = otio.adapters.write_to_string(timeline, adapter_name=adapter, **options)
-    if adapter == "cmx_3600":  # say what the timecodes count: the adapter leaves it out
-        title, _, events = text.partition("\n")
-        text = f"{title}\nFCM: NON-DROP FRAME\n{events}"
+    if adapter == "cmx_3600":  # say what the timecodes count, after the title: the adapter leaves it out
+        title, events = text.split("\n", 1) if text.startswith("TITLE:") else ("", text)
+        text = "\n".join([*filter(None, [title]), "FCM: NON-DROP FRAME", events])
     with atomic_path(path) as temp:
         temp.write_text(text, encoding="utf-8")
     return path
