@@ -277,6 +277,9 @@ class FakeRenderer:
     def reassemble(self):
         self.save_manifest()
 
+    def mark_checked(self):
+        """No timelines here to mark."""
+
 
 def test_retakes_retry_a_line_in_the_wrong_voice(tmp_path, whisper, encoder):
     from omnidub.retakes import qa_with_retakes
