@@ -19,6 +19,7 @@ from omnidub import __version__
 from omnidub.folder import OutputFolder
 from omnidub.outputs.deliver import DeliveryOptions, Probed
 from omnidub.outputs.mix import Placement, container
+from omnidub.outputs.timeline import names_folder
 from omnidub.outputs.writers import WRITERS, Output, Programme, Writer, with_language
 from omnidub.records import LastRender, LineEntry
 
@@ -56,7 +57,7 @@ class Assembly:
         """Every line with audio at its start (``planned``: every line at its planned length, to know the
         paths before anything renders)."""
         return [Placement(self.folder.path / e.file, e.start, e.speaker, (e.target if planned else e.duration) or 0.0,
-                          e.text, e.index, e.language) for e in entries if planned or e.done]
+                          e.text, e.index, e.language, tuple(e.flags), e.sha256) for e in entries if planned or e.done]
 
     def programme(self, placements: list[Placement], names: dict[str, str], seconds: float) -> Programme:
         """The programme to write: the lines where they sit, at least ``seconds`` long, padded to the video (or,
@@ -82,7 +83,8 @@ class Assembly:
                 sources[str(Path(path).resolve())] = [stat.st_size, stat.st_mtime_ns]
         lines = [[e.index, e.file, self._segment_hash(e), e.start, e.duration, e.speaker] for e in entries if e.done]
         payload = {"omnidub": __version__, "lines": lines, "names": names, "program": seconds, "sources": sources,
-                   "delivery": repr(self.options), "name": self.name}
+                   "delivery": repr(self.options), "name": self.name,
+                   "folder": str(self.folder.path.resolve()) if names_folder(self.options.timelines) else None}
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
     def _segment_hash(self, entry: LineEntry) -> str | None:
@@ -116,31 +118,40 @@ class Assembly:
         }}
         generation = Generation(key, parts)
         for writer in self.writers:
-            paths = writer.paths(programme)
-            try:
-                for said in self.folder.make_way(paths):
-                    note(said)
-                output = writer.write(programme, parts)
-            except Exception as exc:
-                if writer.required:
-                    raise
-                why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                generation.notes.append(f"the {writer.name} were not written: {why}")
-                generation.complete = False
-                note(generation.notes[-1])
-                output = Output([], writer.empty)
-            _merge(parts, output.record)
-            for relative in dict.fromkeys([*paths, *output.files]):
-                if (self.folder.path / relative).is_file():
-                    self.folder.record(relative)
-                    generation.files[relative] = self.folder.ledger.files[relative].sha256
+            self._run(writer, programme, parts, generation, note)
         channels = 2 if parts["delivery"].get("bed_mix") else 1
         if container(options.fmt, int(round(programme.seconds * options.sample_rate)), channels)[0] == "RF64":
             note("stems and mixes pass WAV's 4 GiB limit: they were written as RF64 (64-bit WAV)")
-        if programme.video_seconds is not None:
-            generation.past_video = tuple(p.index for p in programme.placements
-                                          if p.start + p.seconds > programme.video_seconds + 1e-3)
+        generation.past_video = programme.past_video()
         return generation
+
+    def rewrite(self, programme: Programme, generation: Generation, name: str, note: Callable[[str], None]) -> None:
+        """Write the files of the writer called ``name`` again within ``generation`` (the timelines, once QA has
+        judged the lines): its key stays, each file's new hash is recorded."""
+        for writer in (w for w in self.writers if w.name == name):
+            self._run(writer, replace(programme, note=note), generation.parts, generation, note)
+
+    def _run(self, writer: Writer, programme: Programme, parts: dict, generation: Generation,
+             note: Callable[[str], None]) -> None:
+        """One writer: its files made way for, written and recorded; its part merged into the manifest's."""
+        paths = writer.paths(programme)
+        try:
+            for said in self.folder.make_way(paths):
+                note(said)
+            output = writer.write(programme, parts)
+        except Exception as exc:
+            if writer.required:
+                raise
+            why = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            generation.notes.append(f"the {writer.name} were not written: {why}")
+            generation.complete = False
+            note(generation.notes[-1])
+            output = Output([], writer.empty)
+        _merge(parts, output.record)
+        for relative in dict.fromkeys([*paths, *output.files]):
+            if (self.folder.path / relative).is_file():
+                self.folder.record(relative)
+                generation.files[relative] = self.folder.ledger.files[relative].sha256
 
 
 def _merge(parts: dict, record: dict) -> None:

@@ -271,6 +271,7 @@ class Job:
                                           encoder=encoder, references=speaker_references(project))
         for project, report in reports.items():
             write_reports(report, project.folder)
+            project.mark_checked()  # the timelines mark the lines QA failed
             self.listener.checked(report, (project.out_dir / "qa.json", project.out_dir / "qa.html"))
         return reports
 

@@ -86,12 +86,10 @@ class _Timecodes:
         record = entry.to_json()
         if not self.fps:
             return record
-        from omnidub.outputs.timeline import timecode
+        from omnidub.outputs.frames import line_timecodes
 
         try:
-            record["start_tc"], record["end_tc"] = timecode(entry.start, self.fps), timecode(entry.end, self.fps)
-            if entry.rendered_end is not None:
-                record["rendered_end_tc"] = timecode(entry.rendered_end, self.fps)
+            record.update(line_timecodes(entry.start, entry.end, entry.duration, self.fps))
         except ValueError as exc:
             self.note(f"no timecodes in the manifest at {self.fps:g} fps: {exc}")
             self.fps = None

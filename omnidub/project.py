@@ -387,6 +387,14 @@ class Project:
         self._remove_stale(audio_changed=rendered or changed)
         self.save_manifest()
 
+    def mark_checked(self) -> None:
+        """After QA: the timelines again, with a marker on each line it failed (the other outputs stay)."""
+        if self.generation is None or not self.options.delivery.timelines:
+            return
+        programme = self.assembly.programme(self.assembly.placements(self.entries), self.names, self.program or 0.0)
+        self.assembly.rewrite(programme, self.generation, "timelines", self.note)
+        self.save_manifest()
+
     def _remove_stale(self, audio_changed: bool) -> None:
         """Drop what omnidub wrote here that nothing of this render uses any more (old segments, stems of
         speakers who left or of another format, reports of audio that changed); edited files stay."""

@@ -65,17 +65,19 @@ def whisper_tiny_en() -> Path:
     return folder
 
 
-def make_video(path: Path, seconds: float, fps: int = 25, rate: int = 44100) -> None:
-    """A small test video made with PyAV: a bar moving over black (mpeg4) and a 150 Hz tone (AAC, stereo)."""
+def make_video(path: Path, seconds: float, fps: int = 25, rate: int = 44100, *, codec: str = "mpeg4",
+               options: dict | None = None, audio: str = "aac") -> None:
+    """A small test video made with PyAV: a bar moving over black (``codec``, mpeg4 unless asked, with its
+    encoder ``options``) and a 150 Hz tone (``audio``, AAC unless asked, stereo)."""
     import av
     import numpy as np
 
     t = np.arange(int(seconds * rate)) / rate
     sound = (0.2 * np.sin(2 * np.pi * 150.0 * t) * np.minimum(1.0, np.minimum(t, t[::-1]) / 0.01)).astype(np.float32)
     with av.open(str(path), "w") as out:
-        video = out.add_stream("mpeg4", rate=fps)
+        video = out.add_stream(codec, rate=fps, options=options or {})
         video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"
-        audio = out.add_stream("aac", rate=rate, layout="stereo")
+        sound_stream = out.add_stream(audio, rate=rate, layout="stereo")
         for i in range(int(seconds * fps)):
             image = np.zeros((48, 64, 3), np.uint8)
             image[:, (i * 2) % 64] = 255
@@ -83,13 +85,14 @@ def make_video(path: Path, seconds: float, fps: int = 25, rate: int = 44100) -> 
                 out.mux(packet)
         for packet in video.encode():
             out.mux(packet)
-        for start in range(0, len(sound), 1024):
-            chunk = np.ascontiguousarray(np.stack([sound[start : start + 1024]] * 2))
+        size = sound_stream.codec_context.frame_size or 1024
+        for start in range(0, len(sound), size):
+            chunk = np.ascontiguousarray(np.stack([sound[start : start + size]] * 2))
             frame = av.AudioFrame.from_ndarray(chunk, format="fltp", layout="stereo")
             frame.sample_rate, frame.pts = rate, start
-            for packet in audio.encode(frame):
+            for packet in sound_stream.encode(frame):
                 out.mux(packet)
-        for packet in audio.encode():
+        for packet in sound_stream.encode():
             out.mux(packet)
 
 

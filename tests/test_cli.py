@@ -179,6 +179,26 @@ def test_render_retakes_record_every_attempt(small_render):
     assert (out / "qa.json").is_file() and (out / "qa.html").is_file()
 
 
+def test_the_lines_qa_failed_are_marked_on_the_timeline(small_render):
+    import hashlib
+
+    import opentimelineio as otio
+
+    _, out = small_render
+    manifest = json.loads((out / "manifest.json").read_text())
+    checked = {line["index"]: line for line in json.loads((out / "qa.json").read_text())["lines"]}
+    # QA names the audio it judged, so a verdict is never pinned on a take it did not hear.
+    judged = {i: line["sha256"] for i, line in checked.items()}
+    assert judged == {line["index"]: line["sha256"] for line in manifest["lines"]}
+    timeline = otio.adapters.read_from_file(str(out / "two.dub.otio"))
+    marked = {clip.metadata["omnidub"]["index"]: [(m.name, m.color) for m in clip.markers]
+              for track in timeline.audio_tracks() for clip in track.find_clips()}
+    assert marked == {i: [(f"QA: {', '.join(line['flags'])}", "RED")] for i, line in checked.items()}
+    # The timeline written after QA is the one the manifest's assembly record vouches for: a rerun keeps it.
+    digest = hashlib.sha256((out / "two.dub.otio").read_bytes()).hexdigest()
+    assert manifest["assembly"]["files"]["two.dub.otio"] == digest
+
+
 def test_qa_command_reports_noise_as_failing(small_render, whisper_tiny_en):
     _, out = small_render
     result = run("qa", out, "--asr-model", whisper_tiny_en, "--json")

@@ -162,39 +162,21 @@ def test_the_dubbed_video_copies_the_picture_and_plays_the_dub_first(tmp_path, t
     assert _level_at(decoded, 48000, 2000.0, 1.0, 2.0) > _level_at(decoded, 48000, 150.0, 1.0, 2.0) + 30
 
 
-def test_subtitles_and_timelines_carry_the_rendered_times(tmp_path):
-    import opentimelineio as otio
+def test_subtitles_carry_the_rendered_times_on_the_frame_grid(tmp_path):
     import srt
 
-    from omnidub.outputs.timeline import timecode, write_subtitles, write_timelines
+    from omnidub.outputs.timeline import write_subtitles
 
     lines = [("Alice", 0.5, speech_like(1.2, 1)), ("Bob", 1.0, speech_like(2.0, 2)), ("Alice", 1.5, speech_like(1.0, 3))]
-    placements = place(tmp_path, lines)  # Alice's lines overlap: her second one takes a second lane
-    write_subtitles(placements, tmp_path / "dub.srt", tmp_path / "dub.vtt")
+    placements = place(tmp_path, lines)
+    write_subtitles(placements, tmp_path / "dub.srt", tmp_path / "dub.vtt", 25.0)
     cues = list(srt.parse((tmp_path / "dub.srt").read_text(encoding="utf-8")))
-    # Each cue ends where its audio does, or where the next cue starts if that comes first.
-    ends = [min([p.start + p.seconds] + [q.start for q in placements[k + 1:]]) for k, p in enumerate(placements)]
-    assert [(c.start.total_seconds(), round(c.end.total_seconds(), 3), c.content) for c in cues] == [
-        (p.start, round(end, 3), p.text) for p, end in zip(placements, ends, strict=True)
-    ]
+    # At 25 fps 0.5 s and 1.5 s fall between frames 12 and 13, 37 and 38: the cues start on the later frame, and
+    # each ends where its clip does (whole frames of its audio) or where the next cue starts if that comes first.
+    assert [(c.start.total_seconds(), c.end.total_seconds(), c.content) for c in cues] == [
+        (0.52, 1.0, "line 1"), (1.0, 1.52, "line 2"), (1.52, 2.52, "line 3")]
     vtt = (tmp_path / "dub.vtt").read_text(encoding="utf-8")
-    assert vtt.startswith("WEBVTT") and "00:00:01.000 --> 00:00:01.500\n<v Bob>line 2" in vtt
-
-    written = write_timelines(placements, tmp_path / "dub", 25.0, ("otio", "edl", "fcpxml"), name="dub")
-    assert sorted(p.name for p in written) == ["dub.Alice.edl", "dub.Alice__2_.edl", "dub.Bob.edl", "dub.otio", "dub.xml"]
-    timeline = otio.adapters.read_from_file(str(tmp_path / "dub.otio"))
-    found = {}
-    for track in timeline.audio_tracks():
-        for clip in track.find_clips():
-            found[clip.metadata["omnidub"]["index"]] = (track.name, clip.range_in_parent().start_time.to_seconds(), clip.media_reference.target_url)
-    assert found == {
-        p.index: (p.speaker if p.index != 3 else "Alice (2)", pytest.approx(p.start, abs=1e-9), p.path.resolve().as_uri()) for p in placements
-    }
-    fcp = otio.adapters.read_from_file(str(tmp_path / "dub.xml"))
-    starts = sorted(c.range_in_parent().start_time.to_seconds() for t in fcp.audio_tracks() for c in t.find_clips())
-    assert starts == pytest.approx(sorted(p.start for p in placements), abs=1 / 25)
-    assert "00:00:01:00" in (tmp_path / "dub.Bob.edl").read_text()
-    assert timecode(3661.52, 25) == "01:01:01:13" and timecode(0.0, 30000 / 1001) == "00:00:00;00"
+    assert vtt.startswith("WEBVTT") and "00:00:01.000 --> 00:00:01.520\n<v Bob>line 2" in vtt
 
 
 def test_assembly_pads_to_the_video_muxes_the_bed_mix_and_flags_lines_past_the_end(tmp_path, test_video):
@@ -317,23 +299,21 @@ def test_dubbed_subtitles_never_overlap_and_can_name_the_speakers(tmp_path):
     lines = [("Alice", 0.0, speech_like(2.0, 1)), ("Bob", 1.5, speech_like(1.0, 2)),
              ("Alice", 3.0, speech_like(1.0, 3)), ("Bob", 3.0, speech_like(1.5, 4))]
     placements = place(tmp_path, lines)
-    write_subtitles(placements, tmp_path / "dub.srt", tmp_path / "dub.vtt", speakers=True)
+    write_subtitles(placements, tmp_path / "dub.srt", tmp_path / "dub.vtt", 24.0, speakers=True)
     cues = list(srt.parse((tmp_path / "dub.srt").read_text(encoding="utf-8")))
     assert all(a.end <= b.start for a, b in zip(cues, cues[1:]))
     assert [(c.start.total_seconds(), c.end.total_seconds()) for c in cues] == [(0.0, 1.5), (1.5, 2.5), (3.0, 4.5)]
     assert [c.content for c in cues] == ["Alice: line 1", "Bob: line 2", "Alice: line 3\nBob: line 4"]
     vtt = (tmp_path / "dub.vtt").read_text(encoding="utf-8")
     assert "00:00:00.000 --> 00:00:01.500\n<v Alice>line 1" in vtt and "<v Alice>line 3\n<v Bob>line 4" in vtt
-    write_subtitles(placements, tmp_path / "plain.srt", tmp_path / "plain.vtt")
+    write_subtitles(placements, tmp_path / "plain.srt", tmp_path / "plain.vtt", 24.0)
     assert "Alice:" not in (tmp_path / "plain.srt").read_text(encoding="utf-8")
 
 
-def test_timecodes_at_a_rate_smpte_does_not_define_count_frames_within_each_second(tmp_path):
-    from omnidub.outputs.timeline import smpte_rate, timecode, write_timelines
+def test_a_rate_smpte_does_not_define_still_gets_an_otio_timeline(tmp_path):
+    from omnidub.outputs.timeline import smpte_rate, write_timelines
 
     assert not smpte_rate(10) and smpte_rate(25) and smpte_rate(30000 / 1001)
-    assert timecode(12.3, 10) == "00:00:12:03" and timecode(3661.95, 10) == "01:01:01:09"
-    assert timecode(12.3, 25) == "00:00:12:08"
     placements = place(tmp_path, [("Alice", 1.0, speech_like(1.0, 1))])
     [written] = write_timelines(placements, tmp_path / "dub", 10.0, ("otio",), name="dub")  # OTIO JSON takes any rate
     assert written.name == "dub.otio"

@@ -310,6 +310,9 @@ class TakesFromFlite:
     def reassemble(self):
         self.save_manifest()
 
+    def mark_checked(self):
+        """No timelines here to mark."""
+
 
 def test_retakes_retry_a_line_in_the_wrong_voice_through_the_executor(tmp_path, whisper, encoder):
     from omnidub.job import Job, QaOptions

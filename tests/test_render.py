@@ -127,6 +127,39 @@ def test_an_unchanged_rerun_keeps_its_assembly_and_a_changed_one_assembles_again
     assert result.exit_code == 0 and "up to date" not in result.stderr and (out / "stems" / "BOB.wav").is_file()
 
 
+def test_a_moved_folder_gets_timelines_that_point_at_its_own_segments(rendered, example_args, tmp_path):
+    import opentimelineio as otio
+    from opentimelineio.url_utils import filepath_from_url
+
+    def segments(otio_file: Path) -> set[Path]:
+        timeline = otio.adapters.read_from_file(str(otio_file))
+        return {(otio_file.parent / filepath_from_url(clip.media_reference.target_url)).resolve()
+                for track in timeline.audio_tracks() for clip in track.find_clips()}
+
+    first, moved = tmp_path / "out1", tmp_path / "out2"
+    shutil.copytree(rendered, first)
+    first.rename(moved)
+    # OTIO names each segment relative to itself: the moved folder's timeline is still right, and kept.
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", moved)
+    assert result.exit_code == 0 and "up to date" in result.stderr, result.output
+    assert segments(moved / "dialogue.dub.otio") == {(moved / e["file"]).resolve() for e in manifest(moved)["lines"]}
+    # FCP 7 XML and EDLs must name them by absolute path: a move assembles them again, for the new folder.
+    timelines = ["--timeline", "otio,edl,fcpxml", "--fps", "30000/1001"]
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", moved, *timelines)
+    assert result.exit_code == 0, result.output
+    moved.rename(first)
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", first, *timelines)
+    assert result.exit_code == 0 and "up to date" not in result.stderr, result.output
+    written = manifest(first)["delivery"]["timelines"]
+    assert sorted(written) == [f"dialogue.dub.{n}" for n in ("ALICE.edl", "BOB.edl", "otio", "xml")]
+    for name in written:
+        text = (first / name).read_text(encoding="utf-8")
+        assert str(moved) not in text and (name.endswith(".otio") or first.resolve().as_uri() + "/segments/" in text)
+    assert segments(first / "dialogue.dub.otio") == {(first / e["file"]).resolve() for e in manifest(first)["lines"]}
+    result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", first, *timelines)
+    assert result.exit_code == 0 and "up to date" in result.stderr, result.output
+
+
 def rehome(out: Path, source: Path) -> None:
     """A copied output folder as if it had been rendered from ``source`` (its manifest and ledger agree)."""
     from omnidub.folder import Ledger
@@ -202,15 +235,22 @@ def test_a_video_and_its_own_audio_as_bed_give_a_dubbed_video_subtitles_and_a_ti
         assert dubbed.streams.video[0].frames == source.streams.video[0].frames == 500
         assert len(dubbed.streams.audio) == 1 and dubbed.streams.audio[0].metadata["language"] == "eng"
     cues = list(srt.parse((out / "clip.dub.srt").read_text(encoding="utf-8")))
-    # Each cue ends where its line's audio does, or where the next cue starts if that comes first.
-    ends = [min([line["start"] + line["duration"]] + [later["start"] for later in lines[k + 1:]]) for k, line in enumerate(lines)]
+    # Each cue runs from its line's record-in frame to its record-out (whole frames of its audio), or to where the
+    # next cue starts if that comes first: the frames the manifest's timecodes and the timeline name.
+    def frame(timecode: str) -> int:
+        hours, minutes, seconds, frames = map(int, timecode.split(":"))
+        return ((hours * 60 + minutes) * 60 + seconds) * 25 + frames
+
+    ends = [min([frame(line["rendered_end_tc"])] + [frame(later["start_tc"]) for later in lines[k + 1:]])
+            for k, line in enumerate(lines)]
     assert [(c.start.total_seconds(), c.end.total_seconds(), c.content) for c in cues] == [
-        (pytest.approx(line["start"], abs=1e-3), pytest.approx(end, abs=1e-3), line["text"]) for line, end in zip(lines, ends, strict=True)
+        (frame(line["start_tc"]) / 25, end / 25, line["text"]) for line, end in zip(lines, ends, strict=True)
     ]
+    assert all(abs(frame(line["start_tc"]) / 25 - line["start"]) <= 0.5 / 25 + 1e-9 for line in lines)
     timeline = otio.adapters.read_from_file(str(out / "clip.dub.otio"))
-    placed = {(track.name, round(clip.range_in_parent().start_time.to_seconds(), 6), clip.metadata["omnidub"]["index"])
+    placed = {(track.name, clip.range_in_parent().start_time.value, clip.metadata["omnidub"]["index"])
               for track in timeline.audio_tracks() for clip in track.find_clips()}
-    assert placed == {(line["speaker"], line["start"], line["index"]) for line in lines}
+    assert placed == {(line["speaker"], frame(line["start_tc"]), line["index"]) for line in lines}
     assert lines[0]["start_tc"] == "00:00:00:08" and all(line["end_tc"] for line in lines)  # 0.3 s at 25 fps
     summary = json.loads(result.stdout[result.stdout.index("{"):])
     assert "clip.dub.mp4" in summary["outputs"] and summary["loudness"]["bed_mix"]["integrated"] == pytest.approx(-23.0, abs=0.5)

@@ -96,7 +96,7 @@ def render(
                                          help="Video to put the dub into (picture copied, not re-encoded)."),
     keep_original: bool = typer.Option(False, "--keep-original", help="Keep the video's own audio as a second track."),
     fps: Optional[str] = typer.Option(None, "--fps", metavar="FPS", show_default=False,
-                                      help="Frame rate of timecodes and timelines, e.g. 25 or 30000/1001. "
+                                      help="Frame rate of timecodes, timelines and subtitles, e.g. 25 or 30000/1001. "
                                       "[default: the video's, else 25]"),
     timeline: str = typer.Option("otio", "--timeline", metavar="LIST",
                                  help="Timelines to write: otio, edl, fcpxml (comma-separated), or none."),

@@ -28,7 +28,8 @@ _SAMPLE_BYTES = {"PCM_16": 2, "PCM_24": 3, "PCM_32": 4, "FLOAT": 4}
 
 @dataclass(frozen=True)
 class Placement:
-    """One segment file placed on the programme timeline (length and text for subtitles and timelines)."""
+    """One segment file placed on the programme timeline (length and text for subtitles and timelines; the line's
+    flags and its audio's hash for the timelines' markers)."""
 
     path: Path
     start: float
@@ -37,6 +38,8 @@ class Placement:
     text: str = ""
     index: int = 0
     language: str | None = None
+    flags: tuple[str, ...] = ()
+    sha256: str | None = None
 
 
 @dataclass(frozen=True)

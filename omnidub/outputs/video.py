@@ -124,12 +124,59 @@ def mux(video: Path, audio: Path, out: Path, *, language: str | None = None, kee
 
 
 def _copied(source, copied, streams):
-    """(seconds, packet) for every packet of the copied streams, retargeted to the output streams."""
+    """(seconds, packet) for every packet of the copied streams, retargeted to the output streams, each with a
+    decoding time (:func:`_timed`)."""
+    timed = {stream.index: _timed(stream) for stream in copied}
+    for stream in timed.values():
+        next(stream)
     for packet in source.demux(*copied):
-        if packet.dts is None:  # the demuxer's end-of-stream marker, not data
+        if packet.size == 0 and packet.pts is None and packet.dts is None:  # the end-of-stream marker, not data
             continue
-        packet.stream = streams[packet.stream.index]
-        yield float(packet.dts * packet.time_base), packet
+        for ready in timed[packet.stream.index].send(packet):
+            ready.stream = streams[ready.stream.index]
+            yield float(ready.dts * ready.time_base), ready
+    for stream in timed.values():
+        for ready in stream.send(None):
+            ready.stream = streams[ready.stream.index]
+            yield float(ready.dts * ready.time_base), ready
+
+
+def _timed(stream):
+    """A coroutine that takes one stream's packets (None at the end) and gives back those it can, in order, each
+    with a decoding time. Matroska stores presentation times only, so with B-frames the demuxer leaves the first
+    packets (the opening keyframe among them) without one: they get the times a frame apart before the first
+    packet that has one, as FFmpeg starts such a stream; one without a time later gets one evenly between its
+    neighbours'. A packet is never decoded after it is shown."""
+    step = _frame_ticks(stream)
+    waiting: list = []
+    last = None  # the decoding time of the last packet given back
+    ready: list = []
+    while True:
+        packet = yield ready
+        if packet is not None and packet.dts is None:
+            waiting.append(packet)
+            ready = []
+            continue
+        until = packet.dts if packet is not None else None
+        for k, held in enumerate(waiting, 1):
+            if last is None:
+                dts = (until or 0) - (len(waiting) - k + 1) * step
+            elif until is None:
+                dts = last + k * step
+            else:
+                dts = last + (until - last) * k // (len(waiting) + 1)
+            held.dts = dts if held.pts is None else min(dts, held.pts)
+            held.pts = held.dts if held.pts is None else held.pts
+        ready, waiting = waiting + ([packet] if packet is not None else []), []
+        last = ready[-1].dts if ready else last
+
+
+def _frame_ticks(stream) -> int:
+    """One frame of a video stream in its time base (one tick for a stream without a frame rate)."""
+    rate = getattr(stream, "average_rate", None) or getattr(stream, "guessed_rate", None)
+    if rate and stream.time_base:
+        return max(1, round(1 / (rate * stream.time_base)))
+    return 1
 
 
 def _encoded(audio: Path, stream):

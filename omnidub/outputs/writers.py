@@ -31,6 +31,12 @@ class Programme:
     video_seconds: float | None = None
     note: Callable[[str], None] = print  # what a writer wants the user to know
 
+    def past_video(self) -> tuple[int, ...]:
+        """The lines whose audio ends after the video's picture (none without a video)."""
+        if self.video_seconds is None:
+            return ()
+        return tuple(p.index for p in self.placements if p.start + p.seconds > self.video_seconds + 1e-3)
+
 
 @dataclass(frozen=True)
 class Output:
@@ -124,13 +130,14 @@ class SubtitleWriter:
         from omnidub.outputs.timeline import write_subtitles
 
         srt, vtt = self.paths(programme)
-        write_subtitles(programme.placements, programme.out_dir / srt, programme.out_dir / vtt,
+        write_subtitles(programme.placements, programme.out_dir / srt, programme.out_dir / vtt, programme.fps,
                         speakers=programme.options.subtitle_speakers)
         return Output([srt, vtt], {"delivery": {"subtitles": [srt, vtt]}})
 
 
 class TimelineWriter:
-    """Editor timelines (OTIO, FCP 7 XML, an EDL per speaker track): each line a clip of its segment."""
+    """Editor timelines (OTIO, FCP 7 XML, an EDL per speaker track): each line a clip of its segment, a marker on
+    each line that overflows, plays past the video or failed the folder's QA."""
 
     name, required, empty = "timelines", False, {"delivery": {"timelines": []}}
 
@@ -141,7 +148,24 @@ class TimelineWriter:
         if "edl" in formats:  # one list per speaker track; a speaker whose lines overlap gets a second
             from omnidub.outputs.timeline import edl_names, speaker_lanes
 
-            found += edl_names(base, [label for label, _ in speaker_lanes(programme.placements)])
+            found += edl_names(base, [label for label, _ in speaker_lanes(programme.placements, programme.fps)])
+        return found
+
+    @staticmethod
+    def marks(programme: Programme) -> dict[int, tuple[str, ...]]:
+        """Why an editor should look at a line: ``overflow``, ``past-video``, and ``QA: <flags>`` for a line the
+        folder's qa.json failed, when it judged the audio the line has now."""
+        late = set(programme.past_video())
+        failed = _qa_failures(programme.out_dir / "qa.json")
+        found = {}
+        for p in programme.placements:
+            marks = [m for m in ("overflow",) if m in p.flags] + (["past-video"] if p.index in late else [])
+            sha, flags = failed.get(p.index, (None, ()))
+            flags = [f for f in flags if f not in marks]
+            if flags and p.sha256 is not None and sha == p.sha256:
+                marks.append(f"QA: {', '.join(flags)}")
+            if marks:
+                found[p.index] = tuple(marks)
         return found
 
     def write(self, programme: Programme, done: dict) -> Output:
@@ -152,10 +176,27 @@ class TimelineWriter:
         written = write_timelines(
             programme.placements, programme.out_dir / f"{programme.name}.dub", programme.fps,
             programme.options.timelines, name=programme.name, video=programme.options.video,
-            video_seconds=programme.video_seconds,
+            video_seconds=programme.video_seconds, marks=self.marks(programme),
         )
         files = [Path(p).relative_to(programme.out_dir).as_posix() for p in written]
         return Output(files, {"delivery": {"timelines": files}})
+
+
+def _qa_failures(path: Path) -> dict[int, tuple[str, tuple[str, ...]]]:
+    """Line index -> (the hash of the audio QA judged, its flags) for each line a qa.json failed (none when there
+    is no qa.json, or it cannot be read)."""
+    import json
+
+    try:
+        lines = json.loads(path.read_text(encoding="utf-8")).get("lines")
+    except (OSError, ValueError, AttributeError):
+        return {}
+    failed = {}
+    for line in lines if isinstance(lines, list) else []:
+        if isinstance(line, dict) and line.get("verdict") == "failed" and isinstance(line.get("sha256"), str):
+            flags = tuple(str(f) for f in line.get("flags") or ()) or ("failed",)
+            failed[line.get("index")] = (line["sha256"], flags)
+    return failed
 
 
 # In order: a writer may use what the ones before it wrote (the video carries the mix).

@@ -107,6 +107,7 @@ class LineCheck:
     end: float | None = None
     voice_skipped: str | None = None
     reference: dict | None = None  # where the line's voice came from (render --source): its clip, words, why
+    sha256: str | None = None  # the hash of the audio judged, as the manifest recorded it
 
     @property
     def flags(self) -> tuple[str, ...]:

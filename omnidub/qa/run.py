@@ -181,6 +181,7 @@ def _check_one(entry: dict, context: _Context) -> LineCheck:
         silent_fraction=level.silent_fraction, leading_silence=level.leading_silence,
         trailing_silence=level.trailing_silence, diff=heard.diff, marks=tuple(marks), overlap_line=timing.overlap_line,
         voice=voice, start_tc=entry.get("start_tc"), end=end, voice_skipped=voice_skipped, reference=_reference(entry),
+        sha256=entry.get("sha256"),
     )
 
 
@@ -218,6 +219,7 @@ def _untranscribed(entry: dict, flag: str, note: str, context: _Context) -> Line
         overflow=0.0, overlap=0.0, peak=0.0, rms=0.0, clipped_samples=0, silent_fraction=0.0,
         leading_silence=0.0, trailing_silence=0.0, start_tc=entry.get("start_tc"), end=start,
         voice_skipped=NO_AUDIO if context.encoder is not None else None, reference=_reference(entry),
+        sha256=entry.get("sha256"),
     )
 
 
