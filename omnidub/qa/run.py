@@ -82,7 +82,9 @@ def _check(out_dir, manifest_lines, asr, settings, progress, all_lines, program_
 
 
 @dataclass(frozen=True)
-class _Heard:
+class Heard:
+    """What the ASR model heard in a clip and how it scores against the text (``unscored``: why it was not)."""
+
     language: str | None
     transcript: str | None
     score: Score
@@ -90,22 +92,24 @@ class _Heard:
     unscored: str | None  # why the words were not scored
 
 
-def _hear(entry: dict, mono: np.ndarray, rate: int, context: _Context) -> _Heard:
-    language = entry.get("language")
+def hear(asr: Asr, text: str, language: str | None, mono: np.ndarray, rate: int,
+         english_only: Callable[[], bool]) -> Heard:
+    """Transcribe a clip of ``text`` and score it by the language's rule (QA's and the paired eval's one way);
+    an English-only model leaves speech in another language unscored. ``english_only`` is asked only then."""
     code = whisper_language(language)
-    if code not in (None, "en") and context.english_only():
+    if code not in (None, "en") and english_only():
         # An English-only model would hear English words in any speech and score them as errors.
-        return _Heard(language, None, Score(metric_for(code), 0, 0), (),
-                      f"not scored: {context.asr.name} is an English-only model")
+        return Heard(language, None, Score(metric_for(code), 0, 0), (),
+                     f"not scored: {asr.name} is an English-only model")
     try:
-        heard = context.asr.transcribe(mono, rate, language=code)
+        heard = asr.transcribe(mono, rate, language=code)
     except ValueError:
         # A code this Whisper model lacks (yue before large-v3): let it detect one rather than refuse the line.
-        heard = context.asr.transcribe(mono, rate, language=None)
+        heard = asr.transcribe(mono, rate, language=None)
     # An unlabelled line is scored in the language Whisper heard, and reported as such.
     language = language or heard.language or None
-    return _Heard(language, heard.text, score(entry["text"], heard.text, language),
-                  display_diff(entry["text"], heard.text, language), None)
+    return Heard(language, heard.text, score(text, heard.text, language), display_diff(text, heard.text, language),
+                 None)
 
 
 def _check_one(entry: dict, context: _Context) -> LineCheck:
@@ -124,7 +128,7 @@ def _check_one(entry: dict, context: _Context) -> LineCheck:
     if changed:
         marks.append("edited")
         notes.append("edited: " + ", ".join(changed))
-    heard = _hear(entry, mono, rate, context)
+    heard = hear(context.asr, entry["text"], entry.get("language"), mono, rate, context.english_only)
     if heard.unscored:
         marks.append("unscored")
         notes.append(heard.unscored)
