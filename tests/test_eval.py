@@ -15,30 +15,17 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import ROOT
-from typer.testing import CliRunner
+from test_cli import one_error_line, run
 
-from omnidub.cli import app
 from omnidub.errors import OmnidubError
 from omnidub.eval import (Spoken, bundled_corpus, describe, differing, judge, pair_up, paired, parse_configuration,
                           read_corpus)
 from omnidub.eval.corpus import place_script
 from omnidub.journal import read_entries
 
-runner = CliRunner()
 SENTENCES = ("The museum opens late on Thursdays.", "Please bring the yellow umbrella tomorrow.",
              "The storm knocked out the power.", "My grandfather repaired the wooden boat.",
              "Turn left at the church and keep going.")
-
-
-def run(*args):
-    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
-
-
-def one_error_line(result) -> str:
-    assert result.exit_code == 2, result.output
-    lines = [line for line in result.stderr.splitlines() if line.strip()]
-    assert len(lines) == 1 and lines[0].startswith("error:"), result.stderr
-    return lines[0]
 
 
 # -- the statistics on known data ------------------------------------------------------------------------------

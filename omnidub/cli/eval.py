@@ -4,15 +4,14 @@ from __future__ import annotations
 
 import contextlib
 import json
-import signal
 from pathlib import Path
 from typing import List, Optional
 
 import typer
 from rich.markup import escape
 
-from omnidub.cli.app import (ASR_DEFAULT, MODEL_HELP, Command, DebugOption, app, err, out, printable, user_errors,
-                             warn_synthetic)
+from omnidub.cli.app import (ASR_DEFAULT, MODEL_HELP, Command, DebugOption, app, err, out, printable, stop_on_ctrl_c,
+                             user_errors, warn_synthetic)
 from omnidub.errors import OmnidubError
 
 CONFIG_HELP = ("A preset (fast, quality or a .toml file), then comma-separated overrides of its keys and of the "
@@ -94,7 +93,7 @@ def _eval(**o) -> int:
               f"{escape(evaluation.asr.name)} ({evaluation.judge.strength} judge), into "
               f"{escape(str(evaluation.out_dir))}", soft_wrap=True)
     try:
-        with _stop_on_ctrl_c(evaluation):
+        with stop_on_ctrl_c(evaluation):
             report = evaluation.run()
     except Interrupted as exc:
         err.print(f"interrupted: {exc}; the same command continues where it stopped")
@@ -139,19 +138,3 @@ class _Listener:
         if done >= total:
             self._stack.close()
             self._judging = None
-
-
-@contextlib.contextmanager
-def _stop_on_ctrl_c(evaluation):
-    """First Ctrl-C: finish the sentences in flight, then stop. A second one stops at once."""
-    def handler(signum, frame):
-        if evaluation.stopping:
-            raise KeyboardInterrupt
-        evaluation.request_stop()
-        err.print("[yellow]note:[/] stopping after the sentence in flight (Ctrl-C again to stop now)")
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)
