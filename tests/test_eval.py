@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import shutil
@@ -15,11 +16,12 @@ from pathlib import Path
 import numpy as np
 import pytest
 from conftest import ROOT
+from rich.console import Console
 from test_cli import one_error_line, run
 
 from omnidub.errors import OmnidubError
-from omnidub.eval import (Spoken, bundled_corpus, describe, differing, judge, pair_up, paired, parse_configuration,
-                          read_corpus)
+from omnidub.eval import (EvalReport, Side, Spoken, bundled_corpus, describe, differing, eval_json, judge, pair_up,
+                          paired, parse_configuration, print_eval, read_corpus)
 from omnidub.eval.corpus import place_script
 from omnidub.journal import read_entries
 
@@ -176,6 +178,20 @@ def test_on_flite_speech_the_sentences_with_a_word_dropped_are_exactly_the_ones_
         assert pair.delta > 0 and dropped[pair.a.index] not in pair.b.transcript.lower()
     result = paired([p.a.rate for p in pairs], [p.b.rate for p in pairs], resamples=200)
     assert result.differing == 2 and result.delta > 0 and result.ci[1] >= result.delta >= result.ci[0]
+
+    # The report lists them worst first, each with both transcripts.
+    side = Side(config=parse_configuration("fast", model="flite"), out_dir=tmp_path, model={}, settings={},
+                rendered=0, cached=0, seconds=None, audio_seconds=None, timed=0, wer=0.0, corpus_wer=0.0, perfect=0)
+    report = EvalReport(corpus=tmp_path / "flite.txt", total=len(SENTENCES), a=side, b=side, paired=result,
+                        pairs=tuple(pairs), judge=describe(asr), machine={"cpu": "cpu", "matrix_units": "avx2",
+                                                                         "cores": 2, "gpu": None},
+                        metric="wer", seed=0, changes=(), notes=(), left_out=())
+    assert eval_json(report)["differing_lines"] == [p.a.index for p in worse]
+    shown = io.StringIO()
+    print_eval(report, Console(file=shown, width=160))
+    listing = shown.getvalue().split("Sentences that differ, worst first")[1]
+    for pair in worse:
+        assert pair.a.text in listing and pair.a.transcript in listing and pair.b.transcript in listing
 
 
 # -- end to end on the synthetic model -------------------------------------------------------------------------

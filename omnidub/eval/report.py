@@ -88,8 +88,8 @@ def print_eval(report: EvalReport, out: Console) -> None:
     table.add_row("synthesis seconds", *(f"{s.seconds:.1f} for {s.audio_seconds:.1f} s of audio"
                                          if s.seconds is not None else "-" for s in (a, b)))
     table.add_row("rendered / cached now", *(f"{s.rendered} / {s.cached}" for s in (a, b)))
-    table.add_row("ran as", *(escape(f"{s.model.get('backend')} on {s.model.get('device')} ({s.model.get('dtype')}), "
-                                     f"{s.settings.get('steps')} steps, cfg {s.settings.get('cfg')}") for s in (a, b)))
+    table.add_row("ran as", *(escape(f"{s.model.get('backend')} {s.model.get('device')} {s.model.get('dtype')}, "
+                                     f"{s.settings.get('steps')} steps, {s.settings.get('cfg')}") for s in (a, b)))
     out.print(table)
     out.print(f"[bold]B − A: {_points(p.delta)} {metric} points[/], {p.confidence:.0%} CI "
               f"[{_points(p.ci[0])}, {_points(p.ci[1])}] (bootstrap, {p.resamples:,} resamples), p = {p.p:.3g} "

@@ -9,6 +9,7 @@ from omnidub.eval.configs import Configuration
 from omnidub.eval.judge import Judge, Judged
 from omnidub.eval.stats import Paired
 
+RENDER_FAILED = "render failed"  # how a sentence left out for that reason is said
 
 @dataclass(frozen=True)
 class Side:
@@ -77,7 +78,7 @@ class EvalReport:
     @property
     def failed(self) -> bool:
         """Some sentence could not be rendered: it is left out of the comparison."""
-        return any(why.startswith("render failed") for _, why in self.left_out)
+        return any(why.startswith(RENDER_FAILED) for _, why in self.left_out)
 
     def differing(self) -> list[Pair]:
         """The sentences that differ, the largest difference first (B's losses before its gains)."""

@@ -20,7 +20,7 @@ from omnidub.errors import ArgumentError, OmnidubError
 from omnidub.eval.configs import Configuration, parse_configuration
 from omnidub.eval.corpus import Corpus, existing_script, place_script, read_corpus
 from omnidub.eval.judge import Judge, Judged, Spoken, describe, judge
-from omnidub.eval.results import EvalReport, Side, pair_up
+from omnidub.eval.results import RENDER_FAILED, EvalReport, Side, pair_up
 from omnidub.eval.stats import RESAMPLES, paired
 from omnidub.files import write_text_atomic
 from omnidub.models import DEFAULT_MODEL
@@ -185,6 +185,11 @@ class Evaluation:
                                 "{arg}PATH")
         self._checked = True
 
+    def _judging(self, done: int, total: int) -> None:
+        self.listener.judging(done, total)
+        if self.stopping and done < total:
+            raise Interrupted(f"judging stopped after {done} of {total} sentences; every sentence's audio is kept")
+
     def _compare(self, renders: dict[str, _Rendered], timings: dict) -> EvalReport:
         from omnidub.journal import read_entries, read_manifest
 
@@ -197,9 +202,9 @@ class Evaluation:
                     spoken.append(Spoken(entry.index, entry.text, entry.language, render.out_dir / entry.file))
                     owner.append(folder)
                 else:
-                    results[folder][entry.index] = (f"render failed under {render.config.label}: "
+                    results[folder][entry.index] = (f"{RENDER_FAILED} under {render.config.label}: "
                                                     f"{entry.error or entry.status}")
-        for folder, heard in zip(owner, judge(self.asr, spoken, self.listener.judging)):
+        for folder, heard in zip(owner, judge(self.asr, spoken, self._judging)):
             results[folder][heard.index] = heard
         speakers = {i: line.speaker for i, line in enumerate(self.corpus.lines, 1)}
         pairs, left_out = pair_up(speakers, results[self.a.folder], results[self.b.folder])
