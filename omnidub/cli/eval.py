@@ -53,7 +53,8 @@ def eval_command(
                                        "for the p-value when there are too many to count)."),
     out_dir: Optional[Path] = typer.Option(None, "--out", metavar="DIR", show_default=False,
                                            help="The eval's folder: one render folder per configuration inside it, "
-                                                "reused by later evals. [default: output/eval-<corpus stem>]"),
+                                                "reused by later evals. [default: output/eval-<corpus stem>, or "
+                                                "output/eval-bundled]"),
     json_file: Optional[Path] = typer.Option(None, "--json", metavar="FILE", show_default=False,
                                              help="Also write every figure and sentence to this JSON file."),
     debug: bool = DebugOption,

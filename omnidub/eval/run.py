@@ -116,7 +116,8 @@ class Evaluation:
                                      seed=options.seed)
         self.b = parse_configuration(options.b, flag="--b", model=options.model, device=options.device,
                                      seed=options.seed)
-        self.out_dir = Path(options.out_dir) if options.out_dir else Path("output") / f"eval-{self.corpus.path.stem}"
+        stem = "bundled" if self.corpus.bundled else self.corpus.path.stem
+        self.out_dir = Path(options.out_dir) if options.out_dir else Path("output") / f"eval-{stem}"
         if (self.out_dir / ".omnidub").exists() or (self.out_dir / "manifest.json").exists():
             raise OmnidubError(f"{self.out_dir} is a render's output folder; give the eval a folder of its own "
                                "with --out")
@@ -146,12 +147,10 @@ class Evaluation:
             for render in renders.values():
                 self.listener.rendering(" and ".join(render.sides), render.config, render.out_dir)
                 _record(timings, render.out_dir)  # a killed run's lines, from its journal
-                self._current = render.job
-                summary = render.job.run()[0].result()
+                self._current, render.job = render.job, None
+                summary = run_render(self._current)
                 render.rendered, render.cached = summary.rendered, summary.cached
-                render.job.close()
-                render.job.session.close()
-                render.job = self._current = None
+                self._current = None
                 gc.collect()  # the model goes before the next configuration's loads
                 _record(timings, render.out_dir)
                 _write_timings(self.out_dir, timings)
@@ -238,8 +237,8 @@ class Evaluation:
 
 def open_render(config: Configuration, script: Path, out_dir: Path, evaluation: Evaluation, listener: Listener):
     """The configuration's render of the corpus script, as a job of the library's public face (``Session`` and
-    its ``job``), its folder claimed and planned; nothing renders until ``run()``. The one place an eval meets
-    the session."""
+    its ``job``), its folder claimed and planned; nothing renders until :func:`run_render`. These two functions
+    are the only place an eval meets the session."""
     from omnidub.api import Session
     from omnidub.outputs.deliver import DeliveryOptions
 
@@ -256,6 +255,15 @@ def open_render(config: Configuration, script: Path, out_dir: Path, evaluation: 
         job.close()
         raise
     return job
+
+
+def run_render(job):
+    """Render what the job's plan left to render, let go of its folder and workers; returns its Summary."""
+    try:
+        return job.run()[0].result()
+    finally:
+        job.close()
+        job.session.close()
 
 
 def _read_timings(out_dir: Path) -> dict:
