@@ -157,7 +157,7 @@ def test_the_judge_is_sized_from_its_name_or_its_weights(whisper_tiny_en):
 
 # -- the judge on real speech ----------------------------------------------------------------------------------
 @pytest.mark.skipif(shutil.which("flite") is None, reason="needs Debian's flite")
-def test_on_flite_speech_the_sentences_with_a_word_dropped_are_exactly_the_ones_that_differ(tmp_path, whisper_tiny_en):
+def test_on_flite_speech_exactly_the_sentences_with_a_word_dropped_differ(tmp_path, whisper_tiny_en):
     from omnidub.asr import Asr
 
     dropped = {2: "yellow", 4: "wooden"}
