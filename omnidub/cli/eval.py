@@ -97,7 +97,7 @@ def _eval(**o) -> int:
         with stop_on_ctrl_c(evaluation):
             report = evaluation.run()
     except Interrupted as exc:
-        err.print(f"interrupted: {exc}; the same command continues where it stopped")
+        err.print(f"interrupted: {escape(str(exc))}; the same command continues where it stopped", soft_wrap=True)
         return 130
     print_eval(report, out)
     if o["json_file"] is not None:
