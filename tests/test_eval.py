@@ -257,6 +257,7 @@ def test_eval_resumes_after_kill_9_without_rendering_finished_sentences_again(tm
 
 
 def test_the_bench_lossy_rows_name_eval_commands_whose_configurations_read(tmp_path):
+    from omnidub.bench.report import notes
     from omnidub.bench.rows import Row, eval_command
 
     def row(name, dtype):
@@ -269,3 +270,6 @@ def test_the_bench_lossy_rows_name_eval_commands_whose_configurations_read(tmp_p
         assert words[:3] == ["omnidub", "eval", "CORPUS"]
         a, b = (parse_configuration(words[words.index(flag) + 1], model="m") for flag in ("--a", "--b"))
         assert a.folder != b.folder, (name, a.label, b.label)
+    drift = {"against": "fp32", "final_token_agreement": 0.5, "measure_cost": eval_command(row("int8", "int8"))}
+    [said] = notes({"lines": ["a line"], "rows": [{"name": "int8", "dtype": "int8", "drift": drift}]})
+    assert "omnidub eval CORPUS --a fast,dtype=float32 --b fast,dtype=int8" in said
