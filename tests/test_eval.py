@@ -240,7 +240,7 @@ def test_eval_resumes_after_kill_9_without_rendering_finished_sentences_again(tm
         process = subprocess.Popen([sys.executable, "-m", "omnidub", *args], cwd=ROOT, env=env,
                                    stdout=subprocess.DEVNULL, stderr=stderr)
         deadline = time.monotonic() + 180
-        while not (journal.is_file() and journal.read_text(encoding="utf-8").strip()):
+        while not (journal.is_file() and read_entries(folder)):  # a whole record of a finished sentence
             assert process.poll() is None, said.read_text()
             assert time.monotonic() < deadline, "no sentence finished in time"
             time.sleep(0.02)
