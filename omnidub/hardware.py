@@ -136,6 +136,15 @@ def dtype_for(spec: str, device: str) -> str:
     return "bfloat16" if native_bf16() else "float32"
 
 
+def gpu_name(device: str) -> str | None:
+    """The name of the GPU a CUDA device is (asked of torch, which a CUDA run has loaded anyway), else None."""
+    if device_kind(device) != "cuda":
+        return None
+    import torch
+
+    return torch.cuda.get_device_name(torch.device(device).index or 0)
+
+
 def device_kind(device: str) -> str:
     """cpu, cuda or mps: what changes a line's audio (which GPU does not)."""
     return device.split(":", 1)[0]

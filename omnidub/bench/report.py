@@ -53,6 +53,8 @@ def notes(data: dict, bold=lambda text: text) -> list[str]:
             logits = (f"first-step logits max |Δ| {drift['logits_max_abs_diff']:.2g}, argmax agreement "
                       f"{drift['argmax_agreement']:.2%}, " if "logits_max_abs_diff" in drift else "")
             cost = f"; published WER cost: {drift['published_wer_cost']}" if drift.get("published_wer_cost") else ""
+            if drift.get("measure_cost"):  # runs since omnidub eval existed say how to measure it on your sentences
+                cost += f"; its WER cost on your sentences: `{drift['measure_cost']}`"
             out.append(f"{row['name']} ({short(row['dtype'])}) against {drift['against']}: {logits}final tokens "
                        f"agreement {drift['final_token_agreement']:.2%}{cost}.")
         if row.get("compile_seconds") is not None:

@@ -61,6 +61,21 @@ PUBLISHED_WER_COST = {"int8": "about +1 WER point (ONNX Runtime int8, omnivoice-
                       "onnx-int8": "about +1 WER point (ONNX Runtime int8, omnivoice-fastpath's measurement)"}
 
 
+def eval_command(row: "Row") -> str | None:
+    """How to measure what a row whose arithmetic differs from fp32 costs in WER on one's own sentences (the
+    paired ``omnidub eval``; docs/eval.md), or None for a row that keeps fp32's arithmetic."""
+    if row.name == "onnx-int8":
+        return ("omnidub eval CORPUS --a model=EXPORT_DIR --b model=INT8_EXPORT_DIR (exports without and with "
+                "--quantize int8)")
+    if row.name == "onnx":
+        return "omnidub eval CORPUS --a fast,dtype=float32,backend=torch --b fast,backend=onnx"
+    if row.name == "compile":
+        return f"omnidub eval CORPUS --a fast,dtype={row.dtype} --b fast,dtype={row.dtype},compile=true"
+    if row.dtype != "float32":
+        return f"omnidub eval CORPUS --a fast,dtype=float32 --b fast,dtype={row.dtype}"
+    return None
+
+
 @dataclass(frozen=True)
 class BenchOptions:
     model: str | None = None
@@ -319,7 +334,8 @@ class Setup:
             else:
                 (reference, expected), against = references["fp32"], "fp32 (fused, trimmed, torch's GEMM)"
             row.drift = _drift(reference, runners[row.name].engine, requests, expected)
-            row.drift.update(against=against, published_wer_cost=PUBLISHED_WER_COST.get(row.name))
+            row.drift.update(against=against, published_wer_cost=PUBLISHED_WER_COST.get(row.name),
+                             measure_cost=eval_command(row))
 
 
 def _drift(reference, engine, requests, expected) -> dict:

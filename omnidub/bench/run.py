@@ -18,6 +18,7 @@ from omnidub.bench.rows import LINES, ONNX_ROWS, ROWS, SHORT_DTYPES, BenchOption
 from omnidub.config import DecodeOptions, EngineOptions, load_preset
 from omnidub.duration import FRAME_RATE, natural_frames
 from omnidub.errors import OmnidubError
+from omnidub.hardware import gpu_name
 
 
 @dataclass
@@ -278,7 +279,7 @@ def _record(setup: Setup, by_name: dict[str, Row], runners: dict) -> dict:
         figures = ", ".join(f"{layout} {r.seconds:.2f} s" for layout, r in ran.items())
         evidence = (f"omnidub bench --record {time.strftime('%Y-%m-%d')}, {setup.engine.source.spec}, "
                     f"{len(setup.texts)} lines, median of {len(ran['trimmed'].runs)}: {figures}")
-        gpu = _gpu_name(setup.device)
+        gpu = gpu_name(setup.device)
         choice = measured.record_layout(setup.device, dtype, seconds, evidence, shape=shape, gpu=gpu)
         out[f"layout {dtype}"] = {"choice": choice, "seconds": seconds}
     f, o = by_name.get("fused"), by_name.get("onednn")
@@ -297,14 +298,6 @@ def _record(setup: Setup, by_name: dict[str, Row], runners: dict) -> dict:
     return out
 
 
-def _gpu_name(device: str) -> str | None:
-    if not device.startswith("cuda"):
-        return None
-    import torch
-
-    return torch.cuda.get_device_name(0)
-
-
 def _machine(device: str, load_before) -> dict:
     import torch
 
@@ -319,7 +312,7 @@ def _machine(device: str, load_before) -> dict:
         "cores": os.cpu_count(),
         "torch": torch.__version__,
         "device": device,
-        "gpu": _gpu_name(device),
+        "gpu": gpu_name(device),
         "python": platform.python_version(),
         "threads": torch.get_num_threads(),
         "load_average": {"before": [round(x, 2) for x in load_before], "after": [round(x, 2) for x in os.getloadavg()]},

@@ -7,6 +7,7 @@ import difflib
 import json
 import os
 import re
+import signal
 import sys
 import warnings
 from enum import Enum
@@ -203,6 +204,24 @@ def warn_synthetic(model: str) -> None:
         )
 
 
+
+
+@contextlib.contextmanager
+def stop_on_ctrl_c(work):
+    """First Ctrl-C: ``work`` (a job, an eval) finishes the lines in flight, then stops cleanly. A second one stops
+    at once."""
+    def handler(signum, frame):
+        if work.stopping:
+            # The journal already holds every finished line; only the lines in flight are dropped.
+            raise KeyboardInterrupt
+        work.request_stop()
+        err.print("[yellow]note:[/] stopping after the line in flight (Ctrl-C again to stop now)")
+
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 def print_json(data) -> None:

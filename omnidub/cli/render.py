@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import contextlib
 import os
-import signal
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -13,7 +11,8 @@ import typer
 from rich.markup import escape
 
 from omnidub.cli.app import (ASR_DEFAULT, ASR_HELP, MODEL_HELP, SPEAKER_MODEL_HELP, Cfg, Command, DebugOption, Dtype,
-                             Executor, Format, app, err, error_text, printable, user_errors, warn_synthetic)
+                             Executor, Format, app, err, error_text, printable, stop_on_ctrl_c, user_errors,
+                             warn_synthetic)
 from omnidub.cli.show import (ProgressListener, plan_json, print_json, print_plan, print_summary, summary_json)
 from omnidub.errors import OmnidubError
 from omnidub.files import cache_home
@@ -197,7 +196,7 @@ def _run(o: dict, engine, settings, job, listener) -> int:
     _header(o, engine, settings, job)
     engine.on_load = listener.loading
     engine.on_note = lambda text: err.print(f"[cyan]note:[/] {escape(text)}", soft_wrap=True)
-    with _stop_on_ctrl_c(job):
+    with stop_on_ctrl_c(job):
         runs = job.run()
     if not many and runs[0].error is not None:
         raise runs[0].error
@@ -346,20 +345,3 @@ def _delivery(o: dict):
     return DeliveryOptions(sample_rate=o["sample_rate"], loudness=loudness, true_peak=o["true_peak"], bed=o["bed"],
                            duck=o["duck"], video=o["video"], keep_original=o["keep_original"], fps=fps,
                            timelines=timelines, language=o["language"], subtitle_speakers=o["subtitle_speakers"])
-
-
-@contextlib.contextmanager
-def _stop_on_ctrl_c(job):
-    """First Ctrl-C: finish the lines in flight, then stop cleanly. A second one stops at once."""
-    def handler(signum, frame):
-        if job.stopping:
-            # The journal already holds every finished line; only the lines in flight are dropped.
-            raise KeyboardInterrupt
-        job.request_stop()
-        err.print("[yellow]note:[/] stopping after the line in flight (Ctrl-C again to stop now)")
-
-    previous = signal.signal(signal.SIGINT, handler)
-    try:
-        yield
-    finally:
-        signal.signal(signal.SIGINT, previous)

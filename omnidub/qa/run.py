@@ -85,7 +85,9 @@ def _check(out_dir, manifest_lines, asr, settings, progress, all_lines, program_
 
 
 @dataclass(frozen=True)
-class _Heard:
+class Heard:
+    """What the ASR model heard in a clip and how it scores against the text (``unscored``: why it was not)."""
+
     language: str | None
     transcript: str | None
     score: Score
@@ -102,32 +104,34 @@ def _labelled(language: str | None) -> bool:
     return bool(language and language.strip() and language.strip().lower() != "none")
 
 
-def _hear(entry: dict, mono: np.ndarray, rate: int, level: Level, context: _Context) -> _Heard:
-    """The words heard and their score, or why they could not be scored: no speech to hear, no ASR model for the
-    line's language, or an ASR that could not run (a model that cannot load is the user's to fix: it raises)."""
-    language = entry.get("language")
+def hear(asr: Asr, text: str, language: str | None, mono: np.ndarray, rate: int,
+         english_only: Callable[[], bool], *, silence: float | None = None) -> Heard:
+    """Transcribe a clip of ``text`` and score it by the language's rule (QA's and the paired eval's one way), or
+    say why its words could not be scored: no speech heard (``silence``: the dBFS level the clip never rose above,
+    None when it did), no ASR model for the line's language, or an ASR that could not run on it (a model that
+    cannot load is the user's to fix: it raises). ``english_only`` is asked only for a line in another language."""
     code = whisper_language(language)
 
-    def unscored(why: str) -> _Heard:
-        return _Heard(language, None, Score(metric_for(code), 0, 0), (), why)
+    def unscored(why: str) -> Heard:
+        return Heard(language, None, Score(metric_for(code), 0, 0), (), why)
 
-    if level.silent_fraction >= 1.0:  # no samples, or not one frame above the silence level
-        return unscored(f"words not scored: no speech heard (nothing above {context.settings.silence_dbfs:g} dBFS)")
+    if silence is not None:
+        return unscored(f"words not scored: no speech heard (nothing above {silence:g} dBFS)")
     if code is None and _labelled(language):
         return unscored(f"words not scored: no ASR model for its language ({language}: Whisper has none)")
-    if code not in (None, "en") and context.english_only():
+    if code not in (None, "en") and english_only():
         # An English-only model would hear English words in any speech and score them as errors.
-        return unscored(english_only_reason(context.asr.name, language))
+        return unscored(english_only_reason(asr.name, language))
     try:
-        heard = context.asr.transcribe(mono, rate, language=code)
+        heard = asr.transcribe(mono, rate, language=code)
     except OmnidubError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever stops the ASR on this clip leaves its words unscored
         return unscored(f"words not scored: the ASR could not run ({first_line(exc)})")
     # An unlabelled line is scored in the language Whisper heard, and reported as such.
     language = language or heard.language or None
-    return _Heard(language, heard.text, score(entry["text"], heard.text, language),
-                  display_diff(entry["text"], heard.text, language), None)
+    return Heard(language, heard.text, score(text, heard.text, language), display_diff(text, heard.text, language),
+                 None)
 
 
 def _check_one(entry: dict, context: _Context) -> LineCheck:
@@ -146,7 +150,9 @@ def _check_one(entry: dict, context: _Context) -> LineCheck:
     if changed:
         marks.append("edited")
         notes.append("edited: " + ", ".join(changed))
-    heard = _hear(entry, mono, rate, level, context)
+    # No samples, or not one frame above the silence level: nothing to hear.
+    silence = settings.silence_dbfs if level.silent_fraction >= 1.0 else None
+    heard = hear(context.asr, entry["text"], entry.get("language"), mono, rate, context.english_only, silence=silence)
     if heard.unscored:
         marks.append("unscored")
         unmeasured.append(Finding(WORDS, heard.unscored))

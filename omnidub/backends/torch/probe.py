@@ -13,7 +13,7 @@ from omnidub.backends.probe import (PROBE_FRAMES, PROBE_REF_FRAMES, PROBE_REF_TE
 from omnidub.backends.torch.fused import fused_llm
 from omnidub.backends.torch.gemm import linear
 from omnidub.backends.torch.layout import Layout
-from omnidub.hardware import device_kind
+from omnidub.hardware import device_kind, gpu_name
 
 # The layouts a CPU chooses from (padded only pads; joined segments attend one by one, which a GPU was never
 # measured doing).
@@ -36,7 +36,7 @@ def first_use(backend, *, layout: bool, gemm: bool) -> list[ProbeResult]:
     item = probe_item(backend)
     shape = f"{backend.shape or 'unknown shape'}, {item.input_ids.shape[1]} + {item.target_len} tokens, {backend.dtype}"
     results = []
-    gpu = torch.cuda.get_device_name(0) if device_kind(backend.device) == "cuda" else None
+    gpu = gpu_name(backend.device)
     if gemm:
         began = time.perf_counter()
         result = decide("gemm", _gemm_seconds(backend, item), "aten", f"{GEMM_LAYERS} layers' linears, {shape}",
