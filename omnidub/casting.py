@@ -78,17 +78,17 @@ def _own_clip(cast: SourceCast, index: int) -> str | None:
 
 def voice_check(project, cast: SourceCast) -> dict[int, dict]:
     """Hear every line rendered from its own original clip against each speaker's voice in the source; return the
-    verdicts of lines not judged before (failing: closer to another speaker, or under the preset's threshold)."""
-    from omnidub.embedding import SpeakerEncoder
+    verdicts of lines not judged before (failing: closer to another speaker than to its own, or less like its own
+    than the speaker's lines in the source ever are: the source's own calibration, not an absolute threshold)."""
+    from omnidub.embedding import source_encoder
 
-    threshold = project.preset.qa.min_voice_similarity
     encoder, verdicts = None, {}
     centroids = cast.summary.centroids
     for entry in project.entries:
         reference = cast.references.get(entry.index)
         if reference is None or reference.kind != "line" or not entry.done or entry.index in project.voice_checks:
             continue
-        encoder = encoder or SpeakerEncoder(project.session.device)
+        encoder = encoder or source_encoder(project.session.device)
         found = hear(project.out_dir / entry.file, encoder)
         if found is None or reference.speaker not in centroids:  # kept, so a rerun does not ask again
             verdicts[entry.index] = {"clip": reference.sha256, "passed": None,
@@ -100,12 +100,14 @@ def voice_check(project, cast: SourceCast) -> dict[int, dict]:
         nearest = max(similarity, key=similarity.get) if similarity else None
         verdict = {"clip": reference.sha256, "similarity": round(own, 4), "nearest": nearest,
                    "nearest_similarity": round(similarity[nearest], 4) if nearest else None}
+        calibration = cast.summary.calibration.get(reference.speaker)
         if nearest is not None and similarity[nearest] > own:
             verdict.update(passed=False, why=f"the voice check heard it closer to {nearest} "
                                              f"({similarity[nearest]:.2f}) than to {reference.speaker} ({own:.2f})")
-        elif own < threshold:
+        elif calibration is not None and own < calibration.floor:
             verdict.update(passed=False, why=f"the voice check heard it {own:.2f} like {reference.speaker}, under "
-                                             f"{threshold:.2f}")
+                                             f"{calibration.floor:.2f}, the least {reference.speaker}'s own lines in "
+                                             "the source reach")
         else:
             verdict["passed"] = True
         verdicts[entry.index] = verdict
@@ -113,7 +115,7 @@ def voice_check(project, cast: SourceCast) -> dict[int, dict]:
 
 
 def hear(segment: Path, encoder) -> np.ndarray | None:
-    """A rendered line's voice (its GE2E embedding; None when it holds too little speech to tell)."""
+    """A rendered line's voice (its embedding by the source's speaker model; None when it holds too little speech)."""
     from omnidub.voices import load_audio
 
     found = encoder.embed(load_audio(segment, 16000), 16000)

@@ -12,7 +12,16 @@ import numpy as np
 from omnidub.asr import Word
 from omnidub.script import DEFAULT_SPEAKER, Line, Script
 from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
-from omnidub.source.speakers import CLUSTER_SPEECH, Grouping, centroid, group_lines, window_embeddings
+from omnidub.source.speakers import (
+    CLUSTER_SPEECH,
+    WINDOW,
+    Grouping,
+    VoiceCalibration,
+    calibrate,
+    centroid,
+    group_lines,
+    window_embeddings,
+)
 from omnidub.source.speech import SpeechMap, find_speech
 
 # A line's clip may grow this far past its cue into silence (cues often start late or end early), never into
@@ -20,8 +29,11 @@ from omnidub.source.speech import SpeechMap, find_speech
 GROW = 0.3
 PAD = 0.1
 # A line whose voice is this far from its speaker's centroid is left out of the centroid (a mislabelled cue,
-# or one holding two voices); GE2E gives 0.85-0.95 for one voice and 0.4-0.75 across voices on the fixtures.
-CENTROID_OUTLIER = 0.7
+# or one holding two voices); CAM++ gives 0.67-0.88 for one voice and 0.2-0.48 across voices on the films.
+CENTROID_OUTLIER = 0.5
+# A window is judged only when voice activity calls at least this share of it speech (the rest of a window at a
+# clip's edge, or across a pause, is the background, whose embedding says nothing of the voice).
+WINDOW_SPEECH = 0.5
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,6 +53,7 @@ class Analysis:
     typical: dict[str, float]  # speaker -> median similarity of its lines to its centroid
     grouping: Grouping | None  # None when the original is labelled
     language: str | None
+    calibration: dict[str, VoiceCalibration] = field(default_factory=dict)
     words: tuple[Word, ...] | None = None  # what the ASR hears in the whole track; None without an ASR model
     # Window embeddings by span: a line's clip is checked as a speaker candidate and again as its own reference.
     _windows: dict = field(default_factory=dict, repr=False)
@@ -50,6 +63,13 @@ class Analysis:
         if (start, end) not in self._windows:
             self._windows[(start, end)] = window_embeddings(encoder, self.track.cut(start, end))
         return self._windows[(start, end)]
+
+    def speech_windows(self, encoder, start: float, end: float) -> list[tuple[float, np.ndarray]]:
+        """The windows of the span that are mostly speech (all of them when none is)."""
+        found = self.windows(encoder, start, end)
+        speechy = [(o, e) for o, e in found
+                   if self.speech.speech_fraction(start + o, min(start + o + WINDOW, end)) >= WINDOW_SPEECH]
+        return speechy or found
 
     def heard(self, start: float, end: float) -> tuple[Word, ...] | None:
         """The recognised words whose middle lies between `start` and `end`, timed from `start`."""
@@ -97,7 +117,27 @@ def analyse(original: Script, audio: SourceAudio, encoder, *, speakers: int | No
                for name, c in centroids.items()}
     if language is None:
         language = next((line.language for line in original.lines if line.language), None)
-    return Analysis(original, audio, track, speech, voiced, spans, embeddings, who, centroids, typical, grouping, language)
+    found = Analysis(original, audio, track, speech, voiced, spans, embeddings, who, centroids, typical, grouping,
+                     language)
+    found.calibration.update(calibrate(_own_windows(found, encoder, seconds), centroids))
+    return found
+
+
+def _own_windows(analysis: Analysis, encoder, seconds: dict[int, float]) -> dict[str, list[np.ndarray]]:
+    """The window embeddings of each speaker's solid lines (enough speech, no other speaker's cue over them, and
+    close to the speaker's centroid as a whole): what the speaker sounds like in this source."""
+    result: dict[str, list[np.ndarray]] = {}
+    for line in analysis.original.lines:
+        speaker, span = analysis.speakers[line.index], analysis.spans.get(line.index)
+        embedding, own = analysis.embeddings.get(line.index), analysis.centroids.get(speaker)
+        if span is None or embedding is None or own is None or seconds.get(line.index, 0.0) < CLUSTER_SPEECH:
+            continue
+        if float(np.dot(embedding, own)) < CENTROID_OUTLIER or any(
+                analysis.speakers[o.index] != speaker and o.start < span[1] and o.end > span[0]
+                for o in analysis.original.lines):
+            continue
+        result.setdefault(speaker, []).extend(e for _, e in analysis.speech_windows(encoder, *span))
+    return result
 
 
 def line_spans(lines: tuple[Line, ...], speech: SpeechMap) -> tuple[dict, dict]:

@@ -23,7 +23,7 @@ from omnidub.source.summary import SourceSummary, load, save, summarize
 from omnidub.voices import Voice
 
 MATCHES = ("auto", "line", "speaker")
-VERSION = 1  # of the analysis: a new one analyses every source again
+VERSION = 2  # of the analysis: a new one analyses every source again
 
 
 @dataclass(frozen=True)
@@ -105,9 +105,9 @@ def source_summary(options: SourceOptions, voice: VoiceOptions, *, asr, device: 
 
         status(f"separating the vocals with {options.separate}")
         separation = separate(separator, Path(options.source), options.separate)
-    from omnidub.embedding import SpeakerEncoder
+    from omnidub.embedding import source_encoder
 
-    extraction = extract_voices(audio, original, encoder=SpeakerEncoder(device), asr=asr,
+    extraction = extract_voices(audio, original, encoder=source_encoder(device), asr=asr,
                                 options=ExtractOptions(clips=ClipOptions(voice=voice), speakers=options.speakers,
                                                        language=options.language, assess_lines=True),
                                 separation=separation)
