@@ -34,6 +34,13 @@ CENTROID_OUTLIER = 0.5
 # A window is judged only when voice activity calls at least this share of it speech (the rest of a window at a
 # clip's edge, or across a pause, is the background, whose embedding says nothing of the voice).
 WINDOW_SPEECH = 0.5
+# A cue is condensed (it says fewer words than are spoken) when its speech lasts this many times longer than its
+# words take at the pace of this source's cues (the median, by upstream's duration estimator, which knows each
+# language's script): on the films half-length subtitles came out at 1.65-1.9 times the median, whole cues at
+# 0.7-1.43. Judged on cues with at least CONDENSED_SPEECH of speech, in a source of at least CONDENSED_CUES cues.
+CONDENSED_RATIO = 1.5
+CONDENSED_SPEECH = 2.0
+CONDENSED_CUES = 3
 
 
 @dataclass(frozen=True, eq=False)
@@ -54,6 +61,7 @@ class Analysis:
     grouping: Grouping | None  # None when the original is labelled
     language: str | None
     calibration: dict[str, VoiceCalibration] = field(default_factory=dict)
+    condensed: dict[int, str] = field(default_factory=dict)  # line -> why its cue looks condensed (no ASR to hear it)
     words: tuple[Word, ...] | None = None  # what the ASR hears in the whole track; None without an ASR model
     # Window embeddings by span: a line's clip is checked as a speaker candidate and again as its own reference.
     _windows: dict = field(default_factory=dict, repr=False)
@@ -120,7 +128,40 @@ def analyse(original: Script, audio: SourceAudio, encoder, *, speakers: int | No
     found = Analysis(original, audio, track, speech, voiced, spans, embeddings, who, centroids, typical, grouping,
                      language)
     found.calibration.update(calibrate(_own_windows(found, encoder, seconds), centroids))
+    found.condensed.update(condensed_cues(original, voiced, speech))
     return found
+
+
+def condensed_cues(original: Script, voiced: dict, speech: SpeechMap) -> dict[int, str]:
+    """The cues that say far fewer words than their speech holds, each with the reason (see CONDENSED_RATIO)."""
+    from omnidub.duration import natural_seconds
+
+    pace = {}  # line -> seconds of speech per second its words take
+    for line in original.lines:
+        span = voiced.get(line.index)
+        if span is None or not line.text.strip():
+            continue
+        spoken, reads = speech.speech_seconds(*span), natural_seconds(line.text)
+        if spoken >= CLUSTER_SPEECH and reads > 0:
+            pace[line.index] = (spoken, reads)
+    if len(pace) < CONDENSED_CUES:
+        return {}
+    # The whole source's pace: a speaker's own would be pulled up by its condensed cues (real subtitles condense
+    # one character's long speeches more than another's), and voices differ in pace by far less than condensing does.
+    usual = float(np.median([a / b for a, b in pace.values()]))
+    result = {}
+    for index, (spoken, reads) in pace.items():
+        if spoken >= CONDENSED_SPEECH and spoken / reads > CONDENSED_RATIO * usual:
+            words = len(original_line(original, index).text.split())
+            expected = words * spoken / reads / usual
+            result[index] = (f"the subtitle looks condensed: {words} word{'s' if words != 1 else ''} for {spoken:.1f} s "
+                             f"of speech (about {expected:.0f} at the pace of this source's cues); without an ASR "
+                             "model to hear the words, its transcript would not match its audio")
+    return result
+
+
+def original_line(original: Script, index: int) -> Line:
+    return next(line for line in original.lines if line.index == index)
 
 
 def _own_windows(analysis: Analysis, encoder, seconds: dict[int, float]) -> dict[str, list[np.ndarray]]:

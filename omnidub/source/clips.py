@@ -199,9 +199,15 @@ def _evaluate(analysis: Analysis, speaker: str, lines: tuple[int, ...], encoder,
     if problem:
         return refused(problem, note)
     heard = analysis.heard(start, end)
+    if heard is None:
+        squeezed = next((analysis.condensed[i] for i in lines if i in analysis.condensed), None)
+        if squeezed:
+            return refused(squeezed, note)
     agreement = None if heard is None else word_agreement(text, " ".join(w.text for w in heard), analysis.language)
     if agreement is not None and agreement < MIN_AGREEMENT:
         return refused(f"the ASR hears other words than its cue's ({' '.join(w.text for w in heard)!r})", note)
+    if heard:
+        text = spelled(text, heard)
     return Candidate(speaker, lines, start, end, text, _scores(analysis, encoder, speaker, start, end, agreement),
                      None, note)
 
@@ -232,3 +238,26 @@ def word_agreement(text: str, heard: str, language: str | None) -> float:
     if not reference:
         return 1.0 if not hypothesis else 0.0
     return max(0.0, 1.0 - jiwer.process_words(reference, hypothesis).wer)
+
+
+def spelled(cue: str, heard) -> str:
+    """The words heard in a clip, spelled as the cue spells them where the two agree (same words up to case and
+    punctuation, or a same-length run the ASR misheard); words the cue lacks are taken as heard, and cue words
+    not heard in the clip are left out."""
+    import difflib
+    import re
+
+    said = cue.split()
+    got = [w.text for w in heard]
+
+    def plain(word: str) -> str:
+        return re.sub(r"[^\w']", "", word.lower())
+
+    matcher = difflib.SequenceMatcher(a=[plain(w) for w in said], b=[plain(w) for w in got], autojunk=False)
+    out = []
+    for tag, a, b, c, d in matcher.get_opcodes():
+        if tag == "equal" or (tag == "replace" and b - a == d - c):
+            out += said[a:b]
+        elif tag in ("replace", "insert"):
+            out += got[c:d]
+    return " ".join(out) or cue

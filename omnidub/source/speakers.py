@@ -25,6 +25,9 @@ SILHOUETTE_FLOOR = 0.15
 # (CAM++), while two similar voices are 0.25 and more apart.
 SPLIT_GAP = 0.15
 SPLIT_LINES = 2  # each sub-group needs this many lines
+# A group with less speech than this, all its lines together, is one short line's noisy embedding (a 1.1 s "Yes,
+# of course." stood alone on a film), not a voice: found by the data, its lines join the nearest group.
+GROUP_SPEECH = 2.5
 # Lines with less speech than this give embeddings too noisy to shape the groups; they join the nearest group.
 CLUSTER_SPEECH = 1.0
 # Confidence is a softmax over a line's similarity to each group's centroid, at this temperature: a line 0.1
@@ -146,6 +149,15 @@ def group_lines(
         return Grouping(("S1",), only, "one speaker: no line has enough speech to tell voices apart")
     vectors = np.stack([embeddings[i] for i in core])
     labels, how = _cluster(vectors, speakers)
+    if speakers is None:
+        # A group of a short line or two is no voice of its own: its lines join the nearest group.
+        seconds = {int(k): sum(speech.get(core[j], 0.0) for j in np.nonzero(labels == k)[0]) for k in set(labels)}
+        slight = {k for k, total in seconds.items() if total < GROUP_SPEECH}
+        if slight and len(slight) < len(seconds):
+            kept = [j for j in range(len(core)) if int(labels[j]) not in slight]
+            core, vectors, labels = [core[j] for j in kept], vectors[kept], labels[kept]
+            how += (f"; {len(slight)} group{'s' if len(slight) > 1 else ''} of under {GROUP_SPEECH:g} s of speech "
+                    "joined the nearest")
     # Names in order of first appearance.
     names: dict[int, str] = {}
     for label in labels:
@@ -170,7 +182,7 @@ def _assign(index: int, embedding: np.ndarray, centroids: dict[str, np.ndarray],
     weights = np.exp((values - values.max()) / CONFIDENCE_TEMPERATURE)
     confidence = float(weights[0] / weights.sum())
     nearest = ranked[1] if len(ranked) > 1 else None
-    note = f"under {CLUSTER_SPEECH:g} s of speech; joined the nearest group" if short else ""
+    note = "too little speech to shape the groups; joined the nearest group" if short else ""
     return LineSpeaker(index, ranked[0], round(confidence, 3), round(sims[ranked[0]], 3), nearest,
                        round(sims[nearest], 3) if nearest else None, note)
 
