@@ -11,8 +11,8 @@ import numpy as np
 from omnidub.journal import LineEntry
 from omnidub.names import safe_name
 from omnidub.plan import assign_languages
-from omnidub.source.cast import SourceCast, assign_speakers, reference_record, source_cast, source_summary
-from omnidub.voices import check_cast
+from omnidub.source.cast import (SourceCast, assign_speakers, check_source_cast, reference_record, source_cast,
+                                 source_summary)
 
 REFERENCES = "references"  # the clips each line was cloned from, for a person to hear beside the dub
 
@@ -27,7 +27,7 @@ def cast_from_source(project, prepare: bool) -> SourceCast:
     cast = source_cast(summary, project.dub, options.match, project.given_voices, project.voice_checks)
     voices = {**cast.voices, **project.given_voices}
     script = assign_speakers(project.dub, cast)
-    check_cast(script.lines, voices, project.input_path)
+    check_source_cast(script, voices, summary, project.input_path)
     project.voices = voices
     project.script = assign_languages(script, voices)
     if summary.accompaniment is not None and project.options.delivery.bed is None:

@@ -95,7 +95,8 @@ def test_clip_text_is_what_the_clip_says(labelled, asr):
     originals = {line.index: line.text for line in labelled.analysis.original.lines}
     for clip in labelled.chosen.values():
         cue_words = " ".join(originals[i] for i in clip.lines).split()
-        assert clip.text.split() == cue_words[: len(clip.text.split())]  # the original's words, cut at a word
+        # The words heard in it, spelled as the cue spells them: the cue's words, cut at a word, up to ASR slips.
+        assert word_agreement(" ".join(cue_words[: len(clip.text.split())]), clip.text, "en") >= 0.75, clip.text
         heard = asr.transcribe(labelled.clip(clip.start, clip.end), 24000, language="en").text
         assert word_agreement(clip.text, heard, "en") >= 0.75, (clip.text, heard)
 

@@ -22,7 +22,8 @@ from omnidub.source.speakers import (
     group_lines,
     window_embeddings,
 )
-from omnidub.source.speech import SpeechMap, find_speech
+from omnidub.errors import OmnidubError
+from omnidub.source.speech import FIT_BALANCE, FIT_BETTER, FIT_CUES, FIT_OFFSET, FIT_SHARE, SpeechMap, find_speech, subtitle_fit
 
 # A line's clip may grow this far past its cue into silence (cues often start late or end early), never into
 # another cue; and keeps this much of the silence around its speech.
@@ -102,10 +103,12 @@ def labelled(script: Script) -> bool:
 
 
 def analyse(original: Script, audio: SourceAudio, encoder, *, speakers: int | None = None,
-            language: str | None = None) -> Analysis:
+            language: str | None = None, separated: bool = False) -> Analysis:
     """Find every original line in `audio`: speech spans, embeddings, speakers (grouped when unlabelled)."""
     track = audio.at_rate(ANALYSIS_RATE)
     speech = find_speech(track)
+    if speech.regions or not separated:  # isolated vocals without speech: each cue says so (a model's failure)
+        check_fit(original, audio, speech)
     order = [line.index for line in sorted(original.lines, key=lambda l: (l.start, l.index))]
     voiced, spans = line_spans(original.lines, speech)
     embeddings: dict[int, np.ndarray | None] = {}
@@ -179,6 +182,27 @@ def _own_windows(analysis: Analysis, encoder, seconds: dict[int, float]) -> dict
             continue
         result.setdefault(speaker, []).extend(e for _, e in analysis.speech_windows(encoder, *span))
     return result
+
+
+def check_fit(original: Script, audio: SourceAudio, speech: SpeechMap) -> None:
+    """One line, before any clip is chosen, when the subtitles cannot be cut from this source: it holds no speech,
+    or the cues lie where there is none (with how far off they look, when another timing fits)."""
+    name = audio.path.name
+    if sum(b - a for a, b in speech.regions) < 0.5:
+        raise OmnidubError(f"{name}: no speech found in it (voice activity hears none); is it the right file, and "
+                           "does its first audio track hold the dialogue?")
+    fit = subtitle_fit([(line.start, line.end) for line in original.lines], speech)
+    offset = (len(original.lines) >= FIT_CUES and fit.balance < FIT_BALANCE and abs(fit.offset) >= FIT_OFFSET
+              and fit.shifted >= fit.balance + FIT_BETTER)
+    if offset:
+        raise OmnidubError(f"the original subtitles do not fit {name}: they look {abs(fit.offset):.1f} s "
+                           f"{'early' if fit.offset > 0 else 'late'} (speech where their cues are and silence where "
+                           f"they are not scores {fit.balance:.2f} as timed, {fit.shifted:.2f} shifted by "
+                           f"{fit.offset:+.1f} s; 0.5 is chance); shift them by {fit.offset:+.1f} s, or give the "
+                           "subtitles of this source")
+    if fit.share < FIT_SHARE:
+        raise OmnidubError(f"the original subtitles do not fit {name}: only {fit.share:.0%} of their cue time holds "
+                           "speech; are these the subtitles of this source?")
 
 
 def line_spans(lines: tuple[Line, ...], speech: SpeechMap) -> tuple[dict, dict]:

@@ -145,6 +145,35 @@ def source_cast(summary: SourceSummary, dub: Script, match: str, given: dict[str
     return SourceCast(summary, references, voices, lines)
 
 
+def check_source_cast(script: Script, voices: dict[str, Voice], summary: SourceSummary, where) -> None:
+    """One line naming the real cause when a dubbed line's speaker has no voice after the source was analysed:
+    the source gave its speaker no clip (and why), or the dub names a speaker the original does not."""
+    from omnidub.source.analysis import labelled
+    from omnidub.voices import voice_for
+
+    known = dict.fromkeys(summary.speakers.values())
+    for line in script.lines:
+        try:
+            voice_for(line.speaker, voices)
+            continue
+        except OmnidubError:
+            pass
+        at = f"{where}: {getattr(line, 'where', '') or f'line {line.index}'}"
+        if line.speaker in summary.missing:
+            raise OmnidubError(f"{at}: the source gives {line.speaker} no clip: {summary.missing[line.speaker]}; "
+                               f"give {line.speaker} a voice with --voice {line.speaker}=FILE")
+        if line.speaker == DEFAULT_SPEAKER:
+            raise OmnidubError(f"{at}: the line matches no original line to take its speaker from, and there is no "
+                               "default voice; label it ('NAME: text') or add a default --voice FILE")
+        if not labelled(summary.original):
+            names = ", ".join(known) or "none"
+            raise OmnidubError(f"{at}: the dub names {line.speaker}, but the original subtitles name no speakers (the "
+                               f"voices found in the source are {names}): label the original's cues, or name the "
+                               f"voices with --names S1={line.speaker},...")
+        raise OmnidubError(f"{at}: the dub names {line.speaker}, but the original subtitles have no such speaker "
+                           f"(they name {', '.join(known)}); rename it, or add --voice {line.speaker}=FILE")
+
+
 def clip_voice(summary: SourceSummary, speaker: str, start: float, end: float, text: str) -> Voice:
     """A voice whose reference is a clip of the source, with the original cue's words as its transcript."""
     return Voice(speaker, summary.clip_path(start, end), text, None, None, None)

@@ -241,9 +241,10 @@ def word_agreement(text: str, heard: str, language: str | None) -> float:
 
 
 def spelled(cue: str, heard) -> str:
-    """The words heard in a clip, spelled as the cue spells them where the two agree (same words up to case and
-    punctuation, or a same-length run the ASR misheard); words the cue lacks are taken as heard, and cue words
-    not heard in the clip are left out."""
+    """The words of a clip: the cue's, spelled as it spells them, where the ASR agrees (same words up to case and
+    punctuation, a same-length or similar-sounding run it misheard, "cannot" for "could not", or cue words it
+    missed: word times at a clip's edge are loose);
+    where it hears words the cue lacks (a condensed subtitle), the words as heard."""
     import difflib
     import re
 
@@ -256,7 +257,9 @@ def spelled(cue: str, heard) -> str:
     matcher = difflib.SequenceMatcher(a=[plain(w) for w in said], b=[plain(w) for w in got], autojunk=False)
     out = []
     for tag, a, b, c, d in matcher.get_opcodes():
-        if tag == "equal" or (tag == "replace" and b - a == d - c):
+        alike = tag == "replace" and (b - a == d - c or difflib.SequenceMatcher(
+            a=" ".join(said[a:b]).lower(), b=" ".join(got[c:d]).lower()).ratio() >= 0.6)
+        if tag in ("equal", "delete") or alike:
             out += said[a:b]
         elif tag in ("replace", "insert"):
             out += got[c:d]

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from omnidub.asr import Asr, whisper_language
+from omnidub.errors import OmnidubError
 from omnidub.script import Script
 from omnidub.source.analysis import Analysis, analyse, labelled
 from omnidub.source.audio import SourceAudio
@@ -16,6 +17,7 @@ from omnidub.source.clips import (
     ClipOptions,
     clip_samples,
     speaker_candidates,
+    word_agreement,
 )
 from omnidub.source.lines import (
     LINE_FLOOR,
@@ -78,7 +80,8 @@ def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr |
     if options.speakers is not None and labelled(original):
         notes.append(f"--speakers {options.speakers} ignored: the original names its speakers")
     audio = separation.vocals if separation else source
-    analysis = analyse(original, audio, encoder, speakers=options.speakers, language=options.language)
+    analysis = analyse(original, audio, encoder, speakers=options.speakers, language=options.language,
+                       separated=separation is not None)
     if asr is not None:
         # One pass over the whole track: Whisper encodes 30 s windows, so a call per clip would cost a window each.
         heard = asr.transcribe(audio.samples, audio.sample_rate, language=whisper_language(analysis.language),
@@ -86,6 +89,7 @@ def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr |
         if analysis.language is None:
             notes.append(f"language {heard.language!r}, as the ASR heard it; --language sets it")
         analysis = replace(analysis, words=heard.words, language=analysis.language or heard.language)
+        check_words(analysis, heard.language)
     candidates, chosen, missing = {}, {}, {}
     for speaker in dict.fromkeys(analysis.speakers[line.index] for line in original.lines):
         if speaker not in analysis.centroids:
@@ -103,6 +107,29 @@ def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr |
         line_clips = {line.index: assess_line(analysis, line.index, encoder, options.line_floor)
                       for line in original.lines}
     return Extraction(analysis, candidates, chosen, missing, line_clips, separation, tuple(notes))
+
+
+# Subtitles whose cues agree this little with what the ASR hears in them (the median over cues, 1 - WER) are not
+# the words of this audio: another language, or another film. tiny.en on the films' English agrees 0.6-1.0.
+WORDS_AGREEMENT = 0.15
+
+
+def check_words(analysis: Analysis, heard_language: str) -> None:
+    """One line when the cues do not say what the ASR hears in them (subtitles in another language than the
+    audio), before any clip is chosen."""
+    found = []
+    for line in analysis.original.lines:
+        span = analysis.voiced.get(line.index)
+        heard = analysis.heard(*span) if span else None
+        if heard:
+            said = " ".join(w.text for w in heard)
+            found.append((word_agreement(line.text, said, analysis.language), line, said))
+    if len(found) < 3 or float(np.median([a for a, _, _ in found])) >= WORDS_AGREEMENT:
+        return
+    _, line, said = min(found, key=lambda f: f[0])
+    raise OmnidubError(f"the original subtitles do not say what {analysis.audio.path.name} says: the ASR hears "
+                       f"{said[:60]!r} ({heard_language}) where line {line.index} says {line.text[:60]!r}; are they "
+                       "in another language than the audio? Give the subtitles of the language spoken in it")
 
 
 def _why_none(found: tuple[Candidate, ...]) -> str:
