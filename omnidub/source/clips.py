@@ -258,7 +258,7 @@ def spelled(cue: str, heard) -> str:
     out = []
     for tag, a, b, c, d in matcher.get_opcodes():
         alike = tag == "replace" and (b - a == d - c or difflib.SequenceMatcher(
-            a=" ".join(said[a:b]).lower(), b=" ".join(got[c:d]).lower()).ratio() >= 0.6)
+            a=" ".join(said[a:b]).lower(), b=" ".join(got[c:d]).lower()).ratio() >= 0.5)
         if tag in ("equal", "delete") or alike:
             out += said[a:b]
         elif tag in ("replace", "insert"):
