@@ -40,6 +40,7 @@ class SourceOptions:
     separate: str | None = None  # a Demucs model: clips cut from the isolated vocals
     speakers: int | None = None  # voices in an unlabelled original (None: chosen by the data)
     language: str | None = None  # spoken in the source
+    names: tuple[tuple[str, str], ...] = ()  # --names: voices found in the source -> the dub's names
 
     def check(self) -> None:
         if self.match not in MATCHES:
@@ -73,6 +74,7 @@ def analysis_key(options: SourceOptions, voice: VoiceOptions, asr_name: str | No
     for path in (options.source, options.subs):
         file_digest(path, digest)
     fields = {"speakers": options.speakers, "language": options.language, "separate": options.separate,
+              "names": [list(pair) for pair in options.names],
               "asr": asr_name, "voice": [voice.reference_seconds, list(voice.reference_window)]}
     digest.update(json.dumps(fields, sort_keys=True).encode())
     return digest.hexdigest()
@@ -109,7 +111,8 @@ def source_summary(options: SourceOptions, voice: VoiceOptions, *, asr, device: 
 
     extraction = extract_voices(audio, original, encoder=source_encoder(device), asr=asr,
                                 options=ExtractOptions(clips=ClipOptions(voice=voice), speakers=options.speakers,
-                                                       language=options.language, assess_lines=True),
+                                                       language=options.language, assess_lines=True,
+                                                       names=dict(options.names)),
                                 separation=separation)
     summary = summarize(extraction, folder)
     save(summary)

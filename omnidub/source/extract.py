@@ -41,6 +41,7 @@ class ExtractOptions:
     language: str | None = None  # the language spoken in the source
     line_floor: float = LINE_FLOOR
     assess_lines: bool = False  # also judge every original line's own clip (per-line references)
+    names: dict[str, str] = field(default_factory=dict)  # --names: a voice found in the source -> its name
 
 
 @dataclass(frozen=True, eq=False)
@@ -82,6 +83,8 @@ def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr |
     audio = separation.vocals if separation else source
     analysis = analyse(original, audio, encoder, speakers=options.speakers, language=options.language,
                        separated=separation is not None)
+    if options.names:
+        analysis = renamed(analysis, options.names)
     if asr is not None:
         # One pass over the whole track: Whisper encodes 30 s windows, so a call per clip would cost a window each.
         heard = asr.transcribe(audio.samples, audio.sample_rate, language=whisper_language(analysis.language),
@@ -107,6 +110,40 @@ def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr |
         line_clips = {line.index: assess_line(analysis, line.index, encoder, options.line_floor)
                       for line in original.lines}
     return Extraction(analysis, candidates, chosen, missing, line_clips, separation, tuple(notes))
+
+
+def renamed(analysis: Analysis, names: dict[str, str]) -> Analysis:
+    """The analysis with the voices it found renamed (``--names S1=NORA,S2=OWEN``); one line for a name that is
+    not a voice of this source, or two voices given one name."""
+    unknown = sorted(set(names) - set(analysis.speakers.values()))
+    if unknown:
+        raise OmnidubError(f"--names {unknown[0]}=...: the source has no voice {unknown[0]} (it has "
+                           f"{', '.join(dict.fromkeys(analysis.speakers.values()))})")
+    new = {s: names.get(s, s) for s in dict.fromkeys(analysis.speakers.values())}
+    if len(set(new.values())) < len(new):
+        raise OmnidubError("--names gives two voices one name: " + ", ".join(f"{a}={b}" for a, b in names.items()))
+    grouping = analysis.grouping
+    if grouping is not None:
+        grouping = replace(grouping, speakers=tuple(new[s] for s in grouping.speakers),
+                           lines=tuple(replace(g, speaker=new[g.speaker], nearest=new.get(g.nearest, g.nearest))
+                                       for g in grouping.lines))
+    return replace(analysis, speakers={i: new[s] for i, s in analysis.speakers.items()},
+                   centroids={new[s]: c for s, c in analysis.centroids.items()},
+                   typical={new[s]: t for s, t in analysis.typical.items()},
+                   calibration={new[s]: c for s, c in analysis.calibration.items()}, grouping=grouping)
+
+
+def parse_names(text: str | None) -> dict[str, str]:
+    """``S1=NORA,S2=OWEN`` as a mapping (one line when it is not of that form)."""
+    names = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        old, sep, new = part.partition("=")
+        if not sep or not old.strip() or not new.strip():
+            raise OmnidubError(f"--names takes VOICE=NAME pairs separated by commas (S1=NORA,S2=OWEN), not {part!r}")
+        names[old.strip()] = new.strip()
+    return names
 
 
 # Subtitles whose cues agree this little with what the ASR hears in them (the median over cues, 1 - WER) are not
