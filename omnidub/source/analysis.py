@@ -23,7 +23,16 @@ from omnidub.source.speakers import (
     window_embeddings,
 )
 from omnidub.errors import OmnidubError
-from omnidub.source.speech import FIT_BALANCE, FIT_BETTER, FIT_CUES, FIT_OFFSET, FIT_SHARE, SpeechMap, find_speech, subtitle_fit
+from omnidub.source.speech import (
+    FIT_BALANCE,
+    FIT_BETTER,
+    FIT_CUES,
+    FIT_OFFSET,
+    FIT_SHARE,
+    SpeechMap,
+    find_speech,
+    subtitle_fit,
+)
 
 # A line's clip may grow this far past its cue into silence (cues often start late or end early), never into
 # another cue; and keeps this much of the silence around its speech.
@@ -157,7 +166,8 @@ def condensed_cues(original: Script, voiced: dict, speech: SpeechMap) -> dict[in
         if spoken >= CONDENSED_SPEECH and spoken / reads > CONDENSED_RATIO * usual:
             words = len(original_line(original, index).text.split())
             expected = words * spoken / reads / usual
-            result[index] = (f"the subtitle looks condensed: {words} word{'s' if words != 1 else ''} for {spoken:.1f} s "
+            plural = "s" if words != 1 else ""
+            result[index] = (f"the subtitle looks condensed: {words} word{plural} for {spoken:.1f} s "
                              f"of speech (about {expected:.0f} at the pace of this source's cues); without an ASR "
                              "model to hear the words, its transcript would not match its audio")
     return result

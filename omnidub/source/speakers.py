@@ -86,7 +86,8 @@ class VoiceCalibration:
         if nearest is not None and other - own > self.margin:
             relation = (f"closer to {nearest} ({other:.2f}) than to {speaker} ({own:.2f})" if other > own else
                         f"nearly as close to {nearest} ({other:.2f}) as to {speaker} ({own:.2f})")
-            return f"{relation}; in this source {speaker}'s own lines are more than {-self.margin:.2f} closer to {speaker}"
+            return (f"{relation}; in this source {speaker}'s own lines are more than {-self.margin:.2f} closer to "
+                    f"{speaker}")
         if own < self.floor:
             return (f"similarity {own:.2f} to {speaker}, under {self.floor:.2f}, halfway between {speaker}'s own "
                     "lines and the other voices in this source")
@@ -209,13 +210,15 @@ def _cluster(vectors: np.ndarray, speakers: int | None) -> tuple[np.ndarray, str
             best_k, best, best_labels = len(set(labels)), score, labels
     if best < SILHOUETTE_FLOOR:
         best_labels = np.ones(n, int)
-        how = f"one speaker: no split of the lines by voice reaches a silhouette of {SILHOUETTE_FLOOR} (best {max(best, 0.0):.2f})"
+        how = (f"one speaker: no split of the lines by voice reaches a silhouette of {SILHOUETTE_FLOOR} "
+               f"(best {max(best, 0.0):.2f})")
     else:
         how = f"{best_k} speakers: the grouping with the best silhouette ({best:.2f}) from 2 to {MAX_SPEAKERS}"
     labels, splits = split_tight(vectors, best_labels)
     if splits:
         count = len(set(labels))
-        how = (f"{count} speakers: the grouping with the best silhouette ({max(best, 0.0):.2f}) gave {best_k if best >= SILHOUETTE_FLOOR else 1}, "
+        first = best_k if best >= SILHOUETTE_FLOOR else 1
+        how = (f"{count} speakers: the grouping with the best silhouette ({max(best, 0.0):.2f}) gave {first}, "
                f"and {splits} group{'s' if splits > 1 else ''} whose lines form two tight sub-groups "
                f"{'were' if splits > 1 else 'was'} split")
     return labels, how
