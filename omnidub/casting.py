@@ -14,9 +14,9 @@ from omnidub.names import safe_name
 from omnidub.plan import assign_languages
 from omnidub.records import LineEntry
 from omnidub.script import Script
-from omnidub.source.cast import (SourceCast, SourceOptions, assign_speakers, reference_record, source_cast,
-                                 source_summary)
-from omnidub.voices import Voice, check_cast
+from omnidub.source.cast import (SourceCast, SourceOptions, assign_speakers, check_source_cast, reference_record,
+                                 source_cast, source_summary)
+from omnidub.voices import Voice
 
 REFERENCES = "references"  # the clips each line was cloned from, for a person to hear beside the dub
 
@@ -43,7 +43,7 @@ def cast_from_source(engine, options: SourceOptions, dub: Script, given: dict[st
     cast = source_cast(summary, dub, options.match, given, checks)
     voices = {**cast.voices, **given}
     script = assign_speakers(dub, cast)
-    check_cast(script.lines, voices, input_path)
+    check_source_cast(script, voices, summary, input_path)
     bed = summary.accompaniment if summary.accompaniment is not None and not has_bed else None
     return Casting(cast, voices, assign_languages(script, voices), bed, notes)
 
@@ -87,18 +87,20 @@ def _own_clip(cast: SourceCast, index: int) -> str | None:
     return cast.summary.hashes.get((own.start, own.end)) if own is not None and own.problem is None else None
 
 
-def voice_check(cast: SourceCast, entries: list[LineEntry], out_dir: Path, *, threshold: float, encoder,
-                judged: set[int]) -> dict[int, dict]:
+def voice_check(cast: SourceCast, entries: list[LineEntry], out_dir: Path, *, encoder, judged: set[int]
+                ) -> dict[int, dict]:
     """Hear every line rendered from its own original clip against each speaker's voice in the source; return the
-    verdicts of lines not ``judged`` before (failing: closer to another speaker, or under ``threshold``).
-    ``encoder``: a callable giving the speaker encoder, made only when a line is heard."""
-    verdicts = {}
+    verdicts of lines not ``judged`` before (failing: closer to another speaker than to its own, or less like its
+    own than the speaker's lines in the source ever are: the source's own calibration, not an absolute threshold).
+    ``encoder``: a callable giving the source's speaker encoder, made only when a line is heard."""
+    verdicts, made = {}, None
     centroids = cast.summary.centroids
     for entry in entries:
         reference = cast.references.get(entry.index)
         if reference is None or reference.kind != "line" or not entry.done or entry.index in judged:
             continue
-        found = hear(out_dir / entry.file, encoder())
+        made = made or encoder()
+        found = hear(out_dir / entry.file, made)
         if found is None or reference.speaker not in centroids:  # kept, so a rerun does not ask again
             verdicts[entry.index] = {"clip": reference.sha256, "passed": None,
                                      "why": "too little speech to judge" if found is None else
@@ -109,12 +111,14 @@ def voice_check(cast: SourceCast, entries: list[LineEntry], out_dir: Path, *, th
         nearest = max(similarity, key=similarity.get) if similarity else None
         verdict = {"clip": reference.sha256, "similarity": round(own, 4), "nearest": nearest,
                    "nearest_similarity": round(similarity[nearest], 4) if nearest else None}
+        calibration = cast.summary.calibration.get(reference.speaker)
         if nearest is not None and similarity[nearest] > own:
             verdict.update(passed=False, why=f"the voice check heard it closer to {nearest} "
                                              f"({similarity[nearest]:.2f}) than to {reference.speaker} ({own:.2f})")
-        elif own < threshold:
+        elif calibration is not None and own < calibration.floor:
             verdict.update(passed=False, why=f"the voice check heard it {own:.2f} like {reference.speaker}, under "
-                                             f"{threshold:.2f}")
+                                             f"{calibration.floor:.2f}, the least {reference.speaker}'s own lines in "
+                                             "the source reach")
         else:
             verdict["passed"] = True
         verdicts[entry.index] = verdict
@@ -122,7 +126,7 @@ def voice_check(cast: SourceCast, entries: list[LineEntry], out_dir: Path, *, th
 
 
 def hear(segment: Path, encoder) -> np.ndarray | None:
-    """A rendered line's voice (its GE2E embedding; None when it holds too little speech to tell)."""
+    """A rendered line's voice (its embedding by the source's speaker model; None when it holds too little speech)."""
     from omnidub.voices import load_audio
 
     found = encoder.embed(load_audio(segment, 16000), 16000)

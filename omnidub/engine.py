@@ -40,6 +40,7 @@ class Engine:
         self._executor = None
         self._asr = None
         self._encoders: dict = {}
+        self._source_encoder = None
         # A context manager around each model load: the CLI shows a spinner with what is loading.
         self.on_load = lambda what: contextlib.nullcontext()
         self.on_note = lambda text: None  # what the backend decided on its own (--compile auto, the probe)
@@ -248,3 +249,11 @@ class Engine:
         if key not in self._encoders:
             self._encoders[key] = speaker_encoder(name, self.tools_device)
         return self._encoders[key]
+
+    def source_encoder(self):
+        """The speaker encoder that tells a source's voices apart (``embedding.source_encoder``), made once."""
+        from omnidub.embedding import source_encoder
+
+        if self._source_encoder is None:
+            self._source_encoder = source_encoder(self.device)
+        return self._source_encoder

@@ -421,8 +421,8 @@ class Project:
 
         if self.cast is None or self.options.source.match != "auto" or self.stopping:
             return []
-        verdicts = voice_check(self.cast, self.entries, self.out_dir, threshold=self.preset.qa.min_voice_similarity,
-                               encoder=self.engine.speaker_encoder, judged=set(self.voice_checks))
+        verdicts = voice_check(self.cast, self.entries, self.out_dir, encoder=self.engine.source_encoder,
+                               judged=set(self.voice_checks))
         self.voice_checks.update(verdicts)
         unjudged = sorted(i for i, v in verdicts.items() if v["passed"] is None)
         if unjudged:

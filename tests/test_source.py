@@ -37,11 +37,11 @@ TRUE_SPEAKER = {t["line"]: t["speaker"] for t in TRUTH["lines"]}
 
 @pytest.fixture(scope="module")
 def encoder():
-    from omnidub.embedding import SpeakerEncoder
+    from omnidub.embedding import source_encoder
 
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        return SpeakerEncoder()
+        return source_encoder()
 
 
 @pytest.fixture(scope="module")
@@ -88,7 +88,7 @@ def test_no_candidate_holding_two_voices_is_usable(labelled):
     refused = {c.lines: c.problem for found in labelled.candidates.values() for c in found if c.problem}
     assert "overlaps line 8 of BOB" in refused[(7,)] and "overlaps line 7 of ALICE" in refused[(8,)]
     # Line 10's cue (ALICE) runs on into BOB's uncued reply: only the voice check can see it.
-    assert refused[(10,)].startswith("sounds like BOB"), refused[(10,)]
+    assert "another voice at" in refused[(10,)] and "closer to BOB" in refused[(10,)], refused[(10,)]
 
 
 def test_clip_text_is_what_the_clip_says(labelled, asr):
@@ -96,7 +96,8 @@ def test_clip_text_is_what_the_clip_says(labelled, asr):
     assert set(labelled.chosen) == {"ALICE", "BOB", "CAROL"}  # every speaker's clip is checked, not none
     for clip in labelled.chosen.values():
         cue_words = " ".join(originals[i] for i in clip.lines).split()
-        assert clip.text.split() == cue_words[: len(clip.text.split())]  # the original's words, cut at a word
+        # The words heard in it, spelled as the cue spells them: the cue's words, cut at a word, up to ASR slips.
+        assert word_agreement(" ".join(cue_words[: len(clip.text.split())]), clip.text, "en") >= 0.75, clip.text
         heard = asr.transcribe(labelled.clip(clip.start, clip.end), 24000, language="en").text
         assert word_agreement(clip.text, heard, "en") >= 0.75, (clip.text, heard)
 
@@ -177,7 +178,7 @@ def test_line_references_use_the_line_or_say_why_not(labelled):
         assert r.sha256 == samples_hash(labelled.clip(r.start, r.end), 24000)
     assert "shorter than the 2 s floor" in references[6].fallback
     assert "overlaps line 8 of BOB" in references[7].fallback and "overlaps line 7" in references[8].fallback
-    assert "sounds like BOB" in references[10].fallback
+    assert "closer to BOB" in references[10].fallback
     for i in (6, 7, 8, 10):
         r, clip = references[i], labelled.chosen[references[i].speaker]
         assert r.kind == "speaker" and (r.start, r.end, r.text) == (clip.start, clip.end, clip.text)

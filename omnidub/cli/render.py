@@ -39,6 +39,8 @@ def render(
                                                    "speaker: one clip per character; auto: line, and lines that "
                                                    "sound like someone else again from their speaker's clip. "
                                                    "[default: auto with --source]"),
+    names: Optional[str] = typer.Option(None, "--names", metavar="S1=NAME,...", show_default=False,
+                                        help="Name the voices found in an unlabelled --source-subs (S1=NORA,S2=OWEN)."),
     separate: Optional[str] = typer.Option(None, "--separate", metavar="MODEL", show_default=False,
                                            help="Cut the clips from the vocals a Demucs model isolates (htdemucs, or "
                                                 "a model file); the rest becomes the --bed unless one is given. "
@@ -92,7 +94,8 @@ def render(
                                        "to mix under the dub."),
     duck: float = typer.Option(12.0, "--duck", min=0.0, metavar="DB", help="How far the bed drops while a line plays."),
     video: Optional[Path] = typer.Option(None, "--video", metavar="FILE", show_default=False,
-                                         help="Video to put the dub into (picture copied, not re-encoded)."),
+                                         help="Video to put the dub into (picture copied, not re-encoded). "
+                                              "[default: the --source, when it is a video]"),
     keep_original: bool = typer.Option(False, "--keep-original", help="Keep the video's own audio as a second track."),
     fps: Optional[str] = typer.Option(None, "--fps", metavar="FPS", show_default=False,
                                       help="Frame rate of timecodes, timelines and subtitles, e.g. 25 or 30000/1001. "
@@ -160,10 +163,21 @@ def _render(**o) -> int:
     if not o["dry_run"] and not o["as_json"] and o["backend"] == "auto" and interactive():
         _offer_export(session.engine, o["model"])
     listener = ProgressListener(err, reports=not o["as_json"])
+    source, delivery = _source(o), _delivery(o)
+    o["delivery_notes"] = []
+    if source is not None and delivery.video is None and _has_picture(source.source):
+        from dataclasses import replace
+
+        delivery = replace(delivery, video=source.source)
+        o["delivery_notes"].append(f"the dub goes into {source.source.name}, the --source video (--video was left out)")
+    if delivery.video is not None and delivery.bed is None and not delivery.keep_original and not o["separate"]:
+        o["delivery_notes"].append("the dubbed video carries the dialogue only: --bed FILE mixes music and effects "
+                                   "under it, --separate MODEL takes them from the source, --keep-original adds the "
+                                   "original audio as a second track")
     job = session.job(o["inputs"], voices=o["voices"], voice=o["voice"], voice_text=o["voice_text"],
                       language=o["language"], out_dir=o["out_dir"], cache_dir=o["cache"], fmt=o["format"].value,
-                      force=o["force"], listener=listener, only=o["only"], delivery=_delivery(o),
-                      allow_other_files=o["allow_other_files"], source=_source(o), qa=o["qa"] and not o["dry_run"],
+                      force=o["force"], listener=listener, only=o["only"], delivery=delivery,
+                      allow_other_files=o["allow_other_files"], source=source, qa=o["qa"] and not o["dry_run"],
                       retakes=0 if o["dry_run"] else o["retakes"], speaker_model=o["speaker_model"])
     try:
         return _run(o, session.engine, settings, job, listener)
@@ -253,6 +267,8 @@ def _header(o: dict, engine, settings, job) -> None:
     )
     if engine.backend_choice.note:
         err.print(f"[cyan]note:[/] {escape(engine.backend_choice.note)}", soft_wrap=True)
+    for note in o.get("delivery_notes", ()):
+        err.print(f"[cyan]note:[/] {escape(printable(note))}", soft_wrap=True)
 
 
 def _report(runs, many: bool, as_json: bool) -> int:
@@ -311,16 +327,30 @@ def _source(o: dict):
     from omnidub.source.cast import SourceOptions
 
     if o["source"] is None:
-        given = next((flag for flag in ("source_subs", "voice_match", "separate") if o[flag] is not None), None)
+        given = next((flag for flag in ("source_subs", "voice_match", "separate", "names") if o[flag] is not None),
+                     None)
         if given:
             raise OmnidubError(f"--{given.replace('_', '-')} goes with --source: add --source FILE (the original video "
                                "or audio)")
         return None
     if o["source_subs"] is None:
         raise OmnidubError("--source needs --source-subs: the subtitles of the language spoken in the source")
-    source = SourceOptions(o["source"], o["source_subs"], o["voice_match"] or "auto", o["separate"])
+    from omnidub.source.extract import parse_names
+
+    source = SourceOptions(o["source"], o["source_subs"], o["voice_match"] or "auto", o["separate"],
+                           names=tuple(parse_names(o["names"]).items()))
     source.check()
     return source
+
+
+def _has_picture(path: Path) -> bool:
+    """Whether a file has a video stream (an unreadable one is said by the source's own checks, later)."""
+    from omnidub.outputs.video import probe
+
+    try:
+        return probe(path).fps is not None
+    except OmnidubError:
+        return False
 
 
 def _delivery(o: dict):

@@ -41,6 +41,8 @@ def extract(
                                                 "[default: voices/<source stem>]"),
     speakers: Optional[int] = typer.Option(None, "--speakers", min=1, max=50, metavar="N", show_default=False,
                                            help="Voices in an unlabelled original. [default: chosen by the data]"),
+    names: Optional[str] = typer.Option(None, "--names", metavar="S1=NAME,...", show_default=False,
+                                        help="Name the voices found in an unlabelled original (S1=NORA,S2=OWEN)."),
     language: Optional[str] = typer.Option(None, "--language", metavar="CODE", show_default=False,
                                            help="Language spoken in SOURCE, e.g. en. [default: heard by the ASR]"),
     asr_model: Optional[str] = typer.Option(None, "--asr-model", metavar="NAME|PATH", show_default=False,
@@ -65,6 +67,7 @@ def extract(
     Examples:
       omnidub voices extract episode.mkv --subs episode.en.srt --asr-model small
       omnidub voices extract episode.mkv --subs episode.en.srt --speakers 3 --separate htdemucs
+      omnidub voices extract episode.mkv --subs episode.en.srt --names S1=NORA,S2=OWEN
       omnidub render episode.es.srt --voices voices/episode/voices.toml --language es
     """
     with user_errors(debug):
@@ -76,8 +79,10 @@ def extract(
             no_clip_error,
         )
 
+        from omnidub.source.extract import parse_names
+
         options = ExtractOptions(clips=ClipOptions(voice=load_preset(preset).voice), speakers=speakers,
-                                 language=language)
+                                 language=language, names=parse_names(names))
         folder = out_dir if out_dir is not None else Path("voices") / source.stem
         with err.status("extracting voices") as status:
             extracted = extract_folder(source, subs, folder, options=options, asr_model=asr_model,

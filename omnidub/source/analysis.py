@@ -12,16 +12,45 @@ import numpy as np
 from omnidub.asr import Word
 from omnidub.script import DEFAULT_SPEAKER, Line, Script
 from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
-from omnidub.source.speakers import CLUSTER_SPEECH, Grouping, centroid, group_lines, window_embeddings
-from omnidub.source.speech import SpeechMap, find_speech
+from omnidub.source.speakers import (
+    CLUSTER_SPEECH,
+    WINDOW,
+    Grouping,
+    VoiceCalibration,
+    calibrate,
+    centroid,
+    group_lines,
+    window_embeddings,
+)
+from omnidub.errors import OmnidubError
+from omnidub.source.speech import (
+    FIT_BALANCE,
+    FIT_BETTER,
+    FIT_CUES,
+    FIT_OFFSET,
+    FIT_SHARE,
+    SpeechMap,
+    find_speech,
+    subtitle_fit,
+)
 
 # A line's clip may grow this far past its cue into silence (cues often start late or end early), never into
 # another cue; and keeps this much of the silence around its speech.
 GROW = 0.3
 PAD = 0.1
 # A line whose voice is this far from its speaker's centroid is left out of the centroid (a mislabelled cue,
-# or one holding two voices); GE2E gives 0.85-0.95 for one voice and 0.4-0.75 across voices on the fixtures.
-CENTROID_OUTLIER = 0.7
+# or one holding two voices); CAM++ gives 0.67-0.88 for one voice and 0.2-0.48 across voices on the films.
+CENTROID_OUTLIER = 0.5
+# A window is judged only when voice activity calls at least this share of it speech (the rest of a window at a
+# clip's edge, or across a pause, is the background, whose embedding says nothing of the voice).
+WINDOW_SPEECH = 0.5
+# A cue is condensed (it says fewer words than are spoken) when its speech lasts this many times longer than its
+# words take at the pace of this source's cues (the median, by upstream's duration estimator, which knows each
+# language's script): on the films half-length subtitles came out at 1.65-1.9 times the median, whole cues at
+# 0.7-1.43. Judged on cues with at least CONDENSED_SPEECH of speech, in a source of at least CONDENSED_CUES cues.
+CONDENSED_RATIO = 1.5
+CONDENSED_SPEECH = 2.0
+CONDENSED_CUES = 3
 
 
 @dataclass(frozen=True, eq=False)
@@ -41,6 +70,8 @@ class Analysis:
     typical: dict[str, float]  # speaker -> median similarity of its lines to its centroid
     grouping: Grouping | None  # None when the original is labelled
     language: str | None
+    calibration: dict[str, VoiceCalibration] = field(default_factory=dict)
+    condensed: dict[int, str] = field(default_factory=dict)  # line -> why its cue looks condensed (no ASR to hear it)
     words: tuple[Word, ...] | None = None  # what the ASR hears in the whole track; None without an ASR model
     # Window embeddings by span: a line's clip is checked as a speaker candidate and again as its own reference.
     _windows: dict = field(default_factory=dict, repr=False)
@@ -50,6 +81,13 @@ class Analysis:
         if (start, end) not in self._windows:
             self._windows[(start, end)] = window_embeddings(encoder, self.track.cut(start, end))
         return self._windows[(start, end)]
+
+    def speech_windows(self, encoder, start: float, end: float) -> list[tuple[float, np.ndarray]]:
+        """The windows of the span that are mostly speech (all of them when none is)."""
+        found = self.windows(encoder, start, end)
+        speechy = [(o, e) for o, e in found
+                   if self.speech.speech_fraction(start + o, min(start + o + WINDOW, end)) >= WINDOW_SPEECH]
+        return speechy or found
 
     def heard(self, start: float, end: float) -> tuple[Word, ...] | None:
         """The recognised words whose middle lies between `start` and `end`, timed from `start`."""
@@ -74,10 +112,12 @@ def labelled(script: Script) -> bool:
 
 
 def analyse(original: Script, audio: SourceAudio, encoder, *, speakers: int | None = None,
-            language: str | None = None) -> Analysis:
+            language: str | None = None, separated: bool = False) -> Analysis:
     """Find every original line in `audio`: speech spans, embeddings, speakers (grouped when unlabelled)."""
     track = audio.at_rate(ANALYSIS_RATE)
     speech = find_speech(track)
+    if speech.regions or not separated:  # isolated vocals without speech: each cue says so (a model's failure)
+        check_fit(original, audio, speech)
     order = [line.index for line in sorted(original.lines, key=lambda l: (l.start, l.index))]
     voiced, spans = line_spans(original.lines, speech)
     embeddings: dict[int, np.ndarray | None] = {}
@@ -97,7 +137,82 @@ def analyse(original: Script, audio: SourceAudio, encoder, *, speakers: int | No
                for name, c in centroids.items()}
     if language is None:
         language = next((line.language for line in original.lines if line.language), None)
-    return Analysis(original, audio, track, speech, voiced, spans, embeddings, who, centroids, typical, grouping, language)
+    found = Analysis(original, audio, track, speech, voiced, spans, embeddings, who, centroids, typical, grouping,
+                     language)
+    found.calibration.update(calibrate(_own_windows(found, encoder, seconds), centroids))
+    found.condensed.update(condensed_cues(original, voiced, speech))
+    return found
+
+
+def condensed_cues(original: Script, voiced: dict, speech: SpeechMap) -> dict[int, str]:
+    """The cues that say far fewer words than their speech holds, each with the reason (see CONDENSED_RATIO)."""
+    from omnidub.duration import natural_seconds
+
+    pace = {}  # line -> seconds of speech per second its words take
+    for line in original.lines:
+        span = voiced.get(line.index)
+        if span is None or not line.text.strip():
+            continue
+        spoken, reads = speech.speech_seconds(*span), natural_seconds(line.text)
+        if spoken >= CLUSTER_SPEECH and reads > 0:
+            pace[line.index] = (spoken, reads)
+    if len(pace) < CONDENSED_CUES:
+        return {}
+    # The whole source's pace: a speaker's own would be pulled up by its condensed cues (real subtitles condense
+    # one character's long speeches more than another's), and voices differ in pace by far less than condensing does.
+    usual = float(np.median([a / b for a, b in pace.values()]))
+    result = {}
+    for index, (spoken, reads) in pace.items():
+        if spoken >= CONDENSED_SPEECH and spoken / reads > CONDENSED_RATIO * usual:
+            words = len(original_line(original, index).text.split())
+            expected = words * spoken / reads / usual
+            plural = "s" if words != 1 else ""
+            result[index] = (f"the subtitle looks condensed: {words} word{plural} for {spoken:.1f} s "
+                             f"of speech (about {expected:.0f} at the pace of this source's cues); without an ASR "
+                             "model to hear the words, its transcript would not match its audio")
+    return result
+
+
+def original_line(original: Script, index: int) -> Line:
+    return next(line for line in original.lines if line.index == index)
+
+
+def _own_windows(analysis: Analysis, encoder, seconds: dict[int, float]) -> dict[str, list[np.ndarray]]:
+    """The window embeddings of each speaker's solid lines (enough speech, no other speaker's cue over them, and
+    close to the speaker's centroid as a whole): what the speaker sounds like in this source."""
+    result: dict[str, list[np.ndarray]] = {}
+    for line in analysis.original.lines:
+        speaker, span = analysis.speakers[line.index], analysis.spans.get(line.index)
+        embedding, own = analysis.embeddings.get(line.index), analysis.centroids.get(speaker)
+        if span is None or embedding is None or own is None or seconds.get(line.index, 0.0) < CLUSTER_SPEECH:
+            continue
+        if float(np.dot(embedding, own)) < CENTROID_OUTLIER or any(
+                analysis.speakers[o.index] != speaker and o.start < span[1] and o.end > span[0]
+                for o in analysis.original.lines):
+            continue
+        result.setdefault(speaker, []).extend(e for _, e in analysis.speech_windows(encoder, *span))
+    return result
+
+
+def check_fit(original: Script, audio: SourceAudio, speech: SpeechMap) -> None:
+    """One line, before any clip is chosen, when the subtitles cannot be cut from this source: it holds no speech,
+    or the cues lie where there is none (with how far off they look, when another timing fits)."""
+    name = audio.path.name
+    if sum(b - a for a, b in speech.regions) < 0.5:
+        raise OmnidubError(f"{name}: no speech found in it (voice activity hears none); is it the right file, and "
+                           "does its first audio track hold the dialogue?")
+    fit = subtitle_fit([(line.start, line.end) for line in original.lines], speech)
+    offset = (len(original.lines) >= FIT_CUES and fit.balance < FIT_BALANCE and abs(fit.offset) >= FIT_OFFSET
+              and fit.shifted >= fit.balance + FIT_BETTER)
+    if offset:
+        raise OmnidubError(f"the original subtitles do not fit {name}: they look {abs(fit.offset):.1f} s "
+                           f"{'early' if fit.offset > 0 else 'late'} (speech where their cues are and silence where "
+                           f"they are not scores {fit.balance:.2f} as timed, {fit.shifted:.2f} shifted by "
+                           f"{fit.offset:+.1f} s; 0.5 is chance); shift them by {fit.offset:+.1f} s, or give the "
+                           "subtitles of this source")
+    if fit.share < FIT_SHARE:
+        raise OmnidubError(f"the original subtitles do not fit {name}: only {fit.share:.0%} of their cue time holds "
+                           "speech; are these the subtitles of this source?")
 
 
 def line_spans(lines: tuple[Line, ...], speech: SpeechMap) -> tuple[dict, dict]:

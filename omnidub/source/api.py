@@ -87,9 +87,9 @@ def _extract(source: Path, subs: Path, folder: OutputFolder, options: ExtractOpt
         separation = split(separator, source, separate)
         files[ACCOMPANIMENT_NAME] = wav_bytes(separation.accompaniment, separation.sample_rate, format="FLAC")
     if encoder is None:
-        from omnidub.embedding import SpeakerEncoder
+        from omnidub.embedding import source_encoder
 
-        encoder = SpeakerEncoder(device)
+        encoder = source_encoder(device)
     status("finding the speakers and their clips")
     extraction = extract_voices(audio, original, encoder=encoder, asr=asr, options=options, separation=separation)
     if asr_note:

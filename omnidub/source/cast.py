@@ -23,7 +23,7 @@ from omnidub.source.summary import SourceSummary, load, save, summarize
 from omnidub.voices import Voice
 
 MATCHES = ("auto", "line", "speaker")
-VERSION = 1  # of the analysis: a new one analyses every source again
+VERSION = 2  # of the analysis: a new one analyses every source again
 
 
 @dataclass(frozen=True)
@@ -40,6 +40,7 @@ class SourceOptions:
     separate: str | None = None  # a Demucs model: clips cut from the isolated vocals
     speakers: int | None = None  # voices in an unlabelled original (None: chosen by the data)
     language: str | None = None  # spoken in the source
+    names: tuple[tuple[str, str], ...] = ()  # --names: voices found in the source -> the dub's names
 
     def check(self) -> None:
         if self.match not in MATCHES:
@@ -73,6 +74,7 @@ def analysis_key(options: SourceOptions, voice: VoiceOptions, asr_name: str | No
     for path in (options.source, options.subs):
         file_digest(path, digest)
     fields = {"speakers": options.speakers, "language": options.language, "separate": options.separate,
+              "names": [list(pair) for pair in options.names],
               "asr": asr_name, "voice": [voice.reference_seconds, list(voice.reference_window)]}
     digest.update(json.dumps(fields, sort_keys=True).encode())
     return digest.hexdigest()
@@ -105,11 +107,12 @@ def source_summary(options: SourceOptions, voice: VoiceOptions, *, asr, device: 
 
         status(f"separating the vocals with {options.separate}")
         separation = separate(separator, Path(options.source), options.separate)
-    from omnidub.embedding import SpeakerEncoder
+    from omnidub.embedding import source_encoder
 
-    extraction = extract_voices(audio, original, encoder=SpeakerEncoder(device), asr=asr,
+    extraction = extract_voices(audio, original, encoder=source_encoder(device), asr=asr,
                                 options=ExtractOptions(clips=ClipOptions(voice=voice), speakers=options.speakers,
-                                                       language=options.language, assess_lines=True),
+                                                       language=options.language, assess_lines=True,
+                                                       names=dict(options.names)),
                                 separation=separation)
     summary = summarize(extraction, folder)
     save(summary)
@@ -143,6 +146,35 @@ def source_cast(summary: SourceSummary, dub: Script, match: str, given: dict[str
         if reference.kind == "line" and reference.speaker not in given:
             lines[index] = clip_voice(summary, reference.speaker, reference.start, reference.end, reference.text)
     return SourceCast(summary, references, voices, lines)
+
+
+def check_source_cast(script: Script, voices: dict[str, Voice], summary: SourceSummary, where) -> None:
+    """One line naming the real cause when a dubbed line's speaker has no voice after the source was analysed:
+    the source gave its speaker no clip (and why), or the dub names a speaker the original does not."""
+    from omnidub.source.analysis import labelled
+    from omnidub.voices import voice_for
+
+    known = dict.fromkeys(summary.speakers.values())
+    for line in script.lines:
+        try:
+            voice_for(line.speaker, voices)
+            continue
+        except OmnidubError:
+            pass
+        at = f"{where}: {getattr(line, 'where', '') or f'line {line.index}'}"
+        if line.speaker in summary.missing:
+            raise OmnidubError(f"{at}: the source gives {line.speaker} no clip: {summary.missing[line.speaker]}; "
+                               f"give {line.speaker} a voice with --voice {line.speaker}=FILE")
+        if line.speaker == DEFAULT_SPEAKER:
+            raise OmnidubError(f"{at}: the line matches no original line to take its speaker from, and there is no "
+                               "default voice; label it ('NAME: text') or add a default --voice FILE")
+        if not labelled(summary.original):
+            names = ", ".join(known) or "none"
+            raise OmnidubError(f"{at}: the dub names {line.speaker}, but the original subtitles name no speakers (the "
+                               f"voices found in the source are {names}): label the original's cues, or name the "
+                               f"voices with --names S1={line.speaker},...")
+        raise OmnidubError(f"{at}: the dub names {line.speaker}, but the original subtitles have no such speaker "
+                           f"(they name {', '.join(known)}); rename it, or add --voice {line.speaker}=FILE")
 
 
 def clip_voice(summary: SourceSummary, speaker: str, start: float, end: float, text: str) -> Voice:

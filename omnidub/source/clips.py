@@ -20,15 +20,9 @@ import numpy as np
 from omnidub.asr import Asr, whisper_language
 from omnidub.config import VoiceOptions
 from omnidub.source.analysis import Analysis
+from omnidub.source.speakers import WINDOW
 from omnidub.voices.reference import WHOLE_REFERENCE_SECONDS, cut_at_word
 
-# A 1.6 s window closer to another speaker's centroid than to its own, or further from its own than
-# WINDOW_MIN, holds another voice. WINDOW_MIN is lowered for a voice whose own lines are less alike (real speech
-# under music): to WINDOW_DROP under the median similarity of the speaker's lines to its centroid. On the fixtures
-# clean windows score 0.85-0.96 against their own speaker and at least 0.14 above any other; a window reaching
-# into another voice drops to 0.59-0.76 and below the other speaker. 0.72 is also the QA voice check's threshold.
-WINDOW_MIN = 0.72
-WINDOW_DROP = 0.2
 # Below this agreement (1 - WER) the clip does not say its cue's words: a mis-timed cue, or other speech.
 MIN_AGREEMENT = 0.5
 RUN = 3
@@ -82,23 +76,24 @@ class Candidate:
 
 
 def voice_problem(analysis: Analysis, encoder, speaker: str, start: float, end: float) -> str | None:
-    """Why the source between `start` and `end` is not `speaker` alone (a window sounds like another voice)."""
+    """Why the source between `start` and `end` is not `speaker` alone: a window of its speech is not clearly
+    closer to the speaker than to any other, or less like the speaker than the speaker's own lines in this source
+    ever are (:class:`omnidub.source.speakers.VoiceCalibration`)."""
     own = analysis.centroids.get(speaker)
     if own is None:
         return f"no line of {speaker} has enough speech to know the voice"
-    windows = analysis.windows(encoder, start, end)
+    windows = analysis.speech_windows(encoder, start, end)
     if not windows:
         return "too little speech to check whose voice it is"
-    floor = min(WINDOW_MIN, analysis.typical[speaker] - WINDOW_DROP)
+    calibration = analysis.calibration[speaker]
     for offset, embedding in windows:
         mine = float(np.dot(embedding, own))
         others = {name: float(np.dot(embedding, c)) for name, c in analysis.centroids.items() if name != speaker}
         nearest = max(others, key=others.get) if others else None
-        at = start + offset
-        if nearest is not None and others[nearest] > mine:
-            return f"sounds like {nearest} at {at:.1f}-{at + 1.6:.1f} s ({others[nearest]:.2f} against {mine:.2f} for {speaker})"
-        if mine < floor:
-            return f"another voice at {at:.1f}-{at + 1.6:.1f} s (similarity {mine:.2f} to {speaker}, under {floor:.2f})"
+        problem = calibration.problem(mine, nearest, others.get(nearest), speaker)
+        if problem:
+            at = start + offset
+            return f"another voice at {at:.1f}-{min(at + WINDOW, end):.1f} s: {problem}"
     return None
 
 
@@ -204,9 +199,15 @@ def _evaluate(analysis: Analysis, speaker: str, lines: tuple[int, ...], encoder,
     if problem:
         return refused(problem, note)
     heard = analysis.heard(start, end)
+    if heard is None:
+        squeezed = next((analysis.condensed[i] for i in lines if i in analysis.condensed), None)
+        if squeezed:
+            return refused(squeezed, note)
     agreement = None if heard is None else word_agreement(text, " ".join(w.text for w in heard), analysis.language)
     if agreement is not None and agreement < MIN_AGREEMENT:
         return refused(f"the ASR hears other words than its cue's ({' '.join(w.text for w in heard)!r})", note)
+    if heard:
+        text = spelled(text, heard)
     return Candidate(speaker, lines, start, end, text, _scores(analysis, encoder, speaker, start, end, agreement),
                      None, note)
 
@@ -237,3 +238,29 @@ def word_agreement(text: str, heard: str, language: str | None) -> float:
     if not reference:
         return 1.0 if not hypothesis else 0.0
     return max(0.0, 1.0 - jiwer.process_words(reference, hypothesis).wer)
+
+
+def spelled(cue: str, heard) -> str:
+    """The words of a clip: the cue's, spelled as it spells them, where the ASR agrees (same words up to case and
+    punctuation, a same-length or similar-sounding run it misheard, "cannot" for "could not", or cue words it
+    missed: word times at a clip's edge are loose);
+    where it hears words the cue lacks (a condensed subtitle), the words as heard."""
+    import difflib
+    import re
+
+    said = cue.split()
+    got = [w.text for w in heard]
+
+    def plain(word: str) -> str:
+        return re.sub(r"[^\w']", "", word.lower())
+
+    matcher = difflib.SequenceMatcher(a=[plain(w) for w in said], b=[plain(w) for w in got], autojunk=False)
+    out = []
+    for tag, a, b, c, d in matcher.get_opcodes():
+        alike = tag == "replace" and (b - a == d - c or difflib.SequenceMatcher(
+            a=" ".join(said[a:b]).lower(), b=" ".join(got[c:d]).lower()).ratio() >= 0.5)
+        if tag in ("equal", "delete") or alike:
+            out += said[a:b]
+        elif tag in ("replace", "insert"):
+            out += got[c:d]
+    return " ".join(out) or cue

@@ -8,6 +8,7 @@ from dataclasses import dataclass, field, replace
 import numpy as np
 
 from omnidub.asr import Asr, whisper_language
+from omnidub.errors import OmnidubError
 from omnidub.script import Script
 from omnidub.source.analysis import Analysis, analyse, labelled
 from omnidub.source.audio import SourceAudio
@@ -16,6 +17,7 @@ from omnidub.source.clips import (
     ClipOptions,
     clip_samples,
     speaker_candidates,
+    word_agreement,
 )
 from omnidub.source.lines import (
     LINE_FLOOR,
@@ -39,6 +41,7 @@ class ExtractOptions:
     language: str | None = None  # the language spoken in the source
     line_floor: float = LINE_FLOOR
     assess_lines: bool = False  # also judge every original line's own clip (per-line references)
+    names: dict[str, str] = field(default_factory=dict)  # --names: a voice found in the source -> its name
 
 
 @dataclass(frozen=True, eq=False)
@@ -78,7 +81,10 @@ def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr |
     if options.speakers is not None and labelled(original):
         notes.append(f"--speakers {options.speakers} ignored: the original names its speakers")
     audio = separation.vocals if separation else source
-    analysis = analyse(original, audio, encoder, speakers=options.speakers, language=options.language)
+    analysis = analyse(original, audio, encoder, speakers=options.speakers, language=options.language,
+                       separated=separation is not None)
+    if options.names:
+        analysis = renamed(analysis, options.names)
     if asr is not None:
         # One pass over the whole track: Whisper encodes 30 s windows, so a call per clip would cost a window each.
         heard = asr.transcribe(audio.samples, audio.sample_rate, language=whisper_language(analysis.language),
@@ -86,6 +92,7 @@ def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr |
         if analysis.language is None:
             notes.append(f"language {heard.language!r}, as the ASR heard it; --language sets it")
         analysis = replace(analysis, words=heard.words, language=analysis.language or heard.language)
+        check_words(analysis, heard.language)
     candidates, chosen, missing = {}, {}, {}
     for speaker in dict.fromkeys(analysis.speakers[line.index] for line in original.lines):
         if speaker not in analysis.centroids:
@@ -103,6 +110,63 @@ def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr |
         line_clips = {line.index: assess_line(analysis, line.index, encoder, options.line_floor)
                       for line in original.lines}
     return Extraction(analysis, candidates, chosen, missing, line_clips, separation, tuple(notes))
+
+
+def renamed(analysis: Analysis, names: dict[str, str]) -> Analysis:
+    """The analysis with the voices it found renamed (``--names S1=NORA,S2=OWEN``); one line for a name that is
+    not a voice of this source, or two voices given one name."""
+    unknown = sorted(set(names) - set(analysis.speakers.values()))
+    if unknown:
+        raise OmnidubError(f"--names {unknown[0]}=...: the source has no voice {unknown[0]} (it has "
+                           f"{', '.join(dict.fromkeys(analysis.speakers.values()))})")
+    new = {s: names.get(s, s) for s in dict.fromkeys(analysis.speakers.values())}
+    if len(set(new.values())) < len(new):
+        raise OmnidubError("--names gives two voices one name: " + ", ".join(f"{a}={b}" for a, b in names.items()))
+    grouping = analysis.grouping
+    if grouping is not None:
+        grouping = replace(grouping, speakers=tuple(new[s] for s in grouping.speakers),
+                           lines=tuple(replace(g, speaker=new[g.speaker], nearest=new.get(g.nearest, g.nearest))
+                                       for g in grouping.lines))
+    return replace(analysis, speakers={i: new[s] for i, s in analysis.speakers.items()},
+                   centroids={new[s]: c for s, c in analysis.centroids.items()},
+                   typical={new[s]: t for s, t in analysis.typical.items()},
+                   calibration={new[s]: c for s, c in analysis.calibration.items()}, grouping=grouping)
+
+
+def parse_names(text: str | None) -> dict[str, str]:
+    """``S1=NORA,S2=OWEN`` as a mapping (one line when it is not of that form)."""
+    names = {}
+    for part in (text or "").split(","):
+        if not part.strip():
+            continue
+        old, sep, new = part.partition("=")
+        if not sep or not old.strip() or not new.strip():
+            raise OmnidubError(f"--names takes VOICE=NAME pairs separated by commas (S1=NORA,S2=OWEN), not {part!r}")
+        names[old.strip()] = new.strip()
+    return names
+
+
+# Subtitles whose cues agree this little with what the ASR hears in them (the median over cues, 1 - WER) are not
+# the words of this audio: another language, or another film. tiny.en on the films' English agrees 0.6-1.0.
+WORDS_AGREEMENT = 0.15
+
+
+def check_words(analysis: Analysis, heard_language: str) -> None:
+    """One line when the cues do not say what the ASR hears in them (subtitles in another language than the
+    audio), before any clip is chosen."""
+    found = []
+    for line in analysis.original.lines:
+        span = analysis.voiced.get(line.index)
+        heard = analysis.heard(*span) if span else None
+        if heard:
+            said = " ".join(w.text for w in heard)
+            found.append((word_agreement(line.text, said, analysis.language), line, said))
+    if len(found) < 3 or float(np.median([a for a, _, _ in found])) >= WORDS_AGREEMENT:
+        return
+    _, line, said = min(found, key=lambda f: f[0])
+    raise OmnidubError(f"the original subtitles do not say what {analysis.audio.path.name} says: the ASR hears "
+                       f"{said[:60]!r} ({heard_language}) where line {line.index} says {line.text[:60]!r}; are they "
+                       "in another language than the audio? Give the subtitles of the language spoken in it")
 
 
 def _why_none(found: tuple[Candidate, ...]) -> str:

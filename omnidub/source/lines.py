@@ -16,6 +16,7 @@ from omnidub.script import Script
 from omnidub.source.analysis import Analysis
 from omnidub.source.clips import (
     MIN_AGREEMENT,
+    spelled,
     voice_problem,
     word_agreement,
 )
@@ -80,10 +81,14 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
         return clip(f"{end - start:.1f} s, longer than {LINE_CEILING:g} s")
     problem = voice_problem(analysis, encoder, speaker, start, end)
     heard = analysis.heard(start, end)
+    if problem is None and heard is None:
+        problem = analysis.condensed.get(index)
     if problem is None and heard is not None:
         said = " ".join(w.text for w in heard)
         if word_agreement(line.text, said, analysis.language) < MIN_AGREEMENT:
             problem = f"the ASR hears other words than its cue's ({said!r})"
+        elif heard:
+            return LineClip(index, speaker, start, end, spelled(line.text, heard), None)
     return clip(problem)
 
 

@@ -1,11 +1,13 @@
-"""Who speaks each original line: GE2E embeddings of the lines, speaker centroids, and grouping unlabelled lines.
+"""Who speaks each original line: speaker embeddings of the lines (CAM++, see omnidub.embedding), speaker
+centroids, grouping unlabelled lines, and each voice's calibration on the source itself.
 
 Unlabelled lines are grouped by average-linkage clustering of their embeddings (cosine distance). With
 `speakers` given, the tree is cut into that many groups. Otherwise the number is the one whose grouping has the
 best silhouette (how much closer each line is to its own group than to the next), from 2 up to MAX_SPEAKERS,
-and one speaker when even the best silhouette is under SILHOUETTE_FLOOR: on the fixtures of tests/data/source
-three voices reach 0.4 and more, while the lines of any one voice split at best to under 0.1.
-Groups are named S1, S2, ... in order of their first line.
+and one speaker when even the best silhouette is under SILHOUETTE_FLOOR. Silhouette favours few groups when two
+voices are alike (on a film with two male diphone voices of one synthesizer it kept them as one), so each group
+is then split in two while its lines form two tight sub-groups: every line of each closer to its own sub-group
+than the two sub-groups are to each other, by SPLIT_GAP. Groups are named S1, S2, ... in order of their first line.
 """
 
 from __future__ import annotations
@@ -18,13 +20,33 @@ from omnidub.source.audio import ANALYSIS_RATE
 
 MAX_SPEAKERS = 10
 SILHOUETTE_FLOOR = 0.15
+# Two sub-groups of one group are two voices when the mean similarity between them is this far under the mean
+# similarity inside each. On the films (docs/source.md) one voice's lines split at best 0.02-0.09 apart
+# (CAM++), while two similar voices are 0.25 and more apart.
+SPLIT_GAP = 0.15
+SPLIT_LINES = 2  # each sub-group needs this many lines
+# A group with less speech than this, all its lines together, is one short line's noisy embedding (a 1.1 s "Yes,
+# of course." stood alone on a film), not a voice: found by the data, its lines join the nearest group.
+GROUP_SPEECH = 2.5
 # Lines with less speech than this give embeddings too noisy to shape the groups; they join the nearest group.
 CLUSTER_SPEECH = 1.0
 # Confidence is a softmax over a line's similarity to each group's centroid, at this temperature: a line 0.1
 # closer to its own group than to the next is 88 % sure, 0.25 closer 99 %.
 CONFIDENCE_TEMPERATURE = 0.05
-WINDOW = 1.6  # seconds: GE2E's own partial-utterance length
+WINDOW = 1.6  # seconds: GE2E's own partial-utterance length, kept for CAM++
 WINDOW_HOP = 0.4
+# A voice's calibration: a window is judged against how its own speaker's windows in this source sound, so a
+# source under loud music (every similarity lower) is judged by its own measure, not an absolute threshold. The
+# margin is a share of the way from the speaker's typical window (its median gap to the nearest other speaker)
+# to a window as close to another speaker as to its own; the floor is halfway between the speaker's own windows
+# and the other speakers' windows (medians of their similarity to its centroid). On the films (docs/source.md):
+# single-voice windows have gaps of -0.49 (median) to -0.13 (the worst of 881), a window holding 0.9 s of another
+# voice 0.07 and more.
+MARGIN_SHARE = 0.2
+MARGIN_CAP = -0.05  # a window must always be at least this much closer to its own speaker than to any other
+FLOOR_RANGE = (0.3, 0.8)
+DEFAULT_FLOOR, DEFAULT_MARGIN = 0.5, -0.1  # a voice with too few windows to measure
+CALIBRATION_WINDOWS = 4
 
 
 @dataclass(frozen=True)
@@ -49,6 +71,50 @@ class Grouping:
     how: str
 
 
+@dataclass(frozen=True)
+class VoiceCalibration:
+    """How this source's own windows of a speaker sound against the speakers' centroids: a window whose similarity
+    to its speaker is under `floor`, or whose nearest other speaker comes within `margin` of it (other - own >
+    margin), is not that speaker alone."""
+
+    floor: float
+    margin: float
+    windows: int  # how many windows it was measured on (0: the defaults)
+
+    def problem(self, own: float, nearest: str | None, other: float | None, speaker: str) -> str | None:
+        """Why a window with these similarities is not `speaker` alone (None: it is)."""
+        if nearest is not None and other - own > self.margin:
+            relation = (f"closer to {nearest} ({other:.2f}) than to {speaker} ({own:.2f})" if other > own else
+                        f"nearly as close to {nearest} ({other:.2f}) as to {speaker} ({own:.2f})")
+            return (f"{relation}; in this source {speaker}'s own lines are more than {-self.margin:.2f} closer to "
+                    f"{speaker}")
+        if own < self.floor:
+            return (f"similarity {own:.2f} to {speaker}, under {self.floor:.2f}, halfway between {speaker}'s own "
+                    "lines and the other voices in this source")
+        return None
+
+
+def calibrate(windows: dict[str, list[np.ndarray]], centroids: dict[str, np.ndarray]) -> dict[str, VoiceCalibration]:
+    """Each speaker's calibration from the embeddings of windows of each speaker's own lines (see VoiceCalibration)."""
+    result = {}
+    for speaker, own_centroid in centroids.items():
+        found = windows.get(speaker) or []
+        if len(found) < CALIBRATION_WINDOWS:
+            result[speaker] = VoiceCalibration(DEFAULT_FLOOR, DEFAULT_MARGIN, 0)
+            continue
+        stack = np.stack(found)
+        own = stack @ own_centroid
+        others = [stack @ c for name, c in centroids.items() if name != speaker]
+        strangers = [e for name, found in windows.items() if name != speaker for e in found]
+        floor, margin = DEFAULT_FLOOR, MARGIN_CAP
+        if strangers:
+            floor = (float(np.median(own)) + float(np.median(np.stack(strangers) @ own_centroid))) / 2
+        if others:
+            margin = min(MARGIN_SHARE * float(np.median(np.max(np.stack(others), axis=0) - own)), MARGIN_CAP)
+        result[speaker] = VoiceCalibration(round(float(np.clip(floor, *FLOOR_RANGE)), 3), round(margin, 3), len(found))
+    return result
+
+
 def unit(vector: np.ndarray) -> np.ndarray:
     return vector / max(float(np.linalg.norm(vector)), 1e-12)
 
@@ -66,12 +132,10 @@ def window_embeddings(encoder, clip: np.ndarray) -> list[tuple[float, np.ndarray
     starts = list(range(0, max(clip.size - size, 0) + 1, hop))
     if clip.size > size and starts[-1] + size < clip.size:
         starts.append(clip.size - size)  # the clip's tail is always looked at
-    found = []
-    for a in starts:
-        embedded = encoder.embed(clip[a:a + size], ANALYSIS_RATE)
-        if embedded is not None:
-            found.append((a / ANALYSIS_RATE, embedded[0]))
-    return found
+    pieces = [clip[a:a + size] for a in starts]
+    many = getattr(encoder, "embed_many", None)
+    embedded = many(pieces, ANALYSIS_RATE) if many else [encoder.embed(p, ANALYSIS_RATE) for p in pieces]
+    return [(a / ANALYSIS_RATE, e[0]) for a, e in zip(starts, embedded) if e is not None]
 
 
 def group_lines(
@@ -86,6 +150,15 @@ def group_lines(
         return Grouping(("S1",), only, "one speaker: no line has enough speech to tell voices apart")
     vectors = np.stack([embeddings[i] for i in core])
     labels, how = _cluster(vectors, speakers)
+    if speakers is None:
+        # A group of a short line or two is no voice of its own: its lines join the nearest group.
+        seconds = {int(k): sum(speech.get(core[j], 0.0) for j in np.nonzero(labels == k)[0]) for k in set(labels)}
+        slight = {k for k, total in seconds.items() if total < GROUP_SPEECH}
+        if slight and len(slight) < len(seconds):
+            kept = [j for j in range(len(core)) if int(labels[j]) not in slight]
+            core, vectors, labels = [core[j] for j in kept], vectors[kept], labels[kept]
+            how += (f"; {len(slight)} group{'s' if len(slight) > 1 else ''} of under {GROUP_SPEECH:g} s of speech "
+                    "joined the nearest")
     # Names in order of first appearance.
     names: dict[int, str] = {}
     for label in labels:
@@ -110,7 +183,7 @@ def _assign(index: int, embedding: np.ndarray, centroids: dict[str, np.ndarray],
     weights = np.exp((values - values.max()) / CONFIDENCE_TEMPERATURE)
     confidence = float(weights[0] / weights.sum())
     nearest = ranked[1] if len(ranked) > 1 else None
-    note = f"under {CLUSTER_SPEECH:g} s of speech; joined the nearest group" if short else ""
+    note = "too little speech to shape the groups; joined the nearest group" if short else ""
     return LineSpeaker(index, ranked[0], round(confidence, 3), round(sims[ranked[0]], 3), nearest,
                        round(sims[nearest], 3) if nearest else None, note)
 
@@ -136,9 +209,51 @@ def _cluster(vectors: np.ndarray, speakers: int | None) -> tuple[np.ndarray, str
         if score > best:
             best_k, best, best_labels = len(set(labels)), score, labels
     if best < SILHOUETTE_FLOOR:
-        return np.ones(n, int), (f"one speaker: no split of the lines by voice reaches a silhouette of "
-                                 f"{SILHOUETTE_FLOOR} (best {max(best, 0.0):.2f})")
-    return best_labels, f"{best_k} speakers: the grouping with the best silhouette ({best:.2f}) from 2 to {MAX_SPEAKERS}"
+        best_labels = np.ones(n, int)
+        how = (f"one speaker: no split of the lines by voice reaches a silhouette of {SILHOUETTE_FLOOR} "
+               f"(best {max(best, 0.0):.2f})")
+    else:
+        how = f"{best_k} speakers: the grouping with the best silhouette ({best:.2f}) from 2 to {MAX_SPEAKERS}"
+    labels, splits = split_tight(vectors, best_labels)
+    if splits:
+        count = len(set(labels))
+        first = best_k if best >= SILHOUETTE_FLOOR else 1
+        how = (f"{count} speakers: the grouping with the best silhouette ({max(best, 0.0):.2f}) gave {first}, "
+               f"and {splits} group{'s' if splits > 1 else ''} whose lines form two tight sub-groups "
+               f"{'were' if splits > 1 else 'was'} split")
+    return labels, how
+
+
+def split_tight(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, int]:
+    """Split every group whose lines form two tight sub-groups (see SPLIT_GAP), again while any does; returns the
+    new labels and how many splits were made."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+
+    labels, splits = np.asarray(labels).copy(), 0
+    queue = list(dict.fromkeys(int(k) for k in labels))
+    while queue and splits < MAX_SPEAKERS:
+        group = queue.pop(0)
+        members = np.nonzero(labels == group)[0]
+        if len(members) < 2 * SPLIT_LINES:
+            continue
+        halves = fcluster(linkage(vectors[members], method="average", metric="cosine"), 2, criterion="maxclust")
+        a, b = members[halves == 1], members[halves == 2]
+        if min(len(a), len(b)) < SPLIT_LINES:
+            continue
+        similarity = vectors @ vectors.T
+        inside = min(_mean_off_diagonal(similarity[np.ix_(a, a)]), _mean_off_diagonal(similarity[np.ix_(b, b)]))
+        if inside - float(similarity[np.ix_(a, b)].mean()) < SPLIT_GAP:
+            continue
+        new = int(labels.max()) + 1
+        labels[b] = new
+        splits += 1
+        queue += [group, new]
+    return labels, splits
+
+
+def _mean_off_diagonal(block: np.ndarray) -> float:
+    n = block.shape[0]
+    return float((block.sum() - np.trace(block)) / (n * (n - 1)))
 
 
 def silhouette(distance: np.ndarray, labels: np.ndarray) -> float:

@@ -61,6 +61,55 @@ class SpeechMap:
         return float(min(MAX_LEVEL_DB, 20 * np.log10(max(level, SILENT) / background)))
 
 
+# Subtitles fit their source when speech is where their cues are and silence where they are not: the mean of
+# the share of cue time that holds speech and the share of the time between cues that holds none (0.5 is chance).
+# On the films and the scene it is 0.84-0.94 as timed (cues lead and trail the speech by up to 0.25 s), 0.61-0.64
+# with every cue 0.5 s late, 0.38-0.51 with every cue 3 s or 10 s off.
+FIT_BALANCE = 0.6
+FIT_SHARE = 0.3  # cues whose time holds less speech than this lie over silence, whatever offset fits
+FIT_CUES = 5  # an offset is estimated from this many cues or more (a few cues fit anywhere in dense speech)
+FIT_REACH = 60.0  # seconds: how far an offset is looked for either way
+FIT_BETTER = 0.15  # a fit under FIT_BALANCE is refused when an offset of FIT_OFFSET or more fits this much better
+FIT_OFFSET = 0.5
+
+
+@dataclass(frozen=True)
+class Fit:
+    """How the cues lie over the speech (see FIT_BALANCE) as timed, and the offset (seconds to add to every cue)
+    that fits best, with how well it fits."""
+
+    balance: float
+    share: float  # of cue time, as timed, that holds speech
+    offset: float
+    shifted: float
+
+
+def subtitle_fit(cues: list[tuple[float, float]], speech: SpeechMap) -> Fit:
+    """How well the cues fit the speech as timed and at the best offset within FIT_REACH (cross-correlations)."""
+    count = speech.speech.size
+    reach = int(FIT_REACH / HOP)
+    size = 1 << int(np.ceil(np.log2(count + 2 * reach + 1)))
+    cue, gap = np.zeros(size), np.zeros(size)
+    for a, b in cues:  # laid out `reach` frames in, so a cue may move `reach` either way
+        cue[reach + _frame(a, count):reach + _frame(b, count)] = 1.0
+    if not cue.any():
+        return Fit(0.0, 0.0, 0.0, 0.0)
+    inside = np.nonzero(cue)[0]
+    gap[inside[0]:inside[-1]] = 1.0 - cue[inside[0]:inside[-1]]
+    voiced = np.zeros(size)
+    voiced[reach:reach + count] = speech.speech
+    quiet = np.zeros(size)
+    quiet[reach:reach + count] = ~speech.speech
+
+    lags = np.arange(-reach, reach + 1)
+    spoken = np.fft.irfft(np.fft.rfft(voiced) * np.conj(np.fft.rfft(cue)), size)[lags % size]
+    silent = np.fft.irfft(np.fft.rfft(quiet) * np.conj(np.fft.rfft(gap)), size)[lags % size]
+    balance = (spoken / cue.sum() + (silent / gap.sum() if gap.any() else 1.0)) / 2
+    best = int(np.argmax(balance))
+    return Fit(round(float(balance[reach]), 3), round(float(spoken[reach] / cue.sum()), 3),
+               round(float(lags[best] * HOP), 2), round(float(balance[best]), 3))
+
+
 def find_speech(track: SourceAudio) -> SpeechMap:
     """Voice activity and frame levels of a track (resampled to 16 kHz when it is not)."""
     from faster_whisper.vad import VadOptions, get_speech_timestamps

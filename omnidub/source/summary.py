@@ -7,7 +7,7 @@ from __future__ import annotations
 
 import json
 import zipfile
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import numpy as np
@@ -17,8 +17,9 @@ from omnidub.files import write_bytes_atomic, write_text_atomic
 from omnidub.script import Script
 from omnidub.source.audio import CLIP_RATE
 from omnidub.source.lines import LineClip, samples_hash
+from omnidub.source.speakers import VoiceCalibration
 
-FORMAT = 1
+FORMAT = 2
 
 
 @dataclass(frozen=True)
@@ -45,6 +46,8 @@ class SourceSummary:
     language: str | None
     notes: tuple[str, ...]
     accompaniment: Path | None = None  # the source without its voices, when it was separated
+    calibration: dict[str, VoiceCalibration] = field(default_factory=dict)  # speaker -> how its voice is judged
+    missing: dict[str, str] = field(default_factory=dict)  # speaker -> why the source gives it no clip
 
     def clip_hash(self, start: float, end: float) -> str:
         return self.hashes[(start, end)]
@@ -84,7 +87,7 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
             write_bytes_atomic(accompaniment, wav_bytes(separation.accompaniment, separation.sample_rate, format="FLAC"))
     return SourceSummary(analysis.original, dict(analysis.speakers), dict(analysis.centroids),
                          dict(extraction.line_clips), speaker_clips, hashes, folder, analysis.language,
-                         tuple(extraction.notes), accompaniment)
+                         tuple(extraction.notes), accompaniment, dict(analysis.calibration), dict(extraction.missing))
 
 
 def save(summary: SourceSummary) -> None:
@@ -99,6 +102,8 @@ def save(summary: SourceSummary) -> None:
         "language": summary.language,
         "notes": list(summary.notes),
         "accompaniment": summary.accompaniment.name if summary.accompaniment else None,
+        "calibration": {name: vars(c) for name, c in summary.calibration.items()},
+        "missing": summary.missing,
     }
     if summary.centroids:
         import io
@@ -127,6 +132,8 @@ def load(folder: Path, original: Script) -> SourceSummary | None:
         line_clips = {c["index"]: LineClip(c["index"], c["speaker"], c["start"], c["end"], c["text"], c["problem"])
                       for c in data["line_clips"]}
         speaker_clips = {name: SpeakerClip(**c) for name, c in data["speaker_clips"].items()}
+        calibration = {name: VoiceCalibration(**c) for name, c in data["calibration"].items()}
+        missing = {str(k): str(v) for k, v in data["missing"].items()}
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, zipfile.BadZipFile):
         return None
     accompaniment = folder / data["accompaniment"] if data.get("accompaniment") else None
@@ -134,4 +141,4 @@ def load(folder: Path, original: Script) -> SourceSummary | None:
         return None  # analysed again, and the accompaniment written again
     return SourceSummary(original, {int(k): v for k, v in data["speakers"].items()}, centroids, line_clips,
                          speaker_clips, hashes, folder, data.get("language"), tuple(data.get("notes", [])),
-                         accompaniment)
+                         accompaniment, calibration, missing)

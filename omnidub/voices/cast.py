@@ -71,7 +71,8 @@ def voice_for(speaker: str, voices: dict[str, Voice], *, where: str | None = Non
     if speaker == DEFAULT_SPEAKER:
         raise OmnidubError(
             f"{at}a line without a speaker label needs the default voice, and there is none (known voices: {known}); "
-            "add a default --voice FILE, a [default] table in voices.toml, or a label such as 'NAME: text'"
+            "add a default --voice FILE, a [default] table in voices.toml, or a label such as 'NAME: text'; or "
+            "take the voices from the original with --source VIDEO (its speakers name every line)"
         )
     raise OmnidubError(
         f"{at}no voice for speaker {speaker!r} and no default voice (known voices: {known}); "

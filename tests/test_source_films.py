@@ -1,0 +1,208 @@
+"""Voices from a film built from a seed (tests/films.py): four voices, two of them male diphone voices of one
+synthesizer, a music bed 6 dB under the speech with an effect burst, cues leading and trailing the speech, two
+condensed cues and one cue that also covers another voice's uncued reply. Judged against the generator's truth.
+
+Needs Debian's flite, festival (festvox-kallpc16k, festvox-kdlpc16k, festvox-us-slt-hts) and espeak-ng.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from films import available, make_film
+from test_cli import one_error_line, run
+
+from omnidub.errors import OmnidubError
+from omnidub.script import read_script
+
+pytestmark = pytest.mark.skipif(not available(), reason="needs Debian's flite, festival and espeak-ng")
+DATA = Path(__file__).parent / "data" / "source"
+
+
+@pytest.fixture(scope="module")
+def encoder():
+    from omnidub.embedding import source_encoder
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return source_encoder()
+
+
+@pytest.fixture(scope="module")
+def film(tmp_path_factory):
+    return make_film(tmp_path_factory.mktemp("film"), seed=1, bed_db=6)
+
+
+@pytest.fixture(scope="module")
+def labelled(film, encoder):
+    from omnidub.source import ExtractOptions, extract_voices, read_source
+
+    return extract_voices(read_source(film.audio), read_script(film.subs), encoder=encoder, asr=None,
+                          options=ExtractOptions(assess_lines=True))
+
+
+def test_similar_voices_are_told_apart_when_the_original_is_unlabelled(film, encoder):
+    from omnidub.source import extract_voices, read_source
+
+    extraction = extract_voices(read_source(film.audio), read_script(film.unlabelled), encoder=encoder, asr=None)
+    grouping = extraction.analysis.grouping
+    found = {g.index: g.speaker for g in grouping.lines}
+    truth = {row["line"]: row["speaker"] for row in film.lines}
+    names = {}
+    for group in grouping.speakers:
+        voices = [truth[i] for i, s in found.items() if s == group]
+        names[group] = max(set(voices), key=voices.count)
+    assert len(grouping.speakers) == 4 and set(names.values()) == set(film.truth["cast"]), grouping.how
+    assert sum(names[found[i]] != truth[i] for i in truth) <= 1  # at most one line in sixteen misplaced
+    for group, clip in extraction.chosen.items():
+        assert film.speakers_in(clip.start, clip.end) == {names[group]}
+
+
+def test_long_single_voice_lines_keep_their_own_clip_under_music(film, labelled):
+    lines = {row["line"]: row for row in film.lines}
+    single = [i for i, row in lines.items() if "uncued" not in row and not row.get("condensed")
+              and row["speech"][1] - row["speech"][0] >= 3.0]
+    kept = [i for i in single if labelled.line_clips[i].problem is None]
+    assert len(kept) >= 0.85 * len(single), {i: labelled.line_clips[i].problem for i in single}
+
+
+def test_no_clip_holding_two_voices_passes(film, labelled):
+    usable = [c for c in labelled.line_clips.values() if c.problem is None]
+    usable += [c for found in labelled.candidates.values() for c in found if c.problem is None]
+    assert usable and all(len(film.speakers_in(c.start, c.end)) == 1 for c in usable)
+    [reply] = [row["line"] for row in film.lines if "uncued" in row]  # its cue runs on into another voice
+    problem = labelled.line_clips[reply].problem
+    assert problem.startswith("another voice at"), problem
+
+
+def test_a_condensed_cue_is_refused_without_an_asr_model(film, labelled):
+    for row in film.lines:
+        if row.get("condensed"):
+            problem = labelled.line_clips[row["line"]].problem
+            assert problem and "the subtitle looks condensed" in problem, problem
+            assert not any(row["line"] in c.lines for c in labelled.chosen.values())
+    whole = [row["line"] for row in film.lines if not row.get("condensed")]
+    assert not any(i in labelled.analysis.condensed for i in whole)
+
+
+def test_every_speakers_clip_is_that_speaker_alone(film, labelled):
+    assert set(labelled.chosen) == set(film.truth["cast"])
+    for speaker, clip in labelled.chosen.items():
+        assert film.speakers_in(clip.start, clip.end) == {speaker}
+
+
+def test_subtitles_ten_seconds_off_are_refused_with_the_offset(tmp_path):
+    late = make_film(tmp_path / "film", seed=2, bed_db=14, shift=-10.0)  # the audio starts 10 s after its cues
+    out = tmp_path / "voices"
+    message = one_error_line(run("voices", "extract", late.audio, "--subs", late.subs, "--out", out))
+    assert re.search(r"do not fit film\.wav: they look (9\.9|10\.0|10\.1) s early", message), message
+    assert re.search(r"shift them by \+(9\.9|10\.0|10\.1) s", message), message
+    assert not out.exists() or not any(p.name != ".omnidub" for p in out.iterdir())
+
+
+def test_a_source_without_speech_is_one_line(tmp_path):
+    quiet = tmp_path / "quiet.wav"
+    sf.write(quiet, np.zeros(16000 * 50, np.float32), 16000)
+    message = one_error_line(run("voices", "extract", quiet, "--subs", DATA / "original.srt", "--out",
+                                 tmp_path / "v"))
+    assert "quiet.wav: no speech found in it" in message
+
+
+def test_subtitles_in_another_language_are_one_line(tmp_path, whisper_tiny_en):
+    message = one_error_line(run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "dub.srt", "--out",
+                                 tmp_path / "v", "--asr-model", whisper_tiny_en))
+    assert "do not say what scene.opus says" in message and "another language than the audio" in message
+
+
+def test_names_rename_the_voices_of_an_unlabelled_original(tmp_path):
+    from omnidub.voices import load_voices
+
+    out = tmp_path / "v"
+    result = run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original-unlabelled.srt", "--out", out,
+                 "--names", "S1=ALICE,S3=CAROL")
+    assert result.exit_code == 0, result.output
+    assert set(load_voices(out / "voices.toml", [], [])) == {"ALICE", "S2", "CAROL"}
+    report = json.loads((out / "extract.json").read_text())
+    assert report["grouping"]["speakers"] == ["ALICE", "S2", "CAROL"]
+    assert "the source has no voice S9" in one_error_line(
+        run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original-unlabelled.srt", "--out",
+            tmp_path / "w", "--names", "S9=ALICE"))
+    assert "VOICE=NAME" in one_error_line(
+        run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original-unlabelled.srt", "--out",
+            tmp_path / "x", "--names", "ALICE"))
+
+
+def test_render_source_names_the_real_cause_of_a_missing_voice(tmp_path):
+    # A labelled dub over an unlabelled original: the voices found are S1..S3, not the dub's names.
+    result = run("render", DATA / "dub.srt", "--source", DATA / "scene.opus", "--source-subs",
+                 DATA / "original-unlabelled.srt", "--model", "synthetic:tiny", "--dry-run", "--out", tmp_path / "o")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    [message] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert "the original subtitles name no speakers" in message and "--names S1=" in message
+    assert "no voice for speaker" not in message
+    # --names gives the voices the dub's names: every line then has its voice.
+    result = run("render", DATA / "dub.srt", "--source", DATA / "scene.opus", "--source-subs",
+                 DATA / "original-unlabelled.srt", "--names", "S1=ALICE,S2=BOB,S3=CAROL", "--model", "synthetic:tiny",
+                 "--dry-run", "--json", "--out", tmp_path / "o")
+    assert result.exit_code == 0, result.output
+    assert {line["speaker"] for line in json.loads(result.stdout)["lines"]} == {"ALICE", "BOB", "CAROL"}
+
+
+def test_the_unlabelled_line_error_points_at_source():
+    from omnidub.voices import voice_for
+
+    with pytest.raises(OmnidubError, match="--source VIDEO"):
+        voice_for("default", {})
+
+
+def test_two_tight_sub_groups_are_split():
+    from omnidub.source.speakers import silhouette, split_tight
+
+    rng = np.random.default_rng(0)
+    base = [rng.standard_normal(32) for _ in range(3)]
+    twin = base[2] + 0.9 * rng.standard_normal(32)  # a voice like the third, but its own
+    vectors = []
+    for centre, count in ((base[0], 5), (base[1], 5), (base[2], 4), (twin, 4)):
+        for _ in range(count):
+            v = centre + 0.25 * rng.standard_normal(32)
+            vectors.append(v / np.linalg.norm(v))
+    vectors = np.stack(vectors)
+    merged = np.array([1] * 5 + [2] * 5 + [3] * 8)
+    labels, splits = split_tight(vectors, merged)
+    assert splits == 1 and len(set(labels)) == 4
+    assert len(set(labels[10:14])) == 1 and len(set(labels[14:])) == 1 and labels[10] != labels[14]
+    # One voice's lines alone are never split.
+    alone, none = split_tight(vectors[:5], np.ones(5, int))
+    assert none == 0 and len(set(alone)) == 1
+    assert silhouette(1 - vectors @ vectors.T, labels) > 0
+
+
+def test_a_window_is_judged_against_the_sources_own_calibration():
+    from omnidub.source.speakers import VoiceCalibration, calibrate
+
+    rng = np.random.default_rng(1)
+    a, b = (v / np.linalg.norm(v) for v in rng.standard_normal((2, 16)))
+
+    def noisy(centre, scale):  # music lowers every window's similarity alike
+        found = [centre + scale * rng.standard_normal(16) for _ in range(20)]
+        return [v / np.linalg.norm(v) for v in found]
+
+    for scale in (0.1, 0.25):
+        windows = {"A": noisy(a, scale), "B": noisy(b, scale)}
+        centroids = {name: np.mean(found, axis=0) / np.linalg.norm(np.mean(found, axis=0))
+                     for name, found in windows.items()}
+        calibration = calibrate(windows, centroids)
+        assert calibration["A"].windows == 20 and calibration["A"].margin <= -0.05
+        own = [float(w @ centroids["A"]) for w in windows["A"]]
+        other = [float(w @ centroids["B"]) for w in windows["A"]]
+        passed = [calibration["A"].problem(o, "B", x, "A") is None for o, x in zip(own, other)]
+        assert sum(passed) >= 0.9 * len(passed)
+        mixed = (a + b) / np.linalg.norm(a + b)  # half one voice, half the other
+        assert calibration["A"].problem(float(mixed @ centroids["A"]), "B", float(mixed @ centroids["B"]), "A")
+    assert VoiceCalibration(0.5, -0.1, 0).problem(0.4, None, None, "A").startswith("similarity 0.40 to A")
