@@ -307,12 +307,12 @@ class Session:
         """Check a rendered folder; returns the QA Report (written to qa.json and qa.html). ``speaker_model``
         names the voice check's encoder (default resemblyzer; "none" skips the check). A render running in the
         folder keeps QA out (and QA keeps a render out) until it has finished."""
-        from omnidub.folder import OutputFolder
+        from omnidub.folder import QA_FILES, OutputFolder
         from omnidub.qa import run_qa, speaker_encoder, write_reports
 
         encoder = speaker_encoder(speaker_model, self.tools_device)
-        folder = OutputFolder(Path(out_dir))
-        folder.share()
+        folder = OutputFolder(Path(out_dir), flag=None)  # qa writes into the folder it checks: no other to choose
+        folder.share(writes=QA_FILES)  # a report of the user's in the way is said before any line is heard
         try:
             report = run_qa(folder.path, asr=self.asr(), max_wer=max_wer, progress=progress, encoder=encoder)
             write_reports(report, folder)
