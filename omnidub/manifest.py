@@ -35,7 +35,7 @@ def compose(project) -> str:
         "notes": list(project.script.warnings) + [f"skipped: {s}" for s in project.script.skipped] + project.notes,
         "lines": [stamp(e) for e in project.entries],
     }
-    return json.dumps(data, indent=2, ensure_ascii=False)
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False)  # NaN would not be JSON
 
 
 def _voices(project) -> dict:

@@ -69,12 +69,16 @@ SHORT_OF_TARGET = 0.5  # LU under the loudness target worth a note: the limiter'
 
 
 def short_of_target(path: Path, level: Level, target: float | None, ceiling: float, limited: bool) -> str | None:
-    """Why a mix measures noticeably under its loudness target, and by how much (None when it does not)."""
-    if target is None or level.integrated is None or target - level.integrated <= SHORT_OF_TARGET:
+    """Why a mix measures noticeably under its loudness target, and by how much (None when it does not), for
+    any reason: held down by the ceiling, or too quiet to measure at all (under the -70 LUFS gate)."""
+    if target is None or (level.integrated is not None and target - level.integrated <= SHORT_OF_TARGET):
         return None
     why = (f"the {ceiling:g} dBTP true-peak ceiling holds it down (the limiter turns peaks down, and the level "
            f"rises at most {MAKEUP_MAX:g} dB to make up for it); raise --true-peak or lower --loudness"
            if limited or ceiling < target else "its level could not be raised further")
+    if level.integrated is None:
+        return (f"{path.name} is too quiet to measure (under the -70 LUFS gate), not at the {target:g} LUFS target: "
+                f"{why if limited else 'its lines are silent or nearly so; listen to the segments'}")
     return f"{path.name} measures {level.integrated:.1f} LUFS, {target - level.integrated:.1f} LU under the {target:g} LUFS target: {why}"
 
 
