@@ -77,6 +77,7 @@ class Project:
         self.generation: Generation | None = None
         self.notes: list[str] = []  # said once on the console, and kept in the manifest
         self.left_out: list[int] = []  # lines --only leaves without audio
+        self.held: dict[int, LineEntry] = {}  # --only: audio kept on disk of lines whose speaker left the script
         self.edits_aside: dict[int, str] = {}  # line -> where an edited segment was moved before re-placing it
 
     @property
@@ -145,10 +146,41 @@ class Project:
         by_base = {e.base_key: e for e in records if e.done}
         by_key = {e.key: e for e in records if e.done}  # the latest record of each key: its hash and segment
         self.entries = [self._reuse(e, by_base, by_key, prepare) for e in made.entries]
+        self._keep_unasked(records, by_base, by_key, prepare)
         late = self.probed.late_lines([(e.index, e.start + e.target) for e in self.entries])
         if late:
             self.note(late)
         return self.entries
+
+    def _keep_unasked(self, records: list[LineEntry], by_base: dict, by_key: dict, repair: bool) -> None:
+        """``--only``: a line it does not ask for keeps the audio it has, even when its text, timing or voice
+        changed since: its last record stands, flagged ``stale``, until a run asks for it again."""
+        if self.options.only is None:
+            return
+        before = {e.index: e for e in records if e.done}
+        self.held, stale = {}, []
+        for k, entry in enumerate(self.entries):
+            old = before.get(entry.index)
+            if entry.done or self.selected(entry.index) or old is None:
+                continue
+            kept = self._reuse(replace(old, status="pending", flags=[f for f in old.flags if f != "edited"],
+                                       render_seconds=0.0, error=None), by_base, by_key, repair)
+            if not kept.done:
+                continue  # its audio is gone: nothing to keep
+            if old.speaker not in self.speakers:
+                self.held[entry.index] = kept  # kept on disk, out of the mix: its speaker left the script
+                continue
+            if "stale" not in kept.flags:
+                kept.flags.append("stale")
+            self.entries[k] = kept
+            stale.append(entry.index)
+        if stale:
+            self.note(f"--only: line(s) {line_ranges(stale)} changed since their audio was rendered; they keep that "
+                      f"audio (flagged stale) in the stems and mix: --only {line_ranges(stale).replace(' ', '')} "
+                      "or a run without --only renders them anew")
+        if self.held:
+            self.note(f"--only: line(s) {line_ranges(self.held)} were spoken by a speaker the script no longer has; "
+                      "their audio is kept on disk but left out of the stems and mix until they are rendered")
 
     def _check_without_model(self) -> None:
         """What a render would refuse, found before any model (a plan checks what a render checks)."""
@@ -198,6 +230,8 @@ class Project:
             self.session.source  # a model that cannot be found is said before anything else
             self.plan()
             self._check_paths()
+            if any(not e.done and self.selected(e.index) for e in self.entries):
+                self.store.check_writable()  # a --cache lines cannot be written to, before any line renders
         except OmnidubError:
             self.close()
             raise
@@ -328,15 +362,16 @@ class Project:
     def _remove_stale(self, audio_changed: bool) -> None:
         """Drop what omnidub wrote here that nothing of this render uses any more (old segments, stems of
         speakers who left or of another format, reports of audio that changed); edited files stay."""
-        keep = {e.file for e in self.entries if e.done} | set(self.generation.files if self.generation else ())
+        held = list(self.held.values())  # --only: audio of lines it did not ask for stays
+        keep = {e.file for e in self.entries + held if e.done} | set(self.generation.files if self.generation else ())
         keep |= set(reference_files(self, self.cast).values()) if self.cast is not None else set()
         if not audio_changed:
             keep |= set(QA_FILES)
         for relative in self.folder.remove_stale(keep):
             self.note(f"{relative} was changed after omnidub wrote it, so it was kept although this render no "
                       "longer uses it")
-        keys = {e.key for e in self.entries} | {a["key"] for e in self.entries for a in e.attempts
-                                               if isinstance(a, dict) and isinstance(a.get("key"), str)}
+        keys = {e.key for e in self.entries + held} | {a["key"] for e in self.entries for a in e.attempts
+                                                      if isinstance(a, dict) and isinstance(a.get("key"), str)}
         self.store.prune(keys)
 
     def voice_of(self, entry: LineEntry) -> Speaker:

@@ -28,8 +28,8 @@ def qa_with_retakes(project, asr, retakes: int, listener=None, progress=None, en
         if check.passed or not RETAKE_FLAGS.intersection(check.flags):
             continue
         entry = next(e for e in project.entries if e.index == check.index)
-        if entry.status == "failed":
-            continue
+        if entry.status == "failed" or not project.selected(entry.index):
+            continue  # --only: a line it did not ask for keeps the audio it has
         best = check
         attempts = [_attempt(entry, check)]
         everyone = [e.to_json() for e in project.entries]
