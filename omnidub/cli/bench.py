@@ -42,6 +42,9 @@ def bench(
 
         if json_file is not None and not json_file.parent.is_dir():
             raise OmnidubError(f"--json {json_file}: folder {json_file.parent} does not exist")
+        if json_file is not None and json_file.is_dir():
+            raise OmnidubError(f"--json {json_file} is a folder; give the name of the JSON file to write, e.g. "
+                               f"{json_file / 'bench.json'}")
 
         options = BenchOptions(
             model=model, device=device, lines=lines, rows=rows, repeat=repeat, batch=batch, compile=compile,

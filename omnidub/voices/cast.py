@@ -94,6 +94,10 @@ def _read_voices_toml(path: Path) -> dict[str, Voice]:
         data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
     except FileNotFoundError:
         raise OmnidubError(f"{path}: no such voices file") from None
+    except IsADirectoryError:
+        raise OmnidubError(f"--voices {path} is a folder; give the voices.toml file in it") from None
+    except OSError as exc:
+        raise OmnidubError(f"--voices {path}: cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise OmnidubError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
