@@ -118,6 +118,17 @@ def assign_languages(script: Script, voices: dict[str, Voice]) -> Script:
     return replace(script, lines=lines)
 
 
+def language_note(script: Script, voices: dict[str, Voice]) -> str | None:
+    """What to say when lines have no language while their voices' references speak one: the reference's language
+    is never taken for the dub's, so the model reads each line's language from its text (None: nothing to say)."""
+    heard = sorted({v.reference_language for line in script.lines if line.language is None
+                    for v in [voice_for(line.speaker, voices)] if v.reference_language})
+    if not heard:
+        return None
+    return (f"the references speak {', '.join(heard)}, which is not taken for the dub's language: lines without one "
+            "are spoken in the language their text reads as; give --language (e.g. --language es) to name it")
+
+
 def select_lines(spec: str | None, script: Script) -> frozenset[int] | None:
     """The line numbers ``--only 3,8-10`` names (None: every line); each must be a line of the script."""
     if spec is None:

@@ -19,7 +19,7 @@ from omnidub.outputs.deliver import DeliveryOptions, check
 from omnidub.progress import Listener, Summary
 from omnidub.keys import line_seed
 from omnidub.names import file_names
-from omnidub.plan import KeyContext, Plan, Speaker, assign_languages, key_for, plan_lines
+from omnidub.plan import KeyContext, Plan, Speaker, assign_languages, key_for, language_note, plan_lines
 from omnidub.scheduler import Failure, Outcome, stream
 from omnidub.script import Script, line_ranges
 from omnidub.speakers import prepare_speakers, prompt_cache_dir
@@ -120,6 +120,9 @@ class Project:
         folder changes, and unprepared voices are paced from their whole reference (a source not analysed yet is
         analysed now, into omnidub's cache, which the render then reuses)."""
         previous = self._previous_manifest()
+        said = language_note(self.script, self.voices)
+        if said:
+            self.note(said)
         if not prepare and self.options.source is None:
             self._check_without_model()  # what a render would refuse is said first
         if not prepare:

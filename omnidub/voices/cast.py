@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 try:
@@ -15,19 +15,29 @@ from omnidub.errors import OmnidubError
 from omnidub.media import audio_problem
 from omnidub.script import DEFAULT_SPEAKER, check_language
 
-VOICE_KEYS = ("audio", "text", "language", "speed", "instruct")
+VOICE_KEYS = ("audio", "text", "language", "reference_language", "speed", "instruct")
 MIN_SPEED, MAX_SPEED = 0.25, 4.0  # a voice's speaking-rate factor; past these, speech is no longer speech
 _NAME_RE = re.compile(r"^[^\W\d][\w.'\- ]{0,31}$")
 
 
 @dataclass(frozen=True)
 class Voice:
+    """A speaker's voice. ``language`` is the language of the lines it speaks (unless --language says another);
+    ``reference_language`` the one spoken in its reference when that is another's (a clip cut from the source of
+    a dub), which finds the reference's words and never sets the lines' language."""
+
     speaker: str
     audio: Path | None
     text: str | None
     language: str | None
     speed: float | None
     instruct: str | None
+    reference_language: str | None = None
+
+    @property
+    def spoken(self) -> str | None:
+        """The language spoken in the reference (what its recogniser listens for)."""
+        return self.reference_language or self.language
 
 
 
@@ -38,6 +48,7 @@ def load_voices(voices_toml: Path | None, voice_args: list[str], voice_text_args
         voices.update(_read_voices_toml(Path(voices_toml)))
     for arg in voice_args:
         speaker, audio = _split_voice_arg(arg)
+        speaker = _same_speaker(speaker, voices)  # --voice anna=... overrides the file's [Anna]
         old = voices.get(speaker)
         # New audio makes any earlier transcript wrong; language and speed still describe the speaker.
         voices[speaker] = Voice(
@@ -52,7 +63,7 @@ def load_voices(voices_toml: Path | None, voice_args: list[str], voice_text_args
                 f"--voice-text {_short(arg)}: voice {speaker!r} has no reference audio to go with the transcript "
                 f"(voices with audio: {known}); add --voice {'' if speaker == DEFAULT_SPEAKER else speaker + '='}FILE"
             )
-        voices[speaker] = Voice(speaker, old.audio, text, old.language, old.speed, old.instruct)
+        voices[speaker] = replace(old, text=text)
     return voices
 
 
@@ -105,16 +116,21 @@ def _read_voices_toml(path: Path) -> dict[str, Voice]:
     voices = {}
     for speaker, table in data.items():
         where = f"{path}: [{speaker}]"
+        twin = next((known for known in voices if known.casefold() == speaker.casefold()), None)
+        if twin is not None:
+            raise OmnidubError(f"{where}: [{twin}] and [{speaker}] differ only in case, and speaker names are matched "
+                               "without case (labels 'ANNA:' and 'Anna:' are one speaker); merge them or rename one")
         if not isinstance(table, dict):
             raise OmnidubError(f"{where}: expected a table like [{speaker}] with audio = ... and text = ..., got a plain value")
         unknown = sorted(set(table) - set(VOICE_KEYS))
         if unknown:
             raise OmnidubError(f"{where}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(VOICE_KEYS)}")
-        for key in ("audio", "text", "language", "instruct"):
+        for key in ("audio", "text", "language", "reference_language", "instruct"):
             if key in table and not isinstance(table[key], str):
                 raise OmnidubError(f"{where}: {key} must be a string")
-        if table.get("language"):
-            check_language(table["language"], f"{where}: language")
+        for key in ("language", "reference_language"):
+            if table.get(key):
+                check_language(table[key], f"{where}: {key}")
         if "audio" not in table and "instruct" not in table:
             raise OmnidubError(f"{where}: needs audio = \"file\" (with text = \"transcript\") or instruct = \"voice description\"")
         speed = table.get("speed")
@@ -132,9 +148,8 @@ def _read_voices_toml(path: Path) -> dict[str, Voice]:
         text = table.get("text")
         if text is not None and not text.strip():
             text = None
-        voices[speaker] = Voice(
-            speaker, audio, text, table.get("language"), float(speed) if speed is not None else None, table.get("instruct")
-        )
+        voices[speaker] = Voice(speaker, audio, text, table.get("language"), float(speed) if speed is not None else None,
+                                table.get("instruct"), table.get("reference_language") or None)
     return voices
 
 
@@ -144,6 +159,8 @@ def _split_voice_arg(arg: str) -> tuple[str, Path]:
     if "=" in arg:
         speaker, ref = arg.split("=", 1)
         speaker = speaker.strip()
+        if speaker and not ref.strip():
+            raise OmnidubError(f"--voice {_short(arg)}: no reference file after '='; write --voice {speaker}=FILE")
         if speaker and "/" not in speaker and "\\" not in speaker and (Path(ref).expanduser().is_file() or _NAME_RE.match(speaker)):
             ref_path = Path(ref).expanduser()
             problem = audio_problem(ref_path)
@@ -155,11 +172,16 @@ def _split_voice_arg(arg: str) -> tuple[str, Path]:
     raise OmnidubError(f"--voice: audio file not found: {arg} (use --voice FILE or --voice SPEAKER=FILE)")
 
 
+def _same_speaker(name: str, voices: dict[str, Voice]) -> str:
+    """The cast's spelling of a speaker named without regard to case (names differing only in case are one)."""
+    return next((known for known in voices if known.casefold() == name.casefold()), name)
+
+
 def _split_voice_text_arg(arg: str, voices: dict[str, Voice]) -> tuple[str, str]:
     if "=" in arg:
         speaker, text = arg.split("=", 1)
-        if speaker in voices:
-            return speaker, text.strip()
+        if _same_speaker(speaker, voices) in voices:
+            return _same_speaker(speaker, voices), text.strip()
         if re.fullmatch(r"[^\W\d][\w.'\-]{0,31}", speaker):
             known = ", ".join(sorted(voices)) or "none"
             raise OmnidubError(
