@@ -17,7 +17,7 @@ from pathlib import Path
 
 from omnidub.config import Preset, generation_settings, load_preset
 from omnidub.errors import OmnidubError
-from omnidub.hardware import device_kind, guess_device
+from omnidub.hardware import check_device, device_kind, guess_device
 from omnidub.models import DEFAULT_MODEL, ModelSource, resolve_model
 from omnidub.scheduler import EXECUTORS, Budget, ExecutorOptions, default_budget
 
@@ -32,7 +32,7 @@ class Session:
         if self.executor_options.kind not in EXECUTORS:
             raise OmnidubError(f"unknown executor {self.executor_options.kind!r}: use {' or '.join(EXECUTORS)}")
         self.model_spec = model
-        self.device_spec = device
+        self.device_spec = check_device(device)  # --device tpu is said now: a plan or QA would not notice it
         self.backend_spec = backend
         self._pinned: dict = {}  # what the project was rendered with: {"cfg": layout, "backend": name}
         self._choice = None
@@ -270,7 +270,8 @@ class Session:
         names made unique where stems collide. ``qa`` (or ``retakes`` > 0) checks each input after rendering.
         Other options are those of :meth:`project`. An input that cannot be read is recorded as failed when
         there are several; alone, its error is raised."""
-        from omnidub.inputs import find_inputs, unique_names
+        from omnidub.folder import render_input
+        from omnidub.inputs import find_inputs, shared_name_note, unique_names
         from omnidub.job import InputRun, Job, QaOptions
 
         checks = QaOptions(speaker_model, retakes) if qa or retakes else None
@@ -281,9 +282,9 @@ class Session:
             return Job(self, [self.project(paths[0], out_dir=out_dir, listener=listener, **options)],
                        listener=listener, qa=checks)
         parent = Path(out_dir) if out_dir is not None else Path("output")
-        names = unique_names(paths)
-        notes = [f"{path} renders into {parent / name} (its name is shared with another input)"
-                 for path, name in zip(paths, names) if name != path.stem]
+        names = unique_names(paths, keep=lambda path: render_input(parent / path.stem) == path.resolve())
+        notes = [shared_name_note(path, name, paths, names, parent) for path, name in zip(paths, names)
+                 if name != path.stem]
         projects, failed = [], unusable
         for path, name in zip(paths, names):
             try:

@@ -350,6 +350,14 @@ class OutputFolder:
         self._created = []
 
 
+def render_input(folder: Path) -> Path | None:
+    """The input whose render the folder holds (resolved), from omnidub's own manifest there; None when it holds
+    none (reading changes nothing)."""
+    manifest = OutputFolder(folder).manifest() if Path(folder).is_dir() else None
+    recorded = manifest.get("input") if manifest else None
+    return Path(recorded).resolve() if isinstance(recorded, str) and recorded else None
+
+
 def _inside(relative: str) -> bool:
     # Paths come from files on disk: none may lead out of the output folder.
     path = Path(relative)
