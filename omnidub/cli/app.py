@@ -22,8 +22,8 @@ from omnidub.errors import ArgumentError, OmnidubError
 # pydub (pulled in by omnivoice) warns about a missing ffmpeg binary at import; omnidub never needs one.
 warnings.filterwarnings("ignore", message="Couldn't find ffmpeg or avconv")
 
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
+err = Console(stderr=True, highlight=False, emoji=False)  # text like "cuda:x:" is shown as written, never as an emoji
+out = Console(highlight=False, emoji=False)
 
 # Typer ships its own copy of click; its exception classes are reached through the one it exports.
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")

@@ -40,6 +40,9 @@ def bench(
         from omnidub.bench import BenchOptions, print_bench, run_bench
         from omnidub.files import write_text_atomic
 
+        from omnidub.hardware import check_device
+
+        check_device(device)
         if json_file is not None and not json_file.parent.is_dir():
             raise OmnidubError(f"--json {json_file}: folder {json_file.parent} does not exist")
         if json_file is not None and json_file.is_dir():

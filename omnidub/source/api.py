@@ -11,6 +11,7 @@ from omnidub.asr import Asr, whisper_language
 from omnidub.errors import OmnidubError
 from omnidub.script import read_script
 from omnidub.folder import OutputFolder
+from omnidub.hardware import check_device
 from omnidub.names import file_names
 from omnidub.source.audio import CLIP_RATE, check_subtitles, read_source, wav_bytes
 from omnidub.source.extract import Extraction, ExtractOptions, extract_voices
@@ -61,6 +62,7 @@ def extract_folder(source: Path, subs: Path, out: Path, *, options: ExtractOptio
     `.omnidub/`); files omnidub did not write are never touched, one it wrote and someone changed is moved aside,
     and the folder of another source that still exists is refused."""
     source, subs = Path(source), Path(subs)
+    check_device(device, ("cpu", "cuda"))  # before the folder: an unknown device would quietly run on the CPU
     folder = OutputFolder(Path(out), record=REPORT_NAME, others=None, input_key="source", made="the voices of")
     folder.claim(source)  # before any work: a folder that cannot be written, or another source's, is said at once
     try:
