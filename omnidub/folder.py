@@ -20,8 +20,13 @@ from omnidub.files import (QA_MARKS, STATE, AppendLog, FolderLock, is_temporary,
                            write_text_atomic)
 from omnidub.journal import MANIFEST, manifest_entries, read_manifest
 from omnidub.keys import file_digest
+from omnidub.models import EXPORT_MANIFEST
 
 LEDGER = "ledger.jsonl"
+# The record of each kind of folder omnidub makes: one folder is one kind's, and no other kind writes there (a
+# render's clean-up would delete an export's graphs or an extract's clips as files it no longer needs).
+EXTRACT_RECORD = "extract.json"
+RECORDS = {MANIFEST: "a render", EXTRACT_RECORD: "a voices extract", EXPORT_MANIFEST: "an ONNX export"}
 LOCK = "lock"
 QA_FILES = ("qa.json", "qa.html")
 OLDER_LOCK = ".omnidub.lock"  # where omnidub kept its lock before it had a state folder
@@ -201,6 +206,10 @@ class OutputFolder:
             return
         if not self.path.is_dir():
             raise OmnidubError(f"{self.flag + ' ' if self.flag else ''}{self.path} is a file, not a folder")
+        other = next((name for name in RECORDS if name != self.mark and name in self._ledger().files), None)
+        if other is not None:
+            raise OmnidubError(f"{self.path} holds {RECORDS[other]} ({other}), not {RECORDS.get(self.mark, 'this')}"
+                               f"{self._or_another('; choose another')}")
         manifest = self.manifest()
         if manifest is None:
             stranger = _first_stranger(self.path, set(self._ledger().files))
@@ -285,6 +294,10 @@ class OutputFolder:
         os.replace(path, aside)
         self._ledger().forget(relative)
         return aside.relative_to(self.path).as_posix()
+
+    def written(self, under: str = "") -> set[str]:
+        """The files the ledger says omnidub wrote here (those whose path starts with ``under``)."""
+        return {relative for relative in self._ledger().files if relative.startswith(under)}
 
     def intend(self, relatives) -> None:
         """Record that these files are about to be written (after :meth:`check_writable`)."""

@@ -77,7 +77,6 @@ class Project:
         self.generation: Generation | None = None
         self.notes: list[str] = []  # said once on the console, and kept in the manifest
         self.left_out: list[int] = []  # lines --only leaves without audio
-        self.held: dict[int, LineEntry] = {}  # --only: audio kept on disk of lines whose speaker left the script
         self.edits_aside: dict[int, str] = {}  # line -> where an edited segment was moved before re-placing it
 
     @property
@@ -157,33 +156,35 @@ class Project:
 
     def _keep_unasked(self, records: list[LineEntry], by_base: dict, by_key: dict, repair: bool) -> None:
         """``--only``: a line it does not ask for keeps the audio it has, even when its text, timing or voice
-        changed since: its last record stands, flagged ``stale``, until a run asks for it again."""
+        changed since: its last record stands, flagged ``stale``, until a run asks for it again. A line gone from
+        the script (or whose speaker is) is said: its audio stays on disk (see _remove_stale), out of the mix."""
         if self.options.only is None:
             return
-        before = {e.index: e for e in records if e.done}
-        self.held, stale = {}, []
-        for k, entry in enumerate(self.entries):
-            old = before.get(entry.index)
-            if entry.done or self.selected(entry.index) or old is None:
+        held = []
+        at = {entry.index: k for k, entry in enumerate(self.entries)}
+        stale = []
+        for index, old in {e.index: e for e in records if e.done}.items():
+            k = at.get(index)
+            if k is not None and (self.entries[k].done or self.selected(index)):
                 continue
             kept = self._reuse(replace(old, status="pending", flags=[f for f in old.flags if f != "edited"],
                                        render_seconds=0.0, error=None), by_base, by_key, repair)
             if not kept.done:
                 continue  # its audio is gone: nothing to keep
-            if old.speaker not in self.speakers:
-                self.held[entry.index] = kept  # kept on disk, out of the mix: its speaker left the script
+            if k is None or old.speaker not in self.speakers:
+                held.append(index)
                 continue
             if "stale" not in kept.flags:
                 kept.flags.append("stale")
             self.entries[k] = kept
-            stale.append(entry.index)
+            stale.append(index)
         if stale:
             self.note(f"--only: line(s) {line_ranges(stale)} changed since their audio was rendered; they keep that "
                       f"audio (flagged stale) in the stems and mix: --only {line_ranges(stale).replace(' ', '')} "
                       "or a run without --only renders them anew")
-        if self.held:
-            self.note(f"--only: line(s) {line_ranges(self.held)} were spoken by a speaker the script no longer has; "
-                      "their audio is kept on disk but left out of the stems and mix until they are rendered")
+        if held:
+            self.note(f"--only: line(s) {line_ranges(held)} are gone from the script, or their speaker is; their "
+                      "audio is kept on disk, out of the stems and mix, until a run without --only")
 
     def _check_without_model(self) -> None:
         """What a render would refuse, found before any model (a plan checks what a render checks)."""
@@ -365,17 +366,19 @@ class Project:
     def _remove_stale(self, audio_changed: bool) -> None:
         """Drop what omnidub wrote here that nothing of this render uses any more (old segments, stems of
         speakers who left or of another format, reports of audio that changed); edited files stay."""
-        held = list(self.held.values())  # --only: audio of lines it did not ask for stays
-        keep = {e.file for e in self.entries + held if e.done} | set(self.generation.files if self.generation else ())
+        keep = {e.file for e in self.entries if e.done} | set(self.generation.files if self.generation else ())
         keep |= set(reference_files(self, self.cast).values()) if self.cast is not None else set()
         if not audio_changed:
             keep |= set(QA_FILES)
+        if self.options.only is not None:  # --only takes no other line's audio: a run without it tidies up
+            keep |= self.folder.written(under="segments/")
         for relative in self.folder.remove_stale(keep):
             self.note(f"{relative} was changed after omnidub wrote it, so it was kept although this render no "
                       "longer uses it")
-        keys = {e.key for e in self.entries + held} | {a["key"] for e in self.entries for a in e.attempts
-                                                      if isinstance(a, dict) and isinstance(a.get("key"), str)}
-        self.store.prune(keys)
+        keys = {e.key for e in self.entries} | {a["key"] for e in self.entries for a in e.attempts
+                                               if isinstance(a, dict) and isinstance(a.get("key"), str)}
+        if self.options.only is None:
+            self.store.prune(keys)
 
     def voice_of(self, entry: LineEntry) -> Speaker:
         """The voice a line is spoken in: its own original line's clip, else its speaker's."""

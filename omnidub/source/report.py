@@ -5,10 +5,11 @@ from __future__ import annotations
 import json
 import re
 
+from omnidub.folder import EXTRACT_RECORD
 from omnidub.source.clips import Candidate
 from omnidub.source.extract import Extraction
 
-REPORT_NAME = "extract.json"
+REPORT_NAME = EXTRACT_RECORD
 VOICES_NAME = "voices.toml"
 ACCOMPANIMENT_NAME = "accompaniment.flac"
 MARK = "omnidub voices extract"
