@@ -119,9 +119,6 @@ class Project:
         folder changes, and unprepared voices are paced from their whole reference (a source not analysed yet is
         analysed now, into omnidub's cache, which the render then reuses)."""
         previous = self._previous_manifest()
-        said = language_note(self.script, self.voices)
-        if said:
-            self.note(said)
         if not prepare and self.options.source is None:
             self._check_without_model()  # what a render would refuse is said first
         if not prepare:
@@ -133,6 +130,9 @@ class Project:
             if not prepare:
                 self._check_without_model()
         self.speakers, self.line_speakers = prepare_speakers(self, prepare, self.cast.lines if self.cast else None)
+        said = language_note(self.script, self.voices)  # the cast is known by now (with --source too)
+        if said:
+            self.note(said)
         old_names = {}
         if isinstance(previous.get("voices"), dict):
             old_names = {n: r.get("file_name") for n, r in previous["voices"].items() if isinstance(r, dict)}
