@@ -9,6 +9,7 @@ so concurrent writers never tear one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -112,7 +113,8 @@ class LineStore:
                 self._verified[name] = seen
                 return Stored(path, name.split(".")[1], seconds_of(path)), None
             if repair:  # its bytes no longer match its own name: nothing can ever use it
-                path.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # a read-only shared cache keeps it; nothing reads it as good
+                    path.unlink(missing_ok=True)
                 self._index[key].remove(name)
         return None, problem
 

@@ -293,6 +293,17 @@ def test_a_references_language_is_never_the_dubs(tmp_path):
     assert json.loads(result.stdout)["lines"][0]["language"] == "en"
 
 
+def test_an_older_extracts_language_is_read_as_its_clips(tmp_path):
+    from omnidub.voices import load_voices
+
+    older = tmp_path / "voices.toml"  # as voices extract wrote it before reference_language
+    older.write_text("# Written by omnidub voices extract from ep.mkv; extract.json lists other candidates.\n"
+                     "# The language is the one spoken in the clips; give the dub's own with render --language.\n\n"
+                     f'[ALICE]\naudio = "{ALICE}"\ntext = "Hello."\nlanguage = "en"\n')
+    [voice] = load_voices(older, [], []).values()
+    assert voice.language is None and voice.reference_language == "en" and voice.spoken == "en"
+
+
 def test_voices_extract_writes_the_clips_language_as_reference_language():
     from types import SimpleNamespace
 
@@ -331,6 +342,8 @@ def test_two_voices_that_differ_only_in_case_are_refused_and_a_flag_overrides_it
     toml.write_text(f'[Anna]\naudio = "{ALICE}"\ntext = "One."\n')
     voices = load_voices(toml, [f"anna={EXAMPLES / 'voices' / 'bob.wav'}"], ["ANNA=Two."])
     assert list(voices) == ["Anna"] and voices["Anna"].audio.name == "bob.wav" and voices["Anna"].text == "Two."
+    with pytest.raises(OmnidubError, match="name one speaker"):  # two flags, two spellings: one speaker, said
+        load_voices(None, [f"Anna={ALICE}", f"ANNA={EXAMPLES / 'voices' / 'bob.wav'}"], [])
 
 
 # -- 10. fractions of a second ---------------------------------------------------------------------------------------
@@ -462,7 +475,8 @@ def test_an_unknown_device_is_refused_everywhere_before_any_work(tmp_path, small
     assert "--device tpu" in one_error_line(run("qa", tmp_path, "--device", "tpu"))
     source = tmp_path / "ep.wav"
     sf.write(str(source), np.zeros(16000, np.float32), 16000)
-    line = one_error_line(run("voices", "extract", source, "--subs", script, "--device", "tpu", "--out", tmp_path / "v"))
+    line = one_error_line(run("voices", "extract", source, "--subs", script, "--device", "tpu",
+                              "--out", tmp_path / "v"))
     assert "--device tpu" in line and not (tmp_path / "v").exists()
 
 

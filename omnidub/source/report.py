@@ -8,6 +8,7 @@ import re
 from omnidub.folder import EXTRACT_RECORD
 from omnidub.source.clips import Candidate
 from omnidub.source.extract import Extraction
+from omnidub.voices.cast import EXTRACTED
 
 REPORT_NAME = EXTRACT_RECORD
 VOICES_NAME = "voices.toml"
@@ -75,7 +76,7 @@ def report_json(extraction: Extraction, *, source: str, subs: str, clip_files: d
 
 def voices_toml(extraction: Extraction, clip_files: dict[str, str], *, source: str) -> str:
     """A voices.toml that ``omnidub render --voices`` reads as it is: one table per speaker with a clip."""
-    rows = [f"# Written by omnidub voices extract from {source}; {REPORT_NAME} lists other candidates per speaker.",
+    rows = [f"{EXTRACTED} from {source}; {REPORT_NAME} lists other candidates per speaker.",
             "# reference_language is what the clips speak; the dub's language is render's --language, never this."]
     for speaker, chosen in extraction.chosen.items():
         key = speaker if _BARE_KEY.fullmatch(speaker) else json.dumps(speaker, ensure_ascii=False)

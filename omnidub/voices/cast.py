@@ -16,6 +16,9 @@ from omnidub.media import audio_problem
 from omnidub.script import DEFAULT_SPEAKER, check_language
 
 VOICE_KEYS = ("audio", "text", "language", "reference_language", "speed", "instruct")
+# How a voices.toml written by `voices extract` begins: in one written before reference_language existed,
+# `language` is the clips' (the source's), as its second line said.
+EXTRACTED = "# Written by omnidub voices extract"
 MIN_SPEED, MAX_SPEED = 0.25, 4.0  # a voice's speaking-rate factor; past these, speech is no longer speech
 _NAME_RE = re.compile(r"^[^\W\d][\w.'\- ]{0,31}$")
 
@@ -46,8 +49,13 @@ def load_voices(voices_toml: Path | None, voice_args: list[str], voice_text_args
     voices: dict[str, Voice] = {}
     if voices_toml is not None:
         voices.update(_read_voices_toml(Path(voices_toml)))
+    flagged: dict[str, str] = {}  # folded name -> the spelling an earlier --voice gave
     for arg in voice_args:
         speaker, audio = _split_voice_arg(arg)
+        earlier = flagged.setdefault(speaker.casefold(), speaker)
+        if earlier != speaker:
+            raise OmnidubError(f"--voice {earlier}=... and --voice {speaker}=... name one speaker (speaker names are "
+                               "matched without case); give each speaker one --voice")
         speaker = _same_speaker(speaker, voices)  # --voice anna=... overrides the file's [Anna]
         old = voices.get(speaker)
         # New audio makes any earlier transcript wrong; language and speed still describe the speaker.
@@ -102,7 +110,8 @@ def check_cast(lines, voices: dict[str, Voice], source) -> None:
 
 def _read_voices_toml(path: Path) -> dict[str, Voice]:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        text = path.read_text(encoding="utf-8-sig")
+        data = tomllib.loads(text)
     except FileNotFoundError:
         raise OmnidubError(f"{path}: no such voices file") from None
     except IsADirectoryError:
@@ -114,6 +123,7 @@ def _read_voices_toml(path: Path) -> dict[str, Voice]:
     except tomllib.TOMLDecodeError as exc:
         raise OmnidubError(f"{path}: not valid TOML: {exc}") from None
     voices = {}
+    extracted = text.startswith(EXTRACTED)
     for speaker, table in data.items():
         where = f"{path}: [{speaker}]"
         twin = next((known for known in voices if known.casefold() == speaker.casefold()), None)
@@ -145,11 +155,14 @@ def _read_voices_toml(path: Path) -> dict[str, Voice]:
             problem = audio_problem(audio)
             if problem:
                 raise OmnidubError(f"{where}: {problem}")
-        text = table.get("text")
-        if text is not None and not text.strip():
-            text = None
-        voices[speaker] = Voice(speaker, audio, text, table.get("language"), float(speed) if speed is not None else None,
-                                table.get("instruct"), table.get("reference_language") or None)
+        words = table.get("text")
+        if words is not None and not words.strip():
+            words = None
+        speed = float(speed) if speed is not None else None
+        language, heard = table.get("language"), table.get("reference_language") or None
+        if extracted and heard is None:  # an older extract's language is its clips', never the dub's
+            language, heard = None, language
+        voices[speaker] = Voice(speaker, audio, words, language, speed, table.get("instruct"), heard)
     return voices
 
 
