@@ -15,6 +15,7 @@ from typing import Sequence
 from omnidub.backends.base import Request
 from omnidub.config import LAYOUTS
 from omnidub.errors import OmnidubError
+from omnidub.folder import QA_FILES
 from omnidub.journal import LineEntry
 from omnidub.progress import Listener, Summary
 from omnidub.project import Project
@@ -102,6 +103,8 @@ class Job:
         for project in list(self.projects):
             try:
                 project.open()
+                if self.qa is not None:  # a report of the user's in the way is said now, not after the render
+                    project.folder.check_writable(QA_FILES)
             except OmnidubError as exc:
                 if not self.many:
                     raise

@@ -449,6 +449,9 @@ def test_paths_of_the_wrong_kind_are_one_line_before_the_model(tmp_path, small, 
     folder = tmp_path / "bench.json"
     folder.mkdir()
     assert "is a folder" in one_error_line(run("bench", "--quick", "--rows", "1", "--json", folder))
+    read_only.mkdir()
+    line = one_error_line(run("bench", "--quick", "--rows", "1", "--json", read_only / "bench.json"))
+    assert "cannot write there (read-only file system)" in line  # said before the bench, not after it
 
 
 def test_only_never_builds_a_huge_range(tmp_path, small):
@@ -508,6 +511,23 @@ def test_qa_refusing_a_users_report_offers_no_flag_it_lacks(tmp_path, small):
     line = one_error_line(run("qa", out, "--speaker-model", "none", "--asr-model", tmp_path / "no-asr-needed"))
     assert "qa.json is in the way" in line and "--out" not in line
     assert (out / "qa.json").read_text() == '{"mine": true}'
+
+
+def test_render_qa_says_a_users_report_is_in_the_way_before_rendering(tmp_path, small):
+    script, args = small
+    out = tmp_path / "out"
+    out.mkdir()
+    (out / "qa.json").write_text('{"mine": true}')
+    line = one_error_line(run("render", script, *args, "--out", out, "--allow-other-files", "--qa",
+                              "--speaker-model", "none"))
+    assert "qa.json is in the way" in line
+    assert sorted(p.name for p in out.iterdir()) == ["qa.json"]  # nothing rendered, nothing left behind
+
+
+def test_a_preset_that_is_a_folder_is_called_a_folder(tmp_path, small):
+    script, args = small
+    line = one_error_line(run("render", script, *args[:-2], "--preset", tmp_path, "--dry-run"))
+    assert f"--preset {tmp_path} is a folder" in line
 
 
 def test_an_input_whose_stem_collides_keeps_the_folder_of_its_render(tmp_path, small):
