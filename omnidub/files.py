@@ -159,6 +159,7 @@ def check_folder_writable(folder: Path, label: str) -> None:
     """Make ``folder`` if it is missing and create (then remove) a file in it: a folder that cannot take a file
     (read-only, no permission, a file in its place) is one line naming ``label`` (the flag that chose it)."""
     folder = Path(folder)
+    made = not folder.exists()
     try:
         folder.mkdir(parents=True, exist_ok=True)
         fd, name = tempfile.mkstemp(dir=folder, prefix=f".write-check.{_HOST}-{os.getpid()}-", suffix=".tmp")
@@ -166,6 +167,9 @@ def check_folder_writable(folder: Path, label: str) -> None:
         os.unlink(name)
     except OSError as exc:
         why = "a file, not a folder" if folder.exists() and not folder.is_dir() else (exc.strerror or str(exc)).lower()
+        if made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # made just now for nothing: it goes again
         raise OmnidubError(f"{label} {folder}: cannot write there ({why})") from exc
 
 
