@@ -160,9 +160,8 @@ class Project:
         the script (or whose speaker is) is said: its audio stays on disk (see _remove_stale), out of the mix."""
         if self.options.only is None:
             return
-        held = []
         at = {entry.index: k for k, entry in enumerate(self.entries)}
-        stale = []
+        stale, held = [], []
         for index, old in {e.index: e for e in records if e.done}.items():
             k = at.get(index)
             if k is not None and (self.entries[k].done or self.selected(index)):
