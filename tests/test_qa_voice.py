@@ -259,6 +259,9 @@ class FakeRenderer:
     def base_seed(self, entry):
         return 0
 
+    def selected(self, index):  # no --only: every line may be retaken
+        return True
+
     def render_take(self, entry, seed):
         file = f"segments/take-{entry.index}-{seed}.wav"
         shutil.copy(DATA / f"{self.takes[seed]}.wav", self.out_dir / file)
