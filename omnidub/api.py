@@ -76,7 +76,8 @@ class Session:
         names made unique where stems collide. ``qa`` (or ``retakes`` > 0) checks each input after rendering.
         Other options are those of :meth:`project`. An input that cannot be read is recorded as failed when
         there are several; alone, its error is raised."""
-        from omnidub.inputs import find_inputs, unique_names
+        from omnidub.folder import render_input
+        from omnidub.inputs import find_inputs, shared_name_note, unique_names
         from omnidub.job import InputRun, Job, QaOptions
 
         checks = QaOptions(speaker_model, retakes) if qa or retakes else None
@@ -87,9 +88,9 @@ class Session:
             return Job(self.engine, [self.project(paths[0], out_dir=out_dir, listener=listener, **options)],
                        listener=listener, qa=checks)
         parent = Path(out_dir) if out_dir is not None else Path("output")
-        names = unique_names(paths)
-        notes = [f"{path} renders into {parent / name} (its name is shared with another input)"
-                 for path, name in zip(paths, names) if name != path.stem]
+        names = unique_names(paths, keep=lambda path: render_input(parent / path.stem) == path.resolve())
+        notes = [shared_name_note(path, name, paths, names, parent) for path, name in zip(paths, names)
+                 if name != path.stem]
         projects, failed = [], unusable
         for path, name in zip(paths, names):
             try:
@@ -113,12 +114,12 @@ class Session:
         """Check a rendered folder; returns the QA Report (written to qa.json and qa.html). ``speaker_model``
         names the voice check's encoder (default resemblyzer; "none" skips the check). A render running in the
         folder keeps QA out (and QA keeps a render out) until it has finished."""
-        from omnidub.folder import OutputFolder
+        from omnidub.folder import QA_FILES, OutputFolder
         from omnidub.qa import run_qa, write_reports
 
         encoder = self.engine.speaker_encoder(speaker_model)
-        folder = OutputFolder(Path(out_dir))
-        folder.share()
+        folder = OutputFolder(Path(out_dir), flag=None)  # qa writes into the folder it checks: no other to choose
+        folder.share(writes=QA_FILES)  # a report of the user's in the way is said before any line is heard
         try:
             report = run_qa(folder.path, asr=self.engine.asr(), max_wer=max_wer, progress=progress, encoder=encoder)
             write_reports(report, folder)

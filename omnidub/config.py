@@ -227,6 +227,8 @@ def load_preset(name_or_path: str = "fast") -> Preset:
         text = resources.files("omnidub.preset_files").joinpath(f"{name_or_path}.toml").read_text(encoding="utf-8")
         name = name_or_path
     elif path.suffix == ".toml" or len(path.parts) > 1 or path.is_file():
+        if path.is_dir():
+            raise OmnidubError(f"--preset {path} is a folder; give a preset .toml file, or fast or quality")
         if not path.is_file():
             raise OmnidubError(f"preset file not found: {path}")
         try:

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omnidub.config import Preset, generation_settings, load_preset
 from omnidub.errors import OmnidubError
-from omnidub.hardware import device_kind, guess_device
+from omnidub.hardware import check_device, device_kind, guess_device
 from omnidub.models import DEFAULT_MODEL, ModelSource, resolve_model
 from omnidub.scheduler import EXECUTORS, Budget, ExecutorOptions, default_budget
 
@@ -29,7 +29,7 @@ class Engine:
         if self.executor_options.kind not in EXECUTORS:
             raise OmnidubError(f"unknown executor {self.executor_options.kind!r}: use {' or '.join(EXECUTORS)}")
         self.model_spec = model
-        self.device_spec = device
+        self.device_spec = check_device(device)  # --device tpu is said now: a plan or QA would not notice it
         self.backend_spec = backend
         self.preset = load_preset(preset) if isinstance(preset, str) else preset
         self.asr_model = asr_model

@@ -101,18 +101,20 @@ def atomic_path(path: Path):
         raise
 
 
-# atomic_path's temporaries: ".<name>.<host>-<pid>-<8 random>.tmp" (older versions wrote "<pid>-" or nothing).
-_TEMP_RE = re.compile(r"\..+\.(?:(?:([A-Za-z0-9-]{1,32})-)?(\d+)-)?[a-z0-9_]{8}\.tmp")
+# atomic_path's temporaries: ".<name>.<host>-<pid>-<8 random>.tmp". Only names with the writer's host and pid
+# are omnidub's: a user's ".backup.20241201.tmp" has the shape older versions wrote, so those are never taken.
+_TEMP_RE = re.compile(r"\..+\.([A-Za-z0-9-]{1,32})-(\d+)-[a-z0-9_]{8}\.tmp")
 
 
 def is_temporary(name: str) -> bool:
-    """Whether a file name is one of atomic_path's temporaries."""
+    """Whether a file name is one of atomic_path's temporaries (with a writer's host and pid)."""
     return bool(_TEMP_RE.fullmatch(name))
 
 
 def remove_debris(folder: Path) -> int:
-    """Remove the temporaries a killed writer left in ``folder`` (only omnidub's own names, only when the
-    process that wrote them is gone: a temporary of another host is never touched); returns how many went."""
+    """Remove the temporaries a killed writer left in ``folder`` (only omnidub's own names, carrying this host
+    and the pid of a process that is gone: a temporary of another host is never touched); returns how many
+    went."""
     removed = 0
     try:
         candidates = list(Path(folder).iterdir())
@@ -123,7 +125,7 @@ def remove_debris(folder: Path) -> int:
         if not match or not path.is_file() or path.is_symlink():
             continue
         host, pid = match.group(1), match.group(2)
-        if host is not None and host != _HOST:
+        if host != _HOST:
             continue  # another machine's writer: its pid says nothing here
         if not writer_alive(pid):
             with contextlib.suppress(OSError):
@@ -151,6 +153,24 @@ def _sync(path) -> None:
         os.fsync(fd)
     finally:
         os.close(fd)
+
+
+def check_folder_writable(folder: Path, label: str) -> None:
+    """Make ``folder`` if it is missing and create (then remove) a file in it: a folder that cannot take a file
+    (read-only, no permission, a file in its place) is one line naming ``label`` (the flag that chose it)."""
+    folder = Path(folder)
+    made = not folder.exists()
+    try:
+        folder.mkdir(parents=True, exist_ok=True)
+        fd, name = tempfile.mkstemp(dir=folder, prefix=f".write-check.{_HOST}-{os.getpid()}-", suffix=".tmp")
+        os.close(fd)
+        os.unlink(name)
+    except OSError as exc:
+        why = "a file, not a folder" if folder.exists() and not folder.is_dir() else (exc.strerror or str(exc)).lower()
+        if made:
+            with contextlib.suppress(OSError):
+                folder.rmdir()  # made just now for nothing: it goes again
+        raise OmnidubError(f"{label} {folder}: cannot write there ({why})") from exc
 
 
 def write_bytes_atomic(path: Path, data: bytes) -> None:

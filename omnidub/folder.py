@@ -13,6 +13,7 @@ import json
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Callable
 
 from omnidub.errors import OmnidubError
 from omnidub.files import (QA_MARKS, STATE, AppendLog, FolderLock, is_temporary, remove_debris, write_bytes_atomic,
@@ -20,8 +21,13 @@ from omnidub.files import (QA_MARKS, STATE, AppendLog, FolderLock, is_temporary,
 from omnidub.journal import JOURNAL, Journal
 from omnidub.keys import file_digest
 from omnidub.records import MANIFEST, LastRender, manifest_entries, read_json
+from omnidub.models import EXPORT_MANIFEST
 
 LEDGER = "ledger.jsonl"
+# The record of each kind of folder omnidub makes: one folder is one kind's, and no other kind writes there (a
+# render's clean-up would delete an export's graphs or an extract's clips as files it no longer needs).
+EXTRACT_RECORD = "extract.json"
+RECORDS = {MANIFEST: "a render", EXTRACT_RECORD: "a voices extract", EXPORT_MANIFEST: "an ONNX export"}
 LOCK = "lock"
 QA_FILES = ("qa.json", "qa.html")
 OLDER_LOCK = ".omnidub.lock"  # where omnidub kept its lock before it had a state folder
@@ -83,16 +89,27 @@ class Ledger:
 
 
 class OutputFolder:
-    """One output folder: who may write in it, what omnidub wrote there, and the lock that keeps runs apart."""
+    """One output folder: who may write in it, what omnidub wrote there, and the lock that keeps runs apart.
 
-    def __init__(self, path: Path, *, record: str = MANIFEST, others: str | None = "--allow-other-files"):
+    ``record`` is the file whose being omnidub's makes the folder omnidub's (a render's manifest, an extract's
+    report, an export's export.json); its ``input`` field (``input_key``) names what the folder was made from.
+    ``others`` is the flag that lets omnidub write beside other files (None: none does); ``flag`` how the user
+    names another folder ("--out"; None where the command cannot, as qa); ``older`` finds the files an omnidub
+    without a ledger wrote there (None: such folders are not taken over)."""
+
+    def __init__(self, path: Path, *, record: str = MANIFEST, others: str | None = "--allow-other-files",
+                 flag: str | None = "--out", input_key: str = "input", made: str = "a render of",
+                 older: Callable[[Path], set[str]] | None = None):
         self.path = Path(path)
-        self.mark = record  # the file whose being omnidub's makes the folder omnidub's (the render's manifest)
-        self.others = others  # the flag that lets omnidub write beside other files (None: none does)
+        self.mark = record
+        self.others = others
+        self.flag = flag
+        self.input_key, self.made = input_key, made
+        self.older = older if older is not None else (older_render if record == MANIFEST else None)
         self.state = self.path / STATE
         self.lock = FolderLock(self.state / LOCK)
         self.ledger: Ledger | None = None
-        self._older: set[str] | None = None  # files an older omnidub's manifest vouches for
+        self._older: set[str] | None = None  # files an older omnidub's record vouches for
         self._created: list[Path] = []  # folders this run made, removed again if it leaves nothing in them
 
     # -- what is there ------------------------------------------------------------------------------------
@@ -151,7 +168,7 @@ class OutputFolder:
             holder = self.lock.holder()
             what = f"another omnidub run ({holder})" if holder else "omnidub qa"
             self.release()
-            raise OmnidubError(f"{self.path} is in use by {what}; wait for it or choose another --out")
+            raise OmnidubError(f"{self.path} is in use by {what}; wait for it{self._or_another(' or choose another')}")
         self.ledger = None  # read again under the lock: a run that just finished may have written
         self._check_owner(input_path, allow_other_files)
         self._adopt_older_render()
@@ -163,9 +180,10 @@ class OutputFolder:
                 raise OmnidubError(f"{self.path} is in use by an older omnidub run ({holder.holder()}); wait for it")
             holder.release()  # and the file goes with it
 
-    def share(self) -> None:
+    def share(self, writes=()) -> None:
         """Hold the folder for reading and writing reports beside a render's outputs (QA): several readers may
-        share it; a render in progress keeps them out, and they keep a render out."""
+        share it; a render in progress keeps them out, and they keep a render out. Each of ``writes`` (the
+        reports it will write) must be absent or omnidub's: refused now, before any work."""
         if not self.path.is_dir():
             raise OmnidubError(f"{self.path}: no such folder")
         self._make_state()
@@ -175,6 +193,11 @@ class OutputFolder:
             raise OmnidubError(f"a render is running in {self.path}" + (f" ({holder})" if holder else "")
                                + "; run qa when it has finished")
         self.ledger = None
+        try:
+            self.check_writable(writes)
+        except OmnidubError:
+            self.release()
+            raise
 
     def _make_state(self) -> None:
         try:
@@ -187,32 +210,42 @@ class OutputFolder:
         if not self.path.exists():
             return
         if not self.path.is_dir():
-            raise OmnidubError(f"--out {self.path} is a file, not a folder")
+            raise OmnidubError(f"{self.flag + ' ' if self.flag else ''}{self.path} is a file, not a folder")
+        other = next((name for name in RECORDS if name != self.mark and name in self._ledger().files), None)
+        if other is not None:
+            raise OmnidubError(f"{self.path} holds {RECORDS[other]} ({other}), not {RECORDS.get(self.mark, 'this')}"
+                               f"{self._or_another('; choose another')}")
         manifest = self.manifest()
         if manifest is None:
             stranger = _first_stranger(self.path, set(self._ledger().files))
             if (self.path / self.mark).exists():
-                raise OmnidubError(f"{self.path} holds a {self.mark} that omnidub did not write; choose another "
-                                   "folder with --out (omnidub never replaces a file it did not write)")
+                article = "an" if self.mark[0] in "aeiou" else "a"
+                raise OmnidubError(f"{self.path} holds {article} {self.mark} that omnidub did not write"
+                                   f"{self._or_another('; choose another')} (omnidub never replaces a file it did "
+                                   "not write)")
             if stranger is not None and not allow_other_files:
                 beside = f", or pass {self.others} to write beside them (they are never touched)" if self.others else ""
-                raise OmnidubError(f"{self.path} holds files omnidub did not write (e.g. {stranger}); choose an "
-                                   f"empty folder with --out{beside}")
+                raise OmnidubError(f"{self.path} holds files omnidub did not write (e.g. {stranger})"
+                                   f"{self._or_another('; choose an empty')}{beside}")
             return
-        other = manifest.get("input")
+        other = manifest.get(self.input_key)
         if (input_path is not None and isinstance(other, str) and other and Path(other).exists()
                 and Path(other).resolve() != Path(input_path).resolve()):
-            raise OmnidubError(f"{self.path} holds a render of {other}, not {input_path}; choose another folder with --out")
+            raise OmnidubError(f"{self.path} holds {self.made} {other}, not {input_path}"
+                               f"{self._or_another('; choose another')}")
 
-    def _older_manifest(self) -> dict | None:
-        if self.mark != MANIFEST or MANIFEST in self._ledger().files:
-            return None  # only a render's folder can be an older omnidub's
-        return _older_manifest(self.path)
+    def _or_another(self, lead: str) -> str:
+        """How a message offers another folder (``lead`` "; choose another" -> "; choose another folder with
+        --out"), or "" where the command has no way to name one."""
+        if not self.flag:
+            return ""
+        return f"{lead} folder with {self.flag}" if self.flag.startswith("-") else f"{lead} {self.flag}"
 
     def _vouched(self) -> set[str]:
         if self._older is None:
-            manifest = self._older_manifest()
-            self._older = _older_files(self.path, manifest) | {MANIFEST} if manifest is not None else set()
+            # Only a folder whose record omnidub's ledger does not know can be an older omnidub's.
+            known = self.older is None or self.mark in self._ledger().files
+            self._older = set() if known else self.older(self.path)
         return self._older
 
     def _adopt_older_render(self) -> None:
@@ -244,7 +277,7 @@ class OutputFolder:
         if trouble:
             more = f" (and {len(trouble) - 1} more)" if len(trouble) > 1 else ""
             raise OmnidubError(f"{self.path / trouble[0]} is in the way{more}: omnidub did not write it; move it "
-                               "elsewhere, or choose another folder with --out")
+                               f"elsewhere{self._or_another(', or choose another')}")
 
     def make_way(self, relatives) -> list[str]:
         """Before writing these files: refuse if one is someone else's; move aside (renamed
@@ -266,6 +299,10 @@ class OutputFolder:
         os.replace(path, aside)
         self._ledger().forget(relative)
         return aside.relative_to(self.path).as_posix()
+
+    def written(self, under: str = "") -> set[str]:
+        """The files the ledger says omnidub wrote here (those whose path starts with ``under``)."""
+        return {relative for relative in self._ledger().files if relative.startswith(under)}
 
     def intend(self, relatives) -> None:
         """Record that these files are about to be written (after :meth:`check_writable`)."""
@@ -290,16 +327,22 @@ class OutputFolder:
     def remove_stale(self, keep: set[str]) -> list[str]:
         """Remove the files omnidub wrote here that ``keep`` no longer names; a file changed since omnidub wrote
         it is left where it is. Returns those left."""
+        return self.discard(sorted(set(self._ledger().files) - set(keep) - {self.mark}))
+
+    def discard(self, relatives) -> list[str]:
+        """Remove these files where they are omnidub's and hold what it wrote (anything else is never touched);
+        returns those left because someone changed them since omnidub wrote them."""
         left = []
-        ledger = self._ledger()
-        for relative in sorted(set(ledger.files) - set(keep) - {self.mark}):
+        for relative in relatives:
             status = self.status(relative)
             if status in ("ours", "unfinished"):
                 (self.path / relative).unlink(missing_ok=True)
             elif status == "changed":
                 left.append(relative)
                 continue
-            ledger.forget(relative)
+            elif status != "absent" and relative not in self._ledger().files:
+                continue  # not omnidub's (an older omnidub's file it vouches for stays, as anything else)
+            self._ledger().forget(relative)
         return left
 
     # -- letting go --------------------------------------------------------------------------------------
@@ -323,6 +366,14 @@ class OutputFolder:
             except OSError:
                 pass  # not empty: something was written there
         self._created = []
+
+
+def render_input(folder: Path) -> Path | None:
+    """The input whose render the folder holds (resolved), from omnidub's own manifest there; None when it holds
+    none (reading changes nothing)."""
+    manifest = OutputFolder(folder).manifest() if Path(folder).is_dir() else None
+    recorded = manifest.get("input") if manifest else None
+    return Path(recorded).resolve() if isinstance(recorded, str) and recorded else None
 
 
 def _inside(relative: str) -> bool:
@@ -350,6 +401,12 @@ def _first_stranger(folder: Path, written: set[str]) -> str | None:
             continue
         return relative.as_posix()
     return None
+
+
+def older_render(folder: Path) -> set[str]:
+    """The files a render by an omnidub without a ledger wrote in ``folder``, as its manifest proves them."""
+    manifest = _older_manifest(folder)
+    return _older_files(folder, manifest) | {MANIFEST} if manifest is not None else set()
 
 
 def _older_manifest(folder: Path) -> dict | None:

@@ -13,6 +13,8 @@ import platform
 import sys
 
 
+DEVICES = ("auto", "cpu", "cuda", "mps")  # what --device takes (cuda:N too)
+
 @functools.lru_cache(maxsize=1)
 def cpu_flags() -> frozenset[str]:
     """The CPU's feature flags (Linux /proc/cpuinfo); empty where they cannot be read."""
@@ -114,6 +116,25 @@ def _onnxruntime_device() -> str:
     except ImportError:
         return "cpu"
     return "cuda" if "CUDAExecutionProvider" in onnxruntime.get_available_providers() else "cpu"
+
+
+def check_device(spec: str, allowed: tuple[str, ...] = DEVICES) -> str:
+    """``spec`` when it names a device of ``allowed`` that this machine has (``cuda:N`` for a CUDA GPU by index);
+    else an ArgumentError naming the flag, said before any work (an unknown name such as ``tpu`` would otherwise
+    run on the CPU, or fail only once a model loads)."""
+    from omnidub.errors import ArgumentError
+
+    kind, _, index = str(spec).partition(":")
+    if kind not in allowed or (index and (kind != "cuda" or not index.isdigit())):
+        names = ", ".join(a + (" (or cuda:N)" if a == "cuda" else "") for a in allowed)
+        raise ArgumentError("device", f"{{arg}}{spec}: no such device; use {names}")
+    if kind == "cuda" and _cuda_devices() <= int(index or 0):
+        seen = _cuda_devices()
+        raise ArgumentError("device", f"{{arg}}{spec}: " + (f"this machine's CUDA driver sees {seen} GPU(s)" if seen
+                                                             else "no CUDA GPU is visible here") + "; use --device cpu")
+    if kind == "mps" and not (sys.platform == "darwin" and platform.machine() == "arm64"):
+        raise ArgumentError("device", f"{{arg}}{spec}: MPS is Apple silicon's GPU, which this machine is not; use cpu")
+    return spec
 
 
 def guess_device(spec: str = "auto", backend: str = "torch") -> str:

@@ -13,7 +13,9 @@ from omnidub.errors import OmnidubError
 
 SUFFIXES = (".srt", ".vtt", ".txt")
 
-_TIME = r"(?:(\d+):)?(\d{1,2}):(\d{1,2})(?:[.,](\d{1,3}))?"
+# The fraction of a second as written, however many digits: ",5" is half a second, ",5000" too (SRT and WebVTT
+# write three, but files with one, two or four are common enough).
+_TIME = r"(?:(\d+):)?(\d{1,2}):(\d{1,2})(?:[.,](\d+))?"
 _TIMING_RE = re.compile(rf"^\s*{_TIME}\s*-->\s*{_TIME}(?:\s+.*)?$")
 _LOOSE_TIMING_RE = re.compile(r"^\s*\d+:\d+")  # a row that was meant as a timing, however malformed
 _SCRIPT_TIMING_RE = re.compile(rf"^\s*\[\s*{_TIME}\s*-->\s*{_TIME}\s*\]\s*(.*)$")
@@ -99,7 +101,7 @@ def _read_text(path: Path) -> str:
     elif data.startswith((b"\xff\xfe", b"\xfe\xff")):
         encoding = "utf-16"
     elif b"\x00" in data:
-        raise OmnidubError(f"{path}: looks like UTF-16 without a byte-order mark; save it as UTF-8 (or UTF-16 with a BOM)")
+        raise OmnidubError(f"{path}: {_nul_problem(data)}")
     else:
         encoding = "utf-8"
     try:
@@ -113,12 +115,30 @@ def _read_text(path: Path) -> str:
     return text.replace("\r\n", "\n").replace("\r", "\n")
 
 
+def _nul_problem(data: bytes) -> str:
+    """What a file with NUL bytes (and no byte-order mark) is: UTF-16 text (a zero beside nearly every letter),
+    text with a stray NUL (a damaged file), or not text at all."""
+    halves = (data[1::2], data[0::2]), (data[0::2], data[1::2])  # little-endian: the zero follows the letter
+    for zeros, letters in halves:
+        if zeros and zeros.count(0) >= 0.6 * len(zeros) and letters.count(0) <= 0.1 * len(letters):
+            return "looks like UTF-16 without a byte-order mark; save it as UTF-8 (or UTF-16 with a BOM)"
+    line = data[: data.index(0)].count(b"\n") + 1
+    try:
+        data.replace(b"\x00", b"").decode("utf-8")
+    except UnicodeDecodeError:
+        return "not a text file (it holds binary data, NUL bytes among them); give subtitles or a script as UTF-8 text"
+    return f"line {line}: holds a NUL byte (a damaged file?); remove it, or save the file again as UTF-8"
+
+
 def _parse_srt(path: Path, text: str, notes: list[str]) -> list[Cue]:
     import srt
 
-    for number, row in enumerate(text.split("\n"), 1):
+    rows = text.split("\n")
+    for number, row in enumerate(rows, 1):
         if "-->" in row:  # srt accepts 00:75:00; out-of-range fields are refused here as in WebVTT and scripts
             _check_range(path, f"line {number}", row)
+            rows[number - 1] = _srt_timing(row)
+    text = "\n".join(rows)
     cues: list[Cue] = []
     numbers: set[int] = set()
     cursor = 0
@@ -149,6 +169,21 @@ def _parse_srt(path: Path, text: str, notes: list[str]) -> list[Cue]:
     except ValueError as exc:  # srt raises plain ValueError for some impossible timestamps
         raise OmnidubError(f"{path}: malformed timestamp ({exc})") from None
     return cues
+
+
+def _srt_timing(row: str) -> str:
+    """A timing row as the srt library reads it right: srt takes the digits after the comma as a count of
+    milliseconds (",5" as 5 ms, ",5000" as 5 s); they are a fraction of a second, written here with three digits."""
+    match = _TIMING_RE.match(row)
+    if not match:
+        return row  # not a timing omnidub reads itself; the SRT parser judges it
+    import srt
+    from datetime import timedelta
+
+    groups = match.groups()
+    ends = [timedelta(milliseconds=round(_seconds(part) * 1000)) for part in (groups[0:4], groups[4:8])]
+    rest = row[match.end(8) if match.group(8) is not None else match.end(7):]
+    return f"{srt.timedelta_to_srt_timestamp(ends[0])} --> {srt.timedelta_to_srt_timestamp(ends[1])}{rest}"
 
 
 def _parse_vtt(path: Path, text: str, notes: list[str]) -> list[Cue]:
@@ -229,8 +264,7 @@ def _check_range(path: Path, where: str, row: str, groups=None) -> None:
 
 def _seconds(groups) -> float:
     hours, minutes, seconds, fraction = groups
-    millis = int((fraction or "0").ljust(3, "0"))
-    return int(hours or 0) * 3600 + int(minutes) * 60 + int(seconds) + millis / 1000
+    return int(hours or 0) * 3600 + int(minutes) * 60 + int(seconds) + (float(f"0.{fraction}") if fraction else 0.0)
 
 
 def clock(seconds: float) -> str:
@@ -244,13 +278,23 @@ def preview(text: str, limit: int = 40) -> str:
     return repr(text if len(text) <= limit else text[: limit - 3] + "...")
 
 
+def shared_name_note(path: Path, name: str, paths: Sequence[Path], names: Sequence[str], parent: Path) -> str:
+    """What to say of an input that renders into a folder other than its stem's: whose name it shares, and who keeps
+    the plain folder (the input that rendered there before)."""
+    others = [str(p) for p in paths if p != path and p.stem.lower() == path.stem.lower()]
+    owner = next((p for p, n in zip(paths, names) if n == path.stem and p != path), None)
+    kept = f", which keeps {parent / path.stem}" if owner is not None else " (each gets a folder of its own)"
+    return f"{path} renders into {parent / name}: its name {path.stem!r} is shared with {', '.join(others)}{kept}"
+
+
 def default_out_dir(input_path: Path) -> Path:
     """``output/<input stem>``, the folder an input renders into unless told otherwise."""
     return Path("output") / Path(input_path).stem
 
 
-def unique_names(paths: Sequence[Path]) -> list[str]:
-    """A folder name per input: its stem, or, where stems collide, the stem with its folder or extension."""
+def unique_names(paths: Sequence[Path], keep: Callable[[Path], bool] = lambda path: False) -> list[str]:
+    """A folder name per input: its stem, or, where stems collide, the stem with its folder or extension; one
+    input of a colliding group for which ``keep`` is true (its stem's folder holds its render) keeps its stem."""
     names = [p.stem for p in paths]
     schemes: list[Callable[[Path], str]] = [
         lambda p: f"{p.resolve().parent.name or 'root'}-{p.stem}",
@@ -267,8 +311,9 @@ def unique_names(paths: Sequence[Path]) -> list[str]:
                 break
         else:
             trial = [names[group[0]]] + [f"{names[i]}-{n}" for n, i in enumerate(group[1:], 2)]
+        owner = next((i for i in group if keep(paths[i])), None)
         for i, name in zip(group, trial):
-            names[i] = name
+            names[i] = names[i] if i == owner and names[i].lower() not in {t.lower() for t in trial} else name
     # A renamed input may now meet another input's plain stem: number what still collides.
     counts: Counter[str] = Counter()
     for i, name in enumerate(names):

@@ -17,6 +17,7 @@ from omnidub.backends.base import Request
 from omnidub.config import LAYOUTS
 from omnidub.backends.registry import SPECS
 from omnidub.errors import OmnidubError
+from omnidub.folder import QA_FILES
 from omnidub.records import LineEntry
 from omnidub.progress import Listener, Summary
 from omnidub.project import Project
@@ -102,6 +103,8 @@ class Job:
         for project in list(self.projects):
             try:
                 project.open()
+                if self.qa is not None:  # a report of the user's in the way is said now, not after the render
+                    project.folder.check_writable(QA_FILES)
             except OmnidubError as exc:
                 if not self.many:
                     raise
@@ -284,7 +287,7 @@ class Job:
         lines = {}  # (project, index) -> [entry, best check, attempts]
         for project, report in reports.items():
             entries = {e.index: e for e in project.entries}
-            for check in to_retake(report, entries):
+            for check in to_retake(report, entries, project.selected):
                 lines[(project, check.index)] = [entries[check.index], check, [attempt_record(entries[check.index],
                                                                                                check)]]
         changed: set = set()

@@ -56,7 +56,7 @@ def compose(record: RenderRecord) -> tuple[str, list[str]]:
         "notes": list(record.notes),
         "lines": [stamp(e) for e in record.entries],
     }
-    return json.dumps(data, indent=2, ensure_ascii=False), said
+    return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False), said  # NaN would not be JSON
 
 
 def _voices(record: RenderRecord) -> dict:

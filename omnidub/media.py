@@ -34,6 +34,12 @@ def audio_problem(path: Path) -> str | None:
 
 def load_audio(path: Path, sample_rate: int) -> np.ndarray:
     """Decode any common audio file to mono float32 at `sample_rate` (soundfile, else PyAV)."""
+    return resample(*decode_audio(path), sample_rate)
+
+
+def decode_audio(path: Path) -> tuple[np.ndarray, int]:
+    """Decode any common audio file to mono float32 at its own rate (soundfile, else PyAV); returns it and the
+    rate."""
     path = Path(path)
     problem = audio_problem(path)
     if problem:
@@ -45,11 +51,29 @@ def load_audio(path: Path, sample_rate: int) -> np.ndarray:
         audio = data.mean(axis=1)
     except Exception:  # formats libsndfile lacks (mp3 on old builds, m4a/aac): decode with PyAV
         audio, rate = _decode_with_av(path)
+    return audio, int(rate)
+
+
+def resample(audio: np.ndarray, rate: int, sample_rate: int) -> np.ndarray:
+    """Mono float32 audio at ``rate`` brought to ``sample_rate``."""
     if rate != sample_rate and audio.size:
         import soxr
 
         audio = soxr.resample(audio, rate, sample_rate)
     return np.ascontiguousarray(audio, dtype=np.float32)
+
+
+def clipped_share(audio: np.ndarray) -> float:
+    """The share of samples in flat tops at the peak level (runs of 4 or more at the loudest sample's level, give
+    or take a 16-bit step, as clipping at +32767 and -32768 leaves them): what clipping leaves, and what a clean
+    recording, even one normalised to full scale, almost never has."""
+    magnitude = np.abs(np.asarray(audio, dtype=np.float32))
+    if magnitude.size < 4 or not magnitude.max(initial=0.0) > 0:
+        return 0.0
+    top = magnitude >= magnitude.max() - 1.5 * 2.0**-15
+    edges = np.diff(np.concatenate(([0], top.astype(np.int8), [0])))
+    runs = np.flatnonzero(edges == -1) - np.flatnonzero(edges == 1)
+    return float(runs[runs >= 4].sum()) / magnitude.size
 
 
 def _decode_with_av(path: Path) -> tuple[np.ndarray, int]:

@@ -6,6 +6,7 @@ what makes a dry run exactly the render (once the voices are prepared) and a rer
 
 from __future__ import annotations
 
+import itertools
 import re
 from dataclasses import dataclass, replace
 
@@ -117,21 +118,43 @@ def assign_languages(script: Script, voices: dict[str, Voice]) -> Script:
     return replace(script, lines=lines)
 
 
+def language_note(script: Script, voices: dict[str, Voice]) -> str | None:
+    """What to say when lines have no language while their voices' references speak one: the reference's language
+    is never taken for the dub's, so the model reads each line's language from its text (None: nothing to say)."""
+    heard = sorted({v.reference_language for line in script.lines if line.language is None
+                    for v in [voice_for(line.speaker, voices)] if v.reference_language})
+    if not heard:
+        return None
+    return (f"the references speak {', '.join(heard)}, which is not taken for the dub's language: lines without one "
+            "are spoken in the language their text reads as; give --language (e.g. --language es) to name it")
+
+
 def select_lines(spec: str | None, script: Script) -> frozenset[int] | None:
     """The line numbers ``--only 3,8-10`` names (None: every line); each must be a line of the script."""
     if spec is None:
         return None
+    known = sorted(line.index for line in script.lines)
     chosen = set()
     for part in spec.split(","):
         match = re.fullmatch(r"\s*(\d+)\s*(?:-\s*(\d+)\s*)?", part)
         if not match:
             raise OmnidubError(f"--only {spec}: give line numbers and ranges, e.g. 3,8-10")
+        huge = next((n for n in (match[1], match[2] or "") if len(n.lstrip("0")) > 18), None)
+        if huge is not None:  # no script has that many lines (and Python refuses to read 4,300 digits)
+            raise OmnidubError(f"--only {_short(spec)}: no line {_short(huge)} in the script (its lines are "
+                               f"{known[0]}-{known[-1]})")
         first, last = int(match[1]), int(match[2] or match[1])
         if last < first:
             raise OmnidubError(f"--only {spec}: range {part.strip()} runs backwards")
-        chosen.update(range(first, last + 1))
-    known = {line.index for line in script.lines}
-    unknown = sorted(chosen - known)
-    if unknown:
-        raise OmnidubError(f"--only {spec}: no line {unknown[0]} in the script (its lines are {min(known)}-{max(known)})")
+        # Filled from the script's own lines, never number by number: 1-99999999999 costs what 1-3 does.
+        inside = [n for n in known if first <= n <= last]
+        if len(inside) != last - first + 1:
+            missing = next(n for n, m in zip(itertools.count(first), inside + [None]) if n != m)
+            raise OmnidubError(f"--only {spec}: no line {missing} in the script (its lines are "
+                               f"{known[0]}-{known[-1]})")
+        chosen.update(inside)
     return frozenset(chosen)
+
+
+def _short(text: str, limit: int = 24) -> str:
+    return text if len(text) <= limit else text[: limit - 3] + "..."

@@ -23,7 +23,8 @@ from omnidub.manifest import RenderRecord, compose
 from omnidub.names import file_names
 from omnidub.outputs.deliver import DeliveryOptions, check
 from omnidub.outputs.mix import Placement
-from omnidub.plan import KeyContext, Plan, Speaker, assign_languages, key_for, plan_lines, segment_name
+from omnidub.plan import (KeyContext, Plan, Speaker, assign_languages, key_for, language_note, plan_lines,
+                          segment_name)
 from omnidub.progress import Listener, Summary
 from omnidub.records import MANIFEST, LastRender, LineEntry
 from omnidub.scheduler import Failure, Outcome
@@ -170,6 +171,9 @@ class Project:
         for note in cast.notes:
             self.note(note, say=prepare)
         self.speakers, self.line_speakers = cast.speakers, cast.lines
+        said = language_note(self.script, self.voices)  # the cast is known by now (with --source too)
+        if said:
+            self.note(said)
         self.names = file_names(self.speakers, self.last.file_names)
         self.planned = self.engine.keyed_by
         keys = KeyContext(*self.planned, self.preset.seed)
@@ -182,10 +186,42 @@ class Project:
         by_base = {e.base_key: e for e in records if e.done}
         by_key = {e.key: e for e in records if e.done}  # the latest record of each key: its hash and segment
         self.entries = [self._reuse(e, by_base, by_key, prepare) for e in made.entries]
+        self._keep_unasked(records, by_base, by_key, prepare)
         late = self.probed.late_lines([(e.index, e.start + e.target) for e in self.entries])
         if late:
             self.note(late)
         return self.entries
+
+    def _keep_unasked(self, records, by_base: dict, by_key: dict, repair: bool) -> None:
+        """``--only``: a line it does not ask for keeps the audio it has, even when its text, timing or voice
+        changed since: its last record stands, flagged ``stale``, until a run asks for it again. A line gone from
+        the script (or whose speaker is) is said: its audio stays on disk (see _remove_stale), out of the mix."""
+        if self.options.only is None:
+            return
+        at = {entry.index: k for k, entry in enumerate(self.entries)}
+        stale, held = [], []
+        for index, old in {e.index: e for e in records if e.done}.items():
+            k = at.get(index)
+            if k is not None and (self.entries[k].done or self.selected(index)):
+                continue
+            kept = self._reuse(replace(old, status="pending", flags=[f for f in old.flags if f != "edited"],
+                                       render_seconds=0.0, error=None), by_base, by_key, repair)
+            if not kept.done:
+                continue  # its audio is gone: nothing to keep
+            if k is None or old.speaker not in self.speakers:
+                held.append(index)
+                continue
+            if "stale" not in kept.flags:
+                kept.flags.append("stale")
+            self.entries[k] = kept
+            stale.append(index)
+        if stale:
+            self.note(f"--only: line(s) {line_ranges(stale)} changed since their audio was rendered; they keep that "
+                      f"audio (flagged stale) in the stems and mix: --only {line_ranges(stale).replace(' ', '')} "
+                      "or a run without --only renders them anew")
+        if held:
+            self.note(f"--only: line(s) {line_ranges(held)} are gone from the script, or their speaker is; their "
+                      "audio is kept on disk, out of the stems and mix, until a run without --only")
 
     def _reuse(self, entry: LineEntry, by_base: dict, by_key: dict, repair: bool) -> LineEntry:
         """Mark the entry cached when its keyed audio verifies, else when an intact segment can restore it; else
@@ -227,6 +263,7 @@ class Project:
                 self._cast()
             self._check_without_model()
             self._check_known_paths()
+            self.store.check_writable()  # a --cache that cannot take a file, before any model loads
         except OmnidubError:
             self.close()
             raise
@@ -402,12 +439,15 @@ class Project:
         keep |= set(reference_files(self.cast).values()) if self.cast is not None else set()
         if not audio_changed:
             keep |= set(QA_FILES)
+        if self.options.only is not None:  # --only takes no other line's audio: a run without it tidies up
+            keep |= self.folder.written(under="segments/")
         for relative in self.folder.remove_stale(keep):
             self.note(f"{relative} was changed after omnidub wrote it, so it was kept although this render no "
                       "longer uses it")
         keys = {e.key for e in self.entries} | {a["key"] for e in self.entries for a in e.attempts
                                                if isinstance(a, dict) and isinstance(a.get("key"), str)}
-        self.store.prune(keys)
+        if self.options.only is None:
+            self.store.prune(keys)
 
     def voice_of(self, entry: LineEntry) -> Speaker:
         """The voice a line is spoken in: its own original line's clip, else its speaker's."""

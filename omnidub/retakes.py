@@ -10,12 +10,13 @@ from omnidub.records import LineEntry
 RETAKE_FLAGS = {"wer", "cer", "voice", "silent", "nan", "clipping"}
 
 
-def to_retake(report: Report, entries: dict[int, LineEntry]) -> list[LineCheck]:
-    """The checks of lines worth another take: failed for a reason a new seed can fix, and rendered (an
-    unchecked line is not retaken: a new seed does not make its words scorable)."""
+def to_retake(report: Report, entries: dict[int, LineEntry], selected=lambda index: True) -> list[LineCheck]:
+    """The checks of lines worth another take: failed for a reason a new seed can fix, rendered, and asked for
+    (``selected``: --only; a line it did not ask for keeps the audio it has). An unchecked line is not retaken: a
+    new seed does not make its words scorable."""
     return [check for check in report.lines
             if not check.passed and RETAKE_FLAGS.intersection(check.flags)
-            and check.index in entries and entries[check.index].status != "failed"]
+            and check.index in entries and entries[check.index].status != "failed" and selected(check.index)]
 
 
 def attempt_record(entry: LineEntry, check: LineCheck) -> dict:

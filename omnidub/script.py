@@ -143,6 +143,8 @@ def read_script(path, *, language: str | None = None, gap: float = 0.4, speakers
         detail = f"; skipped: {'; '.join(skipped[:3])}" if skipped else ""
         raise OmnidubError(f"{path}: no speakable lines{detail}")
 
+    pieces, merged = _one_spelling(pieces, cast)
+    notes += merged
     lines: list[Line] = []
     at = 0.0
     for index, (cue, speaker, words, start, end) in enumerate(pieces, 1):
@@ -154,6 +156,21 @@ def read_script(path, *, language: str | None = None, gap: float = 0.4, speakers
               f"{'a sound description' if label.startswith('[') else 'text'})" for name, (where, label) in by_cast.items()]
     warnings = _overlaps(lines, [id(cue) for cue, *_ in pieces]) if timed else []
     return Script(tuple(lines), tuple(skipped), tuple(notes + warnings), timed)
+
+
+def _one_spelling(pieces: list, cast: dict[str, str]) -> tuple[list, list[str]]:
+    """Speaker labels that differ only in case ("Anna:", "ANNA:") name one speaker: the cast's spelling, else the
+    first one the file uses. Returns the pieces relabelled and a note per speaker spelled more than one way."""
+    spelling: dict[str, str] = {}
+    seen: dict[str, dict[str, str]] = {}  # folded name -> each spelling -> where it first appears
+    for cue, speaker, *_ in pieces:
+        folded = speaker.casefold()
+        spelling.setdefault(folded, cast.get(folded, speaker))
+        seen.setdefault(folded, {}).setdefault(speaker, cue.where)
+    notes = [f"{' and '.join(f'{name!r} ({where})' for name, where in spelled.items())} differ only in case: read as "
+             f"one speaker, {spelling[folded]!r} (speaker names are matched without case)"
+             for folded, spelled in seen.items() if len(spelled) > 1]
+    return [(cue, spelling[speaker.casefold()], *rest) for cue, speaker, *rest in pieces], notes
 
 
 def line_ranges(numbers) -> str:
@@ -238,7 +255,7 @@ def _speech_parts(body: str, *, capitalised_labels: bool, cast: dict[str, str] |
 
 
 def _cast_label(row: str, cast: dict[str, str], by_cast: dict, where: str, capitalised: bool) -> tuple[str | None, str]:
-    """A ``[NAME]`` or ``NAME:`` label naming a speaker of the cast: (the cast's spelling, the rest of the row)."""
+    """A ``[NAME]`` or ``NAME:`` label naming a speaker of the cast: (the label as spelled, the rest of the row)."""
     if not cast:
         return None, row
     for pattern in (_BRACKET_LABEL_RE, _COLON_LABEL_RE):
@@ -249,7 +266,7 @@ def _cast_label(row: str, cast: dict[str, str], by_cast: dict, where: str, capit
             if name not in by_cast and _split_label(row, capitalised)[0] is None:
                 label = f"[{match.group(1).strip()}]" if pattern is _BRACKET_LABEL_RE else f"'{match.group(1).strip()}:'"
                 by_cast[name] = (where, label)
-            return name, match.group(2)
+            return match.group(1).strip(), match.group(2)  # as spelled: _one_spelling gives it the cast's spelling
     return None, row
 
 

@@ -63,6 +63,8 @@ def _speaker(engine, voice: Voice, cache: PromptCache, prepare: bool, step: Call
     if voice.audio is None:  # voice design: no reference, upstream's default pace
         return Speaker(voice, key, None, None, None)
     prompt = cache.get(key)
+    if key in cache.problems and prepare:
+        note(f"{voice.speaker}: its cached prompt cannot be used ({cache.problems.pop(key)}); prepared again")
     if prompt is not None and prompt.provisional and prepare and engine.asr().available():
         prompt = None  # kept whole for want of an ASR model, which is here now: trim it
     if prompt is None and prepare:
@@ -71,7 +73,7 @@ def _speaker(engine, voice: Voice, cache: PromptCache, prepare: bool, step: Call
         prompt, reference = voice_prompt(
             voice, cache=cache, options=engine.preset.voice, key=key, sample_rate=backend.sample_rate,
             asr=engine.asr(),
-            encode=lambda ref: backend.encode_prompt(ref.audio, ref.sample_rate, ref.text, voice.language),
+            encode=lambda ref: backend.encode_prompt(ref.audio, ref.sample_rate, ref.text, voice.spoken),
         )
         parts = reference.note.split("; ") if reference is not None and reference.note else []
         if reference is not None and reference.provisional:

@@ -9,6 +9,7 @@ so concurrent writers never tear one.
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import os
 import re
@@ -19,7 +20,8 @@ from pathlib import Path
 import numpy as np
 import soundfile as sf
 
-from omnidub.files import atomic_path, write_bytes_atomic
+from omnidub.errors import OmnidubError
+from omnidub.files import atomic_path, cannot_write, check_folder_writable, write_bytes_atomic
 from omnidub.folder import OutputFolder
 from omnidub.keys import file_digest
 from omnidub.outputs.mix import container
@@ -69,11 +71,19 @@ class LineStore:
         self.folder = folder
         self.shared = cache_dir is not None
         self.dir = Path(cache_dir) if cache_dir is not None else folder.state / "cache"
+        if self.shared and self.dir.exists() and not self.dir.is_dir():
+            raise OmnidubError(f"--cache {self.dir} is a file, not a folder; give the folder of a line cache")
         self._index: dict[str, list[str]] | None = None
         self._verified: dict[str, tuple] = {}  # entries whose bytes this run checked: name -> (size, mtime, length)
         self.notes: list[str] = []
 
     # -- the cache ---------------------------------------------------------------------------------------
+    def check_writable(self) -> None:
+        """A shared cache (``--cache``) must take files (every render may write to it: new lines, restored ones):
+        said before anything loads."""
+        if self.shared:
+            check_folder_writable(self.dir, "--cache")
+
     def _names(self, key: str) -> list[str]:
         if self._index is None:
             self._index = {}
@@ -104,7 +114,8 @@ class LineStore:
                 self._verified[name] = seen
                 return Stored(path, name.split(".")[1], seconds_of(path)), None
             if repair:  # its bytes no longer match its own name: nothing can ever use it
-                path.unlink(missing_ok=True)
+                with contextlib.suppress(OSError):  # a read-only shared cache keeps it; nothing reads it as good
+                    path.unlink(missing_ok=True)
                 self._index[key].remove(name)
         return None, problem
 
@@ -128,7 +139,11 @@ class LineStore:
     def _write(self, key: str, data: bytes) -> Stored:
         sha = hashlib.sha256(data).hexdigest()
         name = f"{key}.{sha}.{SEGMENT_FORMAT}"
-        self.dir.mkdir(parents=True, exist_ok=True)
+        try:
+            self.dir.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise cannot_write(self.dir / name, exc) or OmnidubError(f"cannot write the line cache {self.dir}: "
+                                                                    f"{exc.strerror or exc}") from exc
         write_bytes_atomic(self.dir / name, data)
         names = self._names(key)
         if name not in names:

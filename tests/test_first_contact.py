@@ -18,7 +18,7 @@ from conftest import EXAMPLES, ROOT
 from typer.testing import CliRunner
 
 from omnidub.cli import app
-from omnidub.files import FolderLock, write_text_atomic
+from omnidub.files import _HOST, FolderLock, write_text_atomic
 
 runner = CliRunner()
 ALICE_TEXT = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."
@@ -212,15 +212,22 @@ def test_debris_of_a_killed_write_is_removed_at_the_next_start(tmp_path, small):
     script, args = small
     out = tmp_path / "out"
     assert run("render", script, *args, "--out", out).exit_code == 0
-    debris = [out / "stems" / ".ALICE.wav.k1ll3d_x.tmp", out / ".manifest.json.abcd1234.tmp",
-              out / "segments" / ".0001-ALICE.wav.zz99zz99.tmp"]
+    dead = subprocess.Popen([sys.executable, "-c", "pass"])
+    dead.wait()
+    debris = [out / "stems" / f".ALICE.wav.{_HOST}-{dead.pid}-k1ll3d_x.tmp",
+              out / f".manifest.json.{_HOST}-{dead.pid}-abcd1234.tmp",
+              out / "segments" / f".0001-ALICE.wav.{_HOST}-{dead.pid}-zz99zz99.tmp"]
     for path in debris:
         path.write_bytes(b"torn")
-    keep = out / "stems" / ".my-notes.tmp"  # not a name omnidub's temporaries have
-    keep.write_bytes(b"mine")
-    result = run("render", script, *args, "--out", out)
+    # Names without a writer's host and pid are not omnidub's temporaries, however close their shape.
+    keep = [out / "stems" / ".my-notes.tmp", out / ".session.autosave.tmp", out / ".backup.20241201.tmp",
+            out / "stems" / ".ALICE.wav.mixdown1.tmp", out / "segments" / f".0002-BOB.wav.{dead.pid}-abcdefgh.tmp"]
+    for path in keep:
+        path.write_bytes(b"mine")
+    result = run("render", script, *args, "--out", out)  # without --allow-other-files: they are not strangers here
     assert result.exit_code == 0, result.output
-    assert not any(p.exists() for p in debris) and keep.read_bytes() == b"mine"
+    assert not any(p.exists() for p in debris) and all(p.read_bytes() == b"mine" for p in keep)
+    assert "removed 3 temporary file(s)" in result.stderr
 
 
 def test_a_second_run_on_a_locked_folder_names_the_holder_and_exits_2(tmp_path, small):

@@ -114,7 +114,7 @@ def test_a_folder_stands_for_its_inputs_and_colliding_names_are_made_unique(tmp_
     plans = json.loads(result.stdout)["inputs"]
     assert [Path(p["out_dir"]).name for p in plans] == ["ep1-en", "ep2-en"]
     assert all(len(p["lines"]) == 2 for p in plans)
-    assert "ep1-en" in result.stderr and "shared with another input" in result.stderr
+    assert "ep1-en" in result.stderr and "'en' is shared with" in result.stderr
     assert unique_names([Path("a/x.srt"), Path("a/x.txt"), Path("b/y.srt")]) == ["x-srt", "x-txt", "y"]
 
 

@@ -236,7 +236,7 @@ def test_big_graphs_keep_their_weights_in_one_sidecar(export_dir, tmp_path, monk
     from omnidub.backends.onnx import export
 
     monkeypatch.setattr(export, "EXTERNAL_DATA_BYTES", 0)  # as if the decoder were over 2 GB
-    described = export._consolidate(export_dir / "decoder.onnx", tmp_path / "decoder.onnx", onnx)
+    _, described = export._consolidate(export_dir / "decoder.onnx", tmp_path / "decoder.onnx", onnx)
     assert described["data"]["file"] == "decoder.onnx.data" and (tmp_path / "decoder.onnx.data").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["decoder.onnx", "decoder.onnx.data"]
     codes = np.random.default_rng(0).integers(0, 1024, (1, 8, 10))

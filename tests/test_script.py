@@ -231,8 +231,9 @@ def test_vtt_with_voice_tags_cue_ids_and_notes(tmp_path):
     assert speakers_and_texts(script) == [
         ("Alice Smith", "Hi there."),
         ("Bob", "Hey! Over here."),
-        ("BOB", "Labels work too."),
+        ("Bob", "Labels work too."),  # a label in another case is the same speaker, said once
     ]
+    assert any("'Bob'" in note and "'BOB'" in note and "one speaker" in note for note in script.warnings)
     assert [(line.start, line.end) for line in script.lines] == [(1.0, 2.5), (3.0, 4.0), (5.0, 6.0)]
 
 

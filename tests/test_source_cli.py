@@ -49,7 +49,8 @@ def test_extract_writes_clips_and_a_voices_toml_render_accepts(extracted):
     for speaker, voice in voices.items():
         entry = next(s for s in report["speakers"] if s["speaker"] == speaker)
         assert voice.audio == out / f"{speaker}.wav" and voice.audio.is_file()
-        assert voice.text == entry["clip"]["text"] and voice.language == "en"
+        # The clips' language is the source's: it finds the clip's words, and is never taken for the dub's.
+        assert voice.text == entry["clip"]["text"] and voice.reference_language == "en" and voice.language is None
         assert entry["candidates"][0]["scores"]["total"] == entry["clip"]["scores"]["total"]
     assert json.loads((out / "extract.json").read_text())["speakers"] == report["speakers"]
     assert "background" in result.stderr  # said once: no separation

@@ -46,15 +46,20 @@ class Prompt:
         h.update(f"{self.text}\0{float(self.rms):.9g}\0{self.language}".encode())
         return h.hexdigest()
 
-    def to_bytes(self) -> bytes:
+    def to_bytes(self, made_for: str | None = None) -> bytes:
+        """The prompt as an .npz file's bytes; ``made_for`` (a prompt key) is recorded with the prompt's own hash,
+        so a reader can tell the file holds what was made for that key."""
+        made = {"made_for": made_for, "sha256": self.digest()} if made_for is not None else {}
         meta = json.dumps({"format": PROMPT_FORMAT, "text": self.text, "rms": float(self.rms), "language": self.language,
-                           "note": self.note, "provisional": self.provisional})
+                           "note": self.note, "provisional": self.provisional, **made})
         buffer = io.BytesIO()
         np.savez(buffer, codes=np.asarray(self.codes, dtype=np.int64), meta=np.frombuffer(meta.encode(), dtype=np.uint8))
         return buffer.getvalue()
 
     @classmethod
-    def from_bytes(cls, data: bytes) -> "Prompt":
+    def from_bytes(cls, data: bytes, made_for: str | None = None) -> "Prompt":
+        """A prompt from :meth:`to_bytes`; with ``made_for``, ValueError unless it was made for that key and
+        still holds what was made (a file swapped with another key's, or changed, is refused)."""
         with np.load(io.BytesIO(data), allow_pickle=False) as npz:
             meta = json.loads(npz["meta"].tobytes().decode())
             if meta.get("format") != PROMPT_FORMAT:
@@ -62,8 +67,13 @@ class Prompt:
             codes = np.array(npz["codes"], dtype=np.int64)
         if codes.ndim != 2 or codes.shape[1] == 0:
             raise ValueError(f"prompt codes have shape {codes.shape}")
-        return cls(codes, meta["text"], float(meta["rms"]), meta.get("language"), meta.get("note", ""),
-                   bool(meta.get("provisional", False)))
+        prompt = cls(codes, meta["text"], float(meta["rms"]), meta.get("language"), meta.get("note", ""),
+                     bool(meta.get("provisional", False)))
+        if made_for is not None and meta.get("made_for") != made_for:
+            raise ValueError("it was made for another voice" if meta.get("made_for") else "it records no voice")
+        if made_for is not None and meta.get("sha256") != prompt.digest():
+            raise ValueError("its content is not what was stored")
+        return prompt
 
     def save(self, path: Path) -> None:
         Path(path).write_bytes(self.to_bytes())

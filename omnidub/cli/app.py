@@ -5,6 +5,7 @@ from __future__ import annotations
 import contextlib
 import difflib
 import json
+import math
 import os
 import re
 import signal
@@ -22,8 +23,8 @@ from omnidub.errors import ArgumentError, OmnidubError
 # pydub (pulled in by omnivoice) warns about a missing ffmpeg binary at import; omnidub never needs one.
 warnings.filterwarnings("ignore", message="Couldn't find ffmpeg or avconv")
 
-err = Console(stderr=True, highlight=False)
-out = Console(highlight=False)
+err = Console(stderr=True, highlight=False, emoji=False)  # text like "cuda:x:" is shown as written, never as an emoji
+out = Console(highlight=False, emoji=False)
 
 # Typer ships its own copy of click; its exception classes are reached through the one it exports.
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
@@ -83,7 +84,22 @@ def _usage_message(exc) -> str:
 
 class Command(typer.core.TyperCommand):
     """Arguments in the usage line as their metavars (INPUT), not Typer's {input}, and in the help without
-    Typer's type placeholder (INPUT, not INPUT <list[Path]>)."""
+    Typer's type placeholder (INPUT, not INPUT <list[Path]>); a number option given nan or inf is a usage error,
+    like any other bad value."""
+
+    def parse_args(self, ctx, args):
+        # Before Typer converts them: its range checks would call nan "not >= 0", which is not the fault.
+        numbers = {opt: param for param in self.get_params(ctx) if getattr(param, "type_descriptor", None)
+                   is not None and param.type_descriptor.annotation is float for opt in param.opts}
+        for k, token in enumerate(args):
+            if token == "--":
+                break
+            opt, _, value = token.partition("=")
+            if opt in numbers:
+                value = value if "=" in token else (args[k + 1] if k + 1 < len(args) else "")
+                if not _finite(value):
+                    raise typer.BadParameter(f"{value} is not a finite number", ctx=ctx, param=numbers[opt])
+        return super().parse_args(ctx, args)
 
     def collect_usage_pieces(self, ctx):
         return [re.sub(r"\{([^{}]*)\}", r"\1", piece) for piece in super().collect_usage_pieces(ctx)]
@@ -102,6 +118,14 @@ class Command(typer.core.TyperCommand):
             if rows:
                 with formatter.section(title):
                     formatter.write_dl(rows)
+
+
+def _finite(text: str) -> bool:
+    """False for a number that is not finite (nan, inf); anything else is left to the option's own type."""
+    try:
+        return math.isfinite(float(text))
+    except ValueError:
+        return True
 
 
 # Plain click-style help: Typer's rich help shows flags as taking a value (--force <bool>), eats text in square

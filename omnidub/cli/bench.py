@@ -40,8 +40,18 @@ def bench(
         from omnidub.bench import BenchOptions, print_bench, run_bench
         from omnidub.files import write_text_atomic
 
+        from omnidub.hardware import check_device
+
+        check_device(device)
         if json_file is not None and not json_file.parent.is_dir():
             raise OmnidubError(f"--json {json_file}: folder {json_file.parent} does not exist")
+        if json_file is not None and json_file.is_dir():
+            raise OmnidubError(f"--json {json_file} is a folder; give the name of the JSON file to write, e.g. "
+                               f"{json_file / 'bench.json'}")
+        if json_file is not None:
+            from omnidub.files import check_folder_writable
+
+            check_folder_writable(json_file.parent, f"--json {json_file}: its folder")  # not after the bench
 
         options = BenchOptions(
             model=model, device=device, lines=lines, rows=rows, repeat=repeat, batch=batch, compile=compile,

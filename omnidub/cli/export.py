@@ -34,9 +34,12 @@ def export(
         if not check_only:
             from omnidub.backends.onnx.export import export as export_graphs
 
-            warn_synthetic(model)
-            err.print(f"exporting {escape(model)} to {escape(str(out_dir))} (opset {opset})")
-            result = export_graphs(out_dir, model, opset=opset, quantize=quantize.value if quantize else None)
+            def started() -> None:  # once the folder is known to be usable: an error before it is one line alone
+                warn_synthetic(model)
+                err.print(f"exporting {escape(model)} to {escape(str(out_dir))} (opset {opset})")
+
+            result = export_graphs(out_dir, model, opset=opset, quantize=quantize.value if quantize else None,
+                                   on_start=started)
             err.print(f"exported in {result.seconds:.0f} s")
             if no_check:
                 raise typer.Exit(0)

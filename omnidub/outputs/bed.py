@@ -15,7 +15,8 @@ HOLD = 0.5  # seconds: a pause shorter than attack + release + HOLD keeps the be
 
 
 class BedReader:
-    """Stream a file's first audio track as stereo float32 at ``sample_rate``; zeros once it ends."""
+    """Stream a file's first audio track as stereo float32 at ``sample_rate``; zeros once it ends. Samples that are
+    not numbers (NaN, infinity) are read as silence and counted (``silenced``)."""
 
     def __init__(self, path: Path, sample_rate: int):
         import av
@@ -37,6 +38,7 @@ class BedReader:
         self._pending: list[np.ndarray] = []
         self._buffered = 0
         self._done = False
+        self.silenced = 0
 
     def __enter__(self) -> "BedReader":
         return self
@@ -69,6 +71,10 @@ class BedReader:
             raise OmnidubError(f"cannot decode the bed {self.path}: {exc}") from exc
         chunks = [f.to_ndarray().reshape(-1, 2) for f in converted]
         audio = np.concatenate(chunks) if chunks else np.zeros((0, 2), np.float32)
+        bad = ~np.isfinite(audio)
+        if bad.any():  # before resampling, which would spread them over their neighbours
+            self.silenced += int(bad.sum())
+            audio = np.where(bad, np.float32(0.0), audio)
         if frame is None:
             self.close()
         if self._rate is not None:

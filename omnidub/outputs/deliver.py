@@ -3,6 +3,7 @@ runs before any model loads."""
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -12,6 +13,11 @@ from omnidub.outputs.video import Media
 from omnidub.script import line_ranges
 
 DEFAULT_FPS = 25.0  # timecodes and timelines without a video or --fps
+FPS_RANGE = (1.0, 1000.0)  # under a frame a second a timecode counts nothing; past 1000 no picture runs
+TRUE_PEAK_FLOOR = -30.0  # dBTP: a ceiling under this holds any mix far under every loudness target
+DUCK_MAX = 60.0  # dB: the bed is inaudible well before this
+# The rates an MP3 (MPEG-1/2/2.5 layer III) can hold.
+MP3_RATES = (8000, 11025, 12000, 16000, 22050, 24000, 32000, 44100, 48000)
 
 
 @dataclass(frozen=True)
@@ -67,14 +73,28 @@ def check(options: DeliveryOptions) -> Probed:
 
     if options.fmt not in FORMATS:
         raise OmnidubError(f"unknown format {options.fmt}; choose from {', '.join(FORMATS)}")
+    for label, value in (("--loudness", options.loudness), ("--true-peak", options.true_peak),
+                         ("--duck", options.duck), ("--fps", options.fps)):
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
+                                  or not math.isfinite(value)):
+            raise OmnidubError(f"{label} {value} is not a finite number")
     if not 8000 <= options.sample_rate <= 192000:
         raise OmnidubError(f"--sample-rate {options.sample_rate} is outside 8000..192000")
+    if options.fmt == "mp3" and options.sample_rate not in MP3_RATES:
+        raise OmnidubError(f"--sample-rate {options.sample_rate} with --format mp3: MP3 holds only "
+                           f"{', '.join(map(str, MP3_RATES))} Hz; choose one of those, or --format wav or flac")
     if options.loudness is not None and not -70 < options.loudness < 0:
         raise OmnidubError(f"--loudness {options.loudness} LUFS is not a usable target (e.g. -23, -16, or off)")
     if options.true_peak > 0:
         raise OmnidubError(f"--true-peak {options.true_peak} dBTP is above full scale; use 0 or less (e.g. -1)")
-    if options.fps is not None and options.fps <= 0:
-        raise OmnidubError("--fps must be positive")
+    if options.true_peak < TRUE_PEAK_FLOOR:
+        raise OmnidubError(f"--true-peak {options.true_peak} dBTP would hold the mix near silence; a ceiling runs "
+                           f"from {TRUE_PEAK_FLOOR:g} to 0 dBTP (e.g. -1)")
+    if not 0 <= options.duck <= DUCK_MAX:
+        raise OmnidubError(f"--duck {options.duck} dB: the bed drops by 0 to {DUCK_MAX:g} dB while a line plays "
+                           "(e.g. 12)")
+    if options.fps is not None:
+        _check_fps(options.fps, "--fps")
     check_formats(options.timelines)
     for label, path in (("--bed", options.bed), ("--video", options.video)):
         if path is not None and not Path(path).is_file():
@@ -87,8 +107,18 @@ def check(options: DeliveryOptions) -> Probed:
     bed = _probe_bed(options.bed) if options.bed is not None else None
     video, notes = _probe_video(options) if options.video is not None else (None, [])
     fps = options.fps or (float(video.fps) if video else DEFAULT_FPS)
+    if options.fps is None and video is not None:
+        _check_fps(fps, f"the video {options.video}", "; pass --fps with the rate of your editor's project")
     check_timecode_rate(options.timelines, fps, "--fps" if options.fps else f"the video {options.video}" if video else None)
     return Probed(video, bed, fps, tuple(notes))
+
+
+def _check_fps(fps: float, source: str, fix: str = "") -> None:
+    low, high = FPS_RANGE
+    if not low <= fps <= high:
+        given = f"{source} {fps:g}" if source.startswith("--") else f"{source} runs at {fps:g} fps"
+        raise OmnidubError(f"{given}: timecodes and timelines take {low:g} to {high:g} frames a second (e.g. 25, "
+                           f"29.97 or 30000/1001){fix}")
 
 
 def _probe_bed(path: Path) -> Media:

@@ -72,12 +72,16 @@ SHORT_OF_TARGET = 0.5  # LU under the loudness target worth a note: the limiter'
 
 
 def short_of_target(path: Path, level: Level, target: float | None, ceiling: float, limited: bool) -> str | None:
-    """Why a mix measures noticeably under its loudness target, and by how much (None when it does not)."""
-    if target is None or level.integrated is None or target - level.integrated <= SHORT_OF_TARGET:
+    """Why a mix measures noticeably under its loudness target, and by how much (None when it does not), for
+    any reason: held down by the ceiling, or too quiet to measure at all (under the -70 LUFS gate)."""
+    if target is None or (level.integrated is not None and target - level.integrated <= SHORT_OF_TARGET):
         return None
     why = (f"the {ceiling:g} dBTP true-peak ceiling holds it down (the limiter turns peaks down, and the level "
            f"rises at most {MAKEUP_MAX:g} dB to make up for it); raise --true-peak or lower --loudness"
            if limited or ceiling < target else "its level could not be raised further")
+    if level.integrated is None:
+        return (f"{path.name} is too quiet to measure (under the -70 LUFS gate), not at the {target:g} LUFS target: "
+                f"{why if limited else 'its lines are silent or nearly so; listen to the segments'}")
     return f"{path.name} measures {level.integrated:.1f} LUFS, {target - level.integrated:.1f} LU under the {target:g} LUFS target: {why}"
 
 
@@ -144,14 +148,17 @@ def assemble(
 
     # Pass 3: the mix over the bed, with its own gain.
     bed_gain = plan_gain(bed_meter.finish(), loudness, true_peak)
-    level = _write_over_bed(placements, bed, bed_mix, bed_gain, dub_scale, spans, sample_rate, fmt, total)
-    return dub_result, Mastered(bed_mix, bed_gain.db, bed_gain.limited, level,
-                                short_of_target(bed_mix, level, loudness, true_peak, bed_gain.limited))
+    level, silenced = _write_over_bed(placements, bed, bed_mix, bed_gain, dub_scale, spans, sample_rate, fmt, total)
+    notes = [short_of_target(bed_mix, level, loudness, true_peak, bed_gain.limited),
+             f"the bed {bed.path} holds {silenced:,} samples that are not numbers (NaN or infinity): they are silence "
+             "in the mix" if silenced else None]
+    return dub_result, Mastered(bed_mix, bed_gain.db, bed_gain.limited, level, "; ".join(filter(None, notes)) or None)
 
 
 def _write_over_bed(placements: list[Placement], bed: Bed, path: Path, gain, dub_scale: float, spans,
                     sample_rate: int, fmt: str, total: int):
-    """Write the dub (at ``dub_scale``) over the ducked bed with ``gain``; returns the level written."""
+    """Write the dub (at ``dub_scale``) over the ducked bed with ``gain``; returns the level written and how many
+    of the bed's samples were not numbers (made silent)."""
     from omnidub.outputs.bed import BedReader
 
     written = Meter(sample_rate, 2)
@@ -164,7 +171,7 @@ def _write_over_bed(placements: list[Placement], bed: Bed, path: Path, gain, dub
             out = out * (curve[:, None] if isinstance(curve, np.ndarray) else curve)
             written.feed(out)
             sink.write(np.clip(out, -1.0, 1.0))
-    return written.finish().level()
+    return written.finish().level(), bed_source.silenced
 
 
 def _over_bed(dub: np.ndarray, bed_audio: np.ndarray, spans, start: int, sample_rate: int, bed: Bed) -> np.ndarray:
@@ -211,7 +218,8 @@ def _program(placements: list[Placement], sample_rate: int, total: int):
             first, last, _, placement = spans[upcoming]
             upcoming += 1
             audio, rate = sf.read(str(placement.path), dtype="float32", always_2d=True)
-            audio = audio.mean(axis=1)
+            # A segment edited by hand may hold samples that are not numbers (QA flags them): silence in the mix.
+            audio = np.nan_to_num(audio.mean(axis=1), nan=0.0, posinf=0.0, neginf=0.0)
             if rate != sample_rate:
                 audio = soxr.resample(audio, rate, sample_rate, quality="HQ")
             active.append((first, last, placement, np.pad(audio, (0, max(0, last - first - len(audio))))[: last - first]))

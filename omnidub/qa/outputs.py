@@ -72,7 +72,7 @@ def write_reports(report: Report, folder) -> tuple[Path, Path]:
     from omnidub.folder import OutputFolder
 
     if not isinstance(folder, OutputFolder):
-        folder = OutputFolder(Path(folder))
+        folder = OutputFolder(Path(folder), flag=None)
     folder.write_text("qa.json", json.dumps(report_json(report), ensure_ascii=False, indent=2) + "\n")
     folder.write_text("qa.html", render_html(report))
     return folder.path / "qa.json", folder.path / "qa.html"

@@ -11,6 +11,7 @@ from omnidub.asr import Asr, whisper_language
 from omnidub.errors import OmnidubError
 from omnidub.script import read_script
 from omnidub.folder import OutputFolder
+from omnidub.hardware import check_device
 from omnidub.names import file_names
 from omnidub.source.audio import CLIP_RATE, check_subtitles, read_source, wav_bytes
 from omnidub.source.extract import Extraction, ExtractOptions, extract_voices
@@ -57,11 +58,13 @@ def extract_folder(source: Path, subs: Path, out: Path, *, options: ExtractOptio
     """Read the source and its original subtitles, choose a clip per speaker, and write the clips, voices.toml
     and extract.json (and the accompaniment when separating) into `out`.
 
-    `out` is held like a render's folder: new or empty, or a previous extract's (its ledger in `.omnidub/`);
-    files omnidub did not write are never touched, one it wrote and someone changed is moved aside."""
+    `out` is held like a render's folder: new or empty, or a previous extract of the same source (its ledger in
+    `.omnidub/`); files omnidub did not write are never touched, one it wrote and someone changed is moved aside,
+    and the folder of another source that still exists is refused."""
     source, subs = Path(source), Path(subs)
-    folder = OutputFolder(Path(out), record=REPORT_NAME, others=None)
-    folder.claim(None)  # before any work: a folder that cannot be written is said at once
+    check_device(device, ("cpu", "cuda"))  # before the folder: an unknown device would quietly run on the CPU
+    folder = OutputFolder(Path(out), record=REPORT_NAME, others=None, input_key="source", made="the voices of")
+    folder.claim(source)  # before any work: a folder that cannot be written, or another source's, is said at once
     try:
         return _extract(source, subs, folder, options, asr_model, separate, device, encoder, status)
     finally:
@@ -101,7 +104,7 @@ def _extract(source: Path, subs: Path, folder: OutputFolder, options: ExtractOpt
         files[clip_files[speaker]] = wav_bytes(extraction.clip(chosen.start, chosen.end), CLIP_RATE)
     if extraction.chosen:
         files[VOICES_NAME] = voices_toml(extraction, clip_files, source=source.name).encode()
-    report = report_json(extraction, source=str(source), subs=str(subs), clip_files=clip_files,
+    report = report_json(extraction, source=str(source.resolve()), subs=str(subs), clip_files=clip_files,
                          top=options.clips.top, asr=asr.name if asr else None,
                          accompaniment=ACCOMPANIMENT_NAME if separation else None)
     notes = []

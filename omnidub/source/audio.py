@@ -74,12 +74,32 @@ def check_subtitles(script: Script, subs: Path, source: SourceAudio) -> None:
 
 
 def wav_bytes(samples: np.ndarray, sample_rate: int, subtype: str = "PCM_16", format: str = "WAV") -> bytes:
-    """Samples ([samples] or [channels, samples]) as the bytes of an audio file (WAV, or another soundfile format)."""
+    """Samples ([samples] or [channels, samples]) as the bytes of an audio file (WAV, or another soundfile format):
+    the same samples always give the same bytes (float samples are kept exactly, integer ones clipped to full
+    scale)."""
     import io
 
     import soundfile as sf
 
     buffer = io.BytesIO()
-    data = np.clip(samples.T if samples.ndim == 2 else samples, -1.0, 1.0)
-    sf.write(buffer, data, sample_rate, subtype=subtype, format=format)
-    return buffer.getvalue()
+    data = samples.T if samples.ndim == 2 else samples
+    sf.write(buffer, data if subtype in ("FLOAT", "DOUBLE") else np.clip(data, -1.0, 1.0), sample_rate, subtype=subtype,
+             format=format)
+    return _without_peak_chunk(buffer.getvalue()) if format == "WAV" else buffer.getvalue()
+
+
+def _without_peak_chunk(data: bytes) -> bytes:
+    """A WAV file without libsndfile's PEAK chunk, which it adds to float files with the time of writing in it."""
+    import struct
+
+    if data[:4] != b"RIFF" or data[8:12] != b"WAVE":
+        return data
+    chunks, at = [], 12
+    while at + 8 <= len(data):
+        name, size = data[at:at + 4], struct.unpack("<I", data[at + 4:at + 8])[0]
+        end = at + 8 + size + (size & 1)
+        if name != b"PEAK":
+            chunks.append(data[at:end])
+        at = end
+    body = b"WAVE" + b"".join(chunks)
+    return b"RIFF" + struct.pack("<I", len(body)) + body

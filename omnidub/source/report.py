@@ -5,10 +5,12 @@ from __future__ import annotations
 import json
 import re
 
+from omnidub.folder import EXTRACT_RECORD
 from omnidub.source.clips import Candidate
 from omnidub.source.extract import Extraction
+from omnidub.voices.cast import EXTRACTED
 
-REPORT_NAME = "extract.json"
+REPORT_NAME = EXTRACT_RECORD
 VOICES_NAME = "voices.toml"
 ACCOMPANIMENT_NAME = "accompaniment.flac"
 MARK = "omnidub voices extract"
@@ -74,14 +76,14 @@ def report_json(extraction: Extraction, *, source: str, subs: str, clip_files: d
 
 def voices_toml(extraction: Extraction, clip_files: dict[str, str], *, source: str) -> str:
     """A voices.toml that ``omnidub render --voices`` reads as it is: one table per speaker with a clip."""
-    rows = [f"# Written by omnidub voices extract from {source}; {REPORT_NAME} lists other candidates per speaker.",
-            "# The language is the one spoken in the clips; give the dub's own with render --language."]
+    rows = [f"{EXTRACTED} from {source}; {REPORT_NAME} lists other candidates per speaker.",
+            "# reference_language is what the clips speak; the dub's language is render's --language, never this."]
     for speaker, chosen in extraction.chosen.items():
         key = speaker if _BARE_KEY.fullmatch(speaker) else json.dumps(speaker, ensure_ascii=False)
         rows += ["", f"[{key}]", f"audio = {json.dumps(clip_files[speaker], ensure_ascii=False)}",
                  f"text = {json.dumps(chosen.text, ensure_ascii=False)}"]
         if extraction.analysis.language:
-            rows.append(f"language = {json.dumps(extraction.analysis.language)}")
+            rows.append(f"reference_language = {json.dumps(extraction.analysis.language)}")
     for speaker, why in extraction.missing.items():
         rows += ["", f"# {speaker}: no clip: {why}".replace("\n", " ")]
     return "\n".join(rows) + "\n"

@@ -15,7 +15,7 @@ import soundfile as sf
 
 from omnidub.files import write_bytes_atomic, write_text_atomic
 from omnidub.script import Script
-from omnidub.source.audio import CLIP_RATE
+from omnidub.source.audio import CLIP_RATE, wav_bytes
 from omnidub.source.lines import LineClip, samples_hash
 from omnidub.source.speakers import VoiceCalibration
 
@@ -69,20 +69,14 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
         samples = extraction.clip(*span)
         hashes[span] = samples_hash(samples, CLIP_RATE)
         path = folder / "clips" / f"{hashes[span]}.wav" if folder is not None else None
-        if path is not None and not path.is_file():
-            import io
-
-            buffer = io.BytesIO()
-            sf.write(buffer, samples, CLIP_RATE, format="WAV", subtype="FLOAT")
-            write_bytes_atomic(path, buffer.getvalue())
+        if path is not None and not path.is_file():  # no write time in it: the same clip is always the same bytes
+            write_bytes_atomic(path, wav_bytes(samples, CLIP_RATE, subtype="FLOAT"))
     speaker_clips = {name: SpeakerClip(c.start, c.end, c.text, hashes[(c.start, c.end)])
                      for name, c in extraction.chosen.items()}
     accompaniment = None
     if extraction.separation is not None and folder is not None:
         accompaniment = folder / "accompaniment.flac"
         if not accompaniment.is_file():
-            from omnidub.source.audio import wav_bytes
-
             separation = extraction.separation
             write_bytes_atomic(accompaniment, wav_bytes(separation.accompaniment, separation.sample_rate, format="FLAC"))
     return SourceSummary(analysis.original, dict(analysis.speakers), dict(analysis.centroids),

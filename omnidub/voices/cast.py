@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 try:
@@ -15,19 +15,32 @@ from omnidub.errors import OmnidubError
 from omnidub.media import audio_problem
 from omnidub.script import DEFAULT_SPEAKER, check_language
 
-VOICE_KEYS = ("audio", "text", "language", "speed", "instruct")
+VOICE_KEYS = ("audio", "text", "language", "reference_language", "speed", "instruct")
+# How a voices.toml written by `voices extract` begins: in one written before reference_language existed,
+# `language` is the clips' (the source's), as its second line said.
+EXTRACTED = "# Written by omnidub voices extract"
 MIN_SPEED, MAX_SPEED = 0.25, 4.0  # a voice's speaking-rate factor; past these, speech is no longer speech
 _NAME_RE = re.compile(r"^[^\W\d][\w.'\- ]{0,31}$")
 
 
 @dataclass(frozen=True)
 class Voice:
+    """A speaker's voice. ``language`` is the language of the lines it speaks (unless --language says another);
+    ``reference_language`` the one spoken in its reference when that is another's (a clip cut from the source of
+    a dub), which finds the reference's words and never sets the lines' language."""
+
     speaker: str
     audio: Path | None
     text: str | None
     language: str | None
     speed: float | None
     instruct: str | None
+    reference_language: str | None = None
+
+    @property
+    def spoken(self) -> str | None:
+        """The language spoken in the reference (what its recogniser listens for)."""
+        return self.reference_language or self.language
 
 
 
@@ -36,8 +49,14 @@ def load_voices(voices_toml: Path | None, voice_args: list[str], voice_text_args
     voices: dict[str, Voice] = {}
     if voices_toml is not None:
         voices.update(_read_voices_toml(Path(voices_toml)))
+    flagged: dict[str, str] = {}  # folded name -> the spelling an earlier --voice gave
     for arg in voice_args:
         speaker, audio = _split_voice_arg(arg)
+        earlier = flagged.setdefault(speaker.casefold(), speaker)
+        if earlier != speaker:
+            raise OmnidubError(f"--voice {earlier}=... and --voice {speaker}=... name one speaker (speaker names are "
+                               "matched without case); give each speaker one --voice")
+        speaker = _same_speaker(speaker, voices)  # --voice anna=... overrides the file's [Anna]
         old = voices.get(speaker)
         # New audio makes any earlier transcript wrong; language and speed still describe the speaker.
         voices[speaker] = Voice(
@@ -52,7 +71,7 @@ def load_voices(voices_toml: Path | None, voice_args: list[str], voice_text_args
                 f"--voice-text {_short(arg)}: voice {speaker!r} has no reference audio to go with the transcript "
                 f"(voices with audio: {known}); add --voice {'' if speaker == DEFAULT_SPEAKER else speaker + '='}FILE"
             )
-        voices[speaker] = Voice(speaker, old.audio, text, old.language, old.speed, old.instruct)
+        voices[speaker] = replace(old, text=text)
     return voices
 
 
@@ -92,26 +111,37 @@ def check_cast(lines, voices: dict[str, Voice], source) -> None:
 
 def _read_voices_toml(path: Path) -> dict[str, Voice]:
     try:
-        data = tomllib.loads(path.read_text(encoding="utf-8-sig"))
+        text = path.read_text(encoding="utf-8-sig")
+        data = tomllib.loads(text)
     except FileNotFoundError:
         raise OmnidubError(f"{path}: no such voices file") from None
+    except IsADirectoryError:
+        raise OmnidubError(f"--voices {path} is a folder; give the voices.toml file in it") from None
+    except OSError as exc:
+        raise OmnidubError(f"--voices {path}: cannot read it ({exc.strerror or exc})") from None
     except UnicodeDecodeError:
         raise OmnidubError(f"{path}: not UTF-8 text") from None
     except tomllib.TOMLDecodeError as exc:
         raise OmnidubError(f"{path}: not valid TOML: {exc}") from None
     voices = {}
+    extracted = text.startswith(EXTRACTED)
     for speaker, table in data.items():
         where = f"{path}: [{speaker}]"
+        twin = next((known for known in voices if known.casefold() == speaker.casefold()), None)
+        if twin is not None:
+            raise OmnidubError(f"{where}: [{twin}] and [{speaker}] differ only in case, and speaker names are matched "
+                               "without case (labels 'ANNA:' and 'Anna:' are one speaker); merge them or rename one")
         if not isinstance(table, dict):
             raise OmnidubError(f"{where}: expected a table like [{speaker}] with audio = ... and text = ..., got a plain value")
         unknown = sorted(set(table) - set(VOICE_KEYS))
         if unknown:
             raise OmnidubError(f"{where}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(VOICE_KEYS)}")
-        for key in ("audio", "text", "language", "instruct"):
+        for key in ("audio", "text", "language", "reference_language", "instruct"):
             if key in table and not isinstance(table[key], str):
                 raise OmnidubError(f"{where}: {key} must be a string")
-        if table.get("language"):
-            check_language(table["language"], f"{where}: language")
+        for key in ("language", "reference_language"):
+            if table.get(key):
+                check_language(table[key], f"{where}: {key}")
         if "audio" not in table and "instruct" not in table:
             raise OmnidubError(f"{where}: needs audio = \"file\" (with text = \"transcript\") or instruct = \"voice description\"")
         speed = table.get("speed")
@@ -126,12 +156,14 @@ def _read_voices_toml(path: Path) -> dict[str, Voice]:
             problem = audio_problem(audio)
             if problem:
                 raise OmnidubError(f"{where}: {problem}")
-        text = table.get("text")
-        if text is not None and not text.strip():
-            text = None
-        voices[speaker] = Voice(
-            speaker, audio, text, table.get("language"), float(speed) if speed is not None else None, table.get("instruct")
-        )
+        words = table.get("text")
+        if words is not None and not words.strip():
+            words = None
+        speed = float(speed) if speed is not None else None
+        language, heard = table.get("language"), table.get("reference_language") or None
+        if extracted and heard is None:  # an older extract's language is its clips', never the dub's
+            language, heard = None, language
+        voices[speaker] = Voice(speaker, audio, words, language, speed, table.get("instruct"), heard)
     return voices
 
 
@@ -141,6 +173,8 @@ def _split_voice_arg(arg: str) -> tuple[str, Path]:
     if "=" in arg:
         speaker, ref = arg.split("=", 1)
         speaker = speaker.strip()
+        if speaker and not ref.strip():
+            raise OmnidubError(f"--voice {_short(arg)}: no reference file after '='; write --voice {speaker}=FILE")
         if speaker and "/" not in speaker and "\\" not in speaker and (Path(ref).expanduser().is_file() or _NAME_RE.match(speaker)):
             ref_path = Path(ref).expanduser()
             problem = audio_problem(ref_path)
@@ -152,11 +186,16 @@ def _split_voice_arg(arg: str) -> tuple[str, Path]:
     raise OmnidubError(f"--voice: audio file not found: {arg} (use --voice FILE or --voice SPEAKER=FILE)")
 
 
+def _same_speaker(name: str, voices: dict[str, Voice]) -> str:
+    """The cast's spelling of a speaker named without regard to case (names differing only in case are one)."""
+    return next((known for known in voices if known.casefold() == name.casefold()), name)
+
+
 def _split_voice_text_arg(arg: str, voices: dict[str, Voice]) -> tuple[str, str]:
     if "=" in arg:
         speaker, text = arg.split("=", 1)
-        if speaker in voices:
-            return speaker, text.strip()
+        if _same_speaker(speaker, voices) in voices:
+            return _same_speaker(speaker, voices), text.strip()
         if re.fullmatch(r"[^\W\d][\w.'\-]{0,31}", speaker):
             known = ", ".join(sorted(voices)) or "none"
             raise OmnidubError(

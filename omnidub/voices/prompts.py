@@ -18,26 +18,31 @@ from omnidub.voices.reference import Reference, prepare_reference
 
 def voice_prompt_key(voice: Voice, options: VoiceOptions, identity: dict) -> str:
     """The prompt key of a voice (see :func:`omnidub.keys.prompt_key`)."""
-    return prompt_key(voice.audio, voice.text, voice.language, voice.instruct, options, identity)
+    return prompt_key(voice.audio, voice.text, voice.spoken, voice.instruct, options, identity)
 
 
 class PromptCache:
-    """Encoded voice prompts on disk (``.npz``, no model classes), one file per key, written atomically."""
+    """Encoded voice prompts on disk (``.npz``, no model classes), one file per key, written atomically. Each
+    entry records the key it was made for and its own hash, and every read checks both, as line entries are
+    checked: a file swapped with another voice's, or changed, is never used."""
 
     def __init__(self, folder: Path) -> None:
         self.folder = Path(folder)
+        self.problems: dict[str, str] = {}  # key -> why its entry could not be used (a damaged or swapped file)
 
     def path(self, key: str) -> Path:
         return self.folder / f"{key}.npz"
 
     def get(self, key: str) -> Prompt | None:
-        """The cached prompt for `key`, or None (also when the file is unreadable)."""
+        """The cached prompt for `key`, or None: none stored, or one that cannot be used (``problems`` says why;
+        it is prepared again and the entry rewritten)."""
         path = self.path(key)
         if not path.is_file():
             return None
         try:
-            return Prompt.load(path)
-        except Exception:  # noqa: BLE001 - a truncated or foreign file is a miss; it gets rewritten
+            return Prompt.from_bytes(path.read_bytes(), made_for=key)
+        except Exception as exc:  # noqa: BLE001 - a truncated, foreign or swapped file is a miss; it gets rewritten
+            self.problems[key] = str(exc) or type(exc).__name__
             return None
 
     def put(self, key: str, prompt: Prompt) -> Path:
@@ -45,7 +50,7 @@ class PromptCache:
         path = self.path(key)
         try:
             self.folder.mkdir(parents=True, exist_ok=True)
-            write_bytes_atomic(path, prompt.to_bytes())
+            write_bytes_atomic(path, prompt.to_bytes(made_for=key))
         except OSError as exc:
             raise OmnidubError(f"cannot write the voice prompt cache in {self.folder}: {exc.strerror or exc}") from exc
         return path

@@ -19,12 +19,13 @@ from omnidub.asr import Asr, Word, whisper_language
 from omnidub.config import VoiceOptions
 from omnidub.duration import natural_seconds
 from omnidub.errors import OmnidubError
-from omnidub.media import load_audio
+from omnidub.media import clipped_share, decode_audio, resample
 from omnidub.voices.cast import Voice
 
 MIN_REFERENCE_SECONDS = 1.0
 LONG_REFERENCE_SECONDS = 20.0
 WHOLE_REFERENCE_SECONDS = 10.0  # reference_seconds = 0 keeps up to this much
+CLIPPED_SHARE = 0.005  # share of samples in flat tops past which a reference is said to be clipped (speech 3.5 dB over)
 # A transcript read at a usual pace should take roughly its audio's length; past this factor either way it
 # probably does not belong to the audio, and every line paced by it comes out too long or too short.
 PACE_MISMATCH = 2.5
@@ -58,8 +59,7 @@ def check_reference(voice: Voice, *, options: VoiceOptions, asr_available: bool,
     same faults the render stops on; the notes it would print otherwise. A plan calls this for every voice."""
     if voice.audio is None:
         return ()
-    audio, seconds = _load_checked(voice, sample_rate)
-    notes = [_long_note(seconds)] if seconds > LONG_REFERENCE_SECONDS else []
+    audio, seconds, notes = _load_checked(voice, sample_rate)
     if asr_available:
         return tuple(notes)
     if not voice.text:
@@ -81,8 +81,7 @@ def prepare_reference(voice: Voice, *, sample_rate: int, options: VoiceOptions, 
     energy alone (its transcript cut by estimate, and said so), or refused."""
     if voice.audio is None:
         raise OmnidubError(f"voice {voice.speaker!r} has no reference audio (it is an instruct voice)")
-    audio, seconds = _load_checked(voice, sample_rate)
-    notes = [_long_note(seconds)] if seconds > LONG_REFERENCE_SECONDS else []
+    audio, seconds, notes = _load_checked(voice, sample_rate)
     target, (low, high) = _window(options)
 
     def result(clip: np.ndarray, text: str, trimmed: bool, provisional: bool = False) -> Reference:
@@ -116,7 +115,7 @@ def prepare_reference(voice: Voice, *, sample_rate: int, options: VoiceOptions, 
             raise OmnidubError(_no_transcript(voice))
         return keep_whole("no ASR model to find word boundaries", provisional=True)
     try:
-        heard = asr.transcribe(audio, sample_rate, language=whisper_language(voice.language), word_timestamps=True)
+        heard = asr.transcribe(audio, sample_rate, language=whisper_language(voice.spoken), word_timestamps=True)
     except OmnidubError as exc:
         if not voice.text:
             raise
@@ -124,7 +123,7 @@ def prepare_reference(voice: Voice, *, sample_rate: int, options: VoiceOptions, 
 
     if not _pause_cuts(audio, sample_rate, heard.words, low, high, target):
         return keep_whole(f"no pause between words inside {low:g}-{high:g} s", heard.text)
-    cut = cut_at_word(audio, sample_rate, voice.text, heard.words, language=voice.language, options=options, asr=asr)
+    cut = cut_at_word(audio, sample_rate, voice.text, heard.words, language=voice.spoken, options=options, asr=asr)
     if cut is not None:
         notes.append(f"trimmed {seconds:.1f} s to {cut.seconds:.2f} s at a pause after {cut.after!r}")
         if not voice.text:
@@ -135,9 +134,11 @@ def prepare_reference(voice: Voice, *, sample_rate: int, options: VoiceOptions, 
     return keep_whole("no pause where the clip's last word could be confirmed", heard.text)
 
 
-def _load_checked(voice: Voice, sample_rate: int) -> tuple[np.ndarray, float]:
-    """The reference decoded, and its length; OmnidubError when it cannot be a reference at all."""
-    audio = load_audio(voice.audio, sample_rate)
+def _load_checked(voice: Voice, sample_rate: int) -> tuple[np.ndarray, float, list[str]]:
+    """The reference decoded, its length, and what is worth saying about it (long, clipped); OmnidubError when it
+    cannot be a reference at all."""
+    native, rate = decode_audio(voice.audio)
+    audio = resample(native, rate, sample_rate)
     if not np.isfinite(audio).all():
         raise OmnidubError(f"{voice.audio}: reference for {voice.speaker!r} has samples that are not numbers (NaN or infinity); export it again")
     seconds = audio.size / sample_rate
@@ -148,7 +149,12 @@ def _load_checked(voice: Voice, sample_rate: int) -> tuple[np.ndarray, float]:
         )
     if _frame_rms(audio, sample_rate).max(initial=0.0) < 1e-4:
         raise OmnidubError(f"{voice.audio}: reference for {voice.speaker!r} is silent")
-    return audio, seconds
+    notes = [_long_note(seconds)] if seconds > LONG_REFERENCE_SECONDS else []
+    clipped = clipped_share(native)  # at the file's own rate: resampling rounds off the flat tops clipping leaves
+    if clipped >= CLIPPED_SHARE:
+        notes.append(f"reference is clipped ({clipped:.1%} of its samples sit flat at its peak): the clone copies "
+                     "the distortion; a recording made at a lower level clones cleaner")
+    return audio, seconds, notes
 
 
 def _long_note(seconds: float) -> str:
@@ -251,7 +257,7 @@ def _pace_mismatch(text: str, seconds: float) -> str | None:
 
 def _ends_with(asr: Asr, clip: np.ndarray, sample_rate: int, voice: Voice, word: Word) -> bool:
     # Word times can be off by a whole short word; hearing the clip again confirms where it really ends.
-    heard = asr.transcribe(clip, sample_rate, language=whisper_language(voice.language)).text.split()
+    heard = asr.transcribe(clip, sample_rate, language=whisper_language(voice.spoken)).text.split()
     return bool(heard) and _norm(heard[-1]) == _norm(word.text)
 
 
@@ -265,7 +271,7 @@ def _no_transcript(voice: Voice) -> str:
 def _transcribe_whole(voice: Voice, audio: np.ndarray, sample_rate: int, asr: Asr | None) -> str:
     if asr is None:
         raise OmnidubError(_no_transcript(voice))
-    text = asr.transcribe(audio, sample_rate, language=whisper_language(voice.language)).text.strip()
+    text = asr.transcribe(audio, sample_rate, language=whisper_language(voice.spoken)).text.strip()
     if not text:
         raise OmnidubError(f"{voice.audio}: no speech recognised in the reference for {voice.speaker!r}; give its transcript")
     return text

@@ -9,6 +9,7 @@ from __future__ import annotations
 import gc
 import hashlib
 import json
+import os
 import shutil
 import tempfile
 import time
@@ -17,9 +18,12 @@ from pathlib import Path
 
 from omnidub.backends.onnx.runtime import EXPORT_FORMAT, MANIFEST
 from omnidub.errors import OmnidubError
+from omnidub.files import atomic_path
+from omnidub.folder import OutputFolder
 from omnidub.models import export_content_digest
 
 DEFAULT_OPSET = 18
+PARITY_FILE = "parity.json"
 TRANSFORMER = "transformer.onnx"
 TRANSFORMER_INT8 = "transformer.int8.onnx"
 ENCODER = "encoder.onnx"
@@ -53,21 +57,43 @@ class ExportResult:
     seconds: float
 
 
-def export(out_dir: Path, model: str, *, opset: int = DEFAULT_OPSET, quantize: str | None = None) -> ExportResult:
-    """Export ``model`` (a --model spec) into ``out_dir``: graphs, tokenizer, ``export.json`` (parity comes later)."""
+def export_folder(out_dir: Path) -> OutputFolder:
+    """An export's folder, held as a render holds its own: new or empty, or an export omnidub wrote (its ledger
+    in ``.omnidub/``, or an older export whose export.json vouches for its files); nothing else is touched."""
+    return OutputFolder(Path(out_dir), record=MANIFEST, others=None, flag="OUT_DIR", made="an export of",
+                        older=older_export)
+
+
+def export(out_dir: Path, model: str, *, opset: int = DEFAULT_OPSET, quantize: str | None = None,
+           on_start=lambda: None) -> ExportResult:
+    """Export ``model`` (a --model spec) into ``out_dir``: graphs, tokenizer, ``export.json`` (parity comes later).
+    The folder is claimed first (see :func:`export_folder`); ``on_start`` is called once it is, before the model
+    loads."""
     _require_exporter()
     if quantize is not None and quantize not in QUANTIZE:
         raise OmnidubError(f"unknown quantization {quantize!r}; use int8")
+    out_dir = Path(out_dir)
+    if Path(model).expanduser().is_dir() and Path(model).expanduser().resolve() == out_dir.resolve():
+        raise OmnidubError(f"OUT_DIR {out_dir} is the checkpoint folder --model {model} itself; export into "
+                           "another folder (the checkpoint's own files are never touched)")
+    folder = export_folder(out_dir)
+    folder.claim(None)
+    try:
+        on_start()
+        return _export(folder, model, opset, quantize)
+    finally:
+        folder.release()
+
+
+def _export(folder: OutputFolder, model: str, opset: int, quantize: str | None) -> ExportResult:
     import onnx
     import torch
 
     began = time.perf_counter()
-    out_dir = Path(out_dir)
-    out_dir.mkdir(parents=True, exist_ok=True)
+    out_dir = folder.path
     source, omnivoice = load_torch_model(model)
     # What an earlier export left here must not pass for this one's.
-    for stale in (MANIFEST, "parity.json", TRANSFORMER_INT8, TRANSFORMER_INT8 + ".data"):
-        (out_dir / stale).unlink(missing_ok=True)
+    folder.discard([MANIFEST, PARITY_FILE, TRANSFORMER_INT8, TRANSFORMER_INT8 + ".data"])
     from omnidub.backends.onnx.graphs import DecoderGraph, EncoderGraph, TransformerGraph
 
     config = omnivoice.config
@@ -96,29 +122,55 @@ def export(out_dir: Path, model: str, *, opset: int = DEFAULT_OPSET, quantize: s
     files = {}
     for name, module, inputs, axes in graphs:
         contract = CONTRACT[name]
-        with tempfile.TemporaryDirectory(prefix="omnidub-export-", dir=out_dir) as scratch:
-            raw = Path(scratch) / name
+        # Scratch space in omnidub's state folder: a killed export leaves nothing among the outputs.
+        with tempfile.TemporaryDirectory(prefix="export-", dir=folder.state) as scratch:
+            raw = Path(scratch) / "raw" / name
+            raw.parent.mkdir()
             with torch.inference_mode(False), torch.no_grad(), _quiet_export():
                 torch.onnx.export(module.eval(), inputs, str(raw), dynamo=False, opset_version=opset,
                                   input_names=list(contract["inputs"]), output_names=list(contract["outputs"]),
                                   dynamic_axes=axes, do_constant_folding=True)
-            files[name] = _consolidate(raw, out_dir / name, onnx)
+            files[name] = _move_in(folder, _consolidate(raw, Path(scratch) / name, onnx))
     manifest = _manifest(source, omnivoice, opset, quantize, files)
     del graphs, module, tokenizer, omnivoice  # the quantizer holds the graph in memory: let the torch model go first
     gc.collect()
     if quantize == "int8":
-        files[TRANSFORMER_INT8] = quantize_int8(out_dir / TRANSFORMER, out_dir / TRANSFORMER_INT8)
+        with tempfile.TemporaryDirectory(prefix="export-", dir=folder.state) as scratch:
+            files[TRANSFORMER_INT8] = _move_in(folder, quantize_int8(out_dir / TRANSFORMER,
+                                                                     Path(scratch) / TRANSFORMER_INT8))
     manifest["tokenizer"] = {}
     for extra in ("tokenizer.json", "tokenizer_config.json"):
         if (source.path / extra).is_file():
-            shutil.copyfile(source.path / extra, out_dir / extra)
+            folder.make_way([extra])
+            with atomic_path(out_dir / extra) as temp:
+                shutil.copyfile(source.path / extra, temp)
             manifest["tokenizer"][extra] = _describe(out_dir / extra)
-    if not (out_dir / "tokenizer.json").is_file():
+            folder.record(extra, manifest["tokenizer"][extra]["sha256"])
+    if "tokenizer.json" not in manifest["tokenizer"]:
         raise OmnidubError(f"{source.spec} has no tokenizer.json; the ONNX backend needs the fast tokenizer file")
     # Written last and checked on every load: an export.json edited afterwards no longer matches it.
     manifest["content_sha256"] = export_content_digest(manifest)
-    write_manifest(out_dir, manifest)
+    write_manifest(folder, manifest)
+    written = {MANIFEST, *manifest["tokenizer"]}
+    for name, described in files.items():
+        written |= {name, *([described["data"]["file"]] if described.get("data") else [])}
+    folder.remove_stale(written)  # what an earlier export wrote that this one does not (a weights sidecar)
     return ExportResult(out_dir, manifest, time.perf_counter() - began)
+
+
+def _move_in(folder: OutputFolder, made: tuple[Path, dict]) -> dict:
+    """Move a graph written in scratch space (and its weights sidecar) into the export folder; returns its
+    description. A file of the folder someone changed since omnidub wrote it is moved aside first."""
+    path, described = made
+    names = [path.name] + ([described["data"]["file"]] if described.get("data") else [])
+    folder.discard([path.name + ".data"])  # an earlier export's sidecar must not pass for this graph's
+    folder.make_way(names)
+    for name in names:
+        os.replace(path.with_name(name), folder.path / name)
+    folder.record(path.name, described["sha256"])
+    if described.get("data"):
+        folder.record(described["data"]["file"], described["data"]["sha256"])
+    return described
 
 
 def _manifest(source, omnivoice, opset: int, quantize: str | None, files: dict) -> dict:
@@ -149,8 +201,9 @@ def _manifest(source, omnivoice, opset: int, quantize: str | None, files: dict) 
     }
 
 
-def quantize_int8(source: Path, target: Path) -> dict:
-    """Dynamic int8 of the transformer's MatMul weights (activations quantized per call)."""
+def quantize_int8(source: Path, target: Path) -> tuple[Path, dict]:
+    """Dynamic int8 of the transformer's MatMul weights (activations quantized per call); returns the file written
+    and its description."""
     import logging
 
     from onnxruntime.quantization import QuantType, quantize_dynamic
@@ -162,7 +215,7 @@ def quantize_int8(source: Path, target: Path) -> dict:
                          use_external_data_format=big)
     finally:
         logging.disable(logging.NOTSET)
-    return _describe(target)
+    return target, _describe(target)
 
 
 def load_torch_model(spec: str):
@@ -180,27 +233,53 @@ def load_torch_model(spec: str):
     return source, model
 
 
-def write_manifest(folder: Path, manifest: dict) -> None:
-    path = Path(folder) / MANIFEST
-    staging = path.with_suffix(".json.tmp")
-    staging.write_text(json.dumps(manifest, indent=2) + "\n", encoding="utf-8")
-    staging.replace(path)
+def write_manifest(folder: OutputFolder, manifest: dict) -> list[str]:
+    """Write export.json into the export folder (atomically, through its ledger); returns the notes of a changed
+    export.json moved aside."""
+    return folder.write_text(MANIFEST, json.dumps(manifest, indent=2) + "\n")
 
 
-def _consolidate(raw: Path, target: Path, onnx) -> dict:
-    """Move an exported graph into place: one file, or graph + one ``.data`` sidecar when the weights need it."""
+def older_export(folder: Path) -> set[str]:
+    """The files of an export written by an omnidub that kept no ledger, as its own export.json proves them:
+    that export.json (its content hash intact), every file whose sha256 it records and holds, and its parity
+    report."""
+    from omnidub.backends.onnx.runtime import check_content, read_manifest
+    from omnidub.digests import sha256
+
+    try:
+        manifest = read_manifest(folder)
+        check_content(folder, manifest)
+    except OmnidubError:
+        return set()
+    described = {**(manifest.get("files") or {}), **(manifest.get("tokenizer") or {})}
+    vouched = set()
+    for name, entry in described.items():
+        parts = [(name, entry.get("sha256"))] if isinstance(entry, dict) else []
+        if parts and isinstance(entry.get("data"), dict):
+            parts.append((entry["data"].get("file"), entry["data"].get("sha256")))
+        for part, expected in parts:
+            path = Path(folder) / str(part)
+            if isinstance(part, str) and "/" not in part and path.is_file() and sha256(path) == expected:
+                vouched.add(part)
+    if not vouched:
+        return set()
+    return vouched | {MANIFEST} | ({PARITY_FILE} if (Path(folder) / PARITY_FILE).is_file() else set())
+
+
+def _consolidate(raw: Path, target: Path, onnx) -> tuple[Path, dict]:
+    """Write an exported graph in omnidub's layout at ``target`` (scratch space): one file, or graph + one
+    ``.data`` sidecar when the weights need it. Returns the graph's path and description."""
     # The exporter may have spilled each big weight into its own loose file beside the graph; loading with
     # external data from the scratch folder gathers them all before we write our own layout.
     model = onnx.load(str(raw), load_external_data=True)
     size = sum(len(t.raw_data) for t in model.graph.initializer)
     data = target.with_name(target.name + ".data")
-    data.unlink(missing_ok=True)
     if size > EXTERNAL_DATA_BYTES:
         onnx.save_model(model, str(target), save_as_external_data=True, all_tensors_to_one_file=True,
                         location=data.name, size_threshold=1024)
     else:
         onnx.save_model(model, str(target))
-    return _describe(target)
+    return target, _describe(target)
 
 
 def _describe(path: Path) -> dict:

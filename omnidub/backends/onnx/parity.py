@@ -20,6 +20,8 @@ from pathlib import Path
 
 import numpy as np
 
+from omnidub.backends.onnx.export import PARITY_FILE
+
 BOUNDS = {
     "transformer_argmax_agreement": 1.0,  # at least
     "transformer_max_abs_logit_diff": 1e-3,  # at most
@@ -37,7 +39,6 @@ EXAMPLE_LINES = (
     "Great. What time should we leave?",
     "Around nine, after the morning traffic.",
 )
-PARITY_FILE = "parity.json"
 
 
 def log_spectral_l1(a: np.ndarray, b: np.ndarray, n_fft: int = 1024, hop: int = 256) -> float:
@@ -63,7 +64,23 @@ def _stft(x: np.ndarray, n_fft: int, hop: int) -> np.ndarray:
 
 def check(folder: Path, *, e2e_seconds=E2E_SECONDS, lines=EXAMPLE_LINES, steps: int | None = None,
           threads: int | None = None, progress=None) -> dict:
-    """Run every parity figure for the export in ``folder``; returns the report (also written to parity.json)."""
+    """Run every parity figure for the export in ``folder``; returns the report (also written to parity.json and
+    into export.json). The folder is held as the export held it (see ``export_folder``), before any work."""
+    from omnidub.backends.onnx.export import export_folder
+    from omnidub.backends.onnx.runtime import read_manifest
+
+    folder = Path(folder)
+    read_manifest(folder)  # not an export at all: said as such, not as a folder of someone else's files
+    holder = export_folder(folder)
+    holder.claim(None)
+    try:
+        holder.check_writable([PARITY_FILE])
+        return _check(holder, e2e_seconds, lines, steps, threads, progress)
+    finally:
+        holder.release()
+
+
+def _check(holder, e2e_seconds, lines, steps: int | None, threads: int | None, progress) -> dict:
     import soundfile as sf
 
     from omnidub.backends.base import Request
@@ -75,7 +92,7 @@ def check(folder: Path, *, e2e_seconds=E2E_SECONDS, lines=EXAMPLE_LINES, steps: 
     from omnidub.duration import natural_frames
 
     say = progress or (lambda message: None)
-    folder = Path(folder)
+    folder = holder.path
     manifest = read_manifest(folder)
     began = time.perf_counter()
     options = EngineOptions(dtype="float32", cfg="trimmed")
@@ -134,11 +151,11 @@ def check(folder: Path, *, e2e_seconds=E2E_SECONDS, lines=EXAMPLE_LINES, steps: 
     report["pass"] = not report["failures"]
     import json
 
-    (folder / PARITY_FILE).write_text(json.dumps(report, indent=2) + "\n", encoding="utf-8")
+    holder.write_text(PARITY_FILE, json.dumps(report, indent=2) + "\n")
     manifest["parity"] = {key: report[key] for key in ("transformer", "encoder", "decoder", "end_to_end", "pass")}
     if "int8_cost" in report:
         manifest["parity"]["int8_cost"] = report["int8_cost"]
-    write_manifest(folder, manifest)
+    write_manifest(holder, manifest)
     return report
 
 
