@@ -44,15 +44,63 @@ class Session:
         self.engine.close()
 
     # -- jobs ------------------------------------------------------------------------------------------------
+    @classmethod
+    def reopen(cls, out_dir, *, model: str | None = None, device: str | None = None, asr_model: str | None = None,
+               listener=None):
+        """The session and project of a rendered folder, as its render asked for them (its manifest's
+        ``request``: model, preset, voices, source, delivery); ``model``, ``device`` and ``asr_model`` override
+        what was recorded. Returns (session, project); nothing is claimed or loaded yet."""
+        from omnidub.config import preset_from_json
+        from omnidub.folder import OutputFolder
+        from omnidub.outputs.deliver import DeliveryOptions
+        from omnidub.source.cast import SourceOptions
+        from omnidub.voices import Voice
+
+        out_dir = Path(out_dir)
+        if not out_dir.is_dir():
+            raise OmnidubError(f"{out_dir}: no such folder")
+        last = OutputFolder(out_dir).last_render()
+        if not last.exists:
+            raise OmnidubError(f"{out_dir} holds no render of omnidub's; render into it first (omnidub render ... --out "
+                               f"{out_dir})")
+        asked = last.request
+        if not asked or not last.input:
+            raise OmnidubError(f"{out_dir} was rendered by an omnidub that did not record how it was asked for: render "
+                               "it again once with the same flags (its lines are cached), then open it")
+        input_path = Path(last.input)
+        if not input_path.is_file():
+            raise OmnidubError(f"{out_dir} is a render of {input_path}, which is no longer there")
+        try:
+            preset = preset_from_json(asked["preset"])
+            voices = {name: Voice(name, Path(v["audio"]) if v.get("audio") else None, v.get("text"), v.get("language"),
+                                  v.get("speed"), v.get("instruct")) for name, v in asked["voices"].items()}
+            delivery = _options(DeliveryOptions, asked["delivery"])
+            source = _options(SourceOptions, asked["source"]) if asked.get("source") else None
+        except (KeyError, TypeError, AttributeError, ValueError) as exc:
+            raise OmnidubError(f"{out_dir}: its manifest's request cannot be read ({exc}); render it again") from exc
+        # The ASR model: given, else the render's, else the one the folder's QA report was heard with.
+        from omnidub.records import read_json
+
+        report = read_json(out_dir, "qa.json") or {}
+        checked_with = report.get("asr_model") if report.get("generator") == "omnidub" else None
+        session = cls(model or asked.get("model") or DEFAULT_MODEL, device or asked.get("device") or "auto", preset,
+                      asr_model or asked.get("asr_model") or checked_with, backend=asked.get("backend") or "auto")
+        project = session.project(input_path, voice_map=voices, language=asked.get("language"), out_dir=out_dir,
+                                  fmt=asked.get("format") or "wav", listener=listener, delivery=delivery,
+                                  cache_dir=asked.get("cache"), allow_other_files=bool(asked.get("allow_other_files")),
+                                  source=source)
+        return session, project
+
     def project(self, input_path, *, voices=None, voice: list[str] = (), voice_text: list[str] = (),
                 language: str | None = None, out_dir=None, fmt: str = "wav", force: bool = False, listener=None,
                 only: str | None = None, delivery=None, cache_dir=None, allow_other_files: bool = False,
-                source=None):
+                source=None, voice_map=None):
         """One input and its output folder (default ``output/<input stem>``): plan it, render it, or both.
         ``only`` ("3,8-10") limits what it renders; ``delivery`` (an ``outputs.deliver.DeliveryOptions``) sets
         the rate, loudness, bed, video and timelines; ``cache_dir`` is a line cache shared with other inputs;
         ``allow_other_files`` lets it render into a folder that holds files omnidub did not write; ``source`` (an
-        ``omnidub.source.cast.SourceOptions``) takes the voices from the original video or audio."""
+        ``omnidub.source.cast.SourceOptions``) takes the voices from the original video or audio; ``voice_map``
+        (speaker -> ``voices.Voice``) gives the voices as they are instead of ``voices``/``voice``."""
         from omnidub.inputs import default_out_dir
         from omnidub.outputs.deliver import DeliveryOptions
         from omnidub.plan import select_lines
@@ -61,11 +109,12 @@ class Session:
         from omnidub.voices import load_voices
 
         input_path = Path(input_path)
-        voice_map = load_voices(Path(voices) if voices else None, list(voice), list(voice_text))
+        if voice_map is None:
+            voice_map = load_voices(Path(voices) if voices else None, list(voice), list(voice_text))
         script = read_script(input_path, language=language, gap=self.preset.timing.gap, speakers=frozenset(voice_map))
         options = ProjectOptions(fmt=fmt, force=force, only=select_lines(only, script),
                                  delivery=delivery or DeliveryOptions(), allow_other_files=allow_other_files,
-                                 cache_dir=Path(cache_dir) if cache_dir else None, source=source)
+                                 cache_dir=Path(cache_dir) if cache_dir else None, source=source, language=language)
         out = Path(out_dir) if out_dir else default_out_dir(input_path)
         return Project(self.engine, script, voice_map, out, input_path=input_path, options=options, listener=listener)
 
@@ -110,6 +159,18 @@ class Session:
             self.close()
         return runs[0].result() if isinstance(inputs, (str, Path)) else runs
 
+    def review(self, out_dir, *, speaker_model: str | None = None):
+        """A rendered folder opened for review (``omnidub.review.Review``; :meth:`Review.open` holds it), with the
+        model, preset, voices and delivery its render recorded, run by this session's model, device and ASR
+        model when they were given."""
+        from omnidub.review import Review
+
+        engine = self.engine
+        session, project = Session.reopen(out_dir, model=engine.model_spec if engine.model_spec != DEFAULT_MODEL
+                                          else None, device=engine.device_spec if engine.device_spec != "auto"
+                                          else None, asr_model=engine.asr_model)
+        return Review(session, project, speaker_model=speaker_model)
+
     def qa(self, out_dir, *, max_wer: float | None = None, progress=None, speaker_model: str | None = None):
         """Check a rendered folder; returns the QA Report (written to qa.json and qa.html). ``speaker_model``
         names the voice check's encoder (default resemblyzer; "none" skips the check). A render running in the
@@ -127,3 +188,19 @@ class Session:
             folder.release()
         return report
 
+
+def _options(cls, data: dict):
+    """Options of dataclass ``cls`` from their JSON form (Project.request): paths and tuples as they were."""
+    import dataclasses
+
+    values = {}
+    for field in dataclasses.fields(cls):
+        if field.name not in data:
+            continue
+        value = data[field.name]
+        if "Path" in str(field.type) and value is not None:
+            value = Path(value)
+        elif "tuple" in str(field.type) and isinstance(value, list):
+            value = tuple(tuple(v) if isinstance(v, list) else v for v in value)
+        values[field.name] = value
+    return cls(**values)

@@ -35,12 +35,14 @@ class Casting:
 
 
 def cast_from_source(engine, options: SourceOptions, dub: Script, given: dict[str, Voice], checks: dict[int, dict],
-                     *, input_path: Path, has_bed: bool, step: Callable[[str], None]) -> Casting:
+                     *, input_path: Path, has_bed: bool, step: Callable[[str], None],
+                     chosen: dict[int, str] | None = None) -> Casting:
     """The dub's voices (and per-line clips) from its source; speakers the user gave a voice (``given``) keep it.
-    ``checks``: the voice check's verdicts so far (a line that failed with its own clip uses its speaker's)."""
+    ``checks``: the voice check's verdicts so far (a line that failed with its own clip uses its speaker's);
+    ``chosen``: the clip ("line" or "speaker") an editor chose for a line."""
     summary = source_summary(options, engine.preset.voice, asr=engine.asr(), device=engine.device, status=step)
     notes = tuple(f"{Path(options.source).name}: {note}" for note in summary.notes)
-    cast = source_cast(summary, dub, options.match, given, checks)
+    cast = source_cast(summary, dub, options.match, given, checks, chosen)
     voices = {**cast.voices, **given}
     script = assign_speakers(dub, cast)
     check_source_cast(script, voices, summary, input_path)

@@ -214,6 +214,11 @@ def _from_flat(flat: dict, name: str) -> Preset:
     )
 
 
+def preset_from_json(flat: dict) -> Preset:
+    """A preset from its flat settings as the manifest records them (:meth:`Preset.to_json`), checked."""
+    return _from_flat(dict(flat), str(flat.get("name", "recorded")))
+
+
 def builtin_presets() -> list[str]:
     """Names of the presets shipped with omnidub."""
     return sorted(p.name.removesuffix(".toml") for p in resources.files("omnidub.preset_files").iterdir() if p.name.endswith(".toml"))

@@ -19,6 +19,7 @@ from omnidub.backends.registry import SPECS
 from omnidub.errors import OmnidubError
 from omnidub.folder import QA_FILES
 from omnidub.records import LineEntry
+from omnidub.retakes import attempt_record
 from omnidub.progress import Listener, Summary
 from omnidub.project import Project
 from omnidub.scheduler import Failure
@@ -282,7 +283,7 @@ class Job:
         """Render the failing lines again until they pass or have had ``retakes`` takes; returns the projects
         whose audio changed (the others keep their outputs, their attempts recorded in the manifest)."""
         from omnidub.qa import check_lines
-        from omnidub.retakes import attempt_record, rank, to_retake
+        from omnidub.retakes import rank, to_retake
 
         lines = {}  # (project, index) -> [entry, best check, attempts]
         for project, report in reports.items():
@@ -335,14 +336,133 @@ class Job:
             by_id[str(n)] = group
         if not requests:
             return
-        for outcome in self.engine.executor().stream(requests, should_stop=lambda: self.stopping):
+
+        def started(bucket: list[Request]) -> None:
+            for request in bucket:
+                self.listener.line_started(by_id[request.id][0][1])
+
+        for outcome in self.engine.executor().stream(requests, should_stop=lambda: self.stopping, on_bucket=started):
             for project, take in by_id.pop(outcome.id, ()):
                 project.accept_take(take, outcome)
+
+    # -- one line at a time (omnidub review) --------------------------------------------------------------------
+    def hold(self) -> None:
+        """Claim every folder, pin, prepare the voices and place the stored lines, rendering nothing: a review holds
+        its folder as a render does (one lock, ledger, journal and store) until :meth:`close`."""
+        self.open()
+        for project in self.projects:
+            project.prepare()
+
+    def render_lines(self, project: Project, indices) -> list[LineEntry]:
+        """Render the lines that have no audio for what they say now, through the executor, and QA each line at
+        once; returns their entries."""
+        entries = [project.line(i) for i in indices]
+        pending = [e for e in entries if not e.done]
+        if pending:
+            self._render([project], {id(project): pending})
+        for index in indices:
+            entry = project.line(index)
+            if entry.done:
+                takes = [t for t in takes_of(entry) if t["key"] != entry.key]
+                project.keep_attempts(entry, takes + [self._judged(project, entry)])
+        return [project.line(i) for i in indices]
+
+    def retake(self, project: Project, index: int) -> LineEntry:
+        """Render the line again with a seed none of its takes used, QA it, and make it the line's audio; the
+        earlier takes stay in its attempts, any of which :meth:`choose` makes the line's again."""
+        entry = project.line(index)
+        if not entry.done:
+            return self.render_lines(project, [index])[0]
+        takes = takes_of(entry)
+        take = project.take(entry, project.next_seed(entry))
+        if take.status == "pending":
+            self._render_takes([(project, take)])
+        if not take.done:
+            raise OmnidubError(f"line {index}: the take could not be rendered ({take.error or 'no audio'})")
+        project.adopt(entry, take)
+        project.keep_attempts(entry, takes + [self._judged(project, entry)])
+        return entry
+
+    def edit(self, project: Project, index: int, **changes) -> LineEntry:
+        """Change the line as an editor asks (see :meth:`Project.set_edit`), plan it again and render it; its
+        earlier takes stay."""
+        takes = takes_of(project.line(index))
+        project.set_edit(index, **changes)
+        project.replan()
+        project.keep_attempts(project.line(index), takes)
+        return self.render_lines(project, [index])[0]
+
+    def choose(self, project: Project, index: int, number: int) -> LineEntry:
+        """Make take ``number`` (1 is the oldest in its attempts) the line's audio again, with the text and changes
+        it was made with."""
+        entry = project.line(index)
+        takes = takes_of(entry)
+        if not 1 <= number <= len(takes):
+            raise OmnidubError(f"line {index} has no take {number} (it has {len(takes)})")
+        record = takes[number - 1]
+        if record["key"] == entry.key:
+            return entry
+        wanted = record.get("edit") or {}
+        if (entry.edit or {}) != wanted:
+            if wanted and wanted.get("from") != project.input_text(index):
+                raise OmnidubError(f"line {index}: take {number} was made over text the input no longer has")
+            project.set_edit(index, text=wanted.get("text", project.input_text(index)),
+                             max_speedup=wanted.get("max_speedup"), borrow=wanted.get("borrow"),
+                             **({"voice": wanted.get("voice")} if project.cast is not None else {}))
+            project.replan()
+            entry = project.line(index)
+        take = project.take(entry, record["seed"])
+        if take.status == "pending":  # the store no longer has it: rendered again, the same seed, the same audio
+            self._render_takes([(project, take)])
+        if not take.done:
+            raise OmnidubError(f"line {index}: take {number} could not be rendered again ({take.error or 'no audio'})")
+        project.adopt(entry, take)
+        project.keep_attempts(entry, takes if any(t["key"] == entry.key for t in takes)
+                              else takes + [self._judged(project, entry)])
+        return entry
+
+    def deliver(self, project: Project) -> None:
+        """Assemble the project's outputs from the lines as they stand (the same assembly as a render's)."""
+        project.reassemble()
+
+    def hear(self, project: Project, entry: LineEntry):
+        """QA of one line's audio as it is now (the engine's ASR and speaker encoder, loaded once); None when no
+        ASR model is here to hear it (:meth:`unheard` says why)."""
+        from omnidub.qa import check_lines
+
+        if self.unheard() is not None:
+            return None
+        qa = project.preset.qa
+        [check] = check_lines(project.out_dir, [entry.to_json()], self.engine.asr(),
+                              all_lines=[e.to_json() for e in project.entries], program_seconds=project.program,
+                              encoder=self.engine.speaker_encoder(self.qa.speaker_model if self.qa else None),
+                              references=speaker_references(project), max_wer=qa.max_wer, max_cer=qa.max_cer,
+                              min_voice_similarity=qa.min_voice_similarity)
+        return check
+
+    def unheard(self) -> str | None:
+        """Why QA cannot hear a take here (no ASR model), or None."""
+        asr = self.engine.asr()
+        return None if asr.available() else f"not checked: no ASR model ({asr.name}) here to hear it"
+
+    def _judged(self, project: Project, entry: LineEntry) -> dict:
+        """The line's audio as a take, with QA's verdict on it (or why there is none)."""
+        return attempt_record(entry, self.hear(project, entry), self.unheard())
 
     def _show(self, project: Project) -> None:
         if self.many and project is not self._shown:
             self._shown = project
             self.listener.input(project.out_dir.name)
+
+
+def takes_of(entry: LineEntry) -> list[dict]:
+    """A line's takes: its attempts, with the audio it has now among them (unjudged when QA never heard it)."""
+    from omnidub.retakes import attempt_record
+
+    takes = [dict(a) for a in entry.attempts if isinstance(a, dict) and isinstance(a.get("key"), str)]
+    if entry.done and not any(t["key"] == entry.key for t in takes):
+        takes.append(attempt_record(entry, None))
+    return takes
 
 
 def speaker_references(project: Project) -> dict[str, Path]:

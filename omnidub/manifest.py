@@ -29,6 +29,7 @@ class RenderRecord:
     names: dict[str, str]  # speaker -> file name
     notes: tuple[str, ...]
     entries: tuple[LineEntry, ...]
+    request: dict | None = None  # how the render was asked for (model, preset, voices, source, delivery)
 
 
 def compose(record: RenderRecord) -> tuple[str, list[str]]:
@@ -54,6 +55,7 @@ def compose(record: RenderRecord) -> tuple[str, list[str]]:
         "assembly": generation.record() if generation is not None else None,
         "voices": _voices(record),
         "notes": list(record.notes),
+        "request": record.request,
         "lines": [stamp(e) for e in record.entries],
     }
     return json.dumps(data, indent=2, ensure_ascii=False, allow_nan=False), said  # NaN would not be JSON

@@ -17,7 +17,7 @@ from omnidub.errors import OmnidubError
 from omnidub.journal import LineEntry
 from omnidub.keys import line_key, line_seed
 from omnidub.script import Script
-from omnidub.timing import Target, plan
+from omnidub.timing import Fit, Target, plan
 from omnidub.voices import Voice, voice_for
 
 SEGMENT_FORMAT = "wav"  # segments stay lossless: they are the cache; --format applies to stems and the mix
@@ -55,16 +55,19 @@ class KeyContext:
 
 
 def plan_lines(script: Script, speakers: dict[str, Speaker], names: dict[str, str], *, timing: TimingOptions,
-               keys: KeyContext, where: str = "", lines: dict[int, Speaker] | None = None) -> Plan:
+               keys: KeyContext, where: str = "", lines: dict[int, Speaker] | None = None,
+               fits: dict[int, Fit] | None = None) -> Plan:
     """Time every line at its voice's pace, name its segment and key its audio. ``lines``: lines with a voice of
-    their own (a clip of the original line they translate), by index; the others speak in their speaker's."""
+    their own (a clip of the original line they translate), by index; the others speak in their speaker's.
+    ``fits``: lines with fitting rules of their own (an editor's speed cap, borrowing the gap)."""
     lines = lines or {}
     voice = {line.index: lines.get(line.index) or speakers[line.speaker] for line in script.lines}
     naturals = []
     for line in script.lines:
         s = voice[line.index]
         naturals.append(natural_seconds(line.text, s.ref_text, s.ref_seconds, s.voice.speed or 1.0))
-    targets = plan(list(script.lines), naturals, max_speedup=timing.max_speedup, timed=script.timed, gap=timing.gap)
+    targets = plan(list(script.lines), naturals, max_speedup=timing.max_speedup, timed=script.timed, gap=timing.gap,
+                   fits=fits)
     program = max([t.end for t in targets] + [t.line.end for t in targets if script.timed] + [0.0])
     if program > timing.max_program_hours * 3600:
         raise OmnidubError(

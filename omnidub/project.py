@@ -9,7 +9,7 @@ touched), the line audio (``store``), the plan (``plan``: pure), the outputs (``
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass, replace
+from dataclasses import asdict, dataclass, replace
 from pathlib import Path
 
 from omnidub.assembly import Assembly, Generation
@@ -25,6 +25,7 @@ from omnidub.outputs.deliver import DeliveryOptions, check
 from omnidub.outputs.mix import Placement
 from omnidub.plan import (KeyContext, Plan, Speaker, assign_languages, key_for, language_note, plan_lines,
                           segment_name)
+from omnidub.timing import Fit
 from omnidub.progress import Listener, Summary
 from omnidub.records import MANIFEST, LastRender, LineEntry
 from omnidub.scheduler import Failure, Outcome
@@ -46,6 +47,7 @@ class ProjectOptions:
     cache_dir: Path | None = None  # a line cache shared with other inputs
     allow_other_files: bool = False  # the folder may hold files omnidub did not write
     source: SourceOptions | None = None  # voices cut from the original video or audio
+    language: str | None = None  # --language: the language the input was read in
 
 
 class Project:
@@ -68,6 +70,7 @@ class Project:
         self.line_speakers: dict[int, Speaker] = {}  # lines cloned from their own original line's clip
         self.input_path = Path(input_path)
         self.options = replace(options, delivery=replace(options.delivery, fmt=options.fmt))
+        self.asked = self.options  # as the user asked (the source may add a bed), for the manifest's request
         self.probed = check(self.options.delivery)  # every delivery input opened before any model loads
         self.listener = listener or Listener()
         self.folder = OutputFolder(out_dir)
@@ -75,6 +78,8 @@ class Project:
         self.journal = Journal(self.folder.path / JOURNAL)
         self._make_assembly()
         self._last: LastRender | None = None
+        self._edits: dict[int, dict] | None = None  # line -> the editor's changes (read from the last render once)
+        self._approved_before: set[int] = set()
         self.stopping = False
         self.entries: list[LineEntry] = []
         self.targets = []
@@ -102,6 +107,16 @@ class Project:
         if self._last is None:
             self._last = self.folder.last_render()
         return self._last
+
+    @property
+    def edits(self) -> dict[int, dict]:
+        """Each line's changes made in review (its text, speed cap, gap, clip), as the last render recorded them
+        and as made since."""
+        if self._edits is None:
+            latest = {e.index: e for e in self.last.records}
+            self._edits = {i: dict(e.edit) for i, e in latest.items() if isinstance(e.edit, dict) and e.edit}
+            self._approved_before = {i for i, e in latest.items() if e.approved}
+        return self._edits
 
     def _make_assembly(self) -> None:
         video = self.options.delivery.video
@@ -134,9 +149,10 @@ class Project:
         is analysed now, into omnidub's cache, which every later run reuses)."""
         if not self.voice_checks:
             self.voice_checks = self.last.verdicts()
+        chosen = {i: edit["voice"] for i, edit in self.edits.items() if edit.get("voice") in ("line", "speaker")}
         casting = cast_from_source(self.engine, self.options.source, self.dub, self.given_voices, self.voice_checks,
                                    input_path=self.input_path, has_bed=self.options.delivery.bed is not None,
-                                   step=self.listener.step)
+                                   step=self.listener.step, chosen=chosen)
         for note in casting.notes:
             self.note(note)
         self.casting, self.voices, self.script = casting, casting.voices, casting.script
@@ -166,7 +182,8 @@ class Project:
             if self.options.source is not None and self.casting is None:
                 self._cast()
                 self._check_without_model()
-        cast = prepare_speakers(self.engine, self.script, self.voices, self.cast.lines if self.cast else None,
+        script, fits = self._edited()
+        cast = prepare_speakers(self.engine, script, self.voices, self.cast.lines if self.cast else None,
                                 prepare=prepare, step=self.listener.step, said=tuple(self.notes))
         for note in cast.notes:
             self.note(note, say=prepare)
@@ -177,8 +194,10 @@ class Project:
         self.names = file_names(self.speakers, self.last.file_names)
         self.planned = self.engine.keyed_by
         keys = KeyContext(*self.planned, self.preset.seed)
-        made: Plan = plan_lines(self.script, self.speakers, self.names, timing=self.preset.timing, keys=keys,
-                                where=str(self.input_path), lines=self.line_speakers)
+        made: Plan = plan_lines(script, self.speakers, self.names, timing=self.preset.timing, keys=keys,
+                                where=str(self.input_path), lines=self.line_speakers, fits=fits)
+        for entry in made.entries:
+            entry.edit = self.edits.get(entry.index)
         if self.cast is not None:
             self._record_references(made.entries)
         self.targets, self.program = made.targets, made.program
@@ -187,6 +206,11 @@ class Project:
         by_key = {e.key: e for e in records if e.done}  # the latest record of each key: its hash and segment
         self.entries = [self._reuse(e, by_base, by_key, prepare) for e in made.entries]
         self._keep_unasked(records, by_base, by_key, prepare)
+        unapproved = sorted(self._approved_before - {e.index for e in self.entries if e.approved})
+        if unapproved:
+            self.note(f"line(s) {line_ranges(unapproved)} had been approved, but render again now (their text, voice or "
+                      "settings changed, or they were asked for again): approve them again once heard")
+            self._approved_before -= set(unapproved)
         late = self.probed.late_lines([(e.index, e.start + e.target) for e in self.entries])
         if late:
             self.note(late)
@@ -222,6 +246,23 @@ class Project:
         if held:
             self.note(f"--only: line(s) {line_ranges(held)} are gone from the script, or their speaker is; their "
                       "audio is kept on disk, out of the stems and mix, until a run without --only")
+    def _edited(self) -> tuple[Script, dict[int, Fit]]:
+        """The script with the editor's changes applied, and the lines' own fitting rules. A change made over text
+        the input no longer has is dropped: the input's newer text wins, and the note says so."""
+        lines, fits = [], {}
+        for line in self.script.lines:
+            edit = self.edits.get(line.index)
+            if edit is not None and edit.get("from") != line.text:
+                self.note(f"line {line.index}: its text in {self.input_path.name} changed since it was edited in "
+                          "review; the input's text is used")
+                del self.edits[line.index]
+                edit = None
+            if edit is not None:
+                line = replace(line, text=edit.get("text", line.text))
+                if edit.get("max_speedup") or edit.get("borrow"):
+                    fits[line.index] = Fit(edit.get("max_speedup"), bool(edit.get("borrow")))
+            lines.append(line)
+        return replace(self.script, lines=tuple(lines)), fits
 
     def _reuse(self, entry: LineEntry, by_base: dict, by_key: dict, repair: bool) -> LineEntry:
         """Mark the entry cached when its keyed audio verifies, else when an intact segment can restore it; else
@@ -242,6 +283,7 @@ class Project:
                     break
         if stored is not None:
             entry.status, entry.duration, entry.sha256 = "cached", stored.seconds, stored.sha256
+            entry.approved = record is not None and record.approved  # the person approved exactly this audio
         elif problem:
             self.note(f"line {entry.index}: its cached audio is damaged ({problem}); rendering it again")
         return entry
@@ -510,14 +552,86 @@ class Project:
         take.status, take.render_seconds = "rendered", round(outcome.seconds, 3)
 
     def adopt(self, entry: LineEntry, take: LineEntry) -> None:
-        """Make a take the line's audio; the line's base key stays, so reruns keep the take."""
+        """Make a take the line's audio; the line's base key stays, so reruns keep the take. An approval was of
+        the audio before it, and goes."""
         entry.key, entry.seed, entry.duration, entry.sha256 = take.key, take.seed, take.duration, take.sha256
+        entry.approved = False
         self._place(entry)
         self.journal.append(entry)
 
     def keep_attempts(self, entry: LineEntry, attempts: list[dict]) -> None:
         """Record the takes a line had (``retakes.attempt_record``), the one it uses marked chosen."""
         entry.attempts = [{**record, "chosen": record["key"] == entry.key} for record in attempts]
+        self.journal.append(entry)
+
+    # -- what an editor decides (omnidub review) -----------------------------------------------------------
+    def line(self, index: int) -> LineEntry:
+        """The entry of line ``index`` (OmnidubError when the project has none)."""
+        for entry in self.entries:
+            if entry.index == index:
+                return entry
+        raise OmnidubError(f"no line {index} in {self.input_path.name}")
+
+    def input_text(self, index: int) -> str:
+        """The line's text as the input has it (before any edit)."""
+        return next(line.text for line in self.script.lines if line.index == index)
+
+    def set_edit(self, index: int, **changes) -> LineEntry:
+        """Change a line as an editor asks: ``text`` (read as a cue's text is), ``max_speedup`` (its own speed-up
+        cap, 1 to 4; None: the preset's), ``borrow`` (it may run into the silence before the next line), ``voice``
+        ("line" or "speaker": the source clip it is cloned from; None: as the render decides). The change is
+        journaled at once; :meth:`replan` plans the line with it."""
+        from omnidub.script import edited_text
+
+        entry = self.line(index)
+        edit = {**(self.edits.get(index) or {}), "from": self.input_text(index)}
+        where = f"line {index}"
+        for name, value in changes.items():
+            if name == "text":
+                value = edited_text(value, where)
+                if value == edit["from"]:
+                    value = None
+            elif name == "max_speedup" and value is not None:
+                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1.0 <= value <= 4.0:
+                    raise OmnidubError(f"{where}: a speed cap is a number from 1 to 4, not {value!r}")
+                value = float(value)
+            elif name == "borrow":
+                value = bool(value) or None
+            elif name == "voice" and value is not None:
+                if self.cast is None:
+                    raise OmnidubError(f"{where}: only a render with --source clones lines from clips of the original")
+                if value not in ("line", "speaker"):
+                    raise OmnidubError(f"{where}: a line's clip is its own (line) or its speaker's (speaker)")
+            elif name != "voice":
+                raise OmnidubError(f"{where}: nothing called {name!r} can be changed")
+            if value is None:
+                edit.pop(name, None)
+            else:
+                edit[name] = value
+        if set(edit) == {"from"}:
+            self.edits.pop(index, None)
+        else:
+            self.edits[index] = edit
+        entry.edit, entry.approved = self.edits.get(index), False
+        self.journal.append(entry)
+        if "voice" in changes and self.options.source is not None:
+            self._cast()
+        return entry
+
+    def approve(self, index: int, approved: bool = True) -> LineEntry:
+        """Record that a person approved the line's audio as it is now (or took the approval back)."""
+        entry = self.line(index)
+        if approved and not entry.done:
+            raise OmnidubError(f"line {index} has no audio yet: render it before approving it")
+        entry.approved = bool(approved)
+        self.journal.append(entry)
+        return entry
+
+    def next_seed(self, entry: LineEntry) -> int:
+        """A seed no take of the line has used: one past the highest of its own and its takes'."""
+        seeds = [entry.seed, self.base_seed(entry)] + [a["seed"] for a in entry.attempts
+                                                       if isinstance(a.get("seed"), int)]
+        return max(seeds) + 1
 
     def close(self) -> None:
         """Let go of the output folder; the process ending does the same."""
@@ -532,8 +646,24 @@ class Project:
             input=self.input_path, model=self.engine.identity,
             settings={**self.preset.to_json(), **self.engine.settings}, program=self.program, fmt=self.options.fmt,
             fps=self.options.delivery.fps, generation=self.generation, speakers=self.speakers, names=self.names,
-            notes=notes, entries=tuple(self.entries),
+            notes=notes, entries=tuple(self.entries), request=self.asked_json(),
         )
+
+    def asked_json(self) -> dict:
+        """How this render was asked for (the model, preset, voices, source and delivery as given), so that
+        ``omnidub review`` opens the folder exactly as it was rendered: see ``api.Session.reopen``."""
+        engine, asked = self.engine, self.asked
+        voices = {name: {"audio": str(v.audio.resolve()) if v.audio else None, "text": v.text,
+                         "language": v.language, "speed": v.speed, "instruct": v.instruct}
+                  for name, v in sorted(self.given_voices.items())}
+        return {
+            "model": engine.model_spec, "device": engine.device_spec, "backend": engine.backend_spec,
+            "asr_model": engine.asr_model, "preset": self.preset.to_json(), "language": asked.language,
+            "voices": voices, "format": asked.fmt, "allow_other_files": asked.allow_other_files,
+            "cache": str(asked.cache_dir.resolve()) if asked.cache_dir else None,
+            "source": _plain(asdict(asked.source)) if asked.source else None,
+            "delivery": _plain(asdict(asked.delivery)),
+        }
 
     def save_manifest(self) -> None:
         """Write the manifest as the lines stand now; the journal's records are then part of it."""
@@ -545,3 +675,14 @@ class Project:
             self.note(note)
         self.journal.clear()
         self._last = LastRender.parse(json.loads(text))
+
+
+def _plain(value):
+    """Options as JSON holds them: paths as absolute strings, tuples as lists."""
+    if isinstance(value, dict):
+        return {k: _plain(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_plain(v) for v in value]
+    if isinstance(value, Path):
+        return str(value.resolve())
+    return value

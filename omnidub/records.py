@@ -43,8 +43,14 @@ class LineEntry:
     sha256: str | None = None
     error: str | None = None
     render_seconds: float = 0.0
-    attempts: list[dict] = field(default_factory=list)
+    attempts: list[dict] = field(default_factory=list)  # its takes (QA retakes, review), each with its verdict
     reference: dict | None = None  # where this line's voice came from, when it is not its speaker's voice
+    # A person approved this audio (its key): kept while its text, voice and settings stay the same.
+    approved: bool = False
+    # The editor's changes to the line (omnidub review): "from" (the input's text they apply over), and any of
+    # "text", "max_speedup", "borrow" (it may run into the silence before the next line), "voice" ("line" or
+    # "speaker": which clip of the source it is cloned from).
+    edit: dict | None = None
 
     @property
     def done(self) -> bool:
@@ -112,6 +118,7 @@ class LastRender:
     assembly: Assembled | None = None
     parts: dict = field(default_factory=dict)  # the outputs as recorded: stems, mix, loudness, delivery
     program_seconds: float | None = None
+    request: dict = field(default_factory=dict)  # how it was asked for: see Project.asked_json
 
     @classmethod
     def parse(cls, manifest: dict | None, journal: list[LineEntry] = ()) -> "LastRender":
@@ -133,6 +140,7 @@ class LastRender:
             entries=tuple(manifest_entries(data)), journal=tuple(journal), file_names=names, assembly=assembly,
             parts={name: data.get(name) for name in ("stems", "mix", "loudness", "delivery") if name in data},
             program_seconds=float(program) if isinstance(program, (int, float)) else None,
+            request=_mapping(data.get("request")),
         )
 
     @property

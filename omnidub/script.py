@@ -40,7 +40,8 @@ from omnidub.inputs import (
 )
 from omnidub.lightweight import omnivoice_module
 
-__all__ = ["DEFAULT_SPEAKER", "SUFFIXES", "Inputs", "Line", "Script", "check_language", "estimate_natural_seconds",
+__all__ = ["DEFAULT_SPEAKER", "SUFFIXES", "Inputs", "Line", "Script", "check_language", "edited_text",
+           "estimate_natural_seconds",
            "find_inputs", "line_ranges", "read_script"]
 
 DEFAULT_SPEAKER = "default"
@@ -182,6 +183,22 @@ def line_ranges(numbers) -> str:
         else:
             spans.append([n, n])
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+
+
+def edited_text(text: str, where: str) -> str:
+    """A line's text as an editor typed it, read by the rules a cue's text is read by (markup and control
+    characters removed, sound descriptions and lyrics dropped, at most MAX_LINE_CHARACTERS): the clean text, or an
+    OmnidubError saying why it cannot be spoken. A speaker label typed into it is not a label: the speaker stays."""
+    if not isinstance(text, str):
+        raise OmnidubError(f"{where}: the text must be text")
+    parts, reason = _speech_parts(text.replace("\r", ""), capitalised_labels=True)
+    if not parts:
+        raise OmnidubError(f"{where}: {reason}, so there is nothing to say ({preview(text)})")
+    clean = " ".join(words for _, words in parts)
+    if len(clean) > MAX_LINE_CHARACTERS:
+        raise OmnidubError(f"{where}: {len(clean):,} characters of text; a line may hold at most "
+                           f"{MAX_LINE_CHARACTERS:,} (split it into shorter lines)")
+    return clean
 
 
 def estimate_natural_seconds(text: str) -> float:

@@ -51,8 +51,20 @@ class Target:
         return tuple(flags)
 
 
-def plan(lines: list[Line], naturals: list[float], *, max_speedup: float, timed: bool = True, gap: float = 0.4) -> list[Target]:
-    """Fit every line to its slot; untimed scripts are laid out back to back at natural length."""
+@dataclass(frozen=True)
+class Fit:
+    """One line's own fitting rules, as an editor set them: its speed-up cap (None: the preset's), and whether it
+    may borrow the silence after its slot, up to the next line, before it is sped up."""
+
+    max_speedup: float | None = None
+    borrow: bool = False
+
+
+def plan(lines: list[Line], naturals: list[float], *, max_speedup: float, timed: bool = True, gap: float = 0.4,
+         fits: dict[int, Fit] | None = None) -> list[Target]:
+    """Fit every line to its slot (``fits``: lines with rules of their own, by index); untimed scripts are laid
+    out back to back at natural length."""
+    fits = fits or {}
     if len(lines) != len(naturals):
         raise ValueError("one natural length per line")
     for line, natural in zip(lines, naturals):
@@ -77,12 +89,18 @@ def plan(lines: list[Line], naturals: list[float], *, max_speedup: float, timed:
         following = bisect.bisect_right(starts, line.start + 1e-9)  # the next start of any speaker, in log time
         # Room runs to the next line of any speaker, which also keeps it off the same speaker's next line.
         limit = max(line.end, starts[following] - NEXT_LINE_MARGIN) if following < len(starts) else None
+        fit = fits.get(line.index, Fit())
+        cap = fit.max_speedup or max_speedup
+        if fit.borrow and limit is not None:
+            slot = max(slot, limit - line.start)  # the silence up to the next line is the line's to use
+        elif fit.borrow:
+            slot = max(slot, natural)  # nothing follows: all the time it needs
         if natural <= slot:
             target, speed = natural, 1.0
-        elif natural / max_speedup <= slot:
+        elif natural / cap <= slot:
             target, speed = slot, natural / slot
         else:
-            target, speed = natural / max_speedup, max_speedup
+            target, speed = natural / cap, cap
         overflow = max(0.0, line.start + target - limit) if limit is not None else 0.0
         targets.append(Target(line, natural, target, speed, overflow, limit))
     return targets

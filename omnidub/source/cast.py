@@ -120,15 +120,21 @@ def source_summary(options: SourceOptions, voice: VoiceOptions, *, asr, device: 
 
 
 def source_cast(summary: SourceSummary, dub: Script, match: str, given: dict[str, Voice],
-                checked: dict[int, dict] | None = None) -> SourceCast:
+                checked: dict[int, dict] | None = None, chosen: dict[int, str] | None = None) -> SourceCast:
     """The voices of ``dub`` from the source. A speaker the user gave a voice (``given``) keeps it, clip and all.
     ``checked``: the voice check's verdicts (dubbed line -> {"clip": the own clip's hash, "passed", "why"}); a
-    line that failed it with this same clip is sent to its speaker's clip."""
+    line that failed it with this same clip is sent to its speaker's clip. ``chosen``: lines an editor sent to
+    their "line" (own) or "speaker" clip, which wins over both."""
     references = {}
     for reference in line_references(dub, summary):
         verdict = (checked or {}).get(reference.index) or {}
+        choice = (chosen or {}).get(reference.index)
         why = None
-        if reference.kind == "line" and match == "speaker":
+        if reference.kind == "line" and choice == "speaker":
+            why = "the editor chose the speaker's clip"
+        elif reference.kind == "line" and choice == "line":
+            why = None
+        elif reference.kind == "line" and match == "speaker":
             why = "--voice-match speaker"
         elif reference.kind == "line" and verdict.get("clip") == reference.sha256 and verdict.get("passed") is False:
             why = verdict.get("why") or "the voice check"

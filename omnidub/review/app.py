@@ -1,0 +1,179 @@
+"""The review server's routes: the page, its data and live events, the editor's actions, and the audio it plays.
+
+Starlette (the ASGI toolkit FastAPI is built on, installed with omnivoice) with uvicorn: routing, static files,
+file responses with byte ranges (so a player can seek), streamed server-sent events and a test client, and
+nothing the page does not need (FastAPI's request models and generated API documentation).
+
+Every request must carry the run's token (in the URL the server prints, then a same-site cookie) and come to the
+address the server listens on (the Host header), or it is refused with 403; no CORS header is ever sent. Nothing a
+request sends becomes a path or a command: lines and takes are numbers, looked up in the project.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import secrets
+from importlib import resources
+from http.cookies import SimpleCookie
+
+from starlette.applications import Starlette
+from starlette.requests import Request
+from starlette.responses import FileResponse, JSONResponse, Response, StreamingResponse
+from starlette.routing import Route
+
+from omnidub.errors import OmnidubError
+from omnidub.review.desk import Action, Review
+
+COOKIE = "omnidub_review"
+# What the page may load and talk to: itself only.
+HEADERS = {
+    "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; media-src 'self'; style-src 'self'; "
+                               "script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+    "X-Frame-Options": "DENY",
+}
+STATIC = {"review.js": "text/javascript", "review.css": "text/css"}
+
+
+class Guard:
+    """ASGI middleware: the token and Host checks in front of every route."""
+
+    def __init__(self, app, token: str, hosts: set[str]):
+        self.app, self.token, self.hosts = app, token, hosts
+
+    async def __call__(self, scope, receive, send):
+        if scope["type"] != "http":
+            return await self.app(scope, receive, send)
+        headers = {k.decode("latin-1").lower(): v.decode("latin-1") for k, v in scope["headers"]}
+        if headers.get("host", "").lower() not in self.hosts:
+            return await _refuse("this server answers only at its own address")(scope, receive, send)
+        query = dict(_pairs(scope.get("query_string", b"").decode("latin-1")))
+        cookie = SimpleCookie(headers.get("cookie", ""))
+        given = query.get("token") or (cookie[COOKIE].value if COOKIE in cookie else "")
+        if not secrets.compare_digest(given.encode(), self.token.encode()):
+            return await _refuse("open the address omnidub review printed (it carries the run's token)")(
+                scope, receive, send)
+        set_cookie = query.get("token") == self.token
+
+        async def send_with_cookie(message):
+            if message["type"] == "http.response.start":
+                extra = [(k.lower().encode(), v.encode()) for k, v in HEADERS.items()]
+                if set_cookie:
+                    extra.append((b"set-cookie", f"{COOKIE}={self.token}; Path=/; HttpOnly; SameSite=Strict".encode()))
+                message = {**message, "headers": list(message.get("headers", [])) + extra}
+            await send(message)
+
+        return await self.app(scope, receive, send_with_cookie)
+
+
+def _pairs(query: str):
+    from urllib.parse import parse_qsl
+
+    return parse_qsl(query, keep_blank_values=True)
+
+
+def _refuse(why: str) -> Response:
+    return Response(f"403: {why}\n", status_code=403, media_type="text/plain",
+                    headers={k: v for k, v in HEADERS.items() if k != "Content-Security-Policy"})
+
+
+def build_app(review: Review, hosts: set[str]):
+    """The ASGI app of one review (``hosts``: the Host headers it answers to, e.g. {"127.0.0.1:8765"})."""
+
+    def page_file(name: str) -> str:
+        return resources.files("omnidub.review").joinpath("page", name).read_text(encoding="utf-8")
+
+    async def index(request: Request) -> Response:
+        return Response(page_file("index.html"), media_type="text/html; charset=utf-8")
+
+    async def static(request: Request) -> Response:
+        name = request.path_params["name"]
+        if name not in STATIC:
+            return Response("not found\n", status_code=404, media_type="text/plain")
+        return Response(page_file(name), media_type=f"{STATIC[name]}; charset=utf-8")
+
+    async def state(request: Request) -> Response:
+        return JSONResponse(review.state())
+
+    async def events(request: Request) -> Response:
+        loop = asyncio.get_running_loop()
+        inbox: asyncio.Queue = asyncio.Queue()
+        stop = review.subscribe(lambda event: loop.call_soon_threadsafe(inbox.put_nowait, event))
+
+        async def stream():
+            try:
+                yield "retry: 2000\n\n"
+                while True:
+                    try:
+                        event = await asyncio.wait_for(inbox.get(), timeout=15.0)
+                    except asyncio.TimeoutError:
+                        yield ": still here\n\n"  # keeps proxies and the browser from giving up on a quiet desk
+                        continue
+                    yield f"data: {json.dumps(event)}\n\n"
+            finally:
+                stop()
+
+        return StreamingResponse(stream(), media_type="text/event-stream",
+                                 headers={"X-Accel-Buffering": "no"})
+
+    async def act(request: Request) -> Response:
+        kind = request.path_params["action"]
+        index = request.path_params.get("index")
+        try:
+            body = await request.json() if await request.body() else {}
+        except ValueError:
+            return JSONResponse({"error": "the request's body is not JSON"}, status_code=400)
+        if not isinstance(body, dict):
+            return JSONResponse({"error": "the request's body must be a JSON object"}, status_code=400)
+        try:
+            review.submit(Action(kind, index, _arguments(kind, body)))
+        except OmnidubError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        return JSONResponse({"queued": True, "status": review.status()}, status_code=202)
+
+    def play(path) -> Response:
+        if path is None or not path.is_file():
+            return Response("not found\n", status_code=404, media_type="text/plain")
+        return FileResponse(path, media_type="audio/wav" if path.suffix == ".wav" else None)
+
+    async def media(request: Request) -> Response:
+        params = request.path_params
+        return play(review.media(params["what"], params.get("index"), params.get("take")))
+
+    async def mix(request: Request) -> Response:
+        return play(review.media("mix"))
+
+    routes = [
+        Route("/", index),
+        Route("/static/{name}", static),
+        Route("/api/state", state),
+        Route("/api/events", events),
+        Route("/api/lines/{index:int}/{action}", act, methods=["POST"]),
+        Route("/api/{action}", act, methods=["POST"]),
+        Route("/media/mix", mix),
+        Route("/media/{what}/{index:int}", media),
+        Route("/media/{what}/{index:int}/{take:int}", media),
+    ]
+    return Guard(Starlette(routes=routes), review.token, hosts)
+
+
+def _arguments(kind: str, body: dict) -> dict:
+    """An action's arguments, each of the type it must be (anything else is refused)."""
+    if kind == "edit":
+        allowed = {"text": str, "max_speedup": (int, float, type(None)), "borrow": bool, "voice": (str, type(None))}
+        found = {k: v for k, v in body.items() if k in allowed}
+        for name, value in found.items():
+            if not isinstance(value, allowed[name]) or (name == "max_speedup" and isinstance(value, bool)):
+                raise OmnidubError(f"{name} cannot be {value!r}")
+        if not found:
+            raise OmnidubError("an edit needs text, max_speedup, borrow or voice")
+        return found
+    if kind == "choose":
+        take = body.get("take")
+        if not isinstance(take, int) or isinstance(take, bool):
+            raise OmnidubError("choose a take by its number")
+        return {"take": take}
+    if kind == "approve":
+        return {"approved": body.get("approved", True) is not False}
+    return {}

@@ -1,0 +1,309 @@
+"""The review desk: a rendered folder held open for an editor, every action turned into a job request.
+
+The desk holds the folder as a render does (the job's lock, ledger, journal and store) for as long as the server
+runs, and runs every action on one worker thread through the job, one after another: a take, an edit, an approval
+and a delivery all go through ``Job`` -> ``Project`` -> ``store`` -> ``assembly``, exactly as ``omnidub render``
+does. It keeps nothing of its own but the per-run token: what the page shows is read from the project after each
+action and published to the page's event streams.
+"""
+
+from __future__ import annotations
+
+import json
+import queue
+import secrets
+import threading
+from dataclasses import dataclass, field
+from typing import Callable
+
+from omnidub.errors import OmnidubError
+from omnidub.job import Job, QaOptions, takes_of
+from omnidub.progress import Listener
+from omnidub.records import LineEntry
+
+ACTIONS = ("render", "retake", "edit", "choose", "approve", "retake-failed", "approve-passed", "deliver")
+
+
+@dataclass(frozen=True)
+class Action:
+    """What an editor asked for: ``kind`` (one of ACTIONS), the line it is for, and its arguments."""
+
+    kind: str
+    index: int | None = None
+    args: dict = field(default_factory=dict)
+
+    def describe(self) -> str:
+        what = {"render": "rendering", "retake": "a retake of", "edit": "rendering the edit of", "choose":
+                "another take of", "approve": "approving"}.get(self.kind, self.kind.replace("-", " "))
+        return f"{what} line {self.index}" if self.index is not None else what
+
+
+class _Events(Listener):
+    """What the job tells as it goes, as page events (lines started and finished, steps, notes)."""
+
+    def __init__(self, publish: Callable[[dict], None]):
+        self.publish = publish
+
+    def step(self, text: str) -> None:
+        self.publish({"type": "progress", "text": text})
+
+    def note(self, text: str) -> None:
+        self.publish({"type": "note", "text": text})
+
+    def line_started(self, entry: LineEntry) -> None:
+        self.publish({"type": "rendering", "index": entry.index})
+
+
+class Review:
+    """A rendered folder open for review: :meth:`open` holds it, :meth:`submit` queues an action, :meth:`state`
+    is what the page shows, :meth:`close` delivers and lets go."""
+
+    def __init__(self, session, project, *, speaker_model: str | None = None):
+        self.session, self.project = session, project
+        self.token = secrets.token_urlsafe(24)  # the per-run token every request carries
+        self.job = Job(session.engine, [project], listener=_Events(self._publish), qa=QaOptions(speaker_model))
+        self._subscribers: list[Callable[[dict], None]] = []
+        self._lines: dict[int, dict] = {}  # the page's view of each line, published after every action
+        self._status: dict = {"busy": None, "queued": 0}
+        self._lock = threading.Lock()
+        self._actions: queue.Queue = queue.Queue()
+        self._worker: threading.Thread | None = None
+        self._changed = False  # audio changed since the last assembly
+
+    # -- the folder ----------------------------------------------------------------------------------------
+    def open(self) -> None:
+        """Hold the folder and plan it (voices prepared, stored lines placed; nothing renders), take over the
+        verdicts qa.json gave the audio the lines still have, and start the worker."""
+        self.job.hold()
+        self._adopt_qa_verdicts()
+        with self._lock:
+            self._lines = {e.index: self._line_json(e) for e in self.project.entries}
+        self._worker = threading.Thread(target=self._work, name="omnidub review", daemon=True)
+        self._worker.start()
+
+    def close(self, deliver: bool = True) -> None:
+        """Finish the action in flight, then (``deliver``) assemble the outputs from the lines as they stand, and
+        let go of the folder and the workers."""
+        if self._worker is not None:
+            self._actions.put(None)
+            self._worker.join()
+            self._worker = None
+        try:
+            if deliver:
+                self.job.deliver(self.project)
+        finally:
+            self.job.close()
+            self.session.close()
+
+    def _adopt_qa_verdicts(self) -> None:
+        """A line QA judged with the audio it still has keeps that verdict as its take's (qa.json is removed once
+        the audio changes, so a verdict lives on in the line's takes)."""
+        from omnidub.folder import QA_FILES
+
+        path = self.project.out_dir / QA_FILES[0]
+        if self.project.folder.status(QA_FILES[0]) != "ours":
+            return
+        try:
+            lines = json.loads(path.read_text(encoding="utf-8")).get("lines") or []
+        except (OSError, ValueError, AttributeError):
+            return
+        judged = {line.get("index"): line for line in lines if isinstance(line, dict)}
+        for entry in self.project.entries:
+            line = judged.get(entry.index)
+            if not entry.done or line is None or line.get("sha256") != entry.sha256 or not entry.sha256:
+                continue
+            takes = takes_of(entry)
+            current = next(t for t in takes if t["key"] == entry.key)
+            if current.get("verdict") is None and line.get("verdict") is not None:
+                voice = line.get("voice") or {}
+                current.update(verdict=line["verdict"], severity=line.get("severity"), passed=line.get("passed"),
+                               flags=list(line.get("flags") or []), error_rate=line.get("error_rate"),
+                               voice_similarity=voice.get("similarity") if isinstance(voice, dict) else None,
+                               reasons=[r.get("text") for r in line.get("reasons") or [] if isinstance(r, dict)])
+                self.project.keep_attempts(entry, takes)
+
+    # -- actions -------------------------------------------------------------------------------------------
+    def submit(self, action: Action) -> None:
+        """Queue an action for the worker (checked first: a bad one is an OmnidubError now, not later)."""
+        if action.kind not in ACTIONS:
+            raise OmnidubError(f"unknown action {action.kind!r}")
+        if action.index is not None and action.index not in self._lines:
+            raise OmnidubError(f"no line {action.index} in this folder")
+        if action.kind == "edit" and "text" in action.args:
+            from omnidub.script import edited_text
+
+            edited_text(action.args["text"], f"line {action.index}")
+        with self._lock:
+            self._status["queued"] += 1
+        self._actions.put(action)
+        self._publish({"type": "status", **self.status()})
+
+    def _work(self) -> None:
+        while True:
+            action = self._actions.get()
+            if action is None:
+                return
+            with self._lock:
+                self._status = {"busy": action.describe(), "queued": self._status["queued"] - 1}
+            self._publish({"type": "status", **self.status()})
+            try:
+                touched = self._run(action)
+            except OmnidubError as exc:
+                self._publish({"type": "error", "index": action.index, "text": str(exc)})
+                touched = [action.index] if action.index is not None else []
+            except Exception as exc:  # noqa: BLE001 - the desk stays up; the editor hears what went wrong
+                self._publish({"type": "error", "index": action.index, "text": f"{type(exc).__name__}: {exc}"})
+                touched = [e.index for e in self.project.entries]
+            self._refresh(touched)
+            with self._lock:
+                self._status = {"busy": None, "queued": self._status["queued"]}
+            self._publish({"type": "status", **self.status()})
+
+    def _run(self, action: Action) -> list[int]:
+        """Run one action through the job; returns the lines it may have changed."""
+        job, project, index = self.job, self.project, action.index
+        if action.kind == "render":
+            job.render_lines(project, [index])
+        elif action.kind == "retake":
+            job.retake(project, index)
+        elif action.kind == "edit":
+            job.edit(project, index, **action.args)
+        elif action.kind == "choose":
+            job.choose(project, index, int(action.args["take"]))
+        elif action.kind == "approve":
+            project.approve(index, bool(action.args.get("approved", True)))
+            return [index]
+        elif action.kind == "approve-passed":
+            passed = [i for i, line in self._lines.items() if line["verdict"] == "passed" and not line["approved"]]
+            for i in passed:
+                project.approve(i)
+            return passed
+        elif action.kind == "retake-failed":
+            failed = [i for i, line in self._lines.items() if line["verdict"] == "failed"]
+            for i in failed:
+                self._publish({"type": "status", "busy": f"a retake of line {i}", "queued": len(failed)})
+                job.retake(project, i)
+                self._refresh([i])
+            return failed
+        elif action.kind == "deliver":
+            job.deliver(project)
+            self._changed = False
+            files = sorted(project.generation.files) if project.generation else []
+            self._publish({"type": "delivered", "files": files})
+            return []
+        self._changed = True
+        return [e.index for e in project.entries]  # a replan may move any line (an untimed script's starts)
+
+    # -- what the page shows -------------------------------------------------------------------------------
+    def subscribe(self, send: Callable[[dict], None]) -> Callable[[], None]:
+        """Hear every event (``send`` is called from the worker thread); returns the call that stops it."""
+        self._subscribers.append(send)
+        return lambda: self._subscribers.remove(send) if send in self._subscribers else None
+
+    def _publish(self, event: dict) -> None:
+        for send in list(self._subscribers):
+            send(event)
+
+    def _refresh(self, indices: list[int]) -> None:
+        for index in dict.fromkeys(indices):
+            try:
+                line = self._line_json(self.project.line(index))
+            except OmnidubError:
+                continue
+            with self._lock:
+                self._lines[index] = line
+            self._publish({"type": "line", "line": line})
+        self._publish({"type": "counts", "counts": self.counts()})
+
+    def status(self) -> dict:
+        with self._lock:
+            return dict(self._status)
+
+    def counts(self) -> dict:
+        with self._lock:
+            lines = list(self._lines.values())
+        found = {outcome: sum(line["verdict"] == outcome for line in lines)
+                 for outcome in ("passed", "failed", "unchecked")}
+        return {**found, "approved": sum(line["approved"] for line in lines), "lines": len(lines),
+                "unrendered": sum(line["audio"] is None for line in lines)}
+
+    def state(self) -> dict:
+        """The whole page's data: the folder, its speakers, the programme, and every line."""
+        project = self.project
+        with self._lock:
+            lines = [self._lines[i] for i in sorted(self._lines)]
+        mix = project.generation.parts.get("delivery", {}).get("bed_mix") if project.generation else None
+        mix = mix or (project.generation.parts.get("mix") if project.generation else None)
+        return {
+            "title": project.out_dir.name, "input": project.input_path.name,
+            "program_seconds": round(project.program or 0.0, 3), "speakers": sorted(project.speakers),
+            "source": project.cast is not None, "mix": "/media/mix" if mix else None, "lines": lines,
+            "counts": self.counts(), "status": self.status(),
+            "max_speedup": project.preset.timing.max_speedup,
+        }
+
+    def _line_json(self, entry: LineEntry) -> dict:
+        takes = takes_of(entry)
+        current = next((t for t in takes if t["key"] == entry.key), None) if entry.done else None
+        verdict = (current or {}).get("verdict") or "unchecked"
+        reasons = list((current or {}).get("reasons") or [])
+        if current is not None and current.get("verdict") is None and not reasons:
+            reasons = ["not checked yet: QA hears every take rendered here (omnidub qa checks them all)"]
+        elif not entry.done:
+            reasons = ["no audio yet" + (f": {entry.error}" if entry.error else "")]
+        edit = entry.edit or {}
+        reference = entry.reference or {}
+        return {
+            "index": entry.index, "speaker": entry.speaker, "text": entry.text,
+            "input_text": edit.get("from", entry.text), "language": entry.language, "start": entry.start,
+            "end": entry.end, "slot": entry.slot, "target": entry.target, "duration": entry.duration,
+            "status": entry.status, "flags": list(entry.flags), "approved": entry.approved,
+            "verdict": verdict, "severity": (current or {}).get("severity"), "reasons": reasons,
+            "error_rate": (current or {}).get("error_rate"),
+            "voice_similarity": (current or {}).get("voice_similarity"),
+            "audio": f"/media/line/{entry.index}?v={entry.sha256[:16]}" if entry.done and entry.sha256 else None,
+            "original": f"/media/original/{entry.index}" if reference.get("file") else None,
+            "reference": {k: reference.get(k) for k in ("kind", "text", "fallback", "start", "end")}
+            if reference else None,
+            "max_speedup": edit.get("max_speedup"), "borrow": bool(edit.get("borrow")), "voice": edit.get("voice"),
+            "takes": [{"number": n, "seed": t.get("seed"), "duration": t.get("duration"), "text": t.get("text"),
+                       "verdict": t.get("verdict") or "unchecked", "reasons": t.get("reasons") or [],
+                       "chosen": t["key"] == entry.key and entry.done,
+                       "audio": f"/media/take/{entry.index}/{n}?v={(t.get('sha256') or '')[:16]}"}
+                      for n, t in enumerate(takes, 1)],
+        }
+
+    # -- files the page may play -----------------------------------------------------------------------------
+    def media(self, what: str, index: int | None = None, take: int | None = None):
+        """The file the page asks to play, or None: a line's segment, its original clip, one of its takes, or
+        the mix (over the bed when there is one). Only files the folder's ledger lists as omnidub's, and takes
+        from the line store (checked against their hash); nothing a request names becomes a path."""
+        project = self.project
+        if what == "mix":
+            parts = project.generation.parts if project.generation else {}
+            relative = parts.get("delivery", {}).get("bed_mix") or parts.get("mix")
+            return self._listed(relative)
+        with self._lock:
+            known = index in self._lines
+        if not known:
+            return None
+        entry = project.line(index)
+        if what == "line":
+            return self._listed(entry.file) if entry.done else None
+        if what == "original":
+            return self._listed((entry.reference or {}).get("file"))
+        if what == "take":
+            takes = takes_of(entry)
+            if take is None or not 1 <= take <= len(takes):
+                return None
+            record = takes[take - 1]
+            stored, _ = project.store.find(record["key"], record.get("duration") or entry.target)
+            return stored.path if stored is not None else None
+        return None
+
+    def _listed(self, relative):
+        folder = self.project.folder
+        if not isinstance(relative, str) or folder.status(relative) not in ("ours", "changed"):
+            return None
+        return folder.path / relative
+

@@ -1,0 +1,286 @@
+"""omnidub review without a browser: the desk's actions on disk, the routes' token and Host checks, a render beside
+it, a restart, and a kill -9 in the middle of a take."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import pytest
+from conftest import EXAMPLES, ROOT
+from typer.testing import CliRunner
+
+from omnidub.cli import app
+
+runner = CliRunner()
+SCENE = """1
+00:00:00,500 --> 00:00:02,500
+ALICE: Did you bring the map this time?
+
+2
+00:00:03,000 --> 00:00:05,500
+BOB: It is in the car, under the seat.
+
+3
+00:00:06,000 --> 00:00:08,500
+ALICE: Then we are not lost at all.
+
+4
+00:00:09,000 --> 00:00:11,000
+BOB: We never were.
+"""
+HOST = "127.0.0.1:8765"
+
+
+def run(*args):
+    return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory, tiny_model_dir, whisper_tiny_en) -> Path:
+    """A scene rendered with synthetic:tiny (2 steps, fp32) and checked by QA with tiny.en: the folder each test
+    copies."""
+    folder = tmp_path_factory.mktemp("rendered")
+    (folder / "scene.srt").write_text(SCENE, encoding="utf-8")
+    (folder / "fast.toml").write_text('steps = 2\ndtype = "float32"\nreference_seconds = 0\n')
+    out = folder / "out"
+    result = run("render", folder / "scene.srt", "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny",
+                 "--device", "cpu", "--preset", folder / "fast.toml", "--out", out, "--asr-model", whisper_tiny_en,
+                 "--qa", "--speaker-model", "none")
+    assert result.exit_code in (0, 1), result.output  # QA fails the noise the random weights speak
+    return out
+
+
+@pytest.fixture
+def folder(rendered, tmp_path) -> Path:
+    """A copy of the rendered folder of this test's own (times kept, so the ledger still knows every file)."""
+    copy = tmp_path / "out"
+    shutil.copytree(rendered, copy, symlinks=True)
+    return copy
+
+
+def open_desk(folder: Path):
+    from omnidub.api import Session
+    from omnidub.review import Review
+
+    session, project = Session.reopen(folder)
+    desk = Review(session, project, speaker_model="none")
+    desk.open()
+    return desk
+
+
+def settle(desk, timeout: float = 120.0) -> None:
+    began = time.monotonic()
+    while desk.status()["busy"] or desk.status()["queued"] or not desk._actions.empty():
+        assert time.monotonic() - began < timeout, "the desk never finished"
+        time.sleep(0.05)
+
+
+def do(desk, kind: str, index: int | None = None, **args) -> list[dict]:
+    """Run one action to its end; returns the events it published."""
+    from omnidub.review import Action
+
+    events: list[dict] = []
+    stop = desk.subscribe(events.append)
+    desk.submit(Action(kind, index, args))
+    settle(desk)
+    stop()
+    return events
+
+
+def segments(folder: Path) -> dict[str, bytes]:
+    return {p.name: p.read_bytes() for p in sorted((folder / "segments").glob("*.wav"))}
+
+
+def lines(folder: Path) -> dict[int, dict]:
+    return {line["index"]: line for line in json.loads((folder / "manifest.json").read_text())["lines"]}
+
+
+def test_a_retake_changes_only_that_lines_segment_and_keeps_every_take(folder):
+    desk = open_desk(folder)
+    try:
+        assert desk.state()["counts"]["passed"] == 0  # tiny.en fails the noise: nothing is called passed
+        before = segments(folder)
+        events = do(desk, "retake", 2)
+        assert not [e for e in events if e["type"] == "error"], events
+        after = segments(folder)
+        assert {name for name in before if before[name] != after[name]} == {"0002-BOB.wav"}
+        line = desk.state()["lines"][1]
+        assert len(line["takes"]) == 2 and [t["chosen"] for t in line["takes"]] == [False, True]
+        assert line["takes"][1]["verdict"] in ("failed", "unchecked")  # heard by QA at once (tiny.en, noise)
+        # The first take is chosen again: the segment is what it was, bit for bit.
+        do(desk, "choose", 2, take=1)
+        assert segments(folder) == before
+    finally:
+        desk.close()
+    # Delivered on close: the manifest records both takes, the first in use.
+    attempts = lines(folder)[2]["attempts"]
+    assert [a["chosen"] for a in attempts] == [True, False]
+
+
+def test_an_edited_text_is_rendered_and_kept_by_a_later_render(folder, whisper_tiny_en):
+    desk = open_desk(folder)
+    try:
+        events = do(desk, "edit", 3, text="Then we are <i>never</i> lost.")
+        assert not [e for e in events if e["type"] == "error"], events
+        line = desk.state()["lines"][2]
+        assert line["text"] == "Then we are never lost." and line["input_text"] == "Then we are not lost at all."
+        from omnidub.errors import OmnidubError
+        from omnidub.review import Action
+
+        with pytest.raises(OmnidubError, match="sound description only, so there is nothing to say"):
+            desk.submit(Action("edit", 4, {"text": "[door slams]"}))  # refused before it is queued
+    finally:
+        desk.close()
+    recorded = lines(folder)[3]
+    assert recorded["text"] == "Then we are never lost." and recorded["edit"]["from"] == "Then we are not lost at all."
+    # A later render of the same input keeps the edit and its audio: nothing renders.
+    manifest = json.loads((folder / "manifest.json").read_text())
+    result = run("render", manifest["input"], "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny",
+                 "--device", "cpu", "--preset", Path(manifest["input"]).parent / "fast.toml", "--out", folder,
+                 "--asr-model", whisper_tiny_en, "--json")
+    assert result.exit_code == 0, result.output
+    summary = json.loads(result.stdout)
+    assert summary["rendered"] == 0 and lines(folder)[3]["text"] == "Then we are never lost."
+
+
+def test_an_approval_survives_a_restart_and_a_render_beside_the_review_is_refused(folder):
+    desk = open_desk(folder)
+    try:
+        do(desk, "approve", 1)
+        assert desk.state()["lines"][0]["approved"]
+        manifest = json.loads((folder / "manifest.json").read_text())
+        result = run("render", manifest["input"], "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny",
+                     "--out", folder)
+        assert result.exit_code == 2 and "is in use by" in result.stderr and "review" in result.stderr
+    finally:
+        desk.close()
+    assert lines(folder)[1]["approved"]
+    again = open_desk(folder)
+    try:
+        assert again.state()["lines"][0]["approved"] and not again.state()["lines"][1]["approved"]
+        # An approval is of the audio: a retake of the line takes it back.
+        do(again, "retake", 1)
+        assert not again.state()["lines"][0]["approved"]
+    finally:
+        again.close()
+
+
+def test_every_request_needs_the_token_and_the_servers_own_host(folder):
+    from starlette.testclient import TestClient
+
+    from omnidub.review.app import build_app
+
+    desk = open_desk(folder)
+    try:
+        client = TestClient(build_app(desk, {HOST}), base_url=f"http://{HOST}")
+        assert client.get("/api/state").status_code == 403
+        assert client.get("/?token=wrong").status_code == 403
+        assert client.post("/api/lines/1/approve", json={}).status_code == 403
+        page = client.get(f"/?token={desk.token}")
+        assert page.status_code == 200 and "SameSite=Strict" in page.headers["set-cookie"]
+        assert "access-control-allow-origin" not in page.headers
+        # The cookie carries the token from now on; a foreign Host is refused even with it.
+        state = client.get("/api/state", headers={"Origin": "http://evil.example"})
+        assert state.status_code == 200 and len(state.json()["lines"]) == 4
+        assert "access-control-allow-origin" not in state.headers
+        assert client.get("/api/state", headers={"Host": "evil.example"}).status_code == 403
+        assert client.get(f"/?token={desk.token}", headers={"Host": f"evil.example:{HOST.split(':')[1]}"}
+                          ).status_code == 403
+        # Media: the line's segment plays (with byte ranges, so a player can seek); nothing else is served.
+        audio = client.get("/media/line/1", headers={"Range": "bytes=0-99"})
+        assert audio.status_code == 206 and len(audio.content) == 100
+        assert client.get("/media/line/99").status_code == 404
+        assert client.get("/media/line/..%2F..%2Fmanifest.json").status_code == 404
+        assert client.get("/static/../../manifest.json").status_code in (403, 404)
+        # Bad actions are one line, 400, and queue nothing.
+        assert client.post("/api/lines/1/edit", json={"text": "[door slams]"}).status_code == 400
+        assert client.post("/api/lines/1/choose", json={"take": "1; rm -rf /"}).status_code == 400
+        assert client.post("/api/lines/99/retake").status_code == 400
+        assert client.post("/api/lines/1/approve", json={}).status_code == 202
+        settle(desk)
+        assert client.get("/api/state").json()["lines"][0]["approved"]
+    finally:
+        desk.close()
+
+
+KILLED_MID_TAKE = """
+import os, signal, sys
+from omnidub.api import Session
+from omnidub.review import Action, Review
+
+session, project = Session.reopen(sys.argv[1])
+desk = Review(session, project, speaker_model="none")
+desk.open()
+def listen(event):
+    if event["type"] == "rendering" and event["index"] == 2:
+        os.kill(os.getpid(), signal.SIGKILL)  # the take of line 2 is being rendered
+desk.subscribe(listen)
+desk.submit(Action("approve", 1))
+desk.submit(Action("retake", 2))
+import time
+time.sleep(120)  # killed long before this
+sys.exit(3)
+"""
+
+
+def test_kill_9_during_a_take_leaves_a_consistent_folder_and_loses_no_approval(folder, whisper_tiny_en):
+    before = segments(folder)
+    result = subprocess.run([sys.executable, "-c", textwrap.dedent(KILLED_MID_TAKE), str(folder)], cwd=ROOT,
+                            capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    assert result.returncode == -9, result.stderr
+    assert segments(folder) == before  # the take in flight never reached a segment
+    desk = open_desk(folder)  # the folder opens again: its lock went with the process
+    try:
+        state = desk.state()
+        assert state["lines"][0]["approved"] and all(line["audio"] for line in state["lines"])
+    finally:
+        desk.close()
+    # Every file the ledger lists holds what omnidub wrote, and a render finds every line in place.
+    from omnidub.folder import OutputFolder
+
+    ledger = OutputFolder(folder)
+    assert all(ledger.status(relative) == "ours" for relative in ledger._ledger().files)
+    manifest = json.loads((folder / "manifest.json").read_text())
+    result = run("render", manifest["input"], "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny",
+                 "--device", "cpu", "--preset", Path(manifest["input"]).parent / "fast.toml", "--out", folder,
+                 "--asr-model", whisper_tiny_en, "--json")
+    assert result.exit_code == 0 and json.loads(result.stdout)["rendered"] == 0, result.output
+
+
+def test_a_folder_review_cannot_open_is_one_line(tmp_path):
+    result = run("review", tmp_path / "nothing", "--no-browser")
+    assert result.exit_code == 2 and "no such folder" in result.stderr
+    (tmp_path / "empty").mkdir()
+    result = run("review", tmp_path / "empty", "--no-browser")
+    assert result.exit_code == 2 and "holds no render" in result.stderr
+
+
+def test_a_spanish_dub_checked_by_an_english_only_model_is_never_called_passed(tmp_path, tiny_model_dir,
+                                                                              whisper_tiny_en):
+    script = tmp_path / "es.srt"
+    script.write_text("1\n00:00:00,500 --> 00:00:02,500\nALICE: ¿Trajiste el mapa esta vez?\n\n"
+                      "2\n00:00:03,000 --> 00:00:05,000\nBOB: Está en el coche.\n", encoding="utf-8")
+    (tmp_path / "fast.toml").write_text('steps = 2\ndtype = "float32"\nreference_seconds = 0\n')
+    out = tmp_path / "out"
+    result = run("render", script, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--device",
+                 "cpu", "--preset", tmp_path / "fast.toml", "--out", out, "--language", "es", "--qa",
+                 "--asr-model", whisper_tiny_en, "--speaker-model", "none")
+    assert result.exit_code == 1, result.output  # QA could not score the words: not passed
+    desk = open_desk(out)
+    try:
+        counts = desk.state()["counts"]
+        assert counts["passed"] == 0 and counts["unchecked"] == 2
+        assert all("English-only" in " ".join(line["reasons"]) for line in desk.state()["lines"])
+        do(desk, "approve-passed")
+        assert not any(line["approved"] for line in desk.state()["lines"])  # none passed, so none approved
+        do(desk, "retake", 1)  # a new take is heard at once, and is unchecked too
+        assert desk.state()["lines"][0]["verdict"] == "unchecked" and desk.state()["counts"]["passed"] == 0
+    finally:
+        desk.close()
