@@ -212,8 +212,9 @@ class FolderLock:
         except OSError:
             return ""
 
-    def acquire(self, *, shared: bool = False) -> bool:
-        """Take the lock without waiting; False when another process holds it in a conflicting mode."""
+    def acquire(self, *, shared: bool = False, doing: str | None = None) -> bool:
+        """Take the lock without waiting; False when another process holds it in a conflicting mode. ``doing``:
+        what the holder says it is doing (default: its command line)."""
         import fcntl
 
         if self._fd is not None:
@@ -241,7 +242,7 @@ class FolderLock:
             with contextlib.suppress(OSError):
                 os.ftruncate(fd, 0)
         else:
-            command = " ".join(["omnidub", *sys.argv[1:]])[:300].replace("\n", " ")
+            command = (doing or " ".join(["omnidub", *sys.argv[1:]]))[:300].replace("\n", " ")
             with contextlib.suppress(OSError):  # the lock holds even if its note cannot be written (a full disk)
                 os.ftruncate(fd, 0)
                 os.pwrite(fd, f"pid {os.getpid()} on {socket.gethostname()}: {command}\n".encode(), 0)

@@ -154,13 +154,14 @@ class OutputFolder:
         return LastRender.parse(self.manifest(), Journal(self.path / JOURNAL).entries())
 
     # -- claiming ----------------------------------------------------------------------------------------
-    def claim(self, input_path: Path | None, *, allow_other_files: bool = False) -> None:
+    def claim(self, input_path: Path | None, *, allow_other_files: bool = False, doing: str | None = None) -> None:
         """Make the folder this render's, before anything slow starts: refuse a folder of someone else's files
-        (unless ``allow_other_files``) or another input's render, lock it, and clear what a killed write left."""
+        (unless ``allow_other_files``) or another input's render, lock it, and clear what a killed write left.
+        ``doing``: what others are told holds it (default: the command line)."""
         self._check_owner(input_path, allow_other_files)
         self._make_state()
         try:
-            taken = self.lock.acquire()
+            taken = self.lock.acquire(doing=doing)
         except OmnidubError:
             self.release()  # nothing of this run stays behind
             raise

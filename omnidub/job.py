@@ -98,12 +98,13 @@ class Job:
                                f"backend than this job uses ({layout}, {backend}): their lines render again (render "
                                "them apart to keep them)")
 
-    def open(self) -> None:
+    def open(self, doing: str | None = None) -> None:
         """Claim every output folder now (before anything slow); a folder that cannot be used fails its input
-        (alone, it raises). Then pin what the projects were rendered with."""
+        (alone, it raises). Then pin what the projects were rendered with. ``doing``: what holds the folders, for
+        others to hear (default: the command line)."""
         for project in list(self.projects):
             try:
-                project.open()
+                project.open(doing)
                 if self.qa is not None:  # a report of the user's in the way is said now, not after the render
                     project.folder.check_writable(QA_FILES)
             except OmnidubError as exc:
@@ -346,10 +347,10 @@ class Job:
                 project.accept_take(take, outcome)
 
     # -- one line at a time (omnidub review) --------------------------------------------------------------------
-    def hold(self) -> None:
+    def hold(self, doing: str = "omnidub review") -> None:
         """Claim every folder, pin, prepare the voices and place the stored lines, rendering nothing: a review holds
         its folder as a render does (one lock, ledger, journal and store) until :meth:`close`."""
-        self.open()
+        self.open(doing)
         for project in self.projects:
             project.prepare()
 

@@ -289,12 +289,12 @@ class Project:
         return entry
 
     # -- the flow ------------------------------------------------------------------------------------------
-    def open(self) -> None:
-        """Claim the output folder before anything slow starts (see :meth:`OutputFolder.claim`); say what the
-        render would refuse before any model loads."""
+    def open(self, doing: str | None = None) -> None:
+        """Claim the output folder before anything slow starts (see :meth:`OutputFolder.claim`; ``doing``: what
+        holds it, for others to hear); say what the render would refuse before any model loads."""
         if self.folder.lock.held:
             return
-        self.folder.claim(self.input_path, allow_other_files=self.options.allow_other_files)
+        self.folder.claim(self.input_path, allow_other_files=self.options.allow_other_files, doing=doing)
         self._last = None  # read again under the lock: a run that just finished may have written
         debris = self.folder.clean_debris(self.store.dir, prompt_cache_dir())
         if debris:
