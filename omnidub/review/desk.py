@@ -68,7 +68,6 @@ class Review:
         self._lock = threading.Lock()
         self._actions: queue.Queue = queue.Queue()
         self._worker: threading.Thread | None = None
-        self._changed = False  # audio changed since the last assembly
 
     # -- the folder ----------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -187,12 +186,12 @@ class Review:
             return failed
         elif action.kind == "deliver":
             job.deliver(project)
-            self._changed = False
             files = sorted(project.generation.files) if project.generation else []
             self._publish({"type": "delivered", "files": files})
             return []
-        self._changed = True
-        return [e.index for e in project.entries]  # a replan may move any line (an untimed script's starts)
+        if action.kind in ("edit", "render"):
+            return [e.index for e in project.entries]  # a replan may move any line (an untimed script's starts)
+        return [index]
 
     # -- what the page shows -------------------------------------------------------------------------------
     def subscribe(self, send: Callable[[dict], None]) -> Callable[[], None]:
@@ -205,12 +204,15 @@ class Review:
             send(event)
 
     def _refresh(self, indices: list[int]) -> None:
+        """Publish the lines among ``indices`` whose view changed."""
         for index in dict.fromkeys(indices):
             try:
                 line = self._line_json(self.project.line(index))
             except OmnidubError:
                 continue
             with self._lock:
+                if self._lines.get(index) == line:
+                    continue
                 self._lines[index] = line
             self._publish({"type": "line", "line": line})
         self._publish({"type": "counts", "counts": self.counts()})
