@@ -73,6 +73,12 @@ def reference_clips(cast: SourceCast) -> dict[str, Path]:
     return found
 
 
+def source_files(cast: SourceCast, options: SourceOptions, folder) -> set[str]:
+    """What the source puts in the output folder (see :func:`reference_clips`), and the original subtitles when they
+    lie in it: the original as heard, passed back as --source-subs from the folder, is read, never removed."""
+    return set(reference_clips(cast)) | {name for name in [folder.relative(options.subs)] if name}
+
+
 def heard_file(options: SourceOptions) -> str:
     """Where the original as heard sits in the output folder, beside the clips: ``references/<stem>.original.srt``."""
     from omnidub.source.heard import original_name

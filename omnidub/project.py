@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omnidub.assembly import Assembly, Generation
 from omnidub.backends.base import Request
-from omnidub.casting import Casting, cast_from_source, reference_clips, reference_records
+from omnidub.casting import Casting, cast_from_source, reference_clips, reference_records, source_files
 from omnidub.errors import OmnidubError
 from omnidub.folder import QA_FILES, OutputFolder
 from omnidub.journal import JOURNAL, Journal
@@ -399,7 +399,7 @@ class Project:
         """Drop what omnidub wrote here that nothing of this render uses any more (old segments, stems of
         speakers who left or of another format, reports of audio that changed); edited files stay."""
         keep = {e.file for e in self.entries if e.done} | set(self.generation.files if self.generation else ())
-        keep |= set(reference_clips(self.cast)) if self.cast is not None else set()
+        keep |= source_files(self.cast, self.options.source, self.folder) if self.cast is not None else set()
         if not audio_changed:
             keep |= set(QA_FILES)
         for relative in self.folder.remove_stale(keep):

@@ -127,8 +127,11 @@ def _extract(source: Path, subs: Path | None, folder: OutputFolder, options: Ext
     notes = []
     for name, data in files.items():
         notes += folder.write_bytes(name, data)
+    # The extract's own files it no longer writes go; the subtitles it read stay (the original as heard, passed
+    # back as --subs from this folder, is read, never removed).
+    keep = set(files) | {name for name in [folder.relative(subs)] if name}
     notes += [f"{name} was changed after omnidub wrote it, so it was kept although this extract no longer writes it"
-              for name in folder.remove_stale(set(files))]  # the extract's own files it no longer writes
+              for name in folder.remove_stale(keep)]
     report = {**report, "notes": report["notes"] + notes}
     folder.write_text(REPORT_NAME, json.dumps(report, indent=2, ensure_ascii=False) + "\n")  # last: it vouches
     return Extracted(folder.path, extraction, report, tuple(sorted(files)) + (REPORT_NAME,))
