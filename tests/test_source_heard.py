@@ -43,21 +43,11 @@ def film(tmp_path_factory):
     return make_film(tmp_path_factory.mktemp("film"), seed=1, bed_db=6)
 
 
-def voice_of(film, start: float, end: float) -> str | None:
-    """The voice that speaks most between start and end, by the film's truth."""
-    spoken = {}
-    for span in film.truth["speech"]:
-        shared = min(span["end"], end) - max(span["start"], start)
-        if shared > 0:
-            spoken[span["speaker"]] = spoken.get(span["speaker"], 0.0) + shared
-    return max(spoken, key=spoken.get) if spoken else None
-
-
 def group_voices(film, lines) -> dict[str, str]:
     """Each group of the written original -> the voice most of its lines are truly spoken in."""
     found = {}
     for line in lines:
-        found.setdefault(line.speaker, []).append(voice_of(film, line.start, line.end))
+        found.setdefault(line.speaker, []).append(film.voice_in(line.start, line.end))
     return {group: max(set(voices), key=voices.count) for group, voices in found.items()}
 
 
@@ -96,7 +86,7 @@ def test_extract_without_subtitles_writes_clips_and_the_original_with_its_speake
     names = group_voices(film, written.lines)
     # Every voice found, each its own group; at most one line in sixteen in another voice's group.
     assert sorted(names.values()) == sorted(film.truth["cast"]) and len(names) == len(film.truth["cast"])
-    wrong = [line.index for line in written.lines if names[line.speaker] != voice_of(film, line.start, line.end)]
+    wrong = [line.index for line in written.lines if names[line.speaker] != film.voice_in(line.start, line.end)]
     assert len(wrong) <= max(1, len(written.lines) // 16), wrong
     # The words are the film's, give or take what tiny.en mishears.
     heard = {row["line"]: " ".join(line.text for line in written.lines
@@ -113,12 +103,13 @@ def test_extract_without_subtitles_writes_clips_and_the_original_with_its_speake
         clip = entry["clip"]
         assert film.speakers_in(clip["start"], clip["end"]) == {names[entry["speaker"]]}
         assert voices[entry["speaker"]].audio.is_file()
-    # Passed back as the subtitles, its labels name the voices.
-    again = tmp_path / "again"
-    result = run("voices", "extract", film.audio, "--subs", out / "film.original.srt", "--out", again)
+    # Passed back as the subtitles, from the folder it was written in, its labels name the voices; it stays there.
+    text = (out / "film.original.srt").read_text()
+    result = run("voices", "extract", film.audio, "--subs", out / "film.original.srt", "--out", out)
     assert result.exit_code == 0, result.output
-    assert set(load_voices(again / "voices.toml", [], [])) == set(names)
-    assert not (again / "film.original.srt").exists()
+    assert set(load_voices(out / "voices.toml", [], [])) == set(names)
+    assert (out / "film.original.srt").read_text() == text
+    assert json.loads((out / "extract.json").read_text())["heard"] is None
 
 
 def test_render_source_without_its_subtitles_clones_each_line_from_the_source(cache, whisper_tiny_en, tmp_path):
@@ -156,6 +147,14 @@ def test_render_source_without_its_subtitles_clones_each_line_from_the_source(ca
         assert line["reference"]["start"] < span[1] and line["reference"]["end"] > span[0]
         assert (out / line["reference"]["file"]).is_file()
     assert {line.speaker for line in written.lines} == set(names.values())
+    # Passed back as --source-subs from the render's own folder, it is read and kept.
+    text = (out / "references" / "scene.original.srt").read_text()
+    result = run("render", dub, "--source", DATA / "scene.opus", "--source-subs", out / "references" /
+                 "scene.original.srt", "--model", "synthetic:tiny", "--preset", preset, "--voice-match", "speaker",
+                 "--timeline", "none", "--only", "1", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "came without subtitles" not in result.stderr
+    assert (out / "references" / "scene.original.srt").read_text() == text
 
 
 def test_a_source_without_speech_is_one_line(cache, whisper_tiny_en, tmp_path):
@@ -177,3 +176,54 @@ def test_without_an_asr_model_the_line_names_subs_and_asr_model(cache, whisper_t
                                      "--language", "de", "--out", tmp_path / "v"))
     assert "is English-only while the source speaks de" in message
     assert "--subs FILE" in message and "multilingual" in message
+
+
+def speech_map(regions, seconds: float, quiet=()):
+    """Voice activity over `regions`, frame levels 0.1 in speech and 0.01 elsewhere, and 0.001 in `quiet` spans."""
+    from omnidub.source.speech import HOP, SpeechMap
+
+    frames = np.arange(int(seconds / HOP)) * HOP
+    inside = np.zeros(frames.size, bool)
+    for a, b in regions:
+        inside |= (frames >= a) & (frames < b)
+    rms = np.where(inside, 0.1, 0.01)
+    for a, b in quiet:
+        rms[(frames >= a) & (frames < b)] = 0.001
+    return SpeechMap(tuple(regions), rms, inside)
+
+
+def test_lines_are_cut_at_sentences_segments_pauses_and_length():
+    from omnidub.asr import Transcript, Word
+    from omnidub.source.heard import heard_lines
+
+    said = [("Good", 0.5, 0.8), ("morning.", 0.8, 1.3), ("Nice", 1.6, 1.8), ("to", 1.8, 1.9), ("see", 1.9, 2.2),
+            ("you", 2.2, 2.5), ("again", 3.3, 3.7), ("today", 3.7, 4.1), ("my", 4.2, 4.4), ("friend", 4.4, 4.8),
+            ("♪", 4.8, 4.9), ("Segment", 4.9, 5.3), ("starts", 5.3, 5.7)]
+    words = tuple(Word(*w) for w in said)
+    regions = [(0.45, 1.35), (1.55, 2.55), (3.25, 5.75)]
+    transcript = Transcript("", "en", words, (0, 10))  # the second segment begins with a word that says nothing
+    lines = heard_lines(transcript, speech_map(regions, 8.0)).lines
+    # A sentence's end; a pause of 0.8 s inside one; the segment's first spoken word, with no pause before it.
+    assert [line.text for line in lines] == ["Good morning.", "Nice to see you", "again today my friend",
+                                             "Segment starts"]
+    spans = [(line.start, line.end) for line in lines]
+    assert spans[:2] == regions[:2] and spans[2][0] == 3.25 and spans[3][1] == 5.75  # the speech's edges
+    assert spans[2][1] == spans[3][0]
+    # A run of speech over 7 s is cut at its longest pause (a comma's counts a little more), each part 1 s or more.
+    long = tuple(Word(f"w{k}{',' if k == 9 else ''}", 0.4 * k, 0.4 * k + 0.35) for k in range(24))
+    parts = heard_lines(Transcript("", "en", long, (0,)), speech_map([(0.0, 9.6)], 10.0)).lines
+    assert [line.text.split()[0] for line in parts] == ["w0", "w10"]
+    assert all(line.end - line.start <= 7.0 for line in parts)
+
+
+def test_two_voices_under_one_region_of_speech_are_cut_at_the_quietest_moment():
+    from omnidub.asr import Transcript, Word
+    from omnidub.source.heard import heard_lines
+
+    # Voice activity hears one region over both lines (a loud bed, a quick reply); Whisper puts the change at 3.2 s
+    # and its next word starts late; the true pause, the quietest stretch, lies at 2.85-3.0 s.
+    words = (Word("It", 1.0, 1.3), Word("rains.", 1.3, 3.2), Word("Yes", 3.2, 3.25), Word("indeed", 3.4, 4.0))
+    lines = heard_lines(Transcript("", "en", words, (0,)), speech_map([(0.95, 4.1)], 5.0, quiet=[(2.85, 3.0)])).lines
+    assert [line.text for line in lines] == ["It rains.", "Yes indeed"]
+    assert 2.85 <= lines[0].end == lines[1].start <= 3.0
+    assert lines[0].start == pytest.approx(0.95) and lines[1].end == pytest.approx(4.1)  # the speech's edges

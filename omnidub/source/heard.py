@@ -14,6 +14,8 @@ from dataclasses import dataclass
 from datetime import timedelta
 from pathlib import Path
 
+import numpy as np
+
 from omnidub.asr import Asr, Transcript, Word, whisper_language
 from omnidub.errors import OmnidubError
 from omnidub.script import DEFAULT_SPEAKER, Line, Script
@@ -31,6 +33,11 @@ PAUSE = 0.6
 LONGEST = 7.0
 MIN_PART = 1.0
 REACH = 0.5  # seconds a line's edge may move from its word's time to the edge of the speech under it
+# Two lines whose words voice activity hears less silence between than this are cut at the quietest QUIET_FRAMES
+# (10 ms each) within QUIET_REACH of where Whisper puts the change (its word times are loose by up to 0.4 s).
+HEARD_PAUSE = 0.1
+QUIET_FRAMES = 5
+QUIET_REACH = 0.4
 _SENTENCE_END = re.compile(r"[.?!…。？！]['\"’”)\]]*$")
 _CLAUSE_END = re.compile(r"[,;:、，；：]['\"’”)\]]*$")
 _SPOKEN = re.compile(r"\w")
@@ -136,13 +143,42 @@ def heard_lines(transcript: Transcript, speech: SpeechMap, language: str | None 
     if run:
         runs.append(run)
     pieces = [part for run in runs for part in _shorten(run, speech)]
+    # Where each line may end and the next begin: at the next line's first word, when voice activity hears the pause
+    # between them; else (a loud bed, a quick reply: one region of "speech" over both) at the quietest moment
+    # between their words, so a line's span does not run into the next voice.
+    cuts = []
+    for before, after in zip(pieces, pieces[1:]):
+        a, b = before[-1], after[0]
+        middle = ((a.start + a.end) / 2, (b.start + b.end) / 2)
+        if (middle[1] - middle[0]) - speech.speech_seconds(*middle) >= HEARD_PAUSE:
+            cuts.append((max(b.start, a.end), None))
+        else:
+            cuts.append((_quietest(speech, a, b),) * 2)
     lines, previous = [], 0.0
     for k, part in enumerate(pieces):
-        following = pieces[k + 1][0].start if k + 1 < len(pieces) else part[-1].end + REACH
-        start, end = _snapped(speech, part, previous, max(following, part[-1].end))
+        high = cuts[k][0] if k < len(cuts) else part[-1].end + REACH
+        start, end = _snapped(speech, part, previous, high)
+        if k and cuts[k - 1][1] is not None:  # cut at the quietest moment: the line starts there
+            start = max(cuts[k - 1][1], previous)
+            end = max(end, start + 0.05)
         previous = end
         lines.append(heard_line(len(lines) + 1, _joined(part), round(start, 3), round(end, 3), language))
     return Script(tuple(lines), (), (), True)
+
+
+def _quietest(speech: SpeechMap, before: Word, after: Word) -> float:
+    """The quietest 50 ms between two words (from the middle of one to the middle of the next, at most QUIET_REACH
+    from where Whisper puts the change): the pause between two voices under a bed holds the bed alone."""
+    from omnidub.source.speech import HOP
+
+    edge = (min(before.end, after.start), max(before.end, after.start))
+    low = max((before.start + before.end) / 2, edge[0] - QUIET_REACH)
+    high = min((after.start + after.end) / 2, edge[1] + QUIET_REACH)
+    a, b = int(round(low / HOP)), int(round(high / HOP))
+    level = np.convolve(speech.rms, np.ones(QUIET_FRAMES) / QUIET_FRAMES, mode="same")[a:b]
+    if level.size == 0:
+        return (low + high) / 2
+    return (a + int(np.argmin(level))) * HOP
 
 
 def heard_line(index: int, text: str, start: float, end: float, language: str | None) -> Line:
@@ -193,7 +229,8 @@ def _snapped(speech: SpeechMap, words: list[Word], low: float, high: float) -> t
 
 
 def _region(speech: SpeechMap, word: Word) -> tuple[float, float] | None:
-    shared = [(min(b, word.end) - max(a, word.start), (a, b)) for a, b in speech.regions]
+    low, high = min(word.start, word.end - 0.02), max(word.end, word.start + 0.02)  # Whisper gives some 0 s long
+    shared = [(min(b, high) - max(a, low), (a, b)) for a, b in speech.regions]
     overlap, region = max(shared, default=(0.0, None))
     return region if overlap > 0 else None
 
