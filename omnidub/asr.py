@@ -6,6 +6,7 @@ import functools
 import importlib.metadata
 import importlib.util
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -37,6 +38,7 @@ class Transcript:
     text: str
     language: str
     words: tuple[Word, ...]
+    segment_starts: tuple[int, ...] = ()  # the index in `words` of each Whisper segment's first word
 
 
 # faster-whisper's hub repositories for its plain size names (the rest are looked up through faster-whisper).
@@ -147,6 +149,7 @@ class Asr:
 
     def __init__(self, model: str | None = None, device: str = "auto") -> None:
         self.device = _resolve_device(device)
+        self.given = bool(model)  # named by the user (must load), or the default (used only when downloaded)
         self.name = str(model) if model else default_asr_model(self.device)
         # A folder of that name wins: the user pointed at it.
         self.installed = None if Path(self.name).expanduser().is_dir() else installed_model(self.name)
@@ -209,6 +212,18 @@ class Asr:
                                 "faster-whisper model folder")
         return self.name, True
 
+    def identity(self) -> str:
+        """What names the model's weights, for cache keys: the name, and for a model on disk the size and time of
+        its weights (an installed package's version)."""
+        if self.installed is not None:
+            distribution, version, *_ = INSTALLED_MODELS[self.name]
+            return f"{self.name} ({distribution} {version})"
+        weights = Path(self.name).expanduser() / "model.bin"
+        if weights.is_file():
+            found = weights.stat()
+            return f"{weights.resolve()} ({found.st_size} bytes, {found.st_mtime_ns})"
+        return self.name
+
     def english_only(self) -> bool:
         """True for English-only models (tiny.en ...), which hear English words in any language."""
         return not self._load().model.is_multilingual
@@ -219,26 +234,41 @@ class Asr:
         sample_rate: int,
         language: str | None = None,
         word_timestamps: bool = False,
+        *,
+        vad: bool = False,
+        progress: Callable[[float, float], None] | None = None,
     ) -> Transcript:
-        """Transcribe one clip; word times are in seconds from the clip's start."""
+        """Transcribe one clip; word times are in seconds from the clip's start. ``vad``: skip what faster-whisper's
+        voice activity calls silence (a whole film, where music and pauses are most of the time); ``progress``
+        hears (seconds transcribed, seconds in all) as each segment is done, and once more at the end."""
         model = self._load()
         samples = to_mono_16k(audio, sample_rate)
-        # Greedy, no temperature fallback, no VAD: the same audio always gives the same words.
-        segments, info = model.transcribe(
+        # Greedy, no temperature fallback: the same audio always gives the same words.
+        found, info = model.transcribe(
             samples,
             language=language,
             beam_size=1,
             temperature=0.0,
-            vad_filter=False,
+            vad_filter=vad,
             condition_on_previous_text=False,
             word_timestamps=word_timestamps,
         )
-        segments = list(segments)
+        total = samples.size / WHISPER_RATE
+        segments = []
+        for segment in found:  # a generator: each segment is decoded as it is asked for
+            segments.append(segment)
+            if progress is not None:
+                progress(min(float(segment.end), total), total)
+        if progress is not None:
+            progress(total, total)
         text = " ".join(s.text.strip() for s in segments if s.text.strip())
         words: list[Word] = []
+        starts: list[int] = []
         if word_timestamps:
             for segment in segments:
-                for w in segment.words or ():
-                    if w.word.strip():
-                        words.append(Word(w.word.strip(), float(w.start), float(w.end)))
-        return Transcript(text=text, language=info.language, words=tuple(words))
+                said = [Word(w.word.strip(), float(w.start), float(w.end))
+                        for w in segment.words or () if w.word.strip()]
+                if said:
+                    starts.append(len(words))
+                    words += said
+        return Transcript(text=text, language=info.language, words=tuple(words), segment_starts=tuple(starts))

@@ -4,7 +4,7 @@ line back to its speaker's clip when the actor's own line made it sound like som
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -36,13 +36,21 @@ class Casting:
 
 def cast_from_source(engine, options: SourceOptions, dub: Script, given: dict[str, Voice], checks: dict[int, dict],
                      *, input_path: Path, has_bed: bool, step: Callable[[str], None],
-                     chosen: dict[int, str] | None = None) -> Casting:
+                     chosen: dict[int, str] | None = None,
+                     progress: Callable[[float, float], None] | None = None) -> Casting:
     """The dub's voices (and per-line clips) from its source; speakers the user gave a voice (``given``) keep it.
     ``checks``: the voice check's verdicts so far (a line that failed with its own clip uses its speaker's);
-    ``chosen``: the clip ("line" or "speaker") an editor chose for a line."""
-    summary = source_summary(options, engine.preset.voice, asr=engine.asr(), device=engine.device, status=step)
+    ``chosen``: the clip ("line" or "speaker") an editor chose for a line; ``progress``: the source's
+    transcription (seconds done, in all), when it came without subtitles."""
+    summary = source_summary(options, engine.preset.voice, asr=engine.asr(), device=engine.device, status=step,
+                             progress=progress)
     notes = tuple(f"{Path(options.source).name}: {note}" for note in summary.notes)
     cast = source_cast(summary, dub, options.match, given, checks, chosen)
+    if summary.heard is not None:
+        cast = replace(cast, heard=(heard_file(options), summary.heard))
+        notes += (f"{Path(options.source).name} came without subtitles: {cast.heard[0]} is the original as "
+                  f"{engine.asr().name} heard it, {len(summary.original.lines)} lines, each labelled with its voice; "
+                  "check it, correct its words and labels, and pass it as --source-subs next time",)
     voices = {**cast.voices, **given}
     script = assign_speakers(dub, cast)
     check_source_cast(script, voices, summary, input_path)
@@ -57,10 +65,27 @@ def reference_files(cast: SourceCast) -> dict[int, str]:
 
 
 def reference_clips(cast: SourceCast) -> dict[str, Path]:
-    """Each reference file of the output folder and the cached clip it is a copy of."""
+    """Each reference file of the output folder and the cached file it is a copy of: the clips, and the original
+    as heard when the source came without subtitles."""
     files = reference_files(cast)
-    return {relative: cast.summary.clip_path(cast.references[index].start, cast.references[index].end)
-            for index, relative in files.items()}
+    found = {relative: cast.summary.clip_path(cast.references[index].start, cast.references[index].end)
+             for index, relative in files.items()}
+    if cast.heard is not None:
+        found[cast.heard[0]] = cast.heard[1]
+    return found
+
+
+def source_files(cast: SourceCast, options: SourceOptions, folder) -> set[str]:
+    """What the source puts in the output folder (see :func:`reference_clips`), and the original subtitles when they
+    lie in it: the original as heard, passed back as --source-subs from the folder, is read, never removed."""
+    return set(reference_clips(cast)) | {name for name in [folder.relative(options.subs)] if name}
+
+
+def heard_file(options: SourceOptions) -> str:
+    """Where the original as heard sits in the output folder, beside the clips: ``references/<stem>.original.srt``."""
+    from omnidub.source.heard import original_name
+
+    return f"{REFERENCES}/{original_name(Path(options.source))}"
 
 
 def reference_records(cast: SourceCast, entries: list[LineEntry], checks: dict[int, dict]) -> dict[int, dict]:

@@ -271,6 +271,15 @@ class OutputFolder:
         found = {self.path, self.state, *(self.path / name for name in ("segments", "stems")), *folders}
         return sum(remove_debris(folder) for folder in found)
 
+    def relative(self, path: Path | None) -> str | None:
+        """Where ``path`` lies in this folder (a relative path), or None when it lies elsewhere."""
+        if path is None:
+            return None
+        try:
+            return Path(path).resolve().relative_to(self.path.resolve()).as_posix()
+        except ValueError:
+            return None
+
     # -- writing -----------------------------------------------------------------------------------------
     def check_writable(self, relatives) -> None:
         """Refuse (one line) when a file omnidub means to write is someone else's."""

@@ -51,6 +51,10 @@ class Listener:
 
     def finish(self) -> None: ...
 
+    def transcribing(self, done: float, total: float) -> None:
+        """The source is transcribed up to ``done`` of its ``total`` seconds (``render --source`` without its
+        subtitles)."""
+
     def checking(self, done: int, total: int, index: int) -> None:
         """QA has transcribed ``done`` of ``total`` lines (the latest: ``index``)."""
 

@@ -14,7 +14,7 @@ from pathlib import Path
 
 from omnidub.assembly import Assembly, Generation
 from omnidub.backends.base import Request
-from omnidub.casting import Casting, cast_from_source, reference_clips, reference_files, reference_records
+from omnidub.casting import Casting, cast_from_source, reference_clips, reference_records, source_files
 from omnidub.errors import OmnidubError
 from omnidub.folder import QA_FILES, OutputFolder
 from omnidub.journal import JOURNAL, Journal
@@ -152,7 +152,7 @@ class Project:
         chosen = {i: edit["voice"] for i, edit in self.edits.items() if edit.get("voice") in ("line", "speaker")}
         casting = cast_from_source(self.engine, self.options.source, self.dub, self.given_voices, self.voice_checks,
                                    input_path=self.input_path, has_bed=self.options.delivery.bed is not None,
-                                   step=self.listener.step, chosen=chosen)
+                                   step=self.listener.step, chosen=chosen, progress=self.listener.transcribing)
         for note in casting.notes:
             self.note(note)
         self.casting, self.voices, self.script = casting, casting.voices, casting.script
@@ -325,7 +325,7 @@ class Project:
         self._check_writable([e.file for e in self.entries], self._planned())
 
     def _check_writable(self, segments: list[str], programme) -> None:
-        references = list(reference_files(self.cast).values()) if self.cast is not None else []
+        references = list(reference_clips(self.cast)) if self.cast is not None else []
         self.folder.check_writable([f for f in segments if self.folder.status(f) != "changed"]
                                    + [MANIFEST] + references + self.assembly.paths(programme))
 
@@ -478,7 +478,7 @@ class Project:
         """Drop what omnidub wrote here that nothing of this render uses any more (old segments, stems of
         speakers who left or of another format, reports of audio that changed); edited files stay."""
         keep = {e.file for e in self.entries if e.done} | set(self.generation.files if self.generation else ())
-        keep |= set(reference_files(self.cast).values()) if self.cast is not None else set()
+        keep |= source_files(self.cast, self.options.source, self.folder) if self.cast is not None else set()
         if not audio_changed:
             keep |= set(QA_FILES)
         if self.options.only is not None:  # --only takes no other line's audio: a run without it tidies up

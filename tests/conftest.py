@@ -66,14 +66,17 @@ def whisper_tiny_en() -> Path:
 
 
 def make_video(path: Path, seconds: float, fps: int = 25, rate: int = 44100, *, codec: str = "mpeg4",
-               options: dict | None = None, audio: str = "aac") -> None:
+               options: dict | None = None, audio: str = "aac", sound=None) -> None:
     """A small test video made with PyAV: a bar moving over black (``codec``, mpeg4 unless asked, with its
-    encoder ``options``) and a 150 Hz tone (``audio``, AAC unless asked, stereo)."""
+    encoder ``options``) and a 150 Hz tone (``audio``, AAC unless asked, stereo), or ``sound`` (mono float32 samples
+    at ``rate``)."""
     import av
     import numpy as np
 
     t = np.arange(int(seconds * rate)) / rate
-    sound = (0.2 * np.sin(2 * np.pi * 150.0 * t) * np.minimum(1.0, np.minimum(t, t[::-1]) / 0.01)).astype(np.float32)
+    if sound is None:
+        fade = np.minimum(1.0, np.minimum(t, t[::-1]) / 0.01)
+        sound = (0.2 * np.sin(2 * np.pi * 150.0 * t) * fade).astype(np.float32)
     with av.open(str(path), "w") as out:
         video = out.add_stream(codec, rate=fps, options=options or {})
         video.width, video.height, video.pix_fmt = 64, 48, "yuv420p"

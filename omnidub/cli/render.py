@@ -30,10 +30,12 @@ def render(
     voices: Optional[Path] = typer.Option(None, "--voices", metavar="FILE", help="voices.toml mapping speakers to references."),
     source: Optional[Path] = typer.Option(None, "--source", metavar="FILE", show_default=False,
                                           help="The original video or audio: each character's voice is cut from it "
-                                               "(needs --source-subs; voices given by --voice or --voices win)."),
+                                               "(voices given by --voice or --voices win)."),
     source_subs: Optional[Path] = typer.Option(None, "--source-subs", metavar="FILE", show_default=False,
                                                help="Subtitles in the language spoken in --source (.srt, .vtt or a "
-                                                    "timed script); their labels name the voices."),
+                                                    "timed script); their labels name the voices. [default: none: "
+                                                    "the source is transcribed with the ASR model, and the original "
+                                                    "as heard written as references/<stem>.original.srt]"),
     voice_match: Optional[str] = typer.Option(None, "--voice-match", metavar="auto|line|speaker", show_default=False,
                                               help="line: each line cloned from the original line it translates; "
                                                    "speaker: one clip per character; auto: line, and lines that "
@@ -333,8 +335,6 @@ def _source(o: dict):
             raise OmnidubError(f"--{given.replace('_', '-')} goes with --source: add --source FILE (the original video "
                                "or audio)")
         return None
-    if o["source_subs"] is None:
-        raise OmnidubError("--source needs --source-subs: the subtitles of the language spoken in the source")
     from omnidub.source.extract import parse_names
 
     source = SourceOptions(o["source"], o["source_subs"], o["voice_match"] or "auto", o["separate"],

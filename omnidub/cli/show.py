@@ -170,6 +170,7 @@ class ProgressListener:
         self.reports = reports  # print each QA report when it is done
         self._stack = contextlib.ExitStack()
         self._checks = None
+        self._heard = None
         self.current = ""  # the input the latest line belongs to, in jobs of several inputs
         self.said: set[str] = set()
         self.rendered = self.cached = self.failed = 0
@@ -223,6 +224,8 @@ class ProgressListener:
             self.console.print(f"[red]{where}line {entry.index} failed:[/] {escape(printable(entry.error or ''))}", soft_wrap=True)
 
     def finish(self) -> None:
+        if self._heard is not None:
+            self._heard.close()
         if self.task is not None:
             self.progress.update(self.task, description="done")
         self.progress.stop()
@@ -232,6 +235,12 @@ class ProgressListener:
         if self._checks is None:
             self._checks = self._stack.enter_context(qa_progress(self.console))
         self._checks(done, total, index)
+
+    def transcribing(self, done: float, total: float) -> None:
+        """The source's transcription (render --source without its subtitles), as a bar with an ETA."""
+        if self._heard is None:
+            self._heard = TranscribeBar(self.console)
+        self._heard(done, total)
 
     def checked(self, report, written) -> None:
         """QA of one input is done: its report, unless the run prints JSON."""
@@ -265,3 +274,38 @@ def qa_progress(console: Console):
             progress.update(task, completed=done, total=total)
 
         yield advance
+
+
+class TranscribeBar:
+    """Transcribing a source: seconds heard of its length, elapsed time and ETA (a 45-minute episode takes minutes
+    with ``small`` on a CPU). Called with (seconds done, seconds in all); shown from the first call, gone once the
+    whole source is heard (or on ``close``)."""
+
+    def __init__(self, console: Console):
+        self.console = console
+        self._progress = None
+        self._task = None
+
+    def __call__(self, done: float, total: float) -> None:
+        from rich.progress import (
+            BarColumn,
+            Progress,
+            TextColumn,
+            TimeElapsedColumn,
+            TimeRemainingColumn,
+        )
+
+        if self._progress is None:
+            self._progress = Progress(TextColumn("transcribing the source"), BarColumn(),
+                                      TextColumn("{task.completed:.0f} of {task.total:.0f} s"), TimeElapsedColumn(),
+                                      TextColumn("ETA"), TimeRemainingColumn(), console=self.console, transient=True)
+            self._progress.start()
+            self._task = self._progress.add_task("heard", total=max(total, 1e-3))
+        self._progress.update(self._task, completed=done, total=max(total, 1e-3))
+        if done >= total:
+            self.close()
+
+    def close(self) -> None:
+        if self._progress is not None:
+            self._progress.stop()
+            self._progress = None

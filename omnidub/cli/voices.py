@@ -33,9 +33,11 @@ app.add_typer(voices_app, name="voices")
 def extract(
     source: Path = typer.Argument(..., metavar="SOURCE", show_default=False,
                                   help="The original video or audio (any file PyAV reads)."),
-    subs: Path = typer.Option(..., "--subs", metavar="ORIGINAL", show_default=False,
-                              help="Subtitles in the language spoken in SOURCE (.srt, .vtt or a timed script); "
-                                   "speaker labels (NAME:, [NAME], <v NAME>) name the voices."),
+    subs: Optional[Path] = typer.Option(None, "--subs", metavar="ORIGINAL", show_default=False,
+                                        help="Subtitles in the language spoken in SOURCE (.srt, .vtt or a timed "
+                                             "script); speaker labels (NAME:, [NAME], <v NAME>) name the voices. "
+                                             "[default: none: SOURCE is transcribed (needs an ASR model) and the "
+                                             "original as heard is written as <stem>.original.srt]"),
     out_dir: Optional[Path] = typer.Option(None, "--out", metavar="DIR", show_default=False,
                                            help="Folder for the clips, voices.toml and extract.json. "
                                                 "[default: voices/<source stem>]"),
@@ -60,17 +62,23 @@ def extract(
 ) -> None:
     """Choose a reference clip per speaker from the source and write voices.toml for render --voices.
 
+    Without --subs the source is transcribed with the ASR model, cut into lines at its pauses, and its speakers
+    grouped by voice; the original as heard is written beside the clips, each line labelled with its voice, to
+    check, correct and pass as --subs next time.
+
     Exit 0 when every speaker has a clip, 1 when some have none (the others are written; extract.json says
     why), 2 on bad input or when no speaker has a usable clip.
 
     \b
     Examples:
       omnidub voices extract episode.mkv --subs episode.en.srt --asr-model small
+      omnidub voices extract episode.mkv --asr-model small          # no subtitles: voices/episode/episode.original.srt
       omnidub voices extract episode.mkv --subs episode.en.srt --speakers 3 --separate htdemucs
       omnidub voices extract episode.mkv --subs episode.en.srt --names S1=NORA,S2=OWEN
       omnidub render episode.es.srt --voices voices/episode/voices.toml --language es
     """
     with user_errors(debug):
+        from omnidub.cli.show import TranscribeBar
         from omnidub.config import load_preset
         from omnidub.source import (
             ClipOptions,
@@ -84,10 +92,14 @@ def extract(
         options = ExtractOptions(clips=ClipOptions(voice=load_preset(preset).voice), speakers=speakers,
                                  language=language, names=parse_names(names))
         folder = out_dir if out_dir is not None else Path("voices") / source.stem
-        with err.status("extracting voices") as status:
-            extracted = extract_folder(source, subs, folder, options=options, asr_model=asr_model,
-                                       separate=separate, device=device,
-                                       status=lambda text: status.update(escape(text)))
+        bar = TranscribeBar(err)
+        try:
+            with err.status("extracting voices") as status:
+                extracted = extract_folder(source, subs, folder, options=options, asr_model=asr_model,
+                                           separate=separate, device=device,
+                                           status=lambda text: status.update(escape(text)), progress=bar)
+        finally:
+            bar.close()
         if not extracted.extraction.chosen:
             raise no_clip_error(extracted)  # one line; extract.json (and any accompaniment) is written all the same
         show(extracted, folder, as_json)
@@ -133,8 +145,15 @@ def print_extract(report: dict, folder: Path) -> None:
             out.print(f"    line {g['line']} -> {g['speaker']} (confidence {g['confidence']:.2f}"
                       f"{', ' + escape(g['note']) if g.get('note') else ''})", soft_wrap=True)
     wrote = "voices.toml, " if any(e["clip"] for e in report["speakers"]) else ""
-    out.print(f"wrote {wrote}extract.json{', accompaniment.flac' if report.get('separation') else ''} "
+    heard = report.get("heard")
+    if heard:
+        wrote += f"{heard['file']}, "
+    out.print(f"wrote {escape(wrote)}extract.json{', accompaniment.flac' if report.get('separation') else ''} "
               f"in {escape(str(folder))}", soft_wrap=True)
+    if heard:
+        out.print(f"{escape(heard['file'])} is the original as {escape(heard['asr'])} heard it, {heard['lines']} "
+                  "lines, each labelled with its voice: check it, correct its words and labels, and pass it as "
+                  f"--subs {escape(str(folder / heard['file']))} next time", soft_wrap=True)
 
 
 def _span(c: dict) -> str:

@@ -30,6 +30,7 @@ from omnidub.source.speech import (
     FIT_OFFSET,
     FIT_SHARE,
     SpeechMap,
+    check_some_speech,
     find_speech,
     subtitle_fit,
 )
@@ -112,10 +113,11 @@ def labelled(script: Script) -> bool:
 
 
 def analyse(original: Script, audio: SourceAudio, encoder, *, speakers: int | None = None,
-            language: str | None = None, separated: bool = False) -> Analysis:
-    """Find every original line in `audio`: speech spans, embeddings, speakers (grouped when unlabelled)."""
+            language: str | None = None, separated: bool = False, speech: SpeechMap | None = None) -> Analysis:
+    """Find every original line in `audio`: speech spans, embeddings, speakers (grouped when unlabelled).
+    ``speech``: the track's voice activity, when it was already found."""
     track = audio.at_rate(ANALYSIS_RATE)
-    speech = find_speech(track)
+    speech = speech if speech is not None else find_speech(track)
     if speech.regions or not separated:  # isolated vocals without speech: each cue says so (a model's failure)
         check_fit(original, audio, speech)
     order = [line.index for line in sorted(original.lines, key=lambda l: (l.start, l.index))]
@@ -198,9 +200,7 @@ def check_fit(original: Script, audio: SourceAudio, speech: SpeechMap) -> None:
     """One line, before any clip is chosen, when the subtitles cannot be cut from this source: it holds no speech,
     or the cues lie where there is none (with how far off they look, when another timing fits)."""
     name = audio.path.name
-    if sum(b - a for a, b in speech.regions) < 0.5:
-        raise OmnidubError(f"{name}: no speech found in it (voice activity hears none); is it the right file, and "
-                           "does its first audio track hold the dialogue?")
+    check_some_speech(speech, name)
     fit = subtitle_fit([(line.start, line.end) for line in original.lines], speech)
     offset = (len(original.lines) >= FIT_CUES and fit.balance < FIT_BALANCE and abs(fit.offset) >= FIT_OFFSET
               and fit.shifted >= fit.balance + FIT_BETTER)

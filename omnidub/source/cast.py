@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable
 
+from omnidub.asr import Asr
 from omnidub.config import VoiceOptions
 from omnidub.errors import OmnidubError
 from omnidub.files import cache_home
@@ -28,14 +29,15 @@ VERSION = 2  # of the analysis: a new one analyses every source again
 
 @dataclass(frozen=True)
 class SourceOptions:
-    """Where the voices come from: the original video or audio and its subtitles in the language spoken there.
+    """Where the voices come from: the original video or audio and its subtitles in the language spoken there
+    (``subs`` None: the source is transcribed, and the original as heard written beside the reference clips).
 
     ``match``: ``line`` clones each dubbed line from the original line it translates (its speaker's clip where that
     line's own is not good enough); ``speaker`` uses each speaker's one clip; ``auto`` is ``line``, with every line
     whose result sounds like another speaker (or too little like its own) rendered again from its speaker's clip."""
 
     source: Path
-    subs: Path
+    subs: Path | None
     match: str = "auto"
     separate: str | None = None  # a Demucs model: clips cut from the isolated vocals
     speakers: int | None = None  # voices in an unlabelled original (None: chosen by the data)
@@ -46,7 +48,7 @@ class SourceOptions:
         if self.match not in MATCHES:
             raise OmnidubError(f"--voice-match {self.match}: use {', '.join(MATCHES)}")
         for label, path in (("--source", self.source), ("--source-subs", self.subs)):
-            if not Path(path).is_file():
+            if path is not None and not Path(path).is_file():
                 raise OmnidubError(f"{label} {path}: {'a folder, not a file' if Path(path).is_dir() else 'no such file'}")
 
 
@@ -58,38 +60,49 @@ class SourceCast:
     references: dict[int, LineReference]  # dubbed line -> where its voice comes from
     voices: dict[str, Voice]  # speaker -> the voice of its chosen clip
     lines: dict[int, Voice] = field(default_factory=dict)  # dubbed line -> its own clip's voice
+    # A source without subtitles: the original as heard, its name in the output folder and the cached file.
+    heard: tuple[str, Path] | None = None
 
     def speaker_of(self, index: int) -> str | None:
         reference = self.references.get(index)
         return reference.speaker if reference is not None else None
 
 
-def original_script(options: SourceOptions) -> Script:
-    return read_script(options.subs, language=options.language)
-
-
-def analysis_key(options: SourceOptions, voice: VoiceOptions, asr_name: str | None) -> str:
-    """A key over everything the analysis depends on: the source's and subtitles' bytes, and every option."""
+def analysis_key(options: SourceOptions, voice: VoiceOptions, asr: Asr | None) -> str:
+    """A key over everything the analysis depends on: the source's and subtitles' bytes (without subtitles, the ASR
+    model that hears the source), and every option."""
     digest = hashlib.sha256(f"omnidub-source-v{VERSION}\0".encode())
     for path in (options.source, options.subs):
-        file_digest(path, digest)
+        if path is not None:
+            file_digest(path, digest)
     fields = {"speakers": options.speakers, "language": options.language, "separate": options.separate,
               "names": [list(pair) for pair in options.names],
-              "asr": asr_name, "voice": [voice.reference_seconds, list(voice.reference_window)]}
+              "asr": asr.name if asr else None, "voice": [voice.reference_seconds, list(voice.reference_window)]}
+    if options.subs is None:
+        fields["heard_by"] = asr.identity() if asr else None
     digest.update(json.dumps(fields, sort_keys=True).encode())
     return digest.hexdigest()
 
 
-def source_summary(options: SourceOptions, voice: VoiceOptions, *, asr, device: str,
-                   status: Callable[[str], None]) -> SourceSummary:
-    """The source's summary from the cache, else analysed now (and kept). ``asr``: an Asr, or None."""
+def source_summary(options: SourceOptions, voice: VoiceOptions, *, asr: Asr | None, device: str,
+                   status: Callable[[str], None],
+                   progress: Callable[[float, float], None] | None = None) -> SourceSummary:
+    """The source's summary from the cache, else analysed now (and kept). ``asr``: an Asr, or None. Without
+    subtitles the source is transcribed first (``progress`` hears the seconds done and in all); that needs an ASR
+    model (one line naming --source-subs and --asr-model when there is none)."""
     from omnidub.source.audio import CLIP_RATE, check_subtitles, read_source
     from omnidub.source.clips import ClipOptions
     from omnidub.source.extract import ExtractOptions, extract_voices
 
-    asr = asr if asr is not None and asr.available() else None
-    original = original_script(options)
-    folder = cache_home() / "source" / analysis_key(options, voice, asr.name if asr else None)
+    if options.subs is None:
+        from omnidub.source.heard import transcriber
+
+        asr = transcriber(asr, options.language, "--source-subs")
+        original = None
+    else:
+        asr = asr if asr is not None and asr.available() else None
+        original = read_script(options.subs, language=options.language)
+    folder = cache_home() / "source" / analysis_key(options, voice, asr)
     found = load(folder, original)
     if found is not None:
         return found
@@ -100,20 +113,28 @@ def source_summary(options: SourceOptions, voice: VoiceOptions, *, asr, device: 
         separator = load_separator(options.separate, device)  # a model that is not there is said before any work
     status(f"analysing the voices of {Path(options.source).name} (once; kept for every later run)")
     audio = read_source(options.source, CLIP_RATE)
-    check_subtitles(original, options.subs, audio)
+    if original is not None:
+        check_subtitles(original, options.subs, audio)
     separation = None
     if separator is not None:
         from omnidub.source.separate import separate
 
         status(f"separating the vocals with {options.separate}")
         separation = separate(separator, Path(options.source), options.separate)
+    heard = None
+    if original is None:
+        from omnidub.source.heard import hear_source
+
+        heard = hear_source(separation.vocals if separation else audio, asr, source=Path(options.source),
+                            language=options.language, separate=options.separate, progress=progress, status=status)
+        original = heard.original
     from omnidub.embedding import source_encoder
 
     extraction = extract_voices(audio, original, encoder=source_encoder(device), asr=asr,
                                 options=ExtractOptions(clips=ClipOptions(voice=voice), speakers=options.speakers,
                                                        language=options.language, assess_lines=True,
                                                        names=dict(options.names)),
-                                separation=separation)
+                                separation=separation, heard=heard)
     summary = summarize(extraction, folder)
     save(summary)
     return summary

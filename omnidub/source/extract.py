@@ -12,6 +12,7 @@ from omnidub.errors import OmnidubError
 from omnidub.script import Script
 from omnidub.source.analysis import Analysis, analyse, labelled
 from omnidub.source.audio import SourceAudio
+from omnidub.source.heard import Heard
 from omnidub.source.clips import (
     Candidate,
     ClipOptions,
@@ -56,6 +57,7 @@ class Extraction:
     line_clips: dict[int, LineClip]
     separation: Separation | None
     notes: tuple[str, ...]
+    heard: Heard | None = None  # the source as transcribed, when it came without subtitles
 
     def clip(self, start: float, end: float) -> np.ndarray:
         """A clip's samples (float32 at the clip rate), cut as the extraction cuts them."""
@@ -75,24 +77,31 @@ class Extraction:
 
 
 def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr | None,
-                   options: ExtractOptions = ExtractOptions(), separation: Separation | None = None) -> Extraction:
-    """Choose every speaker's clip from the source (from its isolated vocals when `separation` is given)."""
+                   options: ExtractOptions = ExtractOptions(), separation: Separation | None = None,
+                   heard: Heard | None = None) -> Extraction:
+    """Choose every speaker's clip from the source (from its isolated vocals when `separation` is given).
+    ``heard``: the source as transcribed when it came without subtitles (``original`` is then its lines)."""
     notes = [] if separation else [BACKGROUND_NOTE]
     if options.speakers is not None and labelled(original):
         notes.append(f"--speakers {options.speakers} ignored: the original names its speakers")
     audio = separation.vocals if separation else source
     analysis = analyse(original, audio, encoder, speakers=options.speakers, language=options.language,
-                       separated=separation is not None)
+                       separated=separation is not None, speech=heard.speech if heard else None)
     if options.names:
         analysis = renamed(analysis, options.names)
-    if asr is not None:
-        # One pass over the whole track: Whisper encodes 30 s windows, so a call per clip would cost a window each.
-        heard = asr.transcribe(audio.samples, audio.sample_rate, language=whisper_language(analysis.language),
-                               word_timestamps=True)
+    if heard is not None:  # its lines are the words heard: nothing to check them against
         if analysis.language is None:
-            notes.append(f"language {heard.language!r}, as the ASR heard it; --language sets it")
-        analysis = replace(analysis, words=heard.words, language=analysis.language or heard.language)
-        check_words(analysis, heard.language)
+            notes.append(f"language {heard.transcript.language!r}, as the ASR heard it; --language sets it")
+        analysis = replace(analysis, words=heard.transcript.words,
+                           language=analysis.language or heard.transcript.language)
+    elif asr is not None:
+        # One pass over the whole track: Whisper encodes 30 s windows, so a call per clip would cost a window each.
+        said = asr.transcribe(audio.samples, audio.sample_rate, language=whisper_language(analysis.language),
+                              word_timestamps=True)
+        if analysis.language is None:
+            notes.append(f"language {said.language!r}, as the ASR heard it; --language sets it")
+        analysis = replace(analysis, words=said.words, language=analysis.language or said.language)
+        check_words(analysis, said.language)
     candidates, chosen, missing = {}, {}, {}
     for speaker in dict.fromkeys(analysis.speakers[line.index] for line in original.lines):
         if speaker not in analysis.centroids:
@@ -109,7 +118,7 @@ def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr |
     if options.assess_lines:
         line_clips = {line.index: assess_line(analysis, line.index, encoder, options.line_floor)
                       for line in original.lines}
-    return Extraction(analysis, candidates, chosen, missing, line_clips, separation, tuple(notes))
+    return Extraction(analysis, candidates, chosen, missing, line_clips, separation, tuple(notes), heard)
 
 
 def renamed(analysis: Analysis, names: dict[str, str]) -> Analysis:

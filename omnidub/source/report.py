@@ -31,10 +31,11 @@ def candidate_json(candidate: Candidate) -> dict:
     return data
 
 
-def report_json(extraction: Extraction, *, source: str, subs: str, clip_files: dict[str, str], top: int,
-                asr: str | None, accompaniment: str | None) -> dict:
+def report_json(extraction: Extraction, *, source: str, subs: str | None, clip_files: dict[str, str], top: int,
+                asr: str | None, accompaniment: str | None, heard_file: str | None = None) -> dict:
     """The extraction as a JSON object: per speaker the chosen clip, the top usable candidates and the refused
-    ones, the grouping of an unlabelled original with per-line confidence, and notes."""
+    ones, the grouping of an unlabelled original with per-line confidence, the original as heard (a source
+    without subtitles), and notes."""
     analysis = extraction.analysis
     speakers = []
     for speaker, found in extraction.candidates.items():
@@ -64,6 +65,9 @@ def report_json(extraction: Extraction, *, source: str, subs: str, clip_files: d
         "omnidub": MARK,
         "source": source,
         "subs": subs,
+        "heard": None if extraction.heard is None else {
+            "file": heard_file, "lines": len(analysis.original.lines), "language": extraction.heard.transcript.language,
+            "asr": asr},
         "seconds": round(analysis.audio.seconds, 3),
         "language": analysis.language,
         "asr": asr,

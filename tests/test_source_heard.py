@@ -1,0 +1,229 @@
+"""A source without original subtitles: transcribed with the real tiny.en (faster-whisper's voice activity, word
+times, language), cut into lines at its pauses, its speakers grouped by voice, and the original as heard written
+beside the clips, each line labelled, for the user to correct and pass back as the subtitles.
+
+Judged against the generated film's truth (tests/films.py: who speaks where, the words spoken), with tolerances:
+tiny.en's words differ from one CPU to another, so no test asserts an exact transcript.
+"""
+
+from __future__ import annotations
+
+import json
+import warnings
+from pathlib import Path
+
+import numpy as np
+import pytest
+import soundfile as sf
+from films import available, make_film
+from test_cli import one_error_line, run
+
+from omnidub.script import DEFAULT_SPEAKER, read_script
+
+DATA = Path(__file__).parent / "data" / "source"
+films = pytest.mark.skipif(not available(), reason="needs Debian's flite, festival and espeak-ng")
+
+
+@pytest.fixture(scope="module")
+def cache(tmp_path_factory, tiny_model_dir):
+    """A cache of this module's own (the tiny model linked in): whether a transcription is kept is part of what is
+    tested."""
+    folder = tmp_path_factory.mktemp("cache")
+    (folder / "synthetic").mkdir()
+    (folder / "synthetic" / tiny_model_dir.name).symlink_to(tiny_model_dir, target_is_directory=True)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("OMNIDUB_CACHE", str(folder))
+        yield folder
+
+
+@pytest.fixture(scope="module")
+def film(tmp_path_factory):
+    if not available():
+        pytest.skip("needs Debian's flite, festival and espeak-ng")
+    return make_film(tmp_path_factory.mktemp("film"), seed=1, bed_db=6)
+
+
+def group_voices(film, lines) -> dict[str, str]:
+    """Each group of the written original -> the voice most of its lines are truly spoken in."""
+    found = {}
+    for line in lines:
+        found.setdefault(line.speaker, []).append(film.voice_in(line.start, line.end))
+    return {group: max(set(voices), key=voices.count) for group, voices in found.items()}
+
+
+@films
+def test_the_transcription_is_kept_and_its_progress_reaches_the_end(film, cache, whisper_tiny_en):
+    from omnidub.asr import Asr
+    from omnidub.source import read_source
+    from omnidub.source.heard import hear_source
+
+    audio, asr, said = read_source(film.audio), Asr(str(whisper_tiny_en), "cpu"), []
+    heard = hear_source(audio, asr, source=film.audio, progress=lambda done, total: said.append((done, total)))
+    assert said[-1][0] == said[-1][1] == pytest.approx(film.truth["seconds"], abs=0.05)
+    assert all(a[0] <= b[0] for a, b in zip(said, said[1:])) and len(said) > 3  # segment by segment, in order
+    assert list(cache.glob("source/heard/*.json"))
+    again = hear_source(audio, asr, source=film.audio, progress=lambda *_: pytest.fail("transcribed again"))
+    assert again.transcript == heard.transcript
+    # Lines cut at the pauses hold one voice each, though the cues of this film lead and trail and one reply
+    # follows its line after 0.3 s.
+    lines = heard.original.lines
+    assert len(film.lines) <= len(lines) <= len(film.lines) + 4
+    assert sum(len(film.speakers_in(line.start, line.end)) != 1 for line in lines) <= 1
+    assert {line.speaker for line in lines} == {DEFAULT_SPEAKER}
+
+
+@films
+def test_extract_without_subtitles_writes_clips_and_the_original_with_its_speakers(film, cache, whisper_tiny_en,
+                                                                                  tmp_path):
+    from omnidub.source.clips import word_agreement
+    from omnidub.voices import load_voices
+
+    out = tmp_path / "voices"
+    result = run("voices", "extract", film.audio, "--asr-model", whisper_tiny_en, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "film.original.srt is the original as" in result.stdout and "--subs" in result.stdout
+    written = read_script(out / "film.original.srt")
+    names = group_voices(film, written.lines)
+    # Every voice found, each its own group; at most one line in sixteen in another voice's group.
+    assert sorted(names.values()) == sorted(film.truth["cast"]) and len(names) == len(film.truth["cast"])
+    wrong = [line.index for line in written.lines if names[line.speaker] != film.voice_in(line.start, line.end)]
+    assert len(wrong) <= max(1, len(written.lines) // 16), wrong
+    # The words are the film's, give or take what tiny.en mishears.
+    heard = {row["line"]: " ".join(line.text for line in written.lines
+                                   if row["speech"][0] - 0.3 <= (line.start + line.end) / 2 <= row["speech"][1] + 0.3)
+             for row in film.lines}
+    agreement = [word_agreement(row["said"], heard[row["line"]], "en") for row in film.lines]
+    assert np.median(agreement) >= 0.6 and sum(a >= 0.3 for a in agreement) >= len(agreement) - 2, agreement
+    # A clip per voice, each holding that voice alone, and a voices.toml render takes.
+    voices = load_voices(out / "voices.toml", [], [])
+    assert set(voices) == set(names)
+    report = json.loads((out / "extract.json").read_text())
+    assert report["subs"] is None and report["heard"]["file"] == "film.original.srt"
+    for entry in report["speakers"]:
+        clip = entry["clip"]
+        assert film.speakers_in(clip["start"], clip["end"]) == {names[entry["speaker"]]}
+        assert voices[entry["speaker"]].audio.is_file()
+    # Passed back as the subtitles, from the folder it was written in, its labels name the voices; it stays there.
+    text = (out / "film.original.srt").read_text()
+    result = run("voices", "extract", film.audio, "--subs", out / "film.original.srt", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert set(load_voices(out / "voices.toml", [], [])) == set(names)
+    assert (out / "film.original.srt").read_text() == text
+    assert json.loads((out / "extract.json").read_text())["heard"] is None
+
+
+def test_render_source_without_its_subtitles_clones_each_line_from_the_source(cache, whisper_tiny_en, tmp_path):
+    from omnidub.folder import Ledger
+
+    truth = {t["line"]: t for t in json.loads((DATA / "truth.json").read_text())["lines"]}
+    dub = tmp_path / "dub.srt"  # the Spanish dub without its labels: each line takes its speaker from the source
+    dub.write_text("".join(row.split(": ", 1)[-1] if ": " in row else row
+                           for row in (DATA / "dub.srt").read_text().splitlines(keepends=True)))
+    preset = tmp_path / "preset.toml"
+    preset.write_text("steps = 2\n")
+    out = tmp_path / "out"
+    result = run("render", dub, "--source", DATA / "scene.opus", "--asr-model", whisper_tiny_en, "--model",
+                 "synthetic:tiny", "--preset", preset, "--voice-match", "line", "--timeline", "none", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "references/scene.original.srt is the original as" in result.stderr and "--source-subs" in result.stderr
+    written = read_script(out / "references" / "scene.original.srt")
+    assert Ledger(out / ".omnidub" / "ledger.jsonl").files["references/scene.original.srt"].sha256  # omnidub's
+    manifest = json.loads((out / "manifest.json").read_text())
+    lines = {line["index"]: line for line in manifest["lines"]}
+    assert set(lines) == set(truth) and all(line["status"] == "rendered" for line in lines.values())
+    # Each dubbed line is matched by time to a line as heard, and takes that line's voice: one voice per character
+    # (at most one line, of a dozen, in another's).
+    groups = {}
+    for index, line in lines.items():
+        groups.setdefault(truth[index]["speaker"], []).append(line["speaker"])
+        assert line["reference"]["match"] in ("overlap", "several", "index"), line["reference"]
+    names = {speaker: max(set(found), key=found.count) for speaker, found in groups.items()}
+    assert len(set(names.values())) == 3, groups
+    assert sum(names[truth[index]["speaker"]] != line["speaker"] for index, line in lines.items()) <= 1, groups
+    own = [line for line in lines.values() if line["reference"]["kind"] == "line"]
+    assert len(own) >= 5, [line["reference"]["fallback"] for line in lines.values()]
+    for line in own:  # a line's own clip is cut at its own time in the source, with the words heard there
+        span = truth[line["index"]]["speech"]
+        assert line["reference"]["start"] < span[1] and line["reference"]["end"] > span[0]
+        assert (out / line["reference"]["file"]).is_file()
+    assert {line.speaker for line in written.lines} == set(names.values())
+    # Passed back as --source-subs from the render's own folder, it is read and kept.
+    text = (out / "references" / "scene.original.srt").read_text()
+    result = run("render", dub, "--source", DATA / "scene.opus", "--source-subs", out / "references" /
+                 "scene.original.srt", "--model", "synthetic:tiny", "--preset", preset, "--voice-match", "speaker",
+                 "--timeline", "none", "--only", "1", "--out", out)
+    assert result.exit_code == 0, result.output
+    assert "came without subtitles" not in result.stderr
+    assert (out / "references" / "scene.original.srt").read_text() == text
+
+
+def test_a_source_without_speech_is_one_line(cache, whisper_tiny_en, tmp_path):
+    quiet = tmp_path / "quiet.wav"
+    rng = np.random.default_rng(0)
+    sf.write(quiet, (0.01 * rng.standard_normal(16000 * 20)).astype(np.float32), 16000)  # a hiss, no voice
+    message = one_error_line(run("voices", "extract", quiet, "--asr-model", whisper_tiny_en, "--out", tmp_path / "v"))
+    assert "quiet.wav: no speech found in it" in message
+    assert not (tmp_path / "v").exists()
+
+
+def test_without_an_asr_model_the_line_names_subs_and_asr_model(cache, whisper_tiny_en, tmp_path):
+    message = one_error_line(run("voices", "extract", DATA / "scene.opus", "--out", tmp_path / "v"))
+    assert "no original subtitles" in message and "--subs FILE" in message and "--asr-model" in message
+    assert not (tmp_path / "v").exists()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        message = one_error_line(run("voices", "extract", DATA / "scene.opus", "--asr-model", whisper_tiny_en,
+                                     "--language", "de", "--out", tmp_path / "v"))
+    assert "is English-only while the source speaks de" in message
+    assert "--subs FILE" in message and "multilingual" in message
+
+
+def speech_map(regions, seconds: float, quiet=()):
+    """Voice activity over `regions`, frame levels 0.1 in speech and 0.01 elsewhere, and 0.001 in `quiet` spans."""
+    from omnidub.source.speech import HOP, SpeechMap
+
+    frames = np.arange(int(seconds / HOP)) * HOP
+    inside = np.zeros(frames.size, bool)
+    for a, b in regions:
+        inside |= (frames >= a) & (frames < b)
+    rms = np.where(inside, 0.1, 0.01)
+    for a, b in quiet:
+        rms[(frames >= a) & (frames < b)] = 0.001
+    return SpeechMap(tuple(regions), rms, inside)
+
+
+def test_lines_are_cut_at_sentences_segments_pauses_and_length():
+    from omnidub.asr import Transcript, Word
+    from omnidub.source.heard import heard_lines
+
+    said = [("Good", 0.5, 0.8), ("morning.", 0.8, 1.3), ("Nice", 1.6, 1.8), ("to", 1.8, 1.9), ("see", 1.9, 2.2),
+            ("you", 2.2, 2.5), ("again", 3.3, 3.7), ("today", 3.7, 4.1), ("my", 4.2, 4.4), ("friend", 4.4, 4.8),
+            ("♪", 4.8, 4.9), ("Segment", 4.9, 5.3), ("starts", 5.3, 5.7)]
+    words = tuple(Word(*w) for w in said)
+    regions = [(0.45, 1.35), (1.55, 2.55), (3.25, 5.75)]
+    transcript = Transcript("", "en", words, (0, 10))  # the second segment begins with a word that says nothing
+    lines = heard_lines(transcript, speech_map(regions, 8.0)).lines
+    # A sentence's end; a pause of 0.8 s inside one; the segment's first spoken word, with no pause before it.
+    assert [line.text for line in lines] == ["Good morning.", "Nice to see you", "again today my friend",
+                                             "Segment starts"]
+    spans = [(line.start, line.end) for line in lines]
+    assert spans[:2] == regions[:2] and spans[2][0] == 3.25 and spans[3][1] == 5.75  # the speech's edges
+    assert spans[2][1] == spans[3][0]
+    # A run of speech over 7 s is cut at its longest pause (a comma's counts a little more), each part 1 s or more.
+    long = tuple(Word(f"w{k}{',' if k == 9 else ''}", 0.4 * k, 0.4 * k + 0.35) for k in range(24))
+    parts = heard_lines(Transcript("", "en", long, (0,)), speech_map([(0.0, 9.6)], 10.0)).lines
+    assert [line.text.split()[0] for line in parts] == ["w0", "w10"]
+    assert all(line.end - line.start <= 7.0 for line in parts)
+
+
+def test_two_voices_under_one_region_of_speech_are_cut_at_the_quietest_moment():
+    from omnidub.asr import Transcript, Word
+    from omnidub.source.heard import heard_lines
+
+    # Voice activity hears one region over both lines (a loud bed, a quick reply); Whisper puts the change at 3.2 s
+    # and its next word starts late; the true pause, the quietest stretch, lies at 2.85-3.0 s.
+    words = (Word("It", 1.0, 1.3), Word("rains.", 1.3, 3.2), Word("Yes", 3.2, 3.25), Word("indeed", 3.4, 4.0))
+    lines = heard_lines(Transcript("", "en", words, (0,)), speech_map([(0.95, 4.1)], 5.0, quiet=[(2.85, 3.0)])).lines
+    assert [line.text for line in lines] == ["It rains.", "Yes indeed"]
+    assert 2.85 <= lines[0].end == lines[1].start <= 3.0
+    assert lines[0].start == pytest.approx(0.95) and lines[1].end == pytest.approx(4.1)  # the speech's edges
