@@ -202,8 +202,10 @@ class Project:
             self._record_references(made.entries)
         self.targets, self.program = made.targets, made.program
         records = self.last.records + tuple(e for e in self.entries if e.done)  # this run's lines count too
-        by_base = {e.base_key: e for e in records if e.done}
-        by_key = {e.key: e for e in records if e.done}  # the latest record of each key: its hash and segment
+        # The latest record of each line's own base key first (its take in use, its approval), else of the base key
+        # alone (a line that moved to another index); of each key, its hash and segment.
+        by_base = {e.base_key: e for e in records if e.done} | {(e.index, e.base_key): e for e in records if e.done}
+        by_key = {e.key: e for e in records if e.done} | {(e.index, e.key): e for e in records if e.done}
         self.entries = [self._reuse(e, by_base, by_key, prepare) for e in made.entries]
         self._keep_unasked(records, by_base, by_key, prepare)
         unapproved = sorted(self._approved_before - {e.index for e in self.entries if e.approved})
@@ -269,10 +271,11 @@ class Project:
         it is left to render. A retake chosen by QA on an earlier run is kept while the line is unchanged."""
         if self.options.force and self.selected(entry.index):
             return entry
-        old = by_base.get(entry.key)
+        old = by_base.get((entry.index, entry.key)) or by_base.get(entry.key)
         if old is not None:
             entry.key, entry.seed, entry.attempts = old.key, old.seed, list(old.attempts)
         record = by_key.get(entry.key)
+        own = by_key.get((entry.index, entry.key))  # this line's own record of this audio
         stored, problem = self.store.find(entry.key, entry.target, repair=repair)
         if stored is None and record is not None and record.sha256:
             for segment in dict.fromkeys([entry.file, record.file]):
@@ -283,7 +286,8 @@ class Project:
                     break
         if stored is not None:
             entry.status, entry.duration, entry.sha256 = "cached", stored.seconds, stored.sha256
-            entry.approved = record is not None and record.approved  # the person approved exactly this audio
+            # A person approved this line with exactly this audio (another line saying the same words is another).
+            entry.approved = own is not None and own.approved
         elif problem:
             self.note(f"line {entry.index}: its cached audio is damaged ({problem}); rendering it again")
         return entry

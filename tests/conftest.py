@@ -44,6 +44,18 @@ def own_cache(tmp_path, tiny_model_dir, monkeypatch) -> Path:
 
 
 @pytest.fixture(scope="session")
+def source_voice_encoder():
+    """The speaker encoder that tells a source's voices apart (CAM++), loaded once."""
+    import warnings
+
+    from omnidub.embedding import source_encoder
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        return source_encoder()
+
+
+@pytest.fixture(scope="session")
 def export_dir(tmp_path_factory, tiny_model_dir) -> Path:
     """synthetic:tiny exported once per session (ONNX graphs and the int8 transformer)."""
     pytest.importorskip("onnx")

@@ -372,3 +372,28 @@ def test_the_editor_retakes_edits_and_approves_from_the_page_in_a_browser(served
     assert recorded[1]["approved"] and recorded[4]["approved"] and recorded[3]["text"] == "Then we are never lost."
     assert json.loads((folder / "manifest.json").read_text())["assembly"] is not None
     page.close()
+
+
+def test_an_approval_and_a_take_belong_to_their_line_not_to_every_line_that_says_the_same(tmp_path, tiny_model_dir):
+    script = tmp_path / "twice.srt"
+    script.write_text("1\n00:00:00,500 --> 00:00:02,500\nALICE: Yes.\n\n2\n00:00:05,000 --> 00:00:07,000\nALICE: Yes.\n",
+                      encoding="utf-8")
+    (tmp_path / "fast.toml").write_text('steps = 2\ndtype = "float32"\nreference_seconds = 0\n')
+    out = tmp_path / "out"
+    result = run("render", script, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--device",
+                 "cpu", "--preset", tmp_path / "fast.toml", "--out", out)
+    assert result.exit_code == 0, result.output
+    desk = open_desk(out)
+    try:
+        do(desk, "retake", 1)
+        do(desk, "approve", 1)
+    finally:
+        desk.close()
+    again = open_desk(out)
+    try:
+        first, second = again.state()["lines"]
+        assert first["approved"] and not second["approved"]
+        assert len(first["takes"]) == 2 and len(second["takes"]) == 1  # line 2 keeps its own audio
+        assert first["audio"] != second["audio"]
+    finally:
+        again.close()

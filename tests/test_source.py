@@ -6,7 +6,6 @@ The scene (tests/data/source, see its README) has three voices over a music bed;
 from __future__ import annotations
 
 import json
-import warnings
 from dataclasses import replace
 from pathlib import Path
 
@@ -36,12 +35,8 @@ TRUE_SPEAKER = {t["line"]: t["speaker"] for t in TRUTH["lines"]}
 
 
 @pytest.fixture(scope="module")
-def encoder():
-    from omnidub.embedding import source_encoder
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return source_encoder()
+def encoder(source_voice_encoder):
+    return source_voice_encoder
 
 
 @pytest.fixture(scope="module")

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import json
 import re
-import warnings
 from pathlib import Path
 
 import numpy as np
@@ -26,12 +25,8 @@ DATA = Path(__file__).parent / "data" / "source"
 
 
 @pytest.fixture(scope="module")
-def encoder():
-    from omnidub.embedding import source_encoder
-
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore")
-        return source_encoder()
+def encoder(source_voice_encoder):
+    return source_voice_encoder
 
 
 @pytest.fixture(scope="module")
