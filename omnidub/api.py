@@ -25,11 +25,21 @@ class Session:
 
     The arguments are the engine's (see :class:`~omnidub.engine.Engine`); ``engine`` shares one already made."""
 
-    def __init__(self, model: str = DEFAULT_MODEL, device: str = "auto", preset: Preset | str = "fast",
-                 asr_model: str | None = None, *, source: ModelSource | None = None,
-                 executor: ExecutorOptions | None = None, backend: str = "auto", engine: Engine | None = None):
-        self.engine = engine or Engine(model, device, preset, asr_model, source=source, executor=executor,
-                                       backend=backend)
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        device: str = "auto",
+        preset: Preset | str = "fast",
+        asr_model: str | None = None,
+        *,
+        source: ModelSource | None = None,
+        executor: ExecutorOptions | None = None,
+        backend: str = "auto",
+        engine: Engine | None = None,
+    ):
+        self.engine = engine or Engine(
+            model, device, preset, asr_model, source=source, executor=executor, backend=backend
+        )
 
     @property
     def preset(self) -> Preset:
@@ -45,8 +55,15 @@ class Session:
 
     # -- jobs ------------------------------------------------------------------------------------------------
     @classmethod
-    def reopen(cls, out_dir, *, model: str | None = None, device: str | None = None, asr_model: str | None = None,
-               listener=None):
+    def reopen(
+        cls,
+        out_dir,
+        *,
+        model: str | None = None,
+        device: str | None = None,
+        asr_model: str | None = None,
+        listener=None,
+    ):
         """The session and project of a rendered folder, as its render asked for them (its manifest's
         ``request``: model, preset, voices, source, delivery); ``model``, ``device`` and ``asr_model`` override
         what was recorded. Returns (session, project); nothing is claimed or loaded yet."""
@@ -61,19 +78,31 @@ class Session:
             raise OmnidubError(f"{out_dir}: no such folder")
         last = OutputFolder(out_dir).last_render()
         if not last.exists:
-            raise OmnidubError(f"{out_dir} holds no render of omnidub's; render into it first (omnidub render ... --out "
-                               f"{out_dir})")
+            raise OmnidubError(
+                f"{out_dir} holds no render of omnidub's; render into it first (omnidub render ... --out {out_dir})"
+            )
         asked = last.request
         if not asked or not last.input:
-            raise OmnidubError(f"{out_dir} was rendered by an omnidub that did not record how it was asked for: render "
-                               "it again once with the same flags (its lines are cached), then open it")
+            raise OmnidubError(
+                f"{out_dir} was rendered by an omnidub that did not record how it was asked for: render "
+                "it again once with the same flags (its lines are cached), then open it"
+            )
         input_path = Path(last.input)
         if not input_path.is_file():
             raise OmnidubError(f"{out_dir} is a render of {input_path}, which is no longer there")
         try:
             preset = preset_from_json(asked["preset"])
-            voices = {name: Voice(name, Path(v["audio"]) if v.get("audio") else None, v.get("text"), v.get("language"),
-                                  v.get("speed"), v.get("instruct")) for name, v in asked["voices"].items()}
+            voices = {
+                name: Voice(
+                    name,
+                    Path(v["audio"]) if v.get("audio") else None,
+                    v.get("text"),
+                    v.get("language"),
+                    v.get("speed"),
+                    v.get("instruct"),
+                )
+                for name, v in asked["voices"].items()
+            }
             delivery = _options(DeliveryOptions, asked["delivery"])
             source = _options(SourceOptions, asked["source"]) if asked.get("source") else None
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
@@ -83,18 +112,46 @@ class Session:
 
         report = read_json(out_dir, "qa.json") or {}
         checked_with = report.get("asr_model") if report.get("generator") == "omnidub" else None
-        session = cls(model or asked.get("model") or DEFAULT_MODEL, device or asked.get("device") or "auto", preset,
-                      asr_model or asked.get("asr_model") or checked_with, backend=asked.get("backend") or "auto")
-        project = session.project(input_path, voice_map=voices, language=asked.get("language"), out_dir=out_dir,
-                                  fmt=asked.get("format") or "wav", listener=listener, delivery=delivery,
-                                  cache_dir=asked.get("cache"), allow_other_files=bool(asked.get("allow_other_files")),
-                                  source=source)
+        session = cls(
+            model or asked.get("model") or DEFAULT_MODEL,
+            device or asked.get("device") or "auto",
+            preset,
+            asr_model or asked.get("asr_model") or checked_with,
+            backend=asked.get("backend") or "auto",
+        )
+        project = session.project(
+            input_path,
+            voice_map=voices,
+            language=asked.get("language"),
+            out_dir=out_dir,
+            fmt=asked.get("format") or "wav",
+            listener=listener,
+            delivery=delivery,
+            cache_dir=asked.get("cache"),
+            allow_other_files=bool(asked.get("allow_other_files")),
+            source=source,
+        )
         return session, project
 
-    def project(self, input_path, *, voices=None, voice: list[str] = (), voice_text: list[str] = (),
-                language: str | None = None, out_dir=None, fmt: str = "wav", force: bool = False, listener=None,
-                only: str | None = None, delivery=None, cache_dir=None, allow_other_files: bool = False,
-                source=None, voice_map=None):
+    def project(
+        self,
+        input_path,
+        *,
+        voices=None,
+        voice: list[str] = (),
+        voice_text: list[str] = (),
+        language: str | None = None,
+        out_dir=None,
+        fmt: str = "wav",
+        force: bool = False,
+        listener=None,
+        only: str | None = None,
+        delivery=None,
+        cache_dir=None,
+        allow_other_files: bool = False,
+        source=None,
+        voice_map=None,
+    ):
         """One input and its output folder (default ``output/<input stem>``): plan it, render it, or both.
         ``only`` ("3,8-10") limits what it renders; ``delivery`` (an ``outputs.deliver.DeliveryOptions``) sets
         the rate, loudness, bed, video and timelines; ``cache_dir`` is a line cache shared with other inputs;
@@ -112,14 +169,30 @@ class Session:
         if voice_map is None:
             voice_map = load_voices(Path(voices) if voices else None, list(voice), list(voice_text))
         script = read_script(input_path, language=language, gap=self.preset.timing.gap, speakers=frozenset(voice_map))
-        options = ProjectOptions(fmt=fmt, force=force, only=select_lines(only, script),
-                                 delivery=delivery or DeliveryOptions(), allow_other_files=allow_other_files,
-                                 cache_dir=Path(cache_dir) if cache_dir else None, source=source, language=language)
+        options = ProjectOptions(
+            fmt=fmt,
+            force=force,
+            only=select_lines(only, script),
+            delivery=delivery or DeliveryOptions(),
+            allow_other_files=allow_other_files,
+            cache_dir=Path(cache_dir) if cache_dir else None,
+            source=source,
+            language=language,
+        )
         out = Path(out_dir) if out_dir else default_out_dir(input_path)
         return Project(self.engine, script, voice_map, out, input_path=input_path, options=options, listener=listener)
 
-    def job(self, inputs, *, out_dir=None, listener=None, qa: bool = False, retakes: int = 0,
-            speaker_model: str | None = None, **options):
+    def job(
+        self,
+        inputs,
+        *,
+        out_dir=None,
+        listener=None,
+        qa: bool = False,
+        retakes: int = 0,
+        speaker_model: str | None = None,
+        **options,
+    ):
         """A job over ``inputs`` (files or folders of .srt/.vtt/.txt) through one executor stream. One input goes
         to ``out_dir`` (default ``output/<stem>``); with several, each goes to ``<out_dir or output>/<name>``,
         names made unique where stems collide. ``qa`` (or ``retakes`` > 0) checks each input after rendering.
@@ -134,12 +207,17 @@ class Session:
         paths = list(found.files)
         unusable = [InputRun(path, None, error=error) for path, error in found.unusable]
         if len(paths) == 1 and not unusable:
-            return Job(self.engine, [self.project(paths[0], out_dir=out_dir, listener=listener, **options)],
-                       listener=listener, qa=checks)
+            return Job(
+                self.engine,
+                [self.project(paths[0], out_dir=out_dir, listener=listener, **options)],
+                listener=listener,
+                qa=checks,
+            )
         parent = Path(out_dir) if out_dir is not None else Path("output")
         names = unique_names(paths, keep=lambda path: render_input(parent / path.stem) == path.resolve())
-        notes = [shared_name_note(path, name, paths, names, parent) for path, name in zip(paths, names)
-                 if name != path.stem]
+        notes = [
+            shared_name_note(path, name, paths, names, parent) for path, name in zip(paths, names) if name != path.stem
+        ]
         projects, failed = [], unusable
         for path, name in zip(paths, names):
             try:
@@ -166,9 +244,12 @@ class Session:
         from omnidub.review import Review
 
         engine = self.engine
-        session, project = Session.reopen(out_dir, model=engine.model_spec if engine.model_spec != DEFAULT_MODEL
-                                          else None, device=engine.device_spec if engine.device_spec != "auto"
-                                          else None, asr_model=engine.asr_model)
+        session, project = Session.reopen(
+            out_dir,
+            model=engine.model_spec if engine.model_spec != DEFAULT_MODEL else None,
+            device=engine.device_spec if engine.device_spec != "auto" else None,
+            asr_model=engine.asr_model,
+        )
         return Review(session, project, speaker_model=speaker_model)
 
     def qa(self, out_dir, *, max_wer: float | None = None, progress=None, speaker_model: str | None = None):

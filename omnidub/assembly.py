@@ -45,8 +45,15 @@ class Generation:
 class Assembly:
     """Writes a project's outputs into its folder through the writers, one generation at a time."""
 
-    def __init__(self, folder: OutputFolder, options: DeliveryOptions, probed: Probed, *, name: str,
-                 writers: tuple[Writer, ...] = WRITERS):
+    def __init__(
+        self,
+        folder: OutputFolder,
+        options: DeliveryOptions,
+        probed: Probed,
+        *,
+        name: str,
+        writers: tuple[Writer, ...] = WRITERS,
+    ):
         self.folder = folder
         self.options = options
         self.probed = probed  # the bed and video as opened before the render
@@ -56,19 +63,38 @@ class Assembly:
     def placements(self, entries: list[LineEntry], *, planned: bool = False) -> list[Placement]:
         """Every line with audio at its start (``planned``: every line at its planned length, to know the
         paths before anything renders)."""
-        return [Placement(self.folder.path / e.file, e.start, e.speaker, (e.target if planned else e.duration) or 0.0,
-                          e.text, e.index, e.language, tuple(e.flags), e.sha256) for e in entries if planned or e.done]
+        return [
+            Placement(
+                self.folder.path / e.file,
+                e.start,
+                e.speaker,
+                (e.target if planned else e.duration) or 0.0,
+                e.text,
+                e.index,
+                e.language,
+                tuple(e.flags),
+                e.sha256,
+            )
+            for e in entries
+            if planned or e.done
+        ]
 
     def programme(self, placements: list[Placement], names: dict[str, str], seconds: float) -> Programme:
         """The programme to write: the lines where they sit, at least ``seconds`` long, padded to the video (or,
         without one, the bed)."""
         out = self.folder.path
         video, bed = self.probed.video, self.probed.bed
-        length = max([seconds, *(p.start + p.seconds for p in placements),
-                      video.seconds if video else bed.seconds if bed else 0.0])
+        length = max(
+            [
+                seconds,
+                *(p.start + p.seconds for p in placements),
+                video.seconds if video else bed.seconds if bed else 0.0,
+            ]
+        )
         options = with_language(self.options, {p.language for p in placements})
-        return Programme(out, placements, names, length, self.probed.fps, options, self.name,
-                         video.seconds if video else None)
+        return Programme(
+            out, placements, names, length, self.probed.fps, options, self.name, video.seconds if video else None
+        )
 
     def paths(self, programme: Programme) -> list[str]:
         return [p for writer in self.writers for p in writer.paths(programme)]
@@ -82,9 +108,16 @@ class Assembly:
                 stat = Path(path).stat()
                 sources[str(Path(path).resolve())] = [stat.st_size, stat.st_mtime_ns]
         lines = [[e.index, e.file, self._segment_hash(e), e.start, e.duration, e.speaker] for e in entries if e.done]
-        payload = {"omnidub": __version__, "lines": lines, "names": names, "program": seconds, "sources": sources,
-                   "delivery": repr(self.options), "name": self.name,
-                   "folder": str(self.folder.path.resolve()) if names_folder(self.options.timelines) else None}
+        payload = {
+            "omnidub": __version__,
+            "lines": lines,
+            "names": names,
+            "program": seconds,
+            "sources": sources,
+            "delivery": repr(self.options),
+            "name": self.name,
+            "folder": str(self.folder.path.resolve()) if names_folder(self.options.timelines) else None,
+        }
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
 
     def _segment_hash(self, entry: LineEntry) -> str | None:
@@ -110,12 +143,16 @@ class Assembly:
         """Write every output (the caller has cleared the manifest's assembly record)."""
         programme = replace(programme, note=note)  # what a writer wants the user to know
         options = self.options
-        parts: dict = {"delivery": {
-            "sample_rate": options.sample_rate, "fps": round(programme.fps, 6),
-            "bed": str(Path(options.bed).resolve()) if options.bed else None, "duck": options.duck,
-            "source_video": str(Path(options.video).resolve()) if options.video else None,
-            "video_seconds": None if programme.video_seconds is None else round(programme.video_seconds, 3),
-        }}
+        parts: dict = {
+            "delivery": {
+                "sample_rate": options.sample_rate,
+                "fps": round(programme.fps, 6),
+                "bed": str(Path(options.bed).resolve()) if options.bed else None,
+                "duck": options.duck,
+                "source_video": str(Path(options.video).resolve()) if options.video else None,
+                "video_seconds": None if programme.video_seconds is None else round(programme.video_seconds, 3),
+            }
+        }
         generation = Generation(key, parts)
         for writer in self.writers:
             self._run(writer, programme, parts, generation, note)
@@ -131,8 +168,9 @@ class Assembly:
         for writer in (w for w in self.writers if w.name == name):
             self._run(writer, replace(programme, note=note), generation.parts, generation, note)
 
-    def _run(self, writer: Writer, programme: Programme, parts: dict, generation: Generation,
-             note: Callable[[str], None]) -> None:
+    def _run(
+        self, writer: Writer, programme: Programme, parts: dict, generation: Generation, note: Callable[[str], None]
+    ) -> None:
         """One writer: its files made way for, written and recorded; its part merged into the manifest's."""
         paths = writer.paths(programme)
         try:

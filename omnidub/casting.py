@@ -14,8 +14,15 @@ from omnidub.names import safe_name
 from omnidub.plan import assign_languages
 from omnidub.records import LineEntry
 from omnidub.script import Script
-from omnidub.source.cast import (SourceCast, SourceOptions, assign_speakers, check_source_cast, reference_record,
-                                 source_cast, source_summary)
+from omnidub.source.cast import (
+    SourceCast,
+    SourceOptions,
+    assign_speakers,
+    check_source_cast,
+    reference_record,
+    source_cast,
+    source_summary,
+)
 from omnidub.voices import Voice
 
 REFERENCES = "references"  # the clips each line was cloned from, for a person to hear beside the dub
@@ -34,23 +41,35 @@ class Casting:
     notes: tuple[str, ...]
 
 
-def cast_from_source(engine, options: SourceOptions, dub: Script, given: dict[str, Voice], checks: dict[int, dict],
-                     *, input_path: Path, has_bed: bool, step: Callable[[str], None],
-                     chosen: dict[int, str] | None = None,
-                     progress: Callable[[float, float], None] | None = None) -> Casting:
+def cast_from_source(
+    engine,
+    options: SourceOptions,
+    dub: Script,
+    given: dict[str, Voice],
+    checks: dict[int, dict],
+    *,
+    input_path: Path,
+    has_bed: bool,
+    step: Callable[[str], None],
+    chosen: dict[int, str] | None = None,
+    progress: Callable[[float, float], None] | None = None,
+) -> Casting:
     """The dub's voices (and per-line clips) from its source; speakers the user gave a voice (``given``) keep it.
     ``checks``: the voice check's verdicts so far (a line that failed with its own clip uses its speaker's);
     ``chosen``: the clip ("line" or "speaker") an editor chose for a line; ``progress``: the source's
     transcription (seconds done, in all), when it came without subtitles."""
-    summary = source_summary(options, engine.preset.voice, asr=engine.asr(), device=engine.device, status=step,
-                             progress=progress)
+    summary = source_summary(
+        options, engine.preset.voice, asr=engine.asr(), device=engine.device, status=step, progress=progress
+    )
     notes = tuple(f"{Path(options.source).name}: {note}" for note in summary.notes)
     cast = source_cast(summary, dub, options.match, given, checks, chosen)
     if summary.heard is not None:
         cast = replace(cast, heard=(heard_file(options), summary.heard))
-        notes += (f"{Path(options.source).name} came without subtitles: {cast.heard[0]} is the original as "
-                  f"{engine.asr().name} heard it, {len(summary.original.lines)} lines, each labelled with its voice; "
-                  "check it, correct its words and labels, and pass it as --source-subs next time",)
+        notes += (
+            f"{Path(options.source).name} came without subtitles: {cast.heard[0]} is the original as "
+            f"{engine.asr().name} heard it, {len(summary.original.lines)} lines, each labelled with its voice; "
+            "check it, correct its words and labels, and pass it as --source-subs next time",
+        )
     voices = {**cast.voices, **given}
     script = assign_speakers(dub, cast)
     check_source_cast(script, voices, summary, input_path)
@@ -60,16 +79,21 @@ def cast_from_source(engine, options: SourceOptions, dub: Script, given: dict[st
 
 def reference_files(cast: SourceCast) -> dict[int, str]:
     """Where each line's reference clip sits in the output folder (``references/NNNN-SPEAKER.wav``)."""
-    return {index: f"{REFERENCES}/{index:04d}-{safe_name(ref.speaker or 'speaker')}.wav"
-            for index, ref in cast.references.items() if ref.kind != "none"}
+    return {
+        index: f"{REFERENCES}/{index:04d}-{safe_name(ref.speaker or 'speaker')}.wav"
+        for index, ref in cast.references.items()
+        if ref.kind != "none"
+    }
 
 
 def reference_clips(cast: SourceCast) -> dict[str, Path]:
     """Each reference file of the output folder and the cached file it is a copy of: the clips, and the original
     as heard when the source came without subtitles."""
     files = reference_files(cast)
-    found = {relative: cast.summary.clip_path(cast.references[index].start, cast.references[index].end)
-             for index, relative in files.items()}
+    found = {
+        relative: cast.summary.clip_path(cast.references[index].start, cast.references[index].end)
+        for index, relative in files.items()
+    }
     if cast.heard is not None:
         found[cast.heard[0]] = cast.heard[1]
     return found
@@ -114,8 +138,9 @@ def _own_clip(cast: SourceCast, index: int) -> str | None:
     return cast.summary.hashes.get((own.start, own.end)) if own is not None and own.problem is None else None
 
 
-def voice_check(cast: SourceCast, entries: list[LineEntry], out_dir: Path, *, encoder, judged: set[int]
-                ) -> dict[int, dict]:
+def voice_check(
+    cast: SourceCast, entries: list[LineEntry], out_dir: Path, *, encoder, judged: set[int]
+) -> dict[int, dict]:
     """Hear every line rendered from its own original clip against each speaker's voice in the source; return the
     verdicts of lines not ``judged`` before (failing: closer to another speaker than to its own, or less like its
     own than the speaker's lines in the source ever are: the source's own calibration, not an absolute threshold).
@@ -129,23 +154,37 @@ def voice_check(cast: SourceCast, entries: list[LineEntry], out_dir: Path, *, en
         made = made or encoder()
         found = hear(out_dir / entry.file, made)
         if found is None or reference.speaker not in centroids:  # kept, so a rerun does not ask again
-            verdicts[entry.index] = {"clip": reference.sha256, "passed": None,
-                                     "why": "too little speech to judge" if found is None else
-                                     f"the source gave no voice of {reference.speaker} to compare with"}
+            verdicts[entry.index] = {
+                "clip": reference.sha256,
+                "passed": None,
+                "why": "too little speech to judge"
+                if found is None
+                else f"the source gave no voice of {reference.speaker} to compare with",
+            }
             continue
         similarity = {name: float(np.dot(found, c)) for name, c in centroids.items()}
         own = similarity.pop(reference.speaker)
         nearest = max(similarity, key=similarity.get) if similarity else None
-        verdict = {"clip": reference.sha256, "similarity": round(own, 4), "nearest": nearest,
-                   "nearest_similarity": round(similarity[nearest], 4) if nearest else None}
+        verdict = {
+            "clip": reference.sha256,
+            "similarity": round(own, 4),
+            "nearest": nearest,
+            "nearest_similarity": round(similarity[nearest], 4) if nearest else None,
+        }
         calibration = cast.summary.calibration.get(reference.speaker)
         if nearest is not None and similarity[nearest] > own:
-            verdict.update(passed=False, why=f"the voice check heard it closer to {nearest} "
-                                             f"({similarity[nearest]:.2f}) than to {reference.speaker} ({own:.2f})")
+            verdict.update(
+                passed=False,
+                why=f"the voice check heard it closer to {nearest} "
+                f"({similarity[nearest]:.2f}) than to {reference.speaker} ({own:.2f})",
+            )
         elif calibration is not None and own < calibration.floor:
-            verdict.update(passed=False, why=f"the voice check heard it {own:.2f} like {reference.speaker}, under "
-                                             f"{calibration.floor:.2f}, the least {reference.speaker}'s own lines in "
-                                             "the source reach")
+            verdict.update(
+                passed=False,
+                why=f"the voice check heard it {own:.2f} like {reference.speaker}, under "
+                f"{calibration.floor:.2f}, the least {reference.speaker}'s own lines in "
+                "the source reach",
+            )
         else:
             verdict["passed"] = True
         verdicts[entry.index] = verdict

@@ -46,8 +46,12 @@ class Worker:
         threads = None
         if "torch" in sys.modules:
             threads = sys.modules["torch"].get_num_threads()
-        return {"identity": self.backend.identity, "settings": self.backend.settings, "pid": os.getpid(),
-                "threads": threads}
+        return {
+            "identity": self.backend.identity,
+            "settings": self.backend.settings,
+            "pid": os.getpid(),
+            "threads": threads,
+        }
 
     def costs(self, requests: Sequence[Request]) -> list[int]:
         return [self.backend.cost(request) for request in requests]
@@ -59,15 +63,25 @@ class Worker:
 
     def render(self, bucket: Sequence[Request]) -> list[Outcome]:
         """One bucket decoded together; a line that fails is retried alone, as in the local executor."""
-        return [Failure(o.id, _portable(o.error)) if isinstance(o, Failure) else o
-                for o in stream(self.backend, list(bucket), Budget(0, 0), whole_job=False)]
+        return [
+            Failure(o.id, _portable(o.error)) if isinstance(o, Failure) else o
+            for o in stream(self.backend, list(bucket), Budget(0, 0), whole_job=False)
+        ]
 
 
 class RayExecutor:
     """A pool of :class:`Worker` actors fed with buckets; streams each line's Result or Failure as it returns."""
 
-    def __init__(self, factory: Callable[[], object], budget: Budget, options: ExecutorOptions, *, identity: dict,
-                 settings: dict, device: str):
+    def __init__(
+        self,
+        factory: Callable[[], object],
+        budget: Budget,
+        options: ExecutorOptions,
+        *,
+        identity: dict,
+        settings: dict,
+        device: str,
+    ):
         ray = self._ray = require_ray()
         self.budget = budget
         self._owns = False
@@ -76,8 +90,9 @@ class RayExecutor:
         if not ray.is_initialized():
             _reachable(options.address)
             try:
-                ray.init(address=options.address, include_dashboard=False, log_to_driver=False,
-                         logging_level=logging.ERROR)
+                ray.init(
+                    address=options.address, include_dashboard=False, log_to_driver=False, logging_level=logging.ERROR
+                )
             except Exception as exc:  # ConnectionError, ValueError, RuntimeError, timeouts: all mean "not reached"
                 what = f"reach the Ray cluster at {options.address}" if options.address else "start a local Ray cluster"
                 raise OmnidubError(f"cannot {what}: {_one_line(exc)}") from exc
@@ -92,10 +107,14 @@ class RayExecutor:
             self.close()
             raise OmnidubError(
                 f"the Ray cluster has {have_cpus:g} CPUs and {have_gpus:g} GPUs: {workers} workers with {cpus} CPUs "
-                f"and {gpus:g} GPUs each do not fit (see --workers, --cpus-per-worker, --gpus-per-worker)")
+                f"and {gpus:g} GPUs each do not fit (see --workers, --cpus-per-worker, --gpus-per-worker)"
+            )
         # A CPU-only worker must ask for num_gpus=0 explicitly, or a CPU cluster waits for GPUs forever.
         actor = ray.remote(Worker).options(
-            num_cpus=cpus, num_gpus=gpus, max_restarts=MAX_RESTARTS, max_task_retries=0,
+            num_cpus=cpus,
+            num_gpus=gpus,
+            max_restarts=MAX_RESTARTS,
+            max_task_retries=0,
             runtime_env={"env_vars": {"OMP_NUM_THREADS": str(cpus), "MKL_NUM_THREADS": str(cpus)}},
         )
         self.actors = [actor.remote(factory) for _ in range(workers)]
@@ -110,10 +129,15 @@ class RayExecutor:
                 raise OmnidubError(
                     f"a Ray worker renders on {info['identity'].get('device')} in {info['identity'].get('dtype')}, "
                     f"but this machine keyed the lines for {identity.get('device')} in {identity.get('dtype')}: "
-                    f"pass --device (and --dtype) to match the workers")
+                    f"pass --device (and --dtype) to match the workers"
+                )
 
-    def stream(self, requests: Sequence[Request], should_stop: Callable[[], bool] = lambda: False,
-               on_bucket: Callable[[list[Request]], None] = lambda bucket: None) -> Iterator[Outcome]:
+    def stream(
+        self,
+        requests: Sequence[Request],
+        should_stop: Callable[[], bool] = lambda: False,
+        on_bucket: Callable[[list[Request]], None] = lambda bucket: None,
+    ) -> Iterator[Outcome]:
         """Send buckets to whichever worker is free; yield each line's outcome as its bucket returns."""
         ray = self._ray
         requests = list(requests)
@@ -160,8 +184,11 @@ class RayExecutor:
             load[i] -= 1
             try:
                 outcomes = ray.get(ref)
-            except (ray.exceptions.RayActorError, ray.exceptions.WorkerCrashedError,
-                    ray.exceptions.ObjectLostError) as exc:
+            except (
+                ray.exceptions.RayActorError,
+                ray.exceptions.WorkerCrashedError,
+                ray.exceptions.ObjectLostError,
+            ) as exc:
                 # The worker died with the bucket: nothing of it was stored, so it goes to the next free worker.
                 if i in alive and i not in probes.values():
                     probes[self.actors[i].ready.remote()] = i
@@ -170,8 +197,10 @@ class RayExecutor:
                     queue.appendleft((n, bucket))
                     self.resent += 1
                     continue
-                outcomes = [Failure(r.id, OmnidubError(f"its Ray worker died {deaths[n]} times: {_one_line(exc)}"))
-                            for r in bucket]
+                outcomes = [
+                    Failure(r.id, OmnidubError(f"its Ray worker died {deaths[n]} times: {_one_line(exc)}"))
+                    for r in bucket
+                ]
             except ray.exceptions.RayTaskError as exc:
                 outcomes = [Failure(r.id, exc.cause if isinstance(exc.cause, Exception) else exc) for r in bucket]
             for outcome in outcomes:
@@ -211,8 +240,10 @@ def _reachable(address: str | None, seconds: float = 10.0) -> None:
         with socket.create_connection((host, int(port)), timeout=seconds):
             pass
     except (OSError, ValueError) as exc:
-        raise OmnidubError(f"no Ray cluster answers at {address} ({exc}): start one with `ray start --head`, or "
-                           f"leave out --ray-address to start a local one") from exc
+        raise OmnidubError(
+            f"no Ray cluster answers at {address} ({exc}): start one with `ray start --head`, or "
+            f"leave out --ray-address to start a local one"
+        ) from exc
 
 
 def _portable(exc: BaseException) -> BaseException:
@@ -234,4 +265,8 @@ def _one_line(exc: BaseException | None) -> str:
     text = errors[-1] if errors else (lines[0] if lines else "")
     if "OmnidubError: " in text:  # a user's mistake raised in a worker speaks for itself
         return text.split("OmnidubError: ", 1)[1]
-    return text if isinstance(exc, OmnidubError) or text.startswith(type(exc).__name__) else f"{type(exc).__name__}: {text}"
+    return (
+        text
+        if isinstance(exc, OmnidubError) or text.startswith(type(exc).__name__)
+        else f"{type(exc).__name__}: {text}"
+    )

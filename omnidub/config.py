@@ -113,7 +113,13 @@ class Preset:
 
 
 # Each flat key, the part that owns it, and the check its value must pass.
-_PARTS = {"decode": DecodeOptions, "engine": EngineOptions, "voice": VoiceOptions, "timing": TimingOptions, "qa": QaOptions}
+_PARTS = {
+    "decode": DecodeOptions,
+    "engine": EngineOptions,
+    "voice": VoiceOptions,
+    "timing": TimingOptions,
+    "qa": QaOptions,
+}
 
 
 def _owner(key: str) -> str | None:
@@ -134,8 +140,15 @@ def to_flat(preset: Preset) -> dict:
     return flat
 
 
-def _number(name: str, value, *, integer: bool = False, low: float | None = None, high: float | None = None,
-            low_open: bool = False) -> float:
+def _number(
+    name: str,
+    value,
+    *,
+    integer: bool = False,
+    low: float | None = None,
+    high: float | None = None,
+    low_open: bool = False,
+) -> float:
     ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok_type or (not integer and not math.isfinite(value)):
         kind = "a whole number" if integer else "a finite number"
@@ -163,7 +176,7 @@ def _check(flat: dict) -> None:
     _choice("cfg", flat["cfg"], CFG_MODES)
     _choice("dtype", flat["dtype"], DTYPES)
     if not isinstance(flat["compile"], bool) and flat["compile"] != "auto":
-        raise OmnidubError(f"compile must be true or false (or \"auto\"), got {flat['compile']!r}")
+        raise OmnidubError(f'compile must be true or false (or "auto"), got {flat["compile"]!r}')
     _number("batch", flat["batch"], integer=True, low=0, high=4096)
     _number("batch_tokens", flat["batch_tokens"], integer=True, low=0)
     _number("reference_seconds", flat["reference_seconds"], low=0, high=30)
@@ -221,7 +234,11 @@ def preset_from_json(flat: dict) -> Preset:
 
 def builtin_presets() -> list[str]:
     """Names of the presets shipped with omnidub."""
-    return sorted(p.name.removesuffix(".toml") for p in resources.files("omnidub.preset_files").iterdir() if p.name.endswith(".toml"))
+    return sorted(
+        p.name.removesuffix(".toml")
+        for p in resources.files("omnidub.preset_files").iterdir()
+        if p.name.endswith(".toml")
+    )
 
 
 def load_preset(name_or_path: str = "fast") -> Preset:
@@ -242,7 +259,9 @@ def load_preset(name_or_path: str = "fast") -> Preset:
             raise OmnidubError(f"preset {path}: cannot read it ({exc})") from exc
         name = path.stem
     else:
-        raise OmnidubError(f"unknown preset {name_or_path!r}; built-in presets: {', '.join(builtin_presets())}, or give a .toml path")
+        raise OmnidubError(
+            f"unknown preset {name_or_path!r}; built-in presets: {', '.join(builtin_presets())}, or give a .toml path"
+        )
     try:
         data = tomllib.loads(text)
     except tomllib.TOMLDecodeError as exc:
@@ -269,8 +288,9 @@ class LayoutChoice:
         return self.source != "default"
 
 
-def layout_status(spec: str, device: str, dtype: str = "auto", pinned: str | None = None, *, backend: str = "torch",
-                  shape: str = "") -> LayoutChoice:
+def layout_status(
+    spec: str, device: str, dtype: str = "auto", pinned: str | None = None, *, backend: str = "torch", shape: str = ""
+) -> LayoutChoice:
     """Which layout ``spec`` means here, and why: an explicit layout wins, then ``pinned`` (the layout a project
     was rendered with), then this machine's measurement for the dtype, backend and model shape, then the default:
     trimmed off CUDA (fewer tokens wins where compute is the bottleneck), padded on CUDA. Torch-free; never probes."""
@@ -291,8 +311,9 @@ def layout_status(spec: str, device: str, dtype: str = "auto", pinned: str | Non
     return LayoutChoice("padded" if device.startswith("cuda") else "trimmed", "default")
 
 
-def resolve_layout(spec: str, device: str, dtype: str = "auto", pinned: str | None = None, *, backend: str = "torch",
-                   shape: str = "") -> str:
+def resolve_layout(
+    spec: str, device: str, dtype: str = "auto", pinned: str | None = None, *, backend: str = "torch", shape: str = ""
+) -> str:
     """The layout of :func:`layout_status`."""
     return layout_status(spec, device, dtype, pinned, backend=backend, shape=shape).layout
 
@@ -300,5 +321,8 @@ def resolve_layout(spec: str, device: str, dtype: str = "auto", pinned: str | No
 def generation_settings(options: EngineOptions, device: str, layout: str | None = None) -> dict:
     """Everything besides model, prompt, text and seed that decides a line's audio (for keys); ``layout`` is the
     resolved CFG layout when the caller knows it (a loaded backend, a pinned project)."""
-    return {**dataclasses.asdict(options.decode), "cfg": layout or resolve_layout(options.cfg, device, options.dtype),
-            "decoder": DECODER_VERSION}
+    return {
+        **dataclasses.asdict(options.decode),
+        "cfg": layout or resolve_layout(options.cfg, device, options.dtype),
+        "decoder": DECODER_VERSION,
+    }

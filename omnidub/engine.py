@@ -22,9 +22,17 @@ from omnidub.scheduler import EXECUTORS, Budget, ExecutorOptions, default_budget
 class Engine:
     """One model, device and ASR for any number of projects; each loads on first use."""
 
-    def __init__(self, model: str = DEFAULT_MODEL, device: str = "auto", preset: Preset | str = "fast",
-                 asr_model: str | None = None, *, source: ModelSource | None = None,
-                 executor: ExecutorOptions | None = None, backend: str = "auto"):
+    def __init__(
+        self,
+        model: str = DEFAULT_MODEL,
+        device: str = "auto",
+        preset: Preset | str = "fast",
+        asr_model: str | None = None,
+        *,
+        source: ModelSource | None = None,
+        executor: ExecutorOptions | None = None,
+        backend: str = "auto",
+    ):
         self.executor_options = executor or ExecutorOptions()
         if self.executor_options.kind not in EXECUTORS:
             raise OmnidubError(f"unknown executor {self.executor_options.kind!r}: use {' or '.join(EXECUTORS)}")
@@ -85,8 +93,9 @@ class Engine:
         if self._choice is None:
             from omnidub.backends.registry import choose_backend
 
-            self._choice = choose_backend(self.backend_spec, self.source, self.device_spec, self.preset.engine.dtype,
-                                          self._pinned.get("backend"))
+            self._choice = choose_backend(
+                self.backend_spec, self.source, self.device_spec, self.preset.engine.dtype, self._pinned.get("backend")
+            )
         return self._choice
 
     def build_export(self) -> None:
@@ -125,8 +134,14 @@ class Engine:
 
         if self._backend is not None:
             return self._backend.layout_choice
-        return layout_status(self.preset.engine.cfg, self.device, self.identity["dtype"], self._pinned.get("cfg"),
-                             backend=self.backend_name, shape=model_shape(self.backend_choice.source))
+        return layout_status(
+            self.preset.engine.cfg,
+            self.device,
+            self.identity["dtype"],
+            self._pinned.get("cfg"),
+            backend=self.backend_name,
+            shape=model_shape(self.backend_choice.source),
+        )
 
     @property
     def identity(self) -> dict:
@@ -187,14 +202,16 @@ class Engine:
             planned = self.layout_status().layout
             self._choice = prepare(self.backend_choice, say=self.on_note)  # an export asked for is built first
             with self.on_load(f"the TTS model {self.model_spec}"):
-                backend = load(self.backend_choice, self.device_spec, self.preset.engine,
-                               pinned_layout=self._pinned.get("cfg"))
+                backend = load(
+                    self.backend_choice, self.device_spec, self.preset.engine, pinned_layout=self._pinned.get("cfg")
+                )
             backend.on_note = lambda text: self.on_note(text)
             for result in backend.probe():
                 self.on_note(f"measured on first use: {result.what} {result.choice} ({result.evidence})")
             if not adopt_probe and backend.layout != planned:
-                self.on_note(f"this run keeps cfg {planned}, as its lines were planned; later projects use "
-                             f"{backend.layout}")
+                self.on_note(
+                    f"this run keeps cfg {planned}, as its lines were planned; later projects use {backend.layout}"
+                )
                 backend.use_layout(planned)
             self._backend = backend
         return self._backend
@@ -212,8 +229,14 @@ class Engine:
                 engine = self.preset.engine.replace(cfg=self.layout_status().layout)
                 factory = functools.partial(load, self._choice, self.device_spec, engine)
                 with self.on_load("a pool of Ray workers"):
-                    self._executor = RayExecutor(factory, self.budget, self.executor_options, identity=self.identity,
-                                                 settings=self.settings, device=self.device)
+                    self._executor = RayExecutor(
+                        factory,
+                        self.budget,
+                        self.executor_options,
+                        identity=self.identity,
+                        settings=self.settings,
+                        device=self.device,
+                    )
             else:
                 from omnidub.scheduler import LocalExecutor
 

@@ -58,7 +58,9 @@ def cannot_write(path: Path, exc: BaseException) -> OmnidubError | None:
     else:
         return None
     if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT) or reason == "no space left on device":
-        return OmnidubError(f"cannot write {path}: {reason.lower()}; free some space and rerun (finished lines are kept)")
+        return OmnidubError(
+            f"cannot write {path}: {reason.lower()}; free some space and rerun (finished lines are kept)"
+        )
     return OmnidubError(f"cannot write {path}: {reason}")
 
 

@@ -16,12 +16,20 @@ from pathlib import Path
 from typing import Callable
 
 from omnidub.errors import OmnidubError
-from omnidub.files import (QA_MARKS, STATE, AppendLog, FolderLock, is_temporary, remove_debris, write_bytes_atomic,
-                           write_text_atomic)
+from omnidub.files import (
+    QA_MARKS,
+    STATE,
+    AppendLog,
+    FolderLock,
+    is_temporary,
+    remove_debris,
+    write_bytes_atomic,
+    write_text_atomic,
+)
 from omnidub.journal import JOURNAL, Journal
 from omnidub.keys import file_digest
-from omnidub.records import MANIFEST, LastRender, manifest_entries, read_json
 from omnidub.models import EXPORT_MANIFEST
+from omnidub.records import MANIFEST, LastRender, manifest_entries, read_json
 
 LEDGER = "ledger.jsonl"
 # The record of each kind of folder omnidub makes: one folder is one kind's, and no other kind writes there (a
@@ -56,7 +64,9 @@ class Ledger:
                 self.files.pop(path_, None)
             else:
                 sha = record.get("sha256")
-                self.files[path_] = Written(sha if isinstance(sha, str) else None, record.get("size"), record.get("mtime_ns"))
+                self.files[path_] = Written(
+                    sha if isinstance(sha, str) else None, record.get("size"), record.get("mtime_ns")
+                )
 
     def intend(self, relative: str) -> None:
         """Say a write is about to start: a crash leaves the file recognisably omnidub's (content unknown)."""
@@ -80,8 +90,10 @@ class Ledger:
     def compact(self) -> None:
         """Rewrite the log with one record per file (it only grows while a run appends)."""
         self.log.close(quietly=True)
-        lines = [json.dumps({"path": p, "sha256": w.sha256, "size": w.size, "mtime_ns": w.mtime_ns}) for p, w in
-                 sorted(self.files.items())]
+        lines = [
+            json.dumps({"path": p, "sha256": w.sha256, "size": w.size, "mtime_ns": w.mtime_ns})
+            for p, w in sorted(self.files.items())
+        ]
         write_text_atomic(self.log.path, "".join(line + "\n" for line in lines))
 
     def close(self) -> None:
@@ -97,9 +109,17 @@ class OutputFolder:
     names another folder ("--out"; None where the command cannot, as qa); ``older`` finds the files an omnidub
     without a ledger wrote there (None: such folders are not taken over)."""
 
-    def __init__(self, path: Path, *, record: str = MANIFEST, others: str | None = "--allow-other-files",
-                 flag: str | None = "--out", input_key: str = "input", made: str = "a render of",
-                 older: Callable[[Path], set[str]] | None = None):
+    def __init__(
+        self,
+        path: Path,
+        *,
+        record: str = MANIFEST,
+        others: str | None = "--allow-other-files",
+        flag: str | None = "--out",
+        input_key: str = "input",
+        made: str = "a render of",
+        older: Callable[[Path], set[str]] | None = None,
+    ):
         self.path = Path(path)
         self.mark = record
         self.others = others
@@ -191,8 +211,11 @@ class OutputFolder:
         if not self.lock.acquire(shared=True):
             holder = self.lock.holder()
             self.release()
-            raise OmnidubError(f"a render is running in {self.path}" + (f" ({holder})" if holder else "")
-                               + "; run qa when it has finished")
+            raise OmnidubError(
+                f"a render is running in {self.path}"
+                + (f" ({holder})" if holder else "")
+                + "; run qa when it has finished"
+            )
         self.ledger = None
         try:
             self.check_writable(writes)
@@ -214,26 +237,38 @@ class OutputFolder:
             raise OmnidubError(f"{self.flag + ' ' if self.flag else ''}{self.path} is a file, not a folder")
         other = next((name for name in RECORDS if name != self.mark and name in self._ledger().files), None)
         if other is not None:
-            raise OmnidubError(f"{self.path} holds {RECORDS[other]} ({other}), not {RECORDS.get(self.mark, 'this')}"
-                               f"{self._or_another('; choose another')}")
+            raise OmnidubError(
+                f"{self.path} holds {RECORDS[other]} ({other}), not {RECORDS.get(self.mark, 'this')}"
+                f"{self._or_another('; choose another')}"
+            )
         manifest = self.manifest()
         if manifest is None:
             stranger = _first_stranger(self.path, set(self._ledger().files))
             if (self.path / self.mark).exists():
                 article = "an" if self.mark[0] in "aeiou" else "a"
-                raise OmnidubError(f"{self.path} holds {article} {self.mark} that omnidub did not write"
-                                   f"{self._or_another('; choose another')} (omnidub never replaces a file it did "
-                                   "not write)")
+                raise OmnidubError(
+                    f"{self.path} holds {article} {self.mark} that omnidub did not write"
+                    f"{self._or_another('; choose another')} (omnidub never replaces a file it did "
+                    "not write)"
+                )
             if stranger is not None and not allow_other_files:
                 beside = f", or pass {self.others} to write beside them (they are never touched)" if self.others else ""
-                raise OmnidubError(f"{self.path} holds files omnidub did not write (e.g. {stranger})"
-                                   f"{self._or_another('; choose an empty')}{beside}")
+                raise OmnidubError(
+                    f"{self.path} holds files omnidub did not write (e.g. {stranger})"
+                    f"{self._or_another('; choose an empty')}{beside}"
+                )
             return
         other = manifest.get(self.input_key)
-        if (input_path is not None and isinstance(other, str) and other and Path(other).exists()
-                and Path(other).resolve() != Path(input_path).resolve()):
-            raise OmnidubError(f"{self.path} holds {self.made} {other}, not {input_path}"
-                               f"{self._or_another('; choose another')}")
+        if (
+            input_path is not None
+            and isinstance(other, str)
+            and other
+            and Path(other).exists()
+            and Path(other).resolve() != Path(input_path).resolve()
+        ):
+            raise OmnidubError(
+                f"{self.path} holds {self.made} {other}, not {input_path}{self._or_another('; choose another')}"
+            )
 
     def _or_another(self, lead: str) -> str:
         """How a message offers another folder (``lead`` "; choose another" -> "; choose another folder with
@@ -255,7 +290,6 @@ class OutputFolder:
             return
         for relative in sorted(self._vouched()):
             self.ledger.record(relative, self.path / relative)
-
 
     def _make(self, folder: Path) -> None:
         missing = []
@@ -286,8 +320,10 @@ class OutputFolder:
         trouble = [r for r in relatives if self.status(r) == "foreign"]
         if trouble:
             more = f" (and {len(trouble) - 1} more)" if len(trouble) > 1 else ""
-            raise OmnidubError(f"{self.path / trouble[0]} is in the way{more}: omnidub did not write it; move it "
-                               f"elsewhere{self._or_another(', or choose another')}")
+            raise OmnidubError(
+                f"{self.path / trouble[0]} is in the way{more}: omnidub did not write it; move it "
+                f"elsewhere{self._or_another(', or choose another')}"
+            )
 
     def make_way(self, relatives) -> list[str]:
         """Before writing these files: refuse if one is someone else's; move aside (renamed
@@ -457,4 +493,3 @@ def _older_files(folder: Path, manifest: dict) -> set[str]:
         if any(mark in head for mark in QA_MARKS):
             files.add(name)
     return files
-

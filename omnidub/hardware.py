@@ -12,8 +12,8 @@ import os
 import platform
 import sys
 
-
 DEVICES = ("auto", "cpu", "cuda", "mps")  # what --device takes (cuda:N too)
+
 
 @functools.lru_cache(maxsize=1)
 def cpu_flags() -> frozenset[str]:
@@ -130,8 +130,12 @@ def check_device(spec: str, allowed: tuple[str, ...] = DEVICES) -> str:
         raise ArgumentError("device", f"{{arg}}{spec}: no such device; use {names}")
     if kind == "cuda" and _cuda_devices() <= int(index or 0):
         seen = _cuda_devices()
-        raise ArgumentError("device", f"{{arg}}{spec}: " + (f"this machine's CUDA driver sees {seen} GPU(s)" if seen
-                                                             else "no CUDA GPU is visible here") + "; use --device cpu")
+        raise ArgumentError(
+            "device",
+            f"{{arg}}{spec}: "
+            + (f"this machine's CUDA driver sees {seen} GPU(s)" if seen else "no CUDA GPU is visible here")
+            + "; use --device cpu",
+        )
     if kind == "mps" and not (sys.platform == "darwin" and platform.machine() == "arm64"):
         raise ArgumentError("device", f"{{arg}}{spec}: MPS is Apple silicon's GPU, which this machine is not; use cpu")
     return spec

@@ -72,7 +72,9 @@ def read_input_text(path: Path) -> str:
     """The text of an input file (any of SUFFIXES), line breaks normalised; OmnidubError when it cannot be read."""
     suffix = path.suffix.lower()
     if suffix not in SUFFIXES:
-        raise OmnidubError(f"{path}: unknown input type {path.suffix or '(no extension)'!r}; use .srt, .vtt or a .txt script")
+        raise OmnidubError(
+            f"{path}: unknown input type {path.suffix or '(no extension)'!r}; use .srt, .vtt or a .txt script"
+        )
     text = _read_text(path)
     if not text.strip():
         raise OmnidubError(f"{path}: the file is empty")
@@ -109,7 +111,8 @@ def _read_text(path: Path) -> str:
     except UnicodeDecodeError as exc:
         line = data[: exc.start].count(b"\n") + 1
         raise OmnidubError(
-            f"{path}: line {line}: not valid {encoding.upper().removesuffix('-SIG')} text (byte 0x{data[exc.start]:02x}); "
+            f"{path}: line {line}: not valid {encoding.upper().removesuffix('-SIG')} text "
+            f"(byte 0x{data[exc.start]:02x}); "
             "save the file as UTF-8 or UTF-16 with a byte-order mark"
         ) from None
     return text.replace("\r\n", "\n").replace("\r", "\n")
@@ -165,7 +168,9 @@ def _parse_srt(path: Path, text: str, notes: list[str]) -> list[Cue]:
         number = block[0].strip() if block and block[0].strip().isdigit() else None
         where = f"cue {number} (line {line})" if number else f"line {line}"
         after = f" after {cues[-1].where}" if cues and not number else ""
-        raise OmnidubError(f"{path}: {where}: malformed subtitle block{after}: {preview(' / '.join(block[:2]))}") from None
+        raise OmnidubError(
+            f"{path}: {where}: malformed subtitle block{after}: {preview(' / '.join(block[:2]))}"
+        ) from None
     except ValueError as exc:  # srt raises plain ValueError for some impossible timestamps
         raise OmnidubError(f"{path}: malformed timestamp ({exc})") from None
     return cues
@@ -177,12 +182,13 @@ def _srt_timing(row: str) -> str:
     match = _TIMING_RE.match(row)
     if not match:
         return row  # not a timing omnidub reads itself; the SRT parser judges it
-    import srt
     from datetime import timedelta
+
+    import srt
 
     groups = match.groups()
     ends = [timedelta(milliseconds=round(_seconds(part) * 1000)) for part in (groups[0:4], groups[4:8])]
-    rest = row[match.end(8) if match.group(8) is not None else match.end(7):]
+    rest = row[match.end(8) if match.group(8) is not None else match.end(7) :]
     return f"{srt.timedelta_to_srt_timestamp(ends[0])} --> {srt.timedelta_to_srt_timestamp(ends[1])}{rest}"
 
 
@@ -210,7 +216,10 @@ def _parse_vtt(path: Path, text: str, notes: list[str]) -> list[Cue]:
                 # No timing anywhere: text between cues, which WebVTT players ignore too.
                 notes.append(f"line {first + 1}: text outside any cue, not spoken: {preview(' / '.join(block))}")
                 continue
-            raise OmnidubError(f"{path}: line {first + timing_at + 1}: expected a cue timing 'start --> end', got {preview(block[min(timing_at, len(block) - 1)])}")
+            raise OmnidubError(
+                f"{path}: line {first + timing_at + 1}: expected a cue timing 'start --> end', got "
+                f"{preview(block[min(timing_at, len(block) - 1)])}"
+            )
         where = f"cue at line {first + timing_at + 1}"
         start, end, _ = _parse_timing(path, where, block[timing_at], _TIMING_RE)
         cues.append(Cue(where, start, end, "\n".join(block[timing_at + 1 :]), first + timing_at + 2))
@@ -241,7 +250,9 @@ def _parse_timing(path: Path, where: str, row: str, pattern: re.Pattern) -> tupl
     """Start and end seconds of a timing row, and whatever follows the timing."""
     match = pattern.match(row)
     if not match:
-        raise OmnidubError(f"{path}: {where}: malformed timestamp {preview(row)}; expected HH:MM:SS.mmm --> HH:MM:SS.mmm")
+        raise OmnidubError(
+            f"{path}: {where}: malformed timestamp {preview(row)}; expected HH:MM:SS.mmm --> HH:MM:SS.mmm"
+        )
     groups = match.groups()
     _check_range(path, where, row, groups)
     rest = groups[8] if len(groups) > 8 else ""
@@ -255,7 +266,7 @@ def _check_range(path: Path, where: str, row: str, groups=None) -> None:
         if not match:
             return  # not a timing omnidub reads itself; the SRT parser judges it
         groups = match.groups()
-    for hours, minutes, seconds, _ in (groups[0:4], groups[4:8]):
+    for _hours, minutes, seconds, _ in (groups[0:4], groups[4:8]):
         if int(minutes) > 59 or int(seconds) > 59:
             raise OmnidubError(
                 f"{path}: {where}: timestamp out of range in {preview(row)}; minutes and seconds run from 00 to 59"

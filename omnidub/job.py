@@ -14,14 +14,14 @@ from pathlib import Path
 from typing import Sequence
 
 from omnidub.backends.base import Request
-from omnidub.config import LAYOUTS
 from omnidub.backends.registry import SPECS
+from omnidub.config import LAYOUTS
 from omnidub.errors import OmnidubError
 from omnidub.folder import QA_FILES
-from omnidub.records import LineEntry
-from omnidub.retakes import attempt_record
 from omnidub.progress import Listener, Summary
 from omnidub.project import Project
+from omnidub.records import LineEntry
+from omnidub.retakes import attempt_record
 from omnidub.scheduler import Failure
 
 
@@ -55,9 +55,17 @@ class Job:
     """Renders many inputs through the engine's executor: plan each, stream all pending lines, assemble each,
     then check each with QA (and retakes) when asked."""
 
-    def __init__(self, engine, projects: Sequence[Project], *, listener: Listener | None = None,
-                 failed: Sequence[InputRun] = (), notes: Sequence[str] = (), order: Sequence[Path] = (),
-                 qa: QaOptions | None = None):
+    def __init__(
+        self,
+        engine,
+        projects: Sequence[Project],
+        *,
+        listener: Listener | None = None,
+        failed: Sequence[InputRun] = (),
+        notes: Sequence[str] = (),
+        order: Sequence[Path] = (),
+        qa: QaOptions | None = None,
+    ):
         self.engine = engine
         self.order = [Path(p) for p in order]  # the inputs as given, to report in that order
         self.projects = list(projects)
@@ -94,9 +102,11 @@ class Job:
         self.engine.pin(cfg=layout, backend=backend)
         others = [p for p, value in recorded.items() if value != (layout, backend)]
         if others:
-            self.listener.note(f"{', '.join(str(p.input_path) for p in others)} rendered with another CFG layout or "
-                               f"backend than this job uses ({layout}, {backend}): their lines render again (render "
-                               "them apart to keep them)")
+            self.listener.note(
+                f"{', '.join(str(p.input_path) for p in others)} rendered with another CFG layout or "
+                f"backend than this job uses ({layout}, {backend}): their lines render again (render "
+                "them apart to keep them)"
+            )
 
     def open(self, doing: str | None = None) -> None:
         """Claim every output folder now (before anything slow); a folder that cannot be used fails its input
@@ -164,8 +174,9 @@ class Job:
         for project in live:
             self._show(project)
             try:
-                runs[id(project)] = InputRun(project.input_path, project.out_dir,
-                                             summary=project.finish(*seconds[id(project)]))
+                runs[id(project)] = InputRun(
+                    project.input_path, project.out_dir, summary=project.finish(*seconds[id(project)])
+                )
             except Exception as exc:  # one input's outputs failing (a video that will not mux) costs only that input
                 if not self.many:
                     raise
@@ -235,8 +246,10 @@ class Job:
         changed = [p for p in live if p.planned != runs]
         for project in changed:
             if project.planned[0] != runs[0]:
-                self.listener.note(f"the model runs as {_identity_text(runs[0])}, not as guessed "
-                                   f"({_identity_text(project.planned[0])}): lines are keyed again")
+                self.listener.note(
+                    f"the model runs as {_identity_text(runs[0])}, not as guessed "
+                    f"({_identity_text(project.planned[0])}): lines are keyed again"
+                )
             try:
                 pending[id(project)] = project.replan()
             except OmnidubError as exc:
@@ -267,13 +280,23 @@ class Job:
         for project in projects:
             if self.many:
                 self.listener.input(project.out_dir.name)
-            reports[project] = run_qa(project.out_dir, asr=self.engine.asr(), progress=self.listener.checking,
-                                      encoder=encoder, references=speaker_references(project))
+            reports[project] = run_qa(
+                project.out_dir,
+                asr=self.engine.asr(),
+                progress=self.listener.checking,
+                encoder=encoder,
+                references=speaker_references(project),
+            )
         if self.qa.retakes > 0:
             for project in self._retake(reports, encoder):
                 project.reassemble()
-                reports[project] = run_qa(project.out_dir, asr=self.engine.asr(), progress=self.listener.checking,
-                                          encoder=encoder, references=speaker_references(project))
+                reports[project] = run_qa(
+                    project.out_dir,
+                    asr=self.engine.asr(),
+                    progress=self.listener.checking,
+                    encoder=encoder,
+                    references=speaker_references(project),
+                )
         for project, report in reports.items():
             write_reports(report, project.folder)
             project.mark_checked()  # the timelines mark the lines QA failed
@@ -290,8 +313,11 @@ class Job:
         for project, report in reports.items():
             entries = {e.index: e for e in project.entries}
             for check in to_retake(report, entries, project.selected):
-                lines[(project, check.index)] = [entries[check.index], check, [attempt_record(entries[check.index],
-                                                                                               check)]]
+                lines[(project, check.index)] = [
+                    entries[check.index],
+                    check,
+                    [attempt_record(entries[check.index], check)],
+                ]
         changed: set = set()
         for attempt in range(1, self.qa.retakes + 1):
             open_lines = [(key, state) for key, state in lines.items() if not state[1].passed]
@@ -306,12 +332,21 @@ class Job:
                 if take.status not in ("rendered", "cached"):
                     continue
                 report = reports[project]
-                thresholds = dict(max_wer=report.settings.max_wer, max_cer=report.settings.max_cer,
-                                  min_voice_similarity=report.settings.min_voice_similarity)
-                [heard] = check_lines(project.out_dir, [take.to_json()], self.engine.asr(),
-                                      all_lines=[e.to_json() for e in project.entries],
-                                      program_seconds=report.program_seconds, encoder=encoder,
-                                      references=speaker_references(project), **thresholds)
+                thresholds = dict(
+                    max_wer=report.settings.max_wer,
+                    max_cer=report.settings.max_cer,
+                    min_voice_similarity=report.settings.min_voice_similarity,
+                )
+                [heard] = check_lines(
+                    project.out_dir,
+                    [take.to_json()],
+                    self.engine.asr(),
+                    all_lines=[e.to_json() for e in project.entries],
+                    program_seconds=report.program_seconds,
+                    encoder=encoder,
+                    references=speaker_references(project),
+                    **thresholds,
+                )
                 state = lines[(project, entry.index)]
                 state[2].append(attempt_record(take, heard))
                 if rank(heard) < rank(state[1]):
@@ -407,9 +442,13 @@ class Job:
         if (entry.edit or {}) != wanted:
             if wanted and wanted.get("from") != project.input_text(index):
                 raise OmnidubError(f"line {index}: take {number} was made over text the input no longer has")
-            project.set_edit(index, text=wanted.get("text", project.input_text(index)),
-                             max_speedup=wanted.get("max_speedup"), borrow=wanted.get("borrow"),
-                             **({"voice": wanted.get("voice")} if project.cast is not None else {}))
+            project.set_edit(
+                index,
+                text=wanted.get("text", project.input_text(index)),
+                max_speedup=wanted.get("max_speedup"),
+                borrow=wanted.get("borrow"),
+                **({"voice": wanted.get("voice")} if project.cast is not None else {}),
+            )
             project.replan()
             entry = project.line(index)
         take = project.take(entry, record["seed"])
@@ -418,8 +457,9 @@ class Job:
         if not take.done:
             raise OmnidubError(f"line {index}: take {number} could not be rendered again ({take.error or 'no audio'})")
         project.adopt(entry, take)
-        project.keep_attempts(entry, takes if any(t["key"] == entry.key for t in takes)
-                              else takes + [self._judged(project, entry)])
+        project.keep_attempts(
+            entry, takes if any(t["key"] == entry.key for t in takes) else takes + [self._judged(project, entry)]
+        )
         return entry
 
     def deliver(self, project: Project) -> None:
@@ -434,11 +474,18 @@ class Job:
         if self.unheard() is not None:
             return None
         qa = project.preset.qa
-        [check] = check_lines(project.out_dir, [entry.to_json()], self.engine.asr(),
-                              all_lines=[e.to_json() for e in project.entries], program_seconds=project.program,
-                              encoder=self.engine.speaker_encoder(self.qa.speaker_model if self.qa else None),
-                              references=speaker_references(project), max_wer=qa.max_wer, max_cer=qa.max_cer,
-                              min_voice_similarity=qa.min_voice_similarity)
+        [check] = check_lines(
+            project.out_dir,
+            [entry.to_json()],
+            self.engine.asr(),
+            all_lines=[e.to_json() for e in project.entries],
+            program_seconds=project.program,
+            encoder=self.engine.speaker_encoder(self.qa.speaker_model if self.qa else None),
+            references=speaker_references(project),
+            max_wer=qa.max_wer,
+            max_cer=qa.max_cer,
+            min_voice_similarity=qa.min_voice_similarity,
+        )
         return check
 
     def unheard(self) -> str | None:

@@ -29,8 +29,9 @@ def file_digest(path, digest=None):
     return digest
 
 
-def prompt_key(audio, text: str | None, language: str | None, instruct: str | None, options: VoiceOptions,
-               identity: dict) -> str:
+def prompt_key(
+    audio, text: str | None, language: str | None, instruct: str | None, options: VoiceOptions, identity: dict
+) -> str:
     """Hex sha256 of everything that changes a voice's encoded prompt (``audio`` is the reference's path)."""
     digest = hashlib.sha256(b"omnidub-prompt-v2\0")
     if audio is not None:
@@ -47,8 +48,17 @@ def prompt_key(audio, text: str | None, language: str | None, instruct: str | No
     return digest.hexdigest()
 
 
-def line_key(*, prompt: str, instruct: str | None, text: str, language: str | None, seconds: float, seed: int,
-             model: dict, settings: dict) -> str:
+def line_key(
+    *,
+    prompt: str,
+    instruct: str | None,
+    text: str,
+    language: str | None,
+    seconds: float,
+    seed: int,
+    model: dict,
+    settings: dict,
+) -> str:
     """A key over everything that changes a line's audio."""
     payload = {
         "model": model,

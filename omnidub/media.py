@@ -93,5 +93,7 @@ def _decode_with_av(path: Path) -> tuple[np.ndarray, int]:
     except OmnidubError:
         raise
     except Exception as exc:
-        raise OmnidubError(f"{path}: cannot decode audio ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})") from None
+        raise OmnidubError(
+            f"{path}: cannot decode audio ({str(exc).splitlines()[0] if str(exc) else type(exc).__name__})"
+        ) from None
     return (np.concatenate(chunks) if chunks else np.zeros(0, np.float32)), int(rate)

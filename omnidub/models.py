@@ -54,7 +54,7 @@ def resolve_model(spec: str = DEFAULT_MODEL, *, download: bool = True) -> ModelS
     if spec.startswith(SYNTHETIC_PREFIX):
         from omnidub.synthetic import synthetic_folder
 
-        name = spec[len(SYNTHETIC_PREFIX):]
+        name = spec[len(SYNTHETIC_PREFIX) :]
         path = synthetic_folder(name)
         if not (path / "config.json").is_file():
             if not download:
@@ -68,10 +68,14 @@ def resolve_model(spec: str = DEFAULT_MODEL, *, download: bool = True) -> ModelS
     local = Path(spec).expanduser()
     if local.is_dir():
         if (local / EXPORT_MANIFEST).is_file():
-            return ModelSource(spec=str(local.resolve()), path=local.resolve(), revision=export_identity(local),
-                               backend="onnx")
+            return ModelSource(
+                spec=str(local.resolve()), path=local.resolve(), revision=export_identity(local), backend="onnx"
+            )
         if not (local / "config.json").is_file():
-            raise OmnidubError(f"{spec} is not an OmniVoice checkpoint folder (no config.json) nor an omnidub export (no {EXPORT_MANIFEST})")
+            raise OmnidubError(
+                f"{spec} is not an OmniVoice checkpoint folder (no config.json) nor an omnidub export "
+                f"(no {EXPORT_MANIFEST})"
+            )
         return ModelSource(spec=str(local.resolve()), path=local.resolve(), revision=_fingerprint(local))
     if not _HUB_ID.match(spec):
         raise OmnidubError(f"model folder not found: {spec}")
@@ -107,8 +111,11 @@ def export_identity(folder: Path) -> str:
     if manifest.get("tokenizer") is None:
         from omnidub.digests import sha256
 
-        manifest["tokenizer"] = {name: {"sha256": sha256(Path(folder) / name)}
-                                 for name in ("tokenizer.json", "tokenizer_config.json") if (Path(folder) / name).is_file()}
+        manifest["tokenizer"] = {
+            name: {"sha256": sha256(Path(folder) / name)}
+            for name in ("tokenizer.json", "tokenizer_config.json")
+            if (Path(folder) / name).is_file()
+        }
     return "export-" + export_content_digest(manifest)[:16]
 
 
@@ -119,7 +126,9 @@ def model_shape(source: ModelSource) -> str:
 
     try:
         if source.backend == "onnx":
-            return str(json.loads((source.path / EXPORT_MANIFEST).read_text(encoding="utf-8"))["config"].get("shape", ""))
+            return str(
+                json.loads((source.path / EXPORT_MANIFEST).read_text(encoding="utf-8"))["config"].get("shape", "")
+            )
         llm = json.loads((source.path / "config.json").read_text(encoding="utf-8"))["llm_config"]
         return f"h{int(llm['hidden_size'])}x{int(llm['num_hidden_layers'])}"
     except (OSError, ValueError, KeyError, TypeError):

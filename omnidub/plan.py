@@ -54,9 +54,17 @@ class KeyContext:
     seed: int
 
 
-def plan_lines(script: Script, speakers: dict[str, Speaker], names: dict[str, str], *, timing: TimingOptions,
-               keys: KeyContext, where: str = "", lines: dict[int, Speaker] | None = None,
-               fits: dict[int, Fit] | None = None) -> Plan:
+def plan_lines(
+    script: Script,
+    speakers: dict[str, Speaker],
+    names: dict[str, str],
+    *,
+    timing: TimingOptions,
+    keys: KeyContext,
+    where: str = "",
+    lines: dict[int, Speaker] | None = None,
+    fits: dict[int, Fit] | None = None,
+) -> Plan:
     """Time every line at its voice's pace, name its segment and key its audio. ``lines``: lines with a voice of
     their own (a clip of the original line they translate), by index; the others speak in their speaker's.
     ``fits``: lines with fitting rules of their own (an editor's speed cap, borrowing the gap)."""
@@ -66,8 +74,9 @@ def plan_lines(script: Script, speakers: dict[str, Speaker], names: dict[str, st
     for line in script.lines:
         s = voice[line.index]
         naturals.append(natural_seconds(line.text, s.ref_text, s.ref_seconds, s.voice.speed or 1.0))
-    targets = plan(list(script.lines), naturals, max_speedup=timing.max_speedup, timed=script.timed, gap=timing.gap,
-                   fits=fits)
+    targets = plan(
+        list(script.lines), naturals, max_speedup=timing.max_speedup, timed=script.timed, gap=timing.gap, fits=fits
+    )
     program = max([t.end for t in targets] + [t.line.end for t in targets if script.timed] + [0.0])
     if program > timing.max_program_hours * 3600:
         raise OmnidubError(
@@ -104,9 +113,16 @@ def _entry(target: Target, speaker: Speaker, names: dict[str, str], timed: bool,
 
 def key_for(target: Target, speaker: Speaker, seed: int, keys: KeyContext) -> str:
     """The key of a line's audio at ``seed`` (a retake's seed gives the retake's key)."""
-    return line_key(prompt=speaker.key, instruct=speaker.voice.instruct, text=target.line.text,
-                    language=target.line.language, seconds=target.target, seed=seed, model=keys.model,
-                    settings=keys.settings)
+    return line_key(
+        prompt=speaker.key,
+        instruct=speaker.voice.instruct,
+        text=target.line.text,
+        language=target.line.language,
+        seconds=target.target,
+        seed=seed,
+        model=keys.model,
+        settings=keys.settings,
+    )
 
 
 def segment_name(index: int, name: str) -> str:
@@ -116,7 +132,8 @@ def segment_name(index: int, name: str) -> str:
 def assign_languages(script: Script, voices: dict[str, Voice]) -> Script:
     """Lines without a language take their voice's language (from voices.toml)."""
     lines = tuple(
-        line if line.language else replace(line, language=voice_for(line.speaker, voices).language) for line in script.lines
+        line if line.language else replace(line, language=voice_for(line.speaker, voices).language)
+        for line in script.lines
     )
     return replace(script, lines=lines)
 
@@ -124,12 +141,21 @@ def assign_languages(script: Script, voices: dict[str, Voice]) -> Script:
 def language_note(script: Script, voices: dict[str, Voice]) -> str | None:
     """What to say when lines have no language while their voices' references speak one: the reference's language
     is never taken for the dub's, so the model reads each line's language from its text (None: nothing to say)."""
-    heard = sorted({v.reference_language for line in script.lines if line.language is None
-                    for v in [voice_for(line.speaker, voices)] if v.reference_language})
+    heard = sorted(
+        {
+            v.reference_language
+            for line in script.lines
+            if line.language is None
+            for v in [voice_for(line.speaker, voices)]
+            if v.reference_language
+        }
+    )
     if not heard:
         return None
-    return (f"the references speak {', '.join(heard)}, which is not taken for the dub's language: lines without one "
-            "are spoken in the language their text reads as; give --language (e.g. --language es) to name it")
+    return (
+        f"the references speak {', '.join(heard)}, which is not taken for the dub's language: lines without one "
+        "are spoken in the language their text reads as; give --language (e.g. --language es) to name it"
+    )
 
 
 def select_lines(spec: str | None, script: Script) -> frozenset[int] | None:
@@ -144,8 +170,9 @@ def select_lines(spec: str | None, script: Script) -> frozenset[int] | None:
             raise OmnidubError(f"--only {spec}: give line numbers and ranges, e.g. 3,8-10")
         huge = next((n for n in (match[1], match[2] or "") if len(n.lstrip("0")) > 18), None)
         if huge is not None:  # no script has that many lines (and Python refuses to read 4,300 digits)
-            raise OmnidubError(f"--only {_short(spec)}: no line {_short(huge)} in the script (its lines are "
-                               f"{known[0]}-{known[-1]})")
+            raise OmnidubError(
+                f"--only {_short(spec)}: no line {_short(huge)} in the script (its lines are {known[0]}-{known[-1]})"
+            )
         first, last = int(match[1]), int(match[2] or match[1])
         if last < first:
             raise OmnidubError(f"--only {spec}: range {part.strip()} runs backwards")
@@ -153,8 +180,7 @@ def select_lines(spec: str | None, script: Script) -> frozenset[int] | None:
         inside = [n for n in known if first <= n <= last]
         if len(inside) != last - first + 1:
             missing = next(n for n, m in zip(itertools.count(first), inside + [None]) if n != m)
-            raise OmnidubError(f"--only {spec}: no line {missing} in the script (its lines are "
-                               f"{known[0]}-{known[-1]})")
+            raise OmnidubError(f"--only {spec}: no line {missing} in the script (its lines are {known[0]}-{known[-1]})")
         chosen.update(inside)
     return frozenset(chosen)
 

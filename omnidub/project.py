@@ -23,9 +23,7 @@ from omnidub.manifest import RenderRecord, compose
 from omnidub.names import file_names
 from omnidub.outputs.deliver import DeliveryOptions, check
 from omnidub.outputs.mix import Placement
-from omnidub.plan import (KeyContext, Plan, Speaker, assign_languages, key_for, language_note, plan_lines,
-                          segment_name)
-from omnidub.timing import Fit
+from omnidub.plan import KeyContext, Plan, Speaker, assign_languages, key_for, language_note, plan_lines, segment_name
 from omnidub.progress import Listener, Summary
 from omnidub.records import MANIFEST, LastRender, LineEntry
 from omnidub.scheduler import Failure, Outcome
@@ -33,6 +31,7 @@ from omnidub.script import Script, line_ranges
 from omnidub.source.cast import SourceOptions
 from omnidub.speakers import prepare_speakers, prompt_cache_dir
 from omnidub.store import LineStore, seconds_of
+from omnidub.timing import Fit
 from omnidub.voices import Voice, check_cast, check_reference, voice_for
 
 
@@ -53,8 +52,17 @@ class ProjectOptions:
 class Project:
     """One input and its output folder, from plan to manifest."""
 
-    def __init__(self, engine, script: Script, voices: dict[str, Voice], out_dir: Path, *, input_path: Path,
-                 options: ProjectOptions = ProjectOptions(), listener: Listener | None = None):
+    def __init__(
+        self,
+        engine,
+        script: Script,
+        voices: dict[str, Voice],
+        out_dir: Path,
+        *,
+        input_path: Path,
+        options: ProjectOptions = ProjectOptions(),
+        listener: Listener | None = None,
+    ):
         if options.source is not None:
             options.source.check()  # the cast is known once the source is analysed (see casting)
         else:
@@ -120,8 +128,9 @@ class Project:
 
     def _make_assembly(self) -> None:
         video = self.options.delivery.video
-        self.assembly = Assembly(self.folder, self.options.delivery, self.probed,
-                                 name=Path(video).stem if video else self.input_path.stem)
+        self.assembly = Assembly(
+            self.folder, self.options.delivery, self.probed, name=Path(video).stem if video else self.input_path.stem
+        )
 
     @property
     def estimated(self) -> bool:
@@ -150,9 +159,18 @@ class Project:
         if not self.voice_checks:
             self.voice_checks = self.last.verdicts()
         chosen = {i: edit["voice"] for i, edit in self.edits.items() if edit.get("voice") in ("line", "speaker")}
-        casting = cast_from_source(self.engine, self.options.source, self.dub, self.given_voices, self.voice_checks,
-                                   input_path=self.input_path, has_bed=self.options.delivery.bed is not None,
-                                   step=self.listener.step, chosen=chosen, progress=self.listener.transcribing)
+        casting = cast_from_source(
+            self.engine,
+            self.options.source,
+            self.dub,
+            self.given_voices,
+            self.voice_checks,
+            input_path=self.input_path,
+            has_bed=self.options.delivery.bed is not None,
+            step=self.listener.step,
+            chosen=chosen,
+            progress=self.listener.transcribing,
+        )
         for note in casting.notes:
             self.note(note)
         self.casting, self.voices, self.script = casting, casting.voices, casting.script
@@ -183,8 +201,15 @@ class Project:
                 self._cast()
                 self._check_without_model()
         script, fits = self._edited()
-        cast = prepare_speakers(self.engine, script, self.voices, self.cast.lines if self.cast else None,
-                                prepare=prepare, step=self.listener.step, said=tuple(self.notes))
+        cast = prepare_speakers(
+            self.engine,
+            script,
+            self.voices,
+            self.cast.lines if self.cast else None,
+            prepare=prepare,
+            step=self.listener.step,
+            said=tuple(self.notes),
+        )
         for note in cast.notes:
             self.note(note, say=prepare)
         self.speakers, self.line_speakers = cast.speakers, cast.lines
@@ -194,8 +219,16 @@ class Project:
         self.names = file_names(self.speakers, self.last.file_names)
         self.planned = self.engine.keyed_by
         keys = KeyContext(*self.planned, self.preset.seed)
-        made: Plan = plan_lines(script, self.speakers, self.names, timing=self.preset.timing, keys=keys,
-                                where=str(self.input_path), lines=self.line_speakers, fits=fits)
+        made: Plan = plan_lines(
+            script,
+            self.speakers,
+            self.names,
+            timing=self.preset.timing,
+            keys=keys,
+            where=str(self.input_path),
+            lines=self.line_speakers,
+            fits=fits,
+        )
         for entry in made.entries:
             entry.edit = self.edits.get(entry.index)
         if self.cast is not None:
@@ -210,8 +243,10 @@ class Project:
         self._keep_unasked(records, by_base, by_key, prepare)
         unapproved = sorted(self._approved_before - {e.index for e in self.entries if e.approved})
         if unapproved:
-            self.note(f"line(s) {line_ranges(unapproved)} had been approved, but render again now (their text, voice or "
-                      "settings changed, or they were asked for again): approve them again once heard")
+            self.note(
+                f"line(s) {line_ranges(unapproved)} had been approved, but render again now (their text, voice or "
+                "settings changed, or they were asked for again): approve them again once heard"
+            )
             self._approved_before -= set(unapproved)
         late = self.probed.late_lines([(e.index, e.start + e.target) for e in self.entries])
         if late:
@@ -230,8 +265,14 @@ class Project:
             k = at.get(index)
             if k is not None and (self.entries[k].done or self.selected(index)):
                 continue
-            kept = self._reuse(replace(old, status="pending", flags=[f for f in old.flags if f != "edited"],
-                                       render_seconds=0.0, error=None), by_base, by_key, repair)
+            kept = self._reuse(
+                replace(
+                    old, status="pending", flags=[f for f in old.flags if f != "edited"], render_seconds=0.0, error=None
+                ),
+                by_base,
+                by_key,
+                repair,
+            )
             if not kept.done:
                 continue  # its audio is gone: nothing to keep
             if k is None or old.speaker not in self.speakers:
@@ -242,12 +283,17 @@ class Project:
             self.entries[k] = kept
             stale.append(index)
         if stale:
-            self.note(f"--only: line(s) {line_ranges(stale)} changed since their audio was rendered; they keep that "
-                      f"audio (flagged stale) in the stems and mix: --only {line_ranges(stale).replace(' ', '')} "
-                      "or a run without --only renders them anew")
+            self.note(
+                f"--only: line(s) {line_ranges(stale)} changed since their audio was rendered; they keep that "
+                f"audio (flagged stale) in the stems and mix: --only {line_ranges(stale).replace(' ', '')} "
+                "or a run without --only renders them anew"
+            )
         if held:
-            self.note(f"--only: line(s) {line_ranges(held)} are gone from the script, or their speaker is; their "
-                      "audio is kept on disk, out of the stems and mix, until a run without --only")
+            self.note(
+                f"--only: line(s) {line_ranges(held)} are gone from the script, or their speaker is; their "
+                "audio is kept on disk, out of the stems and mix, until a run without --only"
+            )
+
     def _edited(self) -> tuple[Script, dict[int, Fit]]:
         """The script with the editor's changes applied, and the lines' own fitting rules. A change made over text
         the input no longer has is dropped: the input's newer text wins, and the note says so."""
@@ -255,8 +301,10 @@ class Project:
         for line in self.script.lines:
             edit = self.edits.get(line.index)
             if edit is not None and edit.get("from") != line.text:
-                self.note(f"line {line.index}: its text in {self.input_path.name} changed since it was edited in "
-                          "review; the input's text is used")
+                self.note(
+                    f"line {line.index}: its text in {self.input_path.name} changed since it was edited in "
+                    "review; the input's text is used"
+                )
                 del self.edits[line.index]
                 edit = None
             if edit is not None:
@@ -282,7 +330,9 @@ class Project:
                 stored = self.store.restore(entry.key, segment, record.sha256, entry.target, write=repair)
                 if stored is not None:
                     if problem:
-                        self.note(f"line {entry.index}: its cached audio is damaged ({problem}); restored from {segment}")
+                        self.note(
+                            f"line {entry.index}: its cached audio is damaged ({problem}); restored from {segment}"
+                        )
                     break
         if stored is not None:
             entry.status, entry.duration, entry.sha256 = "cached", stored.seconds, stored.sha256
@@ -304,7 +354,7 @@ class Project:
         if debris:
             self.note(f"removed {debris} temporary file(s) left by an interrupted run")
         try:
-            self.engine.source  # a model that cannot be found is said before anything else
+            _ = self.engine.source  # a model that cannot be found is said before anything else
             if self.options.source is not None:
                 self._cast()
             self._check_without_model()
@@ -320,8 +370,18 @@ class Project:
         The plan's own paths are checked again once it is made (:meth:`_check_paths`)."""
         names = file_names({line.speaker for line in self.script.lines}, self.last.file_names)
         files = [segment_name(line.index, names[line.speaker]) for line in self.script.lines]
-        placements = [Placement(self.out_dir / file, line.start, line.speaker, max(0.0, line.end - line.start),
-                                line.text, line.index, line.language) for line, file in zip(self.script.lines, files)]
+        placements = [
+            Placement(
+                self.out_dir / file,
+                line.start,
+                line.speaker,
+                max(0.0, line.end - line.start),
+                line.text,
+                line.index,
+                line.language,
+            )
+            for line, file in zip(self.script.lines, files)
+        ]
         self._check_writable(files, self.assembly.programme(placements, names, 0.0))
 
     def _check_paths(self) -> None:
@@ -330,8 +390,12 @@ class Project:
 
     def _check_writable(self, segments: list[str], programme) -> None:
         references = list(reference_clips(self.cast)) if self.cast is not None else []
-        self.folder.check_writable([f for f in segments if self.folder.status(f) != "changed"]
-                                   + [MANIFEST] + references + self.assembly.paths(programme))
+        self.folder.check_writable(
+            [f for f in segments if self.folder.status(f) != "changed"]
+            + [MANIFEST]
+            + references
+            + self.assembly.paths(programme)
+        )
 
     def prepare(self) -> list[LineEntry]:
         """Claim the folder, prepare the voices, plan, and place the stored lines; returns the lines to render."""
@@ -351,8 +415,10 @@ class Project:
         pending = [e for e in self.entries if not e.done and self.selected(e.index)]
         self.left_out = [e.index for e in self.entries if not e.done and not self.selected(e.index)]
         if self.left_out:
-            self.note(f"--only: line(s) {line_ranges(self.left_out)} have no audio yet and are left out of the stems and "
-                      "mix; rerun without --only to render them")
+            self.note(
+                f"--only: line(s) {line_ranges(self.left_out)} have no audio yet and are left out of the stems and "
+                "mix; rerun without --only to render them"
+            )
         for entry in self.entries:
             if entry.done:
                 self._place(entry)
@@ -374,15 +440,18 @@ class Project:
                 self.note(said)
 
     def _planned(self):
-        return self.assembly.programme(self.assembly.placements(self.entries, planned=True), self.names,
-                                       self.program or 0.0)
+        return self.assembly.programme(
+            self.assembly.placements(self.entries, planned=True), self.names, self.program or 0.0
+        )
 
     def _place(self, entry: LineEntry) -> None:
         """Put the line's stored audio at its segment name; a segment someone edited is kept (and used), unless
         this run was asked for the line (``--only``, ``--force``): then the edit is moved aside first."""
         stored, problem = self.store.find(entry.key, entry.target)
         if stored is None:  # removed from under the run (a shared cache pruned by hand): rendered next time
-            self.note(f"line {entry.index}: its audio is no longer in the cache ({problem or 'gone'}); a rerun renders it")
+            self.note(
+                f"line {entry.index}: its audio is no longer in the cache ({problem or 'gone'}); a rerun renders it"
+            )
             entry.status = "pending"
             return
         asked = self.options.force or (self.options.only is not None and entry.index in self.options.only)
@@ -394,14 +463,23 @@ class Project:
         else:
             entry.flags.append("edited")
             entry.duration = seconds_of(self.out_dir / entry.file)
-            self.note(f"line {entry.index}: {entry.file} was edited after omnidub wrote it; kept, and used in "
-                      f"the outputs (--only {entry.index} renders it again)")
+            self.note(
+                f"line {entry.index}: {entry.file} was edited after omnidub wrote it; kept, and used in "
+                f"the outputs (--only {entry.index} renders it again)"
+            )
 
     def request(self, entry: LineEntry, id: str, seed: int | None = None) -> Request:
         """What a backend needs to speak a line (``id`` comes back on its result; ``seed``: a take's)."""
         speaker = self.voice_of(entry)
-        return Request(text=entry.text, prompt=speaker.prompt, language=entry.language, instruct=speaker.voice.instruct,
-                       duration=entry.target, seed=entry.seed if seed is None else seed, id=id)
+        return Request(
+            text=entry.text,
+            prompt=speaker.prompt,
+            language=entry.language,
+            instruct=speaker.voice.instruct,
+            duration=entry.target,
+            seed=entry.seed if seed is None else seed,
+            id=id,
+        )
 
     def accept(self, entry: LineEntry, outcome: Outcome) -> None:
         """Store a line's audio (or its failure) and journal it."""
@@ -409,8 +487,11 @@ class Project:
             message = str(outcome.error).strip().splitlines()[0] if str(outcome.error).strip() else ""
             # A user-fixable problem speaks for itself; anything else also names what went wrong.
             entry.status = "failed"
-            entry.error = message if isinstance(outcome.error, OmnidubError) else \
-                f"{type(outcome.error).__name__}: {message}".rstrip(": ")
+            entry.error = (
+                message
+                if isinstance(outcome.error, OmnidubError)
+                else f"{type(outcome.error).__name__}: {message}".rstrip(": ")
+            )
             self.journal.append(entry)
             self.listener.line_done(entry, 0.0, 0.0)
             return
@@ -433,13 +514,22 @@ class Project:
         counts = {s: sum(e.status == s for e in self.entries) for s in ("rendered", "cached", "failed")}
         generation = self.generation
         return Summary(
-            out_dir=self.out_dir, lines=len(self.entries), rendered=counts["rendered"], cached=counts["cached"],
-            failed=counts["failed"], overflow=tuple(e.index for e in self.entries if "overflow" in e.flags),
-            audio_seconds=audio_seconds, synth_seconds=synth_seconds, program_seconds=self.program or 0.0,
-            interrupted=self.stopping, outputs=tuple(generation.files) if generation else (),
-            pending=tuple(self.left_out), edited=tuple(e.index for e in self.entries if "edited" in e.flags),
+            out_dir=self.out_dir,
+            lines=len(self.entries),
+            rendered=counts["rendered"],
+            cached=counts["cached"],
+            failed=counts["failed"],
+            overflow=tuple(e.index for e in self.entries if "overflow" in e.flags),
+            audio_seconds=audio_seconds,
+            synth_seconds=synth_seconds,
+            program_seconds=self.program or 0.0,
+            interrupted=self.stopping,
+            outputs=tuple(generation.files) if generation else (),
+            pending=tuple(self.left_out),
+            edited=tuple(e.index for e in self.entries if "edited" in e.flags),
             loudness={k: v for k, v in generation.parts["loudness"].items() if k in ("mix", "bed_mix")}
-            if generation and generation.parts.get("loudness") else None,
+            if generation and generation.parts.get("loudness")
+            else None,
         )
 
     def reassemble(self) -> None:
@@ -448,8 +538,7 @@ class Project:
         key = self.assembly.key(self.entries, self.names, self.program or 0.0)
         rendered = any(e.status == "rendered" for e in self.entries)
         previous = self.last
-        self.generation = None if rendered or self.options.force else \
-            self.assembly.reuse(previous, key, self.speakers)
+        self.generation = None if rendered or self.options.force else self.assembly.reuse(previous, key, self.speakers)
         if self.generation is not None:
             self.listener.step("stems and mix are up to date")
             self.program = previous.program_seconds if previous.program_seconds is not None else self.program
@@ -488,10 +577,12 @@ class Project:
         if self.options.only is not None:  # --only takes no other line's audio: a run without it tidies up
             keep |= self.folder.written(under="segments/")
         for relative in self.folder.remove_stale(keep):
-            self.note(f"{relative} was changed after omnidub wrote it, so it was kept although this render no "
-                      "longer uses it")
-        keys = {e.key for e in self.entries} | {a["key"] for e in self.entries for a in e.attempts
-                                               if isinstance(a, dict) and isinstance(a.get("key"), str)}
+            self.note(
+                f"{relative} was changed after omnidub wrote it, so it was kept although this render no longer uses it"
+            )
+        keys = {e.key for e in self.entries} | {
+            a["key"] for e in self.entries for a in e.attempts if isinstance(a, dict) and isinstance(a.get("key"), str)
+        }
         if self.options.only is None:
             self.store.prune(keys)
 
@@ -507,18 +598,23 @@ class Project:
 
         if self.cast is None or self.options.source.match != "auto" or self.stopping:
             return []
-        verdicts = voice_check(self.cast, self.entries, self.out_dir, encoder=self.engine.source_encoder,
-                               judged=set(self.voice_checks))
+        verdicts = voice_check(
+            self.cast, self.entries, self.out_dir, encoder=self.engine.source_encoder, judged=set(self.voice_checks)
+        )
         self.voice_checks.update(verdicts)
         unjudged = sorted(i for i, v in verdicts.items() if v["passed"] is None)
         if unjudged:
-            self.note(f"the voice check could not judge line(s) {line_ranges(unjudged)}: {verdicts[unjudged[0]]['why']}")
+            self.note(
+                f"the voice check could not judge line(s) {line_ranges(unjudged)}: {verdicts[unjudged[0]]['why']}"
+            )
         failed = sorted(i for i, v in verdicts.items() if v["passed"] is False)
         if not failed:
             self._record_references(self.entries)
             return []
-        self.note(f"line(s) {line_ranges(failed)} sounded like someone else with their own original clip: rendered "
-                  "again from their speaker's clip (the manifest says why, line by line)")
+        self.note(
+            f"line(s) {line_ranges(failed)} sounded like someone else with their own original clip: rendered "
+            "again from their speaker's clip (the manifest says why, line by line)"
+        )
         self._cast()
         return self.replan()
 
@@ -538,12 +634,24 @@ class Project:
         "cached"; else "pending", to render). Not yet adopted."""
         target = self.targets[self.entries.index(entry)]
         key = key_for(target, self.voice_of(entry), seed, KeyContext(*self.engine.keyed_by, self.preset.seed))
-        take = replace(entry, key=key, seed=seed, status="pending", duration=None, sha256=None, attempts=[],
-                       flags=list(entry.flags))
+        take = replace(
+            entry,
+            key=key,
+            seed=seed,
+            status="pending",
+            duration=None,
+            sha256=None,
+            attempts=[],
+            flags=list(entry.flags),
+        )
         stored, _ = self.store.find(key, entry.target)
         if stored is not None:
-            take.file, take.duration, take.sha256, take.status = stored.path.as_posix(), stored.seconds, stored.sha256, \
-                "cached"
+            take.file, take.duration, take.sha256, take.status = (
+                stored.path.as_posix(),
+                stored.seconds,
+                stored.sha256,
+                "cached",
+            )
         return take
 
     def accept_take(self, take: LineEntry, outcome: Outcome) -> None:
@@ -633,8 +741,9 @@ class Project:
 
     def next_seed(self, entry: LineEntry) -> int:
         """A seed no take of the line has used: one past the highest of its own and its takes'."""
-        seeds = [entry.seed, self.base_seed(entry)] + [a["seed"] for a in entry.attempts
-                                                       if isinstance(a.get("seed"), int)]
+        seeds = [entry.seed, self.base_seed(entry)] + [
+            a["seed"] for a in entry.attempts if isinstance(a.get("seed"), int)
+        ]
         return max(seeds) + 1
 
     def close(self) -> None:
@@ -647,23 +756,44 @@ class Project:
         """The render as it stands now, as the manifest records it."""
         notes = tuple(self.script.warnings) + tuple(f"skipped: {s}" for s in self.script.skipped) + tuple(self.notes)
         return RenderRecord(
-            input=self.input_path, model=self.engine.identity,
-            settings={**self.preset.to_json(), **self.engine.settings}, program=self.program, fmt=self.options.fmt,
-            fps=self.options.delivery.fps, generation=self.generation, speakers=self.speakers, names=self.names,
-            notes=notes, entries=tuple(self.entries), request=self.asked_json(),
+            input=self.input_path,
+            model=self.engine.identity,
+            settings={**self.preset.to_json(), **self.engine.settings},
+            program=self.program,
+            fmt=self.options.fmt,
+            fps=self.options.delivery.fps,
+            generation=self.generation,
+            speakers=self.speakers,
+            names=self.names,
+            notes=notes,
+            entries=tuple(self.entries),
+            request=self.asked_json(),
         )
 
     def asked_json(self) -> dict:
         """How this render was asked for (the model, preset, voices, source and delivery as given), so that
         ``omnidub review`` opens the folder exactly as it was rendered: see ``api.Session.reopen``."""
         engine, asked = self.engine, self.asked
-        voices = {name: {"audio": str(v.audio.resolve()) if v.audio else None, "text": v.text,
-                         "language": v.language, "speed": v.speed, "instruct": v.instruct}
-                  for name, v in sorted(self.given_voices.items())}
+        voices = {
+            name: {
+                "audio": str(v.audio.resolve()) if v.audio else None,
+                "text": v.text,
+                "language": v.language,
+                "speed": v.speed,
+                "instruct": v.instruct,
+            }
+            for name, v in sorted(self.given_voices.items())
+        }
         return {
-            "model": engine.model_spec, "device": engine.device_spec, "backend": engine.backend_spec,
-            "asr_model": engine.asr_model, "preset": self.preset.to_json(), "language": asked.language,
-            "voices": voices, "format": asked.fmt, "allow_other_files": asked.allow_other_files,
+            "model": engine.model_spec,
+            "device": engine.device_spec,
+            "backend": engine.backend_spec,
+            "asr_model": engine.asr_model,
+            "preset": self.preset.to_json(),
+            "language": asked.language,
+            "voices": voices,
+            "format": asked.fmt,
+            "allow_other_files": asked.allow_other_files,
             "cache": str(asked.cache_dir.resolve()) if asked.cache_dir else None,
             "source": _plain(asdict(asked.source)) if asked.source else None,
             "delivery": _plain(asdict(asked.delivery)),

@@ -126,8 +126,11 @@ class LastRender:
         data = manifest if isinstance(manifest, dict) else {}
         settings, model = _mapping(data.get("settings")), _mapping(data.get("model"))
         voices = _mapping(data.get("voices"))
-        names = {str(name): record["file_name"] for name, record in voices.items()
-                 if isinstance(record, dict) and isinstance(record.get("file_name"), str)}
+        names = {
+            str(name): record["file_name"]
+            for name, record in voices.items()
+            if isinstance(record, dict) and isinstance(record.get("file_name"), str)
+        }
         record = data.get("assembly")
         assembly = None
         if isinstance(record, dict) and isinstance(record.get("key"), str) and isinstance(record.get("files"), dict):
@@ -137,7 +140,10 @@ class LastRender:
             input=data["input"] if isinstance(data.get("input"), str) else None,
             layout=settings["cfg"] if isinstance(settings.get("cfg"), str) else None,
             backend=model["backend"] if isinstance(model.get("backend"), str) else None,
-            entries=tuple(manifest_entries(data)), journal=tuple(journal), file_names=names, assembly=assembly,
+            entries=tuple(manifest_entries(data)),
+            journal=tuple(journal),
+            file_names=names,
+            assembly=assembly,
             parts={name: data.get(name) for name in ("stems", "mix", "loudness", "delivery") if name in data},
             program_seconds=float(program) if isinstance(program, (int, float)) else None,
             request=_mapping(data.get("request")),

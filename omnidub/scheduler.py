@@ -59,8 +59,12 @@ class ExecutorOptions:
 class Executor(Protocol):
     """Runs requests and streams each line's outcome as it finishes (in any order: match them by ``id``)."""
 
-    def stream(self, requests: Sequence[Request], should_stop: Callable[[], bool] = lambda: False,
-               on_bucket: Callable[[list[Request]], None] = lambda bucket: None) -> Iterator[Outcome]: ...
+    def stream(
+        self,
+        requests: Sequence[Request],
+        should_stop: Callable[[], bool] = lambda: False,
+        on_bucket: Callable[[list[Request]], None] = lambda bucket: None,
+    ) -> Iterator[Outcome]: ...
 
     def close(self) -> None: ...
 
@@ -72,8 +76,12 @@ class LocalExecutor:
         self.backend = backend
         self.budget = budget
 
-    def stream(self, requests: Sequence[Request], should_stop: Callable[[], bool] = lambda: False,
-               on_bucket: Callable[[list[Request]], None] = lambda bucket: None) -> Iterator[Outcome]:
+    def stream(
+        self,
+        requests: Sequence[Request],
+        should_stop: Callable[[], bool] = lambda: False,
+        on_bucket: Callable[[list[Request]], None] = lambda bucket: None,
+    ) -> Iterator[Outcome]:
         return stream(self.backend, requests, self.budget, should_stop, on_bucket)
 
     def close(self) -> None:
@@ -109,10 +117,15 @@ def buckets(requests: Sequence[Request], cost: Callable[[Request], int], budget:
     return out
 
 
-def stream(backend: Backend, requests: Sequence[Request], budget: Budget,
-           should_stop: Callable[[], bool] = lambda: False,
-           on_bucket: Callable[[list[Request]], None] = lambda bucket: None, *, whole_job: bool = True
-           ) -> Iterator[Result | Failure]:
+def stream(
+    backend: Backend,
+    requests: Sequence[Request],
+    budget: Budget,
+    should_stop: Callable[[], bool] = lambda: False,
+    on_bucket: Callable[[list[Request]], None] = lambda bucket: None,
+    *,
+    whole_job: bool = True,
+) -> Iterator[Result | Failure]:
     """Render every request, yielding each line's Result (or Failure) as soon as it is done; ``on_bucket`` hears
     which lines a forward is about to hold (for progress). ``whole_job``: the requests are the job's work left,
     which the backend may plan for (--compile auto); a Ray worker's bucket is not, its share was said apart.

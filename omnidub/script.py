@@ -40,15 +40,36 @@ from omnidub.inputs import (
 )
 from omnidub.lightweight import omnivoice_module
 
-__all__ = ["DEFAULT_SPEAKER", "SUFFIXES", "Inputs", "Line", "Script", "check_language", "edited_text",
-           "estimate_natural_seconds",
-           "find_inputs", "line_ranges", "read_script"]
+__all__ = [
+    "DEFAULT_SPEAKER",
+    "SUFFIXES",
+    "Inputs",
+    "Line",
+    "Script",
+    "check_language",
+    "edited_text",
+    "estimate_natural_seconds",
+    "find_inputs",
+    "line_ranges",
+    "read_script",
+]
 
 DEFAULT_SPEAKER = "default"
 
 NONVERBAL_TAGS = (
-    "laughter", "sigh", "confirmation-en", "question-en", "question-ah", "question-oh", "question-ei",
-    "question-yi", "surprise-ah", "surprise-oh", "surprise-wa", "surprise-yo", "dissatisfaction-hnn",
+    "laughter",
+    "sigh",
+    "confirmation-en",
+    "question-en",
+    "question-ah",
+    "question-oh",
+    "question-ei",
+    "question-yi",
+    "surprise-ah",
+    "surprise-oh",
+    "surprise-wa",
+    "surprise-yo",
+    "dissatisfaction-hnn",
 )
 
 # Words that open SDH sound descriptions; "[APPLAUSE] Thank you" is a sound, not a speaker called APPLAUSE.
@@ -99,7 +120,9 @@ _SPEAKABLE_RE = re.compile(r"[^\W_]")
 # An opening voice tag that never closes: "<v ALICE Hello" would be read aloud.
 _OPEN_VOICE_RE = re.compile(r"^\s*<v(?:[\s.][^>]*)?$", re.IGNORECASE)
 # Terminal escapes (CSI, OSC and two-character ones) and any other control character but line breaks and tabs.
-_CONTROL_RE = re.compile(r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?|[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_CONTROL_RE = re.compile(
+    r"\x1b\[[0-?]*[ -/]*[@-~]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?|\x1b[@-_]?|[\x00-\x08\x0b-\x1f\x7f-\x9f]"
+)
 
 
 def read_script(path, *, language: str | None = None, gap: float = 0.4, speakers=frozenset()) -> Script:
@@ -124,15 +147,19 @@ def read_script(path, *, language: str | None = None, gap: float = 0.4, speakers
             raise OmnidubError(f"{path}: {cue.where}: ends at {clock(cue.end)}, before it starts at {clock(cue.start)}")
         _check_voice_tags(path, cue)
         if cue.start is not None and cue.end - cue.start > LONG_CUE_SECONDS:
-            notes.append(f"{cue.where} lasts {clock(cue.end - cue.start)} (a timestamp typo?); the programme runs to its end")
-        parts, reason = _speech_parts(cue.body, capitalised_labels=label_case, cast=cast, by_cast=by_cast, where=cue.where)
+            notes.append(
+                f"{cue.where} lasts {clock(cue.end - cue.start)} (a timestamp typo?); the programme runs to its end"
+            )
+        parts, reason = _speech_parts(
+            cue.body, capitalised_labels=label_case, cast=cast, by_cast=by_cast, where=cue.where
+        )
         if not parts:
             skipped.append(f"{cue.where}: {reason} ({preview(cue.body)})")
             continue
         if cue.start is not None and cue.end == cue.start:
             skipped.append(f"{cue.where}: zero length ({preview(cue.body)})")
             continue
-        for speaker, words in parts:
+        for _, words in parts:
             if len(words) > MAX_LINE_CHARACTERS:
                 raise OmnidubError(
                     f"{path}: {cue.where}: {len(words):,} characters of text; a line may hold at most "
@@ -153,8 +180,11 @@ def read_script(path, *, language: str | None = None, gap: float = 0.4, speakers
             start, end = at, at + estimate_natural_seconds(words)
             at = end + gap
         lines.append(Line(index, speaker, words, round(start, 3), round(end, 3), language, cue.where))
-    notes += [f"{where}: {label} is read as the speaker {name!r}, a name in the cast (without the cast it would be "
-              f"{'a sound description' if label.startswith('[') else 'text'})" for name, (where, label) in by_cast.items()]
+    notes += [
+        f"{where}: {label} is read as the speaker {name!r}, a name in the cast (without the cast it would be "
+        f"{'a sound description' if label.startswith('[') else 'text'})"
+        for name, (where, label) in by_cast.items()
+    ]
     warnings = _overlaps(lines, [id(cue) for cue, *_ in pieces]) if timed else []
     return Script(tuple(lines), tuple(skipped), tuple(notes + warnings), timed)
 
@@ -168,9 +198,12 @@ def _one_spelling(pieces: list, cast: dict[str, str]) -> tuple[list, list[str]]:
         folded = speaker.casefold()
         spelling.setdefault(folded, cast.get(folded, speaker))
         seen.setdefault(folded, {}).setdefault(speaker, cue.where)
-    notes = [f"{' and '.join(f'{name!r} ({where})' for name, where in spelled.items())} differ only in case: read as "
-             f"one speaker, {spelling[folded]!r} (speaker names are matched without case)"
-             for folded, spelled in seen.items() if len(spelled) > 1]
+    notes = [
+        f"{' and '.join(f'{name!r} ({where})' for name, where in spelled.items())} differ only in case: read as "
+        f"one speaker, {spelling[folded]!r} (speaker names are matched without case)"
+        for folded, spelled in seen.items()
+        if len(spelled) > 1
+    ]
     return [(cue, spelling[speaker.casefold()], *rest) for cue, speaker, *rest in pieces], notes
 
 
@@ -196,8 +229,10 @@ def edited_text(text: str, where: str) -> str:
         raise OmnidubError(f"{where}: {reason}, so there is nothing to say ({preview(text)})")
     clean = " ".join(words for _, words in parts)
     if len(clean) > MAX_LINE_CHARACTERS:
-        raise OmnidubError(f"{where}: {len(clean):,} characters of text; a line may hold at most "
-                           f"{MAX_LINE_CHARACTERS:,} (split it into shorter lines)")
+        raise OmnidubError(
+            f"{where}: {len(clean):,} characters of text; a line may hold at most "
+            f"{MAX_LINE_CHARACTERS:,} (split it into shorter lines)"
+        )
     return clean
 
 
@@ -210,7 +245,9 @@ def _check_voice_tags(path: Path, cue: Cue) -> None:
     for k, row in enumerate(cue.body.split("\n")):
         if ">" not in row and _OPEN_VOICE_RE.match(row):
             where = f"line {cue.line + k}" if cue.line else cue.where
-            raise OmnidubError(f"{path}: {where}: voice tag without its closing '>': {preview(row)}; write <v NAME>text")
+            raise OmnidubError(
+                f"{path}: {where}: voice tag without its closing '>': {preview(row)}; write <v NAME>text"
+            )
 
 
 def check_language(language: str, where: str) -> str:
@@ -223,15 +260,24 @@ def check_language(language: str, where: str) -> str:
 
     base = re.split(r"[-_]", language.lower())[0]  # en-US: OmniVoice takes the language, not the region
     # Names only: among 2-3 letter ids everything is close to everything.
-    close = ([base] if base in lang_map.LANG_IDS else []) + difflib.get_close_matches(language.lower(), list(lang_map.LANG_NAME_TO_ID), n=3, cutoff=0.6)
+    close = ([base] if base in lang_map.LANG_IDS else []) + difflib.get_close_matches(
+        language.lower(), list(lang_map.LANG_NAME_TO_ID), n=3, cutoff=0.6
+    )
     hint = f"; close matches: {', '.join(dict.fromkeys(close))}" if close else ""
     raise OmnidubError(
-        f"{where}: unknown language {language!r}{hint} (OmniVoice takes a language id like en or an English name like German)"
+        f"{where}: unknown language {language!r}{hint} (OmniVoice takes a language id like en or an English name "
+        "like German)"
     )
 
 
-def _speech_parts(body: str, *, capitalised_labels: bool, cast: dict[str, str] | None = None,
-                  by_cast: dict[str, tuple[str, str]] | None = None, where: str = "") -> tuple[list[tuple[str, str]], str]:
+def _speech_parts(
+    body: str,
+    *,
+    capitalised_labels: bool,
+    cast: dict[str, str] | None = None,
+    by_cast: dict[str, tuple[str, str]] | None = None,
+    where: str = "",
+) -> tuple[list[tuple[str, str]], str]:
     """Split a cue into (speaker, clean text) parts, or return no parts and why it was skipped. ``cast`` maps
     folded names to the cast's own; ``by_cast`` collects labels that only the cast made labels."""
     parts: list[list] = []  # [speaker, [texts]]
@@ -245,7 +291,9 @@ def _speech_parts(body: str, *, capitalised_labels: bool, cast: dict[str, str] |
             speaker, raw = voice.group(1).strip(), raw[voice.end() :]
         row = _DASH_RE.sub("", html.unescape(_TAG_RE.sub("", raw)))
         if speaker is None:
-            speaker, row = _cast_label(row, cast or {}, by_cast if by_cast is not None else {}, where, capitalised_labels)
+            speaker, row = _cast_label(
+                row, cast or {}, by_cast if by_cast is not None else {}, where, capitalised_labels
+            )
         if speaker is None:
             speaker, row = _split_label(row, capitalised_labels)
         row = _clean(row)
@@ -281,7 +329,9 @@ def _cast_label(row: str, cast: dict[str, str], by_cast: dict, where: str, capit
             name = cast[match.group(1).strip().casefold()]
             # Said once per name, and only where the plain rules would have read it otherwise.
             if name not in by_cast and _split_label(row, capitalised)[0] is None:
-                label = f"[{match.group(1).strip()}]" if pattern is _BRACKET_LABEL_RE else f"'{match.group(1).strip()}:'"
+                label = (
+                    f"[{match.group(1).strip()}]" if pattern is _BRACKET_LABEL_RE else f"'{match.group(1).strip()}:'"
+                )
                 by_cast[name] = (where, label)
             return match.group(1).strip(), match.group(2)  # as spelled: _one_spelling gives it the cast's spelling
     return None, row
@@ -347,7 +397,7 @@ def _overlaps(lines: list[Line], cues: list[int]) -> list[str]:
     cue_of = {line.index: cue for line, cue in zip(lines, cues)}
     where = {line.index: line.where for line in lines}
     active: list[Line] = []
-    for line in sorted(lines, key=lambda l: (l.start, l.index)):
+    for line in sorted(lines, key=lambda item: (item.start, item.index)):
         active = [a for a in active if a.end > line.start]
         for other in active:
             amount = min(other.end, line.end) - line.start
@@ -355,12 +405,14 @@ def _overlaps(lines: list[Line], cues: list[int]) -> list[str]:
                 continue  # parts of one split cue touch by construction
             if other.speaker == line.speaker:
                 warnings.append(
-                    f"{where[line.index]} overlaps {where[other.index]} by {amount:.2f} s, both spoken by {line.speaker}: "
+                    f"{where[line.index]} overlaps {where[other.index]} by {amount:.2f} s, both spoken by "
+                    f"{line.speaker}: "
                     "the two lines will play on top of each other"
                 )
             else:
                 warnings.append(
-                    f"{where[line.index]} ({line.speaker}) overlaps {where[other.index]} ({other.speaker}) by {amount:.2f} s; "
+                    f"{where[line.index]} ({line.speaker}) overlaps {where[other.index]} ({other.speaker}) by "
+                    f"{amount:.2f} s; "
                     "different speakers may overlap"
                 )
         active.append(line)

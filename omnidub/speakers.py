@@ -28,9 +28,16 @@ class Cast:
     notes: tuple[str, ...] = ()
 
 
-def prepare_speakers(engine, script: Script, voices: dict[str, Voice], lines: dict[int, Voice] | None = None, *,
-                     prepare: bool, step: Callable[[str], None] = lambda text: None, said: tuple[str, ...] = ()
-                     ) -> Cast:
+def prepare_speakers(
+    engine,
+    script: Script,
+    voices: dict[str, Voice],
+    lines: dict[int, Voice] | None = None,
+    *,
+    prepare: bool,
+    step: Callable[[str], None] = lambda text: None,
+    said: tuple[str, ...] = (),
+) -> Cast:
     """Every speaker of ``script`` with its voice's prompt (one prompt per voice), and every line with a voice of
     its own (``lines``: a clip of the original line it translates) with that one. With ``prepare``, prompts not
     cached yet are prepared (the engine's ASR and model); without it they are paced from the whole reference.
@@ -45,8 +52,11 @@ def prepare_speakers(engine, script: Script, voices: dict[str, Voice], lines: di
             by_voice[voice] = _speaker(engine, voice, cache, prepare, step, notes.append, said)
         speakers[name] = by_voice[voice]
     notes += _untrimmed(engine, speakers)
-    fresh = [v for v in (lines or {}).values() if v not in by_voice
-             and cache.get(voice_prompt_key(v, engine.preset.voice, engine.prompt_identity)) is None]
+    fresh = [
+        v
+        for v in (lines or {}).values()
+        if v not in by_voice and cache.get(voice_prompt_key(v, engine.preset.voice, engine.prompt_identity)) is None
+    ]
     if fresh and prepare:
         step(f"preparing {len(fresh)} line voice(s) from the source")
     own = {}
@@ -57,8 +67,15 @@ def prepare_speakers(engine, script: Script, voices: dict[str, Voice], lines: di
     return Cast(speakers, own, tuple(notes))
 
 
-def _speaker(engine, voice: Voice, cache: PromptCache, prepare: bool, step: Callable[[str], None],
-             note: Callable[[str], None], said_before: tuple[str, ...]) -> Speaker:
+def _speaker(
+    engine,
+    voice: Voice,
+    cache: PromptCache,
+    prepare: bool,
+    step: Callable[[str], None],
+    note: Callable[[str], None],
+    said_before: tuple[str, ...],
+) -> Speaker:
     key = voice_prompt_key(voice, engine.preset.voice, engine.prompt_identity)
     if voice.audio is None:  # voice design: no reference, upstream's default pace
         return Speaker(voice, key, None, None, None)
@@ -71,7 +88,11 @@ def _speaker(engine, voice: Voice, cache: PromptCache, prepare: bool, step: Call
         step(f"preparing the voice of {voice.speaker}")
         backend = engine.backend()  # the model's codec encodes the prompt
         prompt, reference = voice_prompt(
-            voice, cache=cache, options=engine.preset.voice, key=key, sample_rate=backend.sample_rate,
+            voice,
+            cache=cache,
+            options=engine.preset.voice,
+            key=key,
+            sample_rate=backend.sample_rate,
             asr=engine.asr(),
             encode=lambda ref: backend.encode_prompt(ref.audio, ref.sample_rate, ref.text, voice.spoken),
         )
@@ -82,7 +103,7 @@ def _speaker(engine, voice: Voice, cache: PromptCache, prepare: bool, step: Call
         text = "; ".join(parts)
         for prior in said_before:  # what the plan's check of the reference already said is not said again
             if prior.startswith(f"{voice.speaker}: "):
-                text = text.replace(prior[len(voice.speaker) + 2:], "")
+                text = text.replace(prior[len(voice.speaker) + 2 :], "")
         text = "; ".join(part for part in text.split("; ") if part.strip())
         if text:
             note(f"{voice.speaker}: {text}")
@@ -98,9 +119,16 @@ def _speaker(engine, voice: Voice, cache: PromptCache, prepare: bool, step: Call
 
 def _untrimmed(engine, speakers: dict[str, Speaker]) -> list[str]:
     # Said once for all speakers: the fast preset's ~3 s cut needs word times, which need an ASR model.
-    whole = sorted({s.voice.speaker for s in speakers.values()
-                    if s.prompt is not None and s.prompt.provisional and "kept whole" in s.prompt.note})
+    whole = sorted(
+        {
+            s.voice.speaker
+            for s in speakers.values()
+            if s.prompt is not None and s.prompt.provisional and "kept whole" in s.prompt.note
+        }
+    )
     if not whole:
         return []
-    return [f"no ASR model ({engine.asr_name}) to find word boundaries, so the samples of {', '.join(whole)} are kept "
-            "whole; pass --asr-model with a local faster-whisper folder to trim them"]
+    return [
+        f"no ASR model ({engine.asr_name}) to find word boundaries, so the samples of {', '.join(whole)} are kept "
+        "whole; pass --asr-model with a local faster-whisper folder to trim them"
+    ]

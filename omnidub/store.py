@@ -142,8 +142,9 @@ class LineStore:
         try:
             self.dir.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
-            raise cannot_write(self.dir / name, exc) or OmnidubError(f"cannot write the line cache {self.dir}: "
-                                                                    f"{exc.strerror or exc}") from exc
+            raise cannot_write(self.dir / name, exc) or OmnidubError(
+                f"cannot write the line cache {self.dir}: {exc.strerror or exc}"
+            ) from exc
         write_bytes_atomic(self.dir / name, data)
         names = self._names(key)
         if name not in names:

@@ -28,33 +28,78 @@ SEED = 1234
 
 # Qwen3 adds these after the 151,643 byte-level BPE tokens (ids 151643..151668).
 QWEN3_ADDED_TOKENS = (
-    "<|endoftext|>", "<|im_start|>", "<|im_end|>", "<|object_ref_start|>", "<|object_ref_end|>",
-    "<|box_start|>", "<|box_end|>", "<|quad_start|>", "<|quad_end|>", "<|vision_start|>",
-    "<|vision_end|>", "<|vision_pad|>", "<|image_pad|>", "<|video_pad|>", "<tool_call>", "</tool_call>",
-    "<|fim_prefix|>", "<|fim_middle|>", "<|fim_suffix|>", "<|fim_pad|>", "<|repo_name|>", "<|file_sep|>",
-    "<tool_response>", "</tool_response>", "<think>", "</think>",
+    "<|endoftext|>",
+    "<|im_start|>",
+    "<|im_end|>",
+    "<|object_ref_start|>",
+    "<|object_ref_end|>",
+    "<|box_start|>",
+    "<|box_end|>",
+    "<|quad_start|>",
+    "<|quad_end|>",
+    "<|vision_start|>",
+    "<|vision_end|>",
+    "<|vision_pad|>",
+    "<|image_pad|>",
+    "<|video_pad|>",
+    "<tool_call>",
+    "</tool_call>",
+    "<|fim_prefix|>",
+    "<|fim_middle|>",
+    "<|fim_suffix|>",
+    "<|fim_pad|>",
+    "<|repo_name|>",
+    "<|file_sep|>",
+    "<tool_response>",
+    "</tool_response>",
+    "<think>",
+    "</think>",
 )
 # OmniVoice's own control tokens (ids 151669..151675 in the released checkpoint).
 OMNIVOICE_TOKENS = (
-    "<|denoise|>", "<|lang_start|>", "<|lang_end|>", "<|instruct_start|>", "<|instruct_end|>",
-    "<|text_start|>", "<|text_end|>",
+    "<|denoise|>",
+    "<|lang_start|>",
+    "<|lang_end|>",
+    "<|instruct_start|>",
+    "<|instruct_end|>",
+    "<|text_start|>",
+    "<|text_end|>",
 )
 PAD_TOKEN = "<|endoftext|>"
 
 FULL_LLM = dict(
-    hidden_size=1024, num_hidden_layers=28, num_attention_heads=16, num_key_value_heads=8, head_dim=128,
-    intermediate_size=3072, rope_theta=1_000_000.0, rms_norm_eps=1e-6, max_position_embeddings=40960,
+    hidden_size=1024,
+    num_hidden_layers=28,
+    num_attention_heads=16,
+    num_key_value_heads=8,
+    head_dim=128,
+    intermediate_size=3072,
+    rope_theta=1_000_000.0,
+    rms_norm_eps=1e-6,
+    max_position_embeddings=40960,
 )
 TINY_LLM = dict(
-    hidden_size=64, num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2, head_dim=16,
-    intermediate_size=128, rope_theta=1_000_000.0, rms_norm_eps=1e-6, max_position_embeddings=4096,
+    hidden_size=64,
+    num_hidden_layers=2,
+    num_attention_heads=4,
+    num_key_value_heads=2,
+    head_dim=16,
+    intermediate_size=128,
+    rope_theta=1_000_000.0,
+    rms_norm_eps=1e-6,
+    max_position_embeddings=4096,
 )
 # Higgs audio v2 as released: hop 8*5*4*2*3 = 960 samples at 24 kHz (25 frames/s), 8 quantizers.
 FULL_DAC = dict(encoder_hidden_size=64, decoder_hidden_size=1024, hidden_size=256)
 TINY_DAC = dict(encoder_hidden_size=4, decoder_hidden_size=32, hidden_size=8)
 TINY_HUBERT = dict(
-    hidden_size=16, num_hidden_layers=1, num_attention_heads=2, intermediate_size=32,
-    conv_dim=[8] * 7, num_conv_pos_embeddings=16, num_conv_pos_embedding_groups=4,
+    hidden_size=16,
+    num_hidden_layers=1,
+    num_attention_heads=2,
+    intermediate_size=32,
+    conv_dim=[8] * 7,
+    num_conv_pos_embeddings=16,
+    num_conv_pos_embedding_groups=4,
 )
 
 
@@ -94,8 +139,10 @@ def build_synthetic(name: str) -> Path:
         reason = _disk_trouble(exc)
         if reason is None:
             raise
-        raise OmnidubError(f"cannot build synthetic:{name} in {folder.parent}: {reason}; free some space or "
-                           "point OMNIDUB_CACHE at a roomier disk") from exc
+        raise OmnidubError(
+            f"cannot build synthetic:{name} in {folder.parent}: {reason}; free some space or "
+            "point OMNIDUB_CACHE at a roomier disk"
+        ) from exc
     finally:
         shutil.rmtree(staging, ignore_errors=True)
     return folder
@@ -175,10 +222,19 @@ def _write_checkpoint(folder: Path, *, full: bool) -> None:
     _randomize_codebooks(audio_tokenizer, std=1.0 if full else 300.0)
     audio_folder = folder / "audio_tokenizer"
     audio_tokenizer.save_pretrained(audio_folder)
-    DacFeatureExtractor(feature_size=1, sampling_rate=24000, padding_value=0.0, hop_length=960).save_pretrained(audio_folder)
+    DacFeatureExtractor(feature_size=1, sampling_rate=24000, padding_value=0.0, hop_length=960).save_pretrained(
+        audio_folder
+    )
     (folder / "omnidub-synthetic.json").write_text(
-        json.dumps({"name": "full" if full else "tiny", "recipe": RECIPE_VERSION, "seed": SEED,
-                    "note": "random weights: the audio is noise"}, indent=2)
+        json.dumps(
+            {
+                "name": "full" if full else "tiny",
+                "recipe": RECIPE_VERSION,
+                "seed": SEED,
+                "note": "random weights: the audio is noise",
+            },
+            indent=2,
+        )
     )
 
 
@@ -216,15 +272,19 @@ def _qwen_tokenizer():
 
         ranks = resources.files("dashscope").joinpath("resources", "qwen.tiktoken")
     except ImportError as exc:  # pragma: no cover - dashscope is a declared dependency
-        raise OmnidubError(f"synthetic:full needs the Qwen vocabulary shipped by the dashscope package ({exc})") from None
+        raise OmnidubError(
+            f"synthetic:full needs the Qwen vocabulary shipped by the dashscope package ({exc})"
+        ) from None
 
     with resources.as_file(ranks) as ranks_path:
         backend = TikTokenConverter(vocab_file=str(ranks_path), pattern=PAT_STR).tokenizer()
     backend.normalizer = normalizers.NFC()
-    backend.pre_tokenizer = pre_tokenizers.Sequence([
-        pre_tokenizers.Split(Regex(PAT_STR), behavior="isolated", invert=False),
-        pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
-    ])
+    backend.pre_tokenizer = pre_tokenizers.Sequence(
+        [
+            pre_tokenizers.Split(Regex(PAT_STR), behavior="isolated", invert=False),
+            pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
+        ]
+    )
     backend.decoder = decoders.ByteLevel()
     backend.add_special_tokens([AddedToken(t, special=True, normalized=False) for t in QWEN3_ADDED_TOKENS])
     return _wrap(backend)

@@ -60,8 +60,15 @@ class Fit:
     borrow: bool = False
 
 
-def plan(lines: list[Line], naturals: list[float], *, max_speedup: float, timed: bool = True, gap: float = 0.4,
-         fits: dict[int, Fit] | None = None) -> list[Target]:
+def plan(
+    lines: list[Line],
+    naturals: list[float],
+    *,
+    max_speedup: float,
+    timed: bool = True,
+    gap: float = 0.4,
+    fits: dict[int, Fit] | None = None,
+) -> list[Target]:
     """Fit every line to its slot (``fits``: lines with rules of their own, by index); untimed scripts are laid
     out back to back at natural length."""
     fits = fits or {}
@@ -71,7 +78,8 @@ def plan(lines: list[Line], naturals: list[float], *, max_speedup: float, timed:
         if natural > MAX_LINE_SECONDS:
             raise OmnidubError(
                 f"line {line.index} ({line.speaker}) would take {natural / 60:.0f} minutes at its voice's pace; a line "
-                f"may take at most {MAX_LINE_SECONDS / 60:.0f} (check the voice's transcript and speed, or split the line)"
+                f"may take at most {MAX_LINE_SECONDS / 60:.0f} (check the voice's transcript and speed, or split the "
+                "line)"
             )
     if not timed:
         targets, cursor = [], 0.0

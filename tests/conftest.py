@@ -77,8 +77,17 @@ def whisper_tiny_en() -> Path:
     return folder
 
 
-def make_video(path: Path, seconds: float, fps: int = 25, rate: int = 44100, *, codec: str = "mpeg4",
-               options: dict | None = None, audio: str = "aac", sound=None) -> None:
+def make_video(
+    path: Path,
+    seconds: float,
+    fps: int = 25,
+    rate: int = 44100,
+    *,
+    codec: str = "mpeg4",
+    options: dict | None = None,
+    audio: str = "aac",
+    sound=None,
+) -> None:
     """A small test video made with PyAV: a bar moving over black (``codec``, mpeg4 unless asked, with its
     encoder ``options``) and a 150 Hz tone (``audio``, AAC unless asked, stereo), or ``sound`` (mono float32 samples
     at ``rate``)."""

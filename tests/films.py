@@ -9,8 +9,8 @@ generator knows the truth: who speaks where, and the words actually spoken.
 from __future__ import annotations
 
 import hashlib
-import os
 import json
+import os
 import shutil
 import subprocess
 import tempfile
@@ -106,8 +106,9 @@ def speak(voice: str, texts: list[str]) -> list[np.ndarray]:
     tmp = {p: p.with_suffix(f".{os.getpid()}.tmp") for _, p in todo}  # two test workers may make the same line
     if todo and tool == "festival":
         # One festival process per voice: loading it costs a second or two.
-        script = [f"(voice_{name})"] + [f'(utt.save.wave (utt.synth (Utterance Text "{t}")) "{tmp[p]}" \'riff)'
-                                        for t, p in todo]
+        script = [f"(voice_{name})"] + [
+            f'(utt.save.wave (utt.synth (Utterance Text "{t}")) "{tmp[p]}" \'riff)' for t, p in todo
+        ]
         commands = CACHE / f"{os.getpid()}.scm"
         commands.write_text("\n".join(script) + "\n", encoding="utf-8")
         subprocess.run(["festival", "--batch", str(commands)], check=True, capture_output=True)
@@ -128,8 +129,8 @@ def speak(voice: str, texts: list[str]) -> list[np.ndarray]:
 
             audio = soxr.resample(audio, rate, RATE)
         loud = np.nonzero(np.abs(audio) > 0.02 * np.abs(audio).max())[0]
-        audio = audio[loud[0]:loud[-1] + 1]
-        result.append((SPEECH_RMS * audio / np.sqrt(np.mean(audio ** 2))).astype(np.float32))
+        audio = audio[loud[0] : loud[-1] + 1]
+        result.append((SPEECH_RMS * audio / np.sqrt(np.mean(audio**2))).astype(np.float32))
     return result
 
 
@@ -152,13 +153,13 @@ def music(seconds: float, rng: np.random.Generator) -> np.ndarray:
         a = int(k * pulse * RATE)
         n = min(int(0.12 * RATE), t.size - a)
         local = np.arange(n) / RATE
-        out[a:a + n] += 1.2 * np.exp(-local / 0.04) * np.sin(2 * np.pi * (55 + 50 * np.exp(-local / 0.02)) * local)
-    out /= np.sqrt(np.mean(out ** 2))
+        out[a : a + n] += 1.2 * np.exp(-local / 0.04) * np.sin(2 * np.pi * (55 + 50 * np.exp(-local / 0.02)) * local)
+    out /= np.sqrt(np.mean(out**2))
     out += 0.15 * rng.standard_normal(t.size)
     burst = int(rng.uniform(0.3, 0.7) * t.size)
     n = min(int(0.6 * RATE), t.size - burst)
-    out[burst:burst + n] += 4.0 * np.exp(-np.arange(n) / RATE / 0.12) * rng.standard_normal(n)
-    return out / np.sqrt(np.mean(out ** 2))
+    out[burst : burst + n] += 4.0 * np.exp(-np.arange(n) / RATE / 0.12) * rng.standard_normal(n)
+    return out / np.sqrt(np.mean(out**2))
 
 
 def clock(seconds: float) -> str:
@@ -171,9 +172,20 @@ def write_srt(path: Path, cues: list[tuple[float, float, str]]) -> None:
     path.write_text("\n".join(blocks), encoding="utf-8")
 
 
-def make_film(folder: Path, *, seed: int = 0, bed_db: float | None = 10.0, cast: tuple[str, ...] = CAST,
-              lines: int = 16, short: int = 2, condensed: int = 2, offset: float = 0.25, shift: float = 0.0,
-              two_voice_cue: bool = True, gaps: tuple[float, float] = (0.5, 1.1)) -> Film:
+def make_film(
+    folder: Path,
+    *,
+    seed: int = 0,
+    bed_db: float | None = 10.0,
+    cast: tuple[str, ...] = CAST,
+    lines: int = 16,
+    short: int = 2,
+    condensed: int = 2,
+    offset: float = 0.25,
+    shift: float = 0.0,
+    two_voice_cue: bool = True,
+    gaps: tuple[float, float] = (0.5, 1.1),
+) -> Film:
     """A film of `lines` cues spoken by `cast` (each voice at least three times, in a random order), `short` of
     them under 1.5 s, over a bed `bed_db` dB under the speech (None: no bed). Cues lead the speech and trail it by
     up to `offset` s; `condensed` cues say only part of what is spoken; with `two_voice_cue` one cue also covers
@@ -186,8 +198,16 @@ def make_film(folder: Path, *, seed: int = 0, bed_db: float | None = 10.0, cast:
     rng.shuffle(order)
     for k in range(1, lines):  # no voice twice in a row, so every cue has a neighbour of another voice
         if order[k] == order[k - 1]:
-            swap = next((j for j in range(lines) if order[j] != order[k] and (j == 0 or order[j - 1] != order[k])
-                         and (j + 1 >= lines or order[j + 1] != order[k])), None)
+            swap = next(
+                (
+                    j
+                    for j in range(lines)
+                    if order[j] != order[k]
+                    and (j == 0 or order[j - 1] != order[k])
+                    and (j + 1 >= lines or order[j + 1] != order[k])
+                ),
+                None,
+            )
             if swap is not None:
                 order[k], order[swap] = order[swap], order[k]
     texts = list(rng.permutation(SENTENCES))[:lines]
@@ -226,7 +246,7 @@ def make_film(folder: Path, *, seed: int = 0, bed_db: float | None = 10.0, cast:
         mix += SPEECH_RMS * 10 ** (-bed_db / 20) * music(seconds, rng)
     for start, audio in pieces:
         a = int(round(start * RATE))
-        mix[a:a + audio.size] += audio
+        mix[a : a + audio.size] += audio
     mix = np.clip(mix, -1, 1).astype(np.float32)
     cues = []
     for k, row in enumerate(rows):
@@ -241,7 +261,7 @@ def make_film(folder: Path, *, seed: int = 0, bed_db: float | None = 10.0, cast:
         text = row["said"]
         if k in squeezed:  # a condensed subtitle: the first words only
             words = text.rstrip(".?").split()
-            text = " ".join(words[:max(3, len(words) // 2)]) + "."
+            text = " ".join(words[: max(3, len(words) // 2)]) + "."
             row["condensed"] = True
         row["cue"] = [round(cue_start + shift, 3), round(cue_end + shift, 3)]
         row["text"] = text
@@ -251,7 +271,13 @@ def make_film(folder: Path, *, seed: int = 0, bed_db: float | None = 10.0, cast:
     subs, unlabelled = folder / "film.en.srt", folder / "film.unlabelled.srt"
     write_srt(subs, [(a, b, f"{s}: {t}") for a, b, s, t in cues])
     write_srt(unlabelled, [(a, b, t) for a, b, _, t in cues])
-    truth = {"seed": seed, "bed_db": bed_db, "seconds": round(seconds, 3), "cast": list(cast), "lines": rows,
-             "speech": speech}
+    truth = {
+        "seed": seed,
+        "bed_db": bed_db,
+        "seconds": round(seconds, 3),
+        "cast": list(cast),
+        "lines": rows,
+        "speech": speech,
+    }
     (folder / "truth.json").write_text(json.dumps(truth, indent=1), encoding="utf-8")
     return Film(folder, audio, subs, unlabelled, truth)

@@ -24,7 +24,14 @@ def test_default_model_depends_on_the_device():
 
 def test_languages_as_people_write_them_become_whisper_codes():
     assert [whisper_language(x) for x in ("en-US", " English ", "zh_CN", "cmn-Hans", "Cantonese", "JA", "fr")] == [
-        "en", "en", "zh", "zh", "yue", "ja", "fr"]
+        "en",
+        "en",
+        "zh",
+        "zh",
+        "yue",
+        "ja",
+        "fr",
+    ]
     # Unknown or empty: None, so Whisper detects the language instead of refusing the clip.
     assert [whisper_language(x) for x in ("klingon", "xx-YY", "", None)] == [None, None, None, None]
 
@@ -103,8 +110,11 @@ def test_tiny_en_without_the_extra_is_the_hub_model_and_the_error_says_how_to_ge
     monkeypatch.setattr(importlib.metadata, "version", version)
     asr = Asr("tiny.en", device="cpu")
     assert asr.installed is None and not asr.available()
-    with pytest.raises(OmnidubError, match=r"cannot load ASR model 'tiny\.en': it is not downloaded .*"
-                                           r"pip install 'omnidub\[tiny-en\]'"):
+    with pytest.raises(
+        OmnidubError,
+        match=r"cannot load ASR model 'tiny\.en': it is not downloaded .*"
+        r"pip install 'omnidub\[tiny-en\]'",
+    ):
         asr.transcribe(np.zeros(16000, np.float32), 16000)
 
 

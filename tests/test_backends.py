@@ -36,10 +36,16 @@ def test_torch_build_is_read_without_importing_torch():
     import subprocess
     import sys
 
-    code = ("import sys; from omnidub.hardware import torch_build; b = torch_build(); "
-            "assert 'torch' not in sys.modules; print(sorted(b))")
-    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
-                          env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)})
+    code = (
+        "import sys; from omnidub.hardware import torch_build; b = torch_build(); "
+        "assert 'torch' not in sys.modules; print(sorted(b))"
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        env={**__import__("os").environ, "PYTHONPATH": str(Path(__file__).resolve().parent.parent)},
+    )
     assert done.returncode == 0, done.stderr[-1000:]
     assert done.stdout.strip() == "['cuda', 'hip']"
 
@@ -67,9 +73,13 @@ def test_auto_keeps_torch_unless_onnxruntime_measured_a_lossless_win(checkpoint,
     where = cache.folder(checkpoint)
     where.mkdir(parents=True)
     (where / "export.json").write_text("{}")
-    monkeypatch.setattr(cache, "cached", lambda source: ModelSource("export", where, revision="export-x", backend="onnx"))
+    monkeypatch.setattr(
+        cache, "cached", lambda source: ModelSource("export", where, revision="export-x", backend="onnx")
+    )
     choice = registry.choose_backend("auto", checkpoint, "cpu", "float32")
-    assert choice.name == "onnxruntime" and "2.00x faster than torch in fp32" in registry.header(choice, "cpu", "float32")
+    assert choice.name == "onnxruntime" and "2.00x faster than torch in fp32" in registry.header(
+        choice, "cpu", "float32"
+    )
     # A project rendered with torch stays with torch: a faster path never changes its audio.
     assert registry.choose_backend("auto", checkpoint, "cpu", "float32", pinned="torch").name == "torch"
     measured.record("backend", key, {"choice": "torch", "seconds": {"torch": 1.0, "onnxruntime": 2.0}})
@@ -94,8 +104,8 @@ def test_explicit_and_pinned_backends(checkpoint, export_dir, tmp_path, monkeypa
 
 def test_backend_onnx_builds_the_export_once_compares_it_and_renders_with_it(checkpoint, tmp_path, monkeypatch):
     from omnidub import measured
-    from omnidub.engine import Engine
     from omnidub.backends.base import Request
+    from omnidub.engine import Engine
 
     pytest.importorskip("onnx")
     monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
@@ -108,8 +118,11 @@ def test_backend_onnx_builds_the_export_once_compares_it_and_renders_with_it(che
     assert any("exporting synthetic:tiny" in n for n in notes) and any("ONNX Runtime vs torch" in n for n in notes)
     # The comparison is recorded for --backend auto, with logits that agree (a lossless path).
     [entry] = measured.load()["backend"].values()
-    assert entry["argmax_identical"] and entry["max_abs_logit_diff"] <= 1e-3 and set(entry["seconds"]) == {
-        "torch", "onnxruntime"}
+    assert (
+        entry["argmax_identical"]
+        and entry["max_abs_logit_diff"] <= 1e-3
+        and set(entry["seconds"]) == {"torch", "onnxruntime"}
+    )
     (result,) = backend.synthesize([Request("Hello there.", None, "en", duration=0.6, seed=1)])
     assert result.audio.shape == (14400,) and np.isfinite(result.audio).all()
     # Built once: the next engine finds it and names the export by its content.
@@ -188,10 +201,9 @@ def test_an_engine_plans_without_probing_and_follows_a_projects_pin(tiny_model_d
     assert engine.backend_reason() == f"torch on cpu ({backend.dtype}): as this project was rendered"
 
 
-def test_the_probe_is_recorded_and_used_at_once_or_kept_for_later_projects(tiny_model_dir, tmp_path,
-                                                                                        monkeypatch):
-    from omnidub.engine import Engine
+def test_the_probe_is_recorded_and_used_at_once_or_kept_for_later_projects(tiny_model_dir, tmp_path, monkeypatch):
     from omnidub.backends.torch import probe
+    from omnidub.engine import Engine
 
     # A machine where packed measures faster (the probe's timings stand in for a real run).
     monkeypatch.setattr(probe, "interleaved", lambda runs, repeats=3: {k: 1.0 if k == "packed" else 2.0 for k in runs})
@@ -212,7 +224,8 @@ def test_the_probe_is_recorded_and_used_at_once_or_kept_for_later_projects(tiny_
 
 
 def test_a_render_at_a_terminal_asks_once_before_building_an_export_and_then_follows_the_measurement(
-        checkpoint, own_cache, tmp_path, monkeypatch):
+    checkpoint, own_cache, tmp_path, monkeypatch
+):
     from typer.testing import CliRunner
 
     from omnidub import measured
@@ -228,8 +241,18 @@ def test_a_render_at_a_terminal_asks_once_before_building_an_export_and_then_fol
     voice = Path(__file__).resolve().parent.parent / "examples" / "voices" / "alice.wav"
 
     def render(out: str, answer: str):
-        args = ["render", script, "--voice", voice, "--voice-text", "Good morning, everyone. Thanks for coming in "
-                "early. I know the traffic was terrible today.", "--model", "synthetic:tiny", "--out", tmp_path / out]
+        args = [
+            "render",
+            script,
+            "--voice",
+            voice,
+            "--voice-text",
+            "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today.",
+            "--model",
+            "synthetic:tiny",
+            "--out",
+            tmp_path / out,
+        ]
         return CliRunner().invoke(app, [str(a) for a in args], input=answer, catch_exceptions=False)
 
     # No: nothing is built, torch renders, and the question is not asked again on this CPU.

@@ -20,14 +20,31 @@ from rich.console import Console
 from test_cli import one_error_line, run
 
 from omnidub.errors import OmnidubError
-from omnidub.eval import (EvalReport, Side, Spoken, bundled_corpus, describe, differing, eval_json, judge, pair_up,
-                          paired, parse_configuration, print_eval, read_corpus)
+from omnidub.eval import (
+    EvalReport,
+    Side,
+    Spoken,
+    bundled_corpus,
+    describe,
+    differing,
+    eval_json,
+    judge,
+    pair_up,
+    paired,
+    parse_configuration,
+    print_eval,
+    read_corpus,
+)
 from omnidub.eval.corpus import place_script
 from omnidub.journal import read_entries
 
-SENTENCES = ("The museum opens late on Thursdays.", "Please bring the yellow umbrella tomorrow.",
-             "The storm knocked out the power.", "My grandfather repaired the wooden boat.",
-             "Turn left at the church and keep going.")
+SENTENCES = (
+    "The museum opens late on Thursdays.",
+    "Please bring the yellow umbrella tomorrow.",
+    "The storm knocked out the power.",
+    "My grandfather repaired the wooden boat.",
+    "Turn left at the church and keep going.",
+)
 
 
 # -- the statistics on known data ------------------------------------------------------------------------------
@@ -69,8 +86,11 @@ def test_the_interval_covers_a_known_difference_at_about_its_rate():
 
 def test_p_values_of_no_difference_are_small_about_five_times_in_a_hundred():
     rng = np.random.default_rng(3)
-    small = sum(paired(np.zeros(30), np.where(rng.random(30) < 0.3, rng.normal(0.0, 8.0, 30), 0.0),
-                       resamples=1000, seed=k).p < 0.05 for k in range(200))
+    small = sum(
+        paired(np.zeros(30), np.where(rng.random(30) < 0.3, rng.normal(0.0, 8.0, 30), 0.0), resamples=1000, seed=k).p
+        < 0.05
+        for k in range(200)
+    )
     assert 2 <= small <= 20, small
 
 
@@ -98,15 +118,18 @@ def test_configurations_read_like_presets_with_overrides():
     assert fast.preset.engine.compile is False  # compile "auto" would let the sides differ without asking
 
 
-@pytest.mark.parametrize("config, says", [
-    ("fast,steps=abc", "steps must be a whole number"),
-    ("fsat", "unknown preset 'fsat'"),
-    ("fast,colour=blue", "unknown setting(s) colour"),
-    ("fast,seed=3", "seed is the eval's own"),
-    ("fast,steps", "is not key=value"),
-    ("fast,backend=tpu", "backend must be one of"),
-    ("missing.toml", "preset file not found"),
-])
+@pytest.mark.parametrize(
+    "config, says",
+    [
+        ("fast,steps=abc", "steps must be a whole number"),
+        ("fsat", "unknown preset 'fsat'"),
+        ("fast,colour=blue", "unknown setting(s) colour"),
+        ("fast,seed=3", "seed is the eval's own"),
+        ("fast,steps", "is not key=value"),
+        ("fast,backend=tpu", "backend must be one of"),
+        ("missing.toml", "preset file not found"),
+    ],
+)
 def test_bad_configurations_are_one_line_and_exit_2(tmp_path, config, says):
     line = one_error_line(run("eval", "--a", "fast", "--b", config, "--out", tmp_path / "e", "--asr-model", "tiny.en"))
     assert f"--b {config}:" in line and says in line, line
@@ -116,8 +139,22 @@ def test_bad_configurations_are_one_line_and_exit_2(tmp_path, config, says):
 def test_an_english_only_judge_of_another_language_is_refused_before_rendering(tmp_path):
     corpus = tmp_path / "satze.txt"
     corpus.write_text("Guten Morgen, alle zusammen.\nDer Zug fährt um neun Uhr ab.\n", encoding="utf-8")
-    line = one_error_line(run("eval", corpus, "--a", "fast", "--b", "fast,steps=8", "--language", "de",
-                              "--asr-model", "tiny.en", "--out", tmp_path / "e"))
+    line = one_error_line(
+        run(
+            "eval",
+            corpus,
+            "--a",
+            "fast",
+            "--b",
+            "fast,steps=8",
+            "--language",
+            "de",
+            "--asr-model",
+            "tiny.en",
+            "--out",
+            tmp_path / "e",
+        )
+    )
     assert "English-only" in line and "--asr-model" in line
     assert not list((tmp_path / "e").glob("fast*"))
 
@@ -170,7 +207,7 @@ def test_on_flite_speech_exactly_the_sentences_with_a_word_dropped_differ(tmp_pa
     asr = Asr(str(whisper_tiny_en), device="cpu")
     heard = judge(asr, a + b)
     speakers = {i: "default" for i in range(1, len(SENTENCES) + 1)}
-    pairs, left_out = pair_up(speakers, {j.index: j for j in heard[:len(a)]}, {j.index: j for j in heard[len(a):]})
+    pairs, left_out = pair_up(speakers, {j.index: j for j in heard[: len(a)]}, {j.index: j for j in heard[len(a) :]})
     assert not left_out and len(pairs) == len(SENTENCES)
     worse = differing(pairs)
     assert {p.a.index for p in worse} == set(dropped), [(p.a.transcript, p.b.transcript) for p in pairs]
@@ -180,12 +217,35 @@ def test_on_flite_speech_exactly_the_sentences_with_a_word_dropped_differ(tmp_pa
     assert result.differing == 2 and result.delta > 0 and result.ci[1] >= result.delta >= result.ci[0]
 
     # The report lists them worst first, each with both transcripts.
-    side = Side(config=parse_configuration("fast", model="flite"), out_dir=tmp_path, model={}, settings={},
-                rendered=0, cached=0, seconds=None, audio_seconds=None, timed=0, wer=0.0, corpus_wer=0.0, perfect=0)
-    report = EvalReport(corpus=tmp_path / "flite.txt", total=len(SENTENCES), a=side, b=side, paired=result,
-                        pairs=tuple(pairs), judge=describe(asr), machine={"cpu": "cpu", "matrix_units": "avx2",
-                                                                         "cores": 2, "gpu": None},
-                        metric="wer", seed=0, changes=(), notes=(), left_out=())
+    side = Side(
+        config=parse_configuration("fast", model="flite"),
+        out_dir=tmp_path,
+        model={},
+        settings={},
+        rendered=0,
+        cached=0,
+        seconds=None,
+        audio_seconds=None,
+        timed=0,
+        wer=0.0,
+        corpus_wer=0.0,
+        perfect=0,
+    )
+    report = EvalReport(
+        corpus=tmp_path / "flite.txt",
+        total=len(SENTENCES),
+        a=side,
+        b=side,
+        paired=result,
+        pairs=tuple(pairs),
+        judge=describe(asr),
+        machine={"cpu": "cpu", "matrix_units": "avx2", "cores": 2, "gpu": None},
+        metric="wer",
+        seed=0,
+        changes=(),
+        notes=(),
+        left_out=(),
+    )
     assert eval_json(report)["differing_lines"] == [p.a.index for p in worse]
     shown = io.StringIO()
     print_eval(report, Console(file=shown, width=160))
@@ -230,15 +290,30 @@ def test_eval_end_to_end_on_the_synthetic_model(tmp_path, tiny_model_dir):
 def test_eval_resumes_after_kill_9_without_rendering_finished_sentences_again(tmp_path, tiny_model_dir):
     corpus, out = _corpus(tmp_path, 5), tmp_path / "eval"
     config = "fast,steps=32"  # slow enough per line that the kill lands mid-render
-    args = ["eval", str(corpus), "--a", config, "--b", config, "--model", "synthetic:tiny", "--asr-model", "tiny.en",
-            "--out", str(out), "--resamples", "100"]
+    args = [
+        "eval",
+        str(corpus),
+        "--a",
+        config,
+        "--b",
+        config,
+        "--model",
+        "synthetic:tiny",
+        "--asr-model",
+        "tiny.en",
+        "--out",
+        str(out),
+        "--resamples",
+        "100",
+    ]
     folder = out / parse_configuration(config, model="synthetic:tiny").folder
     journal = folder / ".omnidub" / "journal.jsonl"
     env = {**os.environ, "OMP_NUM_THREADS": "1"}
     said = tmp_path / "stderr.txt"
     with said.open("w") as stderr:
-        process = subprocess.Popen([sys.executable, "-m", "omnidub", *args], cwd=ROOT, env=env,
-                                   stdout=subprocess.DEVNULL, stderr=stderr)
+        process = subprocess.Popen(
+            [sys.executable, "-m", "omnidub", *args], cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=stderr
+        )
         deadline = time.monotonic() + 180
         while not (journal.is_file() and read_entries(folder)):  # a whole record of a finished sentence
             assert process.poll() is None, said.read_text()
@@ -264,8 +339,13 @@ def test_the_bench_lossy_rows_name_eval_commands_whose_configurations_read(tmp_p
         return Row(name=name, title="", steps=12, cfg="trimmed", dtype=dtype, batch=1, reference_seconds=3.0)
 
     assert eval_command(row("onednn", "float32")) is None  # fp32's arithmetic: nothing to measure
-    for name, dtype in (("int8", "int8"), ("dtype", "bfloat16"), ("compile", "bfloat16"), ("onnx", "float32"),
-                        ("onnx-int8", "int8")):
+    for name, dtype in (
+        ("int8", "int8"),
+        ("dtype", "bfloat16"),
+        ("compile", "bfloat16"),
+        ("onnx", "float32"),
+        ("onnx-int8", "int8"),
+    ):
         words = eval_command(row(name, dtype)).split()
         assert words[:3] == ["omnidub", "eval", "CORPUS"]
         a, b = (parse_configuration(words[words.index(flag) + 1], model="m") for flag in ("--a", "--b"))

@@ -56,12 +56,21 @@ def small(tmp_path_factory, tiny_model_dir):
     script.write_text("ALICE: One.\nALICE: Two words.\nALICE: And three.\n")
     preset = folder / "preset.toml"
     preset.write_text("reference_seconds = 0\nsteps = 2\n")
-    args = ["--voice", EXAMPLES / "voices" / "alice.wav", "--voice-text", ALICE_TEXT, "--model", "synthetic:tiny",
-            "--preset", preset]
+    args = [
+        "--voice",
+        EXAMPLES / "voices" / "alice.wav",
+        "--voice-text",
+        ALICE_TEXT,
+        "--model",
+        "synthetic:tiny",
+        "--preset",
+        preset,
+    ]
     return script, args
 
 
 # -- the command line -------------------------------------------------------------------------------------------
+
 
 def test_help_at_80_columns_shows_defaults_flags_and_examples_unbroken():
     result = run("render", "--help", env={"COLUMNS": "80"})
@@ -72,10 +81,19 @@ def test_help_at_80_columns_shows_defaults_flags_and_examples_unbroken():
     assert "{input}" not in text and "<bool>" not in text
     assert re.search(r"^  --force\s{2,}Render every line", text, re.M)  # a flag takes no value
     flat = " ".join(text.split())
-    for shown in ("[default: fast]", "[default: output/<input stem>]", "[default: 0]", "[default: auto",
-                  "[default: the voice's language]", "[default: small on CPU, large-v3 on CUDA]",
-                  "--cfg auto|padded|trimmed|packed", "--dtype auto|float32|bfloat16|float16", "--only LINES",
-                  "Examples:", "omnidub render episode.srt --voices voices.toml --only 3,8-10"):
+    for shown in (
+        "[default: fast]",
+        "[default: output/<input stem>]",
+        "[default: 0]",
+        "[default: auto",
+        "[default: the voice's language]",
+        "[default: small on CPU, large-v3 on CUDA]",
+        "--cfg auto|padded|trimmed|packed",
+        "--dtype auto|float32|bfloat16|float16",
+        "--only LINES",
+        "Examples:",
+        "omnidub render episode.srt --voices voices.toml --only 3,8-10",
+    ):
         assert shown in flat, shown
     qa_help = " ".join(run("qa", "--help", env={"COLUMNS": "80"}).stdout.split())
     assert "--max-wer X" in qa_help and "[default: the render's preset, else 0.2]" in qa_help
@@ -89,12 +107,15 @@ def test_every_command_help_fits_80_columns_without_typer_placeholders(command):
     assert "<bool>" not in result.stdout and "{" not in result.stdout.splitlines()[0]
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["--dry-run", "true"], "take no value"),
-    (["--format", "ogg"], "'ogg' is not one of"),
-    (["--steps", "0"], "--steps"),
-    (["--no-such-option"], "No such option"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--dry-run", "true"], "take no value"),
+        (["--format", "ogg"], "'ogg' is not one of"),
+        (["--steps", "0"], "--steps"),
+        (["--no-such-option"], "No such option"),
+    ],
+)
 def test_usage_errors_are_one_line_and_exit_2(args, expected):
     line = one_error_line(run("render", EXAMPLES / "dialogue.srt", *args))
     assert expected in line
@@ -110,6 +131,7 @@ def test_bundled_examples_have_their_own_default_folders(tmp_path, monkeypatch):
 
 
 # -- files ----------------------------------------------------------------------------------------------------
+
 
 @contextlib.contextmanager
 def umask(mask: int):
@@ -136,15 +158,23 @@ def test_every_output_of_a_render_is_readable_by_others_under_umask_022(tmp_path
     assert result.exit_code == 0, result.output
     files = [p for p in out.rglob("*") if p.is_file()]
     assert len(files) >= 7
-    assert {p.relative_to(out).as_posix(): oct(stat.S_IMODE(p.stat().st_mode)) for p in files} == \
-        {p.relative_to(out).as_posix(): "0o644" for p in files}
+    assert {p.relative_to(out).as_posix(): oct(stat.S_IMODE(p.stat().st_mode)) for p in files} == {
+        p.relative_to(out).as_posix(): "0o644" for p in files
+    }
 
 
 # -- someone else's folder, debris, locks --------------------------------------------------------------------------
 
+
 def _user_files(folder: Path) -> dict[str, bytes]:
-    files = {"stems/interview.wav": b"RIFF a user's interview", "stems/music.flac": b"fLaC music", "mix.mp3": b"ID3 mix",
-             "qa.html": b"<html>my notes</html>", "notes.txt": b"do not touch", "segments/0001-ALICE.txt": b"mine"}
+    files = {
+        "stems/interview.wav": b"RIFF a user's interview",
+        "stems/music.flac": b"fLaC music",
+        "mix.mp3": b"ID3 mix",
+        "qa.html": b"<html>my notes</html>",
+        "notes.txt": b"do not touch",
+        "segments/0001-ALICE.txt": b"mine",
+    }
     for name, data in files.items():
         (folder / name).parent.mkdir(parents=True, exist_ok=True)
         (folder / name).write_bytes(data)
@@ -214,14 +244,21 @@ def test_debris_of_a_killed_write_is_removed_at_the_next_start(tmp_path, small):
     assert run("render", script, *args, "--out", out).exit_code == 0
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    debris = [out / "stems" / f".ALICE.wav.{_HOST}-{dead.pid}-k1ll3d_x.tmp",
-              out / f".manifest.json.{_HOST}-{dead.pid}-abcd1234.tmp",
-              out / "segments" / f".0001-ALICE.wav.{_HOST}-{dead.pid}-zz99zz99.tmp"]
+    debris = [
+        out / "stems" / f".ALICE.wav.{_HOST}-{dead.pid}-k1ll3d_x.tmp",
+        out / f".manifest.json.{_HOST}-{dead.pid}-abcd1234.tmp",
+        out / "segments" / f".0001-ALICE.wav.{_HOST}-{dead.pid}-zz99zz99.tmp",
+    ]
     for path in debris:
         path.write_bytes(b"torn")
     # Names without a writer's host and pid are not omnidub's temporaries, however close their shape.
-    keep = [out / "stems" / ".my-notes.tmp", out / ".session.autosave.tmp", out / ".backup.20241201.tmp",
-            out / "stems" / ".ALICE.wav.mixdown1.tmp", out / "segments" / f".0002-BOB.wav.{dead.pid}-abcdefgh.tmp"]
+    keep = [
+        out / "stems" / ".my-notes.tmp",
+        out / ".session.autosave.tmp",
+        out / ".backup.20241201.tmp",
+        out / "stems" / ".ALICE.wav.mixdown1.tmp",
+        out / "segments" / f".0002-BOB.wav.{dead.pid}-abcdefgh.tmp",
+    ]
     for path in keep:
         path.write_bytes(b"mine")
     result = run("render", script, *args, "--out", out)  # without --allow-other-files: they are not strangers here
@@ -297,10 +334,19 @@ def test_a_read_only_output_folder_is_one_line(tmp_path, small):
 
 # -- what a run renders and plans -------------------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def example_args(tiny_model_dir, whisper_tiny_en):
-    return ["--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--asr-model", whisper_tiny_en,
-            "--steps", "2"]
+    return [
+        "--voices",
+        EXAMPLES / "voices.toml",
+        "--model",
+        "synthetic:tiny",
+        "--asr-model",
+        whisper_tiny_en,
+        "--steps",
+        "2",
+    ]
 
 
 def test_only_renders_the_chosen_lines_and_leaves_the_rest_for_later(tmp_path, example_args):
@@ -323,8 +369,9 @@ def test_only_renders_the_chosen_lines_and_leaves_the_rest_for_later(tmp_path, e
     assert again.exit_code == 0, again.output
     status = {line["index"]: line["status"] for line in manifest(out)["lines"]}
     assert status[1] == "rendered" and all(status[i] == "cached" for i in (3, 8, 9, 10)) and status[2] == "pending"
-    assert "no line 12" in one_error_line(run("render", EXAMPLES / "dialogue.srt", *example_args, "--only", "12",
-                                              "--dry-run"))
+    assert "no line 12" in one_error_line(
+        run("render", EXAMPLES / "dialogue.srt", *example_args, "--only", "12", "--dry-run")
+    )
 
 
 def test_dry_run_of_an_untimed_script_plans_what_the_render_did(tmp_path, example_args):
@@ -342,8 +389,22 @@ def test_dry_run_of_an_untimed_script_plans_what_the_render_did(tmp_path, exampl
 
 def test_without_an_asr_model_the_untrimmed_samples_are_said_once_and_recorded(tmp_path, tiny_model_dir):
     out = tmp_path / "no-asr"
-    result = run("render", EXAMPLES / "script.txt", "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny",
-                 "--steps", "2", "--asr-model", tmp_path / "no-whisper-here", "--out", out, "--only", "1-2")
+    result = run(
+        "render",
+        EXAMPLES / "script.txt",
+        "--voices",
+        EXAMPLES / "voices.toml",
+        "--model",
+        "synthetic:tiny",
+        "--steps",
+        "2",
+        "--asr-model",
+        tmp_path / "no-whisper-here",
+        "--out",
+        out,
+        "--only",
+        "1-2",
+    )
     assert result.exit_code == 0, result.output
     said = [line for line in result.stderr.splitlines() if "no ASR model" in line]
     assert len(said) == 1 and "ALICE, BOB" in said[0], result.stderr

@@ -29,8 +29,11 @@ def statuses(out: Path) -> list[str]:
 
 
 def outputs(out: Path) -> dict[str, bytes]:
-    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*"))
-            if p.suffix == ".wav" and ".omnidub" not in p.parts}
+    return {
+        p.relative_to(out).as_posix(): p.read_bytes()
+        for p in sorted(out.rglob("*"))
+        if p.suffix == ".wav" and ".omnidub" not in p.parts
+    }
 
 
 @pytest.fixture(scope="module")
@@ -41,9 +44,20 @@ def small(tmp_path_factory, tiny_model_dir):
     script.write_text("ALICE: One.\nBOB: Two words.\nALICE: And three.\n")
     preset = folder / "preset.toml"
     preset.write_text("reference_seconds = 0\nsteps = 2\n")
-    args = ["--voice", f"ALICE={EXAMPLES / 'voices' / 'alice.wav'}", "--voice-text", f"ALICE={ALICE_TEXT}",
-            "--voice", f"BOB={EXAMPLES / 'voices' / 'alice.wav'}", "--voice-text", f"BOB={ALICE_TEXT}",
-            "--model", "synthetic:tiny", "--preset", preset]
+    args = [
+        "--voice",
+        f"ALICE={EXAMPLES / 'voices' / 'alice.wav'}",
+        "--voice-text",
+        f"ALICE={ALICE_TEXT}",
+        "--voice",
+        f"BOB={EXAMPLES / 'voices' / 'alice.wav'}",
+        "--voice-text",
+        f"BOB={ALICE_TEXT}",
+        "--model",
+        "synthetic:tiny",
+        "--preset",
+        preset,
+    ]
     return script, args
 
 
@@ -219,8 +233,10 @@ def test_every_edl_a_timeline_writes_is_known_before_anything_renders(tmp_path):
     from omnidub.outputs.writers import Programme, TimelineWriter
 
     # ALICE speaks over herself (two lanes); "A B" and "A_B" clean to the same name.
-    placements = [Placement(tmp_path / f"{i}.wav", start, who, 2.0, "text", i)
-                  for i, (start, who) in enumerate([(0.0, "ALICE"), (1.0, "ALICE"), (4.0, "A B"), (6.0, "A_B")], 1)]
+    placements = [
+        Placement(tmp_path / f"{i}.wav", start, who, 2.0, "text", i)
+        for i, (start, who) in enumerate([(0.0, "ALICE"), (1.0, "ALICE"), (4.0, "A B"), (6.0, "A_B")], 1)
+    ]
     for p in placements:
         import numpy as np
         import soundfile as sf

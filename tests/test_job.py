@@ -53,8 +53,11 @@ def args(tiny_model_dir, whisper_tiny_en):
 
 
 def wavs(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*.wav"))
-            if ".omnidub" not in p.parts}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*.wav"))
+        if ".omnidub" not in p.parts
+    }
 
 
 def statuses(folder: Path) -> list[str]:
@@ -108,8 +111,9 @@ def test_a_folder_stands_for_its_inputs_and_colliding_names_are_made_unique(tmp_
         (tmp_path / episode).mkdir()
         (tmp_path / episode / "en.srt").write_text(SCENE_A)
         (tmp_path / episode / "notes.md").write_text("not an input")
-    result = render(tmp_path / "ep1", tmp_path / "ep2" / "en.srt", *args, "--out", tmp_path / "out", "--dry-run",
-                    "--json")
+    result = render(
+        tmp_path / "ep1", tmp_path / "ep2" / "en.srt", *args, "--out", tmp_path / "out", "--dry-run", "--json"
+    )
     assert result.exit_code == 0, result.output
     plans = json.loads(result.stdout)["inputs"]
     assert [Path(p["out_dir"]).name for p in plans] == ["ep1-en", "ep2-en"]

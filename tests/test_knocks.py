@@ -62,13 +62,27 @@ def small(tmp_path_factory, tiny_model_dir):
     script.write_text(SMALL_SRT)
     preset = folder / "preset.toml"
     preset.write_text("reference_seconds = 0\nsteps = 2\n")
-    args = ["--voice", f"ALICE={ALICE}", "--voice-text", f"ALICE={ALICE_TEXT}",
-            "--voice", f"BOB={ALICE}", "--voice-text", f"BOB={ALICE_TEXT}",
-            "--model", "synthetic:tiny", "--device", "cpu", "--preset", preset]
+    args = [
+        "--voice",
+        f"ALICE={ALICE}",
+        "--voice-text",
+        f"ALICE={ALICE_TEXT}",
+        "--voice",
+        f"BOB={ALICE}",
+        "--voice-text",
+        f"BOB={ALICE_TEXT}",
+        "--model",
+        "synthetic:tiny",
+        "--device",
+        "cpu",
+        "--preset",
+        preset,
+    ]
     return script, args
 
 
 # -- 1. export holds its folder ------------------------------------------------------------------------------------
+
 
 def test_export_refuses_a_folder_of_the_users_files_and_its_own_checkpoint(tmp_path, tiny_model_dir):
     mine = tmp_path / "mine"
@@ -97,9 +111,12 @@ def test_an_export_folder_is_claimed_by_its_ledger_and_an_older_one_by_its_own_r
     older.mkdir()
     (older / "transformer.onnx").write_bytes(b"graph")
     (older / "tokenizer.json").write_bytes(b"{}")
-    manifest = {"format": EXPORT_FORMAT, "config": {"sample_rate": 24000, "hop_length": 960, "frame_rate": 25},
-                "files": {"transformer.onnx": {"sha256": file_digest(older / "transformer.onnx").hexdigest()}},
-                "tokenizer": {"tokenizer.json": {"sha256": file_digest(older / "tokenizer.json").hexdigest()}}}
+    manifest = {
+        "format": EXPORT_FORMAT,
+        "config": {"sample_rate": 24000, "hop_length": 960, "frame_rate": 25},
+        "files": {"transformer.onnx": {"sha256": file_digest(older / "transformer.onnx").hexdigest()}},
+        "tokenizer": {"tokenizer.json": {"sha256": file_digest(older / "tokenizer.json").hexdigest()}},
+    }
     manifest["content_sha256"] = export_content_digest(manifest)
     (older / "export.json").write_text(json.dumps(manifest))
     assert older_export(older) == {"transformer.onnx", "tokenizer.json", "export.json"}
@@ -135,15 +152,22 @@ def test_a_render_never_writes_into_an_export_or_an_extract_folder(tmp_path, sma
 
 # -- 2. temporaries -------------------------------------------------------------------------------------------------
 
+
 def test_only_omnidubs_own_temporaries_of_a_dead_writer_on_this_host_are_debris(tmp_path):
     from omnidub.files import _HOST, is_temporary, remove_debris
 
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     debris = tmp_path / f".ALICE.wav.{_HOST}-{dead.pid}-abcd_123.tmp"
-    users = [".session.autosave.tmp", ".backup.20241201.tmp", ".ALICE.wav.mixdown1.tmp", ".notes.settings.tmp",
-             f".take.wav.{dead.pid}-abcdefgh.tmp", f".take.wav.{_HOST}-{os.getpid()}-abcdefgh.tmp",
-             f".take.wav.elsewhere-{dead.pid}-abcdefgh.tmp"]
+    users = [
+        ".session.autosave.tmp",
+        ".backup.20241201.tmp",
+        ".ALICE.wav.mixdown1.tmp",
+        ".notes.settings.tmp",
+        f".take.wav.{dead.pid}-abcdefgh.tmp",
+        f".take.wav.{_HOST}-{os.getpid()}-abcdefgh.tmp",
+        f".take.wav.elsewhere-{dead.pid}-abcdefgh.tmp",
+    ]
     for name in [debris.name, *users]:
         (tmp_path / name).write_bytes(b"x")
     assert remove_debris(tmp_path) == 1 and not debris.exists()
@@ -152,6 +176,7 @@ def test_only_omnidubs_own_temporaries_of_a_dead_writer_on_this_host_are_debris(
 
 
 # -- 3. voices extract refuses another source's folder --------------------------------------------------------------
+
 
 def test_a_second_source_with_the_same_stem_is_refused_the_first_ones_voices(tmp_path):
     from omnidub.folder import OutputFolder
@@ -179,6 +204,7 @@ def test_a_second_source_with_the_same_stem_is_refused_the_first_ones_voices(tmp
 
 # -- 4. --only never takes another line's audio ---------------------------------------------------------------------
 
+
 def test_only_keeps_an_edited_lines_audio_and_a_gone_lines_files(tmp_path, small):
     script, args = small
     edited = tmp_path / "small.srt"
@@ -196,7 +222,7 @@ def test_only_keeps_an_edited_lines_audio_and_a_gone_lines_files(tmp_path, small
     assert segment.read_bytes() == kept and sorted(p.name for p in cache.iterdir()) == cached
     mix, _ = sf.read(str(out / "mix.wav"))
     rate = sf.info(str(out / "mix.wav")).samplerate
-    assert np.abs(mix[int(5.6 * rate):int(7.0 * rate)]).max() > 0  # still in the mix
+    assert np.abs(mix[int(5.6 * rate) : int(7.0 * rate)]).max() > 0  # still in the mix
 
     edited.write_text(SMALL_SRT.rsplit("\n\n3\n", 1)[0] + "\n")  # line 3 gone from the script
     result = run("render", edited, *args, "--out", out, "--only", "1")
@@ -208,19 +234,23 @@ def test_only_keeps_an_edited_lines_audio_and_a_gone_lines_files(tmp_path, small
 
 # -- 6, 7, 11, 13. numbers ------------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("flags, expected", [
-    (["--duck", "inf", "--bed", ALICE], "'--duck': inf is not a finite number"),
-    (["--true-peak", "nan"], "'--true-peak': nan is not a finite number"),
-    (["--true-peak=-inf"], "'--true-peak': -inf is not a finite number"),
-    (["--true-peak", "-1000"], "--true-peak -1000.0 dBTP would hold the mix near silence"),
-    (["--true-peak", "-60"], "a ceiling runs from -30 to 0 dBTP"),
-    (["--duck", "200", "--bed", ALICE], "--duck 200.0 dB: the bed drops by 0 to 60 dB"),
-    (["--fps", "1e-9"], "--fps 1e-09: timecodes and timelines take 1 to 1000"),
-    (["--fps", "1e9"], "--fps 1e+09: timecodes and timelines take 1 to 1000"),
-    (["--loudness", "nan"], "--loudness nan is not a finite number"),
-    (["--gpus-per-worker", "inf", "--executor", "ray"], "'--gpus-per-worker': inf is not a finite number"),
-    (["--sample-rate", "192000", "--format", "mp3"], "MP3 holds only 8000, 11025"),
-])
+
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (["--duck", "inf", "--bed", ALICE], "'--duck': inf is not a finite number"),
+        (["--true-peak", "nan"], "'--true-peak': nan is not a finite number"),
+        (["--true-peak=-inf"], "'--true-peak': -inf is not a finite number"),
+        (["--true-peak", "-1000"], "--true-peak -1000.0 dBTP would hold the mix near silence"),
+        (["--true-peak", "-60"], "a ceiling runs from -30 to 0 dBTP"),
+        (["--duck", "200", "--bed", ALICE], "--duck 200.0 dB: the bed drops by 0 to 60 dB"),
+        (["--fps", "1e-9"], "--fps 1e-09: timecodes and timelines take 1 to 1000"),
+        (["--fps", "1e9"], "--fps 1e+09: timecodes and timelines take 1 to 1000"),
+        (["--loudness", "nan"], "--loudness nan is not a finite number"),
+        (["--gpus-per-worker", "inf", "--executor", "ray"], "'--gpus-per-worker': inf is not a finite number"),
+        (["--sample-rate", "192000", "--format", "mp3"], "MP3 holds only 8000, 11025"),
+    ],
+)
 def test_numbers_out_of_range_or_not_finite_are_one_line_before_anything(tmp_path, small, flags, expected):
     script, args = small
     out = tmp_path / "out"
@@ -237,8 +267,12 @@ def test_any_float_option_refuses_nan_as_such(tmp_path):
 def test_the_library_refuses_what_the_command_line_refuses():
     from omnidub.outputs.deliver import DeliveryOptions, check
 
-    for options in (DeliveryOptions(duck=math.inf), DeliveryOptions(true_peak=math.nan),
-                    DeliveryOptions(fps=1e-9), DeliveryOptions(sample_rate=192000, fmt="mp3")):
+    for options in (
+        DeliveryOptions(duck=math.inf),
+        DeliveryOptions(true_peak=math.nan),
+        DeliveryOptions(fps=1e-9),
+        DeliveryOptions(sample_rate=192000, fmt="mp3"),
+    ):
         with pytest.raises(OmnidubError):
             check(options)
 
@@ -275,6 +309,7 @@ def test_a_bed_with_samples_that_are_not_numbers_leaves_a_valid_manifest(tmp_pat
 
 # -- 8. an extracted voice's language is not the dub's ---------------------------------------------------------------
 
+
 def test_a_references_language_is_never_the_dubs(tmp_path):
     spanish = tmp_path / "es.srt"
     spanish.write_text("1\n00:00:00,500 --> 00:00:03,000\nALICE: Hola, ¿vamos a la costa?\n")
@@ -297,9 +332,11 @@ def test_an_older_extracts_language_is_read_as_its_clips(tmp_path):
     from omnidub.voices import load_voices
 
     older = tmp_path / "voices.toml"  # as voices extract wrote it before reference_language
-    older.write_text("# Written by omnidub voices extract from ep.mkv; extract.json lists other candidates.\n"
-                     "# The language is the one spoken in the clips; give the dub's own with render --language.\n\n"
-                     f'[ALICE]\naudio = "{ALICE}"\ntext = "Hello."\nlanguage = "en"\n')
+    older.write_text(
+        "# Written by omnidub voices extract from ep.mkv; extract.json lists other candidates.\n"
+        "# The language is the one spoken in the clips; give the dub's own with render --language.\n\n"
+        f'[ALICE]\naudio = "{ALICE}"\ntext = "Hello."\nlanguage = "en"\n'
+    )
     [voice] = load_voices(older, [], []).values()
     assert voice.language is None and voice.reference_language == "en" and voice.spoken == "en"
 
@@ -309,20 +346,24 @@ def test_voices_extract_writes_the_clips_language_as_reference_language():
 
     from omnidub.source.report import voices_toml
 
-    extraction = SimpleNamespace(chosen={"ALICE": SimpleNamespace(text="Hello there.")}, missing={},
-                                 analysis=SimpleNamespace(language="en"))
+    extraction = SimpleNamespace(
+        chosen={"ALICE": SimpleNamespace(text="Hello there.")}, missing={}, analysis=SimpleNamespace(language="en")
+    )
     text = voices_toml(extraction, {"ALICE": "ALICE.wav"}, source="ep.mkv")
     assert 'reference_language = "en"' in text and "\nlanguage =" not in text
 
 
 # -- 9. names that differ only in case -------------------------------------------------------------------------------
 
+
 def test_labels_that_differ_only_in_case_are_one_speaker_said_once(tmp_path):
     from omnidub.script import read_script
 
     path = tmp_path / "case.srt"
-    path.write_text("1\n00:00:01,000 --> 00:00:02,000\nAnna: Hello.\n\n2\n00:00:03,000 --> 00:00:04,000\n"
-                    "ANNA: Hello again.\n\n3\n00:00:05,000 --> 00:00:06,000\n<v anna>And once more.\n")
+    path.write_text(
+        "1\n00:00:01,000 --> 00:00:02,000\nAnna: Hello.\n\n2\n00:00:03,000 --> 00:00:04,000\n"
+        "ANNA: Hello again.\n\n3\n00:00:05,000 --> 00:00:06,000\n<v anna>And once more.\n"
+    )
     script = read_script(path)
     assert {line.speaker for line in script.lines} == {"Anna"}
     said = [note for note in script.warnings if "differ only in case" in note]
@@ -348,8 +389,18 @@ def test_two_voices_that_differ_only_in_case_are_refused_and_a_flag_overrides_it
 
 # -- 10. fractions of a second ---------------------------------------------------------------------------------------
 
-@pytest.mark.parametrize("written, seconds", [("00:00:01,5", 1.5), ("00:00:01,5000", 1.5), ("00:00:01,50", 1.5),
-                                               ("00:00:01.5", 1.5), ("00:00:01,250", 1.25), ("00:00:01", 1.0)])
+
+@pytest.mark.parametrize(
+    "written, seconds",
+    [
+        ("00:00:01,5", 1.5),
+        ("00:00:01,5000", 1.5),
+        ("00:00:01,50", 1.5),
+        ("00:00:01.5", 1.5),
+        ("00:00:01,250", 1.25),
+        ("00:00:01", 1.0),
+    ],
+)
 def test_srt_and_vtt_fractions_are_read_as_the_fraction_they_write(tmp_path, written, seconds):
     from omnidub.script import read_script
 
@@ -372,6 +423,7 @@ def test_a_fraction_at_the_next_second_names_the_true_cause(tmp_path):
 
 # -- 12. a prompt cache entry is what it was made for ----------------------------------------------------------------
 
+
 def test_a_swapped_or_changed_prompt_entry_is_never_used(tmp_path):
     import io
 
@@ -391,8 +443,14 @@ def test_a_swapped_or_changed_prompt_entry_is_never_used(tmp_path):
     assert cache.get("a" * 64) is None and "another voice" in cache.problems["a" * 64]
     forged = Prompt(bob.codes, "Alice's words.", 0.1, "en")  # another prompt's codes under Alice's own key
     buffer = io.BytesIO()
-    meta = {"format": PROMPT_FORMAT, "text": forged.text, "rms": forged.rms, "language": "en", "made_for": "a" * 64,
-            "sha256": alice.digest()}
+    meta = {
+        "format": PROMPT_FORMAT,
+        "text": forged.text,
+        "rms": forged.rms,
+        "language": "en",
+        "made_for": "a" * 64,
+        "sha256": alice.digest(),
+    }
     np.savez(buffer, codes=forged.codes, meta=np.frombuffer(json.dumps(meta).encode(), dtype=np.uint8))
     a.write_bytes(buffer.getvalue())
     assert cache.get("a" * 64) is None and "not what was stored" in cache.problems["a" * 64]
@@ -400,9 +458,16 @@ def test_a_swapped_or_changed_prompt_entry_is_never_used(tmp_path):
 
 def test_a_render_after_prompts_were_swapped_keeps_each_speakers_voice(tmp_path, small, own_cache):
     script, args = small
-    voices = ["--voice", f"ALICE={ALICE}", "--voice-text", f"ALICE={ALICE_TEXT}",
-              "--voice", f"BOB={EXAMPLES / 'voices' / 'bob.wav'}", "--voice-text", "BOB=Well, I think we should "
-              "leave on Friday. The weather looks better then, and the roads will be quiet."]
+    voices = [
+        "--voice",
+        f"ALICE={ALICE}",
+        "--voice-text",
+        f"ALICE={ALICE_TEXT}",
+        "--voice",
+        f"BOB={EXAMPLES / 'voices' / 'bob.wav'}",
+        "--voice-text",
+        "BOB=Well, I think we should leave on Friday. The weather looks better then, and the roads will be quiet.",
+    ]
     args = voices + args[8:]
     out = tmp_path / "out"
     assert run("render", script, *args, "--out", out).exit_code == 0
@@ -420,6 +485,7 @@ def test_a_render_after_prompts_were_swapped_keeps_each_speakers_voice(tmp_path,
 
 
 # -- 13. one line instead of a traceback -----------------------------------------------------------------------------
+
 
 def test_paths_of_the_wrong_kind_are_one_line_before_the_model(tmp_path, small, monkeypatch):
     script, args = small
@@ -469,25 +535,34 @@ def test_only_never_builds_a_huge_range(tmp_path, small):
 
 # -- 14. messages that name the real cause ---------------------------------------------------------------------------
 
+
 def test_an_unknown_device_is_refused_everywhere_before_any_work(tmp_path, small):
     script, args = small
     args = [a if a != "cpu" else "tpu" for a in args]
     for dry in ([], ["--dry-run"]):
-        assert "--device tpu: no such device" in one_error_line(run("render", script, *args, "--out", tmp_path / "o",
-                                                                    *dry))
+        assert "--device tpu: no such device" in one_error_line(
+            run("render", script, *args, "--out", tmp_path / "o", *dry)
+        )
     assert "--device tpu" in one_error_line(run("qa", tmp_path, "--device", "tpu"))
     source = tmp_path / "ep.wav"
     sf.write(str(source), np.zeros(16000, np.float32), 16000)
-    line = one_error_line(run("voices", "extract", source, "--subs", script, "--device", "tpu",
-                              "--out", tmp_path / "v"))
+    line = one_error_line(
+        run("voices", "extract", source, "--subs", script, "--device", "tpu", "--out", tmp_path / "v")
+    )
     assert "--device tpu" in line and not (tmp_path / "v").exists()
 
 
-@pytest.mark.parametrize("data, expected", [
-    (b"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00\x80\xbb\x00\x00\xff\xfe\x80", "not a text file"),
-    (b"1\n00:00:01,000 --> 00:00:02,000\nHello\x00 there\n", "line 3: holds a NUL byte"),
-    ("1\n00:00:01,000 --> 00:00:02,000\nHello there\n".encode("utf-16-le"), "UTF-16 without a byte-order mark"),
-])
+@pytest.mark.parametrize(
+    "data, expected",
+    [
+        (
+            b"RIFF\x24\x00\x00\x00WAVEfmt \x10\x00\x00\x00\x01\x00\x01\x00\x80\xbb\x00\x00\xff\xfe\x80",
+            "not a text file",
+        ),
+        (b"1\n00:00:01,000 --> 00:00:02,000\nHello\x00 there\n", "line 3: holds a NUL byte"),
+        ("1\n00:00:01,000 --> 00:00:02,000\nHello there\n".encode("utf-16-le"), "UTF-16 without a byte-order mark"),
+    ],
+)
 def test_a_nul_byte_is_said_for_what_it_is(tmp_path, data, expected):
     from omnidub.script import read_script
 
@@ -518,8 +593,9 @@ def test_render_qa_says_a_users_report_is_in_the_way_before_rendering(tmp_path, 
     out = tmp_path / "out"
     out.mkdir()
     (out / "qa.json").write_text('{"mine": true}')
-    line = one_error_line(run("render", script, *args, "--out", out, "--allow-other-files", "--qa",
-                              "--speaker-model", "none"))
+    line = one_error_line(
+        run("render", script, *args, "--out", out, "--allow-other-files", "--qa", "--speaker-model", "none")
+    )
     assert "qa.json is in the way" in line
     assert sorted(p.name for p in out.iterdir()) == ["qa.json"]  # nothing rendered, nothing left behind
 
@@ -554,8 +630,12 @@ def test_a_heavily_clipped_reference_gets_a_note(tmp_path):
     sf.write(str(clipped), np.clip(audio / np.abs(audio).max() * 3, -1, 1), rate, subtype="PCM_16")
     loud = tmp_path / "loud.wav"  # normalised to full scale, but not clipped
     sf.write(str(loud), audio / np.abs(audio).max(), rate, subtype="PCM_16")
-    notes = {path.name: check_reference(Voice("ALICE", path, ALICE_TEXT, "en", None, None), options=VoiceOptions(),
-                                        asr_available=False) for path in (clipped, loud)}
+    notes = {
+        path.name: check_reference(
+            Voice("ALICE", path, ALICE_TEXT, "en", None, None), options=VoiceOptions(), asr_available=False
+        )
+        for path in (clipped, loud)
+    }
     assert any("reference is clipped" in note for note in notes["clipped.wav"])
     assert not any("clipped" in note for note in notes["loud.wav"])
 

@@ -63,9 +63,11 @@ def test_schedule_matches_upstreams_time_steps_at_every_shift_and_step_count_use
 def _items(engine, prompt):
     from omnidub.backends.base import Request
 
-    requests = [Request("So, are we still driving to the coast next week?", prompt, "en", duration=1.6, seed=5),
-                Request("Yes.", prompt, "en", duration=0.3, seed=7),
-                Request("Great. What time should we leave?", None, "en", duration=1.2, seed=9)]
+    requests = [
+        Request("So, are we still driving to the coast next week?", prompt, "en", duration=1.6, seed=5),
+        Request("Yes.", prompt, "en", duration=0.3, seed=7),
+        Request("Great. What time should we leave?", None, "en", duration=1.2, seed=9),
+    ]
     torch_items = [engine._item(engine._resolve(r), 0) for r in requests]
     ours = [layout.Item(t.input_ids.numpy(), t.audio_mask.numpy(), t.target_len) for t in torch_items]
     return torch_items, ours
@@ -93,13 +95,17 @@ def test_prompt_layout_matches_upstream(engine):
 
     builder = PromptBuilder(engine.source.path / "tokenizer.json", 8, 1024)
     ref = torch.randint(0, 1024, (8, 30), generator=torch.Generator().manual_seed(0))
-    cases = [("Hello world, this is a test.", 20, "Good morning.", ref, "en", None),
-             ("Ha [laughter] that's  funny\n right?", 7, None, None, None, "female, low pitch"),
-             ("你好 世界 （测试）", 11, "Some ref", ref, "zh", "男，河南话"),
-             ("[sigh]", 3, None, None, None, None)]
+    cases = [
+        ("Hello world, this is a test.", 20, "Good morning.", ref, "en", None),
+        ("Ha [laughter] that's  funny\n right?", 7, None, None, None, "female, low pitch"),
+        ("你好 世界 （测试）", 11, "Some ref", ref, "zh", "男，河南话"),
+        ("[sigh]", 3, None, None, None, None),
+    ]
     for text, frames, ref_text, ref_codes, language, instruct in cases:
         expected = engine.model._prepare_inference_inputs(text, frames, ref_text, ref_codes, language, instruct, True)
-        item = builder.item(text, frames, ref_text, None if ref_codes is None else ref_codes.numpy(), language, instruct)
+        item = builder.item(
+            text, frames, ref_text, None if ref_codes is None else ref_codes.numpy(), language, instruct
+        )
         assert np.array_equal(expected["input_ids"][0].numpy(), item.input_ids)
         assert np.array_equal(expected["audio_mask"][0].numpy(), item.audio_mask)
     for instruct, zh in [("female, low pitch, british accent", False), ("Male，Whisper", True), ("男, 青年", False)]:
@@ -151,12 +157,19 @@ def test_parity_metric_sees_different_audio_not_rounding_or_phase():
 
     rng = np.random.default_rng(0)
     noise = rng.standard_normal(24000).astype(np.float32) * 0.1
-    assert log_spectral_l1(noise, noise + rng.standard_normal(24000).astype(np.float32) * 1e-6) < BOUNDS["decoder_log_spectral_l1"]
+    assert (
+        log_spectral_l1(noise, noise + rng.standard_normal(24000).astype(np.float32) * 1e-6)
+        < BOUNDS["decoder_log_spectral_l1"]
+    )
     assert log_spectral_l1(noise, rng.standard_normal(24000).astype(np.float32) * 0.1) > 0.5
     t = np.arange(24000) / 24000
     tone = np.sin(2 * np.pi * 440 * t)
     # A phase shift changes the waveform completely but the spectrum only at the clip's edges.
-    assert log_spectral_l1(tone, np.sin(2 * np.pi * 440 * t + 1.0)) < 0.1 < log_spectral_l1(tone, np.sin(2 * np.pi * 660 * t))
+    assert (
+        log_spectral_l1(tone, np.sin(2 * np.pi * 440 * t + 1.0))
+        < 0.1
+        < log_spectral_l1(tone, np.sin(2 * np.pi * 660 * t))
+    )
 
 
 def test_int8_export_loads_and_renders(export_dir):
@@ -176,8 +189,11 @@ def test_ort_render_runs_without_torch(export_dir, tmp_path):
     import sys
 
     srt = tmp_path / "two.srt"
-    srt.write_text("1\n00:00:00,300 --> 00:00:01,500\nALICE: Great. What time should we leave?\n\n"
-                   "2\n00:00:02,000 --> 00:00:03,000\nALICE: Around nine.\n", encoding="utf-8")
+    srt.write_text(
+        "1\n00:00:00,300 --> 00:00:01,500\nALICE: Great. What time should we leave?\n\n"
+        "2\n00:00:02,000 --> 00:00:03,000\nALICE: Around nine.\n",
+        encoding="utf-8",
+    )
     examples = Path(__file__).resolve().parent.parent / "examples"
     out = tmp_path / "out"
     script = (
@@ -217,8 +233,22 @@ def test_bench_on_an_export_adds_the_onnx_rows(export_dir, tmp_path):
     from omnidub.cli import app
 
     target = tmp_path / "bench.json"
-    result = CliRunner().invoke(app, ["bench", "--model", str(export_dir), "--rows", "fused,onnx,onnx-int8",
-                                      "--lines", "1", "--repeat", "1", "--json", str(target)])
+    result = CliRunner().invoke(
+        app,
+        [
+            "bench",
+            "--model",
+            str(export_dir),
+            "--rows",
+            "fused,onnx,onnx-int8",
+            "--lines",
+            "1",
+            "--repeat",
+            "1",
+            "--json",
+            str(target),
+        ],
+    )
     assert result.exit_code == 0, result.output
     data = json.loads(target.read_text())
     assert data["model"] == "synthetic:tiny"  # the torch rows run on the model the export came from
@@ -240,8 +270,10 @@ def test_big_graphs_keep_their_weights_in_one_sidecar(export_dir, tmp_path, monk
     assert described["data"]["file"] == "decoder.onnx.data" and (tmp_path / "decoder.onnx.data").is_file()
     assert sorted(p.name for p in tmp_path.iterdir()) == ["decoder.onnx", "decoder.onnx.data"]
     codes = np.random.default_rng(0).integers(0, 1024, (1, 8, 10))
-    runs = [onnxruntime.InferenceSession(str(folder / "decoder.onnx")).run(None, {"codes": codes})[0]
-            for folder in (export_dir, tmp_path)]
+    runs = [
+        onnxruntime.InferenceSession(str(folder / "decoder.onnx")).run(None, {"codes": codes})[0]
+        for folder in (export_dir, tmp_path)
+    ]
     assert np.array_equal(runs[0], runs[1])
 
 
@@ -254,9 +286,11 @@ def test_ort_backend_renders_what_torch_renders_long_lines_and_natural_lengths_i
 
     options = dataclasses.replace(engine.options, decode=dataclasses.replace(engine.options.decode, steps=2))
     ours, theirs = OnnxBackend(export_dir, "cpu", options, threads=1, quantized=False), engine.with_options(options)
-    requests = [Request("Natural length, trimmed as upstream trims it.", prompt, "en", seed=3, id="natural"),
-                # Over 30 s: cut into chunks; without a voice, later chunks take the first as their reference.
-                Request("We should leave before the roads get busy. " * 12, None, "en", duration=31.0, seed=4, id="long")]
+    requests = [
+        Request("Natural length, trimmed as upstream trims it.", prompt, "en", seed=3, id="natural"),
+        # Over 30 s: cut into chunks; without a voice, later chunks take the first as their reference.
+        Request("We should leave before the roads get busy. " * 12, None, "en", duration=31.0, seed=4, id="long"),
+    ]
     for request in requests:
         (tokens_a, a), (tokens_b, b) = _render(theirs, request), _render(ours, request)
         assert np.array_equal(tokens_a, tokens_b)

@@ -7,7 +7,6 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-
 from conftest import make_video
 
 from omnidub.outputs.mix import Bed, Placement, assemble
@@ -55,10 +54,16 @@ def place(folder: Path, lines: list[tuple[str, float, np.ndarray]]) -> list[Plac
 
 
 def test_mix_reaches_the_target_loudness_and_stems_still_sum_to_it(tmp_path):
-    lines = [("Alice", 0.5, speech_like(2.0, 1)), ("Bob", 3.0, speech_like(2.5, 2, 0.3)), ("Alice", 4.5, speech_like(1.5, 3))]
+    lines = [
+        ("Alice", 0.5, speech_like(2.0, 1)),
+        ("Bob", 3.0, speech_like(2.5, 2, 0.3)),
+        ("Alice", 4.5, speech_like(1.5, 3)),
+    ]
     placements = place(tmp_path, lines)
     stems = {s: tmp_path / f"{s}.wav" for s in ("Alice", "Bob")}
-    result, none = assemble(placements, stems, tmp_path / "mix.wav", 7.0, sample_rate=48000, loudness=-23.0, true_peak=-1.0)
+    result, none = assemble(
+        placements, stems, tmp_path / "mix.wav", 7.0, sample_rate=48000, loudness=-23.0, true_peak=-1.0
+    )
     assert none is None
     mix, rate = sf.read(tmp_path / "mix.wav")
     assert rate == 48000 and len(mix) == 7 * 48000
@@ -76,7 +81,9 @@ def test_a_peaky_mix_is_limited_under_the_ceiling_and_still_on_target(tmp_path):
     burst = speech_like(3.0, 4)
     burst[RATE : RATE + 40] *= 8.0  # a few sharp peaks far above the rest
     placements = place(tmp_path, [("Alice", 0.2, burst), ("Alice", 3.5, speech_like(2.0, 5))])
-    result, _ = assemble(placements, {"Alice": tmp_path / "Alice.wav"}, tmp_path / "mix.wav", 6.0, loudness=-14.0, true_peak=-1.0)
+    result, _ = assemble(
+        placements, {"Alice": tmp_path / "Alice.wav"}, tmp_path / "mix.wav", 6.0, loudness=-14.0, true_peak=-1.0
+    )
     mix, rate = sf.read(tmp_path / "mix.wav")
     assert result.limited
     assert true_peak_db(mix) < -1.0
@@ -86,7 +93,9 @@ def test_a_peaky_mix_is_limited_under_the_ceiling_and_still_on_target(tmp_path):
 
 def test_loudness_off_keeps_the_level(tmp_path):
     placements = place(tmp_path, [("Alice", 0.0, speech_like(2.0, 6, 0.05))])
-    result, _ = assemble(placements, {"Alice": tmp_path / "Alice.wav"}, tmp_path / "mix.wav", 2.0, sample_rate=24000, loudness=None)
+    result, _ = assemble(
+        placements, {"Alice": tmp_path / "Alice.wav"}, tmp_path / "mix.wav", 2.0, sample_rate=24000, loudness=None
+    )
     mix, rate = sf.read(tmp_path / "mix.wav")
     assert rate == 24000 and result.gain == 0.0
     np.testing.assert_allclose(mix, sf.read(placements[0].path)[0], atol=1e-4)
@@ -106,8 +115,12 @@ def test_the_bed_ducks_under_the_dub_and_keeps_its_rate_and_channels(tmp_path):
     lines = [("Alice", 1.0, tone(1.5, 2000.0, RATE, 0.2)), ("Bob", 5.0, tone(1.5, 2000.0, RATE, 0.2))]
     placements = place(tmp_path, lines)
     dub, over_bed = assemble(
-        placements, {"Alice": tmp_path / "Alice.wav", "Bob": tmp_path / "Bob.wav"}, tmp_path / "mix.wav", 8.0,
-        bed=Bed(bed_path, duck=12.0), bed_mix=tmp_path / "mix.bed.wav",
+        placements,
+        {"Alice": tmp_path / "Alice.wav", "Bob": tmp_path / "Bob.wav"},
+        tmp_path / "mix.wav",
+        8.0,
+        bed=Bed(bed_path, duck=12.0),
+        bed_mix=tmp_path / "mix.bed.wav",
     )
     audio, rate = sf.read(tmp_path / "mix.bed.wav")
     assert rate == 48000 and audio.shape == (8 * 48000, 2)
@@ -151,7 +164,9 @@ def test_the_dubbed_video_copies_the_picture_and_plays_the_dub_first(tmp_path, t
         assert video.frames == src_video.frames == 100
         dub, original = dubbed.streams.audio
         assert dub.codec_context.name == "aac" and dub.metadata["language"] == "deu"
-        assert dub.disposition & av.stream.Disposition.default and not original.disposition & av.stream.Disposition.default
+        assert (
+            dub.disposition & av.stream.Disposition.default and not original.disposition & av.stream.Disposition.default
+        )
         assert dub.rate == 48000 and original.rate == 44100
         # The copied packets are the source's, byte for byte.
         src_packets = [bytes(p) for p in source.demux(src_video) if p.size]
@@ -167,14 +182,21 @@ def test_subtitles_carry_the_rendered_times_on_the_frame_grid(tmp_path):
 
     from omnidub.outputs.timeline import write_subtitles
 
-    lines = [("Alice", 0.5, speech_like(1.2, 1)), ("Bob", 1.0, speech_like(2.0, 2)), ("Alice", 1.5, speech_like(1.0, 3))]
+    lines = [
+        ("Alice", 0.5, speech_like(1.2, 1)),
+        ("Bob", 1.0, speech_like(2.0, 2)),
+        ("Alice", 1.5, speech_like(1.0, 3)),
+    ]
     placements = place(tmp_path, lines)
     write_subtitles(placements, tmp_path / "dub.srt", tmp_path / "dub.vtt", 25.0)
     cues = list(srt.parse((tmp_path / "dub.srt").read_text(encoding="utf-8")))
     # At 25 fps 0.5 s and 1.5 s fall between frames 12 and 13, 37 and 38: the cues start on the later frame, and
     # each ends where its clip does (whole frames of its audio) or where the next cue starts if that comes first.
     assert [(c.start.total_seconds(), c.end.total_seconds(), c.content) for c in cues] == [
-        (0.52, 1.0, "line 1"), (1.0, 1.52, "line 2"), (1.52, 2.52, "line 3")]
+        (0.52, 1.0, "line 1"),
+        (1.0, 1.52, "line 2"),
+        (1.52, 2.52, "line 3"),
+    ]
     vtt = (tmp_path / "dub.vtt").read_text(encoding="utf-8")
     assert vtt.startswith("WEBVTT") and "00:00:01.000 --> 00:00:01.520\n<v Bob>line 2" in vtt
 
@@ -195,10 +217,22 @@ def test_assembly_pads_to_the_video_muxes_the_bed_mix_and_flags_lines_past_the_e
     assert done.past_video == (2,) and programme.fps == 25.0 and programme.seconds == pytest.approx(4.5, abs=0.01)
     delivery = done.parts["delivery"]
     assert (delivery["bed_mix"], delivery["video"], delivery["subtitles"], delivery["timelines"]) == (
-        "mix-bed.wav", "clip.dub.mp4", ["clip.dub.srt", "clip.dub.vtt"], ["clip.dub.otio"])
+        "mix-bed.wav",
+        "clip.dub.mp4",
+        ["clip.dub.srt", "clip.dub.vtt"],
+        ["clip.dub.otio"],
+    )
     assert abs(done.parts["loudness"]["bed_mix"]["integrated"] + 23.0) <= 0.5
-    assert set(done.files) == {"stems/Alice.wav", "stems/Bob.wav", "mix.wav", "mix-bed.wav", "clip.dub.mp4",
-                               "clip.dub.srt", "clip.dub.vtt", "clip.dub.otio"}  # each with its hash, for reuse
+    assert set(done.files) == {
+        "stems/Alice.wav",
+        "stems/Bob.wav",
+        "mix.wav",
+        "mix-bed.wav",
+        "clip.dub.mp4",
+        "clip.dub.srt",
+        "clip.dub.vtt",
+        "clip.dub.otio",
+    }  # each with its hash, for reuse
     mix, rate = sf.read(tmp_path / "mix.wav")
     assert rate == 48000 and len(mix) == pytest.approx(4.5 * 48000, abs=48)
     with av.open(str(tmp_path / "clip.dub.mp4")) as dubbed:
@@ -207,12 +241,14 @@ def test_assembly_pads_to_the_video_muxes_the_bed_mix_and_flags_lines_past_the_e
 
 
 def test_the_streamed_meter_agrees_with_pyloudnorm_across_silences_and_block_sizes():
-    from omnidub.outputs.loudness import Meter
-
     import soxr
 
+    from omnidub.outputs.loudness import Meter
+
     rate = 48000
-    mono = np.concatenate([np.zeros(RATE), speech_like(2.0, 8, 0.2), np.zeros(3 * RATE), speech_like(1.5, 9, 0.05), np.zeros(RATE // 3)])
+    mono = np.concatenate(
+        [np.zeros(RATE), speech_like(2.0, 8, 0.2), np.zeros(3 * RATE), speech_like(1.5, 9, 0.05), np.zeros(RATE // 3)]
+    )
     mono = soxr.resample(mono, RATE, rate)
     sound = np.stack([mono, 0.5 * mono], axis=1).astype(np.float32)
     for size in (1000, 48000, 4096 * 7):
@@ -224,14 +260,17 @@ def test_the_streamed_meter_agrees_with_pyloudnorm_across_silences_and_block_siz
         assert level.true_peak == pytest.approx(true_peak_db(sound), abs=0.05)
 
 
-@pytest.mark.parametrize("args, expected", [
-    (["--loudness", "loud"], "--loudness takes a target in LUFS"),
-    (["--fps", "fast"], "--fps takes a frame rate"),
-    (["--timeline", "otio,avid"], "unknown timeline format avid"),
-    (["--true-peak", "1"], "above full scale"),
-    (["--video", "README.md"], "cannot write a dubbed .md video"),
-    (["--bed", "missing.wav"], "--bed missing.wav: no such file"),
-])
+@pytest.mark.parametrize(
+    "args, expected",
+    [
+        (["--loudness", "loud"], "--loudness takes a target in LUFS"),
+        (["--fps", "fast"], "--fps takes a frame rate"),
+        (["--timeline", "otio,avid"], "unknown timeline format avid"),
+        (["--true-peak", "1"], "above full scale"),
+        (["--video", "README.md"], "cannot write a dubbed .md video"),
+        (["--bed", "missing.wav"], "--bed missing.wav: no such file"),
+    ],
+)
 def test_bad_delivery_flags_are_one_line_errors_before_any_model_loads(args, expected, monkeypatch):
     from conftest import EXAMPLES, ROOT
     from typer.testing import CliRunner
@@ -283,8 +322,10 @@ def test_a_mix_held_under_its_target_by_the_true_peak_ceiling_says_by_how_much_a
     stems = {"Alice": tmp_path / "Alice.wav"}
     held, _ = assemble(placements, stems, tmp_path / "mix.wav", 4.0, true_peak=-50.0)
     assert held.level.integrated < -40
-    assert held.note.startswith(f"mix.wav measures {held.level.integrated:.1f} LUFS, "
-                                f"{-23 - held.level.integrated:.1f} LU under the -23 LUFS target")
+    assert held.note.startswith(
+        f"mix.wav measures {held.level.integrated:.1f} LUFS, "
+        f"{-23 - held.level.integrated:.1f} LU under the -23 LUFS target"
+    )
     assert "-50 dBTP true-peak ceiling" in held.note and held.as_dict()["note"] == held.note
     fine, _ = assemble(placements, stems, tmp_path / "mix.wav", 4.0)
     assert fine.note is None and "note" not in fine.as_dict()
@@ -296,8 +337,12 @@ def test_dubbed_subtitles_never_overlap_and_can_name_the_speakers(tmp_path):
     from omnidub.outputs.timeline import write_subtitles
 
     # Line 1 runs past line 2's start; lines 3 and 4 start together.
-    lines = [("Alice", 0.0, speech_like(2.0, 1)), ("Bob", 1.5, speech_like(1.0, 2)),
-             ("Alice", 3.0, speech_like(1.0, 3)), ("Bob", 3.0, speech_like(1.5, 4))]
+    lines = [
+        ("Alice", 0.0, speech_like(2.0, 1)),
+        ("Bob", 1.5, speech_like(1.0, 2)),
+        ("Alice", 3.0, speech_like(1.0, 3)),
+        ("Bob", 3.0, speech_like(1.5, 4)),
+    ]
     placements = place(tmp_path, lines)
     write_subtitles(placements, tmp_path / "dub.srt", tmp_path / "dub.vtt", 24.0, speakers=True)
     cues = list(srt.parse((tmp_path / "dub.srt").read_text(encoding="utf-8")))

@@ -39,6 +39,7 @@ def one_error_line(result) -> str:
 
 # -- media a user might pass by mistake ---------------------------------------------------------------------------
 
+
 @pytest.fixture(scope="module")
 def media(tmp_path_factory) -> dict[str, Path]:
     import av
@@ -73,21 +74,35 @@ def media(tmp_path_factory) -> dict[str, Path]:
 
 
 def render_args(out: Path) -> list:
-    return ["render", EXAMPLES / "dialogue.srt", "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny",
-            "--out", out]
+    return [
+        "render",
+        EXAMPLES / "dialogue.srt",
+        "--voices",
+        EXAMPLES / "voices.toml",
+        "--model",
+        "synthetic:tiny",
+        "--out",
+        out,
+    ]
 
 
-@pytest.mark.parametrize("flags, expected", [
-    (["--bed", "notes.txt"], "--bed {notes.txt}: not an audio or video file omnidub can read"),
-    (["--bed", "mute-10fps.mp4"], "--bed {mute-10fps.mp4}: has no audio track"),
-    (["--video", "audio-only.mp4"], "--video {audio-only.mp4}: has no video stream"),
-    (["--video", "notes.mp4"], "--video {notes.mp4}: not an audio or video file omnidub can read"),
-    (["--video", "torn.mp4"], "--video {torn.mp4}: not an audio or video file omnidub can read"),
-    (["--video", "notes.txt"], "--video {notes.txt}: cannot write a dubbed .txt video"),
-    (["--video", "mute-10fps.mp4", "--keep-original"], "--keep-original: {mute-10fps.mp4} has no audio track to keep"),
-    (["--video", "mute-10fps.mp4", "--timeline", "edl"], "the video {mute-10fps.mp4} gives 10 fps; pass --fps 25"),
-    (["--fps", "15", "--timeline", "otio,fcpxml"], "--timeline fcpxml: its timecodes need a standard frame rate"),
-])
+@pytest.mark.parametrize(
+    "flags, expected",
+    [
+        (["--bed", "notes.txt"], "--bed {notes.txt}: not an audio or video file omnidub can read"),
+        (["--bed", "mute-10fps.mp4"], "--bed {mute-10fps.mp4}: has no audio track"),
+        (["--video", "audio-only.mp4"], "--video {audio-only.mp4}: has no video stream"),
+        (["--video", "notes.mp4"], "--video {notes.mp4}: not an audio or video file omnidub can read"),
+        (["--video", "torn.mp4"], "--video {torn.mp4}: not an audio or video file omnidub can read"),
+        (["--video", "notes.txt"], "--video {notes.txt}: cannot write a dubbed .txt video"),
+        (
+            ["--video", "mute-10fps.mp4", "--keep-original"],
+            "--keep-original: {mute-10fps.mp4} has no audio track to keep",
+        ),
+        (["--video", "mute-10fps.mp4", "--timeline", "edl"], "the video {mute-10fps.mp4} gives 10 fps; pass --fps 25"),
+        (["--fps", "15", "--timeline", "otio,fcpxml"], "--timeline fcpxml: its timecodes need a standard frame rate"),
+    ],
+)
 def test_unusable_delivery_inputs_are_one_line_before_the_model_loads(tmp_path, media, flags, expected):
     flags = [media.get(flag, flag) for flag in flags]
     out = tmp_path / "out"
@@ -131,13 +146,16 @@ def test_a_truncated_video_is_said_and_its_real_end_used(media):
 
 # -- voices and references ----------------------------------------------------------------------------------------
 
+
 def test_audio_that_is_a_folder_is_called_a_folder(tmp_path):
     (tmp_path / "refs").mkdir()
     toml = tmp_path / "voices.toml"
     toml.write_text('[ALICE]\naudio = "refs"\ntext = "Hi."\n')
     line = one_error_line(run("render", EXAMPLES / "dialogue.srt", "--voices", toml, "--dry-run"))
     assert "[ALICE]" in line and "refs is a folder, not an audio file" in line
-    line = one_error_line(run("render", EXAMPLES / "dialogue.srt", "--voice", f"ALICE={tmp_path / 'refs'}", "--dry-run"))
+    line = one_error_line(
+        run("render", EXAMPLES / "dialogue.srt", "--voice", f"ALICE={tmp_path / 'refs'}", "--dry-run")
+    )
     assert "is a folder, not an audio file" in line
 
 
@@ -161,7 +179,10 @@ def test_a_plan_refuses_what_the_render_refuses_of_a_reference(tmp_path):
     # No transcript and no ASR model: refused by both; with an ASR model the plan lets it through.
     with pytest.raises(OmnidubError, match="no transcript and no ASR model"):
         check_reference(_voice(EXAMPLES / "voices" / "alice.wav", None), options=VoiceOptions(), asr_available=False)
-    assert check_reference(_voice(EXAMPLES / "voices" / "alice.wav", None), options=VoiceOptions(), asr_available=True) == ()
+    assert (
+        check_reference(_voice(EXAMPLES / "voices" / "alice.wav", None), options=VoiceOptions(), asr_available=True)
+        == ()
+    )
     assert check_reference(_voice(None), options=VoiceOptions(), asr_available=False) == ()  # a designed voice
 
 
@@ -177,7 +198,9 @@ def test_a_ten_minute_reference_without_asr_is_cut_at_a_pause_never_kept_whole(t
     low, high = VoiceOptions().reference_window
     assert ref.trimmed and ref.provisional and low <= ref.audio.size / 24000 <= high
     assert "energy alone" in ref.note and "by estimate" in ref.note and ref.text.endswith("dog.")
-    assert any("energy alone" in n for n in check_reference(_voice(long, said), options=VoiceOptions(), asr_available=False))
+    assert any(
+        "energy alone" in n for n in check_reference(_voice(long, said), options=VoiceOptions(), asr_available=False)
+    )
 
 
 def test_a_long_reference_with_no_pause_in_the_window_and_no_asr_is_refused_with_the_fix(tmp_path):
@@ -186,8 +209,10 @@ def test_a_long_reference_with_no_pause_in_the_window_and_no_asr_is_refused_with
     mono, rate = sf.read(ROOT / "tests" / "data" / "no_pause.wav", dtype="float32")  # 5.4 s, no pause at all
     long = tmp_path / "long.wav"
     sf.write(long, np.tile(mono, 5), rate)
-    for attempt in (lambda v: prepare_reference(v, sample_rate=24000, options=VoiceOptions(), asr=None),
-                    lambda v: check_reference(v, options=VoiceOptions(), asr_available=False)):
+    for attempt in (
+        lambda v: prepare_reference(v, sample_rate=24000, options=VoiceOptions(), asr=None),
+        lambda v: check_reference(v, options=VoiceOptions(), asr_available=False),
+    ):
         with pytest.raises(OmnidubError, match=r"too long to use whole.*no(ne)? .*inside 2\.5-4 s.*--asr-model"):
             attempt(_voice(long, "Words."))
 
@@ -201,8 +226,22 @@ def test_the_model_librarys_long_reference_warning_never_doubles_omnidubs_note(t
     preset = tmp_path / "preset.toml"
     preset.write_text("steps = 2\n")
     text = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today. " * 5
-    result = run("render", script, "--voice", f"ALICE={long}", "--voice-text", f"ALICE={text}", "--model",
-                 "synthetic:tiny", "--preset", preset, "--asr-model", tmp_path / "no-whisper", "--out", tmp_path / "out")
+    result = run(
+        "render",
+        script,
+        "--voice",
+        f"ALICE={long}",
+        "--voice-text",
+        f"ALICE={text}",
+        "--model",
+        "synthetic:tiny",
+        "--preset",
+        preset,
+        "--asr-model",
+        tmp_path / "no-whisper",
+        "--out",
+        tmp_path / "out",
+    )
     assert result.exit_code == 0, result.output
     assert "Reference audio is" not in result.stderr  # omnivoice's own warning: never reached
     assert sum("over 20 s" in line for line in result.stderr.splitlines()) == 1, result.stderr
@@ -213,8 +252,10 @@ def test_a_speaker_without_a_voice_is_named_with_the_input_and_cue(tmp_path):
     from omnidub.voices import check_cast, load_voices, voice_for
 
     srt = tmp_path / "ep1.srt"
-    srt.write_text("1\n00:00:01,000 --> 00:00:02,000\nALICE: Hi.\n\n2\n00:00:03,000 --> 00:00:04,000\nCAROL: Hey.\n"
-                   "\n3\n00:00:05,000 --> 00:00:06,000\nNo label.\n")
+    srt.write_text(
+        "1\n00:00:01,000 --> 00:00:02,000\nALICE: Hi.\n\n2\n00:00:03,000 --> 00:00:04,000\nCAROL: Hey.\n"
+        "\n3\n00:00:05,000 --> 00:00:06,000\nNo label.\n"
+    )
     voices = load_voices(EXAMPLES / "voices.toml", [], [])
     lines = read_script(srt).lines
     with pytest.raises(OmnidubError, match=rf"^{srt}: cue 2: no voice for speaker 'CAROL'"):
@@ -225,6 +266,7 @@ def test_a_speaker_without_a_voice_is_named_with_the_input_and_cue(tmp_path):
 
 
 # -- inputs -------------------------------------------------------------------------------------------------------
+
 
 def test_a_missing_input_is_reported_beside_the_others(tmp_path):
     from omnidub.script import find_inputs
@@ -242,6 +284,7 @@ def test_a_missing_input_is_reported_beside_the_others(tmp_path):
 
 
 # -- the model ----------------------------------------------------------------------------------------------------
+
 
 def test_a_plan_resolves_a_hub_model_from_the_cache_alone_without_transformers(tmp_path):
     code = (
@@ -316,11 +359,14 @@ def test_a_render_download_shows_its_size_progress_and_rate(tmp_path, monkeypatc
 
 # -- the command line ---------------------------------------------------------------------------------------------
 
+
 def test_debug_works_before_the_command_and_is_in_the_help(tmp_path):
     plain = run("render", tmp_path / "missing.srt", "--dry-run")
     assert plain.exit_code == 2 and "Traceback" not in plain.output
-    for args in (["--debug", "render", tmp_path / "missing.srt", "--dry-run"],
-                 ["render", tmp_path / "missing.srt", "--dry-run", "--debug"]):
+    for args in (
+        ["--debug", "render", tmp_path / "missing.srt", "--dry-run"],
+        ["render", tmp_path / "missing.srt", "--dry-run", "--debug"],
+    ):
         result = run(*args)
         assert isinstance(result.exception, OmnidubError), result.output  # raised, with its traceback
     assert "--debug" in run("--help", env={"COLUMNS": "80"}).stdout
@@ -350,11 +396,25 @@ def test_the_summary_says_why_a_mix_is_under_its_target(capsys):
 
     from omnidub.cli.show import print_summary
 
-    note = "mix.wav measures -64.3 LUFS, 41.3 LU under the -23 LUFS target: the -50 dBTP true-peak ceiling holds it down"
+    note = (
+        "mix.wav measures -64.3 LUFS, 41.3 LU under the -23 LUFS target: the -50 dBTP true-peak ceiling holds it down"
+    )
     level = {"gain": 27.2, "limited": True, "integrated": -64.3, "range": 1.6, "true_peak": -50.1, "note": note}
-    summary = SimpleNamespace(out_dir=Path("out"), lines=1, rendered=1, cached=0, failed=0, overflow=(), pending=(),
-                              program_seconds=4.0, audio_seconds=1.0, synth_seconds=1.0, rtf=1.0, outputs=(),
-                              loudness={"mix": level, "bed_mix": None})
+    summary = SimpleNamespace(
+        out_dir=Path("out"),
+        lines=1,
+        rendered=1,
+        cached=0,
+        failed=0,
+        overflow=(),
+        pending=(),
+        program_seconds=4.0,
+        audio_seconds=1.0,
+        synth_seconds=1.0,
+        rtf=1.0,
+        outputs=(),
+        loudness={"mix": level, "bed_mix": None},
+    )
     print_summary(summary, False)
     assert "41.3 LU under the -23 LUFS" in " ".join(capsys.readouterr().out.split())
 
@@ -370,24 +430,35 @@ def test_pydubs_ffmpeg_warning_is_silenced_around_its_import_only():
     )
     quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
     assert quiet.returncode == 0 and "ffmpeg" not in quiet.stderr, quiet.stderr
-    loud = subprocess.run([sys.executable, "-W", "default", "-c", "import pydub.audio_segment"], capture_output=True,
-                          text=True, cwd=ROOT)
+    loud = subprocess.run(
+        [sys.executable, "-W", "default", "-c", "import pydub.audio_segment"], capture_output=True, text=True, cwd=ROOT
+    )
     assert "Couldn't find ffmpeg" in loud.stderr  # what is silenced is really there
 
 
 # -- behaviour the render's orchestration has to call in ---------------------------------------------------------
 
+
 def test_a_dry_run_refuses_a_reference_the_render_would_refuse(tmp_path):
     mono, rate = sf.read(EXAMPLES / "voices" / "alice.wav", dtype="float32")
     short = tmp_path / "short.wav"
     sf.write(short, mono[: int(0.2 * rate)], rate)
-    line = one_error_line(run("render", EXAMPLES / "script.txt", "--voice", short, "--voice-text", "Good.", "--dry-run"))
+    line = one_error_line(
+        run("render", EXAMPLES / "script.txt", "--voice", short, "--voice-text", "Good.", "--dry-run")
+    )
     assert "short.wav" in line and "is 0.20 s" in line
 
 
 def test_a_missing_input_among_others_is_reported_and_the_others_plan(tmp_path):
-    result = run("render", EXAMPLES / "dialogue.srt", tmp_path / "missing.srt", "--voices", EXAMPLES / "voices.toml",
-                 "--dry-run", "--json")
+    result = run(
+        "render",
+        EXAMPLES / "dialogue.srt",
+        tmp_path / "missing.srt",
+        "--voices",
+        EXAMPLES / "voices.toml",
+        "--dry-run",
+        "--json",
+    )
     assert result.exit_code == 1, result.output
     assert [Path(i["input"]).name for i in json.loads(result.stdout)["inputs"]] == ["dialogue.srt"]
     assert "missing.srt: no such file or folder" in result.stderr
@@ -421,18 +492,34 @@ def test_a_dry_run_on_the_default_model_downloads_nothing_and_imports_no_torch(t
         "print(r.stderr)\n"
     )
     env = {**os.environ, "HF_HOME": str(tmp_path / "hf"), "PYTHONPATH": str(ROOT)}  # offline: a download would fail
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    result = subprocess.run(
+        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120
+    )
     assert result.stdout.splitlines()[0] == "0 []", result.stdout + result.stderr
     assert "not downloaded" in result.stdout and "every line would render" in result.stdout
 
 
 def test_a_programme_longer_than_the_video_is_said_before_rendering(media):
-    result = run("render", EXAMPLES / "dialogue.srt", "--voices", EXAMPLES / "voices.toml", "--video",
-                 media["five.mp4"], "--dry-run")
+    result = run(
+        "render",
+        EXAMPLES / "dialogue.srt",
+        "--voices",
+        EXAMPLES / "voices.toml",
+        "--video",
+        media["five.mp4"],
+        "--dry-run",
+    )
     assert result.exit_code == 0, result.output
     assert "would play over no picture" in result.stderr and "line(s) 2-11" in result.stderr
-    torn = run("render", EXAMPLES / "dialogue.srt", "--voices", EXAMPLES / "voices.toml", "--video",
-               media["torn.mkv"], "--dry-run")
+    torn = run(
+        "render",
+        EXAMPLES / "dialogue.srt",
+        "--voices",
+        EXAMPLES / "voices.toml",
+        "--video",
+        media["torn.mkv"],
+        "--dry-run",
+    )
     assert "truncated" in torn.stderr
 
 
@@ -446,7 +533,13 @@ def test_a_library_render_prints_no_pydub_warning(tmp_path, tiny_model_dir):
         f"s = Session(model='synthetic:tiny', preset={str(preset)!r})\n"
         f"s.render('examples/script.txt', voices='examples/voices.toml', out_dir={str(tmp_path / 'out')!r}, only='1')\n"
     )
-    result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=300,
-                            env={**os.environ, "PYTHONPATH": str(ROOT)})
+    result = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=300,
+        env={**os.environ, "PYTHONPATH": str(ROOT)},
+    )
     assert result.returncode == 0, result.stderr
     assert "ffmpeg" not in result.stderr, result.stderr

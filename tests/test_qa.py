@@ -91,13 +91,36 @@ def output(tmp_path_factory) -> Path:
     lines = [
         {"index": 1, "text": FOX, "start": 0.0, "end": 4.0, "audio": "fox"},
         {"index": 2, "speaker": "BOB", "text": OTHER_TEXT, "start": 0.0, "end": 5.0, "audio": "stella"},
-        {"index": 3, "speaker": "CAROL", "text": CHINESE_TEXT, "language": "zh", "start": 5.0, "end": 9.0, "audio": "fox"},
-        {"index": 4, "speaker": "BOB", "text": "Hmm.", "start": 10.0, "end": 12.0, "audio": np.clip(_tone(1.0, 1.5), -1, 1)},
+        {
+            "index": 3,
+            "speaker": "CAROL",
+            "text": CHINESE_TEXT,
+            "language": "zh",
+            "start": 5.0,
+            "end": 9.0,
+            "audio": "fox",
+        },
+        {
+            "index": 4,
+            "speaker": "BOB",
+            "text": "Hmm.",
+            "start": 10.0,
+            "end": 12.0,
+            "audio": np.clip(_tone(1.0, 1.5), -1, 1),
+        },
         {"index": 5, "speaker": "CAROL", "text": "Hello?", "start": 12.0, "end": 14.0, "audio": _tone(1.5, 1e-4)},
         # 2.97 s of speech in a 2 s slot, and ALICE speaks again at 22.5 s
         {"index": 6, "text": FOX, "start": 20.0, "end": 22.0, "audio": "fox"},
-        {"index": 7, "text": GOODBYE, "start": 22.5, "end": 25.0, "status": "failed",
-         "error": "engine: out of memory", "file": None, "duration": None},
+        {
+            "index": 7,
+            "text": GOODBYE,
+            "start": 22.5,
+            "end": 25.0,
+            "status": "failed",
+            "error": "engine: out of memory",
+            "file": None,
+            "duration": None,
+        },
         {"index": 8, "speaker": "BOB", "text": FOX, "start": 30.0, "end": 34.0, "audio": with_nan},
         {"index": 9, "speaker": "CAROL", "text": FOX, "start": 40.0, "end": 45.0, "audio": late_start},
     ]
@@ -149,8 +172,10 @@ def test_the_difference_is_shown_in_the_users_words_and_as_heard(tmp_path):
     (line,) = check_lines(out, manifest["lines"], ScriptedAsr(heard, "en"), max_wer=0.5, max_cer=0.1)
     # "9" heard as "nine" and "Let's" as "let us" are what the scorer counts as equal: only "to the beach" differs.
     assert line.errors == 3 and line.reference_units == 9  # "let us" counts twice
-    assert line.diff == (("equal", "Around 9, after the morning traffic. Let's go!", "around nine after the morning traffic let us go"),
-                         ("insert", "", "to the beach"))
+    assert line.diff == (
+        ("equal", "Around 9, after the morning traffic. Let's go!", "around nine after the morning traffic let us go"),
+        ("insert", "", "to the beach"),
+    )
 
 
 def test_non_english_line_with_an_english_only_model_is_unscored_with_one_note(counted):
@@ -184,7 +209,9 @@ class ScriptedAsr:
 
 
 def test_chinese_line_is_scored_per_character(tmp_path):
-    out = _make_output(tmp_path, [{"index": 1, "text": CHINESE_TEXT, "language": "zh", "start": 0, "end": 4, "audio": "fox"}])
+    out = _make_output(
+        tmp_path, [{"index": 1, "text": CHINESE_TEXT, "language": "zh", "start": 0, "end": 4, "audio": "fox"}]
+    )
     manifest = json.loads((out / "manifest.json").read_text())
     heard = "今天天气很好我们去公园"  # the last two characters (散步) not heard
     (line,) = check_lines(out, manifest["lines"], ScriptedAsr(heard, "zh"), max_wer=0.2, max_cer=0.1)
@@ -343,8 +370,16 @@ def test_terminal_report_lists_failing_lines_and_totals(report, output):
 
 
 def test_missing_segment_file_is_flagged(tmp_path, whisper):
-    entry = {"index": 1, "speaker": "ALICE", "text": "Hi.", "language": "en", "start": 0, "end": 1,
-             "file": "segments/0001-ALICE.wav", "status": "rendered"}
+    entry = {
+        "index": 1,
+        "speaker": "ALICE",
+        "text": "Hi.",
+        "language": "en",
+        "start": 0,
+        "end": 1,
+        "file": "segments/0001-ALICE.wav",
+        "status": "rendered",
+    }
     (line,) = check_lines(tmp_path, [entry], whisper, max_wer=0.2, max_cer=0.1)
     assert line.flags == ("missing-file",) and not line.passed and line.transcript is None
 
@@ -357,8 +392,16 @@ def test_bad_inputs_raise_one_clear_error(tmp_path, whisper):
         run_qa(tmp_path, asr=whisper)
     (tmp_path / "segments").mkdir()
     (tmp_path / "segments" / "0001-ALICE.wav").write_bytes(b"RIFF garbage, not audio")
-    entry = {"index": 1, "speaker": "ALICE", "text": "Hi.", "language": "en", "start": 0, "end": 1,
-             "file": "segments/0001-ALICE.wav", "status": "rendered"}
+    entry = {
+        "index": 1,
+        "speaker": "ALICE",
+        "text": "Hi.",
+        "language": "en",
+        "start": 0,
+        "end": 1,
+        "file": "segments/0001-ALICE.wav",
+        "status": "rendered",
+    }
     with pytest.raises(OmnidubError, match=r"0001-ALICE\.wav \(line 1\)"):
         check_lines(tmp_path, [entry], whisper, max_wer=0.2, max_cer=0.1)
 
@@ -381,8 +424,10 @@ def test_a_line_may_run_into_the_silence_after_its_slot_up_to_its_limit(tmp_path
 
 
 def test_the_terminal_labels_what_was_heard_and_why_a_line_failed(tmp_path):
-    lines = [{"index": 1, "text": FOX, "start": 0.0, "end": 4.0, "audio": "fox"},
-             {"index": 2, "text": "Hello there.", "start": 5.0, "end": 8.0, "audio": "fox"}]
+    lines = [
+        {"index": 1, "text": FOX, "start": 0.0, "end": 4.0, "audio": "fox"},
+        {"index": 2, "text": "Hello there.", "start": 5.0, "end": 8.0, "audio": "fox"},
+    ]
     out = _make_output(tmp_path, lines)
     console = Console(record=True, width=200)
     print_report(run_qa(out, asr=ScriptedAsr("", "en")), console)

@@ -55,8 +55,17 @@ def _one(folder: Path, asr, **line):
 
 
 def test_spanish_lines_with_an_english_only_model_are_unchecked_and_the_folder_not_passed(tmp_path):
-    lines = [{"index": i, "text": "¿Vamos a la costa la semana que viene?", "language": "es", "start": 5.0 * i,
-              "end": 5.0 * i + 4, "audio": "fox"} for i in (1, 2)]
+    lines = [
+        {
+            "index": i,
+            "text": "¿Vamos a la costa la semana que viene?",
+            "language": "es",
+            "start": 5.0 * i,
+            "end": 5.0 * i + 4,
+            "audio": "fox",
+        }
+        for i in (1, 2)
+    ]
     report = run_qa(_make_output(tmp_path, lines), asr=_EnglishOnly(FOX, "en"))
     assert [c.verdict.outcome for c in report.lines] == [UNCHECKED, UNCHECKED]
     assert not any(c.passed for c in report.lines) and not report.passed
@@ -124,8 +133,14 @@ def graded(tmp_path):
     """Lines of every verdict and severity, in programme order, heard by an ASR that always hears FOX."""
     fox = _speech("fox")
     # Line 1 was cloned from its own original line (render --source): a clip cut at that span.
-    original = {"kind": "line", "speaker": "ALICE", "start": 12.0, "end": 12.0 + len(fox) / RATE, "text": FOX,
-                "file": "references/line-0001.wav"}
+    original = {
+        "kind": "line",
+        "speaker": "ALICE",
+        "start": 12.0,
+        "end": 12.0 + len(fox) / RATE,
+        "text": FOX,
+        "file": "references/line-0001.wav",
+    }
     late = np.concatenate([np.zeros(RATE, np.float32), fox])  # a second of silence before the speech
     lines = [
         {"index": 1, "text": FOX, "start": 0.0, "end": 4.0, "audio": "fox", "reference": original},  # passed
@@ -135,8 +150,16 @@ def graded(tmp_path):
         {"index": 5, "text": FOX, "language": "qu", "start": 20.0, "end": 24.0, "audio": "fox"},  # unchecked
         # wrong words and late: two failures of which the gravest is major
         {"index": 6, "text": "Nothing like it at all.", "start": 25.0, "end": 26.0, "audio": "fox"},
-        {"index": 7, "text": FOX, "start": 30.0, "end": 34.0, "status": "failed", "error": "engine: out of memory",
-         "file": None, "duration": None},
+        {
+            "index": 7,
+            "text": FOX,
+            "start": 30.0,
+            "end": 34.0,
+            "status": "failed",
+            "error": "engine: out of memory",
+            "file": None,
+            "duration": None,
+        },
     ]
     out = _make_output(tmp_path / "out", lines)
     (out / "references").mkdir()
@@ -158,8 +181,14 @@ def test_failed_lines_come_first_by_severity_then_unchecked_then_passed(graded):
     report, out = graded
     verdicts = {c.index: c.verdict for c in report.lines}
     assert [verdicts[i].label for i in HEARING_ORDER] == [
-        "failed (critical)", "failed (critical)", "failed (major)", "failed (major)", "failed (minor)", "unchecked",
-        "passed"]
+        "failed (critical)",
+        "failed (critical)",
+        "failed (major)",
+        "failed (major)",
+        "failed (minor)",
+        "unchecked",
+        "passed",
+    ]
     assert set(verdicts[6].failures[i].check for i in range(2)) == {"wer", "overflow"}
     page = read_page(out / "qa.html")
     assert page.row_ids == [f"line-{i}" for i in HEARING_ORDER]
@@ -191,8 +220,10 @@ def test_every_player_shows_its_length_before_it_is_clicked(graded):
 
 def test_the_page_headline_never_says_passed_while_a_line_is_unchecked(tmp_path):
     unchecked = [{"index": 1, "text": FOX, "language": "es", "start": 0.0, "end": 4.0, "audio": "fox"}]
-    for name, lines, asr in (("es", unchecked, _EnglishOnly(FOX, "en")),
-                             ("en", [unchecked[0] | {"language": "en"}], ScriptedAsr(FOX, "en"))):
+    for name, lines, asr in (
+        ("es", unchecked, _EnglishOnly(FOX, "en")),
+        ("en", [unchecked[0] | {"language": "en"}], ScriptedAsr(FOX, "en")),
+    ):
         out = _make_output(tmp_path / name, lines)
         write_reports(run_qa(out, asr=asr), out)
         markup = (out / "qa.html").read_text(encoding="utf-8")
@@ -238,10 +269,13 @@ def test_the_page_in_a_browser_plays_what_to_hear_first_and_shows_every_length(g
             assert rows.first.get_attribute("id") == f"line-{HEARING_ORDER[0]}"
             assert "5 failed, 1 unchecked" in page.locator("p.headline").inner_text()
             # The browser reads each file's length without playing it, and it agrees with the one written.
-            page.wait_for_function("Array.from(document.querySelectorAll('audio')).every(a => a.readyState >= 1)",
-                                   timeout=10_000)
-            lengths = page.evaluate("Array.from(document.querySelectorAll('audio')).map(a => [a.duration,"
-                                    " +a.nextElementSibling.dataset.seconds])")
+            page.wait_for_function(
+                "Array.from(document.querySelectorAll('audio')).every(a => a.readyState >= 1)", timeout=10_000
+            )
+            lengths = page.evaluate(
+                "Array.from(document.querySelectorAll('audio')).map(a => [a.duration,"
+                " +a.nextElementSibling.dataset.seconds])"
+            )
             assert len(lengths) == 8 and all(abs(heard - written) < 0.01 for heard, written in lengths)
             page.get_by_label("only lines to hear").check()
             assert page.locator("tr.pass").first.is_hidden() and page.locator("tr.unchecked").is_visible()

@@ -97,8 +97,11 @@ def pool(cluster, asr):
 
 
 def outputs(folder: Path) -> dict[str, bytes]:
-    return {p.relative_to(folder).as_posix(): p.read_bytes() for p in sorted(folder.rglob("*.wav"))
-            if ".omnidub" not in p.parts}
+    return {
+        p.relative_to(folder).as_posix(): p.read_bytes()
+        for p in sorted(folder.rglob("*.wav"))
+        if ".omnidub" not in p.parts
+    }
 
 
 def test_two_inputs_through_two_workers_give_the_local_executors_audio(pool, local, inputs, options, tmp_path):
@@ -125,8 +128,9 @@ class _KillOnFirstLine(Listener):
             os.kill(self.pid, signal.SIGKILL)
 
 
-def test_a_worker_killed_mid_job_loses_nothing_and_renders_nothing_twice(pool, local, inputs, options, tmp_path,
-                                                                       monkeypatch):
+def test_a_worker_killed_mid_job_loses_nothing_and_renders_nothing_twice(
+    pool, local, inputs, options, tmp_path, monkeypatch
+):
     executor = pool.engine.executor()
     sent, answered = [], []
 
@@ -137,6 +141,7 @@ def test_a_worker_killed_mid_job_loses_nothing_and_renders_nothing_twice(pool, l
             for outcome in stream(requests, *args, **kwargs):
                 answered.append(outcome)
                 yield outcome
+
         return stream_counted
 
     monkeypatch.setattr(executor, "stream", counted(executor.stream))
@@ -148,16 +153,40 @@ def test_a_worker_killed_mid_job_loses_nothing_and_renders_nothing_twice(pool, l
     assert not [outcome for outcome in answered if isinstance(outcome, Failure)]
     for run in runs:
         # Every line of every input finished exactly once, as rendered: none lost, none stored twice.
-        done = [(index, status, n) for (name, index, status), n in listener.finished.items() if name == run.out_dir.name]
+        done = [
+            (index, status, n) for (name, index, status), n in listener.finished.items() if name == run.out_dir.name
+        ]
         assert sorted(done) == [(i, "rendered", 1) for i in range(1, run.summary.lines + 1)]
     assert outputs(tmp_path) == outputs(local)
 
 
 def test_a_rerun_after_the_driver_is_killed_resumes(cluster, pool, local, inputs, options, asr, tmp_path):
     out = tmp_path / "out"
-    command = [sys.executable, "-m", "omnidub", "render", *map(str, inputs), "--voices", str(options["voices"]),
-               "--model", "synthetic:tiny", "--device", "cpu", "--asr-model", asr, "--out", str(out),
-               "--executor", "ray", "--ray-address", cluster, "--workers", "1", "--steps", "4"]
+    command = [
+        sys.executable,
+        "-m",
+        "omnidub",
+        "render",
+        *map(str, inputs),
+        "--voices",
+        str(options["voices"]),
+        "--model",
+        "synthetic:tiny",
+        "--device",
+        "cpu",
+        "--asr-model",
+        asr,
+        "--out",
+        str(out),
+        "--executor",
+        "ray",
+        "--ray-address",
+        cluster,
+        "--workers",
+        "1",
+        "--steps",
+        "4",
+    ]
     process = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, env=os.environ.copy())
     deadline = time.monotonic() + 120
     while sum(len(read_entries(out / name)) for name in ("dialogue", "ferry")) < 2:

@@ -41,7 +41,9 @@ def statuses(out: Path) -> list[str]:
 
 
 def tree_bytes(out: Path) -> dict[str, bytes]:
-    return {p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*.wav")) if ".omnidub" not in p.parts}
+    return {
+        p.relative_to(out).as_posix(): p.read_bytes() for p in sorted(out.rglob("*.wav")) if ".omnidub" not in p.parts
+    }
 
 
 @pytest.fixture(scope="module")
@@ -133,8 +135,11 @@ def test_a_moved_folder_gets_timelines_that_point_at_its_own_segments(rendered, 
 
     def segments(otio_file: Path) -> set[Path]:
         timeline = otio.adapters.read_from_file(str(otio_file))
-        return {(otio_file.parent / filepath_from_url(clip.media_reference.target_url)).resolve()
-                for track in timeline.audio_tracks() for clip in track.find_clips()}
+        return {
+            (otio_file.parent / filepath_from_url(clip.media_reference.target_url)).resolve()
+            for track in timeline.audio_tracks()
+            for clip in track.find_clips()
+        }
 
     first, moved = tmp_path / "out1", tmp_path / "out2"
     shutil.copytree(rendered, first)
@@ -197,16 +202,33 @@ def test_changing_a_voice_rerenders_only_that_speakers_lines(rendered, tmp_path,
     shutil.copytree(rendered, out)
     toml = tmp_path / "voices.toml"
     text = (EXAMPLES / "voices.toml").read_text().replace('"voices/', f'"{EXAMPLES}/voices/')
-    toml.write_text(text.replace('[BOB]\naudio = "' + f"{EXAMPLES}/voices/bob.wav", '[BOB]\naudio = "' + f"{EXAMPLES}/voices/alice.wav")
-                    .replace("Well, I think we should leave on Friday. The weather looks better then, and the roads will be quiet.",
-                             "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."))
-    result = render(EXAMPLES / "dialogue.srt", "--voices", toml, "--model", "synthetic:tiny", "--asr-model", whisper_tiny_en, "--out", out)
+    toml.write_text(
+        text.replace(
+            '[BOB]\naudio = "' + f"{EXAMPLES}/voices/bob.wav", '[BOB]\naudio = "' + f"{EXAMPLES}/voices/alice.wav"
+        ).replace(
+            "Well, I think we should leave on Friday. The weather looks better then, and the roads will be quiet.",
+            "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today.",
+        )
+    )
+    result = render(
+        EXAMPLES / "dialogue.srt",
+        "--voices",
+        toml,
+        "--model",
+        "synthetic:tiny",
+        "--asr-model",
+        whisper_tiny_en,
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     for line in manifest(out)["lines"]:
         assert line["status"] == ("rendered" if line["speaker"] == "BOB" else "cached")
 
 
-def test_a_video_and_its_own_audio_as_bed_give_a_dubbed_video_subtitles_and_a_timeline(rendered, example_args, tmp_path):
+def test_a_video_and_its_own_audio_as_bed_give_a_dubbed_video_subtitles_and_a_timeline(
+    rendered, example_args, tmp_path
+):
     import av
     import opentimelineio as otio
     import pyloudnorm
@@ -223,9 +245,11 @@ def test_a_video_and_its_own_audio_as_bed_give_a_dubbed_video_subtitles_and_a_ti
     lines = data["lines"]
     assert data["delivery"]["fps"] == 25 and data["delivery"]["video"] == "clip.dub.mp4"
     assert data["program_seconds"] == manifest(rendered)["program_seconds"]  # the lines outlast the video
-    assert [line["index"] for line in lines if "past-video" in line["flags"]] == [
-        line["index"] for line in lines if line["start"] + line["duration"] > 20.0
-    ] != []
+    assert (
+        [line["index"] for line in lines if "past-video" in line["flags"]]
+        == [line["index"] for line in lines if line["start"] + line["duration"] > 20.0]
+        != []
+    )
     mixed, rate = sf.read(out / "mix-bed.wav")
     assert rate == 48000 and mixed.shape[1] == 2 and len(mixed) == round(data["program_seconds"] * rate)
     assert abs(pyloudnorm.Meter(rate).integrated_loudness(mixed) + 23.0) <= 0.5
@@ -235,25 +259,33 @@ def test_a_video_and_its_own_audio_as_bed_give_a_dubbed_video_subtitles_and_a_ti
         assert dubbed.streams.video[0].frames == source.streams.video[0].frames == 500
         assert len(dubbed.streams.audio) == 1 and dubbed.streams.audio[0].metadata["language"] == "eng"
     cues = list(srt.parse((out / "clip.dub.srt").read_text(encoding="utf-8")))
+
     # Each cue runs from its line's record-in frame to its record-out (whole frames of its audio), or to where the
     # next cue starts if that comes first: the frames the manifest's timecodes and the timeline name.
     def frame(timecode: str) -> int:
         hours, minutes, seconds, frames = map(int, timecode.split(":"))
         return ((hours * 60 + minutes) * 60 + seconds) * 25 + frames
 
-    ends = [min([frame(line["rendered_end_tc"])] + [frame(later["start_tc"]) for later in lines[k + 1:]])
-            for k, line in enumerate(lines)]
+    ends = [
+        min([frame(line["rendered_end_tc"])] + [frame(later["start_tc"]) for later in lines[k + 1 :]])
+        for k, line in enumerate(lines)
+    ]
     assert [(c.start.total_seconds(), c.end.total_seconds(), c.content) for c in cues] == [
         (frame(line["start_tc"]) / 25, end / 25, line["text"]) for line, end in zip(lines, ends, strict=True)
     ]
     assert all(abs(frame(line["start_tc"]) / 25 - line["start"]) <= 0.5 / 25 + 1e-9 for line in lines)
     timeline = otio.adapters.read_from_file(str(out / "clip.dub.otio"))
-    placed = {(track.name, clip.range_in_parent().start_time.value, clip.metadata["omnidub"]["index"])
-              for track in timeline.audio_tracks() for clip in track.find_clips()}
+    placed = {
+        (track.name, clip.range_in_parent().start_time.value, clip.metadata["omnidub"]["index"])
+        for track in timeline.audio_tracks()
+        for clip in track.find_clips()
+    }
     assert placed == {(line["speaker"], frame(line["start_tc"]), line["index"]) for line in lines}
     assert lines[0]["start_tc"] == "00:00:00:08" and all(line["end_tc"] for line in lines)  # 0.3 s at 25 fps
-    summary = json.loads(result.stdout[result.stdout.index("{"):])
-    assert "clip.dub.mp4" in summary["outputs"] and summary["loudness"]["bed_mix"]["integrated"] == pytest.approx(-23.0, abs=0.5)
+    summary = json.loads(result.stdout[result.stdout.index("{") :])
+    assert "clip.dub.mp4" in summary["outputs"] and summary["loudness"]["bed_mix"]["integrated"] == pytest.approx(
+        -23.0, abs=0.5
+    )
 
 
 def test_flac_and_mp3_outputs_need_no_ffmpeg(rendered, example_args, tmp_path):
@@ -329,8 +361,19 @@ def test_speaker_names_cannot_escape_the_output_folder(tmp_path, tiny_model_dir)
     box = tmp_path / "box"
     out = box / "out"
     before = set(tmp_path.rglob("*"))
-    result = render(script, "--voice", voice, "--voice-text", text, "--model", "synthetic:tiny",
-                    "--out", out, "--preset", _whole_reference_preset(tmp_path))
+    result = render(
+        script,
+        "--voice",
+        voice,
+        "--voice-text",
+        text,
+        "--model",
+        "synthetic:tiny",
+        "--out",
+        out,
+        "--preset",
+        _whole_reference_preset(tmp_path),
+    )
     assert result.exit_code == 0, result.output
     created = set(tmp_path.rglob("*")) - before
     assert created and all(out in p.parents or p in (box, out) for p in created if p.name != "preset.toml")
@@ -372,8 +415,23 @@ def test_sparse_two_hour_program_renders_at_full_length(tmp_path, tiny_model_dir
     voice = EXAMPLES / "voices" / "alice.wav"
     text = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."
     # The length is the point here; at the model's rate there is half as much silence to encode.
-    result = render(script, "--voice", voice, "--voice-text", text, "--model", "synthetic:tiny", "--out", out,
-                    "--format", "flac", "--sample-rate", "24000", "--preset", _whole_reference_preset(tmp_path))
+    result = render(
+        script,
+        "--voice",
+        voice,
+        "--voice-text",
+        text,
+        "--model",
+        "synthetic:tiny",
+        "--out",
+        out,
+        "--format",
+        "flac",
+        "--sample-rate",
+        "24000",
+        "--preset",
+        _whole_reference_preset(tmp_path),
+    )
     assert result.exit_code == 0, result.output
     assert sf.info(str(out / "mix.flac")).duration == pytest.approx(7198.0, abs=0.01)
 
@@ -389,8 +447,23 @@ def _long_script(path: Path, n: int = LONG) -> Path:
 def _spawn(script: Path, out: Path, tmp_path: Path, steps: int = 4) -> subprocess.Popen:
     voice = EXAMPLES / "voices" / "alice.wav"
     text = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."
-    command = [sys.executable, "-m", "omnidub", "render", str(script), "--voice", str(voice), "--voice-text", text,
-               "--model", "synthetic:tiny", "--out", str(out), "--preset", str(_whole_reference_preset(tmp_path, steps))]
+    command = [
+        sys.executable,
+        "-m",
+        "omnidub",
+        "render",
+        str(script),
+        "--voice",
+        str(voice),
+        "--voice-text",
+        text,
+        "--model",
+        "synthetic:tiny",
+        "--out",
+        str(out),
+        "--preset",
+        str(_whole_reference_preset(tmp_path, steps)),
+    ]
     return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=os.environ.copy())
 
 
@@ -416,9 +489,19 @@ def test_killed_mid_run_then_rerun_completes_and_renders_only_the_missing_lines(
     process.wait()
     done = sum(s == "rendered" for s in statuses(out))
     assert 3 <= done < LONG
-    result = render(script, "--voice", EXAMPLES / "voices" / "alice.wav", "--voice-text",
-                    "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today.",
-                    "--model", "synthetic:tiny", "--out", out, "--preset", tmp_path / "preset.toml")
+    result = render(
+        script,
+        "--voice",
+        EXAMPLES / "voices" / "alice.wav",
+        "--voice-text",
+        "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today.",
+        "--model",
+        "synthetic:tiny",
+        "--out",
+        out,
+        "--preset",
+        tmp_path / "preset.toml",
+    )
     assert result.exit_code == 0, result.output
     states = statuses(out)
     # Lines finished before the kill are reused (a line finished just before the manifest write counts too).
@@ -473,7 +556,9 @@ def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path, tiny_model_dir):
     assert finished and all((out / e.file).is_file() for e in finished)
 
 
-def test_damaged_cache_entries_are_rendered_again_and_the_outputs_match_an_undisturbed_run(rendered, example_args, tmp_path):
+def test_damaged_cache_entries_are_rendered_again_and_the_outputs_match_an_undisturbed_run(
+    rendered, example_args, tmp_path
+):
     out = tmp_path / "damaged"
     shutil.copytree(rendered, out)
     before = tree_bytes(out)
@@ -559,15 +644,22 @@ def test_temporaries_left_by_a_killed_run_are_removed_at_the_next_start(rendered
     dead.wait()
     from omnidub.files import _HOST
 
-    debris = [out / "stems" / f".ALICE.wav.{_HOST}-{dead.pid}-k2x_9abc.tmp",
-              out / ".omnidub" / "cache" / f".{'0' * 64}.wav.{_HOST}-{dead.pid}-q1w2e3r4.tmp",
-              out / f".manifest.json.{_HOST}-{dead.pid}-zzzzzzzz.tmp"]
-    kept = [out / "stems" / f".BOB.wav.{_HOST}-{os.getpid()}-abcdefgh.tmp",  # a writer that still runs
-            # another machine's writer (a folder shared over the network): its pid means nothing here
-            out / "segments" / f".0002-BOB.wav.elsewhere-{dead.pid}-abcdefgh.tmp",
-            # no host and pid: the user's, whatever its shape (older omnidubs wrote such names too)
-            out / "segments" / f".0001-ALICE.wav.{dead.pid}-abcdefgh.tmp", out / "stems" / ".ALICE.wav.k2x_9abc.tmp",
-            out / "stems" / ".notes.tmp", out / "stems" / "take.abcdefgh.tmp", out / "segments" / "mine.txt"]
+    debris = [
+        out / "stems" / f".ALICE.wav.{_HOST}-{dead.pid}-k2x_9abc.tmp",
+        out / ".omnidub" / "cache" / f".{'0' * 64}.wav.{_HOST}-{dead.pid}-q1w2e3r4.tmp",
+        out / f".manifest.json.{_HOST}-{dead.pid}-zzzzzzzz.tmp",
+    ]
+    kept = [
+        out / "stems" / f".BOB.wav.{_HOST}-{os.getpid()}-abcdefgh.tmp",  # a writer that still runs
+        # another machine's writer (a folder shared over the network): its pid means nothing here
+        out / "segments" / f".0002-BOB.wav.elsewhere-{dead.pid}-abcdefgh.tmp",
+        # no host and pid: the user's, whatever its shape (older omnidubs wrote such names too)
+        out / "segments" / f".0001-ALICE.wav.{dead.pid}-abcdefgh.tmp",
+        out / "stems" / ".ALICE.wav.k2x_9abc.tmp",
+        out / "stems" / ".notes.tmp",
+        out / "stems" / "take.abcdefgh.tmp",
+        out / "segments" / "mine.txt",
+    ]
     for path in debris + kept:
         path.write_bytes(b"x" * 100)
     result = render(EXAMPLES / "dialogue.srt", *example_args, "--out", out)

@@ -53,9 +53,25 @@ def rendered(tmp_path_factory, tiny_model_dir, whisper_tiny_en) -> Path:
     (folder / "scene.srt").write_text(SCENE, encoding="utf-8")
     (folder / "fast.toml").write_text('steps = 2\ndtype = "float32"\nreference_seconds = 0\n')
     out = folder / "out"
-    result = run("render", folder / "scene.srt", "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny",
-                 "--device", "cpu", "--preset", folder / "fast.toml", "--out", out, "--asr-model", whisper_tiny_en,
-                 "--qa", "--speaker-model", "none")
+    result = run(
+        "render",
+        folder / "scene.srt",
+        "--voices",
+        EXAMPLES / "voices.toml",
+        "--model",
+        "synthetic:tiny",
+        "--device",
+        "cpu",
+        "--preset",
+        folder / "fast.toml",
+        "--out",
+        out,
+        "--asr-model",
+        whisper_tiny_en,
+        "--qa",
+        "--speaker-model",
+        "none",
+    )
     assert result.exit_code in (0, 1), result.output  # QA fails the noise the random weights speak
     return out
 
@@ -145,9 +161,23 @@ def test_an_edited_text_is_rendered_and_kept_by_a_later_render(folder, whisper_t
     assert recorded["text"] == "Then we are never lost." and recorded["edit"]["from"] == "Then we are not lost at all."
     # A later render of the same input keeps the edit and its audio: nothing renders.
     manifest = json.loads((folder / "manifest.json").read_text())
-    result = run("render", manifest["input"], "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny",
-                 "--device", "cpu", "--preset", Path(manifest["input"]).parent / "fast.toml", "--out", folder,
-                 "--asr-model", whisper_tiny_en, "--json")
+    result = run(
+        "render",
+        manifest["input"],
+        "--voices",
+        EXAMPLES / "voices.toml",
+        "--model",
+        "synthetic:tiny",
+        "--device",
+        "cpu",
+        "--preset",
+        Path(manifest["input"]).parent / "fast.toml",
+        "--out",
+        folder,
+        "--asr-model",
+        whisper_tiny_en,
+        "--json",
+    )
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["rendered"] == 0 and lines(folder)[3]["text"] == "Then we are never lost."
@@ -159,8 +189,16 @@ def test_an_approval_survives_a_restart_and_a_render_beside_the_review_is_refuse
         do(desk, "approve", 1)
         assert desk.state()["lines"][0]["approved"]
         manifest = json.loads((folder / "manifest.json").read_text())
-        result = run("render", manifest["input"], "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny",
-                     "--out", folder)
+        result = run(
+            "render",
+            manifest["input"],
+            "--voices",
+            EXAMPLES / "voices.toml",
+            "--model",
+            "synthetic:tiny",
+            "--out",
+            folder,
+        )
         assert result.exit_code == 2 and "is in use by" in result.stderr and "review" in result.stderr
     finally:
         desk.close()
@@ -194,8 +232,10 @@ def test_every_request_needs_the_token_and_the_servers_own_host(folder):
         assert state.status_code == 200 and len(state.json()["lines"]) == 4
         assert "access-control-allow-origin" not in state.headers
         assert client.get("/api/state", headers={"Host": "evil.example"}).status_code == 403
-        assert client.get(f"/?token={desk.token}", headers={"Host": f"evil.example:{HOST.split(':')[1]}"}
-                          ).status_code == 403
+        assert (
+            client.get(f"/?token={desk.token}", headers={"Host": f"evil.example:{HOST.split(':')[1]}"}).status_code
+            == 403
+        )
         # Media: the line's segment plays (with byte ranges, so a player can seek); nothing else is served.
         audio = client.get("/media/line/1", headers={"Range": "bytes=0-99"})
         assert audio.status_code == 206 and len(audio.content) == 100
@@ -235,8 +275,14 @@ sys.exit(3)
 
 def test_kill_9_during_a_take_leaves_a_consistent_folder_and_loses_no_approval(folder, whisper_tiny_en):
     before = segments(folder)
-    result = subprocess.run([sys.executable, "-c", textwrap.dedent(KILLED_MID_TAKE), str(folder)], cwd=ROOT,
-                            capture_output=True, text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}, timeout=300)
+    result = subprocess.run(
+        [sys.executable, "-c", textwrap.dedent(KILLED_MID_TAKE), str(folder)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={**os.environ, "OMP_NUM_THREADS": "1"},
+        timeout=300,
+    )
     assert result.returncode == -9, result.stderr
     assert segments(folder) == before  # the take in flight never reached a segment
     desk = open_desk(folder)  # the folder opens again: its lock went with the process
@@ -251,9 +297,23 @@ def test_kill_9_during_a_take_leaves_a_consistent_folder_and_loses_no_approval(f
     ledger = OutputFolder(folder)
     assert all(ledger.status(relative) == "ours" for relative in ledger._ledger().files)
     manifest = json.loads((folder / "manifest.json").read_text())
-    result = run("render", manifest["input"], "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny",
-                 "--device", "cpu", "--preset", Path(manifest["input"]).parent / "fast.toml", "--out", folder,
-                 "--asr-model", whisper_tiny_en, "--json")
+    result = run(
+        "render",
+        manifest["input"],
+        "--voices",
+        EXAMPLES / "voices.toml",
+        "--model",
+        "synthetic:tiny",
+        "--device",
+        "cpu",
+        "--preset",
+        Path(manifest["input"]).parent / "fast.toml",
+        "--out",
+        folder,
+        "--asr-model",
+        whisper_tiny_en,
+        "--json",
+    )
     assert result.exit_code == 0 and json.loads(result.stdout)["rendered"] == 0, result.output
 
 
@@ -265,16 +325,38 @@ def test_a_folder_review_cannot_open_is_one_line(tmp_path):
     assert result.exit_code == 2 and "holds no render" in result.stderr
 
 
-def test_a_spanish_dub_checked_by_an_english_only_model_is_never_called_passed(tmp_path, tiny_model_dir,
-                                                                              whisper_tiny_en):
+def test_a_spanish_dub_checked_by_an_english_only_model_is_never_called_passed(
+    tmp_path, tiny_model_dir, whisper_tiny_en
+):
     script = tmp_path / "es.srt"
-    script.write_text("1\n00:00:00,500 --> 00:00:02,500\nALICE: ¿Trajiste el mapa esta vez?\n\n"
-                      "2\n00:00:03,000 --> 00:00:05,000\nBOB: Está en el coche.\n", encoding="utf-8")
+    script.write_text(
+        "1\n00:00:00,500 --> 00:00:02,500\nALICE: ¿Trajiste el mapa esta vez?\n\n"
+        "2\n00:00:03,000 --> 00:00:05,000\nBOB: Está en el coche.\n",
+        encoding="utf-8",
+    )
     (tmp_path / "fast.toml").write_text('steps = 2\ndtype = "float32"\nreference_seconds = 0\n')
     out = tmp_path / "out"
-    result = run("render", script, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--device",
-                 "cpu", "--preset", tmp_path / "fast.toml", "--out", out, "--language", "es", "--qa",
-                 "--asr-model", whisper_tiny_en, "--speaker-model", "none")
+    result = run(
+        "render",
+        script,
+        "--voices",
+        EXAMPLES / "voices.toml",
+        "--model",
+        "synthetic:tiny",
+        "--device",
+        "cpu",
+        "--preset",
+        tmp_path / "fast.toml",
+        "--out",
+        out,
+        "--language",
+        "es",
+        "--qa",
+        "--asr-model",
+        whisper_tiny_en,
+        "--speaker-model",
+        "none",
+    )
     assert result.exit_code == 1, result.output  # QA could not score the words: not passed
     desk = open_desk(out)
     try:
@@ -323,9 +405,17 @@ def served(rendered, tmp_path):
 def browser():
     playwright = pytest.importorskip("playwright.sync_api")
     with playwright.sync_playwright() as p:
-        chromium = p.chromium.launch(executable_path=str(CHROMIUM), args=[
-            "--no-sandbox", "--disable-gpu", "--disable-background-networking", "--disable-component-update",
-            "--disable-sync", "--no-first-run"])
+        chromium = p.chromium.launch(
+            executable_path=str(CHROMIUM),
+            args=[
+                "--no-sandbox",
+                "--disable-gpu",
+                "--disable-background-networking",
+                "--disable-component-update",
+                "--disable-sync",
+                "--no-first-run",
+            ],
+        )
         yield chromium
         chromium.close()
 
@@ -349,8 +439,7 @@ def test_the_editor_retakes_edits_and_approves_from_the_page_in_a_browser(served
 
     page.get_by_label("Text of line 3", exact=True).fill("Then we are never lost.")
     page.get_by_role("button", name="Render line 3", exact=True).click()
-    expect(page.locator("#line-3 .small", has_text="Input: Then we are not lost at all.")).to_be_visible(
-        timeout=60_000)
+    expect(page.locator("#line-3 .small", has_text="Input: Then we are not lost at all.")).to_be_visible(timeout=60_000)
 
     approve = page.get_by_role("button", name="Approve line 1", exact=True)
     approve.click()
@@ -376,12 +465,26 @@ def test_the_editor_retakes_edits_and_approves_from_the_page_in_a_browser(served
 
 def test_an_approval_and_a_take_belong_to_their_line_not_to_every_line_that_says_the_same(tmp_path, tiny_model_dir):
     script = tmp_path / "twice.srt"
-    script.write_text("1\n00:00:00,500 --> 00:00:02,500\nALICE: Yes.\n\n2\n00:00:05,000 --> 00:00:07,000\nALICE: Yes.\n",
-                      encoding="utf-8")
+    script.write_text(
+        "1\n00:00:00,500 --> 00:00:02,500\nALICE: Yes.\n\n2\n00:00:05,000 --> 00:00:07,000\nALICE: Yes.\n",
+        encoding="utf-8",
+    )
     (tmp_path / "fast.toml").write_text('steps = 2\ndtype = "float32"\nreference_seconds = 0\n')
     out = tmp_path / "out"
-    result = run("render", script, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--device",
-                 "cpu", "--preset", tmp_path / "fast.toml", "--out", out)
+    result = run(
+        "render",
+        script,
+        "--voices",
+        EXAMPLES / "voices.toml",
+        "--model",
+        "synthetic:tiny",
+        "--device",
+        "cpu",
+        "--preset",
+        tmp_path / "fast.toml",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     desk = open_desk(out)
     try:

@@ -45,7 +45,11 @@ def test_srt_encodings_and_line_endings_give_the_same_lines(tmp_path, encoding, 
         ("BOB", "How are you?"),
         (DEFAULT_SPEAKER, "No label here."),
     ]
-    assert [(line.index, line.start, line.end) for line in script.lines] == [(1, 1.0, 2.5), (2, 3.0, 4.0), (3, 4.5, 6.0)]
+    assert [(line.index, line.start, line.end) for line in script.lines] == [
+        (1, 1.0, 2.5),
+        (2, 3.0, 4.0),
+        (3, 4.5, 6.0),
+    ]
     assert all(line.language == "en" for line in script.lines)
     assert script.timed and not script.skipped and not script.warnings
 
@@ -273,7 +277,7 @@ def test_timed_script(tmp_path):
     text = "[00:00:01.000 --> 00:00:02.200] ANN: First.\n[00:00:03,500 --> 00:00:05.000] [BEN] Second.\n"
     script = read_script(write(tmp_path, "play.txt", text))
     assert script.timed
-    assert [(l.speaker, l.text, l.start, l.end) for l in script.lines] == [
+    assert [(line.speaker, line.text, line.start, line.end) for line in script.lines] == [
         ("ANN", "First.", 1.0, 2.2),
         ("BEN", "Second.", 3.5, 5.0),
     ]
@@ -298,7 +302,9 @@ def test_script_lowercase_labels_are_speakers(tmp_path):
 
 def test_text_outside_any_cue_is_a_warning_naming_its_line_and_never_spoken(tmp_path):
     srt = SRT + "\nTranslator's note: check the names.\n"
-    script = read_script(write(tmp_path, "in.srt", srt.replace("[BOB] How are you?\n", "[BOB] How are you?\n\nstray words\n")))
+    script = read_script(
+        write(tmp_path, "in.srt", srt.replace("[BOB] How are you?\n", "[BOB] How are you?\n\nstray words\n"))
+    )
     assert [line.text for line in script.lines] == ["Hello there, my friend.", "How are you?", "No label here."]
     assert any(w.startswith("line 10: text outside any cue") and "stray words" in w for w in script.warnings)
     assert any(w.startswith("line 16: text outside any cue") and "Translator" in w for w in script.warnings)
@@ -307,22 +313,34 @@ def test_text_outside_any_cue_is_a_warning_naming_its_line_and_never_spoken(tmp_
     assert any(w.startswith("line 6: text outside any cue") for w in vtt.warnings)
 
 
-@pytest.mark.parametrize("name,text", [
-    ("in.vtt", "WEBVTT\n\n00:01.000 --> 00:02.000\n<v Bob>Fine.\n\n00:03.000 --> 00:04.000\n<v ALICE Hello there\n"),
-    ("in.srt", "1\n00:00:01,000 --> 00:00:02,000\nFine.\n\n2\n00:00:03,000 --> 00:00:04,000\n<v ALICE Hello there\n"),
-])
+@pytest.mark.parametrize(
+    "name,text",
+    [
+        (
+            "in.vtt",
+            "WEBVTT\n\n00:01.000 --> 00:02.000\n<v Bob>Fine.\n\n00:03.000 --> 00:04.000\n<v ALICE Hello there\n",
+        ),
+        (
+            "in.srt",
+            "1\n00:00:01,000 --> 00:00:02,000\nFine.\n\n2\n00:00:03,000 --> 00:00:04,000\n<v ALICE Hello there\n",
+        ),
+    ],
+)
 def test_an_unclosed_voice_tag_is_an_error_with_its_line(tmp_path, name, text):
     with pytest.raises(OmnidubError, match=r"line 7: voice tag without its closing '>'"):
         read_script(write(tmp_path, name, text))
 
 
-@pytest.mark.parametrize("name,text,line", [
-    ("in.srt", "1\n00:75:00,000 --> 00:75:02,000\nHi.\n", 2),
-    ("in.srt", "1\n00:00:01,000 --> 00:00:99,000\nHi.\n", 2),
-    ("in.vtt", "WEBVTT\n\n00:99.000 --> 01:00.000\nHi.\n", 3),
-    ("in.vtt", "WEBVTT\n\n00:75:00.000 --> 00:75:02.000\nHi.\n", 3),
-    ("in.txt", "[00:75:00.000 --> 00:75:02.000] Hi.\n", 1),
-])
+@pytest.mark.parametrize(
+    "name,text,line",
+    [
+        ("in.srt", "1\n00:75:00,000 --> 00:75:02,000\nHi.\n", 2),
+        ("in.srt", "1\n00:00:01,000 --> 00:00:99,000\nHi.\n", 2),
+        ("in.vtt", "WEBVTT\n\n00:99.000 --> 01:00.000\nHi.\n", 3),
+        ("in.vtt", "WEBVTT\n\n00:75:00.000 --> 00:75:02.000\nHi.\n", 3),
+        ("in.txt", "[00:75:00.000 --> 00:75:02.000] Hi.\n", 1),
+    ],
+)
 def test_out_of_range_fields_are_refused_alike_in_every_format(tmp_path, name, text, line):
     with pytest.raises(OmnidubError, match=rf"line {line}: timestamp out of range"):
         read_script(write(tmp_path, name, text))
@@ -378,8 +396,12 @@ def test_a_bracket_or_colon_label_naming_a_speaker_of_the_cast_is_that_speakers_
     plain = read_script(path)
     assert [line.speaker for line in plain.lines] == [DEFAULT_SPEAKER] * 4
     script = read_script(path, speakers=frozenset({"JEAN_LUC", "DR WHO", "Picard"}))
-    assert speakers_and_texts(script) == [("JEAN_LUC", "Make it so."), ("DR WHO", "Run!"),
-                                          (DEFAULT_SPEAKER, "Who is there?"), ("Picard", "Engage.")]
+    assert speakers_and_texts(script) == [
+        ("JEAN_LUC", "Make it so."),
+        ("DR WHO", "Run!"),
+        (DEFAULT_SPEAKER, "Who is there?"),
+        ("Picard", "Engage."),
+    ]
     assert [line.where for line in script.lines] == ["cue 1", "cue 2", "cue 3", "cue 4"]
     # Which rule applied is said once per name, where the plain rules would have read it otherwise.
     said = [w for w in script.warnings if "a name in the cast" in w]
@@ -387,8 +409,9 @@ def test_a_bracket_or_colon_label_naming_a_speaker_of_the_cast_is_that_speakers_
     assert said[1].startswith("cue 2: [dr who] is read as the speaker 'DR WHO'") and "sound description" in said[1]
     assert said[2].startswith("cue 4: 'picard:'") and "would be text" in said[2]
     # A label the plain rules take anyway needs no note.
-    assert not [w for w in read_script(write(tmp_path, "in.srt", SRT), speakers=frozenset({"BOB"})).warnings
-                if "cast" in w]
+    assert not [
+        w for w in read_script(write(tmp_path, "in.srt", SRT), speakers=frozenset({"BOB"})).warnings if "cast" in w
+    ]
 
 
 def test_every_overlapping_pair_is_noted_even_when_two_cues_share_a_number(tmp_path):

@@ -80,9 +80,25 @@ def test_buckets_respect_both_limits_and_hold_every_line_once():
 
 
 def _entry(index: int) -> LineEntry:
-    return LineEntry(index=index, speaker="A", text=f"line {index}", language="en", start=float(index), end=index + 1.0,
-                     slot=1.0, natural=1.0, target=1.0, speed=1.0, limit_at=None, file=f"segments/{index:04d}-A.wav",
-                     base_key=f"k{index}", key=f"k{index}", seed=index, status="rendered", duration=1.0)
+    return LineEntry(
+        index=index,
+        speaker="A",
+        text=f"line {index}",
+        language="en",
+        start=float(index),
+        end=index + 1.0,
+        slot=1.0,
+        natural=1.0,
+        target=1.0,
+        speed=1.0,
+        limit_at=None,
+        file=f"segments/{index:04d}-A.wav",
+        base_key=f"k{index}",
+        key=f"k{index}",
+        seed=index,
+        status="rendered",
+        duration=1.0,
+    )
 
 
 def test_journal_appends_lines_ignores_a_torn_record_and_never_swallows_the_next(tmp_path):
@@ -147,8 +163,11 @@ def test_debug_shows_the_cause_of_an_error(tmp_path):
     plain = runner.invoke(app, ["render", str(EXAMPLES / "dialogue.srt"), "--preset", str(bad), "--dry-run"])
     assert plain.exit_code == 2 and "Traceback" not in plain.output
     with pytest.raises(OmnidubError) as caught:
-        runner.invoke(app, ["render", str(EXAMPLES / "dialogue.srt"), "--preset", str(bad), "--dry-run", "--debug"],
-                      catch_exceptions=False)
+        runner.invoke(
+            app,
+            ["render", str(EXAMPLES / "dialogue.srt"), "--preset", str(bad), "--dry-run", "--debug"],
+            catch_exceptions=False,
+        )
     assert caught.value.__cause__ is not None  # the TOML parser's own error is kept for --debug
 
 
@@ -156,15 +175,30 @@ def test_token_budget_does_not_change_a_single_sample(tmp_path, tiny_model_dir, 
     script = tmp_path / "five.txt"
     script.write_text("".join(f"{'A' if i % 2 else 'B'}: Line {i}{' with more words' * (i % 3)}.\n" for i in range(5)))
     preset = tmp_path / "p.toml"
-    preset.write_text("steps = 3\ndtype = \"float32\"\nreference_seconds = 0\n")
+    preset.write_text('steps = 3\ndtype = "float32"\nreference_seconds = 0\n')
     outs = {}
     for name, budget in (("small", "1"), ("large", "100000")):
         out = tmp_path / name
-        result = CliRunner().invoke(app, [
-            "render", str(script), "--voice", str(EXAMPLES / "voices" / "alice.wav"), "--voice-text",
-            "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today.",
-            "--model", "synthetic:tiny", "--preset", str(preset), "--batch-tokens", budget, "--out", str(out),
-        ], catch_exceptions=False)
+        result = CliRunner().invoke(
+            app,
+            [
+                "render",
+                str(script),
+                "--voice",
+                str(EXAMPLES / "voices" / "alice.wav"),
+                "--voice-text",
+                "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today.",
+                "--model",
+                "synthetic:tiny",
+                "--preset",
+                str(preset),
+                "--batch-tokens",
+                budget,
+                "--out",
+                str(out),
+            ],
+            catch_exceptions=False,
+        )
         assert result.exit_code == 0, result.output
         outs[name] = out
     manifest = json.loads((outs["large"] / "manifest.json").read_text())

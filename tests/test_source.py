@@ -102,8 +102,13 @@ def test_cut_at_word_is_the_fast_presets_cut(asr):
     from omnidub.voices import Voice, prepare_reference
     from omnidub.voices.reference import cut_at_word
 
-    wav, text = Path(__file__).parent / "data" / "two_sentences.wav", (Path(__file__).parent / "data" / "two_sentences.txt").read_text().strip()
-    reference = prepare_reference(Voice("A", wav, text, "en", None, None), sample_rate=24000, options=VoiceOptions(), asr=asr)
+    wav, text = (
+        Path(__file__).parent / "data" / "two_sentences.wav",
+        (Path(__file__).parent / "data" / "two_sentences.txt").read_text().strip(),
+    )
+    reference = prepare_reference(
+        Voice("A", wav, text, "en", None, None), sample_rate=24000, options=VoiceOptions(), asr=asr
+    )
     audio = load_audio(wav, 24000)
     words = asr.transcribe(audio, 24000, language="en", word_timestamps=True).words
     cut = cut_at_word(audio, 24000, text, words, language="en", options=VoiceOptions(), asr=asr)
@@ -191,8 +196,9 @@ def test_a_retimed_dub_falls_back_for_lines_matching_none_or_several(labelled):
 
 def test_editing_one_dubbed_line_keeps_every_reference(labelled):
     dub = read_script(DATA / "dub.srt")
-    edited = replace(dub, lines=tuple(replace(line, text="Texto nuevo.") if line.index == 3 else line
-                                      for line in dub.lines))
+    edited = replace(
+        dub, lines=tuple(replace(line, text="Texto nuevo.") if line.index == 3 else line for line in dub.lines)
+    )
     assert labelled.references(edited) == labelled.references(dub)
 
 
@@ -206,7 +212,9 @@ def test_an_unlabelled_dub_takes_the_speakers_of_the_original(unlabelled):
 
 def test_subtitles_past_the_source_are_one_line(source):
     original = read_script(DATA / "original.srt")
-    late = replace(original, lines=tuple(replace(l, start=l.start + 30, end=l.end + 30) for l in original.lines))
+    late = replace(
+        original, lines=tuple(replace(line, start=line.start + 30, end=line.end + 30) for line in original.lines)
+    )
     with pytest.raises(OmnidubError, match=r"line 12 ends at 72\.9 s but scene\.opus is only 43\.6 s long"):
         check_subtitles(late, DATA / "original.srt", source)
     check_subtitles(original, DATA / "original.srt", source)

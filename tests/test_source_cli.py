@@ -34,8 +34,18 @@ def relabelled(tmp_path: Path, names: dict[int, str], keep=None) -> Path:
 @pytest.fixture(scope="module")
 def extracted(tmp_path_factory, whisper_tiny_en):
     out = tmp_path_factory.mktemp("voices")
-    result = run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original.srt", "--out", out,
-                 "--asr-model", whisper_tiny_en, "--json")
+    result = run(
+        "voices",
+        "extract",
+        DATA / "scene.opus",
+        "--subs",
+        DATA / "original.srt",
+        "--out",
+        out,
+        "--asr-model",
+        whisper_tiny_en,
+        "--json",
+    )
     return out, result
 
 
@@ -54,8 +64,14 @@ def test_extract_writes_clips_and_a_voices_toml_render_accepts(extracted):
         assert entry["candidates"][0]["scores"]["total"] == entry["clip"]["scores"]["total"]
     assert json.loads((out / "extract.json").read_text())["speakers"] == report["speakers"]
     assert "background" in result.stderr  # said once: no separation
-    assert sorted(p.name for p in out.iterdir()) == [".omnidub", "ALICE.wav", "BOB.wav", "CAROL.wav", "extract.json",
-                                                   "voices.toml"]
+    assert sorted(p.name for p in out.iterdir()) == [
+        ".omnidub",
+        "ALICE.wav",
+        "BOB.wav",
+        "CAROL.wav",
+        "extract.json",
+        "voices.toml",
+    ]
     assert not (out / ".omnidub" / "lock").exists()  # held while it wrote, let go since
 
 
@@ -83,8 +99,9 @@ def test_a_rerun_replaces_its_own_files_and_nothing_else(extracted, tmp_path):
     (folder / "OLD.wav").write_bytes(b"old clip")
     Ledger(folder / ".omnidub" / "ledger.jsonl").record("OLD.wav", folder / "OLD.wav")
     (folder / "notes.txt").write_text("mine")
-    result = run("voices", "extract", DATA / "scene.opus", "--subs", relabelled(tmp_path, {}, keep=range(1, 6)),
-                 "--out", folder)
+    result = run(
+        "voices", "extract", DATA / "scene.opus", "--subs", relabelled(tmp_path, {}, keep=range(1, 6)), "--out", folder
+    )
     assert result.exit_code in (0, 1), result.output
     assert not (folder / "OLD.wav").exists() and (folder / "notes.txt").read_text() == "mine"
     # A clip someone changed is moved aside, never overwritten.
@@ -100,12 +117,14 @@ def test_a_rerun_replaces_its_own_files_and_nothing_else(extracted, tmp_path):
     other.mkdir()
     (other / "extract.json").write_text("{}")
     assert "extract.json that omnidub did not write" in one_error_line(
-        run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original.srt", "--out", other))
+        run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original.srt", "--out", other)
+    )
     assert (other / "extract.json").read_text() == "{}"
     (other / "extract.json").unlink()
     (other / "mine.wav").write_bytes(b"RIFF")
     assert "holds files omnidub did not write" in one_error_line(
-        run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original.srt", "--out", other))
+        run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original.srt", "--out", other)
+    )
 
 
 def test_a_speaker_with_no_usable_clip(tmp_path):
@@ -129,8 +148,17 @@ def test_a_speaker_with_no_usable_clip(tmp_path):
 
 def test_unlabelled_with_a_given_number_of_speakers(tmp_path):
     out = tmp_path / "out"
-    result = run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original-unlabelled.srt", "--out", out,
-                 "--speakers", "3")
+    result = run(
+        "voices",
+        "extract",
+        DATA / "scene.opus",
+        "--subs",
+        DATA / "original-unlabelled.srt",
+        "--out",
+        out,
+        "--speakers",
+        "3",
+    )
     assert result.exit_code == 0, result.output
     assert "speakers: 3 speakers, as asked" in result.stdout
     report = json.loads((out / "extract.json").read_text())
@@ -145,19 +173,23 @@ def test_bad_sources_are_one_line(tmp_path):
     video = tmp_path / "silent.mp4"
     _video_only(video)
     assert "has no audio stream" in one_error_line(
-        run("voices", "extract", video, "--subs", DATA / "original.srt", "--out", tmp_path / "a"))
+        run("voices", "extract", video, "--subs", DATA / "original.srt", "--out", tmp_path / "a")
+    )
     short = tmp_path / "short.wav"
     import soundfile as sf
 
     sf.write(short, [0.0] * 16000 * 10, 16000)
     assert "line 12 ends at" in one_error_line(
-        run("voices", "extract", short, "--subs", DATA / "original.srt", "--out", tmp_path / "b"))
+        run("voices", "extract", short, "--subs", DATA / "original.srt", "--out", tmp_path / "b")
+    )
     assert "not found" in one_error_line(
-        run("voices", "extract", tmp_path / "missing.mkv", "--subs", DATA / "original.srt", "--out", tmp_path / "c"))
+        run("voices", "extract", tmp_path / "missing.mkv", "--subs", DATA / "original.srt", "--out", tmp_path / "c")
+    )
     untimed = tmp_path / "script.txt"
     untimed.write_text("ALICE: Good morning everyone.\nBOB: No problem at all.\n")
     assert "need times" in one_error_line(
-        run("voices", "extract", DATA / "scene.opus", "--subs", untimed, "--out", tmp_path / "d"))
+        run("voices", "extract", DATA / "scene.opus", "--subs", untimed, "--out", tmp_path / "d")
+    )
     assert not any((tmp_path / name).exists() for name in "abcd")
 
 
@@ -172,8 +204,9 @@ def test_separate_writes_the_accompaniment_and_records_it(tmp_path):
     sf.write(excerpt, read_source(DATA / "scene.opus").cut(0, 9.0), 24000)
     model = build_random_separator(tmp_path / "model")
     out = tmp_path / "out"
-    result = run("voices", "extract", excerpt, "--subs", relabelled(tmp_path, {}, keep={1, 2}), "--out", out,
-                 "--separate", model)
+    result = run(
+        "voices", "extract", excerpt, "--subs", relabelled(tmp_path, {}, keep={1, 2}), "--out", out, "--separate", model
+    )
     # A random-weight separator isolates no speech, so no clip: the accompaniment is kept all the same.
     assert "no speaker has a usable clip" in one_error_line(result)
     info = sf.info(out / "accompaniment.flac")

@@ -38,8 +38,13 @@ def film(tmp_path_factory):
 def labelled(film, encoder):
     from omnidub.source import ExtractOptions, extract_voices, read_source
 
-    return extract_voices(read_source(film.audio), read_script(film.subs), encoder=encoder, asr=None,
-                          options=ExtractOptions(assess_lines=True))
+    return extract_voices(
+        read_source(film.audio),
+        read_script(film.subs),
+        encoder=encoder,
+        asr=None,
+        options=ExtractOptions(assess_lines=True),
+    )
 
 
 def test_similar_voices_are_told_apart_when_the_original_is_unlabelled(film, encoder):
@@ -61,8 +66,11 @@ def test_similar_voices_are_told_apart_when_the_original_is_unlabelled(film, enc
 
 def test_long_single_voice_lines_keep_their_own_clip_under_music(film, labelled):
     lines = {row["line"]: row for row in film.lines}
-    single = [i for i, row in lines.items() if "uncued" not in row and not row.get("condensed")
-              and row["speech"][1] - row["speech"][0] >= 3.0]
+    single = [
+        i
+        for i, row in lines.items()
+        if "uncued" not in row and not row.get("condensed") and row["speech"][1] - row["speech"][0] >= 3.0
+    ]
     kept = [i for i in single if labelled.line_clips[i].problem is None]
     assert len(kept) >= 0.85 * len(single), {i: labelled.line_clips[i].problem for i in single}
 
@@ -104,14 +112,24 @@ def test_subtitles_ten_seconds_off_are_refused_with_the_offset(tmp_path):
 def test_a_source_without_speech_is_one_line(tmp_path):
     quiet = tmp_path / "quiet.wav"
     sf.write(quiet, np.zeros(16000 * 50, np.float32), 16000)
-    message = one_error_line(run("voices", "extract", quiet, "--subs", DATA / "original.srt", "--out",
-                                 tmp_path / "v"))
+    message = one_error_line(run("voices", "extract", quiet, "--subs", DATA / "original.srt", "--out", tmp_path / "v"))
     assert "quiet.wav: no speech found in it" in message
 
 
 def test_subtitles_in_another_language_are_one_line(tmp_path, whisper_tiny_en):
-    message = one_error_line(run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "dub.srt", "--out",
-                                 tmp_path / "v", "--asr-model", whisper_tiny_en))
+    message = one_error_line(
+        run(
+            "voices",
+            "extract",
+            DATA / "scene.opus",
+            "--subs",
+            DATA / "dub.srt",
+            "--out",
+            tmp_path / "v",
+            "--asr-model",
+            whisper_tiny_en,
+        )
+    )
     assert "do not say what scene.opus says" in message and "another language than the audio" in message
 
 
@@ -119,32 +137,85 @@ def test_names_rename_the_voices_of_an_unlabelled_original(tmp_path):
     from omnidub.voices import load_voices
 
     out = tmp_path / "v"
-    result = run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original-unlabelled.srt", "--out", out,
-                 "--names", "S1=ALICE,S3=CAROL")
+    result = run(
+        "voices",
+        "extract",
+        DATA / "scene.opus",
+        "--subs",
+        DATA / "original-unlabelled.srt",
+        "--out",
+        out,
+        "--names",
+        "S1=ALICE,S3=CAROL",
+    )
     assert result.exit_code == 0, result.output
     assert set(load_voices(out / "voices.toml", [], [])) == {"ALICE", "S2", "CAROL"}
     report = json.loads((out / "extract.json").read_text())
     assert report["grouping"]["speakers"] == ["ALICE", "S2", "CAROL"]
     assert "the source has no voice S9" in one_error_line(
-        run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original-unlabelled.srt", "--out",
-            tmp_path / "w", "--names", "S9=ALICE"))
+        run(
+            "voices",
+            "extract",
+            DATA / "scene.opus",
+            "--subs",
+            DATA / "original-unlabelled.srt",
+            "--out",
+            tmp_path / "w",
+            "--names",
+            "S9=ALICE",
+        )
+    )
     assert "VOICE=NAME" in one_error_line(
-        run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "original-unlabelled.srt", "--out",
-            tmp_path / "x", "--names", "ALICE"))
+        run(
+            "voices",
+            "extract",
+            DATA / "scene.opus",
+            "--subs",
+            DATA / "original-unlabelled.srt",
+            "--out",
+            tmp_path / "x",
+            "--names",
+            "ALICE",
+        )
+    )
 
 
 def test_render_source_names_the_real_cause_of_a_missing_voice(tmp_path):
     # A labelled dub over an unlabelled original: the voices found are S1..S3, not the dub's names.
-    result = run("render", DATA / "dub.srt", "--source", DATA / "scene.opus", "--source-subs",
-                 DATA / "original-unlabelled.srt", "--model", "synthetic:tiny", "--dry-run", "--out", tmp_path / "o")
+    result = run(
+        "render",
+        DATA / "dub.srt",
+        "--source",
+        DATA / "scene.opus",
+        "--source-subs",
+        DATA / "original-unlabelled.srt",
+        "--model",
+        "synthetic:tiny",
+        "--dry-run",
+        "--out",
+        tmp_path / "o",
+    )
     assert result.exit_code == 2 and "Traceback" not in result.output
     [message] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert "the original subtitles name no speakers" in message and "--names S1=" in message
     assert "no voice for speaker" not in message
     # --names gives the voices the dub's names: every line then has its voice.
-    result = run("render", DATA / "dub.srt", "--source", DATA / "scene.opus", "--source-subs",
-                 DATA / "original-unlabelled.srt", "--names", "S1=ALICE,S2=BOB,S3=CAROL", "--model", "synthetic:tiny",
-                 "--dry-run", "--json", "--out", tmp_path / "o")
+    result = run(
+        "render",
+        DATA / "dub.srt",
+        "--source",
+        DATA / "scene.opus",
+        "--source-subs",
+        DATA / "original-unlabelled.srt",
+        "--names",
+        "S1=ALICE,S2=BOB,S3=CAROL",
+        "--model",
+        "synthetic:tiny",
+        "--dry-run",
+        "--json",
+        "--out",
+        tmp_path / "o",
+    )
     assert result.exit_code == 0, result.output
     assert {line["speaker"] for line in json.loads(result.stdout)["lines"]} == {"ALICE", "BOB", "CAROL"}
 
@@ -190,8 +261,9 @@ def test_a_window_is_judged_against_the_sources_own_calibration():
 
     for scale in (0.1, 0.25):
         windows = {"A": noisy(a, scale), "B": noisy(b, scale)}
-        centroids = {name: np.mean(found, axis=0) / np.linalg.norm(np.mean(found, axis=0))
-                     for name, found in windows.items()}
+        centroids = {
+            name: np.mean(found, axis=0) / np.linalg.norm(np.mean(found, axis=0)) for name, found in windows.items()
+        }
         calibration = calibrate(windows, centroids)
         assert calibration["A"].windows == 20 and calibration["A"].margin <= -0.05
         own = [float(w @ centroids["A"]) for w in windows["A"]]

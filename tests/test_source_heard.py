@@ -73,8 +73,9 @@ def test_the_transcription_is_kept_and_its_progress_reaches_the_end(film, cache,
 
 
 @films
-def test_extract_without_subtitles_writes_clips_and_the_original_with_its_speakers(film, cache, whisper_tiny_en,
-                                                                                  tmp_path):
+def test_extract_without_subtitles_writes_clips_and_the_original_with_its_speakers(
+    film, cache, whisper_tiny_en, tmp_path
+):
     from omnidub.source.clips import word_agreement
     from omnidub.voices import load_voices
 
@@ -89,9 +90,14 @@ def test_extract_without_subtitles_writes_clips_and_the_original_with_its_speake
     wrong = [line.index for line in written.lines if names[line.speaker] != film.voice_in(line.start, line.end)]
     assert len(wrong) <= max(1, len(written.lines) // 16), wrong
     # The words are the film's, give or take what tiny.en mishears.
-    heard = {row["line"]: " ".join(line.text for line in written.lines
-                                   if row["speech"][0] - 0.3 <= (line.start + line.end) / 2 <= row["speech"][1] + 0.3)
-             for row in film.lines}
+    heard = {
+        row["line"]: " ".join(
+            line.text
+            for line in written.lines
+            if row["speech"][0] - 0.3 <= (line.start + line.end) / 2 <= row["speech"][1] + 0.3
+        )
+        for row in film.lines
+    }
     agreement = [word_agreement(row["said"], heard[row["line"]], "en") for row in film.lines]
     assert np.median(agreement) >= 0.6 and sum(a >= 0.3 for a in agreement) >= len(agreement) - 2, agreement
     # A clip per voice, each holding that voice alone, and a voices.toml render takes.
@@ -117,13 +123,33 @@ def test_render_source_without_its_subtitles_clones_each_line_from_the_source(ca
 
     truth = {t["line"]: t for t in json.loads((DATA / "truth.json").read_text())["lines"]}
     dub = tmp_path / "dub.srt"  # the Spanish dub without its labels: each line takes its speaker from the source
-    dub.write_text("".join(row.split(": ", 1)[-1] if ": " in row else row
-                           for row in (DATA / "dub.srt").read_text().splitlines(keepends=True)))
+    dub.write_text(
+        "".join(
+            row.split(": ", 1)[-1] if ": " in row else row
+            for row in (DATA / "dub.srt").read_text().splitlines(keepends=True)
+        )
+    )
     preset = tmp_path / "preset.toml"
     preset.write_text("steps = 2\n")
     out = tmp_path / "out"
-    result = run("render", dub, "--source", DATA / "scene.opus", "--asr-model", whisper_tiny_en, "--model",
-                 "synthetic:tiny", "--preset", preset, "--voice-match", "line", "--timeline", "none", "--out", out)
+    result = run(
+        "render",
+        dub,
+        "--source",
+        DATA / "scene.opus",
+        "--asr-model",
+        whisper_tiny_en,
+        "--model",
+        "synthetic:tiny",
+        "--preset",
+        preset,
+        "--voice-match",
+        "line",
+        "--timeline",
+        "none",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     assert "references/scene.original.srt is the original as" in result.stderr and "--source-subs" in result.stderr
     written = read_script(out / "references" / "scene.original.srt")
@@ -149,9 +175,26 @@ def test_render_source_without_its_subtitles_clones_each_line_from_the_source(ca
     assert {line.speaker for line in written.lines} == set(names.values())
     # Passed back as --source-subs from the render's own folder, it is read and kept.
     text = (out / "references" / "scene.original.srt").read_text()
-    result = run("render", dub, "--source", DATA / "scene.opus", "--source-subs", out / "references" /
-                 "scene.original.srt", "--model", "synthetic:tiny", "--preset", preset, "--voice-match", "speaker",
-                 "--timeline", "none", "--only", "1", "--out", out)
+    result = run(
+        "render",
+        dub,
+        "--source",
+        DATA / "scene.opus",
+        "--source-subs",
+        out / "references" / "scene.original.srt",
+        "--model",
+        "synthetic:tiny",
+        "--preset",
+        preset,
+        "--voice-match",
+        "speaker",
+        "--timeline",
+        "none",
+        "--only",
+        "1",
+        "--out",
+        out,
+    )
     assert result.exit_code == 0, result.output
     assert "came without subtitles" not in result.stderr
     assert (out / "references" / "scene.original.srt").read_text() == text
@@ -172,8 +215,19 @@ def test_without_an_asr_model_the_line_names_subs_and_asr_model(cache, whisper_t
     assert not (tmp_path / "v").exists()
     with warnings.catch_warnings():
         warnings.simplefilter("ignore")
-        message = one_error_line(run("voices", "extract", DATA / "scene.opus", "--asr-model", whisper_tiny_en,
-                                     "--language", "de", "--out", tmp_path / "v"))
+        message = one_error_line(
+            run(
+                "voices",
+                "extract",
+                DATA / "scene.opus",
+                "--asr-model",
+                whisper_tiny_en,
+                "--language",
+                "de",
+                "--out",
+                tmp_path / "v",
+            )
+        )
     assert "is English-only while the source speaks de" in message
     assert "--subs FILE" in message and "multilingual" in message
 
@@ -196,16 +250,32 @@ def test_lines_are_cut_at_sentences_segments_pauses_and_length():
     from omnidub.asr import Transcript, Word
     from omnidub.source.heard import heard_lines
 
-    said = [("Good", 0.5, 0.8), ("morning.", 0.8, 1.3), ("Nice", 1.6, 1.8), ("to", 1.8, 1.9), ("see", 1.9, 2.2),
-            ("you", 2.2, 2.5), ("again", 3.3, 3.7), ("today", 3.7, 4.1), ("my", 4.2, 4.4), ("friend", 4.4, 4.8),
-            ("♪", 4.8, 4.9), ("Segment", 4.9, 5.3), ("starts", 5.3, 5.7)]
+    said = [
+        ("Good", 0.5, 0.8),
+        ("morning.", 0.8, 1.3),
+        ("Nice", 1.6, 1.8),
+        ("to", 1.8, 1.9),
+        ("see", 1.9, 2.2),
+        ("you", 2.2, 2.5),
+        ("again", 3.3, 3.7),
+        ("today", 3.7, 4.1),
+        ("my", 4.2, 4.4),
+        ("friend", 4.4, 4.8),
+        ("♪", 4.8, 4.9),
+        ("Segment", 4.9, 5.3),
+        ("starts", 5.3, 5.7),
+    ]
     words = tuple(Word(*w) for w in said)
     regions = [(0.45, 1.35), (1.55, 2.55), (3.25, 5.75)]
     transcript = Transcript("", "en", words, (0, 10))  # the second segment begins with a word that says nothing
     lines = heard_lines(transcript, speech_map(regions, 8.0)).lines
     # A sentence's end; a pause of 0.8 s inside one; the segment's first spoken word, with no pause before it.
-    assert [line.text for line in lines] == ["Good morning.", "Nice to see you", "again today my friend",
-                                             "Segment starts"]
+    assert [line.text for line in lines] == [
+        "Good morning.",
+        "Nice to see you",
+        "again today my friend",
+        "Segment starts",
+    ]
     spans = [(line.start, line.end) for line in lines]
     assert spans[:2] == regions[:2] and spans[2][0] == 3.25 and spans[3][1] == 5.75  # the speech's edges
     assert spans[2][1] == spans[3][0]

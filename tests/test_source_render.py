@@ -38,8 +38,18 @@ def statuses(out: Path) -> dict[int, str]:
 def args(tiny_model_dir, whisper_tiny_en, tmp_path_factory):
     preset = tmp_path_factory.mktemp("preset") / "preset.toml"
     preset.write_text("steps = 2\n")
-    return ["--source", DATA / "scene.opus", "--source-subs", DATA / "original.srt", "--model", "synthetic:tiny",
-            "--asr-model", whisper_tiny_en, "--preset", preset]
+    return [
+        "--source",
+        DATA / "scene.opus",
+        "--source-subs",
+        DATA / "original.srt",
+        "--model",
+        "synthetic:tiny",
+        "--asr-model",
+        whisper_tiny_en,
+        "--preset",
+        preset,
+    ]
 
 
 @pytest.fixture(scope="module")
@@ -109,8 +119,12 @@ def test_speaker_match_gives_every_line_its_characters_one_clip(by_line, args, t
 
 def test_an_unlabelled_dub_takes_its_speakers_from_the_unlabelled_original(args, tmp_path):
     plain = tmp_path / "plain.srt"
-    plain.write_text("".join(row.split(": ", 1)[-1] if ": " in row else row
-                             for row in (DATA / "dub.srt").read_text().splitlines(keepends=True)))
+    plain.write_text(
+        "".join(
+            row.split(": ", 1)[-1] if ": " in row else row
+            for row in (DATA / "dub.srt").read_text().splitlines(keepends=True)
+        )
+    )
     source = [a if a != DATA / "original.srt" else DATA / "original-unlabelled.srt" for a in args]
     out = tmp_path / "out"
     result = run("render", plain, *source, "--voice-match", "speaker", "--out", out)
@@ -169,19 +183,46 @@ def test_source_flags_are_checked_before_anything_starts(tmp_path):
     result = run("render", DATA / "dub.srt", "--source-subs", DATA / "original.srt")
     assert result.exit_code == 2 and "--source-subs goes with --source" in result.stderr
     # Without its subtitles the source is transcribed: with no ASR model here, one line names both ways out.
-    result = run("render", DATA / "dub.srt", "--source", DATA / "scene.opus", "--model", "synthetic:tiny", "--dry-run",
-                 "--out", tmp_path / "heard")
+    result = run(
+        "render",
+        DATA / "dub.srt",
+        "--source",
+        DATA / "scene.opus",
+        "--model",
+        "synthetic:tiny",
+        "--dry-run",
+        "--out",
+        tmp_path / "heard",
+    )
     assert result.exit_code == 2 and "Traceback" not in result.output
     [message] = [line for line in result.stderr.splitlines() if line.startswith("error:")]
     assert "no original subtitles" in message and "--source-subs FILE" in message and "--asr-model" in message
     assert not (tmp_path / "heard").exists()
-    result = run("render", DATA / "dub.srt", "--source", DATA / "scene.opus", "--source-subs", DATA / "original.srt",
-                 "--voice-match", "everything")
+    result = run(
+        "render",
+        DATA / "dub.srt",
+        "--source",
+        DATA / "scene.opus",
+        "--source-subs",
+        DATA / "original.srt",
+        "--voice-match",
+        "everything",
+    )
     assert result.exit_code == 2 and "--voice-match everything" in result.stderr
     text = tmp_path / "not-audio.mp4"
     text.write_text("hello")
-    result = run("render", DATA / "dub.srt", "--source", text, "--source-subs", DATA / "original.srt", "--model",
-                 "synthetic:tiny", "--out", tmp_path / "out")
+    result = run(
+        "render",
+        DATA / "dub.srt",
+        "--source",
+        text,
+        "--source-subs",
+        DATA / "original.srt",
+        "--model",
+        "synthetic:tiny",
+        "--out",
+        tmp_path / "out",
+    )
     assert result.exit_code == 2 and "not-audio.mp4" in result.stderr and "Traceback" not in result.output
     assert not (tmp_path / "out").exists()
 
@@ -193,12 +234,29 @@ def test_separate_cuts_from_the_vocals_and_the_rest_becomes_the_bed(args, tmp_pa
 
     model = build_random_separator(tmp_path / "model")
     cast = tmp_path / "voices.toml"  # a random separator isolates no speech: every voice is given here
-    cast.write_text("".join(f'[{name}]\naudio = "{EXAMPLES / "voices" / "alice.wav"}"\ntext = "Good morning, '
-                            'everyone. Thanks for coming in early. I know the traffic was terrible today."\n'
-                            for name in ("ALICE", "BOB", "CAROL")))
+    cast.write_text(
+        "".join(
+            f'[{name}]\naudio = "{EXAMPLES / "voices" / "alice.wav"}"\ntext = "Good morning, '
+            'everyone. Thanks for coming in early. I know the traffic was terrible today."\n'
+            for name in ("ALICE", "BOB", "CAROL")
+        )
+    )
     out = tmp_path / "out"
-    result = run("render", DATA / "dub.srt", *args, "--separate", model, "--voices", cast, "--out", out,
-                 "--only", "1", "--timeline", "none")
+    result = run(
+        "render",
+        DATA / "dub.srt",
+        *args,
+        "--separate",
+        model,
+        "--voices",
+        cast,
+        "--out",
+        out,
+        "--only",
+        "1",
+        "--timeline",
+        "none",
+    )
     assert result.exit_code == 0, result.output
     data = manifest(out)
     assert data["delivery"]["bed"].endswith("accompaniment.flac") and (out / data["delivery"]["bed_mix"]).is_file()
@@ -218,12 +276,25 @@ def scene_video(tmp_path_factory) -> Path:
     return video
 
 
-def test_a_source_video_is_the_dubbed_video_and_the_header_says_what_it_carries(scene_video, tiny_model_dir,
-                                                                                 tmp_path):
+def test_a_source_video_is_the_dubbed_video_and_the_header_says_what_it_carries(scene_video, tiny_model_dir, tmp_path):
     preset = tmp_path / "preset.toml"
     preset.write_text("steps = 2\n")
-    common = ["--source", scene_video, "--source-subs", DATA / "original.srt", "--model", "synthetic:tiny",
-              "--preset", preset, "--voice-match", "speaker", "--only", "1", "--timeline", "none"]
+    common = [
+        "--source",
+        scene_video,
+        "--source-subs",
+        DATA / "original.srt",
+        "--model",
+        "synthetic:tiny",
+        "--preset",
+        preset,
+        "--voice-match",
+        "speaker",
+        "--only",
+        "1",
+        "--timeline",
+        "none",
+    ]
     out = tmp_path / "out"
     result = run("render", DATA / "dub.srt", *common, "--out", out)
     assert result.exit_code == 0, result.output

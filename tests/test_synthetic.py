@@ -6,8 +6,8 @@ import pytest
 import torch
 
 from omnidub import synthetic
-from omnidub.models import resolve_model
 from omnidub.errors import OmnidubError
+from omnidub.models import resolve_model
 
 
 @pytest.fixture(scope="module")
@@ -47,8 +47,11 @@ def test_full_has_exactly_the_released_shapes():
         model = OmniVoice(OmniVoiceConfig(llm_config=llm))
         audio = HiggsAudioV2TokenizerModel(
             HiggsAudioV2TokenizerConfig(
-                target_bandwidths=[0.5, 1, 1.5, 2], codebook_dim=64,
-                acoustic_model_config=dict(downsampling_ratios=[8, 5, 4, 2, 3], upsampling_ratios=[8, 5, 4, 2, 3], **synthetic.FULL_DAC),
+                target_bandwidths=[0.5, 1, 1.5, 2],
+                codebook_dim=64,
+                acoustic_model_config=dict(
+                    downsampling_ratios=[8, 5, 4, 2, 3], upsampling_ratios=[8, 5, 4, 2, 3], **synthetic.FULL_DAC
+                ),
             )
         )
     assert sum(p.numel() for p in model.parameters()) == 612_577_280
@@ -91,14 +94,19 @@ def test_a_full_cache_is_one_line_and_killed_builds_leave_nothing(tmp_path, monk
     for folder in (*killed, running):
         (folder / "audio_tokenizer").mkdir(parents=True)
         (folder / "model.safetensors").write_bytes(b"half")
-    for error in (OSError(errno.ENOSPC, "No space left on device"),
-                  RuntimeError('Error while serializing: IoError(Os { code: 28, message: "No space left on device" })')):
+    for error in (
+        OSError(errno.ENOSPC, "No space left on device"),
+        RuntimeError('Error while serializing: IoError(Os { code: 28, message: "No space left on device" })'),
+    ):
+
         def full(folder, *, full, error=error):
             (folder / "model.safetensors").write_bytes(b"partial")
             raise error
 
         monkeypatch.setattr(synthetic, "_write_checkpoint", full)
-        with pytest.raises(OmnidubError, match=r"cannot build synthetic:tiny in .*: No space left on device; free some"):
+        with pytest.raises(
+            OmnidubError, match=r"cannot build synthetic:tiny in .*: No space left on device; free some"
+        ):
             synthetic.build_synthetic("tiny")
         assert sorted(p.name for p in root.iterdir()) == [running.name]  # nothing of ours left but a live build
 

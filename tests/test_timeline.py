@@ -24,8 +24,15 @@ RATES = [Fraction(24), Fraction(25), Fraction(30000, 1001), Fraction(24000, 1001
 # (speaker, start, samples): starts between frames at every rate, on half frames at 25 (0.3 s is frame 7.5), the
 # issue's 16.35 s (frame 408.75 at 25), one past an hour (where 30000/1001's timecode runs 3.6 s behind the
 # clock), and BOB speaking over himself (a second lane).
-LINES = [("ALICE", 0.3, 63_360), ("BOB", 3.8, 72_000), ("ALICE", 7.82, 46_080), ("BOB", 10.25, 62_400),
-         ("BOB", 11.0, 24_000), ("ALICE", 16.35, 65_280), ("ALICE", 3725.37, 50_000)]
+LINES = [
+    ("ALICE", 0.3, 63_360),
+    ("BOB", 3.8, 72_000),
+    ("ALICE", 7.82, 46_080),
+    ("BOB", 10.25, 62_400),
+    ("BOB", 11.0, 24_000),
+    ("ALICE", 16.35, 65_280),
+    ("ALICE", 3725.37, 50_000),
+]
 
 
 def place(folder: Path, lines=LINES, flags: dict[int, tuple[str, ...]] | None = None) -> list[Placement]:
@@ -34,8 +41,11 @@ def place(folder: Path, lines=LINES, flags: dict[int, tuple[str, ...]] | None = 
     for i, (speaker, start, samples) in enumerate(lines, 1):
         path = folder / "segments" / f"{i:04d}-{speaker}.wav"
         sf.write(path, np.zeros(samples, np.float32), RATE)
-        placements.append(Placement(path, start, speaker, samples / RATE, f"line {i}", i,
-                                    flags=(flags or {}).get(i, ()), sha256=f"sha-{i}"))
+        placements.append(
+            Placement(
+                path, start, speaker, samples / RATE, f"line {i}", i, flags=(flags or {}).get(i, ()), sha256=f"sha-{i}"
+            )
+        )
     return placements
 
 
@@ -68,9 +78,10 @@ def read_edl(path: Path) -> dict:
             found["title"] = line.split(":", 1)[1].strip()
         elif line.startswith("FCM:"):
             found["fcm"] = line.split(":", 1)[1].strip()
-        elif (match := EVENT.match(line)):
-            found["events"].append({"kind": match[3], "src": (match[4], match[5]), "rec": (match[6], match[7]),
-                                    "comments": []})
+        elif match := EVENT.match(line):
+            found["events"].append(
+                {"kind": match[3], "src": (match[4], match[5]), "rec": (match[6], match[7]), "comments": []}
+            )
         elif line.startswith("*") and found["events"]:
             found["events"][-1]["comments"].append(line[1:].strip())
     return found
@@ -85,9 +96,15 @@ def read_fcp(path: Path) -> dict:
         clips = []
         for item in track.findall("clipitem"):
             number = {tag: int(item.findtext(tag)) for tag in ("start", "end", "in", "out")}
-            clips.append({**number, "name": item.findtext("name"), "url": item.findtext("file/pathurl"),
-                          "file_frames": int(item.findtext("file/duration")),
-                          "markers": [(m.findtext("name"), m.findtext("comment")) for m in item.findall("marker")]})
+            clips.append(
+                {
+                    **number,
+                    "name": item.findtext("name"),
+                    "url": item.findtext("file/pathurl"),
+                    "file_frames": int(item.findtext("file/duration")),
+                    "markers": [(m.findtext("name"), m.findtext("comment")) for m in item.findall("marker")],
+                }
+            )
         tracks.append({"name": track.get("MZ.TrackName"), "clips": clips})
     rate = Fraction(timebase * 1000, 1001) if ntsc else Fraction(timebase)
     return {"rate": rate, "tracks": tracks}
@@ -158,13 +175,17 @@ def test_every_timeline_the_manifest_and_the_subtitles_put_each_line_on_the_same
     # The adapters' own readers agree: every clip on its frame, the XML's tracks named.
     for edl_name in ("ALICE", "BOB", "BOB__2_"):
         read = otio.adapters.read_from_file(str(tmp_path / f"dub.{edl_name}.edl"), rate=base)
-        starts = [c.transformed_time_range(c.trimmed_range(), read.tracks).start_time.value
-                  for t in read.tracks for c in t.find_clips()]
+        starts = [
+            c.transformed_time_range(c.trimmed_range(), read.tracks).start_time.value
+            for t in read.tracks
+            for c in t.find_clips()
+        ]
         assert starts == [want[i][0] for i in want if lane[i].replace(" (2)", "__2_") == edl_name]
     read = otio.adapters.read_from_file(str(tmp_path / "dub.xml"))
     assert [t.name for t in read.audio_tracks()] == ["ALICE", "BOB", "BOB (2)"]
-    assert sorted(c.range_in_parent().start_time.value for t in read.audio_tracks() for c in t.find_clips()) == \
-        sorted(record_in for record_in, _ in want.values())
+    assert sorted(c.range_in_parent().start_time.value for t in read.audio_tracks() for c in t.find_clips()) == sorted(
+        record_in for record_in, _ in want.values()
+    )
 
     # The dubbed subtitles start on the same frames (to the millisecond SRT keeps).
     write_subtitles(placements, tmp_path / "dub.srt", tmp_path / "dub.vtt", fps)
@@ -177,9 +198,16 @@ def test_the_frame_grid_takes_rates_as_editors_write_them_and_counts_timecode_wi
     from omnidub.outputs.frames import FrameGrid
 
     ntsc30 = Fraction(30000, 1001)
-    for given, exact in [(29.97, ntsc30), (23.976, Fraction(24000, 1001)), (59.94, Fraction(60000, 1001)),
-                         (30000 / 1001, ntsc30), (29.97003, ntsc30), (25.0, Fraction(25)), (12.5, Fraction(25, 2)),
-                         (30.0, Fraction(30))]:
+    for given, exact in [
+        (29.97, ntsc30),
+        (23.976, Fraction(24000, 1001)),
+        (59.94, Fraction(60000, 1001)),
+        (30000 / 1001, ntsc30),
+        (29.97003, ntsc30),
+        (25.0, Fraction(25)),
+        (12.5, Fraction(25, 2)),
+        (30.0, Fraction(30)),
+    ]:
         assert FrameGrid.at(given).rate == exact
     grid = FrameGrid.at(25)
     assert grid.frame(16.35) == 409 and grid.frame(0.3) == 8 and grid.frame(0.28) == 7  # 408.75, 7.5, 7.0
@@ -201,9 +229,11 @@ def test_flagged_lines_get_a_marker_in_every_timeline(tmp_path):
     placements = place(tmp_path, LINES[:4], flags={2: ("compressed", "overflow")})
     # QA failed lines 1 and 3 and could not score 4's words (unchecked: not a failure); line 3's audio has changed
     # since, so its verdict no longer holds.
-    qa = [{"index": 1, "verdict": "failed", "passed": False, "flags": ["wer"], "sha256": "sha-1"},
-          {"index": 3, "verdict": "failed", "passed": False, "flags": ["voice"], "sha256": "an older take"},
-          {"index": 4, "verdict": "unchecked", "passed": False, "flags": [], "sha256": "sha-4"}]
+    qa = [
+        {"index": 1, "verdict": "failed", "passed": False, "flags": ["wer"], "sha256": "sha-1"},
+        {"index": 3, "verdict": "failed", "passed": False, "flags": ["voice"], "sha256": "an older take"},
+        {"index": 4, "verdict": "unchecked", "passed": False, "flags": [], "sha256": "sha-4"},
+    ]
     (tmp_path / "qa.json").write_text(json.dumps({"lines": qa}), encoding="utf-8")
     options = DeliveryOptions(timelines=("otio", "edl", "fcpxml"))
     programme = Programme(tmp_path, placements, {}, 14.0, 25.0, options, "film", video_seconds=12.0)
@@ -213,8 +243,11 @@ def test_flagged_lines_get_a_marker_in_every_timeline(tmp_path):
     import opentimelineio as otio
 
     timeline = otio.adapters.read_from_file(str(tmp_path / "film.dub.otio"))
-    markers = {c.metadata["omnidub"]["index"]: [(m.name, m.color) for m in c.markers]
-               for t in timeline.audio_tracks() for c in t.find_clips()}
+    markers = {
+        c.metadata["omnidub"]["index"]: [(m.name, m.color) for m in c.markers]
+        for t in timeline.audio_tracks()
+        for c in t.find_clips()
+    }
     assert markers == {1: [("QA: wer", "RED")], 2: [("overflow", "YELLOW")], 3: [], 4: [("past-video", "YELLOW")]}
     clips = {int(c["name"][:4]): c for t in read_fcp(tmp_path / "film.dub.xml")["tracks"] for c in t["clips"]}
     assert clips[2]["markers"] == [("overflow", "line 2: line 2")] and clips[3]["markers"] == []

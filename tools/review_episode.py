@@ -22,8 +22,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
-WORDS = ("the map is in the car under the seat and the road runs north past the river toward the old town where "
-         "we stop for coffee before the rain").split()
+WORDS = (
+    "the map is in the car under the seat and the road runs north past the river toward the old town where "
+    "we stop for coffee before the rain"
+).split()
 
 
 # In the page: press j through every line, timing each step until the next line is selected.
@@ -32,7 +34,8 @@ STEP_THROUGH = """async (lines) => {
   for (let i = 2; i <= lines; i++) {
     const t = performance.now();
     document.dispatchEvent(new KeyboardEvent("keydown", {key: "j"}));
-    while (!document.getElementById("line-" + i).classList.contains("selected")) await new Promise(requestAnimationFrame);
+    const line = document.getElementById("line-" + i);
+    while (!line.classList.contains("selected")) await new Promise(requestAnimationFrame);
     times.push(performance.now() - t);
   }
   return times;
@@ -44,7 +47,8 @@ APPROVE_FIFTY = """async (first) => {
     const t = performance.now();
     document.dispatchEvent(new KeyboardEvent("keydown", {key: "a"}));
     const pressed = () => {  // (a line approved before is refused by the caller)
-      const button = [...document.querySelectorAll("#line-" + i + " button")].find((b) => b.textContent === "Approve line " + i);
+      const buttons = [...document.querySelectorAll("#line-" + i + " button")];
+      const button = buttons.find((b) => b.textContent === "Approve line " + i);
       return button && button.getAttribute("aria-pressed") === "true";
     };
     while (!pressed()) await new Promise((r) => setTimeout(r, 2));
@@ -58,7 +62,7 @@ APPROVE_FIFTY = """async (first) => {
 def episode(lines: int) -> str:
     cues, t = [], 1.0
     for i in range(1, lines + 1):
-        words = WORDS[(i * 7) % 20:(i * 7) % 20 + 4 + i % 5]
+        words = WORDS[(i * 7) % 20 : (i * 7) % 20 + 4 + i % 5]
         text = " ".join(words).capitalize() + "."
         start, end = t, t + 2.2 + (i % 3) * 0.4
         cues.append(f"{i}\n{_srt(start)} --> {_srt(end)}\n{'ALICE' if i % 2 else 'BOB'}: {text}\n")
@@ -87,13 +91,38 @@ def main() -> None:
     folder = args.out / "render"
     from omnidub.hardware import cpu_name
 
-    figures: dict = {"lines": args.lines, "cpu": cpu_name(), "cores": os.cpu_count(),
-                     "load_before": round(os.getloadavg()[0], 2)}
+    figures: dict = {
+        "lines": args.lines,
+        "cpu": cpu_name(),
+        "cores": os.cpu_count(),
+        "load_before": round(os.getloadavg()[0], 2),
+    }
     if not (args.reuse and (folder / "manifest.json").is_file()):
         began = time.perf_counter()
-        subprocess.run([sys.executable, "-m", "omnidub", "render", str(srt), "--voices",
-                        str(ROOT / "examples/voices.toml"), "--model", "synthetic:tiny", "--device", "cpu", "--out",
-                        str(folder), "--qa", "--asr-model", str(asr), "--speaker-model", "none"], cwd=ROOT, check=False)
+        subprocess.run(
+            [
+                sys.executable,
+                "-m",
+                "omnidub",
+                "render",
+                str(srt),
+                "--voices",
+                str(ROOT / "examples/voices.toml"),
+                "--model",
+                "synthetic:tiny",
+                "--device",
+                "cpu",
+                "--out",
+                str(folder),
+                "--qa",
+                "--asr-model",
+                str(asr),
+                "--speaker-model",
+                "none",
+            ],
+            cwd=ROOT,
+            check=False,
+        )
         figures["render_and_qa_seconds"] = round(time.perf_counter() - began, 1)
 
     from playwright.sync_api import expect, sync_playwright
@@ -107,8 +136,12 @@ def main() -> None:
     desk.open()
     figures["open_seconds"] = round(time.perf_counter() - began, 2)
     ready, url, stop = threading.Event(), [], []
-    threading.Thread(target=serve, args=(desk,), daemon=True,
-                     kwargs={"on_ready": lambda u, s: (url.append(u), stop.append(s), ready.set())}).start()
+    threading.Thread(
+        target=serve,
+        args=(desk,),
+        daemon=True,
+        kwargs={"on_ready": lambda u, s: (url.append(u), stop.append(s), ready.set())},
+    ).start()
     ready.wait(30)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
@@ -124,7 +157,7 @@ def main() -> None:
         figures["step_to_next_line_ms_median"] = round(statistics.median(steps), 1)
         figures["step_through_every_line_seconds"] = round(sum(steps) / 1000, 2)
         first = args.lines // 2
-        assert not any(line["approved"] for line in desk.state()["lines"][first - 1:first + 49]), "approved before"
+        assert not any(line["approved"] for line in desk.state()["lines"][first - 1 : first + 49]), "approved before"
         page.locator(f"#line-{first}").click()
         approvals = page.evaluate(APPROVE_FIFTY, first)
         figures["approve_from_keyboard_ms_median"] = round(statistics.median(approvals), 1)

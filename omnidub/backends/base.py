@@ -50,10 +50,21 @@ class Prompt:
         """The prompt as an .npz file's bytes; ``made_for`` (a prompt key) is recorded with the prompt's own hash,
         so a reader can tell the file holds what was made for that key."""
         made = {"made_for": made_for, "sha256": self.digest()} if made_for is not None else {}
-        meta = json.dumps({"format": PROMPT_FORMAT, "text": self.text, "rms": float(self.rms), "language": self.language,
-                           "note": self.note, "provisional": self.provisional, **made})
+        meta = json.dumps(
+            {
+                "format": PROMPT_FORMAT,
+                "text": self.text,
+                "rms": float(self.rms),
+                "language": self.language,
+                "note": self.note,
+                "provisional": self.provisional,
+                **made,
+            }
+        )
         buffer = io.BytesIO()
-        np.savez(buffer, codes=np.asarray(self.codes, dtype=np.int64), meta=np.frombuffer(meta.encode(), dtype=np.uint8))
+        np.savez(
+            buffer, codes=np.asarray(self.codes, dtype=np.int64), meta=np.frombuffer(meta.encode(), dtype=np.uint8)
+        )
         return buffer.getvalue()
 
     @classmethod
@@ -67,8 +78,14 @@ class Prompt:
             codes = np.array(npz["codes"], dtype=np.int64)
         if codes.ndim != 2 or codes.shape[1] == 0:
             raise ValueError(f"prompt codes have shape {codes.shape}")
-        prompt = cls(codes, meta["text"], float(meta["rms"]), meta.get("language"), meta.get("note", ""),
-                     bool(meta.get("provisional", False)))
+        prompt = cls(
+            codes,
+            meta["text"],
+            float(meta["rms"]),
+            meta.get("language"),
+            meta.get("note", ""),
+            bool(meta.get("provisional", False)),
+        )
         if made_for is not None and meta.get("made_for") != made_for:
             raise ValueError("it was made for another voice" if meta.get("made_for") else "it records no voice")
         if made_for is not None and meta.get("sha256") != prompt.digest():

@@ -28,14 +28,22 @@ class LinePlan:
     tokens: list = field(default_factory=list)
     seconds: float = 0.0
 
+
 CHUNK_THRESHOLD_SECONDS = 30.0
 CHUNK_SECONDS = 15.0
 # Upstream's cross-fade joins chunks with this much silence (counted in frames).
 CHUNK_GAP_SECONDS = 0.1
 
 
-def split_line(text: str, frames: int, exact: bool, seed: int, frame_rate: int, estimate: Callable[[str], int],
-               chunk_text: Callable[[str, int], list[str]]) -> tuple[list[str], list[int], list[int]]:
+def split_line(
+    text: str,
+    frames: int,
+    exact: bool,
+    seed: int,
+    frame_rate: int,
+    estimate: Callable[[str], int],
+    chunk_text: Callable[[str, int], list[str]],
+) -> tuple[list[str], list[int], list[int]]:
     """(texts, frames, seeds) of a line's chunks: one chunk unless the line is long. ``estimate`` gives a text's
     natural frames, ``chunk_text(text, chars)`` upstream's punctuation chunking."""
     if frames <= CHUNK_THRESHOLD_SECONDS * frame_rate:

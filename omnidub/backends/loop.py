@@ -123,9 +123,15 @@ class DecodingLoop:
         language = self._language(request.language)
         instruct = self._instruct(request.instruct, request.text) if request.instruct else None
         seed = request.seed & 0x7FFF_FFFF_FFFF_FFFF
-        texts, budgets, seeds = split_line(request.text, self._frames(request), request.duration is not None, seed,
-                                           self.frame_rate, lambda t: natural_frames(t, *_ref(request.prompt)),
-                                           self._chunk_text)
+        texts, budgets, seeds = split_line(
+            request.text,
+            self._frames(request),
+            request.duration is not None,
+            seed,
+            self.frame_rate,
+            lambda t: natural_frames(t, *_ref(request.prompt)),
+            self._chunk_text,
+        )
         return LinePlan(request, texts, budgets, seeds, language, instruct, [None] * len(texts))
 
     def _item(self, line: LinePlan, chunk: int):
@@ -137,14 +143,19 @@ class DecodingLoop:
             ref_text, ref_codes = line.texts[0], line.tokens[0]
         else:
             ref_text, ref_codes = None, None
-        return self._build_item(line.texts[chunk], line.frames[chunk], ref_text, ref_codes, line.language,
-                                line.instruct)
+        return self._build_item(
+            line.texts[chunk], line.frames[chunk], ref_text, ref_codes, line.language, line.instruct
+        )
 
     def _decode_lines(self, lines: list[LinePlan]) -> None:
         # The scheduler made the bucket; chunks that need the first chunk as reference wait for a second pass.
         for second_pass in (False, True):
-            work = [(line, j) for line in lines for j in range(len(line.texts))
-                    if line.tokens[j] is None and (second_pass or j == 0 or line.request.prompt is not None)]
+            work = [
+                (line, j)
+                for line in lines
+                for j in range(len(line.texts))
+                if line.tokens[j] is None and (second_pass or j == 0 or line.request.prompt is not None)
+            ]
             if not work:
                 continue
             began = time.perf_counter()
@@ -165,8 +176,9 @@ class DecodingLoop:
             samples = int(round(line.request.duration * self.sample_rate))
             audio = fit_exact(match_reference_volume(audio, ref_rms), samples, self.sample_rate)
         seconds = line.seconds + time.perf_counter() - began
-        return Result(line.request.id, np.ascontiguousarray(audio, dtype=np.float32), self.sample_rate, seconds,
-                      sum(line.frames))
+        return Result(
+            line.request.id, np.ascontiguousarray(audio, dtype=np.float32), self.sample_rate, seconds, sum(line.frames)
+        )
 
 
 def _ref(prompt: Prompt | None) -> tuple[str | None, int | None]:

@@ -44,8 +44,9 @@ def interleaved(runs: dict[str, Callable[[], None]], repeats: int = PROBE_REPEAT
     return {name: min(values) for name, values in times.items()}
 
 
-def decide(what: str, seconds: dict[str, float], default: str, what_ran: str, margin: float = 0.03,
-           began: float | None = None) -> ProbeResult:
+def decide(
+    what: str, seconds: dict[str, float], default: str, what_ran: str, margin: float = 0.03, began: float | None = None
+) -> ProbeResult:
     """The fastest candidate, unless it beats ``default`` by less than ``margin`` (noise keeps the default);
     ``began`` (perf_counter) adds how long the probe took to the evidence."""
     best = min(seconds, key=seconds.get)
@@ -53,6 +54,8 @@ def decide(what: str, seconds: dict[str, float], default: str, what_ran: str, ma
         best = default
     figures = ", ".join(f"{name} {value * 1000:.0f} ms" for name, value in seconds.items())
     took = f" (the probe took {time.perf_counter() - began:.1f} s)" if began is not None else ""
-    evidence = (f"first-use probe {time.strftime('%Y-%m-%d')}: {what_ran}, fastest of {PROBE_REPEATS} interleaved: "
-                f"{figures}{took}")
+    evidence = (
+        f"first-use probe {time.strftime('%Y-%m-%d')}: {what_ran}, fastest of {PROBE_REPEATS} interleaved: "
+        f"{figures}{took}"
+    )
     return ProbeResult(what, {k: round(v, 4) for k, v in seconds.items()}, best, evidence)

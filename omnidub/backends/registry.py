@@ -38,15 +38,18 @@ class BackendChoice:
     could_export: bool = False
 
 
-def choose_backend(spec: str, source: ModelSource, device: str = "auto", dtype: str = "auto",
-                   pinned: str | None = None) -> BackendChoice:
+def choose_backend(
+    spec: str, source: ModelSource, device: str = "auto", dtype: str = "auto", pinned: str | None = None
+) -> BackendChoice:
     """Decide which backend renders ``source``: ``spec`` is auto, torch or onnx; ``pinned`` the backend a project
     was rendered with (torch or onnxruntime), followed when ``spec`` is auto."""
     if spec not in BACKENDS:
         raise OmnidubError(f"unknown backend {spec!r}; use {', '.join(BACKENDS)}")
     if source.backend == "onnx":
         if spec == "torch":
-            raise OmnidubError(f"{source.spec} is an ONNX export; give the checkpoint it came from to render with torch")
+            raise OmnidubError(
+                f"{source.spec} is an ONNX export; give the checkpoint it came from to render with torch"
+            )
         return BackendChoice(ONNXRUNTIME, source, "the model is an ONNX export")
     if spec == "torch":
         return BackendChoice(TORCH, source, "--backend torch")
@@ -60,9 +63,11 @@ def choose_backend(spec: str, source: ModelSource, device: str = "auto", dtype: 
         from omnidub.backends.onnx import cache
 
         if cache.cached(source) is None:
-            raise OmnidubError("this project was rendered with ONNX Runtime from an export that is no longer in "
-                               f"omnidub's cache: --backend onnx builds it again ({cache.EXPORT_COST}), "
-                               "--backend torch renders the project again with torch")
+            raise OmnidubError(
+                "this project was rendered with ONNX Runtime from an export that is no longer in "
+                f"omnidub's cache: --backend onnx builds it again ({cache.EXPORT_COST}), "
+                "--backend torch renders the project again with torch"
+            )
         return _onnx(source, "as this project was rendered")
     return _auto(source, device, dtype)
 
@@ -72,8 +77,9 @@ def _onnx(source: ModelSource, why: str) -> BackendChoice:
 
     exported = cache.cached(source)
     if exported is None:
-        return BackendChoice(ONNXRUNTIME, source, f"{why}; its export is built first ({cache.EXPORT_COST})",
-                             build_export=True)
+        return BackendChoice(
+            ONNXRUNTIME, source, f"{why}; its export is built first ({cache.EXPORT_COST})", build_export=True
+        )
     return BackendChoice(ONNXRUNTIME, exported, f"{why}, from the export in omnidub's cache")
 
 
@@ -83,7 +89,7 @@ def _auto(source: ModelSource, device: str, dtype: str) -> BackendChoice:
     if kind != "cpu":
         return BackendChoice(TORCH, source, f"torch on {kind}")
     if precision != "float32":
-        why = ("this CPU multiplies bf16 in hardware" if dtype == "auto" else f"--dtype {precision}")
+        why = "this CPU multiplies bf16 in hardware" if dtype == "auto" else f"--dtype {precision}"
         return BackendChoice(TORCH, source, f"{why}; ONNX Runtime's lossless path is fp32 only")
     from omnidub.backends.onnx import cache
 
@@ -94,20 +100,30 @@ def _auto(source: ModelSource, device: str, dtype: str) -> BackendChoice:
             return BackendChoice(TORCH, source, "ONNX Runtime not measured on this CPU")
         can = cache.can_export()
         how = "" if can else "pip install 'omnidub[onnx]', then "
-        note = (f"fp32 on this CPU: ONNX Runtime may be faster; {how}--backend onnx builds an export once "
-                f"({cache.EXPORT_COST}) and measures it against torch")
+        note = (
+            f"fp32 on this CPU: ONNX Runtime may be faster; {how}--backend onnx builds an export once "
+            f"({cache.EXPORT_COST}) and measures it against torch"
+        )
         return BackendChoice(TORCH, source, "ONNX Runtime not measured on this CPU", note=note, could_export=can)
     seconds = measured.get("seconds") or {}
     ratio = seconds.get("torch", 0) / seconds["onnxruntime"] if seconds.get("onnxruntime") else 0.0
     if measured.get("choice") != ONNXRUNTIME:
-        return BackendChoice(TORCH, source, f"torch measured faster than ONNX Runtime in fp32 on this CPU "
-                                            f"({1 / ratio if ratio else 0:.2f}x)")
+        return BackendChoice(
+            TORCH,
+            source,
+            f"torch measured faster than ONNX Runtime in fp32 on this CPU ({1 / ratio if ratio else 0:.2f}x)",
+        )
     if exported is None:
-        return BackendChoice(TORCH, source, "ONNX Runtime's export is no longer in the cache",
-                             note=f"ONNX Runtime measured {ratio:.2f}x faster here in fp32: --backend onnx builds its "
-                                  f"export again ({cache.EXPORT_COST})")
-    return BackendChoice(ONNXRUNTIME, exported, f"measured {ratio:.2f}x faster than torch in fp32 on this CPU, "
-                                                "same tokens")
+        return BackendChoice(
+            TORCH,
+            source,
+            "ONNX Runtime's export is no longer in the cache",
+            note=f"ONNX Runtime measured {ratio:.2f}x faster here in fp32: --backend onnx builds its "
+            f"export again ({cache.EXPORT_COST})",
+        )
+    return BackendChoice(
+        ONNXRUNTIME, exported, f"measured {ratio:.2f}x faster than torch in fp32 on this CPU, same tokens"
+    )
 
 
 def spec(name: str) -> BackendSpec:

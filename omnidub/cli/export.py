@@ -8,17 +8,37 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from omnidub.cli.app import MODEL_HELP, Command, DebugOption, Quantize, app, err, out, print_json, user_errors, warn_synthetic
+from omnidub.cli.app import (
+    MODEL_HELP,
+    Command,
+    DebugOption,
+    Quantize,
+    app,
+    err,
+    out,
+    print_json,
+    user_errors,
+    warn_synthetic,
+)
 from omnidub.errors import OmnidubError
 
 
 @app.command(cls=Command)
 def export(
-    out_dir: Path = typer.Argument(..., metavar="OUT_DIR", show_default=False,
-                                   help="Folder to write the ONNX graphs, export.json and parity.json into."),
+    out_dir: Path = typer.Argument(
+        ...,
+        metavar="OUT_DIR",
+        show_default=False,
+        help="Folder to write the ONNX graphs, export.json and parity.json into.",
+    ),
     model: str = typer.Option("k2-fsa/OmniVoice", "--model", metavar="ID|PATH", help=MODEL_HELP),
     opset: int = typer.Option(18, "--opset", min=14, max=21, metavar="N", help="ONNX opset of the graphs."),
-    quantize: Optional[Quantize] = typer.Option(None, "--quantize", metavar="int8", help="Also write a dynamic int8 transformer and render with it (its parity is reported as a cost)."),
+    quantize: Optional[Quantize] = typer.Option(
+        None,
+        "--quantize",
+        metavar="int8",
+        help="Also write a dynamic int8 transformer and render with it (its parity is reported as a cost).",
+    ),
     no_check: bool = typer.Option(False, "--no-check", help="Skip the parity check against torch."),
     check_only: bool = typer.Option(False, "--check-only", help="Only run the parity check of an existing export."),
     as_json: bool = typer.Option(False, "--json", help="Print the parity report as JSON."),
@@ -38,8 +58,9 @@ def export(
                 warn_synthetic(model)
                 err.print(f"exporting {escape(model)} to {escape(str(out_dir))} (opset {opset})")
 
-            result = export_graphs(out_dir, model, opset=opset, quantize=quantize.value if quantize else None,
-                                   on_start=started)
+            result = export_graphs(
+                out_dir, model, opset=opset, quantize=quantize.value if quantize else None, on_start=started
+            )
             err.print(f"exported in {result.seconds:.0f} s")
             if no_check:
                 raise typer.Exit(0)

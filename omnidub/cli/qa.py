@@ -8,20 +8,41 @@ from typing import Optional
 import typer
 from rich.markup import escape
 
-from omnidub.cli.app import (ASR_DEFAULT, ASR_HELP, SPEAKER_MODEL_HELP, Command, DebugOption, app, err, out,
-                             print_json, user_errors)
+from omnidub.cli.app import (
+    ASR_DEFAULT,
+    ASR_HELP,
+    SPEAKER_MODEL_HELP,
+    Command,
+    DebugOption,
+    app,
+    err,
+    out,
+    print_json,
+    user_errors,
+)
 from omnidub.cli.show import qa_progress
 
 
 @app.command(cls=Command)
 def qa(
-    out_dir: Path = typer.Argument(..., metavar="OUT_DIR", show_default=False, help="A folder written by omnidub render."),
-    asr_model: Optional[str] = typer.Option(None, "--asr-model", metavar="NAME|PATH", show_default=False, help=f"{ASR_HELP} [default: {ASR_DEFAULT}]"),
-    max_wer: Optional[float] = typer.Option(None, "--max-wer", min=0.0, metavar="X", show_default=False,
-                                            help="Highest WER (CER for zh/ja/...) a line may have. "
-                                                 "[default: the render's preset, else 0.2]"),
+    out_dir: Path = typer.Argument(
+        ..., metavar="OUT_DIR", show_default=False, help="A folder written by omnidub render."
+    ),
+    asr_model: Optional[str] = typer.Option(
+        None, "--asr-model", metavar="NAME|PATH", show_default=False, help=f"{ASR_HELP} [default: {ASR_DEFAULT}]"
+    ),
+    max_wer: Optional[float] = typer.Option(
+        None,
+        "--max-wer",
+        min=0.0,
+        metavar="X",
+        show_default=False,
+        help="Highest WER (CER for zh/ja/...) a line may have. [default: the render's preset, else 0.2]",
+    ),
     speaker_model: str = typer.Option("resemblyzer", "--speaker-model", metavar="NAME|PATH", help=SPEAKER_MODEL_HELP),
-    device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda", help="Device for the ASR and speaker models."),
+    device: str = typer.Option(
+        "auto", "--device", metavar="auto|cpu|cuda", help="Device for the ASR and speaker models."
+    ),
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     debug: bool = DebugOption,
 ) -> None:
@@ -42,7 +63,9 @@ def qa(
             report = session.qa(out_dir, max_wer=max_wer, progress=progress, speaker_model=speaker_model)
         if as_json:
             print_json(report_json(report))
-            err.print(f"wrote {escape(str(out_dir / 'qa.json'))} and {escape(str(out_dir / 'qa.html'))}", soft_wrap=True)
+            err.print(
+                f"wrote {escape(str(out_dir / 'qa.json'))} and {escape(str(out_dir / 'qa.html'))}", soft_wrap=True
+            )
         else:
             print_report(report, out, (out_dir / "qa.json", out_dir / "qa.html"))
     raise typer.Exit(report.tally.exit_code)

@@ -13,19 +13,40 @@ from omnidub.cli.app import ASR_HELP, MODEL_HELP, SPEAKER_MODEL_HELP, Command, D
 
 @app.command(cls=Command)
 def review(
-    out_dir: Path = typer.Argument(..., metavar="OUT_DIR", show_default=False, help="A folder written by omnidub render."),
-    port: int = typer.Option(0, "--port", min=0, max=65535, metavar="N", help="Port to listen on. [default: a free one]",
-                             show_default=False),
-    host: str = typer.Option("127.0.0.1", "--host", metavar="ADDR",
-                             help="Address to listen on (others on the network reach it only if you give one of "
-                                  "this machine's addresses)."),
+    out_dir: Path = typer.Argument(
+        ..., metavar="OUT_DIR", show_default=False, help="A folder written by omnidub render."
+    ),
+    port: int = typer.Option(
+        0, "--port", min=0, max=65535, metavar="N", help="Port to listen on. [default: a free one]", show_default=False
+    ),
+    host: str = typer.Option(
+        "127.0.0.1",
+        "--host",
+        metavar="ADDR",
+        help="Address to listen on (others on the network reach it only if you give one of this machine's addresses).",
+    ),
     no_browser: bool = typer.Option(False, "--no-browser", help="Print the address; do not open a browser."),
-    model: Optional[str] = typer.Option(None, "--model", metavar="ID|PATH", show_default=False,
-                                        help=f"{MODEL_HELP} [default: the one the folder was rendered with]"),
-    device: Optional[str] = typer.Option(None, "--device", metavar="auto|cpu|cuda|mps", show_default=False,
-                                         help="Where the model runs. [default: as the folder was rendered]"),
-    asr_model: Optional[str] = typer.Option(None, "--asr-model", metavar="NAME|PATH", show_default=False,
-                                            help=f"{ASR_HELP} [default: as the folder was rendered]"),
+    model: Optional[str] = typer.Option(
+        None,
+        "--model",
+        metavar="ID|PATH",
+        show_default=False,
+        help=f"{MODEL_HELP} [default: the one the folder was rendered with]",
+    ),
+    device: Optional[str] = typer.Option(
+        None,
+        "--device",
+        metavar="auto|cpu|cuda|mps",
+        show_default=False,
+        help="Where the model runs. [default: as the folder was rendered]",
+    ),
+    asr_model: Optional[str] = typer.Option(
+        None,
+        "--asr-model",
+        metavar="NAME|PATH",
+        show_default=False,
+        help=f"{ASR_HELP} [default: as the folder was rendered]",
+    ),
     speaker_model: str = typer.Option("resemblyzer", "--speaker-model", metavar="NAME|PATH", help=SPEAKER_MODEL_HELP),
     debug: bool = DebugOption,
 ) -> None:
@@ -51,12 +72,18 @@ def review(
         err.print(f"omnidub review: opening {escape(str(out_dir))} ({len(project.script.lines)} lines)", soft_wrap=True)
         desk.open()
         if desk.job.unheard():
-            err.print(f"[yellow]note:[/] {escape(desk.job.unheard())}: takes rendered here go unchecked; pass "
-                      "--asr-model (tiny.en, or a local faster-whisper folder) to hear them", soft_wrap=True)
+            err.print(
+                f"[yellow]note:[/] {escape(desk.job.unheard())}: takes rendered here go unchecked; pass "
+                "--asr-model (tiny.en, or a local faster-whisper folder) to hear them",
+                soft_wrap=True,
+            )
         try:
+
             def ready(url: str, stop) -> None:
-                err.print(f"omnidub review: [bold]{escape(url)}[/] (Ctrl-C stops it and assembles the outputs)",
-                          soft_wrap=True)
+                err.print(
+                    f"omnidub review: [bold]{escape(url)}[/] (Ctrl-C stops it and assembles the outputs)",
+                    soft_wrap=True,
+                )
                 if not no_browser:
                     import webbrowser
 

@@ -50,12 +50,17 @@ def print_plan(entries, estimated: bool, as_json: bool, selected=lambda index: T
     width = shutil.get_terminal_size((100, 24)).columns
     lines = [title]
     if estimated:
-        lines += textwrap.wrap("Timings are estimates: some voices are not prepared yet, so their pace comes from the "
-                               "whole sample. The render prepares them first, which can change natural lengths and, "
-                               "in an untimed script, start times.", width)
+        lines += textwrap.wrap(
+            "Timings are estimates: some voices are not prepared yet, so their pace comes from the "
+            "whole sample. The render prepares them first, which can change natural lengths and, "
+            "in an untimed script, start times.",
+            width,
+        )
     lines.append(_columns(rows, width))
-    lines += textwrap.wrap("compressed: sped up to fit · extended: runs into the silence after its slot · "
-                           "overflow: longer than its room", width)
+    lines += textwrap.wrap(
+        "compressed: sped up to fit · extended: runs into the silence after its slot · overflow: longer than its room",
+        width,
+    )
     # Plain text, not a rich Table: a 2,400-cue plan must print in a moment (rich took seconds).
     sys.stdout.write("\n".join(lines) + "\n")
     sys.stdout.flush()
@@ -64,8 +69,20 @@ def print_plan(entries, estimated: bool, as_json: bool, selected=lambda index: T
 def _columns(rows: list[dict], width: int) -> str:
     """The plan as aligned columns; on a narrow terminal each line's flags and text go on a line of their own."""
     header = ["#", "speaker", "start", "end", "natural", "target", "speed", "status", "flags"]
-    table = [[str(r["index"]), printable(r["speaker"]), f"{r['start']:.2f}", f"{r['end']:.2f}", f"{r['natural']:.2f}",
-              f"{r['target']:.2f}", f"{r['speed']:.2f}x", r["status"], " ".join(r["flags"])] for r in rows]
+    table = [
+        [
+            str(r["index"]),
+            printable(r["speaker"]),
+            f"{r['start']:.2f}",
+            f"{r['end']:.2f}",
+            f"{r['natural']:.2f}",
+            f"{r['target']:.2f}",
+            f"{r['speed']:.2f}x",
+            r["status"],
+            " ".join(r["flags"]),
+        ]
+        for r in rows
+    ]
     widths = [max([len(h)] + [len(row[i]) for row in table]) for i, h in enumerate(header)]
     right = {0, 2, 3, 4, 5, 6}
     beside = width - (sum(widths) + len(widths)) >= 24
@@ -79,7 +96,9 @@ def _columns(rows: list[dict], width: int) -> str:
 
     def line(cells, text, flags=""):
         fixed = " ".join(c.rjust(w) if i in right else c.ljust(w) for i, (c, w) in enumerate(zip(cells, widths)))
-        return f"{fixed} {cut(text)}" if beside else f"{fixed.rstrip()}\n    {cut(f'[{flags}] {text}' if flags else text)}"
+        return (
+            f"{fixed} {cut(text)}" if beside else f"{fixed.rstrip()}\n    {cut(f'[{flags}] {text}' if flags else text)}"
+        )
 
     body = [line(header, "text" if beside else "flags, text"), "-" * min(width, used + room)]
     body += [line(cells, printable(r["text"]), " ".join(r["flags"])) for cells, r in zip(table, rows)]
@@ -113,13 +132,17 @@ def print_summary(summary, as_json: bool) -> None:
     table.add_column(style="bold")
     table.add_column()
     pending = f", {len(summary.pending)} left for later (--only)" if summary.pending else ""
-    table.add_row("lines", f"{summary.lines}: {summary.rendered} rendered, {summary.cached} cached, "
-                           f"{summary.failed} failed{pending}")
+    table.add_row(
+        "lines",
+        f"{summary.lines}: {summary.rendered} rendered, {summary.cached} cached, {summary.failed} failed{pending}",
+    )
     if summary.overflow:
         table.add_row("overflow", "line(s) " + ", ".join(map(str, summary.overflow)) + " run longer than their room")
     table.add_row("program", f"{summary.program_seconds:.1f} s")
     if summary.rtf is not None:
-        table.add_row("speed", f"{summary.synth_seconds:.1f} s for {summary.audio_seconds:.1f} s of audio (RTF {summary.rtf:.2f})")
+        table.add_row(
+            "speed", f"{summary.synth_seconds:.1f} s for {summary.audio_seconds:.1f} s of audio (RTF {summary.rtf:.2f})"
+        )
     for label, level in (summary.loudness or {}).items():
         if level:
             table.add_row("loudness" if label == "mix" else "over the bed", level_text(level))
@@ -133,8 +156,10 @@ def level_text(level: dict) -> str:
     def number(value, unit):
         return "-" if value is None else f"{value:.1f} {unit}"
 
-    text = (f"{number(level['integrated'], 'LUFS')}, range {number(level['range'], 'LU')}, "
-            f"true peak {number(level['true_peak'], 'dBTP')} (gain {level['gain']:+.1f} dB")
+    text = (
+        f"{number(level['integrated'], 'LUFS')}, range {number(level['range'], 'LU')}, "
+        f"true peak {number(level['true_peak'], 'dBTP')} (gain {level['gain']:+.1f} dB"
+    )
     return text + (", limited)" if level["limited"] else ")")
 
 
@@ -207,7 +232,9 @@ class ProgressListener:
         text = printable(entry.text)
         text = text if len(text) <= 40 else text[:39] + "…"
         where = f"{escape(self.current)} · " if self.current else ""
-        self.progress.update(self.task, description=f"{where}line {entry.index} · {escape(printable(entry.speaker))} · {escape(text)}")
+        self.progress.update(
+            self.task, description=f"{where}line {entry.index} · {escape(printable(entry.speaker))} · {escape(text)}"
+        )
 
     def line_done(self, entry, audio_seconds: float, wall_seconds: float) -> None:
         status = entry.status
@@ -216,12 +243,16 @@ class ProgressListener:
         self.failed += status == "failed"
         self.audio += audio_seconds if status == "rendered" else 0.0
         self.wall += wall_seconds
-        counts = f"{self.rendered} rendered · {self.cached} cached" + (f" · [red]{self.failed} failed[/]" if self.failed else "")
+        counts = f"{self.rendered} rendered · {self.cached} cached" + (
+            f" · [red]{self.failed} failed[/]" if self.failed else ""
+        )
         rtf = f"RTF {self.wall / self.audio:.2f}" if self.audio else ""
         self.progress.update(self.task, advance=1, counts=counts, rtf=rtf)
         if status == "failed":
             where = f"{escape(self.current)} " if self.current else ""
-            self.console.print(f"[red]{where}line {entry.index} failed:[/] {escape(printable(entry.error or ''))}", soft_wrap=True)
+            self.console.print(
+                f"[red]{where}line {entry.index} failed:[/] {escape(printable(entry.error or ''))}", soft_wrap=True
+            )
 
     def finish(self) -> None:
         if self._heard is not None:
@@ -252,8 +283,6 @@ class ProgressListener:
             print_report(report, self.console, written)
 
 
-
-
 @contextlib.contextmanager
 def qa_progress(console: Console):
     """A progress bar for transcribing lines; yields the callback qa.run_qa takes."""
@@ -266,8 +295,15 @@ def qa_progress(console: Console):
         TimeRemainingColumn,
     )
 
-    with Progress(TextColumn("transcribing"), BarColumn(), MofNCompleteColumn(), TimeElapsedColumn(),
-                  TimeRemainingColumn(), console=console, transient=True) as progress:
+    with Progress(
+        TextColumn("transcribing"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+    ) as progress:
         task = progress.add_task("qa", total=None)
 
         def advance(done: int, total: int, index: int) -> None:
@@ -296,9 +332,16 @@ class TranscribeBar:
         )
 
         if self._progress is None:
-            self._progress = Progress(TextColumn("transcribing the source"), BarColumn(),
-                                      TextColumn("{task.completed:.0f} of {task.total:.0f} s"), TimeElapsedColumn(),
-                                      TextColumn("ETA"), TimeRemainingColumn(), console=self.console, transient=True)
+            self._progress = Progress(
+                TextColumn("transcribing the source"),
+                BarColumn(),
+                TextColumn("{task.completed:.0f} of {task.total:.0f} s"),
+                TimeElapsedColumn(),
+                TextColumn("ETA"),
+                TimeRemainingColumn(),
+                console=self.console,
+                transient=True,
+            )
             self._progress.start()
             self._task = self._progress.add_task("heard", total=max(total, 1e-3))
         self._progress.update(self._task, completed=done, total=max(total, 1e-3))

@@ -48,8 +48,9 @@ class Configuration:
         return self.model.startswith("synthetic:")
 
 
-def parse_configuration(text: str, *, flag: str = "--a", model: str, device: str = "auto",
-                        seed: int = 0) -> Configuration:
+def parse_configuration(
+    text: str, *, flag: str = "--a", model: str, device: str = "auto", seed: int = 0
+) -> Configuration:
     """Read one CONFIG argument; a bad one is one OmnidubError naming the flag, the argument and what is wrong.
     ``model`` is the eval's --model (a ``model=`` override wins); ``device`` and ``seed`` go into the folder name."""
     try:
@@ -61,8 +62,9 @@ def parse_configuration(text: str, *, flag: str = "--a", model: str, device: str
 def _parse(text: str, model: str, device: str, seed: int) -> Configuration:
     items = _items(text)
     if not items or any(not item for item in items):
-        raise OmnidubError("give a preset name or file, then key=value overrides, separated by commas "
-                           "(e.g. fast,steps=8)")
+        raise OmnidubError(
+            "give a preset name or file, then key=value overrides, separated by commas (e.g. fast,steps=8)"
+        )
     base = DEFAULT_PRESET
     if "=" not in items[0]:
         base, items = items[0], items[1:]
@@ -78,8 +80,9 @@ def _parse(text: str, model: str, device: str, seed: int) -> Configuration:
             raise OmnidubError(f"{key} is given twice")
         overrides[key] = _value(raw.strip())
     if "seed" in overrides:
-        raise OmnidubError("seed is the eval's own (--seed): both configurations render every sentence with the "
-                           "same seed")
+        raise OmnidubError(
+            "seed is the eval's own (--seed): both configurations render every sentence with the same seed"
+        )
     session = {k: overrides.pop(k) for k in SESSION_KEYS if k in overrides}
     for key, value in session.items():
         if not isinstance(value, str):
@@ -101,11 +104,22 @@ def _parse(text: str, model: str, device: str, seed: int) -> Configuration:
     words = [preset.name] + [f"{k}={_show(flat[k])}" for k in sorted(changed)]
     words += [f"{k}={session[k]}" for k in SESSION_KEYS if k in session]
     label = ",".join(words)
-    rendered_by = {**{k: v for k, v in flat.items() if k not in ("name", "description")},
-                   "model": session.get("model", model), "backend": backend, "device": device}
+    rendered_by = {
+        **{k: v for k, v in flat.items() if k not in ("name", "description")},
+        "model": session.get("model", model),
+        "backend": backend,
+        "device": device,
+    }
     digest = hashlib.sha256(json.dumps(rendered_by, sort_keys=True, default=str).encode()).hexdigest()[:8]
-    return Configuration(given=text, preset=preset, model=session.get("model", model), backend=backend,
-                         named={k: flat[k] for k in overrides}, label=label, folder=f"{_slug(label)}-{digest}")
+    return Configuration(
+        given=text,
+        preset=preset,
+        model=session.get("model", model),
+        backend=backend,
+        named={k: flat[k] for k in overrides},
+        label=label,
+        folder=f"{_slug(label)}-{digest}",
+    )
 
 
 def _items(text: str) -> list[str]:

@@ -68,8 +68,9 @@ def existing_script(out_dir: Path) -> str | None:
     except (OSError, UnicodeDecodeError):
         old = None
     if old is None or not old.startswith(_HEADER + "\n"):
-        raise OmnidubError(f"{path} is not omnidub's (omnidub never replaces a file it did not write); choose "
-                           "another --out")
+        raise OmnidubError(
+            f"{path} is not omnidub's (omnidub never replaces a file it did not write); choose another --out"
+        )
     return old
 
 
@@ -85,6 +86,8 @@ def place_script(corpus: Corpus, out_dir: Path) -> Path:
     again = read_script(path, speakers=corpus.cast).lines
     for line, read in zip(corpus.lines, again + (None,) * (len(corpus.lines) - len(again))):
         if read is None or (read.speaker, read.text) != (line.speaker, line.text):
-            raise OmnidubError(f"{corpus.path}: {line.where}: the sentence cannot be written as a script line that "
-                               f"reads back the same (speaker {line.speaker!r}, text {line.text!r})")
+            raise OmnidubError(
+                f"{corpus.path}: {line.where}: the sentence cannot be written as a script line that "
+                f"reads back the same (speaker {line.speaker!r}, text {line.text!r})"
+            )
     return path

@@ -14,14 +14,17 @@ from omnidub.qa.results import QaSettings
 from omnidub.qa.run import hear
 
 # Seed 000's warning, in one place: a weak judge measures itself.
-WEAK_JUDGE = ("a weak judge: in the fast-path study faster-whisper base put the same audio at 20-33 % WER, with "
-              "a different ranking of the configurations, where large-v3 heard 2-3 %; a difference it reports may "
-              "be its own mishearing (use large-v3, or at least small, for a decision)")
-MID_JUDGE = ("a mid-size judge: stronger than tiny and base, weaker than large-v3, the study's judge; confirm a "
-             "close result with large-v3")
+WEAK_JUDGE = (
+    "a weak judge: in the fast-path study faster-whisper base put the same audio at 20-33 % WER, with "
+    "a different ranking of the configurations, where large-v3 heard 2-3 %; a difference it reports may "
+    "be its own mishearing (use large-v3, or at least small, for a decision)"
+)
+MID_JUDGE = (
+    "a mid-size judge: stronger than tiny and base, weaker than large-v3, the study's judge; confirm a "
+    "close result with large-v3"
+)
 STRONG_JUDGE = "a strong judge (the fast-path study judged with large-v3)"
-UNKNOWN_JUDGE = ("a judge omnidub cannot size; if it is worse than the system under test, the eval measures the "
-                 "judge")
+UNKNOWN_JUDGE = "a judge omnidub cannot size; if it is worse than the system under test, the eval measures the judge"
 _WEAK, _MID = ("tiny", "base"), ("small", "medium")
 # A CTranslate2 Whisper folder by the size of its weights: tiny and base are under ~300 MB, small and medium
 # (int8 or float16) under ~2 GB.
@@ -108,8 +111,16 @@ def judge(asr: Asr, sentences: Sequence[Spoken], progress: Callable[[int, int], 
             data, rate = read_segment(sentence.file, sentence.index)
             _, mono = measure(data, rate, settings)  # non-finite samples zeroed, as QA hears them
             got = hear(asr, sentence.text, sentence.language, mono, rate, english_only)
-            heard[key] = Judged(sentence.index, sentence.text, got.language, got.transcript, got.score.metric,
-                                got.score.errors, got.score.units, got.unscored)
+            heard[key] = Judged(
+                sentence.index,
+                sentence.text,
+                got.language,
+                got.transcript,
+                got.score.metric,
+                got.score.errors,
+                got.score.units,
+                got.unscored,
+            )
         found.append(replace(heard[key], index=sentence.index))
         if progress is not None:
             progress(done, len(sentences))

@@ -19,11 +19,20 @@ def _round(value, places: int = 4):
 
 def _side(side: Side) -> dict:
     return {
-        "config": side.config.given, "label": side.config.label, "folder": str(side.out_dir),
-        "wer": _round(side.wer), "corpus_wer": _round(side.corpus_wer), "perfect": side.perfect,
-        "rtf": _round(side.rtf), "seconds": _round(side.seconds, 3), "audio_seconds": _round(side.audio_seconds, 3),
-        "timed": side.timed, "rendered": side.rendered, "cached": side.cached,
-        "model": side.model, "settings": side.settings,
+        "config": side.config.given,
+        "label": side.config.label,
+        "folder": str(side.out_dir),
+        "wer": _round(side.wer),
+        "corpus_wer": _round(side.corpus_wer),
+        "perfect": side.perfect,
+        "rtf": _round(side.rtf),
+        "seconds": _round(side.seconds, 3),
+        "audio_seconds": _round(side.audio_seconds, 3),
+        "timed": side.timed,
+        "rendered": side.rendered,
+        "cached": side.cached,
+        "model": side.model,
+        "settings": side.settings,
     }
 
 
@@ -32,9 +41,17 @@ def _heard(judged) -> dict:
 
 
 def _line(pair: Pair) -> dict:
-    return {"index": pair.a.index, "speaker": pair.speaker, "text": pair.a.text, "language": pair.a.language,
-            "metric": pair.a.metric, "units": pair.a.units, "delta": _round(pair.delta), "a": _heard(pair.a),
-            "b": _heard(pair.b)}
+    return {
+        "index": pair.a.index,
+        "speaker": pair.speaker,
+        "text": pair.a.text,
+        "language": pair.a.language,
+        "metric": pair.a.metric,
+        "units": pair.a.units,
+        "delta": _round(pair.delta),
+        "a": _heard(pair.a),
+        "b": _heard(pair.b),
+    }
 
 
 def p_method(report: EvalReport) -> str:
@@ -49,18 +66,38 @@ def eval_json(report: EvalReport) -> dict:
     ``sentences``, and the rest)."""
     p = report.paired
     return {
-        "omnidub": __version__, "generator": "omnidub eval", "corpus": str(report.corpus),
-        "sentences": report.sentences, "corpus_sentences": report.total, "metric": report.metric, "units": UNITS,
-        "a": _side(report.a), "b": _side(report.b),
-        "delta": _round(p.delta), "ci": [_round(p.ci[0]), _round(p.ci[1])], "confidence": p.confidence,
-        "p": _round(p.p, 6), "test": p_method(report), "resamples": p.resamples, "seed": report.seed,
-        "differing": p.differing, "standard_error": _round(p.standard_error), "detectable": _round(p.detectable),
+        "omnidub": __version__,
+        "generator": "omnidub eval",
+        "corpus": str(report.corpus),
+        "sentences": report.sentences,
+        "corpus_sentences": report.total,
+        "metric": report.metric,
+        "units": UNITS,
+        "a": _side(report.a),
+        "b": _side(report.b),
+        "delta": _round(p.delta),
+        "ci": [_round(p.ci[0]), _round(p.ci[1])],
+        "confidence": p.confidence,
+        "p": _round(p.p, 6),
+        "test": p_method(report),
+        "resamples": p.resamples,
+        "seed": report.seed,
+        "differing": p.differing,
+        "standard_error": _round(p.standard_error),
+        "detectable": _round(p.detectable),
         "detectable_80": _round(p.detectable_80),
         "perfect": {"a": report.a.perfect, "b": report.b.perfect},
-        "judge": {"model": report.judge.model, "device": report.judge.device, "strength": report.judge.strength,
-                  "note": report.judge.note},
-        "machine": report.machine, "synthetic": report.synthetic, "changes": list(report.changes),
-        "notes": list(report.notes), "left_out": [{"index": i, "why": why} for i, why in report.left_out],
+        "judge": {
+            "model": report.judge.model,
+            "device": report.judge.device,
+            "strength": report.judge.strength,
+            "note": report.judge.note,
+        },
+        "machine": report.machine,
+        "synthetic": report.synthetic,
+        "changes": list(report.changes),
+        "notes": list(report.notes),
+        "left_out": [{"index": i, "why": why} for i, why in report.left_out],
         "differing_lines": [pair.a.index for pair in report.differing()],
         "lines": [_line(pair) for pair in report.pairs],
     }
@@ -76,8 +113,11 @@ def print_eval(report: EvalReport, out: Console) -> None:
     """The report for a person: both sides' figures, the paired difference, the sentences that differ."""
     p, a, b = report.paired, report.a, report.b
     metric = report.metric.upper()
-    table = Table(title=f"omnidub eval: {report.sentences} sentences of {escape(str(report.corpus))}, judged by "
-                        f"{escape(report.judge.model)} on {report.judge.device}", title_justify="left")
+    table = Table(
+        title=f"omnidub eval: {report.sentences} sentences of {escape(str(report.corpus))}, judged by "
+        f"{escape(report.judge.model)} on {report.judge.device}",
+        title_justify="left",
+    )
     table.add_column("")
     table.add_column(f"A: {escape(a.config.label)}", justify="right")
     table.add_column(f"B: {escape(b.config.label)}", justify="right")
@@ -85,30 +125,48 @@ def print_eval(report: EvalReport, out: Console) -> None:
     table.add_row(f"corpus {metric}", f"{a.corpus_wer:.2f} %", f"{b.corpus_wer:.2f} %")
     table.add_row("perfect sentences", f"{a.perfect} of {report.sentences}", f"{b.perfect} of {report.sentences}")
     table.add_row("RTF", *(f"{s.rtf:.2f}" if s.rtf is not None else "-" for s in (a, b)))
-    table.add_row("synthesis seconds", *(f"{s.seconds:.1f} for {s.audio_seconds:.1f} s of audio"
-                                         if s.seconds is not None else "-" for s in (a, b)))
+    table.add_row(
+        "synthesis seconds",
+        *(f"{s.seconds:.1f} for {s.audio_seconds:.1f} s of audio" if s.seconds is not None else "-" for s in (a, b)),
+    )
     table.add_row("rendered / cached now", *(f"{s.rendered} / {s.cached}" for s in (a, b)))
-    table.add_row("ran as", *(escape(f"{s.model.get('backend')} {s.model.get('device')} {s.model.get('dtype')}, "
-                                     f"{s.settings.get('steps')} steps, {s.settings.get('cfg')}") for s in (a, b)))
+    table.add_row(
+        "ran as",
+        *(
+            escape(
+                f"{s.model.get('backend')} {s.model.get('device')} {s.model.get('dtype')}, "
+                f"{s.settings.get('steps')} steps, {s.settings.get('cfg')}"
+            )
+            for s in (a, b)
+        ),
+    )
     out.print(table)
-    out.print(f"[bold]B − A: {_points(p.delta)} {metric} points[/], {p.confidence:.0%} CI "
-              f"[{_points(p.ci[0])}, {_points(p.ci[1])}] (bootstrap, {p.resamples:,} resamples), p = {p.p:.3g} "
-              f"({escape(p_method(report))})", soft_wrap=True)
+    out.print(
+        f"[bold]B − A: {_points(p.delta)} {metric} points[/], {p.confidence:.0%} CI "
+        f"[{_points(p.ci[0])}, {_points(p.ci[1])}] (bootstrap, {p.resamples:,} resamples), p = {p.p:.3g} "
+        f"({escape(p_method(report))})",
+        soft_wrap=True,
+    )
     if p.detectable is None:
         reach = "no sentence differs, so the corpus's spread says nothing about what it could detect"
     else:
-        reach = (f"the smallest difference this corpus calls significant is ±{p.detectable:.2f} points "
-                 f"(±{p.detectable_80:.2f} to find it 4 times in 5)")
+        reach = (
+            f"the smallest difference this corpus calls significant is ±{p.detectable:.2f} points "
+            f"(±{p.detectable_80:.2f} to find it 4 times in 5)"
+        )
     out.print(f"{p.differing} of {report.sentences} sentences differ; {reach}", soft_wrap=True)
     out.print(f"judge: {escape(report.judge.model)}, {escape(report.judge.note)}", soft_wrap=True)
     machine = report.machine
-    where = (f"{machine['cpu']} ({machine['matrix_units']}), {machine['cores']} cores"
-             + (f", {machine['gpu']}" if machine.get("gpu") else ""))
+    where = f"{machine['cpu']} ({machine['matrix_units']}), {machine['cores']} cores" + (
+        f", {machine['gpu']}" if machine.get("gpu") else ""
+    )
     out.print(f"machine: {escape(where)}", soft_wrap=True)
     for change in report.changes:
         if change["asked"]:
-            out.print(f"B changes {escape(str(change['key']))}: {escape(str(change['a']))} → "
-                      f"{escape(str(change['b']))}", soft_wrap=True)
+            out.print(
+                f"B changes {escape(str(change['key']))}: {escape(str(change['a']))} → {escape(str(change['b']))}",
+                soft_wrap=True,
+            )
     for note in report.notes:
         out.print(f"[yellow]note:[/] {escape(note)}", soft_wrap=True)
     for index, why in report.left_out:

@@ -11,6 +11,7 @@ from omnidub.eval.stats import Paired
 
 RENDER_FAILED = "render failed"  # how a sentence left out for that reason is said
 
+
 @dataclass(frozen=True)
 class Side:
     """One configuration as it ran: its folder, the model and settings its manifest records, what rendered and
@@ -85,8 +86,9 @@ class EvalReport:
         return differing(self.pairs)
 
 
-def pair_up(speakers: dict[int, str], a: dict[int, Judged | str], b: dict[int, Judged | str]
-            ) -> tuple[list[Pair], list[tuple[int, str]]]:
+def pair_up(
+    speakers: dict[int, str], a: dict[int, Judged | str], b: dict[int, Judged | str]
+) -> tuple[list[Pair], list[tuple[int, str]]]:
     """Each sentence (number -> speaker) as heard under A and under B (a Judged, or why there is none): the pairs
     both sides scored, and the sentences left out with the reason."""
     pairs, left_out = [], []

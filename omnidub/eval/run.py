@@ -112,15 +112,18 @@ class Evaluation:
             self.notes = []
         voice_map = load_voices(options.voices, list(self.voice), list(self.voice_text))
         self.corpus: Corpus = read_corpus(options.corpus, language=options.language, voices=voice_map)
-        self.a = parse_configuration(options.a, flag="--a", model=options.model, device=options.device,
-                                     seed=options.seed)
-        self.b = parse_configuration(options.b, flag="--b", model=options.model, device=options.device,
-                                     seed=options.seed)
+        self.a = parse_configuration(
+            options.a, flag="--a", model=options.model, device=options.device, seed=options.seed
+        )
+        self.b = parse_configuration(
+            options.b, flag="--b", model=options.model, device=options.device, seed=options.seed
+        )
         stem = "bundled" if self.corpus.bundled else self.corpus.path.stem
         self.out_dir = Path(options.out_dir) if options.out_dir else Path("output") / f"eval-{stem}"
         if (self.out_dir / ".omnidub").exists() or (self.out_dir / "manifest.json").exists():
-            raise OmnidubError(f"{self.out_dir} is a render's output folder; give the eval a folder of its own "
-                               "with --out")
+            raise OmnidubError(
+                f"{self.out_dir} is a render's output folder; give the eval a folder of its own with --out"
+            )
         if self.out_dir.exists() and not self.out_dir.is_dir():
             raise OmnidubError(f"--out {self.out_dir} is a file, not a folder")
         self.asr = Asr(options.asr_model, device=guess_device(options.device))
@@ -155,8 +158,10 @@ class Evaluation:
                 _record(timings, render.out_dir)
                 _write_timings(self.out_dir, timings)
                 if summary.interrupted or self.stopping:
-                    raise Interrupted(f"{summary.rendered + summary.cached} of {summary.lines} sentences of "
-                                      f"{render.config.label} are done")
+                    raise Interrupted(
+                        f"{summary.rendered + summary.cached} of {summary.lines} sentences of "
+                        f"{render.config.label} are done"
+                    )
         finally:
             for render in renders.values():
                 if render.job is not None:
@@ -179,9 +184,12 @@ class Evaluation:
             with self.listener.loading(f"the judge {self.asr.name}"):
                 english_only = self.asr.english_only()  # loads it: a judge that cannot load fails now
         if english_only and others:
-            raise ArgumentError("asr_model", f"the judge {self.asr.name} is English-only and the corpus is in "
-                                f"{', '.join(others)}: give a multilingual {{arg}}NAME (small, large-v3) or "
-                                "{arg}PATH")
+            raise ArgumentError(
+                "asr_model",
+                f"the judge {self.asr.name} is English-only and the corpus is in "
+                f"{', '.join(others)}: give a multilingual {{arg}}NAME (small, large-v3) or "
+                "{arg}PATH",
+            )
         self._checked = True
 
     def _judging(self, done: int, total: int) -> None:
@@ -202,8 +210,9 @@ class Evaluation:
                     spoken.append(Spoken(entry.index, entry.text, entry.language, render.out_dir / entry.file))
                     owner.append(folder)
                 else:
-                    results[folder][entry.index] = (f"{RENDER_FAILED} under {render.config.label}: "
-                                                    f"{entry.error or entry.status}")
+                    results[folder][entry.index] = (
+                        f"{RENDER_FAILED} under {render.config.label}: {entry.error or entry.status}"
+                    )
         for folder, heard in zip(owner, judge(self.asr, spoken, self._judging)):
             results[folder][heard.index] = heard
         speakers = {i: line.speaker for i, line in enumerate(self.corpus.lines, 1)}
@@ -211,8 +220,12 @@ class Evaluation:
         if len(pairs) < 2:
             detail = f" ({left_out[0][1]})" if left_out else ""
             raise OmnidubError(f"only {len(pairs)} sentence(s) could be compared under both configurations{detail}")
-        stats = paired([p.a.rate for p in pairs], [p.b.rate for p in pairs], resamples=self.options.resamples,
-                       seed=self.options.seed)
+        stats = paired(
+            [p.a.rate for p in pairs],
+            [p.b.rate for p in pairs],
+            resamples=self.options.resamples,
+            seed=self.options.seed,
+        )
         manifests = {folder: read_json(r.out_dir) or {} for folder, r in renders.items()}
         sides = {}
         for name, config in (("a", self.a), ("b", self.b)):
@@ -220,20 +233,37 @@ class Evaluation:
             judged = [getattr(p, name) for p in pairs]
             seconds, audio, timed = _time_of(entries[config.folder], timings)
             sides[name] = Side(
-                config=config, out_dir=render.out_dir, model=manifest.get("model") or {},
-                settings=manifest.get("settings") or {}, rendered=render.rendered, cached=render.cached,
-                seconds=seconds, audio_seconds=audio, timed=timed,
+                config=config,
+                out_dir=render.out_dir,
+                model=manifest.get("model") or {},
+                settings=manifest.get("settings") or {},
+                rendered=render.rendered,
+                cached=render.cached,
+                seconds=seconds,
+                audio_seconds=audio,
+                timed=timed,
                 wer=sum(j.rate for j in judged) / len(judged),
                 corpus_wer=100.0 * sum(j.errors for j in judged) / max(1, sum(j.units for j in judged)),
-                perfect=sum(j.errors == 0 for j in judged))
+                perfect=sum(j.errors == 0 for j in judged),
+            )
         metrics = sorted({p.a.metric for p in pairs})
         changes = _changes(sides["a"], sides["b"])
         return EvalReport(
-            corpus=self.corpus.path, total=len(self.corpus.lines), a=sides["a"], b=sides["b"], paired=stats,
-            pairs=tuple(pairs), judge=self.judge, machine=_machine(sides["a"], sides["b"], self.judge),
-            metric="+".join(metrics), seed=self.options.seed, changes=tuple(changes),
-            notes=tuple(self.notes + _notes(sides["a"], sides["b"], changes, len(pairs))), left_out=tuple(left_out),
-            synthetic=self.a.synthetic or self.b.synthetic)
+            corpus=self.corpus.path,
+            total=len(self.corpus.lines),
+            a=sides["a"],
+            b=sides["b"],
+            paired=stats,
+            pairs=tuple(pairs),
+            judge=self.judge,
+            machine=_machine(sides["a"], sides["b"], self.judge),
+            metric="+".join(metrics),
+            seed=self.options.seed,
+            changes=tuple(changes),
+            notes=tuple(self.notes + _notes(sides["a"], sides["b"], changes, len(pairs))),
+            left_out=tuple(left_out),
+            synthetic=self.a.synthetic or self.b.synthetic,
+        )
 
 
 def open_render(config: Configuration, script: Path, out_dir: Path, evaluation: Evaluation, listener: Listener):
@@ -247,9 +277,16 @@ def open_render(config: Configuration, script: Path, out_dir: Path, evaluation: 
     session = Session(config.model, options.device, config.preset, options.asr_model, backend=config.backend)
     session.engine.on_load = evaluation.listener.loading
     session.engine.on_note = evaluation.listener.note
-    job = session.job([script], out_dir=out_dir, voices=options.voices, voice=list(evaluation.voice),
-                      voice_text=list(evaluation.voice_text), language=evaluation.corpus.language, listener=listener,
-                      delivery=DeliveryOptions(sample_rate=24000, loudness=None, timelines=()))
+    job = session.job(
+        [script],
+        out_dir=out_dir,
+        voices=options.voices,
+        voice=list(evaluation.voice),
+        voice_text=list(evaluation.voice_text),
+        language=evaluation.corpus.language,
+        listener=listener,
+        delivery=DeliveryOptions(sample_rate=24000, loudness=None, timelines=()),
+    )
     try:
         job.open()
     except BaseException:
@@ -277,8 +314,9 @@ def _read_timings(out_dir: Path) -> dict:
     except (OSError, ValueError):
         data = None
     if not isinstance(data, dict) or data.get("generator") != _GENERATOR:
-        raise OmnidubError(f"{path} is not omnidub's (omnidub never replaces a file it did not write); choose "
-                           "another --out")
+        raise OmnidubError(
+            f"{path} is not omnidub's (omnidub never replaces a file it did not write); choose another --out"
+        )
     lines = data.get("lines")
     return {k: v for k, v in lines.items() if isinstance(v, list) and len(v) == 2} if isinstance(lines, dict) else {}
 
@@ -326,21 +364,26 @@ def _notes(a: Side, b: Side, changes: list[dict], sentences: int) -> list[str]:
     notes = []
     synthetic = sorted({side.config.model for side in (a, b) if side.config.synthetic})
     if synthetic:
-        notes.append(f"{' and '.join(synthetic)} is a random-weight model: its audio is noise, so the WER means "
-                     "nothing (this run tests the eval's mechanics only)")
+        notes.append(
+            f"{' and '.join(synthetic)} is a random-weight model: its audio is noise, so the WER means "
+            "nothing (this run tests the eval's mechanics only)"
+        )
     for side, name in ((a, "A"), (b, "B")):
         asked = side.config.preset.engine.dtype
         ran = side.model.get("dtype")
         if asked != "auto" and ran and ran != asked:
             notes.append(f"{name} asked for dtype {asked} and rendered in {ran} ({side.model.get('backend')})")
         if side.timed < sentences:
-            notes.append(f"{name}'s RTF covers {side.timed} of its sentences: the others were rendered before this "
-                         "eval kept their times")
+            notes.append(
+                f"{name}'s RTF covers {side.timed} of its sentences: the others were rendered before this "
+                "eval kept their times"
+            )
     unasked = [c for c in changes if not c["asked"]]
     if unasked:
         what = "; ".join(f"{c['key']} {c['a']} → {c['b']}" for c in unasked)
-        notes.append(f"A and B also differ in what neither configuration named: {what}; the difference may come "
-                     "from that too")
+        notes.append(
+            f"A and B also differ in what neither configuration named: {what}; the difference may come from that too"
+        )
     if a.out_dir == b.out_dir:
         notes.append("A and B are the same configuration: rendered once, so the difference is zero by construction")
     return notes
@@ -358,5 +401,12 @@ def _machine(a: Side, b: Side, judge: Judge) -> dict:
             except Exception:  # noqa: BLE001 - a name only; an ONNX Runtime run may have no torch CUDA
                 gpu = None
             break
-    return {"cpu": cpu_name(), "matrix_units": matrix_units(), "cores": os.cpu_count(), "gpu": gpu,
-            "a_device": a.model.get("device"), "b_device": b.model.get("device"), "judge_device": judge.device}
+    return {
+        "cpu": cpu_name(),
+        "matrix_units": matrix_units(),
+        "cores": os.cpu_count(),
+        "gpu": gpu,
+        "a_device": a.model.get("device"),
+        "b_device": b.model.get("device"),
+        "judge_device": judge.device,
+    }

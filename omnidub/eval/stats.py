@@ -61,8 +61,16 @@ def paired(a, b, *, resamples: int = RESAMPLES, seed: int = 0, confidence: float
     if np.all(d == d[0]):  # every resample has the same mean: the interval is that point
         ci = (delta, delta)
     else:
-        boot = stats.bootstrap((d,), np.mean, n_resamples=resamples, confidence_level=confidence,
-                               method="percentile", rng=rng, batch=batch, vectorized=True)
+        boot = stats.bootstrap(
+            (d,),
+            np.mean,
+            n_resamples=resamples,
+            confidence_level=confidence,
+            method="percentile",
+            rng=rng,
+            batch=batch,
+            vectorized=True,
+        )
         ci = (float(boot.confidence_interval.low), float(boot.confidence_interval.high))
     differ = d[d != 0]
     k = len(differ)
@@ -71,10 +79,17 @@ def paired(a, b, *, resamples: int = RESAMPLES, seed: int = 0, confidence: float
     else:
         # Ties flip to themselves: the test over the differing sentences alone is the same test, and small
         # enough to be exact more often.
-        exact = k < 63 and 2 ** k <= resamples
-        test = stats.permutation_test((differ,), _mean, permutation_type="samples", n_resamples=resamples,
-                                      alternative="two-sided", rng=rng, batch=max(1, _BATCH_VALUES // k),
-                                      vectorized=True)
+        exact = k < 63 and 2**k <= resamples
+        test = stats.permutation_test(
+            (differ,),
+            _mean,
+            permutation_type="samples",
+            n_resamples=resamples,
+            alternative="two-sided",
+            rng=rng,
+            batch=max(1, _BATCH_VALUES // k),
+            vectorized=True,
+        )
         p = float(min(1.0, max(0.0, test.pvalue)))
     standard_error = float(d.std(ddof=1) / math.sqrt(n))
     z = stats.norm.ppf(0.5 + confidence / 2)
@@ -82,8 +97,19 @@ def paired(a, b, *, resamples: int = RESAMPLES, seed: int = 0, confidence: float
     if k:
         detectable = float(z * standard_error)
         detectable_80 = float((z + stats.norm.ppf(POWER)) * standard_error)
-    return Paired(n=n, delta=delta, ci=ci, p=p, exact=exact, differing=k, standard_error=standard_error,
-                  detectable=detectable, detectable_80=detectable_80, confidence=confidence, resamples=resamples)
+    return Paired(
+        n=n,
+        delta=delta,
+        ci=ci,
+        p=p,
+        exact=exact,
+        differing=k,
+        standard_error=standard_error,
+        detectable=detectable,
+        detectable_80=detectable_80,
+        confidence=confidence,
+        resamples=resamples,
+    )
 
 
 def _mean(x, axis):

@@ -34,7 +34,11 @@ class BedReader:
         self._frames = self._container.decode(stream)
         # PyAV maps the channel layout (mono, 5.1, ... -> stereo); soxr alone changes the rate, upward by default.
         self._layout = av.AudioResampler(format="flt", layout="stereo", rate=stream.rate)
-        self._rate = soxr.ResampleStream(stream.rate, sample_rate, 2, dtype="float32", quality="HQ") if stream.rate != sample_rate else None
+        self._rate = (
+            soxr.ResampleStream(stream.rate, sample_rate, 2, dtype="float32", quality="HQ")
+            if stream.rate != sample_rate
+            else None
+        )
         self._pending: list[np.ndarray] = []
         self._buffered = 0
         self._done = False
@@ -102,7 +106,15 @@ def speech_spans(placements, attack: float = 0.05, release: float = 0.3) -> list
     return merged
 
 
-def duck_curve(spans: list[tuple[float, float]], start: int, frames: int, sample_rate: int, depth: float, attack: float, release: float) -> np.ndarray:
+def duck_curve(
+    spans: list[tuple[float, float]],
+    start: int,
+    frames: int,
+    sample_rate: int,
+    depth: float,
+    attack: float,
+    release: float,
+) -> np.ndarray:
     """The bed's linear gain for ``frames`` samples from ``start``: ``depth`` dB down while the dub speaks, reached
     by the first word (the dip starts ``attack`` seconds before) and let go over ``release`` seconds after."""
     amount = np.zeros(frames)
@@ -118,7 +130,9 @@ def duck_curve(spans: list[tuple[float, float]], start: int, frames: int, sample
         if lo >= hi:
             continue
         t = (start + np.arange(lo, hi)) / sample_rate
-        rise = np.clip((t - (span_start - attack)) / attack, 0.0, 1.0) if attack > 0 else (t >= span_start).astype(float)
+        rise = (
+            np.clip((t - (span_start - attack)) / attack, 0.0, 1.0) if attack > 0 else (t >= span_start).astype(float)
+        )
         fall = np.clip(1.0 - (t - span_end) / release, 0.0, 1.0) if release > 0 else (t <= span_end).astype(float)
         np.maximum(amount[lo:hi], np.minimum(rise, fall), out=amount[lo:hi])
     # A raised-cosine ramp in dB: no corners for the ear to catch.

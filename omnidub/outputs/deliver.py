@@ -57,9 +57,11 @@ class Probed:
         if not late:
             return None
         last = max(end for _, end in ends)
-        return (f"the programme runs {last:.2f} s but the picture of {self.video.path} ends at {self.video.seconds:.2f} s: "
-                f"line(s) {line_ranges(late)} would play over no picture (flagged past-video), and the dubbed video's "
-                "sound runs on past its picture")
+        return (
+            f"the programme runs {last:.2f} s but the picture of {self.video.path} ends at {self.video.seconds:.2f} s: "
+            f"line(s) {line_ranges(late)} would play over no picture (flagged past-video), and the dubbed video's "
+            "sound runs on past its picture"
+        )
 
 
 def check(options: DeliveryOptions) -> Probed:
@@ -73,26 +75,36 @@ def check(options: DeliveryOptions) -> Probed:
 
     if options.fmt not in FORMATS:
         raise OmnidubError(f"unknown format {options.fmt}; choose from {', '.join(FORMATS)}")
-    for label, value in (("--loudness", options.loudness), ("--true-peak", options.true_peak),
-                         ("--duck", options.duck), ("--fps", options.fps)):
-        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))
-                                  or not math.isfinite(value)):
+    for label, value in (
+        ("--loudness", options.loudness),
+        ("--true-peak", options.true_peak),
+        ("--duck", options.duck),
+        ("--fps", options.fps),
+    ):
+        if value is not None and (
+            isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value)
+        ):
             raise OmnidubError(f"{label} {value} is not a finite number")
     if not 8000 <= options.sample_rate <= 192000:
         raise OmnidubError(f"--sample-rate {options.sample_rate} is outside 8000..192000")
     if options.fmt == "mp3" and options.sample_rate not in MP3_RATES:
-        raise OmnidubError(f"--sample-rate {options.sample_rate} with --format mp3: MP3 holds only "
-                           f"{', '.join(map(str, MP3_RATES))} Hz; choose one of those, or --format wav or flac")
+        raise OmnidubError(
+            f"--sample-rate {options.sample_rate} with --format mp3: MP3 holds only "
+            f"{', '.join(map(str, MP3_RATES))} Hz; choose one of those, or --format wav or flac"
+        )
     if options.loudness is not None and not -70 < options.loudness < 0:
         raise OmnidubError(f"--loudness {options.loudness} LUFS is not a usable target (e.g. -23, -16, or off)")
     if options.true_peak > 0:
         raise OmnidubError(f"--true-peak {options.true_peak} dBTP is above full scale; use 0 or less (e.g. -1)")
     if options.true_peak < TRUE_PEAK_FLOOR:
-        raise OmnidubError(f"--true-peak {options.true_peak} dBTP would hold the mix near silence; a ceiling runs "
-                           f"from {TRUE_PEAK_FLOOR:g} to 0 dBTP (e.g. -1)")
+        raise OmnidubError(
+            f"--true-peak {options.true_peak} dBTP would hold the mix near silence; a ceiling runs "
+            f"from {TRUE_PEAK_FLOOR:g} to 0 dBTP (e.g. -1)"
+        )
     if not 0 <= options.duck <= DUCK_MAX:
-        raise OmnidubError(f"--duck {options.duck} dB: the bed drops by 0 to {DUCK_MAX:g} dB while a line plays "
-                           "(e.g. 12)")
+        raise OmnidubError(
+            f"--duck {options.duck} dB: the bed drops by 0 to {DUCK_MAX:g} dB while a line plays (e.g. 12)"
+        )
     if options.fps is not None:
         _check_fps(options.fps, "--fps")
     check_formats(options.timelines)
@@ -109,7 +121,9 @@ def check(options: DeliveryOptions) -> Probed:
     fps = options.fps or (float(video.fps) if video else DEFAULT_FPS)
     if options.fps is None and video is not None:
         _check_fps(fps, f"the video {options.video}", "; pass --fps with the rate of your editor's project")
-    check_timecode_rate(options.timelines, fps, "--fps" if options.fps else f"the video {options.video}" if video else None)
+    check_timecode_rate(
+        options.timelines, fps, "--fps" if options.fps else f"the video {options.video}" if video else None
+    )
     return Probed(video, bed, fps, tuple(notes))
 
 
@@ -117,8 +131,10 @@ def _check_fps(fps: float, source: str, fix: str = "") -> None:
     low, high = FPS_RANGE
     if not low <= fps <= high:
         given = f"{source} {fps:g}" if source.startswith("--") else f"{source} runs at {fps:g} fps"
-        raise OmnidubError(f"{given}: timecodes and timelines take {low:g} to {high:g} frames a second (e.g. 25, "
-                           f"29.97 or 30000/1001){fix}")
+        raise OmnidubError(
+            f"{given}: timecodes and timelines take {low:g} to {high:g} frames a second (e.g. 25, "
+            f"29.97 or 30000/1001){fix}"
+        )
 
 
 def _probe_bed(path: Path) -> Media:
@@ -146,8 +162,10 @@ def _probe_video(options: DeliveryOptions) -> tuple[Media, list[str]]:
         raise OmnidubError(f"--keep-original: {options.video} has no audio track to keep; leave the flag out")
     notes = []
     if media.truncated:
-        notes.append(f"{options.video}: the header says {media.declared:.2f} s but the picture ends at "
-                     f"{media.seconds:.2f} s (a truncated file?); omnidub uses {media.seconds:.2f} s")
+        notes.append(
+            f"{options.video}: the header says {media.declared:.2f} s but the picture ends at "
+            f"{media.seconds:.2f} s (a truncated file?); omnidub uses {media.seconds:.2f} s"
+        )
     return media, notes
 
 

@@ -12,8 +12,19 @@ from fractions import Fraction
 NTSC_NOMINAL = (24, 30, 48, 60, 120)
 NTSC_TOLERANCE = 0.01
 # The rates SMPTE timecode (and so an EDL or an FCP 7 XML) is written at.
-SMPTE_RATES = frozenset({Fraction(24000, 1001), Fraction(24), Fraction(25), Fraction(30000, 1001), Fraction(30),
-                         Fraction(48), Fraction(50), Fraction(60000, 1001), Fraction(60)})
+SMPTE_RATES = frozenset(
+    {
+        Fraction(24000, 1001),
+        Fraction(24),
+        Fraction(25),
+        Fraction(30000, 1001),
+        Fraction(30),
+        Fraction(48),
+        Fraction(50),
+        Fraction(60000, 1001),
+        Fraction(60),
+    }
+)
 
 
 @dataclass(frozen=True)

@@ -161,12 +161,18 @@ class Meter:
         o = np.zeros(ready * 4 * w, np.float32)
         s_n, o_n = min(len(self._samples), ready * w), min(len(self._over), ready * 4 * w)
         s[:s_n], o[:o_n] = self._samples[:s_n], self._over[:o_n]
-        self._peaks.append(np.maximum(s.reshape(ready, w).max(axis=1), o.reshape(ready, 4 * w).max(axis=1)).astype(np.float16))
+        self._peaks.append(
+            np.maximum(s.reshape(ready, w).max(axis=1), o.reshape(ready, 4 * w).max(axis=1)).astype(np.float16)
+        )
         self._samples, self._over = self._samples[s_n:], self._over[o_n:]
 
     def finish(self) -> "Measurement":
         """Close the stream; the measurement keeps the per-step energies and per-millisecond peaks."""
-        self._add_peaks(np.zeros(0, np.float32), self._oversampler.resample_chunk(np.zeros((0, self.channels), np.float32), last=True), last=True)
+        self._add_peaks(
+            np.zeros(0, np.float32),
+            self._oversampler.resample_chunk(np.zeros((0, self.channels), np.float32), last=True),
+            last=True,
+        )
         energy = self._energy + ([self._partial] if self._partial_len else [])
         peaks = np.concatenate(self._peaks) if self._peaks else np.zeros(0, np.float16)
         n_windows = -(-self._frames // self._window)
@@ -245,8 +251,11 @@ class Gain:
         """The linear gain for ``frames`` samples from ``start``: a scalar unless the limiter works here."""
         scalar = 10 ** (self.db / 20)
         end = start + frames
-        touching = [(first, values) for first, values in self.limits
-                    if first * self.window < end + self.window and (first + len(values)) * self.window > start - self.window]
+        touching = [
+            (first, values)
+            for first, values in self.limits
+            if first * self.window < end + self.window and (first + len(values)) * self.window > start - self.window
+        ]
         if not touching:
             return scalar
         db = np.zeros(frames)

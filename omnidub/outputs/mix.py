@@ -76,13 +76,21 @@ def short_of_target(path: Path, level: Level, target: float | None, ceiling: flo
     any reason: held down by the ceiling, or too quiet to measure at all (under the -70 LUFS gate)."""
     if target is None or (level.integrated is not None and target - level.integrated <= SHORT_OF_TARGET):
         return None
-    why = (f"the {ceiling:g} dBTP true-peak ceiling holds it down (the limiter turns peaks down, and the level "
-           f"rises at most {MAKEUP_MAX:g} dB to make up for it); raise --true-peak or lower --loudness"
-           if limited or ceiling < target else "its level could not be raised further")
+    why = (
+        f"the {ceiling:g} dBTP true-peak ceiling holds it down (the limiter turns peaks down, and the level "
+        f"rises at most {MAKEUP_MAX:g} dB to make up for it); raise --true-peak or lower --loudness"
+        if limited or ceiling < target
+        else "its level could not be raised further"
+    )
     if level.integrated is None:
-        return (f"{path.name} is too quiet to measure (under the -70 LUFS gate), not at the {target:g} LUFS target: "
-                f"{why if limited else 'its lines are silent or nearly so; listen to the segments'}")
-    return f"{path.name} measures {level.integrated:.1f} LUFS, {target - level.integrated:.1f} LU under the {target:g} LUFS target: {why}"
+        return (
+            f"{path.name} is too quiet to measure (under the -70 LUFS gate), not at the {target:g} LUFS target: "
+            f"{why if limited else 'its lines are silent or nearly so; listen to the segments'}"
+        )
+    return (
+        f"{path.name} measures {level.integrated:.1f} LUFS, {target - level.integrated:.1f} LU under the "
+        f"{target:g} LUFS target: {why}"
+    )
 
 
 def container(fmt: str, frames: int, channels: int = 1) -> tuple[str, str]:
@@ -129,7 +137,9 @@ def assemble(
 
             spans = speech_spans(placements, bed.attack, bed.release)
             bed_meter, bed_source = Meter(sample_rate, 2), stack.enter_context(BedReader(bed.path, sample_rate))
-        sinks = [_sink(stack, path, sample_rate, 1, *container(fmt, total)) for path in [*(stems[s] for s in speakers), mix]]
+        sinks = [
+            _sink(stack, path, sample_rate, 1, *container(fmt, total)) for path in [*(stems[s] for s in speakers), mix]
+        ]
         for start, frames, blocks in _program(placements, sample_rate, total):
             curve = gain.curve(start, frames)
             for speaker, sink in zip(speakers, sinks):
@@ -142,21 +152,36 @@ def assemble(
             if over_bed:
                 bed_meter.feed(_over_bed(dub * dub_scale, bed_source.read(frames), spans, start, sample_rate, bed))
     level = written.finish().level()
-    dub_result = Mastered(mix, gain.db, gain.limited, level, short_of_target(mix, level, loudness, true_peak, gain.limited))
+    dub_result = Mastered(
+        mix, gain.db, gain.limited, level, short_of_target(mix, level, loudness, true_peak, gain.limited)
+    )
     if not over_bed:
         return dub_result, None
 
     # Pass 3: the mix over the bed, with its own gain.
     bed_gain = plan_gain(bed_meter.finish(), loudness, true_peak)
     level, silenced = _write_over_bed(placements, bed, bed_mix, bed_gain, dub_scale, spans, sample_rate, fmt, total)
-    notes = [short_of_target(bed_mix, level, loudness, true_peak, bed_gain.limited),
-             f"the bed {bed.path} holds {silenced:,} samples that are not numbers (NaN or infinity): they are silence "
-             "in the mix" if silenced else None]
+    notes = [
+        short_of_target(bed_mix, level, loudness, true_peak, bed_gain.limited),
+        f"the bed {bed.path} holds {silenced:,} samples that are not numbers (NaN or infinity): they are silence "
+        "in the mix"
+        if silenced
+        else None,
+    ]
     return dub_result, Mastered(bed_mix, bed_gain.db, bed_gain.limited, level, "; ".join(filter(None, notes)) or None)
 
 
-def _write_over_bed(placements: list[Placement], bed: Bed, path: Path, gain, dub_scale: float, spans,
-                    sample_rate: int, fmt: str, total: int):
+def _write_over_bed(
+    placements: list[Placement],
+    bed: Bed,
+    path: Path,
+    gain,
+    dub_scale: float,
+    spans,
+    sample_rate: int,
+    fmt: str,
+    total: int,
+):
     """Write the dub (at ``dub_scale``) over the ducked bed with ``gain``; returns the level written and how many
     of the bed's samples were not numbers (made silent)."""
     from omnidub.outputs.bed import BedReader
@@ -182,7 +207,9 @@ def _over_bed(dub: np.ndarray, bed_audio: np.ndarray, spans, start: int, sample_
     return dub[:, None] + bed_audio * duck[:, None]
 
 
-def _sink(stack: contextlib.ExitStack, path: Path, sample_rate: int, channels: int, major: str, subtype: str) -> sf.SoundFile:
+def _sink(
+    stack: contextlib.ExitStack, path: Path, sample_rate: int, channels: int, major: str, subtype: str
+) -> sf.SoundFile:
     """An output file written under a temporary name, in place once the whole stack closes without error."""
     temp = stack.enter_context(atomic_path(path))
     return stack.enter_context(sf.SoundFile(temp, "w", sample_rate, channels, format=major, subtype=subtype))
@@ -222,7 +249,9 @@ def _program(placements: list[Placement], sample_rate: int, total: int):
             audio = np.nan_to_num(audio.mean(axis=1), nan=0.0, posinf=0.0, neginf=0.0)
             if rate != sample_rate:
                 audio = soxr.resample(audio, rate, sample_rate, quality="HQ")
-            active.append((first, last, placement, np.pad(audio, (0, max(0, last - first - len(audio))))[: last - first]))
+            active.append(
+                (first, last, placement, np.pad(audio, (0, max(0, last - first - len(audio))))[: last - first])
+            )
         active = [span for span in active if span[1] > block_start]
         blocks: dict[str, np.ndarray] = {}
         for first, last, placement, audio in active:

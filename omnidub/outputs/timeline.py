@@ -37,16 +37,21 @@ def check_timecode_rate(formats: tuple[str, ...], fps: float, source: str | None
         try:
             otio.adapters.from_name(adapter).module()
         except Exception as exc:  # noqa: BLE001 - not registered, or its module fails to import
-            raise OmnidubError(f"--timeline {fmt} needs the {package} package ({type(exc).__name__}); install it "
-                               "with pip install 'omnidub[timelines]', or leave it out of --timeline") from None
+            raise OmnidubError(
+                f"--timeline {fmt} needs the {package} package ({type(exc).__name__}); install it "
+                "with pip install 'omnidub[timelines]', or leave it out of --timeline"
+            ) from None
         if not smpte_rate(fps):
-            raise OmnidubError(f"--timeline {fmt}: its timecodes need a standard frame rate (23.976, 24, 25, 29.97, 30, 48, "
-                               f"50, 59.94 or 60), and {source or 'the rate'} gives {fps:g} fps; pass --fps 25 (or the "
-                               "rate your editor's project uses), or leave it out of --timeline")
+            raise OmnidubError(
+                f"--timeline {fmt}: its timecodes need a standard frame rate (23.976, 24, 25, 29.97, 30, 48, "
+                f"50, 59.94 or 60), and {source or 'the rate'} gives {fps:g} fps; pass --fps 25 (or the "
+                "rate your editor's project uses), or leave it out of --timeline"
+            )
 
 
-def write_subtitles(placements: list[Placement], srt_path: Path, vtt_path: Path, fps: float, *,
-                    speakers: bool = False) -> None:
+def write_subtitles(
+    placements: list[Placement], srt_path: Path, vtt_path: Path, fps: float, *, speakers: bool = False
+) -> None:
     """Write the lines as SRT and WebVTT cues on the frame grid: each from its clip's first frame to its last (as
     the timelines place it) but never past the next cue's start (players would show both); lines whose clips start
     on the same frame share one cue. The VTT names each speaker with ``<v>``; the SRT does with ``NAME:`` when
@@ -56,16 +61,23 @@ def write_subtitles(placements: list[Placement], srt_path: Path, vtt_path: Path,
     grid = FrameGrid.at(fps)
     cues = [(grid.seconds(first), grid.seconds(last), group) for first, last, group in _cues(placements, grid)]
     subtitles = [
-        srt.Subtitle(index=n, start=timedelta(milliseconds=round(start * 1000)),
-                     end=timedelta(milliseconds=round(end * 1000)),
-                     content="\n".join(f"{p.speaker}: {p.text}" if speakers else p.text for p in group))
+        srt.Subtitle(
+            index=n,
+            start=timedelta(milliseconds=round(start * 1000)),
+            end=timedelta(milliseconds=round(end * 1000)),
+            content="\n".join(f"{p.speaker}: {p.text}" if speakers else p.text for p in group),
+        )
         for n, (start, end, group) in enumerate(cues, 1)
     ]
     write_text_atomic(srt_path, srt.compose(subtitles, reindex=False))
     blocks = ["WEBVTT", ""]
     for n, (start, end, group) in enumerate(cues, 1):
-        blocks += [str(n), f"{_vtt_time(start)} --> {_vtt_time(end)}",
-                   *(f"<v {html.escape(p.speaker)}>{html.escape(p.text, quote=False)}" for p in group), ""]
+        blocks += [
+            str(n),
+            f"{_vtt_time(start)} --> {_vtt_time(end)}",
+            *(f"<v {html.escape(p.speaker)}>{html.escape(p.text, quote=False)}" for p in group),
+            "",
+        ]
     write_text_atomic(vtt_path, "\n".join(blocks))
 
 
@@ -115,8 +127,15 @@ class _Clip:
 
 
 def write_timelines(
-    placements: list[Placement], base: Path, fps: float, formats: tuple[str, ...] = ("otio",), *, name: str = "",
-    video: Path | None = None, video_seconds: float | None = None, marks: dict[int, tuple[str, ...]] | None = None,
+    placements: list[Placement],
+    base: Path,
+    fps: float,
+    formats: tuple[str, ...] = ("otio",),
+    *,
+    name: str = "",
+    video: Path | None = None,
+    video_seconds: float | None = None,
+    marks: dict[int, tuple[str, ...]] | None = None,
 ) -> list[Path]:
     """Write ``base``.otio / .xml (FCP 7) / .<speaker>.edl: one audio track per speaker lane, named for it, each
     line a clip of its whole segment from the frame nearest its start (:meth:`FrameGrid.clip`), the lines in
@@ -125,8 +144,10 @@ def write_timelines(
     check_formats(formats)
     grid = FrameGrid.at(fps)
     marks = marks or {}
-    lanes = [(label, [_Clip(p, *grid.clip(p.start, p.seconds), marks.get(p.index, ())) for p in lines])
-             for label, lines in speaker_lanes(placements, fps)]
+    lanes = [
+        (label, [_Clip(p, *grid.clip(p.start, p.seconds), marks.get(p.index, ())) for p in lines])
+        for label, lines in speaker_lanes(placements, fps)
+    ]
     picture = (Path(video), grid.frame(video_seconds)) if video is not None and video_seconds else None
     written = []
     if "otio" in formats:
@@ -142,14 +163,23 @@ def write_timelines(
         # it writes.
         edl_grid = FrameGrid(Fraction(grid.base))
         for (label, clips), file in zip(lanes, edl_names(base.name, [label for label, _ in lanes])):
-            timeline = _timeline(f"{name} {label}".strip(), edl_grid, [(label, clips)], picture, _absolute_url,
-                                 edl=True)
+            timeline = _timeline(
+                f"{name} {label}".strip(), edl_grid, [(label, clips)], picture, _absolute_url, edl=True
+            )
             written.append(_write(timeline, base.with_name(file), "cmx_3600", rate=grid.base))
     return written
 
 
-def _timeline(name: str, grid: FrameGrid, lanes: list[tuple[str, list[_Clip]]], picture: tuple[Path, int] | None,
-              url, *, fcp: bool = False, edl: bool = False):
+def _timeline(
+    name: str,
+    grid: FrameGrid,
+    lanes: list[tuple[str, list[_Clip]]],
+    picture: tuple[Path, int] | None,
+    url,
+    *,
+    fcp: bool = False,
+    edl: bool = False,
+):
     """The OpenTimelineIO timeline of the lanes, every time a whole number of frames of ``grid``; ``url`` names a
     file. FCP 7 XML names its tracks with Premiere's ``MZ.TrackName`` attribute (and a ``name`` element, which
     OTIO readers take); an EDL's markers are at record time, as editors write LOC lines."""
@@ -172,12 +202,19 @@ def _timeline(name: str, grid: FrameGrid, lanes: list[tuple[str, list[_Clip]]], 
         for c in clips:
             if c.record_in > cursor:
                 track.append(otio.schema.Gap(source_range=span(0, c.record_in - cursor)))
-            reference = otio.schema.ExternalReference(target_url=url(Path(c.line.path)),
-                                                      available_range=span(0, c.length))
-            clip = otio.schema.Clip(name=Path(c.line.path).stem, media_reference=reference,
-                                    source_range=span(0, c.length))
-            clip.metadata["omnidub"] = {"index": c.line.index, "speaker": c.line.speaker, "text": c.line.text,
-                                        "start": c.line.start, "marks": list(c.marks)}
+            reference = otio.schema.ExternalReference(
+                target_url=url(Path(c.line.path)), available_range=span(0, c.length)
+            )
+            clip = otio.schema.Clip(
+                name=Path(c.line.path).stem, media_reference=reference, source_range=span(0, c.length)
+            )
+            clip.metadata["omnidub"] = {
+                "index": c.line.index,
+                "speaker": c.line.speaker,
+                "text": c.line.text,
+                "start": c.line.start,
+                "marks": list(c.marks),
+            }
             if c.marks:
                 clip.markers.append(_marker(c, RationalTime(c.record_in if edl else 0, rate)))
             track.append(clip)
@@ -202,8 +239,9 @@ def _marker(clip: _Clip, at):
 
     failed = any(m.startswith("QA") for m in clip.marks)
     color = otio.schema.MarkerColor.RED if failed else otio.schema.MarkerColor.YELLOW
-    marker = otio.schema.Marker(name=", ".join(clip.marks), marked_range=TimeRange(at, RationalTime(0, at.rate)),
-                                color=color)
+    marker = otio.schema.Marker(
+        name=", ".join(clip.marks), marked_range=TimeRange(at, RationalTime(0, at.rate)), color=color
+    )
     marker.metadata["fcp_xml"] = {"comment": f"line {clip.line.index}: {clip.line.text}"}
     return marker
 

@@ -14,7 +14,13 @@ from omnidub.errors import OmnidubError
 from omnidub.files import atomic_path
 
 # Output container per source suffix, and the audio codec the dub is encoded with there.
-CONTAINERS = {".mp4": ("mp4", "aac"), ".m4v": ("mp4", "aac"), ".mov": ("mov", "aac"), ".mkv": ("matroska", "aac"), ".webm": ("webm", "libopus")}
+CONTAINERS = {
+    ".mp4": ("mp4", "aac"),
+    ".m4v": ("mp4", "aac"),
+    ".mov": ("mov", "aac"),
+    ".mkv": ("matroska", "aac"),
+    ".webm": ("webm", "libopus"),
+}
 AUDIO_BITRATE = 96_000  # per channel
 
 
@@ -50,7 +56,9 @@ def probe(path: Path, *, sound: bool = False) -> Media:
         with av.open(str(path)) as container:
             video = container.streams.video[0] if container.streams.video else None
             audio = container.streams.audio[0] if container.streams.audio else None
-            lengths = [float(s.duration * s.time_base) for s in container.streams if s.duration is not None and s.time_base]
+            lengths = [
+                float(s.duration * s.time_base) for s in container.streams if s.duration is not None and s.time_base
+            ]
             if not lengths and container.duration is not None:
                 lengths = [container.duration / 1_000_000]
             declared = max(lengths) if lengths else None
@@ -88,7 +96,9 @@ def dubbed_path(out_dir: Path, video: Path) -> Path:
     """``<out>/<video stem>.dub.<video suffix>``."""
     suffix = video.suffix.lower()
     if suffix not in CONTAINERS:
-        raise OmnidubError(f"cannot write a dubbed {video.suffix or 'file'} video; use one of {', '.join(sorted(CONTAINERS))}")
+        raise OmnidubError(
+            f"cannot write a dubbed {video.suffix or 'file'} video; use one of {', '.join(sorted(CONTAINERS))}"
+        )
     return Path(out_dir) / f"{video.stem}.dub{suffix}"
 
 
@@ -203,6 +213,8 @@ def _language_tag(language: str | None, container_format: str) -> str:
     import langcodes
 
     try:
-        return langcodes.Language.get(langcodes.standardize_tag(language)).to_alpha3(variant="B" if container_format in ("matroska", "webm") else "T")
+        return langcodes.Language.get(langcodes.standardize_tag(language)).to_alpha3(
+            variant="B" if container_format in ("matroska", "webm") else "T"
+        )
     except (LookupError, ValueError):
         return "und"

@@ -75,9 +75,16 @@ class AudioWriter:
         bed_mix = out / f"mix-bed.{options.fmt}" if options.bed else None
         (out / "stems").mkdir(exist_ok=True)
         dub, over_bed = assemble(
-            programme.placements, stems, out / f"mix.{options.fmt}", programme.seconds,
-            sample_rate=options.sample_rate, fmt=options.fmt, loudness=options.loudness, true_peak=options.true_peak,
-            bed=Bed(options.bed, duck=options.duck) if options.bed else None, bed_mix=bed_mix,
+            programme.placements,
+            stems,
+            out / f"mix.{options.fmt}",
+            programme.seconds,
+            sample_rate=options.sample_rate,
+            fmt=options.fmt,
+            loudness=options.loudness,
+            true_peak=options.true_peak,
+            bed=Bed(options.bed, duck=options.duck) if options.bed else None,
+            bed_mix=bed_mix,
         )
         for mastered in (dub, over_bed):
             if mastered is not None and mastered.note:  # held under its loudness target: by how much and why
@@ -85,8 +92,12 @@ class AudioWriter:
         record = {
             "stems": {speaker: f"stems/{name}.{options.fmt}" for speaker, name in sorted(programme.speakers.items())},
             "mix": f"mix.{options.fmt}",
-            "loudness": {"target": options.loudness, "true_peak_ceiling": options.true_peak, "mix": dub.as_dict(),
-                         "bed_mix": over_bed.as_dict() if over_bed else None},
+            "loudness": {
+                "target": options.loudness,
+                "true_peak_ceiling": options.true_peak,
+                "mix": dub.as_dict(),
+                "bed_mix": over_bed.as_dict() if over_bed else None,
+            },
             "delivery": {"bed_mix": f"mix-bed.{options.fmt}" if over_bed else None},
         }
         files = [*record["stems"].values(), record["mix"]] + ([record["delivery"]["bed_mix"]] if over_bed else [])
@@ -113,8 +124,13 @@ class VideoWriter:
         [relative] = self.paths(programme)
         # The programme's sound: the mix over the bed when there is one.
         sound = done["delivery"].get("bed_mix") or done["mix"]
-        mux(options.video, programme.out_dir / sound, programme.out_dir / relative, language=options.language,
-            keep_original=options.keep_original)
+        mux(
+            options.video,
+            programme.out_dir / sound,
+            programme.out_dir / relative,
+            language=options.language,
+            keep_original=options.keep_original,
+        )
         return Output([relative], {"delivery": {"video": relative}})
 
 
@@ -130,8 +146,13 @@ class SubtitleWriter:
         from omnidub.outputs.timeline import write_subtitles
 
         srt, vtt = self.paths(programme)
-        write_subtitles(programme.placements, programme.out_dir / srt, programme.out_dir / vtt, programme.fps,
-                        speakers=programme.options.subtitle_speakers)
+        write_subtitles(
+            programme.placements,
+            programme.out_dir / srt,
+            programme.out_dir / vtt,
+            programme.fps,
+            speakers=programme.options.subtitle_speakers,
+        )
         return Output([srt, vtt], {"delivery": {"subtitles": [srt, vtt]}})
 
 
@@ -174,9 +195,14 @@ class TimelineWriter:
         if not programme.options.timelines:
             return Output([], self.empty)
         written = write_timelines(
-            programme.placements, programme.out_dir / f"{programme.name}.dub", programme.fps,
-            programme.options.timelines, name=programme.name, video=programme.options.video,
-            video_seconds=programme.video_seconds, marks=self.marks(programme),
+            programme.placements,
+            programme.out_dir / f"{programme.name}.dub",
+            programme.fps,
+            programme.options.timelines,
+            name=programme.name,
+            video=programme.options.video,
+            video_seconds=programme.video_seconds,
+            marks=self.marks(programme),
         )
         files = [Path(p).relative_to(programme.out_dir).as_posix() for p in written]
         return Output(files, {"delivery": {"timelines": files}})

@@ -25,7 +25,8 @@ def percent(rate: float | None) -> str:
 
 def corpus_text(figure: CorpusFigure) -> str:
     unit = "characters" if figure.metric == "cer" else "words"
-    return f"{figure.metric.upper()} {percent(figure.rate)} ({figure.errors} errors / {figure.units} {unit}, {figure.lines} lines)"
+    counts = f"{figure.errors} errors / {figure.units} {unit}, {figure.lines} lines"
+    return f"{figure.metric.upper()} {percent(figure.rate)} ({counts})"
 
 
 def rate_text(check: LineCheck) -> str:
@@ -51,5 +52,7 @@ def speaker_voice_text(voice: SpeakerVoice) -> str:
     if not voice.lines:
         return f"{voice.speaker} not measured: {voice.reason or 'no line measured'}"
     failed = f", {voice.failed} off" if voice.failed else ""
-    return (f"{voice.speaker} {voice.mean_similarity:.2f} (lowest {voice.min_similarity:.2f}, "
-            f"{voice.lines} line{'s' if voice.lines > 1 else ''}{failed})")
+    return (
+        f"{voice.speaker} {voice.mean_similarity:.2f} (lowest {voice.min_similarity:.2f}, "
+        f"{voice.lines} line{'s' if voice.lines > 1 else ''}{failed})"
+    )

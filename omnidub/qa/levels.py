@@ -84,8 +84,9 @@ def level_failures(level: Level, settings: QaSettings) -> list[Finding]:
     return found
 
 
-def edits(entry: dict, path: Path, data: np.ndarray, rate: int, expected_rate: int | None,
-          settings: QaSettings) -> list[str]:
+def edits(
+    entry: dict, path: Path, data: np.ndarray, rate: int, expected_rate: int | None, settings: QaSettings
+) -> list[str]:
     """How the file differs from what the render wrote (segments are mono, at the manifest's rate)."""
     found = []
     if expected_rate and rate != expected_rate:

@@ -33,9 +33,15 @@ def line_json(check: LineCheck) -> dict:
     """One line of qa.json: its figures, and its verdict (passed, failed or unchecked) with what decided it."""
     data = {k: _rounded(v) for k, v in dataclasses.asdict(check).items() if k != "verdict"}
     verdict = check.verdict
-    return {**data, "verdict": verdict.outcome, "severity": verdict.severity, "passed": check.passed,
-            "flags": list(check.flags), "reasons": _findings(verdict.reasons),
-            "unmeasured": _findings(verdict.unmeasured)}
+    return {
+        **data,
+        "verdict": verdict.outcome,
+        "severity": verdict.severity,
+        "passed": check.passed,
+        "flags": list(check.flags),
+        "reasons": _findings(verdict.reasons),
+        "unmeasured": _findings(verdict.unmeasured),
+    }
 
 
 def report_json(report: Report) -> dict:

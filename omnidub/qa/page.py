@@ -24,7 +24,8 @@ PIXELS_PER_SECOND = 8
 _CSS = """
 body{font-family:system-ui,sans-serif;margin:1.2em;color:#222}
 h1{margin:.2em 0}.facts{color:#444;margin:.3em 0}.facts span{margin-right:1.2em}
-table{border-collapse:collapse;width:100%}td,th{border-bottom:1px solid #ddd;padding:.4em;vertical-align:top;text-align:left}
+table{border-collapse:collapse;width:100%}
+td,th{border-bottom:1px solid #ddd;padding:.4em;vertical-align:top;text-align:left}
 table.voices{width:auto}table.voices td,table.voices th{padding:.2em .8em}
 tr.fail td:first-child{border-left:4px solid #c62828}tr.pass td:first-child{border-left:4px solid #2e7d32}
 tr.unchecked td:first-child{border-left:4px solid #e0a000}
@@ -100,7 +101,8 @@ _SCRIPT = """
     layout();
   }));
   document.querySelectorAll('a.bar').forEach(a => a.addEventListener('click', () => seek(+a.dataset.start, false)));
-  document.querySelectorAll('button.seek').forEach(b => b.addEventListener('click', () => seek(+b.dataset.start, true)));
+  document.querySelectorAll('button.seek')
+    .forEach(b => b.addEventListener('click', () => seek(+b.dataset.start, true)));
   lanes.addEventListener('click', e => {
     if (e.target.closest('a.bar')) return;
     const box = lanes.getBoundingClientRect();
@@ -159,8 +161,10 @@ def _timeline(report: Report) -> tuple[str, str]:
         for c in lines:
             if c.speaker != speaker:
                 continue
-            tip = (f"#{c.index} {timecode(c.start)}-{timecode(line_end(c))} {c.speaker}: {c.text} "
-                   f"(slot {c.slot:.2f} s, rendered {c.duration:.2f} s)")
+            tip = (
+                f"#{c.index} {timecode(c.start)}-{timecode(line_end(c))} {c.speaker}: {c.text} "
+                f"(slot {c.slot:.2f} s, rendered {c.duration:.2f} s)"
+            )
             tip += f" - {c.verdict.label}" + (": " + ", ".join(c.flags) if c.flags else "")
             classes = f"bar {_CLASS[c.verdict.outcome]}" + (" edited" if "edited" in c.marks else "")
             lanes.append(
@@ -224,15 +228,26 @@ def _verdict_html(c: LineCheck) -> str:
 
 
 def _row_html(c: LineCheck, has_mix: bool) -> str:
-    flags = "".join(f'<span class="flag" title="{html.escape(FLAG_LABELS.get(f, f))}">{html.escape(f)}</span>' for f in c.flags)
-    marks = "".join(f'<span class="mark" title="{html.escape(MARK_LABELS.get(m, m))}">{html.escape(m)}</span>' for m in c.marks)
+    flags = "".join(
+        f'<span class="flag" title="{html.escape(FLAG_LABELS.get(f, f))}">{html.escape(f)}</span>' for f in c.flags
+    )
+    marks = "".join(
+        f'<span class="mark" title="{html.escape(MARK_LABELS.get(m, m))}">{html.escape(m)}</span>' for m in c.marks
+    )
     audio = ""
     if c.file and not {"missing-file", "render-failed"} & set(c.flags):
         audio = _player(c.file, c.duration, f"line {c.index}")
     audio += _original_html(c)
-    start = (timecode(c.start) + f"<div class=small>to {timecode(line_end(c))}</div>"
-             + (f"<div class=small>{html.escape(c.start_tc)}</div>" if c.start_tc else ""))
-    when = f'<button class="seek" data-start="{c.start:.3f}" title="play the mix from here">{start}</button>' if has_mix else start
+    start = (
+        timecode(c.start)
+        + f"<div class=small>to {timecode(line_end(c))}</div>"
+        + (f"<div class=small>{html.escape(c.start_tc)}</div>" if c.start_tc else "")
+    )
+    when = (
+        f'<button class="seek" data-start="{c.start:.3f}" title="play the mix from here">{start}</button>'
+        if has_mix
+        else start
+    )
     text, heard = _diff_html(c)
     if c.transcript is None:
         heard_html = ""
@@ -244,7 +259,8 @@ def _row_html(c: LineCheck, has_mix: bool) -> str:
         f"<td>#{c.index}<br>{_verdict_html(c)}<br>{marks}</td>"
         f"<td>{when}<br>{html.escape(c.speaker)}<br><span class=small>{html.escape(c.language or '')}</span></td>"
         f"<td><div>{text}</div>{heard_html}</td>"
-        f'<td class=small>{"<br>".join(html.escape(f) for f in _figures(c))}</td><td>{flags}{note}</td><td>{audio}</td></tr>'
+        f"<td class=small>{'<br>'.join(html.escape(f) for f in _figures(c))}</td>"
+        f"<td>{flags}{note}</td><td>{audio}</td></tr>"
     )
 
 
@@ -259,11 +275,16 @@ def _original_html(c: LineCheck) -> str:
         span = f" {reference['start']:.2f}-{reference['end']:.2f} s"
         seconds = max(0.0, reference["end"] - reference["start"])  # the clip is cut at that span
     whose = "its own line" if reference.get("kind") == "line" else f"{reference.get('speaker') or 'its speaker'}'s clip"
-    why = f"<div class=small>why not its own line: {html.escape(str(reference['fallback']))}</div>" \
-        if reference.get("fallback") else ""
+    why = (
+        f"<div class=small>why not its own line: {html.escape(str(reference['fallback']))}</div>"
+        if reference.get("fallback")
+        else ""
+    )
     said = f"<div class=small>&ldquo;{html.escape(str(reference.get('text') or ''))}&rdquo;</div>"
-    return (f'<div class="small">original ({html.escape(whose)}, source{span}):</div>'
-            f'{_player(reference["file"], seconds, f"original of line {c.index}")}{said}{why}')
+    return (
+        f'<div class="small">original ({html.escape(whose)}, source{span}):</div>'
+        f"{_player(reference['file'], seconds, f'original of line {c.index}')}{said}{why}"
+    )
 
 
 def _header(report: Report) -> str:
@@ -276,19 +297,26 @@ def _header(report: Report) -> str:
     ]
     thresholds = f"WER \u2264 {report.settings.max_wer:.0%}, CER \u2264 {report.settings.max_cer:.0%}"
     if report.speaker_model:
-        thresholds += f", voice similarity \u2265 {report.settings.min_voice_similarity:.2f} and nearest to its own speaker"
+        thresholds += (
+            f", voice similarity \u2265 {report.settings.min_voice_similarity:.2f} and nearest to its own speaker"
+        )
     facts.append(("thresholds", thresholds))
     if report.program_seconds:
         facts.append(("programme", timecode(report.program_seconds)))
     counts = tally.counts()
     tone = _TONE[next((outcome for outcome, n in counts.items() if n), PASSED)]  # the worst outcome found
-    spans = "".join(f'<span class="{_TONE[outcome] if n else "small"}" data-verdict="{outcome}">{n} {outcome}</span>'
-                    for outcome, n in counts.items())
+    spans = "".join(
+        f'<span class="{_TONE[outcome] if n else "small"}" data-verdict="{outcome}">{n} {outcome}</span>'
+        for outcome, n in counts.items()
+    )
     parts = [
         f'<p class="headline"><b class={tone}>{html.escape(tally.headline())}</b></p>',
         f'<p class="counts">{spans}'
-        + "".join(f"<span>{html.escape(corpus_text(f))}</span>" for f in (report.wer, report.cer) if f.lines) + "</p>",
-        '<p class="facts">' + "".join(f"<span><b>{html.escape(k)}:</b> {html.escape(v)}</span>" for k, v in facts) + "</p>",
+        + "".join(f"<span>{html.escape(corpus_text(f))}</span>" for f in (report.wer, report.cer) if f.lines)
+        + "</p>",
+        '<p class="facts">'
+        + "".join(f"<span><b>{html.escape(k)}:</b> {html.escape(v)}</span>" for k, v in facts)
+        + "</p>",
     ]
     if report.voices:
         parts.append(_voices_table(report))
@@ -301,12 +329,15 @@ def _order_html() -> str:
     """How the rows are ordered, and what each severity holds."""
     grades = "; ".join(
         f"<b>{grade}</b>: {html.escape(SEVERITY_MEANING[grade])} ("
-        + ", ".join(html.escape(flag) for flag, g in SEVERITY.items() if g == grade) + ")"
+        + ", ".join(html.escape(flag) for flag, g in SEVERITY.items() if g == grade)
+        + ")"
         for grade in SEVERITIES
     )
-    return (f"<p class=small>What to hear first: failed lines by severity ({grades}); within a severity, more "
-            "failures first, then programme order. Then unchecked lines, whose words could not be scored; then "
-            "passed lines.</p>")
+    return (
+        f"<p class=small>What to hear first: failed lines by severity ({grades}); within a severity, more "
+        "failures first, then programme order. Then unchecked lines, whose words could not be scored; then "
+        "passed lines.</p>"
+    )
 
 
 def _voices_table(report: Report) -> str:
@@ -331,12 +362,14 @@ def render_html(report: Report) -> str:
     title = f"omnidub QA: {report.out_dir.name}"
     timeline, script = _timeline(report)
     mix = (
-        _player(report.mix, report.mix_seconds, "the mix", element_id="mix") if report.mix
+        _player(report.mix, report.mix_seconds, "the mix", element_id="mix")
+        if report.mix
         else "<span class=small>no mix in this folder</span>"
     )
     return (
         "<!DOCTYPE html>\n"
-        f'<html lang="en"><head><meta charset="utf-8"><meta name="generator" content="omnidub"><title>{html.escape(title)}</title><style>{_CSS}</style></head>\n'
+        '<html lang="en"><head><meta charset="utf-8"><meta name="generator" content="omnidub">'
+        f"<title>{html.escape(title)}</title><style>{_CSS}</style></head>\n"
         f"<body><h1>{html.escape(title)}</h1>\n{_header(report)}\n"
         "<h2>Timeline</h2>\n"
         f'<div class="player">{mix}<span>zoom <button data-zoom="out">\u2212</button> '

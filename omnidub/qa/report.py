@@ -5,7 +5,15 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from omnidub.qa.formats import corpus_text, heard_text, line_end, rate_text, similarity_text, speaker_voice_text, timecode
+from omnidub.qa.formats import (
+    corpus_text,
+    heard_text,
+    line_end,
+    rate_text,
+    similarity_text,
+    speaker_voice_text,
+    timecode,
+)
 from omnidub.qa.results import LineCheck, Report
 from omnidub.qa.verdict import FAILED, UNCHECKED, hearing_order
 from omnidub.script import line_ranges
@@ -44,8 +52,10 @@ def print_report(report: Report, console, written: tuple[Path, Path] | None = No
     for note in report.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     voice = (
-        f"; speaker model {escape(report.speaker_model)}, min voice similarity {report.settings.min_voice_similarity:.2f}"
-        if report.speaker_model else "; no voice check"
+        f"; speaker model {escape(report.speaker_model)}, "
+        f"min voice similarity {report.settings.min_voice_similarity:.2f}"
+        if report.speaker_model
+        else "; no voice check"
     )
     console.print(
         f"ASR model: {escape(report.asr_model)}; max WER {report.settings.max_wer:.0%}, "

@@ -13,15 +13,28 @@ import soundfile as sf
 from omnidub.asr import Asr, whisper_language
 from omnidub.config import QaOptions
 from omnidub.errors import OmnidubError, first_line
-from omnidub.qa.levels import Level, edits, level_failures, measure, read_segment
-from omnidub.qa.manifest import (manifest_references, model_name, number, read_manifest, rendered_end, threshold,
-                                 validate_entry)
+from omnidub.qa.levels import edits, level_failures, measure, read_segment
+from omnidub.qa.manifest import (
+    manifest_references,
+    model_name,
+    number,
+    read_manifest,
+    rendered_end,
+    threshold,
+    validate_entry,
+)
 from omnidub.qa.results import FLAG_LABELS, CorpusFigure, LineCheck, QaSettings, Report
 from omnidub.qa.scoring import Score, display_diff, metric_for, score
 from omnidub.qa.timing import check_timing
 from omnidub.qa.verdict import WORDS, Finding, judge
 from omnidub.qa.voice import (
-    SpeakerEncoder, match_voice, reference_embeddings, speaker_voices, unmeasured_reason, voice_note, wrong_voice,
+    SpeakerEncoder,
+    match_voice,
+    reference_embeddings,
+    speaker_voices,
+    unmeasured_reason,
+    voice_note,
+    wrong_voice,
 )
 
 Progress = Callable[[int, int, int], None]
@@ -64,18 +77,38 @@ def check_lines(
     `references` each speaker's reference recording for the voice check (needs `encoder`)."""
     settings = QaSettings(max_wer=max_wer, max_cer=max_cer, min_voice_similarity=min_voice_similarity)
     embeddings, _ = reference_embeddings(encoder, references or {})
-    return _check(Path(out_dir), manifest_lines, asr, settings, progress, all_lines, program_seconds, sample_rate,
-                  encoder, embeddings)
+    return _check(
+        Path(out_dir),
+        manifest_lines,
+        asr,
+        settings,
+        progress,
+        all_lines,
+        program_seconds,
+        sample_rate,
+        encoder,
+        embeddings,
+    )
 
 
-def _check(out_dir, manifest_lines, asr, settings, progress, all_lines, program_seconds, sample_rate, encoder,
-           embeddings) -> list[LineCheck]:
+def _check(
+    out_dir, manifest_lines, asr, settings, progress, all_lines, program_seconds, sample_rate, encoder, embeddings
+) -> list[LineCheck]:
     for position, entry in enumerate(manifest_lines, 1):
         validate_entry(entry, position)
     # Asked only when a non-English line comes up: it loads the model, which a folder of failed lines never needs.
     english_only = functools.cache(lambda: bool(getattr(asr, "english_only", lambda: False)()))
-    context = _Context(out_dir, asr, settings, manifest_lines if all_lines is None else all_lines, program_seconds,
-                       sample_rate, english_only, encoder, embeddings)
+    context = _Context(
+        out_dir,
+        asr,
+        settings,
+        manifest_lines if all_lines is None else all_lines,
+        program_seconds,
+        sample_rate,
+        english_only,
+        encoder,
+        embeddings,
+    )
     checks: list[LineCheck] = []
     for done, entry in enumerate(manifest_lines, 1):
         checks.append(_check_one(entry, context))
@@ -104,8 +137,16 @@ def _labelled(language: str | None) -> bool:
     return bool(language and language.strip() and language.strip().lower() != "none")
 
 
-def hear(asr: Asr, text: str, language: str | None, mono: np.ndarray, rate: int,
-         english_only: Callable[[], bool], *, silence: float | None = None) -> Heard:
+def hear(
+    asr: Asr,
+    text: str,
+    language: str | None,
+    mono: np.ndarray,
+    rate: int,
+    english_only: Callable[[], bool],
+    *,
+    silence: float | None = None,
+) -> Heard:
     """Transcribe a clip of ``text`` and score it by the language's rule (QA's and the paired eval's one way), or
     say why its words could not be scored: no speech heard (``silence``: the dBFS level the clip never rose above,
     None when it did), no ASR model for the line's language, or an ASR that could not run on it (a model that
@@ -130,8 +171,9 @@ def hear(asr: Asr, text: str, language: str | None, mono: np.ndarray, rate: int,
         return unscored(f"words not scored: the ASR could not run ({first_line(exc)})")
     # An unlabelled line is scored in the language Whisper heard, and reported as such.
     language = language or heard.language or None
-    return Heard(language, heard.text, score(text, heard.text, language), display_diff(text, heard.text, language),
-                 None)
+    return Heard(
+        language, heard.text, score(text, heard.text, language), display_diff(text, heard.text, language), None
+    )
 
 
 def _check_one(entry: dict, context: _Context) -> LineCheck:
@@ -179,14 +221,38 @@ def _check_one(entry: dict, context: _Context) -> LineCheck:
     # An edited file is checked as it is now, so its end is where that audio ends, not the render's.
     end = start + level.duration if changed else rendered_end(entry, start, level.duration)
     return LineCheck(
-        index=entry["index"], speaker=speaker, text=entry["text"], language=heard.language, file=file,
-        status=str(entry.get("status", "")), transcript=heard.transcript, metric=metric,
-        errors=heard.score.errors, reference_units=heard.score.units, error_rate=error_rate, verdict=verdict,
-        note=_note(verdict, notes), start=start, slot=timing.slot, duration=level.duration, overflow=timing.overflow,
-        overlap=timing.overlap, peak=level.peak, rms=level.rms, clipped_samples=level.clipped_samples,
-        silent_fraction=level.silent_fraction, leading_silence=level.leading_silence,
-        trailing_silence=level.trailing_silence, diff=heard.diff, marks=tuple(marks), overlap_line=timing.overlap_line,
-        voice=voice, start_tc=entry.get("start_tc"), end=end, voice_skipped=voice_skipped, reference=_reference(entry),
+        index=entry["index"],
+        speaker=speaker,
+        text=entry["text"],
+        language=heard.language,
+        file=file,
+        status=str(entry.get("status", "")),
+        transcript=heard.transcript,
+        metric=metric,
+        errors=heard.score.errors,
+        reference_units=heard.score.units,
+        error_rate=error_rate,
+        verdict=verdict,
+        note=_note(verdict, notes),
+        start=start,
+        slot=timing.slot,
+        duration=level.duration,
+        overflow=timing.overflow,
+        overlap=timing.overlap,
+        peak=level.peak,
+        rms=level.rms,
+        clipped_samples=level.clipped_samples,
+        silent_fraction=level.silent_fraction,
+        leading_silence=level.leading_silence,
+        trailing_silence=level.trailing_silence,
+        diff=heard.diff,
+        marks=tuple(marks),
+        overlap_line=timing.overlap_line,
+        voice=voice,
+        start_tc=entry.get("start_tc"),
+        end=end,
+        voice_skipped=voice_skipped,
+        reference=_reference(entry),
         sha256=entry.get("sha256"),
     )
 
@@ -218,13 +284,34 @@ def _untranscribed(entry: dict, flag: str, note: str, context: _Context) -> Line
     start, end = number(entry.get("start")), number(entry.get("end"))
     verdict = judge([Finding(flag, note)])
     return LineCheck(
-        index=int(entry["index"]), speaker=str(entry.get("speaker", "")), text=str(entry.get("text", "")),
-        language=entry.get("language"), file=entry.get("file"), status=str(entry.get("status", "")),
-        transcript=None, metric=metric_for(entry.get("language")), errors=0, reference_units=0, error_rate=None,
-        verdict=verdict, note=_note(verdict, []), start=start, slot=max(0.0, end - start), duration=0.0,
-        overflow=0.0, overlap=0.0, peak=0.0, rms=0.0, clipped_samples=0, silent_fraction=0.0,
-        leading_silence=0.0, trailing_silence=0.0, start_tc=entry.get("start_tc"), end=start,
-        voice_skipped=NO_AUDIO if context.encoder is not None else None, reference=_reference(entry),
+        index=int(entry["index"]),
+        speaker=str(entry.get("speaker", "")),
+        text=str(entry.get("text", "")),
+        language=entry.get("language"),
+        file=entry.get("file"),
+        status=str(entry.get("status", "")),
+        transcript=None,
+        metric=metric_for(entry.get("language")),
+        errors=0,
+        reference_units=0,
+        error_rate=None,
+        verdict=verdict,
+        note=_note(verdict, []),
+        start=start,
+        slot=max(0.0, end - start),
+        duration=0.0,
+        overflow=0.0,
+        overlap=0.0,
+        peak=0.0,
+        rms=0.0,
+        clipped_samples=0,
+        silent_fraction=0.0,
+        leading_silence=0.0,
+        trailing_silence=0.0,
+        start_tc=entry.get("start_tc"),
+        end=start,
+        voice_skipped=NO_AUDIO if context.encoder is not None else None,
+        reference=_reference(entry),
         sha256=entry.get("sha256"),
     )
 
@@ -242,13 +329,15 @@ def _settings(saved: dict, max_wer, max_cer, min_voice_similarity) -> QaSettings
         return threshold(given if given is not None else saved.get(name, getattr(default, name)), name)
 
     return QaSettings(
-        max_wer=setting(max_wer, "max_wer"), max_cer=setting(max_cer, "max_cer"),
+        max_wer=setting(max_wer, "max_wer"),
+        max_cer=setting(max_cer, "max_cer"),
         min_voice_similarity=setting(min_voice_similarity, "min_voice_similarity"),
     )
 
 
-def _voice_references(encoder, manifest: dict, out_dir: Path, speakers: list[str],
-                      references: dict[str, Path] | None) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def _voice_references(
+    encoder, manifest: dict, out_dir: Path, speakers: list[str], references: dict[str, Path] | None
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """The reference embedding of every speaker that has one, and why each other speaker has none."""
     if encoder is None:
         return {}, {}
@@ -262,13 +351,16 @@ def _voice_references(encoder, manifest: dict, out_dir: Path, speakers: list[str
 
 def _unscored_note(checks: tuple[LineCheck, ...], asr) -> list[str]:
     """What scores the lines an English-only model left unscored (each line's verdict says why it was not)."""
-    english = [c for c in checks
-               if any(f.text == english_only_reason(asr.name, c.language) for f in c.verdict.unmeasured)]
+    english = [
+        c for c in checks if any(f.text == english_only_reason(asr.name, c.language) for f in c.verdict.unmeasured)
+    ]
     if not english:
         return []
     languages = ", ".join(sorted({c.language or "?" for c in english}))
-    return [f"{len(english)} line(s) in {languages} not scored: ASR model {asr.name} is English-only (it hears "
-            "English words in any speech); a multilingual model (e.g. small) scores them"]
+    return [
+        f"{len(english)} line(s) in {languages} not scored: ASR model {asr.name} is English-only (it hears "
+        "English words in any speech); a multilingual model (e.g. small) scores them"
+    ]
 
 
 def _length(path: Path) -> float | None:
@@ -310,11 +402,18 @@ def run_qa(
     mix = manifest.get("mix")
     mix = mix if isinstance(mix, str) and (out_dir / mix).is_file() else None
     return Report(
-        out_dir=out_dir, asr_model=asr.name, lines=checks, wer=_corpus(checks, "wer"), cer=_corpus(checks, "cer"),
+        out_dir=out_dir,
+        asr_model=asr.name,
+        lines=checks,
+        wer=_corpus(checks, "wer"),
+        cer=_corpus(checks, "cer"),
         settings=settings,
         speaker_model=None if encoder is None else encoder.name,
         voices=speaker_voices(checks, reasons) if encoder else (),
-        notes=tuple(notes), render_model=model_name(manifest.get("model")),
+        notes=tuple(notes),
+        render_model=model_name(manifest.get("model")),
         preset=saved.get("name") if isinstance(saved.get("name"), str) else None,
-        mix=mix, program_seconds=program, mix_seconds=_length(out_dir / mix) if mix else None,
+        mix=mix,
+        program_seconds=program,
+        mix_seconds=_length(out_dir / mix) if mix else None,
     )

@@ -19,8 +19,9 @@ class Timing:
     failures: tuple[Finding, ...]
 
 
-def check_timing(entry: dict, duration: float, neighbours: list[dict], program_seconds: float | None,
-                 settings: QaSettings) -> Timing:
+def check_timing(
+    entry: dict, duration: float, neighbours: list[dict], program_seconds: float | None, settings: QaSettings
+) -> Timing:
     """Overflow past the line's room and overlap into later lines, for `duration` seconds of audio at its start."""
     start, end = number(entry.get("start")), number(entry.get("end"), default=math.inf)
     slot = end - start if math.isfinite(end) else duration

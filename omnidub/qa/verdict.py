@@ -18,9 +18,18 @@ SEVERITIES = (CRITICAL, MAJOR, MINOR)
 # How grave each failing check is: nothing usable to hear; the wrong words, the wrong voice or two lines heard at
 # once; off its time or its level.
 SEVERITY = {
-    "render-failed": CRITICAL, "missing-file": CRITICAL, "nan": CRITICAL, "silent": CRITICAL,
-    "wer": MAJOR, "cer": MAJOR, "voice": MAJOR, "overlap": MAJOR,
-    "overflow": MINOR, "clipping": MINOR, "lead-silence": MINOR, "trail-silence": MINOR,
+    "render-failed": CRITICAL,
+    "missing-file": CRITICAL,
+    "nan": CRITICAL,
+    "silent": CRITICAL,
+    "wer": MAJOR,
+    "cer": MAJOR,
+    "voice": MAJOR,
+    "overlap": MAJOR,
+    "overflow": MINOR,
+    "clipping": MINOR,
+    "lead-silence": MINOR,
+    "trail-silence": MINOR,
 }
 SEVERITY_MEANING = {
     CRITICAL: "nothing usable to hear",
@@ -60,12 +69,13 @@ class Verdict:
 
     @property
     def label(self) -> str:
-        """"failed (major)", "unchecked" or "passed"."""
+        """ "failed (major)", "unchecked" or "passed"."""
         return f"{FAILED} ({self.severity})" if self.outcome == FAILED else self.outcome
 
 
-def judge(failures: list[Finding] | tuple[Finding, ...], unmeasured: list[Finding] | tuple[Finding, ...] = ()
-          ) -> Verdict:
+def judge(
+    failures: list[Finding] | tuple[Finding, ...], unmeasured: list[Finding] | tuple[Finding, ...] = ()
+) -> Verdict:
     """Failed when any check failed (its words scored or not); else unchecked when its words were not scored;
     else passed. A voice that could not be measured is stated in `unmeasured`, never a failure by itself."""
     failures, unmeasured = tuple(failures), tuple(unmeasured)

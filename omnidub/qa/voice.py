@@ -14,8 +14,9 @@ from omnidub.qa.results import LineCheck, QaSettings, SpeakerVoice, VoiceMatch
 NO_SPEAKER_MODEL = "none"
 
 
-def match_voice(encoder: SpeakerEncoder, audio: np.ndarray, sample_rate: int, speaker: str,
-                references: dict[str, np.ndarray]) -> VoiceMatch | None:
+def match_voice(
+    encoder: SpeakerEncoder, audio: np.ndarray, sample_rate: int, speaker: str, references: dict[str, np.ndarray]
+) -> VoiceMatch | None:
     """Compare a line with its speaker's reference embedding and the nearest other speaker's."""
     found = encoder.embed(audio, sample_rate)
     if found is None:
@@ -51,8 +52,9 @@ def speaker_encoder(name: str | None, device: str = "cpu") -> SpeakerEncoder | N
 # --- the verdict -----------------------------------------------------------------------------------------
 
 
-def reference_embeddings(encoder: SpeakerEncoder | None, references: dict[str, Path]
-                         ) -> tuple[dict[str, np.ndarray], dict[str, str]]:
+def reference_embeddings(
+    encoder: SpeakerEncoder | None, references: dict[str, Path]
+) -> tuple[dict[str, np.ndarray], dict[str, str]]:
     """Each speaker's reference embedding, and for a speaker whose reference gives none, why."""
     if encoder is None:
         return {}, {}
@@ -86,7 +88,9 @@ def wrong_voice(voice: VoiceMatch, settings: QaSettings) -> bool:
 
 def voice_note(voice: VoiceMatch, speaker: str, settings: QaSettings) -> str:
     if voice.margin is not None and voice.margin < 0:
-        return f"sounds like {voice.nearest} ({voice.nearest_similarity:.2f}) more than {speaker} ({voice.similarity:.2f})"
+        return (
+            f"sounds like {voice.nearest} ({voice.nearest_similarity:.2f}) more than {speaker} ({voice.similarity:.2f})"
+        )
     return f"voice similarity to {speaker} {voice.similarity:.2f}, below {settings.min_voice_similarity:.2f}"
 
 
@@ -100,10 +104,16 @@ def speaker_voices(lines: tuple[LineCheck, ...], reasons: dict[str, str]) -> tup
         reason = None
         if not measured:
             reason = reasons.get(speaker) or _lines_reason(own)
-        out.append(SpeakerVoice(
-            speaker, len(measured), float(np.mean(measured)) if measured else None,
-            min(measured) if measured else None, failed, reason,
-        ))
+        out.append(
+            SpeakerVoice(
+                speaker,
+                len(measured),
+                float(np.mean(measured)) if measured else None,
+                min(measured) if measured else None,
+                failed,
+                reason,
+            )
+        )
     return tuple(out)
 
 

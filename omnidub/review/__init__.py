@@ -32,8 +32,10 @@ def serve(review: Review, *, host: str = "127.0.0.1", port: int = 0, on_ready=la
     from omnidub.review.app import build_app
 
     if host in WILDCARDS:
-        raise OmnidubError(f"--host {host or '(empty)'}: give the address the page will be opened at (a wildcard "
-                           "would answer to any name, which the Host check refuses)")
+        raise OmnidubError(
+            f"--host {host or '(empty)'}: give the address the page will be opened at (a wildcard "
+            "would answer to any name, which the Host check refuses)"
+        )
     family = socket.AF_INET6 if ":" in host else socket.AF_INET
     sock = socket.socket(family, socket.SOCK_STREAM)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -47,7 +49,8 @@ def serve(review: Review, *, host: str = "127.0.0.1", port: int = 0, on_ready=la
     hosts = {f"{shown}:{port}".lower()}
     if host in ("127.0.0.1", "::1"):
         hosts.add(f"localhost:{port}")
-    server = uvicorn.Server(uvicorn.Config(build_app(review, hosts), log_level="warning", lifespan="off",
-                                           access_log=False))
+    server = uvicorn.Server(
+        uvicorn.Config(build_app(review, hosts), log_level="warning", lifespan="off", access_log=False)
+    )
     on_ready(address(host, port, review.token), lambda: setattr(server, "should_exit", True))
     server.run(sockets=[sock])

@@ -14,8 +14,8 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
-from importlib import resources
 from http.cookies import SimpleCookie
+from importlib import resources
 
 from starlette.applications import Starlette
 from starlette.requests import Request
@@ -29,8 +29,10 @@ COOKIE = "omnidub_review"
 # What the page may load and talk to: itself only.
 HEADERS = {
     "Content-Security-Policy": "default-src 'self'; img-src 'self' data:; media-src 'self'; style-src 'self'; "
-                               "script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'",
-    "X-Content-Type-Options": "nosniff", "Referrer-Policy": "no-referrer", "Cache-Control": "no-store",
+    "script-src 'self'; connect-src 'self'; frame-ancestors 'none'; base-uri 'none'",
+    "X-Content-Type-Options": "nosniff",
+    "Referrer-Policy": "no-referrer",
+    "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
 }
 STATIC = {"review.js": "text/javascript", "review.css": "text/css"}
@@ -53,7 +55,8 @@ class Guard:
         given = query.get("token") or (cookie[COOKIE].value if COOKIE in cookie else "")
         if not secrets.compare_digest(given.encode(), self.token.encode()):
             return await _refuse("open the address omnidub review printed (it carries the run's token)")(
-                scope, receive, send)
+                scope, receive, send
+            )
         set_cookie = query.get("token") == self.token
 
         async def send_with_cookie(message):
@@ -74,8 +77,12 @@ def _pairs(query: str):
 
 
 def _refuse(why: str) -> Response:
-    return Response(f"403: {why}\n", status_code=403, media_type="text/plain",
-                    headers={k: v for k, v in HEADERS.items() if k != "Content-Security-Policy"})
+    return Response(
+        f"403: {why}\n",
+        status_code=403,
+        media_type="text/plain",
+        headers={k: v for k, v in HEADERS.items() if k != "Content-Security-Policy"},
+    )
 
 
 def build_app(review: Review, hosts: set[str]):
@@ -114,8 +121,7 @@ def build_app(review: Review, hosts: set[str]):
             finally:
                 stop()
 
-        return StreamingResponse(stream(), media_type="text/event-stream",
-                                 headers={"X-Accel-Buffering": "no"})
+        return StreamingResponse(stream(), media_type="text/event-stream", headers={"X-Accel-Buffering": "no"})
 
     async def act(request: Request) -> Response:
         kind = request.path_params["action"]

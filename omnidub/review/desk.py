@@ -33,8 +33,13 @@ class Action:
     args: dict = field(default_factory=dict)
 
     def describe(self) -> str:
-        what = {"render": "rendering", "retake": "a retake of", "edit": "rendering the edit of", "choose":
-                "another take of", "approve": "approving"}.get(self.kind, self.kind.replace("-", " "))
+        what = {
+            "render": "rendering",
+            "retake": "a retake of",
+            "edit": "rendering the edit of",
+            "choose": "another take of",
+            "approve": "approving",
+        }.get(self.kind, self.kind.replace("-", " "))
         return f"{what} line {self.index}" if self.index is not None else what
 
 
@@ -115,10 +120,15 @@ class Review:
             current = next(t for t in takes if t["key"] == entry.key)
             if current.get("verdict") is None and line.get("verdict") is not None:
                 voice = line.get("voice") or {}
-                current.update(verdict=line["verdict"], severity=line.get("severity"), passed=line.get("passed"),
-                               flags=list(line.get("flags") or []), error_rate=line.get("error_rate"),
-                               voice_similarity=voice.get("similarity") if isinstance(voice, dict) else None,
-                               reasons=[r.get("text") for r in line.get("reasons") or [] if isinstance(r, dict)])
+                current.update(
+                    verdict=line["verdict"],
+                    severity=line.get("severity"),
+                    passed=line.get("passed"),
+                    flags=list(line.get("flags") or []),
+                    error_rate=line.get("error_rate"),
+                    voice_similarity=voice.get("similarity") if isinstance(voice, dict) else None,
+                    reasons=[r.get("text") for r in line.get("reasons") or [] if isinstance(r, dict)],
+                )
                 self.project.keep_attempts(entry, takes)
 
     # -- actions -------------------------------------------------------------------------------------------
@@ -224,10 +234,15 @@ class Review:
     def counts(self) -> dict:
         with self._lock:
             lines = list(self._lines.values())
-        found = {outcome: sum(line["verdict"] == outcome for line in lines)
-                 for outcome in ("passed", "failed", "unchecked")}
-        return {**found, "approved": sum(line["approved"] for line in lines), "lines": len(lines),
-                "unrendered": sum(line["audio"] is None for line in lines)}
+        found = {
+            outcome: sum(line["verdict"] == outcome for line in lines) for outcome in ("passed", "failed", "unchecked")
+        }
+        return {
+            **found,
+            "approved": sum(line["approved"] for line in lines),
+            "lines": len(lines),
+            "unrendered": sum(line["audio"] is None for line in lines),
+        }
 
     def state(self) -> dict:
         """The whole page's data: the folder, its speakers, the programme, and every line."""
@@ -237,10 +252,15 @@ class Review:
         mix = project.generation.parts.get("delivery", {}).get("bed_mix") if project.generation else None
         mix = mix or (project.generation.parts.get("mix") if project.generation else None)
         return {
-            "title": project.out_dir.name, "input": project.input_path.name,
-            "program_seconds": round(project.program or 0.0, 3), "speakers": sorted(project.speakers),
-            "source": project.cast is not None, "mix": "/media/mix" if mix else None, "lines": lines,
-            "counts": self.counts(), "status": self.status(),
+            "title": project.out_dir.name,
+            "input": project.input_path.name,
+            "program_seconds": round(project.program or 0.0, 3),
+            "speakers": sorted(project.speakers),
+            "source": project.cast is not None,
+            "mix": "/media/mix" if mix else None,
+            "lines": lines,
+            "counts": self.counts(),
+            "status": self.status(),
             "max_speedup": project.preset.timing.max_speedup,
         }
 
@@ -256,23 +276,45 @@ class Review:
         edit = entry.edit or {}
         reference = entry.reference or {}
         return {
-            "index": entry.index, "speaker": entry.speaker, "text": entry.text,
-            "input_text": edit.get("from", entry.text), "language": entry.language, "start": entry.start,
-            "end": entry.end, "slot": entry.slot, "target": entry.target, "duration": entry.duration,
-            "status": entry.status, "flags": list(entry.flags), "approved": entry.approved,
-            "verdict": verdict, "severity": (current or {}).get("severity"), "reasons": reasons,
+            "index": entry.index,
+            "speaker": entry.speaker,
+            "text": entry.text,
+            "input_text": edit.get("from", entry.text),
+            "language": entry.language,
+            "start": entry.start,
+            "end": entry.end,
+            "slot": entry.slot,
+            "target": entry.target,
+            "duration": entry.duration,
+            "status": entry.status,
+            "flags": list(entry.flags),
+            "approved": entry.approved,
+            "verdict": verdict,
+            "severity": (current or {}).get("severity"),
+            "reasons": reasons,
             "error_rate": (current or {}).get("error_rate"),
             "voice_similarity": (current or {}).get("voice_similarity"),
             "audio": f"/media/line/{entry.index}?v={entry.sha256[:16]}" if entry.done and entry.sha256 else None,
             "original": f"/media/original/{entry.index}" if reference.get("file") else None,
             "reference": {k: reference.get(k) for k in ("kind", "text", "fallback", "start", "end")}
-            if reference else None,
-            "max_speedup": edit.get("max_speedup"), "borrow": bool(edit.get("borrow")), "voice": edit.get("voice"),
-            "takes": [{"number": n, "seed": t.get("seed"), "duration": t.get("duration"), "text": t.get("text"),
-                       "verdict": t.get("verdict") or "unchecked", "reasons": t.get("reasons") or [],
-                       "chosen": t["key"] == entry.key and entry.done,
-                       "audio": f"/media/take/{entry.index}/{n}?v={(t.get('sha256') or '')[:16]}"}
-                      for n, t in enumerate(takes, 1)],
+            if reference
+            else None,
+            "max_speedup": edit.get("max_speedup"),
+            "borrow": bool(edit.get("borrow")),
+            "voice": edit.get("voice"),
+            "takes": [
+                {
+                    "number": n,
+                    "seed": t.get("seed"),
+                    "duration": t.get("duration"),
+                    "text": t.get("text"),
+                    "verdict": t.get("verdict") or "unchecked",
+                    "reasons": t.get("reasons") or [],
+                    "chosen": t["key"] == entry.key and entry.done,
+                    "audio": f"/media/take/{entry.index}/{n}?v={(t.get('sha256') or '')[:16]}",
+                }
+                for n, t in enumerate(takes, 1)
+            ],
         }
 
     # -- files the page may play -----------------------------------------------------------------------------
@@ -308,4 +350,3 @@ class Review:
         if not isinstance(relative, str) or folder.status(relative) not in ("ours", "changed"):
             return None
         return folder.path / relative
-

@@ -10,6 +10,7 @@ from functools import cached_property
 import numpy as np
 
 from omnidub.asr import Word
+from omnidub.errors import OmnidubError
 from omnidub.script import DEFAULT_SPEAKER, Line, Script
 from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
 from omnidub.source.speakers import (
@@ -22,7 +23,6 @@ from omnidub.source.speakers import (
     group_lines,
     window_embeddings,
 )
-from omnidub.errors import OmnidubError
 from omnidub.source.speech import (
     FIT_BALANCE,
     FIT_BETTER,
@@ -86,16 +86,20 @@ class Analysis:
     def speech_windows(self, encoder, start: float, end: float) -> list[tuple[float, np.ndarray]]:
         """The windows of the span that are mostly speech (all of them when none is)."""
         found = self.windows(encoder, start, end)
-        speechy = [(o, e) for o, e in found
-                   if self.speech.speech_fraction(start + o, min(start + o + WINDOW, end)) >= WINDOW_SPEECH]
+        speechy = [
+            (o, e)
+            for o, e in found
+            if self.speech.speech_fraction(start + o, min(start + o + WINDOW, end)) >= WINDOW_SPEECH
+        ]
         return speechy or found
 
     def heard(self, start: float, end: float) -> tuple[Word, ...] | None:
         """The recognised words whose middle lies between `start` and `end`, timed from `start`."""
         if self.words is None:
             return None
-        return tuple(Word(w.text, w.start - start, w.end - start) for w in self.words
-                     if start <= (w.start + w.end) / 2 <= end)
+        return tuple(
+            Word(w.text, w.start - start, w.end - start) for w in self.words if start <= (w.start + w.end) / 2 <= end
+        )
 
     @cached_property
     def lines(self) -> dict[int, Line]:
@@ -112,15 +116,23 @@ def labelled(script: Script) -> bool:
     return any(line.speaker != DEFAULT_SPEAKER for line in script.lines)
 
 
-def analyse(original: Script, audio: SourceAudio, encoder, *, speakers: int | None = None,
-            language: str | None = None, separated: bool = False, speech: SpeechMap | None = None) -> Analysis:
+def analyse(
+    original: Script,
+    audio: SourceAudio,
+    encoder,
+    *,
+    speakers: int | None = None,
+    language: str | None = None,
+    separated: bool = False,
+    speech: SpeechMap | None = None,
+) -> Analysis:
     """Find every original line in `audio`: speech spans, embeddings, speakers (grouped when unlabelled).
     ``speech``: the track's voice activity, when it was already found."""
     track = audio.at_rate(ANALYSIS_RATE)
     speech = speech if speech is not None else find_speech(track)
     if speech.regions or not separated:  # isolated vocals without speech: each cue says so (a model's failure)
         check_fit(original, audio, speech)
-    order = [line.index for line in sorted(original.lines, key=lambda l: (l.start, l.index))]
+    order = [line.index for line in sorted(original.lines, key=lambda item: (item.start, item.index))]
     voiced, spans = line_spans(original.lines, speech)
     embeddings: dict[int, np.ndarray | None] = {}
     for index, span in spans.items():
@@ -134,13 +146,17 @@ def analyse(original: Script, audio: SourceAudio, encoder, *, speakers: int | No
         grouping = group_lines(order, embeddings, seconds, speakers)
         who = {entry.index: entry.speaker for entry in grouping.lines}
     centroids = speaker_centroids(who, embeddings, seconds)
-    typical = {name: float(np.median([np.dot(embeddings[i], c) for i, s in who.items()
-                                      if s == name and embeddings.get(i) is not None]))
-               for name, c in centroids.items()}
+    typical = {
+        name: float(
+            np.median([np.dot(embeddings[i], c) for i, s in who.items() if s == name and embeddings.get(i) is not None])
+        )
+        for name, c in centroids.items()
+    }
     if language is None:
         language = next((line.language for line in original.lines if line.language), None)
-    found = Analysis(original, audio, track, speech, voiced, spans, embeddings, who, centroids, typical, grouping,
-                     language)
+    found = Analysis(
+        original, audio, track, speech, voiced, spans, embeddings, who, centroids, typical, grouping, language
+    )
     found.calibration.update(calibrate(_own_windows(found, encoder, seconds), centroids))
     found.condensed.update(condensed_cues(original, voiced, speech))
     return found
@@ -169,9 +185,11 @@ def condensed_cues(original: Script, voiced: dict, speech: SpeechMap) -> dict[in
             words = len(original_line(original, index).text.split())
             expected = words * spoken / reads / usual
             plural = "s" if words != 1 else ""
-            result[index] = (f"the subtitle looks condensed: {words} word{plural} for {spoken:.1f} s "
-                             f"of speech (about {expected:.0f} at the pace of this source's cues); without an ASR "
-                             "model to hear the words, its transcript would not match its audio")
+            result[index] = (
+                f"the subtitle looks condensed: {words} word{plural} for {spoken:.1f} s "
+                f"of speech (about {expected:.0f} at the pace of this source's cues); without an ASR "
+                "model to hear the words, its transcript would not match its audio"
+            )
     return result
 
 
@@ -189,8 +207,9 @@ def _own_windows(analysis: Analysis, encoder, seconds: dict[int, float]) -> dict
         if span is None or embedding is None or own is None or seconds.get(line.index, 0.0) < CLUSTER_SPEECH:
             continue
         if float(np.dot(embedding, own)) < CENTROID_OUTLIER or any(
-                analysis.speakers[o.index] != speaker and o.start < span[1] and o.end > span[0]
-                for o in analysis.original.lines):
+            analysis.speakers[o.index] != speaker and o.start < span[1] and o.end > span[0]
+            for o in analysis.original.lines
+        ):
             continue
         result.setdefault(speaker, []).extend(e for _, e in analysis.speech_windows(encoder, *span))
     return result
@@ -202,17 +221,25 @@ def check_fit(original: Script, audio: SourceAudio, speech: SpeechMap) -> None:
     name = audio.path.name
     check_some_speech(speech, name)
     fit = subtitle_fit([(line.start, line.end) for line in original.lines], speech)
-    offset = (len(original.lines) >= FIT_CUES and fit.balance < FIT_BALANCE and abs(fit.offset) >= FIT_OFFSET
-              and fit.shifted >= fit.balance + FIT_BETTER)
+    offset = (
+        len(original.lines) >= FIT_CUES
+        and fit.balance < FIT_BALANCE
+        and abs(fit.offset) >= FIT_OFFSET
+        and fit.shifted >= fit.balance + FIT_BETTER
+    )
     if offset:
-        raise OmnidubError(f"the original subtitles do not fit {name}: they look {abs(fit.offset):.1f} s "
-                           f"{'early' if fit.offset > 0 else 'late'} (speech where their cues are and silence where "
-                           f"they are not scores {fit.balance:.2f} as timed, {fit.shifted:.2f} shifted by "
-                           f"{fit.offset:+.1f} s; 0.5 is chance); shift them by {fit.offset:+.1f} s, or give the "
-                           "subtitles of this source")
+        raise OmnidubError(
+            f"the original subtitles do not fit {name}: they look {abs(fit.offset):.1f} s "
+            f"{'early' if fit.offset > 0 else 'late'} (speech where their cues are and silence where "
+            f"they are not scores {fit.balance:.2f} as timed, {fit.shifted:.2f} shifted by "
+            f"{fit.offset:+.1f} s; 0.5 is chance); shift them by {fit.offset:+.1f} s, or give the "
+            "subtitles of this source"
+        )
     if fit.share < FIT_SHARE:
-        raise OmnidubError(f"the original subtitles do not fit {name}: only {fit.share:.0%} of their cue time holds "
-                           "speech; are these the subtitles of this source?")
+        raise OmnidubError(
+            f"the original subtitles do not fit {name}: only {fit.share:.0%} of their cue time holds "
+            "speech; are these the subtitles of this source?"
+        )
 
 
 def line_spans(lines: tuple[Line, ...], speech: SpeechMap) -> tuple[dict, dict]:
@@ -237,8 +264,10 @@ def line_spans(lines: tuple[Line, ...], speech: SpeechMap) -> tuple[dict, dict]:
         low, high, (a, b) = found
         previous = max((h[1] for i, (*_, h) in _known(voiced) if i != index and h[1] <= a), default=-math.inf)
         following = min((h[0] for i, (*_, h) in _known(voiced) if i != index and h[0] >= b), default=math.inf)
-        spans[index] = (round(max(low, a - min(PAD, (a - previous) / 2)), 3),
-                        round(min(high, b + min(PAD, (following - b) / 2)), 3))
+        spans[index] = (
+            round(max(low, a - min(PAD, (a - previous) / 2)), 3),
+            round(min(high, b + min(PAD, (following - b) / 2)), 3),
+        )
     return {i: (v[2] if v else None) for i, v in voiced.items()}, spans
 
 
@@ -246,8 +275,9 @@ def _known(voiced: dict) -> list:
     return [(i, v) for i, v in voiced.items() if v is not None]
 
 
-def speaker_centroids(who: dict[int, str], embeddings: dict[int, np.ndarray | None],
-                      seconds: dict[int, float]) -> dict[str, np.ndarray]:
+def speaker_centroids(
+    who: dict[int, str], embeddings: dict[int, np.ndarray | None], seconds: dict[int, float]
+) -> dict[str, np.ndarray]:
     """Each speaker's voice: the speech-weighted mean of its lines' embeddings, outliers left out."""
     result = {}
     for speaker in dict.fromkeys(who.values()):

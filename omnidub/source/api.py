@@ -9,10 +9,10 @@ from pathlib import Path
 
 from omnidub.asr import Asr, whisper_language
 from omnidub.errors import OmnidubError
-from omnidub.script import read_script
 from omnidub.folder import OutputFolder
 from omnidub.hardware import check_device
 from omnidub.names import file_names
+from omnidub.script import read_script
 from omnidub.source.audio import CLIP_RATE, check_subtitles, read_source, wav_bytes
 from omnidub.source.extract import Extraction, ExtractOptions, extract_voices
 from omnidub.source.heard import hear_source, labelled_srt, original_name, transcriber
@@ -44,8 +44,10 @@ def open_asr(model: str | None, device: str, language: str | None) -> tuple[Asr 
     named must load (one line if not); the default is used only when it is already downloaded."""
     asr = Asr(model, device)
     if model is None and not asr.available():
-        return None, (f"no ASR model: the default ({asr.name}) is not downloaded, so clips are not checked against "
-                      "their words and clips over the window are not cut; pass --asr-model NAME|PATH")
+        return None, (
+            f"no ASR model: the default ({asr.name}) is not downloaded, so clips are not checked against "
+            "their words and clips over the window are not cut; pass --asr-model NAME|PATH"
+        )
     # Asking loads the model: one the user named that cannot load is theirs to fix, said before any work.
     english_only = asr.english_only()
     if english_only and whisper_language(language) not in (None, "en"):
@@ -53,10 +55,19 @@ def open_asr(model: str | None, device: str, language: str | None) -> tuple[Asr 
     return asr, None
 
 
-def extract_folder(source: Path, subs: Path | None, out: Path, *, options: ExtractOptions = ExtractOptions(),
-                   asr_model: str | None = None, separate: str | None = None, device: str = "cpu",
-                   encoder=None, status: Callable[[str], None] = lambda _: None,
-                   progress: Callable[[float, float], None] | None = None) -> Extracted:
+def extract_folder(
+    source: Path,
+    subs: Path | None,
+    out: Path,
+    *,
+    options: ExtractOptions = ExtractOptions(),
+    asr_model: str | None = None,
+    separate: str | None = None,
+    device: str = "cpu",
+    encoder=None,
+    status: Callable[[str], None] = lambda _: None,
+    progress: Callable[[float, float], None] | None = None,
+) -> Extracted:
     """Read the source and its original subtitles, choose a clip per speaker, and write the clips, voices.toml
     and extract.json (and the accompaniment when separating) into `out`.
 
@@ -77,8 +88,18 @@ def extract_folder(source: Path, subs: Path | None, out: Path, *, options: Extra
         folder.release()
 
 
-def _extract(source: Path, subs: Path | None, folder: OutputFolder, options: ExtractOptions, asr_model: str | None,
-             separate: str | None, device: str, encoder, status: Callable[[str], None], progress) -> Extracted:
+def _extract(
+    source: Path,
+    subs: Path | None,
+    folder: OutputFolder,
+    options: ExtractOptions,
+    asr_model: str | None,
+    separate: str | None,
+    device: str,
+    encoder,
+    status: Callable[[str], None],
+    progress,
+) -> Extracted:
     original = read_script(subs, language=options.language) if subs is not None else None
     if original is None:
         asr, asr_note = transcriber(Asr(asr_model, device), options.language, "--subs"), None
@@ -101,16 +122,24 @@ def _extract(source: Path, subs: Path | None, folder: OutputFolder, options: Ext
         files[ACCOMPANIMENT_NAME] = wav_bytes(separation.accompaniment, separation.sample_rate, format="FLAC")
     heard = None
     if original is None:
-        heard = hear_source(separation.vocals if separation else audio, asr, source=source, language=options.language,
-                            separate=separate, progress=progress, status=status)
+        heard = hear_source(
+            separation.vocals if separation else audio,
+            asr,
+            source=source,
+            language=options.language,
+            separate=separate,
+            progress=progress,
+            status=status,
+        )
         original = heard.original
     if encoder is None:
         from omnidub.embedding import source_encoder
 
         encoder = source_encoder(device)
     status("finding the speakers and their clips")
-    extraction = extract_voices(audio, original, encoder=encoder, asr=asr, options=options, separation=separation,
-                                heard=heard)
+    extraction = extract_voices(
+        audio, original, encoder=encoder, asr=asr, options=options, separation=separation, heard=heard
+    )
     if asr_note:
         from dataclasses import replace
 
@@ -124,17 +153,26 @@ def _extract(source: Path, subs: Path | None, folder: OutputFolder, options: Ext
     if heard is not None:
         heard_file = original_name(source)
         files[heard_file] = labelled_srt(extraction.analysis.original, extraction.analysis.speakers).encode()
-    report = report_json(extraction, source=str(source.resolve()), subs=str(subs) if subs else None,
-                         clip_files=clip_files, top=options.clips.top, asr=asr.name if asr else None,
-                         accompaniment=ACCOMPANIMENT_NAME if separation else None, heard_file=heard_file)
+    report = report_json(
+        extraction,
+        source=str(source.resolve()),
+        subs=str(subs) if subs else None,
+        clip_files=clip_files,
+        top=options.clips.top,
+        asr=asr.name if asr else None,
+        accompaniment=ACCOMPANIMENT_NAME if separation else None,
+        heard_file=heard_file,
+    )
     notes = []
     for name, data in files.items():
         notes += folder.write_bytes(name, data)
     # The extract's own files it no longer writes go; the subtitles it read stay (the original as heard, passed
     # back as --subs from this folder, is read, never removed).
     keep = set(files) | {name for name in [folder.relative(subs)] if name}
-    notes += [f"{name} was changed after omnidub wrote it, so it was kept although this extract no longer writes it"
-              for name in folder.remove_stale(keep)]
+    notes += [
+        f"{name} was changed after omnidub wrote it, so it was kept although this extract no longer writes it"
+        for name in folder.remove_stale(keep)
+    ]
     report = {**report, "notes": report["notes"] + notes}
     folder.write_text(REPORT_NAME, json.dumps(report, indent=2, ensure_ascii=False) + "\n")  # last: it vouches
     return Extracted(folder.path, extraction, report, tuple(sorted(files)) + (REPORT_NAME,))
@@ -145,5 +183,6 @@ def no_clip_error(extracted: Extracted) -> OmnidubError:
     missing = extracted.extraction.missing
     first = next(iter(missing))
     more = f" (and {len(missing) - 1} more speaker{'s' if len(missing) > 2 else ''})" if len(missing) > 1 else ""
-    return OmnidubError(f"no speaker has a usable clip: {first}: {missing[first]}{more}; "
-                        f"see {extracted.folder / REPORT_NAME}")
+    return OmnidubError(
+        f"no speaker has a usable clip: {first}: {missing[first]}{more}; see {extracted.folder / REPORT_NAME}"
+    )

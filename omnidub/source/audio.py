@@ -36,7 +36,7 @@ class SourceAudio:
         """The samples from `start` to `end` seconds (clamped to the source)."""
         a = max(0, int(round(start * self.sample_rate)))
         b = min(self.samples.size, int(round(end * self.sample_rate)))
-        return self.samples[a:max(a, b)]
+        return self.samples[a : max(a, b)]
 
     def at_rate(self, sample_rate: int) -> SourceAudio:
         """The same audio at another rate."""
@@ -64,7 +64,9 @@ def read_source(path: Path, sample_rate: int = CLIP_RATE) -> SourceAudio:
 def check_subtitles(script: Script, subs: Path, source: SourceAudio) -> None:
     """One line when the subtitles cannot be this source's: untimed, or running past its end."""
     if not script.timed:
-        raise OmnidubError(f"{subs}: the original's lines need times (SRT, WebVTT or a timed script) to be found in the source")
+        raise OmnidubError(
+            f"{subs}: the original's lines need times (SRT, WebVTT or a timed script) to be found in the source"
+        )
     last = max(script.lines, key=lambda line: line.end)
     if last.end > source.seconds + PAST_END_TOLERANCE:
         raise OmnidubError(
@@ -83,8 +85,13 @@ def wav_bytes(samples: np.ndarray, sample_rate: int, subtype: str = "PCM_16", fo
 
     buffer = io.BytesIO()
     data = samples.T if samples.ndim == 2 else samples
-    sf.write(buffer, data if subtype in ("FLOAT", "DOUBLE") else np.clip(data, -1.0, 1.0), sample_rate, subtype=subtype,
-             format=format)
+    sf.write(
+        buffer,
+        data if subtype in ("FLOAT", "DOUBLE") else np.clip(data, -1.0, 1.0),
+        sample_rate,
+        subtype=subtype,
+        format=format,
+    )
     return _without_peak_chunk(buffer.getvalue()) if format == "WAV" else buffer.getvalue()
 
 
@@ -96,7 +103,7 @@ def _without_peak_chunk(data: bytes) -> bytes:
         return data
     chunks, at = [], 12
     while at + 8 <= len(data):
-        name, size = data[at:at + 4], struct.unpack("<I", data[at + 4:at + 8])[0]
+        name, size = data[at : at + 4], struct.unpack("<I", data[at + 4 : at + 8])[0]
         end = at + 8 + size + (size & 1)
         if name != b"PEAK":
             chunks.append(data[at:end])

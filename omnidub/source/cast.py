@@ -49,7 +49,9 @@ class SourceOptions:
             raise OmnidubError(f"--voice-match {self.match}: use {', '.join(MATCHES)}")
         for label, path in (("--source", self.source), ("--source-subs", self.subs)):
             if path is not None and not Path(path).is_file():
-                raise OmnidubError(f"{label} {path}: {'a folder, not a file' if Path(path).is_dir() else 'no such file'}")
+                raise OmnidubError(
+                    f"{label} {path}: {'a folder, not a file' if Path(path).is_dir() else 'no such file'}"
+                )
 
 
 @dataclass(frozen=True)
@@ -75,18 +77,29 @@ def analysis_key(options: SourceOptions, voice: VoiceOptions, asr: Asr | None) -
     for path in (options.source, options.subs):
         if path is not None:
             file_digest(path, digest)
-    fields = {"speakers": options.speakers, "language": options.language, "separate": options.separate,
-              "names": [list(pair) for pair in options.names],
-              "asr": asr.name if asr else None, "voice": [voice.reference_seconds, list(voice.reference_window)]}
+    fields = {
+        "speakers": options.speakers,
+        "language": options.language,
+        "separate": options.separate,
+        "names": [list(pair) for pair in options.names],
+        "asr": asr.name if asr else None,
+        "voice": [voice.reference_seconds, list(voice.reference_window)],
+    }
     if options.subs is None:
         fields["heard_by"] = asr.identity() if asr else None
     digest.update(json.dumps(fields, sort_keys=True).encode())
     return digest.hexdigest()
 
 
-def source_summary(options: SourceOptions, voice: VoiceOptions, *, asr: Asr | None, device: str,
-                   status: Callable[[str], None],
-                   progress: Callable[[float, float], None] | None = None) -> SourceSummary:
+def source_summary(
+    options: SourceOptions,
+    voice: VoiceOptions,
+    *,
+    asr: Asr | None,
+    device: str,
+    status: Callable[[str], None],
+    progress: Callable[[float, float], None] | None = None,
+) -> SourceSummary:
     """The source's summary from the cache, else analysed now (and kept). ``asr``: an Asr, or None. Without
     subtitles the source is transcribed first (``progress`` hears the seconds done and in all); that needs an ASR
     model (one line naming --source-subs and --asr-model when there is none)."""
@@ -125,23 +138,46 @@ def source_summary(options: SourceOptions, voice: VoiceOptions, *, asr: Asr | No
     if original is None:
         from omnidub.source.heard import hear_source
 
-        heard = hear_source(separation.vocals if separation else audio, asr, source=Path(options.source),
-                            language=options.language, separate=options.separate, progress=progress, status=status)
+        heard = hear_source(
+            separation.vocals if separation else audio,
+            asr,
+            source=Path(options.source),
+            language=options.language,
+            separate=options.separate,
+            progress=progress,
+            status=status,
+        )
         original = heard.original
     from omnidub.embedding import source_encoder
 
-    extraction = extract_voices(audio, original, encoder=source_encoder(device), asr=asr,
-                                options=ExtractOptions(clips=ClipOptions(voice=voice), speakers=options.speakers,
-                                                       language=options.language, assess_lines=True,
-                                                       names=dict(options.names)),
-                                separation=separation, heard=heard)
+    extraction = extract_voices(
+        audio,
+        original,
+        encoder=source_encoder(device),
+        asr=asr,
+        options=ExtractOptions(
+            clips=ClipOptions(voice=voice),
+            speakers=options.speakers,
+            language=options.language,
+            assess_lines=True,
+            names=dict(options.names),
+        ),
+        separation=separation,
+        heard=heard,
+    )
     summary = summarize(extraction, folder)
     save(summary)
     return summary
 
 
-def source_cast(summary: SourceSummary, dub: Script, match: str, given: dict[str, Voice],
-                checked: dict[int, dict] | None = None, chosen: dict[int, str] | None = None) -> SourceCast:
+def source_cast(
+    summary: SourceSummary,
+    dub: Script,
+    match: str,
+    given: dict[str, Voice],
+    checked: dict[int, dict] | None = None,
+    chosen: dict[int, str] | None = None,
+) -> SourceCast:
     """The voices of ``dub`` from the source. A speaker the user gave a voice (``given``) keeps it, clip and all.
     ``checked``: the voice check's verdicts (dubbed line -> {"clip": the own clip's hash, "passed", "why"}); a
     line that failed it with this same clip is sent to its speaker's clip. ``chosen``: lines an editor sent to
@@ -161,13 +197,24 @@ def source_cast(summary: SourceSummary, dub: Script, match: str, given: dict[str
             why = verdict.get("why") or "the voice check"
         if why:
             clip = summary.speaker_clips.get(reference.speaker)
-            reference = LineReference(reference.index, reference.speaker, reference.original, reference.match,
-                                      "speaker" if clip else "none", clip.start if clip else None,
-                                      clip.end if clip else None, clip.text if clip else None,
-                                      clip.sha256 if clip else None, why)
+            reference = LineReference(
+                reference.index,
+                reference.speaker,
+                reference.original,
+                reference.match,
+                "speaker" if clip else "none",
+                clip.start if clip else None,
+                clip.end if clip else None,
+                clip.text if clip else None,
+                clip.sha256 if clip else None,
+                why,
+            )
         references[reference.index] = reference
-    voices = {name: clip_voice(summary, name, clip.start, clip.end, clip.text)
-              for name, clip in summary.speaker_clips.items() if name not in given}
+    voices = {
+        name: clip_voice(summary, name, clip.start, clip.end, clip.text)
+        for name, clip in summary.speaker_clips.items()
+        if name not in given
+    }
     lines = {}
     for index, reference in references.items():
         if reference.kind == "line" and reference.speaker not in given:
@@ -190,18 +237,26 @@ def check_source_cast(script: Script, voices: dict[str, Voice], summary: SourceS
             pass
         at = f"{where}: {getattr(line, 'where', '') or f'line {line.index}'}"
         if line.speaker in summary.missing:
-            raise OmnidubError(f"{at}: the source gives {line.speaker} no clip: {summary.missing[line.speaker]}; "
-                               f"give {line.speaker} a voice with --voice {line.speaker}=FILE")
+            raise OmnidubError(
+                f"{at}: the source gives {line.speaker} no clip: {summary.missing[line.speaker]}; "
+                f"give {line.speaker} a voice with --voice {line.speaker}=FILE"
+            )
         if line.speaker == DEFAULT_SPEAKER:
-            raise OmnidubError(f"{at}: the line matches no original line to take its speaker from, and there is no "
-                               "default voice; label it ('NAME: text') or add a default --voice FILE")
+            raise OmnidubError(
+                f"{at}: the line matches no original line to take its speaker from, and there is no "
+                "default voice; label it ('NAME: text') or add a default --voice FILE"
+            )
         if not labelled(summary.original):
             names = ", ".join(known) or "none"
-            raise OmnidubError(f"{at}: the dub names {line.speaker}, but the original subtitles name no speakers (the "
-                               f"voices found in the source are {names}): label the original's cues, or name the "
-                               f"voices with --names S1={line.speaker},...")
-        raise OmnidubError(f"{at}: the dub names {line.speaker}, but the original subtitles have no such speaker "
-                           f"(they name {', '.join(known)}); rename it, or add --voice {line.speaker}=FILE")
+            raise OmnidubError(
+                f"{at}: the dub names {line.speaker}, but the original subtitles name no speakers (the "
+                f"voices found in the source are {names}): label the original's cues, or name the "
+                f"voices with --names S1={line.speaker},..."
+            )
+        raise OmnidubError(
+            f"{at}: the dub names {line.speaker}, but the original subtitles have no such speaker "
+            f"(they name {', '.join(known)}); rename it, or add --voice {line.speaker}=FILE"
+        )
 
 
 def clip_voice(summary: SourceSummary, speaker: str, start: float, end: float, text: str) -> Voice:
@@ -213,13 +268,24 @@ def assign_speakers(dub: Script, cast: SourceCast) -> Script:
     """Lines the dub leaves unlabelled take the speaker of the original line they translate."""
     from dataclasses import replace
 
-    lines = tuple(replace(line, speaker=cast.speaker_of(line.index) or line.speaker)
-                  if line.speaker == DEFAULT_SPEAKER else line for line in dub.lines)
+    lines = tuple(
+        replace(line, speaker=cast.speaker_of(line.index) or line.speaker) if line.speaker == DEFAULT_SPEAKER else line
+        for line in dub.lines
+    )
     return replace(dub, lines=lines)
 
 
 def reference_record(reference: LineReference, file: str | None) -> dict:
     """A line's reference as the manifest keeps it."""
-    return {"kind": reference.kind, "speaker": reference.speaker, "original": list(reference.original),
-            "match": reference.match, "start": reference.start, "end": reference.end, "text": reference.text,
-            "sha256": reference.sha256, "fallback": reference.fallback, "file": file}
+    return {
+        "kind": reference.kind,
+        "speaker": reference.speaker,
+        "original": list(reference.original),
+        "match": reference.match,
+        "start": reference.start,
+        "end": reference.end,
+        "text": reference.text,
+        "sha256": reference.sha256,
+        "fallback": reference.fallback,
+        "file": file,
+    }

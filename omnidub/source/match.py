@@ -40,8 +40,9 @@ def same_cues(dub: Script, original: Script) -> bool:
 def match_lines(dub: Script, original: Script) -> tuple[LineMatch, ...]:
     """Each dubbed line's original line(s): by index when the files have the same cues, else by time overlap."""
     if same_cues(dub, original):
-        return tuple(LineMatch(a.index, "index", (b.index,), round(_shared(a, b), 3))
-                     for a, b in zip(dub.lines, original.lines))
+        return tuple(
+            LineMatch(a.index, "index", (b.index,), round(_shared(a, b), 3)) for a, b in zip(dub.lines, original.lines)
+        )
     return tuple(_by_overlap(line, original.lines) for line in dub.lines)
 
 

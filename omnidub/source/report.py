@@ -18,12 +18,22 @@ _BARE_KEY = re.compile(r"[A-Za-z0-9_-]+")
 
 
 def candidate_json(candidate: Candidate) -> dict:
-    data = {"lines": list(candidate.lines), "start": candidate.start, "end": candidate.end,
-            "seconds": candidate.seconds, "text": candidate.text}
+    data = {
+        "lines": list(candidate.lines),
+        "start": candidate.start,
+        "end": candidate.end,
+        "seconds": candidate.seconds,
+        "text": candidate.text,
+    }
     if candidate.scores is not None:
         s = candidate.scores
-        data["scores"] = {"total": s.total, "similarity": s.similarity, "speech": s.speech, "level_db": s.level_db,
-                          "asr": s.asr}
+        data["scores"] = {
+            "total": s.total,
+            "similarity": s.similarity,
+            "speech": s.speech,
+            "level_db": s.level_db,
+            "asr": s.asr,
+        }
     if candidate.problem:
         data["problem"] = candidate.problem
     if candidate.note:
@@ -31,8 +41,17 @@ def candidate_json(candidate: Candidate) -> dict:
     return data
 
 
-def report_json(extraction: Extraction, *, source: str, subs: str | None, clip_files: dict[str, str], top: int,
-                asr: str | None, accompaniment: str | None, heard_file: str | None = None) -> dict:
+def report_json(
+    extraction: Extraction,
+    *,
+    source: str,
+    subs: str | None,
+    clip_files: dict[str, str],
+    top: int,
+    asr: str | None,
+    accompaniment: str | None,
+    heard_file: str | None = None,
+) -> dict:
     """The extraction as a JSON object: per speaker the chosen clip, the top usable candidates and the refused
     ones, the grouping of an unlabelled original with per-line confidence, the original as heard (a source
     without subtitles), and notes."""
@@ -52,22 +71,40 @@ def report_json(extraction: Extraction, *, source: str, subs: str | None, clip_f
         lines = []
         for g in analysis.grouping.lines:
             line = analysis.lines[g.index]
-            lines.append({"line": g.index, "start": line.start, "end": line.end, "text": line.text,
-                          "speaker": g.speaker, "confidence": g.confidence, "similarity": g.similarity,
-                          "nearest": g.nearest, "nearest_similarity": g.nearest_similarity,
-                          **({"note": g.note} if g.note else {})})
+            lines.append(
+                {
+                    "line": g.index,
+                    "start": line.start,
+                    "end": line.end,
+                    "text": line.text,
+                    "speaker": g.speaker,
+                    "confidence": g.confidence,
+                    "similarity": g.similarity,
+                    "nearest": g.nearest,
+                    "nearest_similarity": g.nearest_similarity,
+                    **({"note": g.note} if g.note else {}),
+                }
+            )
         grouping = {"how": analysis.grouping.how, "speakers": list(analysis.grouping.speakers), "lines": lines}
     separation = None
     if extraction.separation is not None:
-        separation = {"model": extraction.separation.model, "accompaniment": accompaniment,
-                      "sample_rate": extraction.separation.sample_rate}
+        separation = {
+            "model": extraction.separation.model,
+            "accompaniment": accompaniment,
+            "sample_rate": extraction.separation.sample_rate,
+        }
     return {
         "omnidub": MARK,
         "source": source,
         "subs": subs,
-        "heard": None if extraction.heard is None else {
-            "file": heard_file, "lines": len(analysis.original.lines), "language": extraction.heard.transcript.language,
-            "asr": asr},
+        "heard": None
+        if extraction.heard is None
+        else {
+            "file": heard_file,
+            "lines": len(analysis.original.lines),
+            "language": extraction.heard.transcript.language,
+            "asr": asr,
+        },
         "seconds": round(analysis.audio.seconds, 3),
         "language": analysis.language,
         "asr": asr,
@@ -80,12 +117,18 @@ def report_json(extraction: Extraction, *, source: str, subs: str | None, clip_f
 
 def voices_toml(extraction: Extraction, clip_files: dict[str, str], *, source: str) -> str:
     """A voices.toml that ``omnidub render --voices`` reads as it is: one table per speaker with a clip."""
-    rows = [f"{EXTRACTED} from {source}; {REPORT_NAME} lists other candidates per speaker.",
-            "# reference_language is what the clips speak; the dub's language is render's --language, never this."]
+    rows = [
+        f"{EXTRACTED} from {source}; {REPORT_NAME} lists other candidates per speaker.",
+        "# reference_language is what the clips speak; the dub's language is render's --language, never this.",
+    ]
     for speaker, chosen in extraction.chosen.items():
         key = speaker if _BARE_KEY.fullmatch(speaker) else json.dumps(speaker, ensure_ascii=False)
-        rows += ["", f"[{key}]", f"audio = {json.dumps(clip_files[speaker], ensure_ascii=False)}",
-                 f"text = {json.dumps(chosen.text, ensure_ascii=False)}"]
+        rows += [
+            "",
+            f"[{key}]",
+            f"audio = {json.dumps(clip_files[speaker], ensure_ascii=False)}",
+            f"text = {json.dumps(chosen.text, ensure_ascii=False)}",
+        ]
         if extraction.analysis.language:
             rows.append(f"reference_language = {json.dumps(extraction.analysis.language)}")
     for speaker, why in extraction.missing.items():

@@ -46,7 +46,9 @@ def load_separator(model: str, device: str = "cpu"):
     try:
         if looks_like_file:
             if not path.is_file():
-                raise OmnidubError(f"--separate {model}: no such model file (give a .th, .safetensors or a bag's .yaml)")
+                raise OmnidubError(
+                    f"--separate {model}: no such model file (give a .th, .safetensors or a bag's .yaml)"
+                )
             if path.suffix == ".th":
                 loaded = states.load_model(path)
             elif path.suffix == ".safetensors":
@@ -66,7 +68,7 @@ def load_separator(model: str, device: str = "cpu"):
             raise OmnidubError(f"--separate {model}: cannot load it as a Demucs model ({reason})") from None
         raise OmnidubError(
             f"cannot load the separation model {model!r}: it is not in the local caches and could not be downloaded "
-            f"({reason}); on a connected machine run: python -c \"from demucs.pretrained import get_model; "
+            f'({reason}); on a connected machine run: python -c "from demucs.pretrained import get_model; '
             f"get_model('{model}')\" (the weights then stay in the cache), or pass --separate PATH to a model file"
         ) from None
     if VOCALS not in loaded.sources:
@@ -110,8 +112,9 @@ def separate(separator, path: Path, name: str) -> Separation:
     mean, std = float(reference.mean()), float(reference.std()) + 1e-8
     device = next(separator.parameters()).device
     with torch.inference_mode():
-        stems = apply_model(separator, ((mix - mean) / std)[None], device=device, shifts=1, split=True,
-                            overlap=0.25, progress=False)[0]
+        stems = apply_model(
+            separator, ((mix - mean) / std)[None], device=device, shifts=1, split=True, overlap=0.25, progress=False
+        )[0]
     stems = (stems * std + mean).cpu().numpy()
     k = list(separator.sources).index(VOCALS)
     accompaniment = np.delete(stems, k, axis=0).sum(axis=0).astype(np.float32)
@@ -149,12 +152,26 @@ def build_random_separator(folder: Path, seed: int = 0) -> Path:
     from demucs.htdemucs import HTDemucs
 
     torch.manual_seed(seed)
-    model = HTDemucs(sources=["drums", "bass", "other", VOCALS], audio_channels=2, samplerate=44100, segment=4,
-                     channels=4, depth=4, t_layers=1, t_heads=2, bottom_channels=0, dconv_comp=4,
-                     t_hidden_scale=1.0)
+    model = HTDemucs(
+        sources=["drums", "bass", "other", VOCALS],
+        audio_channels=2,
+        samplerate=44100,
+        segment=4,
+        channels=4,
+        depth=4,
+        t_layers=1,
+        t_heads=2,
+        bottom_channels=0,
+        dconv_comp=4,
+        t_hidden_scale=1.0,
+    )
     args, kwargs = model._init_args_kwargs
-    package = {"klass": HTDemucs, "args": args, "kwargs": kwargs,
-               "state": {k: v.detach().clone() for k, v in model.state_dict().items()}}
+    package = {
+        "klass": HTDemucs,
+        "args": args,
+        "kwargs": kwargs,
+        "state": {k: v.detach().clone() for k, v in model.state_dict().items()},
+    }
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     path = folder / "random-htdemucs.th"

@@ -84,13 +84,19 @@ class VoiceCalibration:
     def problem(self, own: float, nearest: str | None, other: float | None, speaker: str) -> str | None:
         """Why a window with these similarities is not `speaker` alone (None: it is)."""
         if nearest is not None and other - own > self.margin:
-            relation = (f"closer to {nearest} ({other:.2f}) than to {speaker} ({own:.2f})" if other > own else
-                        f"nearly as close to {nearest} ({other:.2f}) as to {speaker} ({own:.2f})")
-            return (f"{relation}; in this source {speaker}'s own lines are more than {-self.margin:.2f} closer to "
-                    f"{speaker}")
+            relation = (
+                f"closer to {nearest} ({other:.2f}) than to {speaker} ({own:.2f})"
+                if other > own
+                else f"nearly as close to {nearest} ({other:.2f}) as to {speaker} ({own:.2f})"
+            )
+            return (
+                f"{relation}; in this source {speaker}'s own lines are more than {-self.margin:.2f} closer to {speaker}"
+            )
         if own < self.floor:
-            return (f"similarity {own:.2f} to {speaker}, under {self.floor:.2f}, halfway between {speaker}'s own "
-                    "lines and the other voices in this source")
+            return (
+                f"similarity {own:.2f} to {speaker}, under {self.floor:.2f}, halfway between {speaker}'s own "
+                "lines and the other voices in this source"
+            )
         return None
 
 
@@ -132,7 +138,7 @@ def window_embeddings(encoder, clip: np.ndarray) -> list[tuple[float, np.ndarray
     starts = list(range(0, max(clip.size - size, 0) + 1, hop))
     if clip.size > size and starts[-1] + size < clip.size:
         starts.append(clip.size - size)  # the clip's tail is always looked at
-    pieces = [clip[a:a + size] for a in starts]
+    pieces = [clip[a : a + size] for a in starts]
     many = getattr(encoder, "embed_many", None)
     embedded = many(pieces, ANALYSIS_RATE) if many else [encoder.embed(p, ANALYSIS_RATE) for p in pieces]
     return [(a / ANALYSIS_RATE, e[0]) for a, e in zip(starts, embedded) if e is not None]
@@ -157,8 +163,10 @@ def group_lines(
         if slight and len(slight) < len(seconds):
             kept = [j for j in range(len(core)) if int(labels[j]) not in slight]
             core, vectors, labels = [core[j] for j in kept], vectors[kept], labels[kept]
-            how += (f"; {len(slight)} group{'s' if len(slight) > 1 else ''} of under {GROUP_SPEECH:g} s of speech "
-                    "joined the nearest")
+            how += (
+                f"; {len(slight)} group{'s' if len(slight) > 1 else ''} of under {GROUP_SPEECH:g} s of speech "
+                "joined the nearest"
+            )
     # Names in order of first appearance.
     names: dict[int, str] = {}
     for label in labels:
@@ -169,7 +177,9 @@ def group_lines(
         embedding = embeddings.get(i)
         if embedding is None:
             speaker = previous or next(iter(centroids))
-            result.append(LineSpeaker(i, speaker, 0.0, None, None, None, "too little speech to embed; kept with the line before"))
+            result.append(
+                LineSpeaker(i, speaker, 0.0, None, None, None, "too little speech to embed; kept with the line before")
+            )
         else:
             result.append(_assign(i, embedding, centroids, short=i not in core))
         previous = result[-1].speaker
@@ -184,8 +194,15 @@ def _assign(index: int, embedding: np.ndarray, centroids: dict[str, np.ndarray],
     confidence = float(weights[0] / weights.sum())
     nearest = ranked[1] if len(ranked) > 1 else None
     note = "too little speech to shape the groups; joined the nearest group" if short else ""
-    return LineSpeaker(index, ranked[0], round(confidence, 3), round(sims[ranked[0]], 3), nearest,
-                       round(sims[nearest], 3) if nearest else None, note)
+    return LineSpeaker(
+        index,
+        ranked[0],
+        round(confidence, 3),
+        round(sims[ranked[0]], 3),
+        nearest,
+        round(sims[nearest], 3) if nearest else None,
+        note,
+    )
 
 
 def _cluster(vectors: np.ndarray, speakers: int | None) -> tuple[np.ndarray, str]:
@@ -210,17 +227,21 @@ def _cluster(vectors: np.ndarray, speakers: int | None) -> tuple[np.ndarray, str
             best_k, best, best_labels = len(set(labels)), score, labels
     if best < SILHOUETTE_FLOOR:
         best_labels = np.ones(n, int)
-        how = (f"one speaker: no split of the lines by voice reaches a silhouette of {SILHOUETTE_FLOOR} "
-               f"(best {max(best, 0.0):.2f})")
+        how = (
+            f"one speaker: no split of the lines by voice reaches a silhouette of {SILHOUETTE_FLOOR} "
+            f"(best {max(best, 0.0):.2f})"
+        )
     else:
         how = f"{best_k} speakers: the grouping with the best silhouette ({best:.2f}) from 2 to {MAX_SPEAKERS}"
     labels, splits = split_tight(vectors, best_labels)
     if splits:
         count = len(set(labels))
         first = best_k if best >= SILHOUETTE_FLOOR else 1
-        how = (f"{count} speakers: the grouping with the best silhouette ({max(best, 0.0):.2f}) gave {first}, "
-               f"and {splits} group{'s' if splits > 1 else ''} whose lines form two tight sub-groups "
-               f"{'were' if splits > 1 else 'was'} split")
+        how = (
+            f"{count} speakers: the grouping with the best silhouette ({max(best, 0.0):.2f}) gave {first}, "
+            f"and {splits} group{'s' if splits > 1 else ''} whose lines form two tight sub-groups "
+            f"{'were' if splits > 1 else 'was'} split"
+        )
     return labels, how
 
 

@@ -37,14 +37,18 @@ class SpeechMap:
     def speech_fraction(self, start: float, end: float) -> float:
         return self.speech_seconds(start, end) / max(end - start, 1e-9)
 
-    def speech_hull(self, start: float, end: float, low: float | None = None,
-                    high: float | None = None) -> tuple[float, float] | None:
+    def speech_hull(
+        self, start: float, end: float, low: float | None = None, high: float | None = None
+    ) -> tuple[float, float] | None:
         """From the first to the last speech that overlaps `start`..`end`, let run on to `low`..`high` (default:
         not past `start`..`end`); None when there is none."""
         low, high = start if low is None else low, end if high is None else high
         # A region belongs to the span when a real part of it lies inside, not only its padded edge.
-        inside = [(max(a, low), min(b, high)) for a, b in self.regions
-                  if min(b, end) - max(a, start) >= min(OWN_PART, (b - a) / 2)]
+        inside = [
+            (max(a, low), min(b, high))
+            for a, b in self.regions
+            if min(b, end) - max(a, start) >= min(OWN_PART, (b - a) / 2)
+        ]
         return (inside[0][0], inside[-1][1]) if inside else None
 
     def level_over_background(self, start: float, end: float) -> float:
@@ -92,30 +96,36 @@ def subtitle_fit(cues: list[tuple[float, float]], speech: SpeechMap) -> Fit:
     size = 1 << int(np.ceil(np.log2(count + 2 * reach + 1)))
     cue, gap = np.zeros(size), np.zeros(size)
     for a, b in cues:  # laid out `reach` frames in, so a cue may move `reach` either way
-        cue[reach + _frame(a, count):reach + _frame(b, count)] = 1.0
+        cue[reach + _frame(a, count) : reach + _frame(b, count)] = 1.0
     if not cue.any():
         return Fit(0.0, 0.0, 0.0, 0.0)
     inside = np.nonzero(cue)[0]
-    gap[inside[0]:inside[-1]] = 1.0 - cue[inside[0]:inside[-1]]
+    gap[inside[0] : inside[-1]] = 1.0 - cue[inside[0] : inside[-1]]
     voiced = np.zeros(size)
-    voiced[reach:reach + count] = speech.speech
+    voiced[reach : reach + count] = speech.speech
     quiet = np.zeros(size)
-    quiet[reach:reach + count] = ~speech.speech
+    quiet[reach : reach + count] = ~speech.speech
 
     lags = np.arange(-reach, reach + 1)
     spoken = np.fft.irfft(np.fft.rfft(voiced) * np.conj(np.fft.rfft(cue)), size)[lags % size]
     silent = np.fft.irfft(np.fft.rfft(quiet) * np.conj(np.fft.rfft(gap)), size)[lags % size]
     balance = (spoken / cue.sum() + (silent / gap.sum() if gap.any() else 1.0)) / 2
     best = int(np.argmax(balance))
-    return Fit(round(float(balance[reach]), 3), round(float(spoken[reach] / cue.sum()), 3),
-               round(float(lags[best] * HOP), 2), round(float(balance[best]), 3))
+    return Fit(
+        round(float(balance[reach]), 3),
+        round(float(spoken[reach] / cue.sum()), 3),
+        round(float(lags[best] * HOP), 2),
+        round(float(balance[best]), 3),
+    )
 
 
 def check_some_speech(speech: SpeechMap, name: str) -> None:
     """One line when voice activity hears (almost) no speech in the source."""
     if sum(b - a for a, b in speech.regions) < 0.5:
-        raise OmnidubError(f"{name}: no speech found in it (voice activity hears none); is it the right file, and "
-                           "does its first audio track hold the dialogue?")
+        raise OmnidubError(
+            f"{name}: no speech found in it (voice activity hears none); is it the right file, and "
+            "does its first audio track hold the dialogue?"
+        )
 
 
 def find_speech(track: SourceAudio) -> SpeechMap:
@@ -131,7 +141,7 @@ def find_speech(track: SourceAudio) -> SpeechMap:
     rms = frame_rms(track.samples, ANALYSIS_RATE)
     speech = np.zeros(rms.size, bool)
     for a, b in regions:
-        speech[_frame(a, rms.size):_frame(b, rms.size)] = True
+        speech[_frame(a, rms.size) : _frame(b, rms.size)] = True
     return SpeechMap(regions, rms, speech)
 
 

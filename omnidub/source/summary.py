@@ -73,24 +73,38 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
         path = folder / "clips" / f"{hashes[span]}.wav" if folder is not None else None
         if path is not None and not path.is_file():  # no write time in it: the same clip is always the same bytes
             write_bytes_atomic(path, wav_bytes(samples, CLIP_RATE, subtype="FLOAT"))
-    speaker_clips = {name: SpeakerClip(c.start, c.end, c.text, hashes[(c.start, c.end)])
-                     for name, c in extraction.chosen.items()}
+    speaker_clips = {
+        name: SpeakerClip(c.start, c.end, c.text, hashes[(c.start, c.end)]) for name, c in extraction.chosen.items()
+    }
     accompaniment = None
     if extraction.separation is not None and folder is not None:
         accompaniment = folder / "accompaniment.flac"
         if not accompaniment.is_file():
             separation = extraction.separation
-            write_bytes_atomic(accompaniment, wav_bytes(separation.accompaniment, separation.sample_rate, format="FLAC"))
+            write_bytes_atomic(
+                accompaniment, wav_bytes(separation.accompaniment, separation.sample_rate, format="FLAC")
+            )
     heard = None
     if extraction.heard is not None and folder is not None:
         from omnidub.source.heard import labelled_srt
 
         heard = folder / HEARD_NAME
         write_text_atomic(heard, labelled_srt(analysis.original, analysis.speakers))
-    return SourceSummary(analysis.original, dict(analysis.speakers), dict(analysis.centroids),
-                         dict(extraction.line_clips), speaker_clips, hashes, folder, analysis.language,
-                         tuple(extraction.notes), accompaniment, dict(analysis.calibration), dict(extraction.missing),
-                         heard)
+    return SourceSummary(
+        analysis.original,
+        dict(analysis.speakers),
+        dict(analysis.centroids),
+        dict(extraction.line_clips),
+        speaker_clips,
+        hashes,
+        folder,
+        analysis.language,
+        tuple(extraction.notes),
+        accompaniment,
+        dict(analysis.calibration),
+        dict(extraction.missing),
+        heard,
+    )
 
 
 def save(summary: SourceSummary) -> None:
@@ -98,8 +112,17 @@ def save(summary: SourceSummary) -> None:
     data = {
         "format": FORMAT,
         "speakers": {str(k): v for k, v in summary.speakers.items()},
-        "line_clips": [{"index": c.index, "speaker": c.speaker, "start": c.start, "end": c.end, "text": c.text,
-                        "problem": c.problem} for c in summary.line_clips.values()],
+        "line_clips": [
+            {
+                "index": c.index,
+                "speaker": c.speaker,
+                "start": c.start,
+                "end": c.end,
+                "text": c.text,
+                "problem": c.problem,
+            }
+            for c in summary.line_clips.values()
+        ],
         "speaker_clips": {name: vars(c) for name, c in summary.speaker_clips.items()},
         "hashes": [[a, b, sha] for (a, b), sha in summary.hashes.items()],
         "language": summary.language,
@@ -109,8 +132,9 @@ def save(summary: SourceSummary) -> None:
         "missing": summary.missing,
     }
     if summary.heard is not None:  # the lines were cut from what was heard: no subtitle file holds them
-        data["original"] = [[line.index, line.text, line.start, line.end, line.language]
-                            for line in summary.original.lines]
+        data["original"] = [
+            [line.index, line.text, line.start, line.end, line.language] for line in summary.original.lines
+        ]
     if summary.centroids:
         import io
 
@@ -134,8 +158,15 @@ def load(folder: Path, original: Script | None) -> SourceSummary | None:
                 return None
             from omnidub.source.heard import heard_line
 
-            original = Script(tuple(heard_line(int(k), str(text), float(a), float(b), language)
-                                    for k, text, a, b, language in data["original"]), (), (), True)
+            original = Script(
+                tuple(
+                    heard_line(int(k), str(text), float(a), float(b), language)
+                    for k, text, a, b, language in data["original"]
+                ),
+                (),
+                (),
+                True,
+            )
         centroids = {}
         if (folder / "centroids.npz").is_file():
             with np.load(folder / "centroids.npz") as stored:
@@ -145,8 +176,10 @@ def load(folder: Path, original: Script | None) -> SourceSummary | None:
             samples, _ = sf.read(str(folder / "clips" / f"{sha}.wav"), dtype="float32")
             if samples_hash(samples, CLIP_RATE) != sha:
                 return None
-        line_clips = {c["index"]: LineClip(c["index"], c["speaker"], c["start"], c["end"], c["text"], c["problem"])
-                      for c in data["line_clips"]}
+        line_clips = {
+            c["index"]: LineClip(c["index"], c["speaker"], c["start"], c["end"], c["text"], c["problem"])
+            for c in data["line_clips"]
+        }
         speaker_clips = {name: SpeakerClip(**c) for name, c in data["speaker_clips"].items()}
         calibration = {name: VoiceCalibration(**c) for name, c in data["calibration"].items()}
         missing = {str(k): str(v) for k, v in data["missing"].items()}
@@ -155,6 +188,18 @@ def load(folder: Path, original: Script | None) -> SourceSummary | None:
     accompaniment = folder / data["accompaniment"] if data.get("accompaniment") else None
     if accompaniment is not None and not accompaniment.is_file():
         return None  # analysed again, and the accompaniment written again
-    return SourceSummary(original, {int(k): v for k, v in data["speakers"].items()}, centroids, line_clips,
-                         speaker_clips, hashes, folder, data.get("language"), tuple(data.get("notes", [])),
-                         accompaniment, calibration, missing, heard)
+    return SourceSummary(
+        original,
+        {int(k): v for k, v in data["speakers"].items()},
+        centroids,
+        line_clips,
+        speaker_clips,
+        hashes,
+        folder,
+        data.get("language"),
+        tuple(data.get("notes", [])),
+        accompaniment,
+        calibration,
+        missing,
+        heard,
+    )

@@ -5,5 +5,16 @@ from omnidub.voices.cast import Voice, check_cast, load_voices, voice_for
 from omnidub.voices.prompts import PromptCache, voice_prompt, voice_prompt_key
 from omnidub.voices.reference import Reference, check_reference, prepare_reference
 
-__all__ = ["PromptCache", "Reference", "Voice", "check_cast", "check_reference", "load_audio", "load_voices",
-           "prepare_reference", "voice_for", "voice_prompt", "voice_prompt_key"]
+__all__ = [
+    "PromptCache",
+    "Reference",
+    "Voice",
+    "check_cast",
+    "check_reference",
+    "load_audio",
+    "load_voices",
+    "prepare_reference",
+    "voice_for",
+    "voice_prompt",
+    "voice_prompt_key",
+]

@@ -43,7 +43,6 @@ class Voice:
         return self.reference_language or self.language
 
 
-
 def load_voices(voices_toml: Path | None, voice_args: list[str], voice_text_args: list[str]) -> dict[str, Voice]:
     """Merge voices.toml, then --voice, then --voice-text (later sources override earlier ones)."""
     voices: dict[str, Voice] = {}
@@ -54,14 +53,14 @@ def load_voices(voices_toml: Path | None, voice_args: list[str], voice_text_args
         speaker, audio = _split_voice_arg(arg)
         earlier = flagged.setdefault(speaker.casefold(), speaker)
         if earlier != speaker:
-            raise OmnidubError(f"--voice {earlier}=... and --voice {speaker}=... name one speaker (speaker names are "
-                               "matched without case); give each speaker one --voice")
+            raise OmnidubError(
+                f"--voice {earlier}=... and --voice {speaker}=... name one speaker (speaker names are "
+                "matched without case); give each speaker one --voice"
+            )
         speaker = _same_speaker(speaker, voices)  # --voice anna=... overrides the file's [Anna]
         old = voices.get(speaker)
         # New audio makes any earlier transcript wrong; language and speed still describe the speaker.
-        voices[speaker] = Voice(
-            speaker, audio, None, old.language if old else None, old.speed if old else None, None
-        )
+        voices[speaker] = Voice(speaker, audio, None, old.language if old else None, old.speed if old else None, None)
     for arg in voice_text_args:
         speaker, text = _split_voice_text_arg(arg, voices)
         old = voices.get(speaker)
@@ -129,10 +128,14 @@ def _read_voices_toml(path: Path) -> dict[str, Voice]:
         where = f"{path}: [{speaker}]"
         twin = next((known for known in voices if known.casefold() == speaker.casefold()), None)
         if twin is not None:
-            raise OmnidubError(f"{where}: [{twin}] and [{speaker}] differ only in case, and speaker names are matched "
-                               "without case (labels 'ANNA:' and 'Anna:' are one speaker); merge them or rename one")
+            raise OmnidubError(
+                f"{where}: [{twin}] and [{speaker}] differ only in case, and speaker names are matched "
+                "without case (labels 'ANNA:' and 'Anna:' are one speaker); merge them or rename one"
+            )
         if not isinstance(table, dict):
-            raise OmnidubError(f"{where}: expected a table like [{speaker}] with audio = ... and text = ..., got a plain value")
+            raise OmnidubError(
+                f"{where}: expected a table like [{speaker}] with audio = ... and text = ..., got a plain value"
+            )
         unknown = sorted(set(table) - set(VOICE_KEYS))
         if unknown:
             raise OmnidubError(f"{where}: unknown key(s) {', '.join(unknown)}; known keys: {', '.join(VOICE_KEYS)}")
@@ -143,10 +146,13 @@ def _read_voices_toml(path: Path) -> dict[str, Voice]:
             if table.get(key):
                 check_language(table[key], f"{where}: {key}")
         if "audio" not in table and "instruct" not in table:
-            raise OmnidubError(f"{where}: needs audio = \"file\" (with text = \"transcript\") or instruct = \"voice description\"")
+            raise OmnidubError(
+                f'{where}: needs audio = "file" (with text = "transcript") or instruct = "voice description"'
+            )
         speed = table.get("speed")
-        if speed is not None and (isinstance(speed, bool) or not isinstance(speed, (int, float))
-                                  or not MIN_SPEED <= speed <= MAX_SPEED):
+        if speed is not None and (
+            isinstance(speed, bool) or not isinstance(speed, (int, float)) or not MIN_SPEED <= speed <= MAX_SPEED
+        ):
             raise OmnidubError(f"{where}: speed must be a number from {MIN_SPEED:g} to {MAX_SPEED:g}, got {speed!r}")
         audio = None
         if "audio" in table:
@@ -175,14 +181,21 @@ def _split_voice_arg(arg: str) -> tuple[str, Path]:
         speaker = speaker.strip()
         if speaker and not ref.strip():
             raise OmnidubError(f"--voice {_short(arg)}: no reference file after '='; write --voice {speaker}=FILE")
-        if speaker and "/" not in speaker and "\\" not in speaker and (Path(ref).expanduser().is_file() or _NAME_RE.match(speaker)):
+        if (
+            speaker
+            and "/" not in speaker
+            and "\\" not in speaker
+            and (Path(ref).expanduser().is_file() or _NAME_RE.match(speaker))
+        ):
             ref_path = Path(ref).expanduser()
             problem = audio_problem(ref_path)
             if problem:
                 raise OmnidubError(f"--voice {speaker}=...: {problem}")
             return speaker, ref_path
     if Path(arg).expanduser().is_dir():
-        raise OmnidubError(f"--voice: {audio_problem(Path(arg).expanduser())} (use --voice FILE or --voice SPEAKER=FILE)")
+        raise OmnidubError(
+            f"--voice: {audio_problem(Path(arg).expanduser())} (use --voice FILE or --voice SPEAKER=FILE)"
+        )
     raise OmnidubError(f"--voice: audio file not found: {arg} (use --voice FILE or --voice SPEAKER=FILE)")
 
 

@@ -53,8 +53,9 @@ class Reference:
     provisional: bool = False
 
 
-
-def check_reference(voice: Voice, *, options: VoiceOptions, asr_available: bool, sample_rate: int = 24000) -> tuple[str, ...]:
+def check_reference(
+    voice: Voice, *, options: VoiceOptions, asr_available: bool, sample_rate: int = 24000
+) -> tuple[str, ...]:
     """What preparing ``voice``'s reference would refuse, found without ASR or the model: OmnidubError for the
     same faults the render stops on; the notes it would print otherwise. A plan calls this for every voice."""
     if voice.audio is None:
@@ -69,8 +70,10 @@ def check_reference(voice: Voice, *, options: VoiceOptions, asr_available: bool,
         cut = _energy_cut(audio, sample_rate, options)
         if cut is None:
             raise OmnidubError(_no_energy_cut(voice, seconds, low, high))
-        notes.append(f"without an ASR model the reference would be cut at {cut:.2f} s by energy alone, its "
-                     "transcript by estimate")
+        notes.append(
+            f"without an ASR model the reference would be cut at {cut:.2f} s by energy alone, its "
+            "transcript by estimate"
+        )
     return tuple(notes)
 
 
@@ -102,8 +105,10 @@ def prepare_reference(voice: Voice, *, sample_rate: int, options: VoiceOptions, 
         if seconds > LONG_REFERENCE_SECONDS:  # minutes of reference would cost minutes per line
             if provisional:  # for want of ASR: cut by energy, the transcript by estimate
                 return _cut_without_words(voice, audio, sample_rate, options, notes, result)
-            raise OmnidubError(f"{voice.audio}: reference for {voice.speaker!r} is {seconds:.1f} s and {why}; cut "
-                               "3-10 s of clean speech from it (with its transcript) and use that")
+            raise OmnidubError(
+                f"{voice.audio}: reference for {voice.speaker!r} is {seconds:.1f} s and {why}; cut "
+                "3-10 s of clean speech from it (with its transcript) and use that"
+            )
         text = voice.text or transcript or _transcribe_whole(voice, audio, sample_rate, asr)
         notes.append(f"kept whole ({seconds:.1f} s): {why}".replace("; ", ", "))  # notes are joined by "; "
         if not voice.text:
@@ -140,7 +145,10 @@ def _load_checked(voice: Voice, sample_rate: int) -> tuple[np.ndarray, float, li
     native, rate = decode_audio(voice.audio)
     audio = resample(native, rate, sample_rate)
     if not np.isfinite(audio).all():
-        raise OmnidubError(f"{voice.audio}: reference for {voice.speaker!r} has samples that are not numbers (NaN or infinity); export it again")
+        raise OmnidubError(
+            f"{voice.audio}: reference for {voice.speaker!r} has samples that are not numbers (NaN or infinity); "
+            "export it again"
+        )
     seconds = audio.size / sample_rate
     if seconds < MIN_REFERENCE_SECONDS:
         raise OmnidubError(
@@ -152,8 +160,10 @@ def _load_checked(voice: Voice, sample_rate: int) -> tuple[np.ndarray, float, li
     notes = [_long_note(seconds)] if seconds > LONG_REFERENCE_SECONDS else []
     clipped = clipped_share(native)  # at the file's own rate: resampling rounds off the flat tops clipping leaves
     if clipped >= CLIPPED_SHARE:
-        notes.append(f"reference is clipped ({clipped:.1%} of its samples sit flat at its peak): the clone copies "
-                     "the distortion; a recording made at a lower level clones cleaner")
+        notes.append(
+            f"reference is clipped ({clipped:.1%} of its samples sit flat at its peak): the clone copies "
+            "the distortion; a recording made at a lower level clones cleaner"
+        )
     return audio, seconds, notes
 
 
@@ -183,7 +193,9 @@ def _energy_cut(audio: np.ndarray, sample_rate: int, options: VoiceOptions) -> f
     return min(candidates)[2] if candidates else None
 
 
-def _cut_without_words(voice: Voice, audio: np.ndarray, sample_rate: int, options: VoiceOptions, notes: list[str], result):
+def _cut_without_words(
+    voice: Voice, audio: np.ndarray, sample_rate: int, options: VoiceOptions, notes: list[str], result
+):
     """A long reference cut at a pause found by energy alone; the user's transcript is cut where its words would
     reach at the pace of the whole recording (a guess, said in the note; a run with ASR prepares it again)."""
     seconds = audio.size / sample_rate
@@ -204,16 +216,20 @@ def _cut_without_words(voice: Voice, audio: np.ndarray, sample_rate: int, option
             break
     text = " ".join(words[: best[1] + 1])
     clip = _fade_out(audio[: int(round(cut * sample_rate))].copy(), sample_rate)
-    notes.append(f"trimmed {seconds:.1f} s to {cut:.2f} s at a pause found by energy alone (no ASR model for word "
-                 f"boundaries); the transcript was cut by estimate to {text!r}: check it is what the clip says, or "
-                 "give the clip's own transcript, or pass --asr-model")
+    notes.append(
+        f"trimmed {seconds:.1f} s to {cut:.2f} s at a pause found by energy alone (no ASR model for word "
+        f"boundaries); the transcript was cut by estimate to {text!r}: check it is what the clip says, or "
+        "give the clip's own transcript, or pass --asr-model"
+    )
     return result(clip, text, True, True)
 
 
 def _no_energy_cut(voice: Voice, seconds: float, low: float, high: float) -> str:
-    return (f"{voice.audio}: reference for {voice.speaker!r} is {seconds:.1f} s, too long to use whole, and without "
-            f"an ASR model it can only be cut at a pause, but there is none inside {low:g}-{high:g} s; cut 3-10 s of "
-            "clean speech from it (with its transcript), or pass --asr-model with a local faster-whisper folder")
+    return (
+        f"{voice.audio}: reference for {voice.speaker!r} is {seconds:.1f} s, too long to use whole, and without "
+        f"an ASR model it can only be cut at a pause, but there is none inside {low:g}-{high:g} s; cut 3-10 s of "
+        "clean speech from it (with its transcript), or pass --asr-model with a local faster-whisper folder"
+    )
 
 
 @dataclass(frozen=True, eq=False)
@@ -227,8 +243,14 @@ class WordCut:
 
 
 def cut_at_word(
-    audio: np.ndarray, sample_rate: int, text: str | None, words: tuple[Word, ...], *,
-    language: str | None, options: VoiceOptions, asr: Asr,
+    audio: np.ndarray,
+    sample_rate: int,
+    text: str | None,
+    words: tuple[Word, ...],
+    *,
+    language: str | None,
+    options: VoiceOptions,
+    asr: Asr,
 ) -> WordCut | None:
     """The trimmer's cut of a clip longer than the preset's window: at the best pause between two recognised
     words (``words``, timed) where the transcript ``text`` (None: the recognised words) can be cut at the same
@@ -251,8 +273,10 @@ def _pace_mismatch(text: str, seconds: float) -> str | None:
     if usual <= 0 or 1 / PACE_MISMATCH <= seconds / usual <= PACE_MISMATCH:
         return None
     how = "too long" if seconds < usual else "too short"
-    return (f"warning: the transcript looks {how} for {seconds:.1f} s of audio (it reads in about {usual:.1f} s); "
-            "check that it is exactly what the reference says, or every line's length will be off")
+    return (
+        f"warning: the transcript looks {how} for {seconds:.1f} s of audio (it reads in about {usual:.1f} s); "
+        "check that it is exactly what the reference says, or every line's length will be off"
+    )
 
 
 def _ends_with(asr: Asr, clip: np.ndarray, sample_rate: int, voice: Voice, word: Word) -> bool:
@@ -264,7 +288,7 @@ def _ends_with(asr: Asr, clip: np.ndarray, sample_rate: int, voice: Voice, word:
 def _no_transcript(voice: Voice) -> str:
     return (
         f"voice {voice.speaker!r} has no transcript and no ASR model is available to make one; "
-        f"add text = \"...\" in voices.toml or --voice-text {voice.speaker}=TEXT"
+        f'add text = "..." in voices.toml or --voice-text {voice.speaker}=TEXT'
     )
 
 
@@ -273,7 +297,9 @@ def _transcribe_whole(voice: Voice, audio: np.ndarray, sample_rate: int, asr: As
         raise OmnidubError(_no_transcript(voice))
     text = asr.transcribe(audio, sample_rate, language=whisper_language(voice.spoken)).text.strip()
     if not text:
-        raise OmnidubError(f"{voice.audio}: no speech recognised in the reference for {voice.speaker!r}; give its transcript")
+        raise OmnidubError(
+            f"{voice.audio}: no speech recognised in the reference for {voice.speaker!r}; give its transcript"
+        )
     return text
 
 

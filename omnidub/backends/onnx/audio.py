@@ -20,8 +20,9 @@ def remove_silence(audio: np.ndarray, sample_rate: int, mid_ms: int, lead_ms: in
     pcm = (np.asarray(audio, dtype=np.float32) * 32768.0).clip(-32768, 32767).astype(np.int16)
     wave = AudioSegment(data=pcm.tobytes(), sample_width=2, frame_rate=sample_rate, channels=1)
     if mid_ms > 0:
-        pieces = split_on_silence(wave, min_silence_len=mid_ms, silence_thresh=SILENCE_DBFS, keep_silence=mid_ms,
-                                  seek_step=10)
+        pieces = split_on_silence(
+            wave, min_silence_len=mid_ms, silence_thresh=SILENCE_DBFS, keep_silence=mid_ms, seek_step=10
+        )
         wave = sum(pieces, AudioSegment.silent(duration=0))
     start = max(0, detect_leading_silence(wave, silence_threshold=SILENCE_DBFS) - lead_ms)
     wave = wave[start:].reverse()
@@ -30,7 +31,9 @@ def remove_silence(audio: np.ndarray, sample_rate: int, mid_ms: int, lead_ms: in
     return np.array(wave.get_array_of_samples()).astype(np.float32) / 32768.0
 
 
-def fade_and_pad(audio: np.ndarray, sample_rate: int, pad_seconds: float = 0.1, fade_seconds: float = 0.1) -> np.ndarray:
+def fade_and_pad(
+    audio: np.ndarray, sample_rate: int, pad_seconds: float = 0.1, fade_seconds: float = 0.1
+) -> np.ndarray:
     """A linear fade at both ends, then silence on both sides (upstream's output framing)."""
     if audio.shape[-1] == 0:
         return audio

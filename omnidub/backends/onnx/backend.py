@@ -31,26 +31,38 @@ class OnnxBackend(DecodingLoop):
 
     name = "onnxruntime"
 
-    def __init__(self, model: str | Path | ModelSource, device: str = "cpu", options: EngineOptions | None = None,
-                 *, threads: int | None = None, quantized: bool | None = None, pinned_layout: str | None = None,
-                 _shared: "OnnxBackend | None" = None):
+    def __init__(
+        self,
+        model: str | Path | ModelSource,
+        device: str = "cpu",
+        options: EngineOptions | None = None,
+        *,
+        threads: int | None = None,
+        quantized: bool | None = None,
+        pinned_layout: str | None = None,
+        _shared: "OnnxBackend | None" = None,
+    ):
         self.options = options or EngineOptions()
         if _shared is not None:
             self.source, self.runtime, self.prompts = _shared.source, _shared.runtime, _shared.prompts
         else:
             self.source = model if isinstance(model, ModelSource) else resolve_model(str(model))
-            self.runtime = Runtime(self.source.path, guess_device(device, self.name), threads=threads,
-                                   quantized=quantized)
+            self.runtime = Runtime(
+                self.source.path, guess_device(device, self.name), threads=threads, quantized=quantized
+            )
             for name, described in (self.runtime.manifest.get("tokenizer") or {}).items():
                 verify_file(self.source.path, name, described)
-            self.prompts = PromptBuilder(self.source.path / "tokenizer.json", self.runtime.codebooks, self.runtime.mask_id)
+            self.prompts = PromptBuilder(
+                self.source.path / "tokenizer.json", self.runtime.codebooks, self.runtime.mask_id
+            )
         self.device = self.runtime.device
         self.dtype = "int8" if self.runtime.quantized else "float32"
         self.sample_rate = self.runtime.sample_rate
         self.frame_rate = self.runtime.frame_rate
         self.shape = model_shape(self.source)
-        self.layout_choice = layout_status(self.options.cfg, self.device, self.dtype, pinned_layout, backend=self.name,
-                                           shape=self.shape)
+        self.layout_choice = layout_status(
+            self.options.cfg, self.device, self.dtype, pinned_layout, backend=self.name, shape=self.shape
+        )
         self.layout = self.layout_choice.layout
 
     def with_options(self, options: EngineOptions) -> "OnnxBackend":
@@ -86,8 +98,14 @@ class OnnxBackend(DecodingLoop):
         if self.options.cfg != "auto" or self.layout_choice.measured:
             return []
         from omnidub.backends.onnx.layout import Layout
-        from omnidub.backends.probe import (PROBE_FRAMES, PROBE_REF_FRAMES, PROBE_REF_TEXT, PROBE_TEXT, decide,
-                                            interleaved)
+        from omnidub.backends.probe import (
+            PROBE_FRAMES,
+            PROBE_REF_FRAMES,
+            PROBE_REF_TEXT,
+            PROBE_TEXT,
+            decide,
+            interleaved,
+        )
         from omnidub.measured import record_layout
 
         codes = np.random.default_rng(0).integers(0, 1024, (self.runtime.codebooks, PROBE_REF_FRAMES))
@@ -96,8 +114,13 @@ class OnnxBackend(DecodingLoop):
         rows = {kind: Layout([item], kind, self.runtime.mask_id) for kind in ("trimmed", "packed")}
         shape = f"{self.shape or 'unknown shape'}, {item.input_ids.shape[1]} + {item.target_len} tokens, {self.dtype}"
         began = time.perf_counter()
-        result = decide("layout", interleaved({k: (lambda r=r: r.logits(forward)) for k, r in rows.items()}), "trimmed",
-                        f"one decoding step of {shape} in ONNX Runtime", began=began)
+        result = decide(
+            "layout",
+            interleaved({k: (lambda r=r: r.logits(forward)) for k, r in rows.items()}),
+            "trimmed",
+            f"one decoding step of {shape} in ONNX Runtime",
+            began=began,
+        )
         record_layout(self.device, self.dtype, result.seconds, result.evidence, backend=self.name, shape=self.shape)
         self.layout = result.choice
         self.layout_choice = layout_status("auto", self.device, self.dtype, backend=self.name, shape=self.shape)
@@ -118,8 +141,9 @@ class OnnxBackend(DecodingLoop):
         return self.prompts.item(text, frames, ref_text, ref_codes, language, instruct)
 
     def _decode(self, items, seeds):
-        return decode(self.runtime.forward_fn(), items, seeds, self.options.decode, self.layout,
-                      mask_id=self.runtime.mask_id)
+        return decode(
+            self.runtime.forward_fn(), items, seeds, self.options.decode, self.layout, mask_id=self.runtime.mask_id
+        )
 
     def _waveform(self, tokens) -> np.ndarray:
         return self.runtime.decode(tokens)
@@ -130,4 +154,3 @@ class OnnxBackend(DecodingLoop):
     def _natural(self, audio, ref_rms):
         audio = upstream_audio.remove_silence(audio, self.sample_rate, mid_ms=500, lead_ms=100, trail_ms=100)
         return upstream_audio.fade_and_pad(match_reference_volume(audio, ref_rms), self.sample_rate)
-

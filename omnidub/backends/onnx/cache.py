@@ -119,16 +119,28 @@ def compare(checkpoint: ModelSource, exported: ModelSource, say=lambda text: Non
         agree = all(np.array_equal(a.argmax(-1), b.argmax(-1)) for a, b in zip(expected, got, strict=True))
         seconds = interleaved({"torch": torch_step(ours.layout), "onnxruntime": onnx_step(ort.layout)})
     shape = model_shape(checkpoint)
-    result = decide("backend", seconds, "torch", f"one float32 decoding step of {shape}, {item.input_ids.shape[1]} + "
-                    f"{item.target_len} tokens, {torch.get_num_threads()} threads, torch in {ours.layout} CFG with "
-                    f"{ours.gemm} GEMMs, ONNX Runtime in {ort.layout} CFG")
+    result = decide(
+        "backend",
+        seconds,
+        "torch",
+        f"one float32 decoding step of {shape}, {item.input_ids.shape[1]} + "
+        f"{item.target_len} tokens, {torch.get_num_threads()} threads, torch in {ours.layout} CFG with "
+        f"{ours.gemm} GEMMs, ONNX Runtime in {ort.layout} CFG",
+    )
     lossless = agree and diff <= BOUNDS["transformer_max_abs_logit_diff"]
-    value = {"choice": result.choice if lossless else "torch", "seconds": result.seconds, "evidence": result.evidence,
-             "max_abs_logit_diff": diff, "argmax_identical": agree}
+    value = {
+        "choice": result.choice if lossless else "torch",
+        "seconds": result.seconds,
+        "evidence": result.evidence,
+        "max_abs_logit_diff": diff,
+        "argmax_identical": agree,
+    }
     measured.record("backend", measured.probe_key("cpu", "float32", "any", shape), value)
     ratio = seconds["torch"] / seconds["onnxruntime"]
-    say(f"ONNX Runtime vs torch here in float32: {ratio:.2f}x per step ({ort.layout} against torch's {ours.layout} "
-        f"CFG), logits within {diff:.1e}" + ("" if lossless else " (NOT lossless: torch stays the choice)"))
+    say(
+        f"ONNX Runtime vs torch here in float32: {ratio:.2f}x per step ({ort.layout} against torch's {ours.layout} "
+        f"CFG), logits within {diff:.1e}" + ("" if lossless else " (NOT lossless: torch stays the choice)")
+    )
     return value
 
 

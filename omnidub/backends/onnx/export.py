@@ -43,10 +43,14 @@ CONTRACT = {
         },
         "outputs": {"logits": ["targets", "codebooks", "audio_vocab", "float32"]},
     },
-    ENCODER: {"inputs": {"waveform": ["batch", 1, "samples", "float32 at sample_rate"]},
-              "outputs": {"codes": ["batch", "codebooks", "frames", "int64"]}},
-    DECODER: {"inputs": {"codes": ["batch", "codebooks", "frames", "int64"]},
-              "outputs": {"waveform": ["batch", 1, "samples", "float32"]}},
+    ENCODER: {
+        "inputs": {"waveform": ["batch", 1, "samples", "float32 at sample_rate"]},
+        "outputs": {"codes": ["batch", "codebooks", "frames", "int64"]},
+    },
+    DECODER: {
+        "inputs": {"codes": ["batch", "codebooks", "frames", "int64"]},
+        "outputs": {"waveform": ["batch", 1, "samples", "float32"]},
+    },
 }
 
 
@@ -60,12 +64,14 @@ class ExportResult:
 def export_folder(out_dir: Path) -> OutputFolder:
     """An export's folder, held as a render holds its own: new or empty, or an export omnidub wrote (its ledger
     in ``.omnidub/``, or an older export whose export.json vouches for its files); nothing else is touched."""
-    return OutputFolder(Path(out_dir), record=MANIFEST, others=None, flag="OUT_DIR", made="an export of",
-                        older=older_export)
+    return OutputFolder(
+        Path(out_dir), record=MANIFEST, others=None, flag="OUT_DIR", made="an export of", older=older_export
+    )
 
 
-def export(out_dir: Path, model: str, *, opset: int = DEFAULT_OPSET, quantize: str | None = None,
-           on_start=lambda: None) -> ExportResult:
+def export(
+    out_dir: Path, model: str, *, opset: int = DEFAULT_OPSET, quantize: str | None = None, on_start=lambda: None
+) -> ExportResult:
     """Export ``model`` (a --model spec) into ``out_dir``: graphs, tokenizer, ``export.json`` (parity comes later).
     The folder is claimed first (see :func:`export_folder`); ``on_start`` is called once it is, before the model
     loads."""
@@ -74,8 +80,10 @@ def export(out_dir: Path, model: str, *, opset: int = DEFAULT_OPSET, quantize: s
         raise OmnidubError(f"unknown quantization {quantize!r}; use int8")
     out_dir = Path(out_dir)
     if Path(model).expanduser().is_dir() and Path(model).expanduser().resolve() == out_dir.resolve():
-        raise OmnidubError(f"OUT_DIR {out_dir} is the checkpoint folder --model {model} itself; export into "
-                           "another folder (the checkpoint's own files are never touched)")
+        raise OmnidubError(
+            f"OUT_DIR {out_dir} is the checkpoint folder --model {model} itself; export into "
+            "another folder (the checkpoint's own files are never touched)"
+        )
     folder = export_folder(out_dir)
     folder.claim(None)
     try:
@@ -110,14 +118,31 @@ def _export(folder: OutputFolder, model: str, opset: int, quantize: str | None) 
         torch.arange(length - targets, length),
     )
     graphs = [
-        (TRANSFORMER, TransformerGraph(omnivoice), transformer_inputs,
-         {"input_ids": {0: "rows", 2: "length"}, "audio_mask": {0: "rows", 1: "length"},
-          "attention_mask": {0: "rows", 2: "length", 3: "length"}, "position_ids": {0: "rows", 1: "length"},
-          "target_index": {0: "targets"}, "logits": {0: "targets"}}),
-        (ENCODER, EncoderGraph(tokenizer), (torch.zeros(1, 1, hop * 40),),
-         {"waveform": {0: "batch", 2: "samples"}, "codes": {0: "batch", 2: "frames"}}),
-        (DECODER, DecoderGraph(tokenizer), (torch.zeros(1, codebooks, 40, dtype=torch.long),),
-         {"codes": {0: "batch", 2: "frames"}, "waveform": {0: "batch", 2: "samples"}}),
+        (
+            TRANSFORMER,
+            TransformerGraph(omnivoice),
+            transformer_inputs,
+            {
+                "input_ids": {0: "rows", 2: "length"},
+                "audio_mask": {0: "rows", 1: "length"},
+                "attention_mask": {0: "rows", 2: "length", 3: "length"},
+                "position_ids": {0: "rows", 1: "length"},
+                "target_index": {0: "targets"},
+                "logits": {0: "targets"},
+            },
+        ),
+        (
+            ENCODER,
+            EncoderGraph(tokenizer),
+            (torch.zeros(1, 1, hop * 40),),
+            {"waveform": {0: "batch", 2: "samples"}, "codes": {0: "batch", 2: "frames"}},
+        ),
+        (
+            DECODER,
+            DecoderGraph(tokenizer),
+            (torch.zeros(1, codebooks, 40, dtype=torch.long),),
+            {"codes": {0: "batch", 2: "frames"}, "waveform": {0: "batch", 2: "samples"}},
+        ),
     ]
     files = {}
     for name, module, inputs, axes in graphs:
@@ -127,17 +152,26 @@ def _export(folder: OutputFolder, model: str, opset: int, quantize: str | None) 
             raw = Path(scratch) / "raw" / name
             raw.parent.mkdir()
             with torch.inference_mode(False), torch.no_grad(), _quiet_export():
-                torch.onnx.export(module.eval(), inputs, str(raw), dynamo=False, opset_version=opset,
-                                  input_names=list(contract["inputs"]), output_names=list(contract["outputs"]),
-                                  dynamic_axes=axes, do_constant_folding=True)
+                torch.onnx.export(
+                    module.eval(),
+                    inputs,
+                    str(raw),
+                    dynamo=False,
+                    opset_version=opset,
+                    input_names=list(contract["inputs"]),
+                    output_names=list(contract["outputs"]),
+                    dynamic_axes=axes,
+                    do_constant_folding=True,
+                )
             files[name] = _move_in(folder, _consolidate(raw, Path(scratch) / name, onnx))
     manifest = _manifest(source, omnivoice, opset, quantize, files)
     del graphs, module, tokenizer, omnivoice  # the quantizer holds the graph in memory: let the torch model go first
     gc.collect()
     if quantize == "int8":
         with tempfile.TemporaryDirectory(prefix="export-", dir=folder.state) as scratch:
-            files[TRANSFORMER_INT8] = _move_in(folder, quantize_int8(out_dir / TRANSFORMER,
-                                                                     Path(scratch) / TRANSFORMER_INT8))
+            files[TRANSFORMER_INT8] = _move_in(
+                folder, quantize_int8(out_dir / TRANSFORMER, Path(scratch) / TRANSFORMER_INT8)
+            )
     manifest["tokenizer"] = {}
     for extra in ("tokenizer.json", "tokenizer_config.json"):
         if (source.path / extra).is_file():
@@ -211,8 +245,13 @@ def quantize_int8(source: Path, target: Path) -> tuple[Path, dict]:
     big = _external(source)
     logging.disable(logging.WARNING)  # the quantizer advises a pre-processing pass on its root logger
     try:
-        quantize_dynamic(str(source), str(target), op_types_to_quantize=["MatMul"], weight_type=QuantType.QInt8,
-                         use_external_data_format=big)
+        quantize_dynamic(
+            str(source),
+            str(target),
+            op_types_to_quantize=["MatMul"],
+            weight_type=QuantType.QInt8,
+            use_external_data_format=big,
+        )
     finally:
         logging.disable(logging.NOTSET)
     return target, _describe(target)
@@ -227,7 +266,9 @@ def load_torch_model(spec: str):
 
     source = resolve_model(spec)
     if source.backend != "torch":
-        raise OmnidubError(f"{spec} is already an ONNX export; export from a checkpoint (hub id, folder or synthetic:*)")
+        raise OmnidubError(
+            f"{spec} is already an ONNX export; export from a checkpoint (hub id, folder or synthetic:*)"
+        )
     model = load_model(source, "cpu", torch.float32)
     model.audio_tokenizer.eval()
     return source, model
@@ -275,8 +316,14 @@ def _consolidate(raw: Path, target: Path, onnx) -> tuple[Path, dict]:
     size = sum(len(t.raw_data) for t in model.graph.initializer)
     data = target.with_name(target.name + ".data")
     if size > EXTERNAL_DATA_BYTES:
-        onnx.save_model(model, str(target), save_as_external_data=True, all_tensors_to_one_file=True,
-                        location=data.name, size_threshold=1024)
+        onnx.save_model(
+            model,
+            str(target),
+            save_as_external_data=True,
+            all_tensors_to_one_file=True,
+            location=data.name,
+            size_threshold=1024,
+        )
     else:
         onnx.save_model(model, str(target))
     return target, _describe(target)

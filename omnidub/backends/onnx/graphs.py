@@ -16,8 +16,13 @@ class TransformerGraph(torch.nn.Module):
 
     def forward(self, input_ids, audio_mask, attention_mask, position_ids, target_index):
         embeds = upstream.embed(self.model, input_ids, audio_mask)
-        hidden = self.model.llm(inputs_embeds=embeds, attention_mask=attention_mask, position_ids=position_ids,
-                                use_cache=False, return_dict=True)[0]
+        hidden = self.model.llm(
+            inputs_embeds=embeds,
+            attention_mask=attention_mask,
+            position_ids=position_ids,
+            use_cache=False,
+            return_dict=True,
+        )[0]
         targets = hidden.reshape(-1, hidden.shape[-1])[target_index]
         codebooks = self.model.config.num_audio_codebook
         return self.model.audio_heads(targets).view(targets.shape[0], codebooks, -1).float()  # [N, C, V]

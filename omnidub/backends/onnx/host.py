@@ -9,6 +9,7 @@ are bit-identical too, so only float rounding of the two runtimes can tell them 
 from __future__ import annotations
 
 import math
+
 import numpy as np
 
 from omnidub.backends.onnx.layout import Item, Layout
@@ -37,7 +38,9 @@ def guided_log_probs(c_logits: np.ndarray, u_logits: np.ndarray, scale: float) -
     return log_softmax(c + np.float32(scale) * (c - u))
 
 
-def decode(forward, items: list[Item], seeds: list[int], sampling: DecodeOptions, layout: str, *, mask_id: int) -> list[np.ndarray]:
+def decode(
+    forward, items: list[Item], seeds: list[int], sampling: DecodeOptions, layout: str, *, mask_id: int
+) -> list[np.ndarray]:
     """Decode a batch of items; returns each line's tokens [C, target_len] int64."""
     batch = len(items)
     codebooks = items[0].input_ids.shape[0]
@@ -104,5 +107,7 @@ def _draw_step(streams, plans, step, lengths, shape, sampling):
             class_noise[i, :, :t] = stream.rand(codebooks, t, vocab)
         if pos_noise is not None:
             pos_noise[i, :, :t] = stream.rand(codebooks, t)
-    return (gumbel(class_noise) if class_noise is not None else None,
-            gumbel(pos_noise) if pos_noise is not None else None)
+    return (
+        gumbel(class_noise) if class_noise is not None else None,
+        gumbel(pos_noise) if pos_noise is not None else None,
+    )

@@ -85,7 +85,9 @@ def _build_plan(items: list[Item], rows, pad_id: int) -> Plan:
         for line, conditional in row:
             item = items[line]
             t = item.target_len
-            ids, mask = (item.input_ids, item.audio_mask) if conditional else (item.input_ids[:, -t:], item.audio_mask[-t:])
+            ids, mask = (
+                (item.input_ids, item.audio_mask) if conditional else (item.input_ids[:, -t:], item.audio_mask[-t:])
+            )
             end = start + ids.shape[1]
             input_ids[r, :, start:end] = ids
             audio_mask[r, start:end] = mask
@@ -99,6 +101,13 @@ def _build_plan(items: list[Item], rows, pad_id: int) -> Plan:
         # Padding attends only to itself, so no real position ever sees it (upstream's rule).
         pad = np.arange(start, width)
         attention[r, 0, pad, pad] = True
-    return Plan(input_ids, audio_mask, attention, positions, np.concatenate(index).astype(np.int64),
-                np.concatenate(half), np.concatenate(line_of), np.concatenate(frame))
-
+    return Plan(
+        input_ids,
+        audio_mask,
+        attention,
+        positions,
+        np.concatenate(index).astype(np.int64),
+        np.concatenate(half),
+        np.concatenate(line_of),
+        np.concatenate(frame),
+    )

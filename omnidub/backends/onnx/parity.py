@@ -62,8 +62,15 @@ def _stft(x: np.ndarray, n_fft: int, hop: int) -> np.ndarray:
     return np.fft.rfft(frames * np.hanning(n_fft), axis=-1)
 
 
-def check(folder: Path, *, e2e_seconds=E2E_SECONDS, lines=EXAMPLE_LINES, steps: int | None = None,
-          threads: int | None = None, progress=None) -> dict:
+def check(
+    folder: Path,
+    *,
+    e2e_seconds=E2E_SECONDS,
+    lines=EXAMPLE_LINES,
+    steps: int | None = None,
+    threads: int | None = None,
+    progress=None,
+) -> dict:
     """Run every parity figure for the export in ``folder``; returns the report (also written to parity.json and
     into export.json). The folder is held as the export held it (see ``export_folder``), before any work."""
     from omnidub.backends.onnx.export import export_folder
@@ -103,7 +110,11 @@ def _check(holder, e2e_seconds, lines, steps: int | None, threads: int | None, p
     # One fp32 session serves the graph checks and the backend: a full-size transformer is 2.4 GB.
     onnx_backend = OnnxBackend(folder, "cpu", options, threads=threads, quantized=False)
     runtime = onnx_backend.runtime
-    int8 = Runtime(folder, "cpu", threads=threads, quantized=True) if "transformer.int8.onnx" in manifest["files"] else None
+    int8 = (
+        Runtime(folder, "cpu", threads=threads, quantized=True)
+        if "transformer.int8.onnx" in manifest["files"]
+        else None
+    )
 
     from importlib import resources
 
@@ -114,8 +125,17 @@ def _check(holder, e2e_seconds, lines, steps: int | None, threads: int | None, p
 
     say("rendering the example with torch, checking the transformer at every step")
     # Each line at its natural length, as a render that fits its slot would ask.
-    requests = [Request(text, prompt, "en", duration=natural_frames(text, prompt.text, prompt.frames) / runtime.frame_rate,
-                        seed=i + 1, id=str(i)) for i, text in enumerate(lines)]
+    requests = [
+        Request(
+            text,
+            prompt,
+            "en",
+            duration=natural_frames(text, prompt.text, prompt.frames) / runtime.frame_rate,
+            seed=i + 1,
+            id=str(i),
+        )
+        for i, text in enumerate(lines)
+    ]
     figures = _Transformer(runtime, int8)
     with figures.capture():
         rendered = torch_backend.tokens(requests)
@@ -192,20 +212,32 @@ def _end_to_end(torch_backend, onnx_backend, options, prompt, lines, e2e_seconds
     """Lines of several lengths rendered by both backends at zero temperatures: tokens and audio compared."""
     from omnidub.backends.base import Request
 
-    zero = dataclasses.replace(options, decode=dataclasses.replace(options.decode, position_temperature=0.0,
-                                                                   class_temperature=0.0))
+    zero = dataclasses.replace(
+        options, decode=dataclasses.replace(options.decode, position_temperature=0.0, class_temperature=0.0)
+    )
     torch_zero, onnx_zero = torch_backend.with_options(zero), onnx_backend.with_options(zero)
     frame_rate = onnx_backend.runtime.frame_rate
     text = " ".join(lines)
     e2e = []
     for i, seconds in enumerate(e2e_seconds):
         frames = max(1, int(round(seconds * frame_rate)))
-        request = Request(text if seconds > 2 else lines[i % len(lines)], prompt, "en", duration=frames / frame_rate,
-                          seed=100 + i, id=str(i))
+        request = Request(
+            text if seconds > 2 else lines[i % len(lines)],
+            prompt,
+            "en",
+            duration=frames / frame_rate,
+            seed=100 + i,
+            id=str(i),
+        )
         (tokens_a, a), (tokens_b, b) = _render(torch_zero, request), _render(onnx_zero, request)
-        e2e.append({"seconds": seconds, "frames": frames,
-                    "token_identity": float(np.mean(tokens_a == tokens_b)) if tokens_a.shape == tokens_b.shape else 0.0,
-                    "log_spectral_l1": log_spectral_l1(a.audio, b.audio)})
+        e2e.append(
+            {
+                "seconds": seconds,
+                "frames": frames,
+                "token_identity": float(np.mean(tokens_a == tokens_b)) if tokens_a.shape == tokens_b.shape else 0.0,
+                "log_spectral_l1": log_spectral_l1(a.audio, b.audio),
+            }
+        )
     return e2e
 
 
@@ -217,8 +249,10 @@ def _exported_from(manifest: dict):
     model = manifest.get("model") or {}
     source = resolve_model(model.get("id", ""))
     if model.get("revision") and source.revision != model["revision"]:
-        raise OmnidubError(f"{source.spec} changed since it was exported (revision {source.revision}, export has "
-                           f"{model['revision']}); export it again")
+        raise OmnidubError(
+            f"{source.spec} changed since it was exported (revision {source.revision}, export has "
+            f"{model['revision']}); export it again"
+        )
     return source
 
 
@@ -228,23 +262,36 @@ def print_parity(report: dict, console) -> None:
     from rich.table import Table
 
     t, e, d, e2e = report["transformer"], report["encoder"], report["decoder"], report["end_to_end"]
-    table = Table(title=f"ONNX parity · {report['inputs']} · {report['provider']}, {report['precision']}",
-                  box=box.SIMPLE_HEAD, pad_edge=False)
+    table = Table(
+        title=f"ONNX parity · {report['inputs']} · {report['provider']}, {report['precision']}",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+    )
     for column in ("figure", "value", "bound"):
         table.add_column(column, justify="left" if column == "figure" else "right")
-    table.add_row("transformer argmax agreement", f"{t['argmax_agreement']:.6f}", f">= {BOUNDS['transformer_argmax_agreement']}")
-    table.add_row("transformer max |Δ logits|", f"{t['max_abs_logit_diff']:.2e}", f"<= {BOUNDS['transformer_max_abs_logit_diff']:.0e}")
+    table.add_row(
+        "transformer argmax agreement", f"{t['argmax_agreement']:.6f}", f">= {BOUNDS['transformer_argmax_agreement']}"
+    )
+    table.add_row(
+        "transformer max |Δ logits|",
+        f"{t['max_abs_logit_diff']:.2e}",
+        f"<= {BOUNDS['transformer_max_abs_logit_diff']:.0e}",
+    )
     table.add_row("encoder code match", f"{e['code_match']:.6f}", f">= {BOUNDS['encoder_code_match']}")
     table.add_row("decoder log-spectral L1", f"{d['log_spectral_l1']:.2e}", f"<= {BOUNDS['decoder_log_spectral_l1']}")
     for line in e2e["lines"]:
-        table.add_row(f"end to end {line['seconds']:g} s: same tokens · L1",
-                      f"{line['token_identity']:.4f} · {line['log_spectral_l1']:.2e}",
-                      f"1 · <= {BOUNDS['end_to_end_log_spectral_l1']}")
+        table.add_row(
+            f"end to end {line['seconds']:g} s: same tokens · L1",
+            f"{line['token_identity']:.4f} · {line['log_spectral_l1']:.2e}",
+            f"1 · <= {BOUNDS['end_to_end_log_spectral_l1']}",
+        )
     console.print(table)
     if "int8_cost" in report:
         cost = report["int8_cost"]
-        console.print(f"int8 transformer (a cost, no bound): argmax agreement {cost['argmax_agreement']:.4f}, "
-                      f"max |Δ logits| {cost['max_abs_logit_diff']:.3g}")
+        console.print(
+            f"int8 transformer (a cost, no bound): argmax agreement {cost['argmax_agreement']:.4f}, "
+            f"max |Δ logits| {cost['max_abs_logit_diff']:.3g}"
+        )
     for failure in report["failures"]:
         console.print(f"[bold red]missed:[/] {failure}")
     console.print("parity: " + ("[bold green]pass[/]" if report["pass"] else "[bold red]FAIL[/]"))
@@ -255,17 +302,23 @@ def failures(report: dict) -> list[str]:
     out = []
     t, e, d, e2e = report["transformer"], report["encoder"], report["decoder"], report["end_to_end"]
     if t["argmax_agreement"] < BOUNDS["transformer_argmax_agreement"]:
-        out.append(f"transformer argmax agreement {t['argmax_agreement']:.6f} < {BOUNDS['transformer_argmax_agreement']}")
+        out.append(
+            f"transformer argmax agreement {t['argmax_agreement']:.6f} < {BOUNDS['transformer_argmax_agreement']}"
+        )
     if t["max_abs_logit_diff"] > BOUNDS["transformer_max_abs_logit_diff"]:
-        out.append(f"transformer max |Δ logits| {t['max_abs_logit_diff']:.3g} > {BOUNDS['transformer_max_abs_logit_diff']}")
+        out.append(
+            f"transformer max |Δ logits| {t['max_abs_logit_diff']:.3g} > {BOUNDS['transformer_max_abs_logit_diff']}"
+        )
     if e["code_match"] < BOUNDS["encoder_code_match"]:
         out.append(f"encoder code match {e['code_match']:.6f} < {BOUNDS['encoder_code_match']}")
     if d["log_spectral_l1"] > BOUNDS["decoder_log_spectral_l1"]:
         out.append(f"decoder log-spectral L1 {d['log_spectral_l1']:.3g} > {BOUNDS['decoder_log_spectral_l1']}")
     for line in e2e["lines"]:
         if line["log_spectral_l1"] > BOUNDS["end_to_end_log_spectral_l1"]:
-            out.append(f"end to end {line['seconds']} s: log-spectral L1 {line['log_spectral_l1']:.3g} > "
-                       f"{BOUNDS['end_to_end_log_spectral_l1']}")
+            out.append(
+                f"end to end {line['seconds']} s: log-spectral L1 {line['log_spectral_l1']:.3g} > "
+                f"{BOUNDS['end_to_end_log_spectral_l1']}"
+            )
         if line["token_identity"] < BOUNDS["end_to_end_token_identity"]:
             out.append(f"end to end {line['seconds']} s: token identity {line['token_identity']:.4f} < 1")
     return out
@@ -310,8 +363,11 @@ class _Transformer:
 
     def _figures(self, key: str) -> dict:
         agree, positions, diff = self._stats[key]
-        return {"argmax_agreement": agree / positions if positions else 0.0, "max_abs_logit_diff": diff,
-                "positions": positions}
+        return {
+            "argmax_agreement": agree / positions if positions else 0.0,
+            "max_abs_logit_diff": diff,
+            "positions": positions,
+        }
 
     @contextlib.contextmanager
     def capture(self):
@@ -341,10 +397,14 @@ class _Transformer:
             conditional = cond_index[line, frame] == offset + flat
             expected = np.where(conditional[:, None, None], c[line, :, frame], u[line, :, frame])  # [N, C, V]
             inputs = {
-                "input_ids": plan.input_ids.cpu().numpy(), "audio_mask": plan.audio_mask.cpu().numpy(),
+                "input_ids": plan.input_ids.cpu().numpy(),
+                "audio_mask": plan.audio_mask.cpu().numpy(),
                 # torch runs unpadded single-segment rows without a mask; the graph always takes one (all True).
-                "attention_mask": (np.ones((rows, 1, width, width), dtype=bool) if plan.attention_mask is None
-                                   else plan.attention_mask.cpu().numpy()),
+                "attention_mask": (
+                    np.ones((rows, 1, width, width), dtype=bool)
+                    if plan.attention_mask is None
+                    else plan.attention_mask.cpu().numpy()
+                ),
                 "position_ids": plan.position_ids.cpu().numpy(),
                 "target_index": flat.astype(np.int64),
             }

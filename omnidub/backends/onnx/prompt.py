@@ -35,13 +35,25 @@ class PromptBuilder:
         self.codebooks = codebooks
         self.mask_id = mask_id
 
-    def item(self, text: str, frames: int, ref_text: str | None = None, ref_codes: np.ndarray | None = None,
-             language: str | None = None, instruct: str | None = None, denoise: bool = True) -> Item:
+    def item(
+        self,
+        text: str,
+        frames: int,
+        ref_text: str | None = None,
+        ref_codes: np.ndarray | None = None,
+        language: str | None = None,
+        instruct: str | None = None,
+        denoise: bool = True,
+    ) -> Item:
         style = "<|denoise|>" if denoise and ref_codes is not None else ""
         style += f"<|lang_start|>{language or 'None'}<|lang_end|><|instruct_start|>{instruct or 'None'}<|instruct_end|>"
         style_ids = self.tokenizer.encode(style).ids
         text_ids = self._text_ids(f"<|text_start|>{combine_text(text, ref_text)}<|text_end|>")
-        ref = np.zeros((self.codebooks, 0), dtype=np.int64) if ref_codes is None else np.asarray(ref_codes, dtype=np.int64)
+        ref = (
+            np.zeros((self.codebooks, 0), dtype=np.int64)
+            if ref_codes is None
+            else np.asarray(ref_codes, dtype=np.int64)
+        )
         parts = [
             np.tile(np.asarray(style_ids + text_ids, dtype=np.int64), (self.codebooks, 1)),
             ref,
@@ -49,13 +61,17 @@ class PromptBuilder:
         ]
         input_ids = np.concatenate(parts, axis=1)
         audio_mask = np.zeros(input_ids.shape[1], dtype=bool)
-        audio_mask[len(style_ids) + len(text_ids):] = True
+        audio_mask[len(style_ids) + len(text_ids) :] = True
         return Item(input_ids, audio_mask, frames)
 
     def _text_ids(self, text: str) -> list[int]:
         ids, last = [], 0
         for match in _NONVERBAL.finditer(text):
-            ids += self.tokenizer.encode(text[last:match.start()], add_special_tokens=False).ids if match.start() > last else []
+            ids += (
+                self.tokenizer.encode(text[last : match.start()], add_special_tokens=False).ids
+                if match.start() > last
+                else []
+            )
             ids += self.tokenizer.encode(match.group(), add_special_tokens=False).ids
             last = match.end()
         if last < len(text):

@@ -48,8 +48,10 @@ class Runtime:
         self._options = options
         if device.startswith("cuda"):
             if "CUDAExecutionProvider" not in ort.get_available_providers():
-                raise OmnidubError("device cuda requested but this onnxruntime has no CUDA provider; "
-                                   "pip install onnxruntime-gpu or use --device cpu")
+                raise OmnidubError(
+                    "device cuda requested but this onnxruntime has no CUDA provider; "
+                    "pip install onnxruntime-gpu or use --device cpu"
+                )
             index = int(device.split(":")[1]) if ":" in device else 0
             # TF32 off: its ~1e-2 logit error compounds over the steps into different speech.
             self._providers = [("CUDAExecutionProvider", {"device_id": index, "use_tf32": 0}), "CPUExecutionProvider"]
@@ -103,14 +105,17 @@ class Runtime:
             if binding is None:
                 binding = self.transformer.io_binding()
                 for name in ("audio_mask", "attention_mask", "position_ids", "target_index"):
-                    value = self._ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(getattr(plan, name)), kind, index)
+                    value = self._ort.OrtValue.ortvalue_from_numpy(
+                        np.ascontiguousarray(getattr(plan, name)), kind, index
+                    )
                     binding.bind_ortvalue_input(name, value)
                 binding.bind_output("logits")
                 bindings[id(plan)] = (binding, plan)  # keep the plan alive so its id stays unique
             else:
                 binding = binding[0]
-            binding.bind_ortvalue_input("input_ids", self._ort.OrtValue.ortvalue_from_numpy(
-                np.ascontiguousarray(plan.input_ids), kind, index))
+            binding.bind_ortvalue_input(
+                "input_ids", self._ort.OrtValue.ortvalue_from_numpy(np.ascontiguousarray(plan.input_ids), kind, index)
+            )
             self.transformer.run_with_iobinding(binding)
             return binding.copy_outputs_to_cpu()[0]
 
@@ -139,7 +144,9 @@ def read_manifest(folder: Path) -> dict:
     except json.JSONDecodeError as exc:
         raise OmnidubError(f"{path} is not valid JSON: {exc}") from exc
     if manifest.get("format") != EXPORT_FORMAT:
-        raise OmnidubError(f"{path} has export format {manifest.get('format')}, this omnidub reads {EXPORT_FORMAT}; export again")
+        raise OmnidubError(
+            f"{path} has export format {manifest.get('format')}, this omnidub reads {EXPORT_FORMAT}; export again"
+        )
     return manifest
 
 
@@ -150,17 +157,21 @@ def check_content(folder: Path, manifest: dict) -> None:
 
     recorded = manifest.get("content_sha256")
     if recorded is not None and recorded != export_content_digest(manifest):
-        raise OmnidubError(f"{Path(folder) / MANIFEST} was changed after the export (its content no longer matches its "
-                           "content_sha256); export the model again")
+        raise OmnidubError(
+            f"{Path(folder) / MANIFEST} was changed after the export (its content no longer matches its "
+            "content_sha256); export the model again"
+        )
     config = manifest.get("config") or {}
     try:
         consistent = int(config["sample_rate"]) == int(config["hop_length"]) * int(config["frame_rate"])
     except (KeyError, TypeError, ValueError):
         consistent = False
     if not consistent:
-        raise OmnidubError(f"{Path(folder) / MANIFEST}: sample_rate, hop_length and frame_rate disagree "
-                           f"({config.get('sample_rate')} != {config.get('hop_length')} x {config.get('frame_rate')}); "
-                           "export the model again")
+        raise OmnidubError(
+            f"{Path(folder) / MANIFEST}: sample_rate, hop_length and frame_rate disagree "
+            f"({config.get('sample_rate')} != {config.get('hop_length')} x {config.get('frame_rate')}); "
+            "export the model again"
+        )
 
 
 def verify_file(folder: Path, name: str, described: dict | None) -> None:
@@ -178,8 +189,10 @@ def verify_file(folder: Path, name: str, described: dict | None) -> None:
         if not path.is_file():
             raise OmnidubError(f"{path} is missing; export the model again")
         if sha256(path) != expected:
-            raise OmnidubError(f"{path} is not the file that was exported (its sha256 differs from export.json's); "
-                               "export the model again")
+            raise OmnidubError(
+                f"{path} is not the file that was exported (its sha256 differs from export.json's); "
+                "export the model again"
+            )
 
 
 def export_dtype(manifest: dict) -> str:

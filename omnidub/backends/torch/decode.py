@@ -8,6 +8,7 @@ line draws its noise from its own generator in its own shape, so a line decodes 
 from __future__ import annotations
 
 import math
+
 import torch
 import torch.nn.functional as F
 
@@ -22,8 +23,9 @@ def gumbel(uniform: torch.Tensor) -> torch.Tensor:
 
 
 @torch.inference_mode()
-def decode(model, items: list[Item], seeds: list[int], sampling: DecodeOptions, layout: str, llm=None,
-           skip_mask: bool = True) -> list[torch.Tensor]:
+def decode(
+    model, items: list[Item], seeds: list[int], sampling: DecodeOptions, layout: str, llm=None, skip_mask: bool = True
+) -> list[torch.Tensor]:
     """Decode a batch of items; returns each line's tokens [C, target_len] (long, on the model's device)."""
     device = model.device
     mask_id = model.config.audio_mask_id

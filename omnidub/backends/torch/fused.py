@@ -49,8 +49,9 @@ def can_fuse(llm: nn.Module) -> bool:
     if any(kind != "full_attention" for kind in getattr(config, "layer_types", None) or ["full_attention"]):
         return False
     needed = ("q_proj", "k_proj", "v_proj", "o_proj", "q_norm", "k_norm")
-    return all(all(hasattr(layer.self_attn, name) for name in needed) and hasattr(layer.mlp, "gate_proj")
-               for layer in layers)
+    return all(
+        all(hasattr(layer.self_attn, name) for name in needed) and hasattr(layer.mlp, "gate_proj") for layer in layers
+    )
 
 
 class FusedLM(nn.Module):
@@ -68,11 +69,13 @@ class FusedLM(nn.Module):
         self.norm = llm.norm
         attention = ALL_ATTENTION_FUNCTIONS.get_interface(llm.config._attn_implementation, eager_attention_forward)
         self.gemm = gemm
-        self.layers = nn.ModuleList(_FusedLayer(layer, attention, gemm)
-                                    for layer in llm.layers[: llm.config.num_hidden_layers])
+        self.layers = nn.ModuleList(
+            _FusedLayer(layer, attention, gemm) for layer in llm.layers[: llm.config.num_hidden_layers]
+        )
 
-    def forward(self, inputs_embeds: torch.Tensor, attention_mask=None, position_ids: torch.Tensor | None = None,
-                **_ignored) -> tuple[torch.Tensor]:
+    def forward(
+        self, inputs_embeds: torch.Tensor, attention_mask=None, position_ids: torch.Tensor | None = None, **_ignored
+    ) -> tuple[torch.Tensor]:
         """Same contract as the upstream model called with ``inputs_embeds``: returns ``(last_hidden_state,)``.
 
         ``attention_mask`` is a bool [R, 1, L, L] mask, or None (or transformers' ``{"full_attention": None}``)
@@ -133,14 +136,24 @@ class _FusedLayer(nn.Module):
         gate, up = self.gate_up(x).split(self.inner, dim=-1)
         return residual + self.down_proj(self.act_fn(gate) * up)
 
-
     def _attend(self, q, k, v, mask) -> torch.Tensor:
         """Attention over [R, heads, L, d] queries, keys and values: [R, L, heads, d]. OmniVoice's attention is
         bidirectional: never causal, with or without a mask. A joined row attends segment by segment."""
         if not isinstance(mask, tuple):
             return self._attention(self.attn, q, k, v, mask, dropout=0.0, scaling=self.scaling, is_causal=False)[0]
-        parts = [self._attention(self.attn, q[:, :, s:s + n], k[:, :, s:s + n], v[:, :, s:s + n], None,
-                                 dropout=0.0, scaling=self.scaling, is_causal=False)[0] for s, n in mask]
+        parts = [
+            self._attention(
+                self.attn,
+                q[:, :, s : s + n],
+                k[:, :, s : s + n],
+                v[:, :, s : s + n],
+                None,
+                dropout=0.0,
+                scaling=self.scaling,
+                is_causal=False,
+            )[0]
+            for s, n in mask
+        ]
         return torch.cat(parts, dim=1)
 
 

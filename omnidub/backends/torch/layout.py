@@ -22,9 +22,7 @@ from dataclasses import dataclass
 import torch
 
 from omnidub.backends.rows import row_groups
-
 from omnidub.backends.torch import upstream
-
 
 
 @dataclass
@@ -76,13 +74,17 @@ class Layout:
         self.uncond_index = uncond_index.to(device)
 
     def logits(self, model, llm=None) -> tuple[torch.Tensor, torch.Tensor]:
-        """Conditional and unconditional target logits, each [B, C, T_max, V] float32 (frames past a line's end are junk)."""
+        """Conditional and unconditional target logits, each [B, C, T_max, V] float32 (frames past a line's end are
+        junk)."""
         llm = llm if llm is not None else model.llm
         hidden = []
         for plan in self.plans:
             embeds = upstream.embed(model, plan.input_ids, plan.audio_mask)
-            mask = plan.segments if plan.segments is not None and getattr(llm, "takes_segments", False) \
+            mask = (
+                plan.segments
+                if plan.segments is not None and getattr(llm, "takes_segments", False)
                 else plan.attention_mask
+            )
             out = upstream.forward_llm(llm, embeds, mask, plan.position_ids)
             hidden.append(out.reshape(-1, out.shape[-1]))
         flat = hidden[0] if len(hidden) == 1 else torch.cat(hidden)

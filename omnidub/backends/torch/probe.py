@@ -8,8 +8,15 @@ import numpy as np
 import torch
 
 from omnidub import measured
-from omnidub.backends.probe import (PROBE_FRAMES, PROBE_REF_FRAMES, PROBE_REF_TEXT, PROBE_TEXT, ProbeResult, decide,
-                                    interleaved)
+from omnidub.backends.probe import (
+    PROBE_FRAMES,
+    PROBE_REF_FRAMES,
+    PROBE_REF_TEXT,
+    PROBE_TEXT,
+    ProbeResult,
+    decide,
+    interleaved,
+)
 from omnidub.backends.torch.fused import fused_llm
 from omnidub.backends.torch.gemm import linear
 from omnidub.backends.torch.layout import Layout
@@ -39,10 +46,14 @@ def first_use(backend, *, layout: bool, gemm: bool) -> list[ProbeResult]:
     gpu = gpu_name(backend.device)
     if gemm:
         began = time.perf_counter()
-        result = decide("gemm", _gemm_seconds(backend, item), "aten", f"{GEMM_LAYERS} layers' linears, {shape}",
-                        began=began)
-        measured.record("gemm", measured.probe_key(backend.device, backend.dtype, "torch", backend.shape),
-                        {"choice": result.choice, "seconds": result.seconds, "evidence": result.evidence})
+        result = decide(
+            "gemm", _gemm_seconds(backend, item), "aten", f"{GEMM_LAYERS} layers' linears, {shape}", began=began
+        )
+        measured.record(
+            "gemm",
+            measured.probe_key(backend.device, backend.dtype, "torch", backend.shape),
+            {"choice": result.choice, "seconds": result.seconds, "evidence": result.evidence},
+        )
         results.append(result)
         llm = fused_llm(backend.model.llm, result.choice) if backend.tuning.fused else backend.model.llm
     else:
@@ -51,12 +62,21 @@ def first_use(backend, *, layout: bool, gemm: bool) -> list[ProbeResult]:
         candidates = ("padded", "trimmed", "packed") if device_kind(backend.device) == "cuda" else CPU_LAYOUTS
         default = "padded" if device_kind(backend.device) == "cuda" else "trimmed"
         mask_id = backend.model.config.audio_mask_id
-        rows = {kind: Layout([item], kind, mask_id, backend.model.device, backend.tuning.skip_mask) for kind in candidates}
+        rows = {
+            kind: Layout([item], kind, mask_id, backend.model.device, backend.tuning.skip_mask) for kind in candidates
+        }
         runs = {kind: (lambda r=r: _step(backend, r, llm)) for kind, r in rows.items()}
         began = time.perf_counter()
         result = decide("layout", interleaved(runs), default, f"one decoding step of {shape}", began=began)
-        measured.record_layout(backend.device, backend.dtype, result.seconds, result.evidence, backend="torch",
-                               shape=backend.shape, gpu=gpu)
+        measured.record_layout(
+            backend.device,
+            backend.dtype,
+            result.seconds,
+            result.evidence,
+            backend="torch",
+            shape=backend.shape,
+            gpu=gpu,
+        )
         results.append(result)
     return results
 
@@ -71,7 +91,9 @@ def _gemm_seconds(backend, item) -> dict[str, float]:
     """The four linears of the first layers at the line's two row lengths, torch's GEMM against oneDNN's (packed
     here for these layers only: the whole model is packed only if oneDNN wins)."""
     layers = fused_llm(backend.model.llm, "aten").layers[:GEMM_LAYERS]
-    weights = [(m.weight, m.bias) for layer in layers for m in (layer.qkv, layer.o_proj, layer.gate_up, layer.down_proj)]
+    weights = [
+        (m.weight, m.bias) for layer in layers for m in (layer.qkv, layer.o_proj, layer.gate_up, layer.down_proj)
+    ]
     dtype = weights[0][0].dtype
     lengths = (item.input_ids.shape[1], item.target_len)
     inputs = {(n, k): torch.randn(1, n, k).to(dtype) for n in lengths for k in {w.shape[1] for w, _ in weights}}
@@ -83,6 +105,7 @@ def _gemm_seconds(backend, item) -> dict[str, float]:
             for n in lengths:
                 for module in linears:
                     module(inputs[(n, module.weight.shape[1])])
+
         return go
 
     return interleaved({"aten": run("aten"), "onednn": run("onednn")})

@@ -65,7 +65,9 @@ def encode_reference(model, audio: np.ndarray, sample_rate: int, text: str) -> t
     """Upstream's prompt creation: (codes [C, T], transcript, RMS) of a prepared reference."""
     waveform = torch.as_tensor(np.asarray(audio, dtype=np.float32))
     try:
-        prompt = model.create_voice_clone_prompt(ref_audio=(waveform, int(sample_rate)), ref_text=text, preprocess_prompt=True)
+        prompt = model.create_voice_clone_prompt(
+            ref_audio=(waveform, int(sample_rate)), ref_text=text, preprocess_prompt=True
+        )
     except ValueError as exc:  # upstream: "Reference audio is empty after silence removal"
         raise OmnidubError(f"reference audio unusable: {exc}".splitlines()[0]) from exc
     return prompt.ref_audio_tokens, prompt.ref_text, float(prompt.ref_rms)
@@ -76,7 +78,9 @@ def estimate_frames(model, text: str, ref_text: str | None, ref_frames: int | No
     return model._estimate_target_tokens(text, ref_text, ref_frames, speed=speed)
 
 
-def prepare_inputs(model, text: str, frames: int, ref_text, ref_codes, language, instruct) -> tuple[torch.Tensor, torch.Tensor]:
+def prepare_inputs(
+    model, text: str, frames: int, ref_text, ref_codes, language, instruct
+) -> tuple[torch.Tensor, torch.Tensor]:
     """The conditional row upstream builds: input ids [C, L] and audio mask [L] (targets last)."""
     inputs = model._prepare_inference_inputs(text, frames, ref_text, ref_codes, language, instruct, True)
     return inputs["input_ids"][0], inputs["audio_mask"][0]
@@ -95,8 +99,9 @@ def forward_llm(llm, embeds: torch.Tensor, mask: torch.Tensor | None, positions:
     keeps attention bidirectional with no mask tensor at all (transformers 5's mask-mapping contract)."""
     if mask is None:
         kinds = set(getattr(llm.config, "layer_types", None) or ["full_attention"])
-        out = llm(inputs_embeds=embeds, attention_mask={kind: None for kind in kinds}, position_ids=positions,
-                  is_causal=False)
+        out = llm(
+            inputs_embeds=embeds, attention_mask={kind: None for kind in kinds}, position_ids=positions, is_causal=False
+        )
     else:
         out = llm(inputs_embeds=embeds, attention_mask=mask, position_ids=positions)
     return out[0]

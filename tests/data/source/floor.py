@@ -37,8 +37,10 @@ def main() -> None:
         own_sims, right = [], 0
         for index in CLEAN:
             speaker = analysis.speakers[index]
-            others = {name: centroid([analysis.embeddings[i] for i in CLEAN if analysis.speakers[i] == name and i != index])
-                      for name in analysis.centroids}
+            others = {
+                name: centroid([analysis.embeddings[i] for i in CLEAN if analysis.speakers[i] == name and i != index])
+                for name in analysis.centroids
+            }
             a, b = truth[index]["speech"]
             for offset in np.arange(0.0, max(b - a - length, 0.0) + 1e-9, 0.25):
                 if a + offset + length > b + 1e-9:
@@ -50,9 +52,15 @@ def main() -> None:
                 sims = {name: float(np.dot(found[0], c)) for name, c in others.items()}
                 own_sims.append(sims[speaker])
                 right += sims[speaker] >= 0.72 and all(sims[speaker] > v for n, v in sims.items() if n != speaker)
-        rows.append({"seconds": length, "clips": len(own_sims), "placed_right": round(right / len(own_sims), 3),
-                     "own_similarity_median": round(float(np.median(own_sims)), 3),
-                     "own_similarity_p10": round(float(np.percentile(own_sims, 10)), 3)})
+        rows.append(
+            {
+                "seconds": length,
+                "clips": len(own_sims),
+                "placed_right": round(right / len(own_sims), 3),
+                "own_similarity_median": round(float(np.median(own_sims)), 3),
+                "own_similarity_p10": round(float(np.percentile(own_sims, 10)), 3),
+            }
+        )
         print(json.dumps(rows[-1]))
 
 

@@ -32,28 +32,59 @@ VOICES = {
 
 # (speaker, text, pause before it in seconds, Spanish translation). A negative pause overlaps the speech before.
 SCENE = [
-    ("ALICE", "Good morning everyone. Thank you all for coming in so early today.", 0.6,
-     "Buenos días a todos. Gracias por venir tan temprano hoy."),
-    ("BOB", "No problem at all. The coffee here is worth the trip.", 0.7,
-     "No hay problema. El café de aquí vale el viaje."),
-    ("ALICE", "We have a lot to cover before the launch next week.", 0.8,
-     "Tenemos mucho que tratar antes del lanzamiento de la semana que viene."),
-    ("CAROL", "Is the new design ready for testing?", 0.7,
-     "¿Está listo el nuevo diseño para las pruebas?"),
-    ("BOB", "Almost. The team finished the last screens yesterday evening.", 0.7,
-     "Casi. El equipo terminó las últimas pantallas ayer por la tarde."),
+    (
+        "ALICE",
+        "Good morning everyone. Thank you all for coming in so early today.",
+        0.6,
+        "Buenos días a todos. Gracias por venir tan temprano hoy.",
+    ),
+    (
+        "BOB",
+        "No problem at all. The coffee here is worth the trip.",
+        0.7,
+        "No hay problema. El café de aquí vale el viaje.",
+    ),
+    (
+        "ALICE",
+        "We have a lot to cover before the launch next week.",
+        0.8,
+        "Tenemos mucho que tratar antes del lanzamiento de la semana que viene.",
+    ),
+    ("CAROL", "Is the new design ready for testing?", 0.7, "¿Está listo el nuevo diseño para las pruebas?"),
+    (
+        "BOB",
+        "Almost. The team finished the last screens yesterday evening.",
+        0.7,
+        "Casi. El equipo terminó las últimas pantallas ayer por la tarde.",
+    ),
     ("CAROL", "Great.", 0.6, "Genial."),
-    ("ALICE", "Then let us review the schedule and the budget together.", 0.8,
-     "Entonces repasemos juntos el calendario y el presupuesto."),
+    (
+        "ALICE",
+        "Then let us review the schedule and the budget together.",
+        0.8,
+        "Entonces repasemos juntos el calendario y el presupuesto.",
+    ),
     ("BOB", "I brought all the numbers with me.", -0.45, "Traje todos los números."),
-    ("CAROL", "The users asked for a simpler way to share their files, so we changed the whole menu.", 0.8,
-     "Los usuarios pidieron una forma más sencilla de compartir sus archivos, así que cambiamos todo el menú."),
+    (
+        "CAROL",
+        "The users asked for a simpler way to share their files, so we changed the whole menu.",
+        0.8,
+        "Los usuarios pidieron una forma más sencilla de compartir sus archivos, así que cambiamos todo el menú.",
+    ),
     # Alice's cue also covers Bob's reply, which has no cue of its own: a mis-timed subtitle.
     ("ALICE", "That sounds very promising.", 0.7, "Eso suena muy prometedor."),
-    ("BOB", "Let me show you the first results on the big screen.", 0.9,
-     "Dejadme enseñaros los primeros resultados en la pantalla grande."),
-    ("CAROL", "I will take notes for everyone who could not make it.", 0.7,
-     "Tomaré notas para todos los que no pudieron venir."),
+    (
+        "BOB",
+        "Let me show you the first results on the big screen.",
+        0.9,
+        "Dejadme enseñaros los primeros resultados en la pantalla grande.",
+    ),
+    (
+        "CAROL",
+        "I will take notes for everyone who could not make it.",
+        0.7,
+        "Tomaré notas para todos los que no pudieron venir.",
+    ),
 ]
 UNCUED = {9: ("BOB", "Indeed it does.", 0.25)}  # spoken right after scene line 9 (0-based), inside its cue
 
@@ -93,7 +124,9 @@ def bed(seconds: float, rng: np.random.Generator) -> np.ndarray:
         start = int(k * beat * RATE)
         n = min(int(0.15 * RATE), t.size - start)
         local = np.arange(n) / RATE
-        out[start : start + n] += 1.5 * np.exp(-local / 0.04) * np.sin(2 * np.pi * (60 + 60 * np.exp(-local / 0.02)) * local)
+        out[start : start + n] += (
+            1.5 * np.exp(-local / 0.04) * np.sin(2 * np.pi * (60 + 60 * np.exp(-local / 0.02)) * local)
+        )
         hat = int(start + beat / 2 * RATE)
         m = min(int(0.04 * RATE), max(0, t.size - hat))
         out[hat : hat + m] += 0.5 * np.exp(-np.arange(m) / RATE / 0.01) * np.diff(rng.standard_normal(m + 1))
@@ -126,8 +159,14 @@ def main() -> None:
                 extra = speak(who, said, folder)
                 pieces.append((end + gap, extra))
                 speech_end = end + gap + extra.size / RATE
-                uncued.append({"after_line": i + 1, "speaker": who, "text": said,
-                               "speech": [round(end + gap, 3), round(speech_end, 3)]})
+                uncued.append(
+                    {
+                        "after_line": i + 1,
+                        "speaker": who,
+                        "text": said,
+                        "speech": [round(end + gap, 3), round(speech_end, 3)],
+                    }
+                )
             spans.append((start, speech_end))
             cursor = max(cursor, speech_end)
         seconds = cursor + 1.0
@@ -146,17 +185,24 @@ def main() -> None:
     write_srt(HERE / "original.srt", [(a, b, f"{s}: {text}") for (a, b), (s, text, _, _) in zip(cues, SCENE)])
     write_srt(HERE / "original-unlabelled.srt", [(a, b, text) for (a, b), (_, text, _, _) in zip(cues, SCENE)])
     write_srt(HERE / "dub.srt", [(a, b, f"{s}: {es}") for (a, b), (s, _, _, es) in zip(cues, SCENE)])
-    retimed = [(cues[0][0] + 0.3, cues[0][1] + 0.3, f"ALICE: {SCENE[0][3]}"),
-               # one dub cue over two original cues of different speakers: matches several
-               (cues[1][0], cues[2][1], f"BOB: {SCENE[1][3]} {SCENE[2][3]}")]
+    retimed = [
+        (cues[0][0] + 0.3, cues[0][1] + 0.3, f"ALICE: {SCENE[0][3]}"),
+        # one dub cue over two original cues of different speakers: matches several
+        (cues[1][0], cues[2][1], f"BOB: {SCENE[1][3]} {SCENE[2][3]}"),
+    ]
     retimed += [(a - 0.2, b - 0.2, f"{s}: {es}") for (a, b), (s, _, _, es) in zip(cues[3:], SCENE[3:])]
     retimed.append((seconds - 0.9, seconds - 0.2, "ALICE: Hasta luego."))  # over no original cue
     write_srt(HERE / "dub-retimed.srt", retimed)
     # Each line's speech runs from its speaker's first word to the last word heard in its cue (uncued speech too).
-    rows = [json.dumps({"line": k, "speaker": s, "speech": [round(a, 3), round(b, 3)]})
-            for k, ((a, b), (s, _, _, _)) in enumerate(zip(spans, SCENE), 1)]
-    text = ('{"seconds": %s,\n "lines": [\n  %s\n ],\n "uncued": %s}\n'
-            % (round(seconds, 3), ",\n  ".join(rows), json.dumps(uncued)))
+    rows = [
+        json.dumps({"line": k, "speaker": s, "speech": [round(a, 3), round(b, 3)]})
+        for k, ((a, b), (s, _, _, _)) in enumerate(zip(spans, SCENE), 1)
+    ]
+    text = '{"seconds": %s,\n "lines": [\n  %s\n ],\n "uncued": %s}\n' % (
+        round(seconds, 3),
+        ",\n  ".join(rows),
+        json.dumps(uncued),
+    )
     (HERE / "truth.json").write_text(text, encoding="utf-8")
     encode_opus(HERE / "scene.opus", mix)
 
