@@ -218,3 +218,26 @@ def test_workers_that_cannot_load_the_model_are_one_clear_line(cluster):
     with pytest.raises(OmnidubError) as caught:
         RayExecutor(unloadable, Budget(), ExecutorOptions("ray", workers=1), identity={}, settings={}, device="cpu")
     assert str(caught.value) == "the Ray workers could not load the model: model folder not found: /nowhere/model"
+
+
+def test_retakes_go_through_the_pool_every_inputs_failing_lines_together(pool, local, inputs, options, tmp_path,
+                                                                        monkeypatch):
+    executor = pool.engine.executor()
+    streams = []
+    stream = executor.stream
+
+    def counted(requests, *args, **kwargs):
+        streams.append([request.seed for request in requests])
+        return stream(requests, *args, **kwargs)
+
+    # A job keeps the pool it rendered with for its retakes: the same executor object, counted.
+    monkeypatch.setattr(executor, "stream", counted)
+    runs = pool.job(inputs, out_dir=tmp_path, qa=True, retakes=1, speaker_model="none", **options).run()
+    assert [run.report is not None for run in runs] == [True, True]
+    # The random weights speak noise: QA fails every line's words, and every line of both inputs got one take,
+    # all of them in one stream after the render's.
+    assert len(streams) == 2 and len(streams[1]) == sum(run.summary.lines for run in runs)
+    for run in runs:
+        for entry in read_entries(run.out_dir):
+            if entry.attempts:
+                assert len(entry.attempts) == 2 and sum(a["chosen"] for a in entry.attempts) == 1

@@ -448,7 +448,7 @@ def test_the_editor_retakes_edits_and_approves_from_the_page_in_a_browser(served
     expect(page.get_by_role("button", name="Approve line 1", exact=True)).to_have_attribute("aria-pressed", "true")
 
     # From the keyboard: line 4 selected with j, approved with a.
-    page.locator("#line-1").click()
+    page.locator("#line-1 h2").click()
     for _ in range(3):
         page.keyboard.press("j")
     expect(page.locator("#line-4")).to_have_class(re.compile(r"\bselected\b"))
@@ -500,3 +500,30 @@ def test_an_approval_and_a_take_belong_to_their_line_not_to_every_line_that_says
         assert first["audio"] != second["audio"]
     finally:
         again.close()
+
+
+def test_a_render_says_which_approved_lines_it_renders_again_once_their_text_changed(folder, whisper_tiny_en):
+    desk = open_desk(folder)
+    try:
+        do(desk, "approve", 1)
+        do(desk, "approve", 2)
+    finally:
+        desk.close()
+    manifest = json.loads((folder / "manifest.json").read_text())
+    script = Path(manifest["input"])
+    changed = script.parent / "changed.srt"
+    changed.write_text(SCENE.replace("Did you bring the map this time?", "Did you bring the new map?"))
+    result = run("render", changed, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--device",
+                 "cpu", "--preset", script.parent / "fast.toml", "--out", folder, "--asr-model", whisper_tiny_en,
+                 "--allow-other-files")
+    assert result.exit_code == 2 and "holds a render of" in result.stderr  # another input: refused, as ever
+    script.write_text(SCENE.replace("Did you bring the map this time?", "Did you bring the new map?"))
+    try:
+        result = run("render", script, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--device",
+                     "cpu", "--preset", script.parent / "fast.toml", "--out", folder, "--asr-model", whisper_tiny_en)
+    finally:
+        script.write_text(SCENE)
+    assert result.exit_code == 0, result.output
+    assert "line(s) 1 had been approved, but render again now" in result.stderr
+    recorded = lines(folder)
+    assert not recorded[1]["approved"] and recorded[2]["approved"]  # line 2 is as it was approved
