@@ -205,20 +205,21 @@ def print_length(data: dict, console) -> None:
     from rich.table import Table
 
     table = Table(title=f"omnidub bench --length · {data['model']} · {data['budget_seconds']:.0f} s of rendering "
-                        "per programme", box=box.SIMPLE_HEAD, pad_edge=False)
-    for column in ("lines", "programme", "rendered", "plan s", "s/line", "model s/line", "around s/line",
-                   "peak RSS MB", "assembly s", "assembly RSS MB"):
+                        "per programme", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    for column in ("lines", "minutes", "done", "plan s", "s/line", "model", "around", "MB", "mix s", "mix MB"):
         table.add_column(column, justify="right", no_wrap=True)
 
     def f(value, digits=2):
         return "" if value is None else f"{value:.{digits}f}"
 
     for run in data["sizes"]:
-        table.add_row(str(run["lines"]), f"{run['programme_seconds'] / 60:.1f} min", str(run["rendered"]),
+        table.add_row(str(run["lines"]), f"{run['programme_seconds'] / 60:.1f}", str(run["rendered"]),
                       f(run["plan_seconds"]), f(run["seconds_per_line"]), f(run["model_seconds_per_line"]),
                       f(run["around_model_per_line"], 3), f(run["peak_rss_mb"], 0), f(run["assembly_seconds"]),
                       f(run["assembly_peak_rss_mb"], 0))
     console.print(table)
-    console.print("s/line: median wall seconds from one rendered line to the next · model s/line: the model's own "
-                  "seconds · around: the difference, omnidub's own work per line · RSS: the whole process's peak",
+    console.print("minutes: the programme's length · done: lines rendered within the budget · s/line: median wall "
+                  "seconds from one rendered line to the next · model: the model's own seconds of it · around: the "
+                  "difference, omnidub's own work per line · MB: the process's peak RSS while rendering · mix s, "
+                  "mix MB: assembling the whole programme's stems and mix (a cached rerun of the lines done)",
                   highlight=False)
