@@ -181,7 +181,7 @@ def feature_length(sizes: str, budget: float, *, model: str | None = None, devic
     """``bench --length``: parse the sizes, run them with the fast preset (synthetic:full unless ``model``) and
     return the JSON (machine, model, budget, load average, one entry per size)."""
     from omnidub import Session
-    from omnidub.bench.run import _machine
+    from omnidub.bench.run import machine
     from omnidub.errors import OmnidubError
 
     try:
@@ -194,7 +194,7 @@ def feature_length(sizes: str, budget: float, *, model: str | None = None, devic
     load_before = os.getloadavg()
     session = Session(spec, device=device)
     runs = run_length(session, counts, budget, say=say)
-    return to_json(runs, machine=_machine(session.engine.device, load_before), model=spec, budget_seconds=budget,
+    return to_json(runs, machine=machine(session.engine.device, load_before), model=spec, budget_seconds=budget,
                    date=time.strftime("%Y-%m-%d"), dtype=session.engine.identity["dtype"],
                    layout=session.backend().layout, speakers=SPEAKERS)
 

@@ -112,7 +112,7 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
     setup.drift(rows, runners)
     _ratios(setup, live, by_name, matmul)
     recorded = _record(setup, by_name, runners) if options.record and not options.quick else {}
-    return BenchResult(_machine(device, load_before), model_spec, texts, repeat, rows, matmul, _floor(rows, preset_dtype),
+    return BenchResult(machine(device, load_before), model_spec, texts, repeat, rows, matmul, _floor(rows, preset_dtype),
                        _versus_peer(by_name), kernels, profile, recorded,
                        {dt: [asdict(r) for r in results] for dt, results in setup.probes.items()},
                        time.strftime("%Y-%m-%d"), size,
@@ -308,7 +308,8 @@ def _record(setup: Setup, by_name: dict[str, Row], runners: dict) -> dict:
     return out
 
 
-def _machine(device: str, load_before) -> dict:
+def machine(device: str, load_before) -> dict:
+    """The machine a run measured on: CPU, flags, cores, threads, torch, load average before and after."""
     import torch
 
     from omnidub.hardware import cpu_flags, cpu_name, isa_limits
