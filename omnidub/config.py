@@ -292,8 +292,8 @@ def layout_status(
     spec: str, device: str, dtype: str = "auto", pinned: str | None = None, *, backend: str = "torch", shape: str = ""
 ) -> LayoutChoice:
     """Which layout ``spec`` means here, and why: an explicit layout wins, then ``pinned`` (the layout a project
-    was rendered with), then this machine's measurement for the dtype, backend and model shape, then the default:
-    trimmed off CUDA (fewer tokens wins where compute is the bottleneck), padded on CUDA. Torch-free; never probes."""
+    was rendered with), then this machine's measurement for the dtype, backend and model shape, then
+    :func:`default_layout`. Torch-free; never probes."""
     if spec != "auto":
         if spec not in LAYOUTS:
             raise OmnidubError(f"unknown cfg layout {spec!r}; use {', '.join(CFG_MODES)}")
@@ -308,7 +308,18 @@ def layout_status(
     found = layout_choice(device, dtype_for(dtype, device), backend, shape)
     if found is not None:
         return LayoutChoice(found["choice"], "measured", found.get("evidence", ""))
-    return LayoutChoice("padded" if device.startswith("cuda") else "trimmed", "default")
+    return LayoutChoice(default_layout(device, backend), "default")
+
+
+def default_layout(device: str, backend: str = "torch") -> str:
+    """The layout before this machine measured one, and the one its probe keeps unless another is clearly faster:
+    padded on CUDA (kernel launches cost more there than padding does); on a CPU, joined for torch (every row of
+    the batch through each GEMM at once, attention no larger than trimmed's: within noise of trimmed or up to
+    18 % faster on the three CPUs measured, docs/speed.md), trimmed elsewhere (fewer tokens wins where compute
+    is the bottleneck)."""
+    if device.startswith("cuda"):
+        return "padded"
+    return "joined" if backend == "torch" and device.startswith("cpu") else "trimmed"
 
 
 def resolve_layout(

@@ -102,13 +102,19 @@ def gemm_choice(device: str, dtype: str, shape: str = "") -> dict | None:
 
 
 def compile_record(key: str) -> dict | None:
-    """What compiling cost last time for this model, dtype and device ({seconds, speedup}), if known."""
+    """What compiling cost here for this model, dtype and device, and what it gave, if known: ``cold_seconds``
+    and ``warm_seconds`` (with inductor's cache empty or holding this model shape), ``speedup``, and the
+    ``inductor_cache`` folder it filled."""
     return entry("compile", key)
 
 
-def record_compile(key: str, seconds: float, speedup: float | None = None) -> None:
-    """Remember how long compiling took (and, from the bench, what it gave) for the next ``--compile auto``."""
+def record_compile(key: str, seconds: float, *, warm: bool, cache: str, speedup: float | None = None) -> None:
+    """Remember how long compiling took with a cold or a warm inductor cache (the folder ``cache``), and, once
+    measured, what it gave, for the next ``--compile auto``."""
     previous = compile_record(key) or {}
-    value = {"seconds": round(seconds, 1), "speedup": speedup if speedup is not None else previous.get("speedup"),
-             "cold_seconds": previous.get("cold_seconds", round(seconds, 1))}
+    if "seconds" in previous:  # an older record's one figure was its cold cost
+        previous.setdefault("cold_seconds", previous.pop("seconds"))
+    value = {**previous, "warm_seconds" if warm else "cold_seconds": round(seconds, 1), "inductor_cache": cache}
+    if speedup is not None:
+        value["speedup"] = round(speedup, 3)
     record("compile", key, value)

@@ -189,8 +189,8 @@ def test_an_engine_plans_without_probing_and_follows_a_projects_pin(tiny_model_d
     monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
     engine = Engine("synthetic:tiny", "cpu", "fast")
     status = engine.layout_status()
-    assert (status.layout, status.source, status.measured) == ("trimmed", "default", False)
-    assert engine.settings["cfg"] == "trimmed" and not (tmp_path / "measured.json").exists()  # a plan measures nothing
+    assert (status.layout, status.source, status.measured) == ("joined", "default", False)
+    assert engine.settings["cfg"] == "joined" and not (tmp_path / "measured.json").exists()  # a plan measures nothing
     engine.pin(cfg="packed", backend="torch")
     assert engine.settings["cfg"] == "packed" and engine.layout_status().source == "pinned"
     backend = engine.backend()
@@ -211,9 +211,9 @@ def test_the_probe_is_recorded_and_used_at_once_or_kept_for_later_projects(tiny_
     engine = Engine("synthetic:tiny", "cpu", "fast")
     notes = []
     engine.on_note = notes.append
-    assert engine.settings["cfg"] == "trimmed"  # planned and keyed before anything loads
-    assert engine.backend(adopt_probe=False).layout == "trimmed" and engine.settings["cfg"] == "trimmed"
-    assert any("this run keeps cfg trimmed" in n for n in notes)
+    assert engine.settings["cfg"] == "joined"  # planned and keyed before anything loads
+    assert engine.backend(adopt_probe=False).layout == "joined" and engine.settings["cfg"] == "joined"
+    assert any("this run keeps cfg joined" in n for n in notes)
     [entry] = json.loads((tmp_path / "first" / "measured.json").read_text())["layout"].values()
     assert entry["choice"] == "packed"
     assert Engine("synthetic:tiny", "cpu", "fast").settings["cfg"] == "packed"  # the next project follows it

@@ -259,6 +259,10 @@ def test_bench_quick_reports_every_row(tmp_path, own_cache):
     chosen = {p["what"]: p["choice"] for p in data["probes"]["float32"]}
     assert rows["auto"]["cfg"] == chosen["layout"] and rows["auto"]["gemm"] == chosen["gemm"]
     assert data["versus_peer"]["float32"]["ours"] == "auto" and data["versus_peer"]["bfloat16"]["ours"] == "auto-dtype"
+    # Those are the user's two paths, and the JSON says which: the peer on its own upstream model (so it has no
+    # drift of omnidub's loop to report) and omnidub through Session.
+    assert "from_pretrained" in data["headline"]["peer"] and "Session" in data["headline"]["omnidub"]
+    assert rows["peer"]["drift"] is None and rows["peer-dtype"]["drift"] is None and "Session" in rows["auto"]["title"]
     # Lossless means the ladder's precision or float32; the bf16 and int8 rows carry their drift against fp32.
     assert rows["fused"]["lossless"] and not rows["dtype"]["lossless"] and not rows["int8"]["lossless"]
     assert 0.5 < rows["int8"]["drift"]["argmax_agreement"] <= 1.0
@@ -272,6 +276,25 @@ def test_bench_quick_reports_every_row(tmp_path, own_cache):
     fused = next(line for line in result.stdout.splitlines() if line.lstrip().startswith("7 fused"))
     assert len(fused) <= 80
     assert f"{rows['fused']['seconds_per_line']:.2f}" in fused and f"{rows['fused']['speedup']:.2f}x" in fused
+
+
+def test_bench_length_renders_each_programme_within_its_budget_then_assembles_it(tmp_path, own_cache):
+    target = tmp_path / "length.json"
+    result = run("bench", "--length", "4,12", "--budget", "0.5", "--model", "synthetic:tiny", "--json", target)
+    assert result.exit_code == 0, result.output
+    data = json.loads(target.read_text())
+    small, large = data["sizes"]
+    assert (small["lines"], large["lines"]) == (4, 12) and data["budget_seconds"] == 0.5
+    for size in (small, large):
+        # The budget stops the render after the lines in flight: some, never all, of the longer programme.
+        assert 1 <= size["rendered"] <= size["lines"] and len(size["wall_per_line"]) == size["rendered"]
+        assert size["seconds_per_line"] >= size["model_seconds_per_line"] > 0
+        assert size["peak_rss_mb"] > 0 and size["assembly_seconds"] > 0 and size["assembly_peak_rss_mb"] > 0
+    assert large["rendered"] < large["lines"]
+    assert large["programme_seconds"] > 2 * small["programme_seconds"]  # the whole programme was assembled
+    assert "lines" in result.stdout and "mix MB" in result.stdout
+    assert one_error_line(run("bench", "--length", "ten")) == "error: --length takes line counts such as " \
+        "100,500,1000, got 'ten'"
 
 
 def test_bench_report_shows_what_a_skipped_row_needs_and_the_markdown_matches(tmp_path):

@@ -187,11 +187,15 @@ def test_cfg_auto_follows_what_was_measured_on_this_processor_only(tmp_path, mon
         monkeypatch.delenv(name, raising=False)
     _on_cpu(monkeypatch, "Xeon A", {"avx512f", "amx_bf16"})
     status = layout_status("auto", "cpu", "float32", shape="h64x2")
-    assert (status.layout, status.source, status.measured) == ("trimmed", "default", False)  # nothing measured yet
+    # Nothing measured yet: joined for torch on a CPU (never slower than trimmed where measured), trimmed for ONNX
+    # Runtime, padded on CUDA.
+    assert (status.layout, status.source, status.measured) == ("joined", "default", False)
+    assert resolve_layout("auto", "cpu", "float32", backend="onnxruntime") == "trimmed"
+    assert resolve_layout("auto", "cuda", "float16") == "padded"
     assert measured.record_layout("cpu", "float32", {"trimmed": 10.0, "packed": 9.0}, "probe", shape="h64x2") == "packed"
     assert resolve_layout("auto", "cpu", "float32", shape="h64x2") == "packed"
-    assert resolve_layout("auto", "cpu", "bfloat16", shape="h64x2") == "trimmed"  # measured per dtype
-    assert resolve_layout("auto", "cpu", "float32", shape="h1024x28") == "trimmed"  # and per model shape
+    assert resolve_layout("auto", "cpu", "bfloat16", shape="h64x2") == "joined"  # measured per dtype
+    assert resolve_layout("auto", "cpu", "float32", shape="h1024x28") == "joined"  # and per model shape
     assert resolve_layout("auto", "cpu", "float32", backend="onnxruntime", shape="h64x2") == "trimmed"  # and backend
     assert resolve_layout("trimmed", "cpu", "float32", shape="h64x2") == "trimmed"  # an explicit layout wins
     assert resolve_layout("auto", "cpu", "float32", "trimmed", shape="h64x2") == "trimmed"  # so does a project's pin
@@ -253,3 +257,22 @@ def test_threads_follow_the_physical_cores_and_sleep_on_a_busy_machine(monkeypat
     monkeypatch.setattr(os, "getloadavg", lambda: (0.1, 0.1, 0.1))
     cli.set_threads()
     assert os.environ["OMP_NUM_THREADS"] == "1" and "OMP_WAIT_POLICY" not in os.environ
+
+
+def test_the_benchs_peer_is_upstreams_own_model_and_speaks_as_upstream_does(engine, requests_):
+    # The headline peer row must be what a user assembles from the two packages: its own model (not omnidub's,
+    # whose projections fusing turns into views of one weight), trimmed CFG from omnivoice-fastpath, upstream's
+    # prompt (the same codes omnidub encodes from the same reference) and upstream's generate.
+    from omnidub.bench.peer import Peer
+    from omnidub.backends.torch.fused import fused_llm
+
+    fused_llm(engine.model.llm)  # omnidub's resident model is fused; the peer's must not be
+    peer = Peer(engine.source.path, "cpu", "float32")
+    q_proj = peer.model.llm.layers[0].self_attn.q_proj.weight
+    assert peer.model is not engine.model and q_proj._base is None
+    assert getattr(peer.model, "_trimmed_cfg_applied", False)
+    reference = _voice(2.0, 180.0)
+    peer.clone(reference, SR, "Hello there, this is me.")
+    assert np.array_equal(peer.prompt.ref_audio_tokens.numpy(), requests_[0].prompt.codes)
+    audio = peer.speak("Good morning.", 1.2, steps=STEPS, seed=3)
+    assert audio.ndim == 1 and len(audio) > 0.5 * SR and np.isfinite(audio).all()

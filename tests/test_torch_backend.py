@@ -249,6 +249,55 @@ def test_compile_auto_compiles_only_when_the_job_pays_for_it(engine, prompts, mo
     assert calls == [auto._eager] and auto.compiled and "compiling now" in notes[-1]
 
 
+def test_compile_auto_learns_what_compiling_cost_and_gave_here_and_counts_a_warm_cache(engine, prompts,
+                                                                                       monkeypatch, tmp_path):
+    import json
+
+    from omnidub import measured
+    from omnidub.backends.torch import backend
+
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "inductor"))
+    monkeypatch.setattr(backend, "compile_llm", lambda llm: llm)  # "compiles" at no cost and gives nothing
+    line = [Request("Short.", prompts[0], "en", None, 0.4, seed=1, id="0")]
+    notes = []
+    auto = _with(engine, compile="auto", steps=1)
+    auto.on_note = notes.append
+    auto.expect(auto.cost(line[0]) * 400_000)
+    for _ in range(3):  # eager, then the bucket that paid for compiling, then one at the compiled rate
+        list(auto.synthesize(line))
+    assert auto.compiled and "inductor cache cold" in notes[0]
+    [(key, record)] = json.loads((tmp_path / "measured.json").read_text())["compile"].items()
+    assert key == auto._compile_key() and record["inductor_cache"] == str(tmp_path / "inductor")
+    assert record["cold_seconds"] >= 0 and 0.2 < record["speedup"] < 5  # about 1x: nothing was compiled
+    # The next render on this machine: compiling measured no gain beyond noise, so even a long job stays eager.
+    measured.record_compile(key, 30.0, warm=False, cache=str(tmp_path / "inductor"), speedup=1.01)
+    again = _with(engine, compile="auto", steps=1)
+    again.on_note = notes.append
+    again.expect(again.cost(line[0]) * 400_000)
+    list(again.synthesize(line))
+    assert not again.compiled and "no gain" in notes[-1]
+    # Where it gave 1.5x: a warm inductor cache (the folder the record names, holding compiled graphs) costs a
+    # share of the cold compile, so a job too short to pay for a cold compile compiles once the cache is warm.
+    measured.record_compile(key, 600.0, warm=False, cache=str(tmp_path / "inductor"), speedup=1.5)
+
+    def decide() -> TorchBackend:
+        fresh = _with(engine, compile="auto", steps=1)
+        fresh.on_note = notes.append
+        list(fresh.synthesize(line))  # its model rate here (a bucket of a job with nothing left: stays eager)
+        fresh.expect(int(500 / fresh._rate))  # then ~500 s of model time left: saves ~167 s at 1.5x
+        list(fresh.synthesize(line))
+        return fresh
+
+    assert not decide().compiled and "inductor cache cold" in notes[-1]
+    (tmp_path / "inductor" / "fxgraph").mkdir(parents=True)
+    measured.record_compile(key, 100.0, warm=True, cache=str(tmp_path / "inductor"), speedup=1.5)
+    assert decide().compiled and "inductor cache warm" in notes[-1]
+    # Another inductor folder than the one the record filled is cold again.
+    monkeypatch.setenv("TORCHINDUCTOR_CACHE_DIR", str(tmp_path / "elsewhere"))
+    assert not decide().compiled and "inductor cache cold" in notes[-1]
+
+
 def test_duration_estimate_agrees_with_upstream_on_varied_texts(engine):
     # omnidub plans without the model, so its estimate must be upstream's _estimate_target_tokens exactly.
     from omnidub.backends.torch import upstream

@@ -21,6 +21,8 @@ class BenchPrompt:
     text: str
     seconds: float
     note: str = ""
+    audio: object = None  # the reference's waveform at ``rate`` (the peer encodes it with upstream's own code)
+    rate: int = 0
 
     @property
     def frames(self) -> int:
@@ -46,7 +48,7 @@ def references(options, engine, say) -> dict:
             full_path, full_text = BUNDLED_REF_CUT, BUNDLED_REF_CUT.with_suffix(".txt").read_text().strip()
 
     def encode(audio, text, note=""):
-        return BenchPrompt(engine.encode_prompt(audio, rate, text), text, len(audio) / rate, note)
+        return BenchPrompt(engine.encode_prompt(audio, rate, text), text, len(audio) / rate, note, audio, rate)
 
     full = encode(load_audio(full_path, rate), full_text)
     asr = _trimming_asr(engine.device)

@@ -9,6 +9,7 @@ import tempfile
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from omnidub.bench.peer import available as peer_available
 from omnidub.errors import OmnidubError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -89,6 +90,7 @@ class BenchOptions:
     ref_text: str | None = None
     quick: bool = False
     dtype: str | None = None  # the ladder's dtype [default: float16 on CUDA, float32 elsewhere]
+    seconds: float | None = None  # every line this long [default: each line's natural length at the reference's pace]
     record: bool = False  # write what this run measured (layouts, GEMM kernels) to measured.json
 
 
@@ -184,26 +186,47 @@ class Setup:
         return self.engine.with_options(options, tuning=tuning)
 
     def auto(self, dtype: str):
-        """The fast path as a never-measured machine gets it: the first-use probe (run here in a scratch cache)
-        picks the layout and GEMM kernels."""
-        from omnidub.backends.torch import Tuning
+        """omnidub as ``omnidub render`` gets it: ``Session(...).backend()`` with the fast preset in ``dtype``
+        (compile off), on an empty cache, so the first-use probe runs as on a machine that never ran omnidub and
+        picks the layout and GEMM kernels. It loads its own model, as a render does."""
+        from omnidub import Session, measured
+        from omnidub.backends.probe import ProbeResult
+        from omnidub.config import load_preset
 
+        preset = load_preset("fast").with_overrides(dtype=dtype, compile=False, steps=self.fast_steps)
+        self.say(f"→ loading omnidub through Session ({dtype}); its first-use probe runs on an empty cache")
         with scratch_cache():  # as on a machine that never measured anything, whatever this one recorded
-            engine = self.backend(dtype, cfg="auto", tuning=Tuning())
-            self.probes[dtype] = engine.probe()
-        return self.backend(dtype, cfg=engine.layout, tuning=Tuning(gemm=engine.gemm))
+            backend = Session(self.engine.source.spec, self.device, preset, source=self.engine.source).backend()
+            found = measured.load()
+        key = measured.probe_key(self.device, backend.dtype, "torch", backend.shape)
+        self.probes[dtype] = [ProbeResult(what, entry["seconds"], entry["choice"], entry["evidence"])
+                              for what in ("gemm", "layout") if (entry := found.get(what, {}).get(key))]
+        return backend
 
-    def upstream(self, steps: int, prompt, engine, peer: bool) -> Runner:
+    def peer(self, dtype: str) -> Runner:
+        """The peer recipe on its own upstream model (bench/peer.py), cloning the same reference."""
+        from omnidub.bench.peer import Peer
+
+        self.say(f"→ loading the peer's own model ({dtype}) with upstream's loader")
+        cut = self.refs["cut"]
+        peer = Peer(self.engine.source.path, self.device, dtype)
+        peer.clone(cut.audio, cut.rate, cut.text)
+
+        def run(texts, durations):
+            for i, (text, seconds) in enumerate(zip(texts, durations)):
+                peer.speak(text, seconds, self.fast_steps, seed=i)
+        return Runner(run)
+
+    def upstream(self, steps: int, prompt, engine) -> Runner:
         import torch
 
         from omnidub.backends.torch.upstream import voice_clone_prompt
 
         def run(texts, durations):
-            with _peer(engine.model) if peer else contextlib.nullcontext():
-                for i, (text, seconds) in enumerate(zip(texts, durations)):
-                    torch.manual_seed(i)
-                    engine.model.generate(text=text, language="en", voice_clone_prompt=voice_clone_prompt(prompt.prompt),
-                                          num_step=steps, duration=seconds)
+            for i, (text, seconds) in enumerate(zip(texts, durations)):
+                torch.manual_seed(i)
+                engine.model.generate(text=text, language="en", voice_clone_prompt=voice_clone_prompt(prompt.prompt),
+                                      num_step=steps, duration=seconds)
         return Runner(run, engine)
 
     def ours(self, engine, lines: int = 1) -> Runner:
@@ -251,7 +274,7 @@ class Setup:
         if name in ("auto", "auto-dtype"):
             dtype = self.base if name == "auto" else self.alt
             engine = self.auto(dtype)
-            title = (f"omnidub as a never-measured machine runs it, {SHORT_DTYPES[dtype]}: the first-use probe chose "
+            title = (f"omnidub as render gets it (Session), {SHORT_DTYPES[dtype]}: its first-use probe chose "
                      f"{engine.layout} and {engine.gemm} GEMMs")
             return row(title, fs, engine.layout, dtype, cut, gemm=engine.gemm), self.ours(engine)
         if name == "batch":
@@ -263,6 +286,7 @@ class Setup:
             auto = self.auto(dtype) if dtype not in self.probes else None
             layout = auto.layout if auto is not None else self._probed(dtype, "layout", "trimmed")
             engine = self.backend(dtype, cfg=layout, compile=True)
+            engine.records = False  # the bench writes omnidub's measurements only with --record
             return row(f"+ torch.compile ({layout}, {SHORT_DTYPES[dtype]})", fs, layout, dtype, cut), self.ours(engine)
         if name == "int8":
             r = row("int8 weights and activations, dynamic (lossy opt-in; linears unfused)", fs, "trimmed", "int8",
@@ -280,13 +304,13 @@ class Setup:
         full, cut, fs = self.refs["full"], self.refs["cut"], self.fast_steps
         if name in ("peer", "peer-dtype"):
             dtype = self.base if name == "peer" else self.alt
-            title = ("+ trimmed CFG from omnivoice-fastpath (upstream generate): the peer recipe" if name == "peer"
-                     else f"the peer recipe in {SHORT_DTYPES[self.alt]}")
+            title = (f"the peer recipe, {SHORT_DTYPES[dtype]}: its own upstream model + omnivoice-fastpath's "
+                     "trimmed CFG, as a user assembles it")
             r = row(title, fs, "trimmed", dtype, cut)
-            if not _peer_available():
+            if not peer_available():
                 r.skipped = "skipped: omnivoice-fastpath is not installed (pip install 'omnidub[bench]')"
                 return r, None
-            return r, self.upstream(fs, cut, self.engine if dtype == self.base else self.backend(dtype), peer=True)
+            return r, self.peer(dtype)
         steps, ref = (self.stock_steps, full) if name == "stock" else (fs, full if name == "steps" else cut)
         title = {"stock": f"stock: upstream generate, {self.stock_steps} steps, whole reference, padded CFG, "
                           f"{SHORT_DTYPES[self.base]}",
@@ -296,7 +320,7 @@ class Setup:
             r.skipped = f"skipped: the trimmer did not cut the reference ({self.refs['why']})"
             r.note = "later rows use the bundled 3 s cut of the same recording" if cut is not full else ""
             return r, None
-        return r, self.upstream(steps, ref, self.engine, peer=False)
+        return r, self.upstream(steps, ref, self.engine)
 
     def _probed(self, dtype: str, what: str, default: str) -> str:
         return next((r.choice for r in self.probes.get(dtype, []) if r.what == what), default)
@@ -318,9 +342,11 @@ class Setup:
     def drift(self, rows: list[Row], runners: dict) -> None:
         """Final-token agreement (and first-step logits where the backend is torch) of every row whose arithmetic is
         not the reference's: against float32 torch (fused, trimmed) for the lower precision, int8, ONNX Runtime and
-        oneDNN rows; the compiled row against its own eager twin (same dtype and layout). Each costs a decode."""
-        chosen = [r for r in rows if r.name in runners and (r.dtype != "float32" or r.name in
-                  ("compile", "onnx", "onednn") or (r.name.startswith("auto") and r.gemm != "aten"))]
+        oneDNN rows; the compiled row against its own eager twin (same dtype and layout). Each costs a decode. The
+        peer rows run on upstream's own model, outside omnidub's loop: their drift is the dtype row's."""
+        chosen = [r for r in rows if r.name in runners and runners[r.name].engine is not None
+                  and (r.dtype != "float32" or r.name in ("compile", "onnx", "onednn")
+                       or (r.name.startswith("auto") and r.gemm != "aten"))]
         if not chosen:
             return
         requests = [request(t, self.refs["cut"].prompt, d, i) for i, (t, d) in enumerate(zip(self.texts, self.durations))]
@@ -353,26 +379,3 @@ def request(text, prompt, duration, seed=0, id=""):
     from omnidub.backends import Request
 
     return Request(text=text, prompt=prompt, language="en", duration=duration, seed=seed, id=id)
-
-
-def _peer_available() -> bool:
-    try:
-        import omnivoice_fastpath  # noqa: F401
-    except ImportError:
-        return False
-    return True
-
-
-@contextlib.contextmanager
-def _peer(model):
-    """omnivoice-fastpath's trimmed CFG on the model for the duration of the block, then upstream as it was."""
-    from omnivoice_fastpath import apply_trimmed_cfg
-
-    apply_trimmed_cfg(model)
-    try:
-        yield
-    finally:
-        # apply_trimmed_cfg sets two instance attributes (a wrapping `forward` and a flag); removing them
-        # restores the class's own forward for the upstream rows.
-        model.__dict__.pop("forward", None)
-        model.__dict__.pop("_trimmed_cfg_applied", None)

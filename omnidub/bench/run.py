@@ -21,6 +21,14 @@ from omnidub.errors import OmnidubError
 from omnidub.hardware import gpu_name
 
 
+# What the headline rows run (bench JSON "headline": a run before 2026-12-02 has none: its peer row ran upstream's
+# generate on omnidub's own loaded model and its auto row probed inside the bench).
+HEADLINE_PATHS = {"peer": "its own model from OmniVoice.from_pretrained, omnivoice-fastpath's apply_trimmed_cfg, "
+                          "upstream's create_voice_clone_prompt and generate",
+                  "omnidub": "Session(model, device, fast preset with the dtype, compile off).backend() on an empty "
+                             "cache (the first-use probe runs as on a new machine), omnidub's decoding loop"}
+
+
 @dataclass
 class BenchResult:
     machine: dict
@@ -51,6 +59,7 @@ class BenchResult:
                 "repeat": self.repeat, "matmul_gflops": self.matmul_gflops, "floor": self.floor,
                 "versus_peer": self.versus_peer, "kernels": self.kernels, "step_profile": self.step_profile,
                 "recorded": self.recorded, "probes": self.probes, "matmul_size": self.matmul_size, "ceiling": "best",
+                "headline": HEADLINE_PATHS,
                 "options": self.options, "rows": rows}
 
 
@@ -82,9 +91,10 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
     engine = TorchBackend(source, device=device, options=EngineOptions(DecodeOptions(steps=fast_steps), cfg="trimmed",
                                                                         batch=1, dtype=base, compile=False))
     refs = references(options, engine, say)
-    # One fixed length per line (the estimate at the trimmed reference's pace): every row makes the same audio.
+    # One fixed length per line (the estimate at the trimmed reference's pace, or --seconds): every row makes the
+    # same audio.
     cut = refs["cut"]
-    durations = [natural_frames(t, cut.text, cut.frames) / FRAME_RATE for t in texts]
+    durations = [options.seconds or natural_frames(t, cut.text, cut.frames) / FRAME_RATE for t in texts]
     setup = Setup(engine, refs, texts, durations, stock_steps, fast_steps, base, alt, preset_dtype, options, device, say,
                   export_dir)
     made = [setup.make(name) for name in selected]
@@ -102,7 +112,7 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
     setup.drift(rows, runners)
     _ratios(setup, live, by_name, matmul)
     recorded = _record(setup, by_name, runners) if options.record and not options.quick else {}
-    return BenchResult(_machine(device, load_before), model_spec, texts, repeat, rows, matmul, _floor(rows, preset_dtype),
+    return BenchResult(machine(device, load_before), model_spec, texts, repeat, rows, matmul, _floor(rows, preset_dtype),
                        _versus_peer(by_name), kernels, profile, recorded,
                        {dt: [asdict(r) for r in results] for dt, results in setup.probes.items()},
                        time.strftime("%Y-%m-%d"), size,
@@ -177,12 +187,12 @@ def _profiles(setup: Setup, runners: dict, live: list[Row], matmul: dict, say) -
 
 
 def _time_rows(live, runners, texts, durations, repeat, device, say, tiny: bool) -> None:
-    """Warm every row up once (compiling happens here and is timed apart), then interleave the timed runs. Eager
-    rows warm up on a short line (allocator, kernel caches); a compiled row on a whole one."""
+    """Warm every row up once on the first line as it will be timed (kernel caches, oneDNN's primitives for these
+    shapes, the allocator; compiling happens here and is timed apart), then interleave the timed runs."""
     for row in live:
         say(f"→ warm-up: {row.title}")
         began = time.perf_counter()
-        runners[row.name](texts[:1], durations[:1] if row.name == "compile" else [min(durations[0], 0.8)])
+        runners[row.name](texts[:1], durations[:1])
         if row.name == "compile":
             row.compile_seconds = time.perf_counter() - began
     for r in range(repeat):
@@ -232,19 +242,17 @@ def _resolve_against(rows: list[Row], preset_dtype: str) -> None:
 
 
 def _versus_peer(by_name: dict[str, Row]) -> dict:
-    """omnidub as a never-measured machine runs it (the auto rows), else its faster lossless layout row, against
-    the peer recipe in the same dtype; ratios repeat by repeat too (those runs ran back to back)."""
+    """The headline: omnidub as render gets it (the auto rows, through Session) against the peer recipe on its own
+    upstream model, in the same dtype; ratios repeat by repeat too (those runs ran back to back). No other row
+    stands in for either side."""
     out = {}
-    for peer, pairs in (("peer", ("auto", "fused", "packed", "joined")),
-                        ("peer-dtype", ("auto-dtype", "dtype", "packed-dtype", "joined-dtype"))):
-        p = by_name.get(peer)
-        ours = [by_name[n] for n in pairs if n in by_name and by_name[n].runs]
-        if p is None or not p.runs or not ours:
+    for peer, ours in (("peer", "auto"), ("peer-dtype", "auto-dtype")):
+        p, o = by_name.get(peer), by_name.get(ours)
+        if p is None or o is None or not p.runs or not o.runs or p.dtype != o.dtype:
             continue
-        best = ours[0] if ours[0].name.startswith("auto") else min(ours, key=lambda r: r.seconds)
-        paired = [a / b for a, b in zip(p.runs, best.runs)]
-        out[p.dtype] = {"ours": best.name, "ours_seconds": best.seconds, "peer_seconds": p.seconds,
-                        "speedup": p.seconds / best.seconds, "paired": paired,
+        paired = [a / b for a, b in zip(p.runs, o.runs)]
+        out[p.dtype] = {"ours": o.name, "ours_seconds": o.seconds, "peer_seconds": p.seconds,
+                        "speedup": p.seconds / o.seconds, "paired": paired,
                         "paired_median": statistics.median(paired) if paired else None}
     return out
 
@@ -266,6 +274,7 @@ def _record(setup: Setup, by_name: dict[str, Row], runners: dict) -> dict:
     """bench --record: what this run measured becomes this machine's choice (layout per dtype from the trimmed and
     packed rows, GEMM kernels from the fused and oneDNN rows, the compile cost)."""
     from omnidub import measured
+    from omnidub.backends.torch.backend import inductor_folder
 
     out = {}
     shape = setup.engine.shape
@@ -292,13 +301,15 @@ def _record(setup: Setup, by_name: dict[str, Row], runners: dict) -> dict:
         out[f"gemm {setup.base}"] = {"choice": choice}
     compiled = by_name.get("compile")
     if compiled is not None and compiled.speedup:
-        measured.record_compile(runners["compile"].engine._compile_key(), compiled.compile_seconds or 0.0,
-                                speedup=round(compiled.speedup, 3))
+        engine = runners["compile"].engine
+        measured.record_compile(engine._compile_key(), compiled.compile_seconds or 0.0, warm=engine.compiled_warm,
+                                cache=str(inductor_folder()), speedup=round(compiled.speedup, 3))
         out["compile"] = {"seconds": compiled.compile_seconds, "speedup": compiled.speedup}
     return out
 
 
-def _machine(device: str, load_before) -> dict:
+def machine(device: str, load_before) -> dict:
+    """The machine a run measured on: CPU, flags, cores, threads, torch, load average before and after."""
     import torch
 
     from omnidub.hardware import cpu_flags, cpu_name, isa_limits

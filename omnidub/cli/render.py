@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import os
 import sys
 from pathlib import Path
 from typing import List, Optional
@@ -15,7 +14,6 @@ from omnidub.cli.app import (ASR_DEFAULT, ASR_HELP, MODEL_HELP, SPEAKER_MODEL_HE
                              warn_synthetic)
 from omnidub.cli.show import (ProgressListener, plan_json, print_json, print_plan, print_summary, summary_json)
 from omnidub.errors import OmnidubError
-from omnidub.files import cache_home
 
 
 @app.command(cls=Command)
@@ -207,8 +205,6 @@ def _run(o: dict, engine, settings, job, listener) -> int:
         return 2
     engine.check_executor()
     warn_synthetic(o["model"])
-    if settings.engine.compile:  # True or "auto": inductor's kernels persist in omnidub's cache
-        os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(cache_home() / "inductor"))
     _header(o, engine, settings, job)
     engine.on_load = listener.loading
     engine.on_note = lambda text: err.print(f"[cyan]note:[/] {escape(text)}", soft_wrap=True)

@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import os
 import warnings
 import weakref
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Sequence
 
 import numpy as np
@@ -24,6 +26,12 @@ from omnidub.models import DEFAULT_MODEL, ModelSource, model_shape, resolve_mode
 
 # --compile auto, until this machine has measured its own: what compiling costs (inductor, cold cache) and gives.
 COMPILE_SECONDS = {"cpu": 120.0, "cuda": 180.0, "mps": 20.0}
+# With inductor's cache warm (the same model shape compiled here before), until a warm compile was timed here: the
+# share of the cold compile it still costs. Tracing and freezing run again; only inductor's code generation is
+# cached (synthetic:full in bf16 on a 2-core AMD EPYC: 257 s cold, 133 s and 168 s warm).
+COMPILE_WARM_SHARE = 0.6
+# A gain smaller than this is within a shared machine's noise: --compile auto does not compile for it.
+COMPILE_MIN_GAIN = 1.03
 COMPILE_SPEEDUP = 1.18  # over torch's own GEMMs (bf16, Xeon with AMX)
 # Over oneDNN's packed GEMMs most of that gain is already had: one step compiled 303/265 ms (trimmed/packed)
 # against 285/269 eager (bf16, synthetic:full, same Xeon, interleaved), so compiling rarely pays there.
@@ -49,6 +57,9 @@ class TorchBackend(DecodingLoop):
     the CFG layout a project was rendered with (used when ``options.cfg`` is auto)."""
 
     name = "torch"
+    # What compiling cost and gave is recorded for --compile auto; the bench turns this off (it records only when
+    # asked to, with --record).
+    records = True
 
     def __init__(self, model: str | ModelSource = DEFAULT_MODEL, device: str = "auto",
                  options: EngineOptions | None = None, *, tuning: Tuning | None = None,
@@ -77,13 +88,12 @@ class TorchBackend(DecodingLoop):
         self.compiled = False
         self._pending = 0  # tokens per step the job still has to decode (see expect)
         self._decided = self.options.compile != "auto"
-        self._first_compiled = False
-        self._rate: float | None = None
+        self._compiling: dict | None = None  # while the buckets after compiling are timed (see _learn_compile)
+        self._rate: float | None = None  # eager model seconds per token, from the first bucket
         if self.options.compile is True:
             same = _shared is not None and _shared.compiled and _shared._compiled_from is self._compilable()
-            self._llm = _shared._llm if same else compile_llm(self._compilable())
+            self._llm = _shared._llm if same else self._compile(warm=self._compile_cost()[1])
             self.compiled = True
-            self._first_compiled = not same
 
     def with_options(self, options: EngineOptions, tuning: Tuning | None = None) -> "TorchBackend":
         """A backend with other settings over the same resident model (reloads only if the dtype changes)."""
@@ -176,29 +186,72 @@ class TorchBackend(DecodingLoop):
         from omnidub import measured
 
         self._pending = max(0, self._pending - tokens)
-        if self._first_compiled:
-            # The first compiled bucket paid the compile: what it took beyond the compiled work is the cost.
-            self._first_compiled = False
-            if self._rate is not None:
-                spent = seconds - self._rate * tokens / COMPILE_SPEEDUP
-                measured.record_compile(self._compile_key(), max(0.0, spent))
+        if self._compiling is not None:
+            self._learn_compile(seconds, tokens)
         if self._decided or tokens <= 0:
             return
         self._decided = True
         self._rate = seconds / tokens
         left = self._rate * self._pending
-        record = measured.compile_record(self._compile_key())
-        cost = record["seconds"] if record else COMPILE_SECONDS.get(device_kind(self.device), 120.0)
-        speedup = (record or {}).get("speedup") or (COMPILE_SPEEDUP_OVER_ONEDNN if self.gemm == "onednn" else COMPILE_SPEEDUP)
-        cache = "warm" if record else "cold"
-        if left * (1 - 1 / speedup) > cost:
-            self._llm = compile_llm(self._compilable())
-            self.compiled = self._first_compiled = True
-            self.on_note(f"compile auto: compiling now (~{left:.0f} s of model time left; compiling takes ~{cost:.0f} s, "
-                         f"inductor cache {cache})")
+        record = measured.compile_record(self._compile_key()) or {}
+        cost, warm = self._compile_cost(record)
+        speedup = record.get("speedup") or (COMPILE_SPEEDUP_OVER_ONEDNN if self.gemm == "onednn" else COMPILE_SPEEDUP)
+        cache = "inductor cache warm" if warm else "inductor cache cold"
+        if speedup < COMPILE_MIN_GAIN:
+            self.on_note(f"compile auto: not compiling (it gives {speedup:.2f}x here: no gain beyond noise; {cache})")
+        elif left * (1 - 1 / speedup) > cost:
+            self._llm = self._compile(warm)
+            self.compiled = True
+            self.on_note(f"compile auto: compiling now (~{left:.0f} s of model time left at {speedup:.2f}x; compiling "
+                         f"takes ~{cost:.0f} s, {cache})")
         else:
-            self.on_note(f"compile auto: not compiling (~{left:.0f} s of model time left would save less than the "
-                         f"~{cost:.0f} s compile, inductor cache {cache})")
+            self.on_note(f"compile auto: not compiling (~{left:.0f} s of model time left at {speedup:.2f}x would save "
+                         f"less than the ~{cost:.0f} s compile, {cache})")
+
+    def _compile(self, warm: bool):
+        """The compiled language model; the buckets after it measure what compiling cost and gave here."""
+        self._compiling = {"warm": warm}
+        self.compiled_warm = warm
+        return compile_llm(self._compilable())
+
+    def _compile_cost(self, record: dict | None = None) -> tuple[float, bool]:
+        """What compiling costs now, in seconds, and whether inductor's cache already holds this model shape (the
+        compile record names the cache folder it filled; a cache removed or moved since is cold again)."""
+        from omnidub import measured
+
+        record = measured.compile_record(self._compile_key()) if record is None else record
+        record = record or {}
+        default = COMPILE_SECONDS.get(device_kind(self.device), 120.0)
+        cold = record.get("cold_seconds") or record.get("seconds") or default
+        folder = record.get("inductor_cache")
+        warm = bool(folder) and folder == str(inductor_folder()) and (Path(folder) / "fxgraph").is_dir()
+        return (record.get("warm_seconds") or cold * COMPILE_WARM_SHARE, True) if warm else (cold, False)
+
+    def _learn_compile(self, seconds: float, tokens: int) -> None:
+        """The first bucket after compiling paid for it: its time beyond the compiled work is the compile's cost.
+        The next bucket runs at the compiled rate, which measures that cost and what compiling gives against the
+        eager rate (one bucket each: a rough figure, replaced by every later render). Both are recorded for this
+        model, dtype and device with the inductor cache they filled, for the next ``--compile auto``."""
+        from omnidub import measured
+
+        state = self._compiling
+        if not self.records:
+            self._compiling = None
+            return
+        if "paid" not in state:
+            state.update(paid=seconds, tokens=tokens)
+            if self._rate is not None:  # until a compiled bucket is timed: the cost at the speedup expected
+                expected = COMPILE_SPEEDUP_OVER_ONEDNN if self.gemm == "onednn" else COMPILE_SPEEDUP
+                measured.record_compile(self._compile_key(), max(0.0, seconds - self._rate * tokens / expected),
+                                        warm=state["warm"], cache=str(inductor_folder()))
+            return
+        self._compiling = None
+        if tokens <= 0:
+            return
+        rate = seconds / tokens
+        measured.record_compile(self._compile_key(), max(0.0, state["paid"] - rate * state["tokens"]),
+                                warm=state["warm"], cache=str(inductor_folder()),
+                                speedup=self._rate / rate if self._rate else None)
 
     # -- internals ---------------------------------------------------------------------------------------------
 
@@ -272,12 +325,24 @@ def quantized_llm(llm):
     return _QUANTIZED[llm]
 
 
+def inductor_folder() -> Path:
+    """Where inductor keeps what it compiled: TORCHINDUCTOR_CACHE_DIR, else ``inductor`` in omnidub's cache."""
+    from omnidub.files import cache_home
+
+    return Path(os.environ.get("TORCHINDUCTOR_CACHE_DIR") or cache_home() / "inductor")
+
+
 def compile_llm(llm):
-    """torch.compile the language model with dynamic shapes (the CLI points inductor's cache at omnidub's).
+    """torch.compile the language model with dynamic shapes, its kernels kept in :func:`inductor_folder`.
+
+    Inductor reads its cache folder from the environment only, so this sets TORCHINDUCTOR_CACHE_DIR (when it is
+    not set) before compiling: the one process-wide setting omnidub's library makes, because what compiling cost
+    here is recorded beside omnidub's other measurements and is only true of that folder.
 
     On the CPU with frozen weights: inductor then treats the weights as constants and lays them out once for its
     GEMMs (oneDNN), which measured 1.26x over compiling without freezing in bf16 on a Xeon with AMX (one step of
     synthetic:full), at the price of a longer compile and a copy of the weights. Tests hold it to the eager fp32
     tokens."""
+    os.environ.setdefault("TORCHINDUCTOR_CACHE_DIR", str(inductor_folder()))
     device = next((t.device.type for t in llm.buffers()), "cpu")
     return torch.compile(llm, dynamic=True, options={"freezing": True} if device == "cpu" else None)

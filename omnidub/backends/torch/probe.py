@@ -20,6 +20,7 @@ from omnidub.backends.probe import (
 from omnidub.backends.torch.fused import fused_llm
 from omnidub.backends.torch.gemm import linear
 from omnidub.backends.torch.layout import Layout
+from omnidub.config import default_layout
 from omnidub.hardware import device_kind, gpu_name
 
 # The layouts a CPU chooses from (padded only pads; joined segments attend one by one, which a GPU was never
@@ -60,7 +61,7 @@ def first_use(backend, *, layout: bool, gemm: bool) -> list[ProbeResult]:
         llm = backend._eager
     if layout:
         candidates = ("padded", "trimmed", "packed") if device_kind(backend.device) == "cuda" else CPU_LAYOUTS
-        default = "padded" if device_kind(backend.device) == "cuda" else "trimmed"
+        default = default_layout(backend.device)
         mask_id = backend.model.config.audio_mask_id
         rows = {
             kind: Layout([item], kind, mask_id, backend.model.device, backend.tuning.skip_mask) for kind in candidates
