@@ -86,12 +86,25 @@ def layout_choice(device: str, dtype: str, backend: str = "torch", shape: str = 
     return found if found is not None and found.get("choice") in LAYOUTS else None
 
 
-def record_layout(device: str, dtype: str, seconds: dict[str, float], evidence: str, *, backend: str = "torch",
-                  shape: str = "", gpu: str | None = None) -> str:
-    """Store the measured seconds per layout (same rows, same run) and return the faster layout."""
-    choice = min(seconds, key=seconds.get)
-    record("layout", probe_key(device, dtype, backend, shape, gpu),
-           {"choice": choice, "seconds": seconds, "evidence": evidence})
+def record_layout(
+    device: str,
+    dtype: str,
+    seconds: dict[str, float],
+    evidence: str,
+    *,
+    backend: str = "torch",
+    shape: str = "",
+    gpu: str | None = None,
+    choice: str | None = None,
+) -> str:
+    """Store the measured seconds per layout (same rows, same run) and the layout chosen from them (``choice``, a
+    probe's decision; else the faster), and return that choice."""
+    choice = choice or min(seconds, key=seconds.get)
+    record(
+        "layout",
+        probe_key(device, dtype, backend, shape, gpu),
+        {"choice": choice, "seconds": seconds, "evidence": evidence},
+    )
     return choice
 
 

@@ -42,9 +42,21 @@ def test_help_lists_the_three_commands():
 def test_the_default_model_offline_is_one_clear_line():
     # Run as a user would: a separate process, hub offline, the bundled example.
     result = subprocess.run(
-        [sys.executable, "-m", "omnidub", "render", "examples/dialogue.srt", "--voices", "examples/voices.toml",
-         "--out", os.devnull + "-never"],
-        capture_output=True, text=True, cwd=ROOT, env={**os.environ, "HF_HUB_OFFLINE": "1"},
+        [
+            sys.executable,
+            "-m",
+            "omnidub",
+            "render",
+            "examples/dialogue.srt",
+            "--voices",
+            "examples/voices.toml",
+            "--out",
+            os.devnull + "-never",
+        ],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env={**os.environ, "HF_HUB_OFFLINE": "1"},
     )
     assert result.returncode == 2
     lines = result.stderr.strip().splitlines()
@@ -119,7 +131,9 @@ def test_bad_input_is_one_line_and_exit_2(tmp_path, content, suffix, expected):
 
 def test_missing_input_and_bad_settings_are_one_line(tmp_path):
     assert "nope.srt" in one_error_line(run("render", tmp_path / "nope.srt", "--dry-run"))
-    assert "unknown preset" in one_error_line(run("render", EXAMPLES / "dialogue.srt", "--preset", "turbo", "--dry-run"))
+    assert "unknown preset" in one_error_line(
+        run("render", EXAMPLES / "dialogue.srt", "--preset", "turbo", "--dry-run")
+    )
     missing = tmp_path / "voices.toml"
     missing.write_text('[ALICE]\naudio = "gone.wav"\ntext = "hi"\n')
     assert "gone.wav" in one_error_line(run("render", EXAMPLES / "dialogue.srt", "--voices", missing, "--dry-run"))
@@ -135,7 +149,15 @@ def test_qa_without_a_manifest_is_exit_2(tmp_path):
 def test_an_unknown_speaker_model_is_one_line(tmp_path):
     assert "resemblyzer" in one_error_line(run("qa", tmp_path, "--speaker-model", "ecapa"))
     assert "resemblyzer" in one_error_line(
-        run("render", EXAMPLES / "dialogue.srt", "--voices", EXAMPLES / "voices.toml", "--qa", "--speaker-model", "ecapa")
+        run(
+            "render",
+            EXAMPLES / "dialogue.srt",
+            "--voices",
+            EXAMPLES / "voices.toml",
+            "--qa",
+            "--speaker-model",
+            "ecapa",
+        )
     )
 
 
@@ -146,16 +168,34 @@ def render_two_lines(folder: Path, lines: str, *args):
     preset = folder / "preset.toml"
     preset.write_text("reference_seconds = 0\nsteps = 4\n")
     out = folder / "out"
-    result = run("render", script, "--voice", EXAMPLES / "voices" / "alice.wav", "--voice-text", ALICE_TEXT,
-                 "--model", "synthetic:tiny", "--preset", preset, "--out", out, *args)
+    result = run(
+        "render",
+        script,
+        "--voice",
+        EXAMPLES / "voices" / "alice.wav",
+        "--voice-text",
+        ALICE_TEXT,
+        "--model",
+        "synthetic:tiny",
+        "--preset",
+        preset,
+        "--out",
+        out,
+        *args,
+    )
     return result, out
 
 
 @pytest.fixture(scope="module")
 def small_render(tmp_path_factory, tiny_model_dir, whisper_tiny_en):
-    result, out = render_two_lines(tmp_path_factory.mktemp("small"), "ALICE: Thanks for coming in early.\n"
-                                   "ALICE: The traffic was terrible today.\n", "--retakes", "1",
-                                   "--asr-model", whisper_tiny_en)
+    result, out = render_two_lines(
+        tmp_path_factory.mktemp("small"),
+        "ALICE: Thanks for coming in early.\nALICE: The traffic was terrible today.\n",
+        "--retakes",
+        "1",
+        "--asr-model",
+        whisper_tiny_en,
+    )
     return result, out
 
 
@@ -172,8 +212,9 @@ def test_render_retakes_record_every_attempt(small_render):
         assert chosen["key"] == line["key"]
         # The best take: passed, unchecked, failed; then fewest retakable flags (words, voice, level), lowest
         # error rate.
-        ranks = [(-OUTCOMES.index(a["verdict"]), -len(set(a["flags"]) & RETAKE_FLAGS), -a["error_rate"])
-                 for a in attempts]
+        ranks = [
+            (-OUTCOMES.index(a["verdict"]), -len(set(a["flags"]) & RETAKE_FLAGS), -a["error_rate"]) for a in attempts
+        ]
         assert ranks[attempts.index(chosen)][:3] == max(ranks)
         assert all("voice_similarity" in a for a in attempts)
     assert (out / "qa.json").is_file() and (out / "qa.html").is_file()
@@ -191,8 +232,11 @@ def test_the_lines_qa_failed_are_marked_on_the_timeline(small_render):
     judged = {i: line["sha256"] for i, line in checked.items()}
     assert judged == {line["index"]: line["sha256"] for line in manifest["lines"]}
     timeline = otio.adapters.read_from_file(str(out / "two.dub.otio"))
-    marked = {clip.metadata["omnidub"]["index"]: [(m.name, m.color) for m in clip.markers]
-              for track in timeline.audio_tracks() for clip in track.find_clips()}
+    marked = {
+        clip.metadata["omnidub"]["index"]: [(m.name, m.color) for m in clip.markers]
+        for track in timeline.audio_tracks()
+        for clip in track.find_clips()
+    }
     assert marked == {i: [(f"QA: {', '.join(line['flags'])}", "RED")] for i, line in checked.items()}
     # The timeline written after QA is the one the manifest's assembly record vouches for: a rerun keeps it.
     digest = hashlib.sha256((out / "two.dub.otio").read_bytes()).hexdigest()
@@ -209,14 +253,19 @@ def test_qa_command_reports_noise_as_failing(small_render, whisper_tiny_en):
     assert report["verdicts"] == {"failed": 2, "unchecked": 0, "passed": 0}
     assert all(line["verdict"] == "failed" and "wer" in line["flags"] for line in report["lines"])
     first = json.loads((out / "qa.json").read_text())["lines"][0]
-    assert first["index"] == 1 and first["start_tc"] == json.loads((out / "manifest.json").read_text())["lines"][0]["start_tc"]
+    assert (
+        first["index"] == 1
+        and first["start_tc"] == json.loads((out / "manifest.json").read_text())["lines"][0]["start_tc"]
+    )
     assert first["start_tc"].count(":") == 3  # HH:MM:SS:FF beside the seconds
 
 
-def test_a_spanish_dub_checked_with_an_english_only_model_is_never_called_passed(tmp_path, tiny_model_dir,
-                                                                                whisper_tiny_en):
-    rendered, out = render_two_lines(tmp_path, "ALICE: Gracias por venir temprano.\nALICE: El tráfico era terrible "
-                                     "hoy.\n", "--language", "es")
+def test_a_spanish_dub_checked_with_an_english_only_model_is_never_called_passed(
+    tmp_path, tiny_model_dir, whisper_tiny_en
+):
+    rendered, out = render_two_lines(
+        tmp_path, "ALICE: Gracias por venir temprano.\nALICE: El tráfico era terrible hoy.\n", "--language", "es"
+    )
     assert rendered.exit_code == 0, rendered.output
     result = run("qa", out, "--asr-model", whisper_tiny_en)
     assert result.exit_code == 1, result.output
@@ -238,8 +287,26 @@ def test_bench_quick_reports_every_row(tmp_path, own_cache):
     assert result.exit_code == 0, result.output
     data = json.loads(target.read_text())
     rows = {row["name"]: row for row in data["rows"]}
-    assert list(rows) == ["stock", "steps", "ref3s", "peer", "loop", "nomask", "fused", "onednn", "packed", "joined",
-                          "auto", "dtype", "packed-dtype", "joined-dtype", "auto-dtype", "peer-dtype", "batch", "int8"]
+    assert list(rows) == [
+        "stock",
+        "steps",
+        "ref3s",
+        "peer",
+        "loop",
+        "nomask",
+        "fused",
+        "onednn",
+        "packed",
+        "joined",
+        "auto",
+        "dtype",
+        "packed-dtype",
+        "joined-dtype",
+        "auto-dtype",
+        "peer-dtype",
+        "batch",
+        "int8",
+    ]
     for name, row in rows.items():
         if row["skipped"]:
             assert name == "ref3s" and "skipped" in row["skipped"]  # offline, the trimmer may find no ASR model
@@ -293,8 +360,10 @@ def test_bench_length_renders_each_programme_within_its_budget_then_assembles_it
     assert large["rendered"] < large["lines"]
     assert large["programme_seconds"] > 2 * small["programme_seconds"]  # the whole programme was assembled
     assert "lines" in result.stdout and "mix MB" in result.stdout
-    assert one_error_line(run("bench", "--length", "ten")) == "error: --length takes line counts such as " \
+    assert (
+        one_error_line(run("bench", "--length", "ten")) == "error: --length takes line counts such as "
         "100,500,1000, got 'ten'"
+    )
 
 
 def test_bench_report_shows_what_a_skipped_row_needs_and_the_markdown_matches(tmp_path):
@@ -302,17 +371,43 @@ def test_bench_report_shows_what_a_skipped_row_needs_and_the_markdown_matches(tm
 
     from omnidub.bench.report import markdown, print_bench
 
-    row = {"name": "peer", "title": "the peer recipe", "steps": 12, "cfg": "trimmed", "dtype": "float32",
-           "reference_seconds": 3.0, "skipped": "skipped: omnivoice-fastpath is not installed (pip install 'omnidub[bench]')"}
-    ours = {**row, "name": "fused", "title": "+ fused", "skipped": "", "seconds_per_line": 1.234, "min_seconds": 1.2,
-            "max_seconds": 1.3, "rtf": 0.5, "speedup": 1.1, "against": "nomask", "speedup_vs_stock": None, "peak_mb": 3}
-    data = {"machine": {"cpu": "Some CPU", "cores": 2, "threads": 2, "torch": "2.x"}, "model": "synthetic:tiny",
-            "lines": ["a"], "repeat": 1, "rows": [row, ours]}
+    row = {
+        "name": "peer",
+        "title": "the peer recipe",
+        "steps": 12,
+        "cfg": "trimmed",
+        "dtype": "float32",
+        "reference_seconds": 3.0,
+        "skipped": "skipped: omnivoice-fastpath is not installed (pip install 'omnidub[bench]')",
+    }
+    ours = {
+        **row,
+        "name": "fused",
+        "title": "+ fused",
+        "skipped": "",
+        "seconds_per_line": 1.234,
+        "min_seconds": 1.2,
+        "max_seconds": 1.3,
+        "rtf": 0.5,
+        "speedup": 1.1,
+        "against": "nomask",
+        "speedup_vs_stock": None,
+        "peak_mb": 3,
+    }
+    data = {
+        "machine": {"cpu": "Some CPU", "cores": 2, "threads": 2, "torch": "2.x"},
+        "model": "synthetic:tiny",
+        "lines": ["a"],
+        "repeat": 1,
+        "rows": [row, ours],
+    }
     console = Console(width=80, record=True, file=io.StringIO())
     print_bench(data, console)
     text = " ".join(console.export_text().split())
     assert "pip install 'omnidub[bench]'" in text and "1.23" in text and "1.10x" in text
-    assert "| 2 | + fused | 12 | trimmed | fp32 | 3.0 | 1.23 (1.20-1.30) | 0.50 | 1.10x | nomask | 3 |" in markdown(data)
+    assert "| 2 | + fused | 12 | trimmed | fp32 | 3.0 | 1.23 (1.20-1.30) | 0.50 | 1.10x | nomask | 3 |" in markdown(
+        data
+    )
 
 
 @pytest.mark.slow  # a bench, a sweep and ONNX rows in a fresh process: about 30 s
@@ -320,15 +415,31 @@ def test_gpu_check_runs_on_a_cpu_with_the_tiny_model(tmp_path, tiny_model_dir, e
     # The prepared GPU run must work before a GPU is lent: CI runs it on the CPU with the tiny model.
     target = tmp_path / "gpu-check.json"
     result = subprocess.run(
-        [sys.executable, str(ROOT / "scripts" / "gpu-check"), "--model", "synthetic:tiny", "--device", "cpu",
-         "--rows", "fused", "--out", str(target), "--onnx", str(export_dir)],
-        capture_output=True, text=True, cwd=tmp_path,
+        [
+            sys.executable,
+            str(ROOT / "scripts" / "gpu-check"),
+            "--model",
+            "synthetic:tiny",
+            "--device",
+            "cpu",
+            "--rows",
+            "fused",
+            "--out",
+            str(target),
+            "--onnx",
+            str(export_dir),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert result.returncode == 0, result.stderr[-2000:]
     data = json.loads(target.read_text())
     assert [row["name"] for row in data["bench"]["rows"]] == ["fused"] and data["machine"]["torch"]
     sweep = {(r["dtype"], r["cfg"], r["batch"]) for r in data["sweep"]["rows"]}
-    assert sweep == {(d, c, b) for d in ("float32", "bfloat16") for c in ("padded", "trimmed", "packed") for b in (1, 4, 16)}
+    assert sweep == {
+        (d, c, b) for d in ("float32", "bfloat16") for c in ("padded", "trimmed", "packed") for b in (1, 4, 16)
+    }
     assert all(r["lines"] == data["sweep"]["lines"] and r["seconds_per_line"] > 0 for r in data["sweep"]["rows"])
     # The ONNX Runtime section ran on the export it was given.
     assert data["onnx"]["seconds_per_line"] > 0 and data["onnx"]["identity"]["backend"] == "onnxruntime"
@@ -336,7 +447,9 @@ def test_gpu_check_runs_on_a_cpu_with_the_tiny_model(tmp_path, tiny_model_dir, e
 
 def test_terminal_escapes_in_subtitles_never_reach_the_terminal_and_stray_text_is_a_note(tmp_path):
     srt = tmp_path / "ansi.srt"
-    srt.write_text("1\n00:00:01,000 --> 00:00:03,000\n\x1b[2J\x1b[31mALICE: Red\x1b[0m alert.\n\n\x1b[5mStray\x07 words\n")
+    srt.write_text(
+        "1\n00:00:01,000 --> 00:00:03,000\n\x1b[2J\x1b[31mALICE: Red\x1b[0m alert.\n\n\x1b[5mStray\x07 words\n"
+    )
     result = run("render", srt, "--voices", EXAMPLES / "voices.toml", "--dry-run")
     assert result.exit_code == 0, result.output
     assert "\x1b" not in result.output and "\x07" not in result.output
@@ -345,37 +458,83 @@ def test_terminal_escapes_in_subtitles_never_reach_the_terminal_and_stray_text_i
 
 
 def test_an_unknown_language_is_one_line_offering_close_matches():
-    line = one_error_line(run("render", EXAMPLES / "dialogue.srt", "--voices", EXAMPLES / "voices.toml",
-                              "--language", "klingon", "--dry-run"))
+    line = one_error_line(
+        run(
+            "render",
+            EXAMPLES / "dialogue.srt",
+            "--voices",
+            EXAMPLES / "voices.toml",
+            "--language",
+            "klingon",
+            "--dry-run",
+        )
+    )
     assert "unknown language 'klingon'" in line
-    line = one_error_line(run("render", EXAMPLES / "dialogue.srt", "--voices", EXAMPLES / "voices.toml",
-                              "--language", "Germn", "--dry-run"))
+    line = one_error_line(
+        run(
+            "render",
+            EXAMPLES / "dialogue.srt",
+            "--voices",
+            EXAMPLES / "voices.toml",
+            "--language",
+            "Germn",
+            "--dry-run",
+        )
+    )
     assert "close matches: german" in line
 
 
 def test_a_programme_past_the_limit_is_one_line(tmp_path):
     srt = tmp_path / "typo.srt"
     srt.write_text("1\n00:00:01,000 --> 00:00:02,000\nALICE: Hi.\n\n2\n99:00:01,000 --> 99:00:02,000\nBOB: Bye.\n")
-    line = one_error_line(run("render", srt, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--dry-run"))
+    line = one_error_line(
+        run("render", srt, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--dry-run")
+    )
     assert "the programme would be 99.0 hours long" in line
     preset = tmp_path / "long.toml"
     preset.write_text("max_program_hours = 100\n")
-    result = run("render", srt, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--dry-run", "--json",
-                 "--preset", preset)
+    result = run(
+        "render",
+        srt,
+        "--voices",
+        EXAMPLES / "voices.toml",
+        "--model",
+        "synthetic:tiny",
+        "--dry-run",
+        "--json",
+        "--preset",
+        preset,
+    )
     assert result.exit_code == 0, result.output
 
 
 def test_bench_record_makes_the_measured_layout_and_gemm_this_machines_choice(tmp_path, tiny_model_dir, monkeypatch):
     monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path / "cache"))
-    result = run("bench", "--model", "synthetic:tiny", "--lines", "1", "--repeat", "1", "--dtype", "float32",
-                 "--rows", "fused,onednn,packed,joined", "--record",
-                 "--json", tmp_path / "bench.json")
+    result = run(
+        "bench",
+        "--model",
+        "synthetic:tiny",
+        "--lines",
+        "1",
+        "--repeat",
+        "1",
+        "--dtype",
+        "float32",
+        "--rows",
+        "fused,onednn,packed,joined",
+        "--record",
+        "--json",
+        tmp_path / "bench.json",
+    )
     assert result.exit_code == 0, result.output
     rows = {row["name"]: row for row in json.loads((tmp_path / "bench.json").read_text())["rows"]}
     data = json.loads((tmp_path / "cache" / "measured.json").read_text())
     [layout] = data["layout"].values()
-    seconds = {"trimmed": rows["fused"]["seconds"], "packed": rows["packed"]["seconds"],
-               "joined": rows["joined"]["seconds"]}
+    seconds = {
+        "trimmed": rows["fused"]["seconds"],
+        "packed": rows["packed"]["seconds"],
+        "joined": rows["joined"]["seconds"],
+    }
     assert layout["seconds"] == pytest.approx(seconds, abs=1e-3) and layout["choice"] == min(seconds, key=seconds.get)
     [gemm] = data["gemm"].values()
     assert gemm["choice"] == ("onednn" if rows["onednn"]["seconds"] < rows["fused"]["seconds"] else "aten")

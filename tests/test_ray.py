@@ -220,8 +220,9 @@ def test_workers_that_cannot_load_the_model_are_one_clear_line(cluster):
     assert str(caught.value) == "the Ray workers could not load the model: model folder not found: /nowhere/model"
 
 
-def test_retakes_go_through_the_pool_every_inputs_failing_lines_together(pool, local, inputs, options, tmp_path,
-                                                                        monkeypatch):
+def test_retakes_go_through_the_pool_every_inputs_failing_lines_together(
+    pool, local, inputs, options, tmp_path, monkeypatch
+):
     executor = pool.engine.executor()
     streams = []
     stream = executor.stream

@@ -513,14 +513,42 @@ def test_a_render_says_which_approved_lines_it_renders_again_once_their_text_cha
     script = Path(manifest["input"])
     changed = script.parent / "changed.srt"
     changed.write_text(SCENE.replace("Did you bring the map this time?", "Did you bring the new map?"))
-    result = run("render", changed, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--device",
-                 "cpu", "--preset", script.parent / "fast.toml", "--out", folder, "--asr-model", whisper_tiny_en,
-                 "--allow-other-files")
+    result = run(
+        "render",
+        changed,
+        "--voices",
+        EXAMPLES / "voices.toml",
+        "--model",
+        "synthetic:tiny",
+        "--device",
+        "cpu",
+        "--preset",
+        script.parent / "fast.toml",
+        "--out",
+        folder,
+        "--asr-model",
+        whisper_tiny_en,
+        "--allow-other-files",
+    )
     assert result.exit_code == 2 and "holds a render of" in result.stderr  # another input: refused, as ever
     script.write_text(SCENE.replace("Did you bring the map this time?", "Did you bring the new map?"))
     try:
-        result = run("render", script, "--voices", EXAMPLES / "voices.toml", "--model", "synthetic:tiny", "--device",
-                     "cpu", "--preset", script.parent / "fast.toml", "--out", folder, "--asr-model", whisper_tiny_en)
+        result = run(
+            "render",
+            script,
+            "--voices",
+            EXAMPLES / "voices.toml",
+            "--model",
+            "synthetic:tiny",
+            "--device",
+            "cpu",
+            "--preset",
+            script.parent / "fast.toml",
+            "--out",
+            folder,
+            "--asr-model",
+            whisper_tiny_en,
+        )
     finally:
         script.write_text(SCENE)
     assert result.exit_code == 0, result.output

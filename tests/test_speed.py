@@ -53,12 +53,13 @@ def _upstream_logits(engine: TorchBackend, requests: list[Request]) -> list[torc
     items = [engine._item(line, 0) for line in lines]
     [plan] = Layout(items, "padded", engine.model.config.audio_mask_id, "cpu", skip_mask=False).plans
     with torch.inference_mode():
-        logits = engine.model(input_ids=plan.input_ids, audio_mask=plan.audio_mask,
-                              attention_mask=plan.attention_mask).logits.float()
+        logits = engine.model(
+            input_ids=plan.input_ids, audio_mask=plan.audio_mask, attention_mask=plan.attention_mask
+        ).logits.float()
     out, b = [], len(items)
     for i, item in enumerate(items):
         c_len, t = item.input_ids.shape[1], item.target_len
-        out.append(torch.stack((logits[i, :, c_len - t: c_len], logits[b + i, :, :t])))
+        out.append(torch.stack((logits[i, :, c_len - t : c_len], logits[b + i, :, :t])))
     return out
 
 
@@ -69,8 +70,11 @@ def _upstream_tokens(engine: TorchBackend, requests: list[Request]) -> list[np.n
 
     config = OmniVoiceGenerationConfig(num_step=STEPS, position_temperature=0.0, class_temperature=0.0)
     task = engine.model._preprocess_all(
-        text=[r.text for r in requests], language=[r.language for r in requests],
-        voice_clone_prompt=[voice_clone_prompt(r.prompt) for r in requests], duration=[r.duration for r in requests])
+        text=[r.text for r in requests],
+        language=[r.language for r in requests],
+        voice_clone_prompt=[voice_clone_prompt(r.prompt) for r in requests],
+        duration=[r.duration for r in requests],
+    )
     with torch.inference_mode():
         return [t.cpu().numpy() for t in engine.model._generate_iterative(task, config)]
 
@@ -179,7 +183,6 @@ def test_cfg_auto_follows_what_was_measured_on_this_processor_only(tmp_path, mon
 
     from omnidub import measured
     from omnidub.config import EngineOptions, generation_settings, layout_status, resolve_layout
-
     from omnidub.hardware import ISA_LIMITS
 
     monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path))
@@ -192,13 +195,19 @@ def test_cfg_auto_follows_what_was_measured_on_this_processor_only(tmp_path, mon
     assert (status.layout, status.source, status.measured) == ("joined", "default", False)
     assert resolve_layout("auto", "cpu", "float32", backend="onnxruntime") == "trimmed"
     assert resolve_layout("auto", "cuda", "float16") == "padded"
-    assert measured.record_layout("cpu", "float32", {"trimmed": 10.0, "packed": 9.0}, "probe", shape="h64x2") == "packed"
+    assert (
+        measured.record_layout("cpu", "float32", {"trimmed": 10.0, "packed": 9.0}, "probe", shape="h64x2") == "packed"
+    )
     assert resolve_layout("auto", "cpu", "float32", shape="h64x2") == "packed"
     assert resolve_layout("auto", "cpu", "bfloat16", shape="h64x2") == "joined"  # measured per dtype
     assert resolve_layout("auto", "cpu", "float32", shape="h1024x28") == "joined"  # and per model shape
     assert resolve_layout("auto", "cpu", "float32", backend="onnxruntime", shape="h64x2") == "trimmed"  # and backend
     assert resolve_layout("trimmed", "cpu", "float32", shape="h64x2") == "trimmed"  # an explicit layout wins
     assert resolve_layout("auto", "cpu", "float32", "trimmed", shape="h64x2") == "trimmed"  # so does a project's pin
+    # A probe that kept the default (the fastest beat it by less than the noise margin) is followed as it decided.
+    seconds = {"trimmed": 10.0, "packed": 9.9, "joined": 10.0}
+    assert measured.record_layout("cpu", "bfloat16", seconds, "probe", shape="h64x2", choice="joined") == "joined"
+    assert resolve_layout("auto", "cpu", "bfloat16", shape="h64x2") == "joined"
     assert layout_status("auto", "cpu", "float32", "trimmed").source == "pinned"
     assert generation_settings(EngineOptions(dtype="float32"), "cpu", "packed")["cfg"] == "packed"
     [entry] = json.loads((tmp_path / "measured.json").read_text())["layout"].values()
@@ -263,8 +272,8 @@ def test_the_benchs_peer_is_upstreams_own_model_and_speaks_as_upstream_does(engi
     # The headline peer row must be what a user assembles from the two packages: its own model (not omnidub's,
     # whose projections fusing turns into views of one weight), trimmed CFG from omnivoice-fastpath, upstream's
     # prompt (the same codes omnidub encodes from the same reference) and upstream's generate.
-    from omnidub.bench.peer import Peer
     from omnidub.backends.torch.fused import fused_llm
+    from omnidub.bench.peer import Peer
 
     fused_llm(engine.model.llm)  # omnidub's resident model is fused; the peer's must not be
     peer = Peer(engine.source.path, "cpu", "float32")

@@ -28,7 +28,9 @@ def _voice(seconds: float, pitch: float) -> np.ndarray:
 
 @pytest.fixture(scope="module")
 def engine(tiny_model_dir) -> TorchBackend:
-    return TorchBackend("synthetic:tiny", device="cpu", options=EngineOptions(DecodeOptions(steps=STEPS), dtype="float32", cfg="padded"))
+    return TorchBackend(
+        "synthetic:tiny", device="cpu", options=EngineOptions(DecodeOptions(steps=STEPS), dtype="float32", cfg="padded")
+    )
 
 
 @pytest.fixture(scope="module")
@@ -44,7 +46,9 @@ def requests_(prompts) -> list[Request]:
     # Three lines of different lengths and two different references: rows of five different lengths.
     return [
         Request("Good morning.", prompts[0], "en", None, None, seed=11),
-        Request("This line is a fair bit longer than the first one, with a comma.", prompts[1], "en", None, None, seed=12),
+        Request(
+            "This line is a fair bit longer than the first one, with a comma.", prompts[1], "en", None, None, seed=12
+        ),
         Request("And a third, of middling length.", prompts[0], "en", None, 1.3, seed=13),
     ]
 
@@ -172,10 +176,13 @@ def test_long_line_is_chunked_and_still_exact(engine, prompts):
 
 
 def test_voice_design_and_auto_voice_lines(engine):
-    results = _synthesize(engine, [
-        Request("No reference at all.", None, "en", None, 1.0, seed=1),
-        Request("A designed voice.", None, "en", "female, low pitch", 1.0, seed=2),
-    ])
+    results = _synthesize(
+        engine,
+        [
+            Request("No reference at all.", None, "en", None, 1.0, seed=1),
+            Request("A designed voice.", None, "en", "female, low pitch", 1.0, seed=2),
+        ],
+    )
     assert [r.audio.shape for r in results] == [(SR,), (SR,)]
     with pytest.raises(OmnidubError):
         _synthesize(engine, [Request("Bad instruct.", None, "en", "purple dragon", 1.0, seed=2)])
@@ -249,8 +256,9 @@ def test_compile_auto_compiles_only_when_the_job_pays_for_it(engine, prompts, mo
     assert calls == [auto._eager] and auto.compiled and "compiling now" in notes[-1]
 
 
-def test_compile_auto_learns_what_compiling_cost_and_gave_here_and_counts_a_warm_cache(engine, prompts,
-                                                                                       monkeypatch, tmp_path):
+def test_compile_auto_learns_what_compiling_cost_and_gave_here_and_counts_a_warm_cache(
+    engine, prompts, monkeypatch, tmp_path
+):
     import json
 
     from omnidub import measured
@@ -304,16 +312,47 @@ def test_duration_estimate_agrees_with_upstream_on_varied_texts(engine):
     from omnidub.duration import natural_frames
 
     rng = np.random.default_rng(7)
-    pieces = ["Hello", "world", "42", "3.14", "naïve", "café", "你好", "世界", "こんにちは", "안녕하세요", "Привет",
-              "مرحبا", "שלום", "नमस्ते", "[laughter]", "...", "!", "?", ",", "—", "e-mail", "O'Brien", "2026", "%", "&"]
-    refs = [(None, None), ("Nice to meet you.", 25), ("A longer reference, spoken slowly and clearly.", 82),
-            ("短い参照です。", 40), ("Un, deux, trois!", 31)]
+    pieces = [
+        "Hello",
+        "world",
+        "42",
+        "3.14",
+        "naïve",
+        "café",
+        "你好",
+        "世界",
+        "こんにちは",
+        "안녕하세요",
+        "Привет",
+        "مرحبا",
+        "שלום",
+        "नमस्ते",
+        "[laughter]",
+        "...",
+        "!",
+        "?",
+        ",",
+        "—",
+        "e-mail",
+        "O'Brien",
+        "2026",
+        "%",
+        "&",
+    ]
+    refs = [
+        (None, None),
+        ("Nice to meet you.", 25),
+        ("A longer reference, spoken slowly and clearly.", 82),
+        ("短い参照です。", 40),
+        ("Un, deux, trois!", 31),
+    ]
     checked = 0
     for n in range(300):
         text = " ".join(rng.choice(pieces, size=int(rng.integers(1, 30))))
         ref_text, ref_frames = refs[n % len(refs)]
         speed = [1.0, 1.3, 0.8][n % 3]
         assert natural_frames(text, ref_text, ref_frames, speed) == upstream.estimate_frames(
-            engine.model, text, ref_text, ref_frames, speed), text
+            engine.model, text, ref_text, ref_frames, speed
+        ), text
         checked += 1
     assert checked == 300

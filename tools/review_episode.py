@@ -160,13 +160,17 @@ def main() -> None:
         figures["step_to_next_line_ms_median"] = round(statistics.median(steps), 1)
         print("step_to_next_line_ms_median", figures["step_to_next_line_ms_median"], file=sys.stderr, flush=True)
         figures["step_through_every_line_seconds"] = round(sum(steps) / 1000, 2)
-        print("step_through_every_line_seconds", figures["step_through_every_line_seconds"], file=sys.stderr, flush=True)
+        print(
+            "step_through_every_line_seconds", figures["step_through_every_line_seconds"], file=sys.stderr, flush=True
+        )
         first = max(1, args.lines // 2 - 25) if args.lines >= 50 else 1
         assert not any(line["approved"] for line in desk.state()["lines"][first - 1 : first + 49]), "approved before"
         page.locator(f"#line-{first} h2").click()
         approvals = page.evaluate(APPROVE_FIFTY, first)
         figures["approve_from_keyboard_ms_median"] = round(statistics.median(approvals), 1)
-        print("approve_from_keyboard_ms_median", figures["approve_from_keyboard_ms_median"], file=sys.stderr, flush=True)
+        print(
+            "approve_from_keyboard_ms_median", figures["approve_from_keyboard_ms_median"], file=sys.stderr, flush=True
+        )
         figures["approve_from_keyboard_ms_max"] = round(max(approvals), 1)
         print("approve_from_keyboard_ms_max", figures["approve_from_keyboard_ms_max"], file=sys.stderr, flush=True)
         trips = []

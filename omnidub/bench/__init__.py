@@ -16,8 +16,17 @@ report.py formats the JSON for the terminal and for the README (``scripts/bench-
 from __future__ import annotations
 
 # Lazy, so scripts/bench-table formats a JSON file without importing torch.
-_EXPORTS = {"markdown": "report", "print_bench": "report", "BUNDLED_REF_CUT": "rows", "LINES": "rows", "ROWS": "rows",
-            "BenchOptions": "rows", "Row": "rows", "BenchResult": "run", "run_bench": "run"}
+_EXPORTS = {
+    "markdown": "report",
+    "print_bench": "report",
+    "BUNDLED_REF_CUT": "rows",
+    "LINES": "rows",
+    "ROWS": "rows",
+    "BenchOptions": "rows",
+    "Row": "rows",
+    "BenchResult": "run",
+    "run_bench": "run",
+}
 __all__ = sorted(_EXPORTS)
 
 

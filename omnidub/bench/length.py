@@ -103,8 +103,13 @@ class PeakRss:
         return False
 
 
-def run_length(session, sizes=SIZES, budget: float = 300.0, folder: Path | None = None, say=lambda text: None,
-               ) -> list[LengthRun]:
+def run_length(
+    session,
+    sizes=SIZES,
+    budget: float = 300.0,
+    folder: Path | None = None,
+    say=lambda text: None,
+) -> list[LengthRun]:
     """Render a programme of each size within ``budget`` seconds of rendering, then assemble it; the model loads
     (and is probed) before the first size, so no size pays for it."""
     from omnidub.script import line_ranges
@@ -143,15 +148,17 @@ def run_length(session, sizes=SIZES, budget: float = 300.0, folder: Path | None 
         if run.wall_per_line:
             run.seconds_per_line = statistics.median(run.wall_per_line)
             run.model_seconds_per_line = statistics.median(run.model_per_line)
-            run.around_model_per_line = statistics.median(w - m for w, m in zip(run.wall_per_line, run.model_per_line,
-                                                                                  strict=True))
+            run.around_model_per_line = statistics.median(
+                w - m for w, m in zip(run.wall_per_line, run.model_per_line, strict=True)
+            )
         rendered = sorted(entry for entry in _rendered(out))
         if rendered and not warm_up:
             say(f"→ {n} lines: assembling the whole programme ({len(rendered)} lines have audio)")
             began = time.perf_counter()
             with PeakRss() as peak:
-                assembled = session.job([script], out_dir=out, voice=voices, voice_text=voice_text,
-                                        only=line_ranges(rendered))
+                assembled = session.job(
+                    [script], out_dir=out, voice=voices, voice_text=voice_text, only=line_ranges(rendered)
+                )
                 try:
                     [done] = assembled.run()
                 finally:
@@ -176,8 +183,9 @@ def to_json(runs: list[LengthRun], **about) -> dict:
     return {**about, "sizes": [asdict(run) for run in runs]}
 
 
-def feature_length(sizes: str, budget: float, *, model: str | None = None, device: str = "auto",
-                   say=lambda text: None) -> dict:
+def feature_length(
+    sizes: str, budget: float, *, model: str | None = None, device: str = "auto", say=lambda text: None
+) -> dict:
     """``bench --length``: parse the sizes, run them with the fast preset (synthetic:full unless ``model``) and
     return the JSON (machine, model, budget, load average, one entry per size)."""
     from omnidub import Session
@@ -194,9 +202,16 @@ def feature_length(sizes: str, budget: float, *, model: str | None = None, devic
     load_before = os.getloadavg()
     session = Session(spec, device=device)
     runs = run_length(session, counts, budget, say=say)
-    return to_json(runs, machine=machine(session.engine.device, load_before), model=spec, budget_seconds=budget,
-                   date=time.strftime("%Y-%m-%d"), dtype=session.engine.identity["dtype"],
-                   layout=session.backend().layout, speakers=SPEAKERS)
+    return to_json(
+        runs,
+        machine=machine(session.engine.device, load_before),
+        model=spec,
+        budget_seconds=budget,
+        date=time.strftime("%Y-%m-%d"),
+        dtype=session.engine.identity["dtype"],
+        layout=session.backend().layout,
+        speakers=SPEAKERS,
+    )
 
 
 def print_length(data: dict, console) -> None:
@@ -204,8 +219,13 @@ def print_length(data: dict, console) -> None:
     from rich import box
     from rich.table import Table
 
-    table = Table(title=f"omnidub bench --length · {data['model']} · {data['budget_seconds']:.0f} s of rendering "
-                        "per programme", box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    table = Table(
+        title=f"omnidub bench --length · {data['model']} · {data['budget_seconds']:.0f} s of rendering per programme",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
     for column in ("lines", "minutes", "done", "plan s", "s/line", "model", "around", "MB", "mix s", "mix MB"):
         table.add_column(column, justify="right", no_wrap=True)
 
@@ -213,13 +233,23 @@ def print_length(data: dict, console) -> None:
         return "" if value is None else f"{value:.{digits}f}"
 
     for run in data["sizes"]:
-        table.add_row(str(run["lines"]), f"{run['programme_seconds'] / 60:.1f}", str(run["rendered"]),
-                      f(run["plan_seconds"]), f(run["seconds_per_line"]), f(run["model_seconds_per_line"]),
-                      f(run["around_model_per_line"], 3), f(run["peak_rss_mb"], 0), f(run["assembly_seconds"]),
-                      f(run["assembly_peak_rss_mb"], 0))
+        table.add_row(
+            str(run["lines"]),
+            f"{run['programme_seconds'] / 60:.1f}",
+            str(run["rendered"]),
+            f(run["plan_seconds"]),
+            f(run["seconds_per_line"]),
+            f(run["model_seconds_per_line"]),
+            f(run["around_model_per_line"], 3),
+            f(run["peak_rss_mb"], 0),
+            f(run["assembly_seconds"]),
+            f(run["assembly_peak_rss_mb"], 0),
+        )
     console.print(table)
-    console.print("minutes: the programme's length · done: lines rendered within the budget · s/line: median wall "
-                  "seconds from one rendered line to the next · model: the model's own seconds of it · around: the "
-                  "difference, omnidub's own work per line · MB: the process's peak RSS while rendering · mix s, "
-                  "mix MB: assembling the whole programme's stems and mix (a cached rerun of the lines done)",
-                  highlight=False)
+    console.print(
+        "minutes: the programme's length · done: lines rendered within the budget · s/line: median wall "
+        "seconds from one rendered line to the next · model: the model's own seconds of it · around: the "
+        "difference, omnidub's own work per line · MB: the process's peak RSS while rendering · mix s, "
+        "mix MB: assembling the whole programme's stems and mix (a cached rerun of the lines done)",
+        highlight=False,
+    )

@@ -44,5 +44,6 @@ class Peer:
         import torch
 
         torch.manual_seed(seed)
-        return self.model.generate(text=text, language="en", voice_clone_prompt=self.prompt, num_step=steps,
-                                   duration=seconds)[0]
+        return self.model.generate(
+            text=text, language="en", voice_clone_prompt=self.prompt, num_step=steps, duration=seconds
+        )[0]

@@ -97,7 +97,7 @@ def gemm_kernels(shapes: dict[str, tuple[int, int, int]], dtype: torch.dtype, ge
         x = torch.randn(m, k).to(dtype)
         module = linear(torch.randn(n, k).to(dtype), None, gemm)
         module(x)  # the first call may print library banners; the second is the one read
-        out[name] = _kernel_name(_captured(lambda: module(x)))
+        out[name] = _kernel_name(_captured(lambda module=module, x=x: module(x)))
     return out
 
 
@@ -120,8 +120,10 @@ def _captured(fn) -> str:
         saved = os.dup(1)
         os.dup2(sink.fileno(), 1)
         try:
-            with torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON), \
-                    torch.backends.mkl.verbose(torch.backends.mkl.VERBOSE_ON):
+            with (
+                torch.backends.mkldnn.verbose(torch.backends.mkldnn.VERBOSE_ON),
+                torch.backends.mkl.verbose(torch.backends.mkl.VERBOSE_ON),
+            ):
                 fn()
         finally:
             os.dup2(saved, 1)
@@ -171,12 +173,23 @@ def step_profile(backend, requests, peak_gflops: float | None, repeat: int = 3) 
     gemms = {}
     for name, (shape, gflop) in flops.items():
         ms = parts[name]
-        gemms[name] = {"shape": shape, "ms": round(ms, 2), "gflops": round(gflop / (ms / 1000), 1),
-                       "fraction_of_peak": round(gflop / (ms / 1000) / peak_gflops, 3) if peak_gflops else None}
+        gemms[name] = {
+            "shape": shape,
+            "ms": round(ms, 2),
+            "gflops": round(gflop / (ms / 1000), 1),
+            "fraction_of_peak": round(gflop / (ms / 1000) / peak_gflops, 3) if peak_gflops else None,
+        }
     total = sum(parts.values())
-    return {"layout": backend.layout, "gemm": backend.gemm, "dtype": backend.dtype,
-            "ms": {k: round(v, 2) for k, v in parts.items()}, "share": {k: round(v / total, 4) for k, v in parts.items()},
-            "gemms": gemms, "parts_ms": round(total, 1), "uninstrumented_ms": round(statistics.median(plain), 1)}
+    return {
+        "layout": backend.layout,
+        "gemm": backend.gemm,
+        "dtype": backend.dtype,
+        "ms": {k: round(v, 2) for k, v in parts.items()},
+        "share": {k: round(v / total, 4) for k, v in parts.items()},
+        "gemms": gemms,
+        "parts_ms": round(total, 1),
+        "uninstrumented_ms": round(statistics.median(plain), 1),
+    }
 
 
 def _instrumented_step(backend, rows: Layout, llm, clock: _Clock) -> dict:
@@ -194,16 +207,20 @@ def _instrumented_step(backend, rows: Layout, llm, clock: _Clock) -> dict:
 
     hidden_states = []
     for plan in rows.plans:
-        x = clock("embed", lambda: upstream.embed(model, plan.input_ids, plan.audio_mask))
-        position = clock("rotary", lambda: llm.rotary_emb(x, plan.position_ids))
+        x = clock("embed", lambda plan=plan: upstream.embed(model, plan.input_ids, plan.audio_mask))
+        position = clock("rotary", lambda x=x, plan=plan: llm.rotary_emb(x, plan.position_ids))
         for layer in llm.layers:
             x = _instrumented_layer(layer, x, plan.attention_mask, position, gemm, clock)
-        hidden_states.append(clock("norms", lambda: llm.norm(x)).reshape(-1, x.shape[-1]))
+        hidden_states.append(clock("norms", lambda x=x: llm.norm(x)).reshape(-1, x.shape[-1]))
     flat = hidden_states[0] if len(hidden_states) == 1 else clock("copies", lambda: torch.cat(hidden_states))
     targets = clock("copies", lambda: torch.stack((flat[rows.cond_index], flat[rows.uncond_index])))
     logits = gemm("audio heads", model.audio_heads, targets.reshape(1, -1, targets.shape[-1]))
-    logits = clock("copies", lambda: logits.view(2, rows.batch, rows.max_target, model.config.num_audio_codebook, -1)
-                   .transpose(2, 3).float())
+    logits = clock(
+        "copies",
+        lambda: (
+            logits.view(2, rows.batch, rows.max_target, model.config.num_audio_codebook, -1).transpose(2, 3).float()
+        ),
+    )
     clock("scoring", lambda: _guided_log_probs(logits[0], logits[1], backend.options.decode.guidance_scale).max(-1))
     return flops
 
@@ -218,8 +235,10 @@ def _instrumented_layer(layer, hidden, mask, position, gemm, clock):
     v = clock("copies", lambda: v.reshape(shape).transpose(1, 2))
     cos, sin = position
     q, k = clock("rotary", lambda: layer._rotary(q, k, cos, sin))
-    out, _ = clock("attention", lambda: layer._attention(layer.attn, q, k, v, mask, dropout=0.0, scaling=layer.scaling,
-                                                         is_causal=False))
+    out, _ = clock(
+        "attention",
+        lambda: layer._attention(layer.attn, q, k, v, mask, dropout=0.0, scaling=layer.scaling, is_causal=False),
+    )
     out = clock("copies", lambda: out.reshape(*x.shape[:-1], -1).contiguous())
     projected = gemm("o", layer.o_proj, out)
     hidden = clock("residual adds", lambda: residual + projected)

@@ -20,14 +20,26 @@ def x(value: float | None) -> str:
 
 def cells(row: dict, lines: int) -> dict[str, str]:
     """One row's figures by column name (empty figures for a skipped row)."""
-    out = {"row": row["name"], "cfg": row["cfg"], "dtype": short(row["dtype"]), "steps": str(row["steps"]),
-           "ref": f"{row['reference_seconds']:.1f}"}
+    out = {
+        "row": row["name"],
+        "cfg": row["cfg"],
+        "dtype": short(row["dtype"]),
+        "steps": str(row["steps"]),
+        "ref": f"{row['reference_seconds']:.1f}",
+    }
     if row.get("skipped"):
         return out
-    out.update({"s/line": f"{row['seconds_per_line']:.2f}",
-                "min-max": f"{row['min_seconds'] / lines:.2f}-{row['max_seconds'] / lines:.2f}",
-                "s/audio s": f"{row['rtf']:.2f}", "×row": x(row.get("speedup")), "against": row.get("against") or "",
-                "×stock": x(row.get("speedup_vs_stock")), "MB": f"{row['peak_mb']:.0f}"})
+    out.update(
+        {
+            "s/line": f"{row['seconds_per_line']:.2f}",
+            "min-max": f"{row['min_seconds'] / lines:.2f}-{row['max_seconds'] / lines:.2f}",
+            "s/audio s": f"{row['rtf']:.2f}",
+            "×row": x(row.get("speedup")),
+            "against": row.get("against") or "",
+            "×stock": x(row.get("speedup_vs_stock")),
+            "MB": f"{row['peak_mb']:.0f}",
+        }
+    )
     return out
 
 
@@ -41,26 +53,38 @@ def notes(data: dict, bold=lambda text: text) -> list[str]:
             peer = by_name["peer" if by_name.get("peer", {}).get("dtype") == dtype else "peer-dtype"]
             v = {**v, "paired": [a / b for a, b in zip(peer["runs"], by_name[v["ours"]]["runs"])]}
         ratio = bold(f"{v['speedup']:.2f}x")
-        figures = (f"{v['ours_seconds'] / lines:.2f} vs {v['peer_seconds'] / lines:.2f} s per line; repeat by repeat "
-                   f"{', '.join(f'{r:.2f}x' for r in v.get('paired', []))}")
+        figures = (
+            f"{v['ours_seconds'] / lines:.2f} vs {v['peer_seconds'] / lines:.2f} s per line; repeat by repeat "
+            f"{', '.join(f'{r:.2f}x' for r in v.get('paired', []))}"
+        )
         if data.get("headline"):
-            out.append(f"omnidub as render gets it (Session) vs the peer recipe on its own upstream model, both "
-                       f"{short(dtype)}: {ratio} (row {v['ours']}, {figures}).")
+            out.append(
+                f"omnidub as render gets it (Session) vs the peer recipe on its own upstream model, both "
+                f"{short(dtype)}: {ratio} (row {v['ours']}, {figures})."
+            )
         else:  # a run of the bench before its headline rows were the user's path (2026-12-02)
             peer = "peer" if dtype == by_name.get("peer", {}).get("dtype") else "peer-dtype"
-            out.append(f"row {v['ours']} against row {peer}, both {short(dtype)}: {ratio} ({figures}). Not the user's "
-                       "path: this run's peer row ran upstream's generate on the model omnidub had loaded and fused, "
-                       "and its omnidub row probed inside the bench; docs/speed.md has what a user gets.")
+            out.append(
+                f"row {v['ours']} against row {peer}, both {short(dtype)}: {ratio} ({figures}). Not the user's "
+                "path: this run's peer row ran upstream's generate on the model omnidub had loaded and fused, "
+                "and its omnidub row probed inside the bench; docs/speed.md has what a user gets."
+            )
     for row in data["rows"]:
         drift = row.get("drift")
         if drift:
-            logits = (f"first-step logits max |Δ| {drift['logits_max_abs_diff']:.2g}, argmax agreement "
-                      f"{drift['argmax_agreement']:.2%}, " if "logits_max_abs_diff" in drift else "")
+            logits = (
+                f"first-step logits max |Δ| {drift['logits_max_abs_diff']:.2g}, argmax agreement "
+                f"{drift['argmax_agreement']:.2%}, "
+                if "logits_max_abs_diff" in drift
+                else ""
+            )
             cost = f"; published WER cost: {drift['published_wer_cost']}" if drift.get("published_wer_cost") else ""
             if drift.get("measure_cost"):  # runs since omnidub eval existed say how to measure it on your sentences
                 cost += f"; its WER cost on your sentences: `{drift['measure_cost']}`"
-            out.append(f"{row['name']} ({short(row['dtype'])}) against {drift['against']}: {logits}final tokens "
-                       f"agreement {drift['final_token_agreement']:.2%}{cost}.")
+            out.append(
+                f"{row['name']} ({short(row['dtype'])}) against {drift['against']}: {logits}final tokens "
+                f"agreement {drift['final_token_agreement']:.2%}{cost}."
+            )
         if row.get("compile_seconds") is not None:
             out.append(f"compiling took {row['compile_seconds']:.0f} s in the warm-up run (not in the row).")
     out += _ceiling(data)
@@ -80,8 +104,10 @@ def notes(data: dict, bold=lambda text: text) -> list[str]:
         out.append(f"`--cfg auto` here in {short(dtype)}: {choice['choice']} (measured in this run).")
     load = (data.get("machine") or {}).get("load_average")
     if load:
-        out.append(f"load average (1, 5, 15 min) before the run {', '.join(map(str, load['before']))}; after "
-                   f"{', '.join(map(str, load['after']))} (other work on this machine shares its cores).")
+        out.append(
+            f"load average (1, 5, 15 min) before the run {', '.join(map(str, load['before']))}; after "
+            f"{', '.join(map(str, load['after']))} (other work on this machine shares its cores)."
+        )
     return out
 
 
@@ -93,40 +119,55 @@ def _ceiling(data: dict) -> list[str]:
         peaks.append(f"{short(dtype)} " + " / ".join(f"{v:,.0f} GFLOP/s ({k})" for k, v in kinds.items()))
     if peaks:
         size = data.get("matmul_size", 2048)
-        what = (f"fastest of {size}³ and {size // 2}³, torch's GEMM / oneDNN packed" if data.get("ceiling") == "best"
-                else f"{size}³")
+        what = (
+            f"fastest of {size}³ and {size // 2}³, torch's GEMM / oneDNN packed"
+            if data.get("ceiling") == "best"
+            else f"{size}³"
+        )
         out.append(f"matmul ceiling ({what}): {'; '.join(peaks)}.")
     floor = data.get("floor") or {}
     if floor:
-        out.append(f"row {floor['row']} does {floor['achieved_gflops']:,.0f} GFLOP/s of useful transformer work over "
-                   f"its whole wall time: {floor['fraction_of_peak']:.0%} of the matmul ceiling.")
+        out.append(
+            f"row {floor['row']} does {floor['achieved_gflops']:,.0f} GFLOP/s of useful transformer work over "
+            f"its whole wall time: {floor['fraction_of_peak']:.0%} of the matmul ceiling."
+        )
     return out
 
 
 def _profile(dtype: str, p: dict) -> list[str]:
     if "gemms" not in p:  # older JSON: parts only
-        return [f"one decoding step in {short(dtype)}: " + ", ".join(f"{k} {v:.0%}" for k, v in p["share"].items()) + "."]
+        return [
+            f"one decoding step in {short(dtype)}: " + ", ".join(f"{k} {v:.0%}" for k, v in p["share"].items()) + "."
+        ]
     parts = sorted(p["ms"].items(), key=lambda kv: -kv[1])
     gemm_ms = sum(v for k, v in p["ms"].items() if k.startswith("gemm"))
     others = ", ".join(f"{k} {v:.0f} ms ({p['share'][k]:.0%})" for k, v in parts if not k.startswith("gemm"))
-    gemms = ", ".join(f"{k[5:]} {g['ms']:.0f} ms at {g['gflops']:,.0f} GFLOP/s"
-                      + (f" ({g['fraction_of_peak']:.0%} of the ceiling)" if g.get("fraction_of_peak") else "")
-                      for k, g in p["gemms"].items())
-    return [f"one decoding step in {short(dtype)} ({p['layout']}, {p['gemm']} GEMMs), {p['parts_ms']:.0f} ms in parts "
-            f"(uninstrumented {p['uninstrumented_ms']:.0f} ms): GEMMs {gemm_ms:.0f} ms "
-            f"({gemm_ms / p['parts_ms']:.0%}): {gemms}; {others}."]
+    gemms = ", ".join(
+        f"{k[5:]} {g['ms']:.0f} ms at {g['gflops']:,.0f} GFLOP/s"
+        + (f" ({g['fraction_of_peak']:.0%} of the ceiling)" if g.get("fraction_of_peak") else "")
+        for k, g in p["gemms"].items()
+    )
+    return [
+        f"one decoding step in {short(dtype)} ({p['layout']}, {p['gemm']} GEMMs), {p['parts_ms']:.0f} ms in parts "
+        f"(uninstrumented {p['uninstrumented_ms']:.0f} ms): GEMMs {gemm_ms:.0f} ms "
+        f"({gemm_ms / p['parts_ms']:.0%}): {gemms}; {others}."
+    ]
 
 
 def header(data: dict) -> list[str]:
     machine = data["machine"]
     where = machine.get("gpu") or machine["cpu"]
-    flags = "".join(f" --{k.replace('_', '-')}" + ("" if v is True else f" {v}")
-                    for k, v in (data.get("options") or {}).items()
-                    if v not in (None, False, "") and k not in ("model", "quick") and not (k == "device" and v == "auto"))
+    flags = "".join(
+        f" --{k.replace('_', '-')}" + ("" if v is True else f" {v}")
+        for k, v in (data.get("options") or {}).items()
+        if v not in (None, False, "") and k not in ("model", "quick") and not (k == "device" and v == "auto")
+    )
     units = f", {machine['matrix_units']}" if machine.get("matrix_units") else ""
-    out = [f"`omnidub bench --model {data['model']}{flags}` on {where}{units} ({machine['cores']} cores, "
-           f"{machine['threads']} threads), torch {machine['torch']}, {data.get('date') or 'undated'}; "
-           f"{len(data['lines'])} line(s), median of {data['repeat']} interleaved runs (min-max in brackets)."]
+    out = [
+        f"`omnidub bench --model {data['model']}{flags}` on {where}{units} ({machine['cores']} cores, "
+        f"{machine['threads']} threads), torch {machine['torch']}, {data.get('date') or 'undated'}; "
+        f"{len(data['lines'])} line(s), median of {data['repeat']} interleaved runs (min-max in brackets)."
+    ]
     if machine.get("cpu_flags"):
         out.append(f"CPU flags: {' '.join(machine['cpu_flags'])}.")
     if machine.get("isa_limits"):
@@ -137,12 +178,18 @@ def header(data: dict) -> list[str]:
 def markdown(data: dict) -> str:
     """The README's table and notes for one bench JSON."""
     lines_n = len(data["lines"])
-    out = header(data) + ["", "| # | row | steps | cfg | dtype | ref s | s per line | s per audio s | × against | "
-                              "against | MB added |", "|---|---|---|---|---|---|---|---|---|---|---|"]
+    out = header(data) + [
+        "",
+        "| # | row | steps | cfg | dtype | ref s | s per line | s per audio s | × against | against | MB added |",
+        "|---|---|---|---|---|---|---|---|---|---|---|",
+    ]
     for i, row in enumerate(data["rows"], 1):
         c = cells(row, lines_n)
-        figures = ([row["skipped"], "", "", "", ""] if row.get("skipped") else
-                   [f"{c['s/line']} ({c['min-max']})", c["s/audio s"], c["×row"], c["against"], c["MB"]])
+        figures = (
+            [row["skipped"], "", "", "", ""]
+            if row.get("skipped")
+            else [f"{c['s/line']} ({c['min-max']})", c["s/audio s"], c["×row"], c["against"], c["MB"]]
+        )
         values = [str(i), row["title"], c["steps"], c["cfg"], c["dtype"], c["ref"], *figures]
         out.append("| " + " | ".join(v.replace("|", "/") for v in values) + " |")
     out.append("")
@@ -160,19 +207,31 @@ def print_bench(data: dict, console) -> None:
     data = data.to_json() if hasattr(data, "to_json") else data
     lines_n = len(data["lines"])
     columns = CORE[:1] + WIDE[:2] + CORE[1:4] + WIDE[2:3] + CORE[4:] + WIDE[3:] if console.width >= 120 else CORE
-    table = Table(title=f"omnidub bench · {data['model']} · {lines_n} line(s) · median of {data['repeat']}",
-                  box=box.SIMPLE_HEAD, pad_edge=False, padding=(0, 1), collapse_padding=True)
+    table = Table(
+        title=f"omnidub bench · {data['model']} · {lines_n} line(s) · median of {data['repeat']}",
+        box=box.SIMPLE_HEAD,
+        pad_edge=False,
+        padding=(0, 1),
+        collapse_padding=True,
+    )
     for column in columns:
-        table.add_column(column, justify="left" if column in ("row", "cfg", "dtype", "against") else "right",
-                         no_wrap=True)
+        table.add_column(
+            column, justify="left" if column in ("row", "cfg", "dtype", "against") else "right", no_wrap=True
+        )
     for i, row in enumerate(data["rows"], 1):
         c = cells(row, lines_n)
         table.add_row(*[escape(f"{i} {c['row']}" if col == "row" else c.get(col, "")) for col in columns])
     console.print(table)
-    console.print("s/line: median wall seconds per line · ×row: speed against the row named in 'against'"
-                  + (" · s/audio s: wall seconds per second of audio (every row makes the same audio length) · MB: "
-                     "peak memory the row added above the resident models" if console.width >= 120 else ""),
-                  highlight=False)
+    console.print(
+        "s/line: median wall seconds per line · ×row: speed against the row named in 'against'"
+        + (
+            " · s/audio s: wall seconds per second of audio (every row makes the same audio length) · MB: "
+            "peak memory the row added above the resident models"
+            if console.width >= 120
+            else ""
+        ),
+        highlight=False,
+    )
     for i, row in enumerate(data["rows"], 1):
         extra = f" — {row['skipped']}" if row.get("skipped") else (f" ({row['note']})" if row.get("note") else "")
         # escape: "pip install 'omnidub[bench]'" is text, not a rich style tag.

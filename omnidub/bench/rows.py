@@ -54,20 +54,28 @@ UPSTREAM_ROWS = ("stock", "steps", "ref3s", "peer", "peer-dtype")
 # Rows that need an ONNX export (bench --model EXPORT_DIR); the torch rows then run on the model it came from.
 ONNX_ROWS = ("onnx", "onnx-int8")
 # The rows that change the CFG layout: (layout, in the other dtype).
-LAYOUT_ROWS = {"packed": ("packed", False), "joined": ("joined", False), "packed-dtype": ("packed", True),
-               "joined-dtype": ("joined", True)}
+LAYOUT_ROWS = {
+    "packed": ("packed", False),
+    "joined": ("joined", False),
+    "packed-dtype": ("packed", True),
+    "joined-dtype": ("joined", True),
+}
 SHORT_DTYPES = {"float32": "fp32", "bfloat16": "bf16", "float16": "fp16", "int8": "int8"}
 # What the published measurements say the lossy levers cost in WER (omnivoice-fastpath's paired evaluation).
-PUBLISHED_WER_COST = {"int8": "about +1 WER point (ONNX Runtime int8, omnivoice-fastpath's measurement)",
-                      "onnx-int8": "about +1 WER point (ONNX Runtime int8, omnivoice-fastpath's measurement)"}
+PUBLISHED_WER_COST = {
+    "int8": "about +1 WER point (ONNX Runtime int8, omnivoice-fastpath's measurement)",
+    "onnx-int8": "about +1 WER point (ONNX Runtime int8, omnivoice-fastpath's measurement)",
+}
 
 
 def eval_command(row: "Row") -> str | None:
     """How to measure what a row whose arithmetic differs from fp32 costs in WER on one's own sentences (the
     paired ``omnidub eval``; docs/eval.md), or None for a row that keeps fp32's arithmetic."""
     if row.name == "onnx-int8":
-        return ("omnidub eval CORPUS --a model=EXPORT_DIR --b model=INT8_EXPORT_DIR (exports without and with "
-                "--quantize int8)")
+        return (
+            "omnidub eval CORPUS --a model=EXPORT_DIR --b model=INT8_EXPORT_DIR (exports without and with "
+            "--quantize int8)"
+        )
     if row.name == "onnx":
         return "omnidub eval CORPUS --a fast,dtype=float32,backend=torch --b fast,backend=onnx"
     if row.name == "compile":
@@ -159,8 +167,22 @@ def scratch_cache():
 class Setup:
     """Builds each row's runner over the resident models (loading the other dtype only once)."""
 
-    def __init__(self, engine, refs, texts, durations, stock_steps, fast_steps, base, alt, preset_dtype, options,
-                 device, say, export_dir=None):
+    def __init__(
+        self,
+        engine,
+        refs,
+        texts,
+        durations,
+        stock_steps,
+        fast_steps,
+        base,
+        alt,
+        preset_dtype,
+        options,
+        device,
+        say,
+        export_dir=None,
+    ):
         self.engine, self.refs, self.texts, self.durations = engine, refs, texts, durations
         self.stock_steps, self.fast_steps = stock_steps, fast_steps
         self.base, self.alt, self.preset_dtype = base, alt, preset_dtype
@@ -199,8 +221,11 @@ class Setup:
             backend = Session(self.engine.source.spec, self.device, preset, source=self.engine.source).backend()
             found = measured.load()
         key = measured.probe_key(self.device, backend.dtype, "torch", backend.shape)
-        self.probes[dtype] = [ProbeResult(what, entry["seconds"], entry["choice"], entry["evidence"])
-                              for what in ("gemm", "layout") if (entry := found.get(what, {}).get(key))]
+        self.probes[dtype] = [
+            ProbeResult(what, entry["seconds"], entry["choice"], entry["evidence"])
+            for what in ("gemm", "layout")
+            if (entry := found.get(what, {}).get(key))
+        ]
         return backend
 
     def peer(self, dtype: str) -> Runner:
@@ -215,6 +240,7 @@ class Setup:
         def run(texts, durations):
             for i, (text, seconds) in enumerate(zip(texts, durations)):
                 peer.speak(text, seconds, self.fast_steps, seed=i)
+
         return Runner(run)
 
     def upstream(self, steps: int, prompt, engine) -> Runner:
@@ -225,18 +251,27 @@ class Setup:
         def run(texts, durations):
             for i, (text, seconds) in enumerate(zip(texts, durations)):
                 torch.manual_seed(i)
-                engine.model.generate(text=text, language="en", voice_clone_prompt=voice_clone_prompt(prompt.prompt),
-                                      num_step=steps, duration=seconds)
+                engine.model.generate(
+                    text=text,
+                    language="en",
+                    voice_clone_prompt=voice_clone_prompt(prompt.prompt),
+                    num_step=steps,
+                    duration=seconds,
+                )
+
         return Runner(run, engine)
 
     def ours(self, engine, lines: int = 1) -> Runner:
         from omnidub.scheduler import Budget, stream
 
         def run(texts, durations):
-            requests = [request(t, self.refs["cut"].prompt, d, i, str(i)) for i, (t, d) in enumerate(zip(texts, durations))]
+            requests = [
+                request(t, self.refs["cut"].prompt, d, i, str(i)) for i, (t, d) in enumerate(zip(texts, durations))
+            ]
             for result in stream(engine, requests, Budget(lines=lines)):
                 if not hasattr(result, "audio"):
                     raise result.error
+
         return Runner(run, engine)
 
     def make(self, name: str) -> tuple[Row, Runner | None]:
@@ -254,33 +289,42 @@ class Setup:
         if name in UPSTREAM_ROWS:
             return self._upstream_row(name, row)
         levers = {
-            "loop": ("omnidub's loop instead (same trimmed CFG; vectorised scoring, heads only on targets)",
-                     Tuning(fused=False, skip_mask=False, gemm="aten")),
+            "loop": (
+                "omnidub's loop instead (same trimmed CFG; vectorised scoring, heads only on targets)",
+                Tuning(fused=False, skip_mask=False, gemm="aten"),
+            ),
             "nomask": ("+ no attention mask where none is needed", Tuning(fused=False, skip_mask=True, gemm="aten")),
             "fused": ("+ fused QKV and gate/up projections", Tuning(gemm="aten")),
             "onednn": (f"+ oneDNN GEMMs with weights packed once, {b}", Tuning(gemm="onednn")),
         }
         if name in levers:
             title, tuning = levers[name]
-            return row(title, fs, "trimmed", self.base, cut, gemm=tuning.gemm), self.ours(self.backend(self.base, tuning=tuning))
+            return row(title, fs, "trimmed", self.base, cut, gemm=tuning.gemm), self.ours(
+                self.backend(self.base, tuning=tuning)
+            )
         if name == "dtype":
-            return row(f"+ {a} instead of {b} (trimmed)", fs, "trimmed", self.alt, cut), \
-                self.ours(self.backend(self.alt, cfg="trimmed"))
+            return row(f"+ {a} instead of {b} (trimmed)", fs, "trimmed", self.alt, cut), self.ours(
+                self.backend(self.alt, cfg="trimmed")
+            )
         if name in LAYOUT_ROWS:
             cfg, alt = LAYOUT_ROWS[name]
             dtype = self.alt if alt else self.base
-            return row(f"{cfg} CFG instead of trimmed, {SHORT_DTYPES[dtype]}", fs, cfg, dtype, cut), \
-                self.ours(self.backend(dtype, cfg=cfg))
+            return row(f"{cfg} CFG instead of trimmed, {SHORT_DTYPES[dtype]}", fs, cfg, dtype, cut), self.ours(
+                self.backend(dtype, cfg=cfg)
+            )
         if name in ("auto", "auto-dtype"):
             dtype = self.base if name == "auto" else self.alt
             engine = self.auto(dtype)
-            title = (f"omnidub as render gets it (Session), {SHORT_DTYPES[dtype]}: its first-use probe chose "
-                     f"{engine.layout} and {engine.gemm} GEMMs")
+            title = (
+                f"omnidub as render gets it (Session), {SHORT_DTYPES[dtype]}: its first-use probe chose "
+                f"{engine.layout} and {engine.gemm} GEMMs"
+            )
             return row(title, fs, engine.layout, dtype, cut, gemm=engine.gemm), self.ours(engine)
         if name == "batch":
             n, dtype = self.options.batch, self.preset_dtype
-            return row(f"+ batch {n} (packed, {SHORT_DTYPES[dtype]})", fs, "packed", dtype, cut, batch=n), \
-                self.ours(self.backend(dtype, cfg="packed", batch=n), lines=n)
+            return row(f"+ batch {n} (packed, {SHORT_DTYPES[dtype]})", fs, "packed", dtype, cut, batch=n), self.ours(
+                self.backend(dtype, cfg="packed", batch=n), lines=n
+            )
         if name == "compile":
             dtype = self.preset_dtype
             auto = self.auto(dtype) if dtype not in self.probes else None
@@ -289,8 +333,14 @@ class Setup:
             engine.records = False  # the bench writes omnidub's measurements only with --record
             return row(f"+ torch.compile ({layout}, {SHORT_DTYPES[dtype]})", fs, layout, dtype, cut), self.ours(engine)
         if name == "int8":
-            r = row("int8 weights and activations, dynamic (lossy opt-in; linears unfused)", fs, "trimmed", "int8",
-                    cut, lossless=False)
+            r = row(
+                "int8 weights and activations, dynamic (lossy opt-in; linears unfused)",
+                fs,
+                "trimmed",
+                "int8",
+                cut,
+                lossless=False,
+            )
             if self.device != "cpu":
                 r.skipped = "skipped: int8 dynamic quantization runs on the CPU only"
                 return r, None
@@ -304,17 +354,22 @@ class Setup:
         full, cut, fs = self.refs["full"], self.refs["cut"], self.fast_steps
         if name in ("peer", "peer-dtype"):
             dtype = self.base if name == "peer" else self.alt
-            title = (f"the peer recipe, {SHORT_DTYPES[dtype]}: its own upstream model + omnivoice-fastpath's "
-                     "trimmed CFG, as a user assembles it")
+            title = (
+                f"the peer recipe, {SHORT_DTYPES[dtype]}: its own upstream model + omnivoice-fastpath's "
+                "trimmed CFG, as a user assembles it"
+            )
             r = row(title, fs, "trimmed", dtype, cut)
             if not peer_available():
                 r.skipped = "skipped: omnivoice-fastpath is not installed (pip install 'omnidub[bench]')"
                 return r, None
             return r, self.peer(dtype)
         steps, ref = (self.stock_steps, full) if name == "stock" else (fs, full if name == "steps" else cut)
-        title = {"stock": f"stock: upstream generate, {self.stock_steps} steps, whole reference, padded CFG, "
-                          f"{SHORT_DTYPES[self.base]}",
-                 "steps": f"+ {fs} steps", "ref3s": "+ reference trimmed to ~3 s at a word boundary by omnidub"}[name]
+        title = {
+            "stock": f"stock: upstream generate, {self.stock_steps} steps, whole reference, padded CFG, "
+            f"{SHORT_DTYPES[self.base]}",
+            "steps": f"+ {fs} steps",
+            "ref3s": "+ reference trimmed to ~3 s at a word boundary by omnidub",
+        }[name]
         r = row(title, steps, "padded", self.base, ref)
         if name == "ref3s" and not self.refs["trimmed"]:
             r.skipped = f"skipped: the trimmer did not cut the reference ({self.refs['why']})"
@@ -333,23 +388,45 @@ class Setup:
         int8 = name == "onnx-int8"
         # The same thread count as torch, so the rows compare runtimes, not thread counts.
         options = self.engine.options.replace(cfg="trimmed", compile=False, batch=1)
-        engine = OnnxBackend(self.export_dir, "cuda" if self.device.startswith("cuda") else "cpu", options,
-                             quantized=int8, threads=torch.get_num_threads())
+        engine = OnnxBackend(
+            self.export_dir,
+            "cuda" if self.device.startswith("cuda") else "cpu",
+            options,
+            quantized=int8,
+            threads=torch.get_num_threads(),
+        )
         title = "ONNX Runtime, dynamic int8 transformer" if int8 else "ONNX Runtime, fp32, omnidub's numpy host loop"
-        return row(title + " (trimmed)", self.fast_steps, "trimmed", "int8" if int8 else "float32", cut,
-                   lossless=not int8, gemm="onnxruntime"), self.ours(engine)
+        return row(
+            title + " (trimmed)",
+            self.fast_steps,
+            "trimmed",
+            "int8" if int8 else "float32",
+            cut,
+            lossless=not int8,
+            gemm="onnxruntime",
+        ), self.ours(engine)
 
     def drift(self, rows: list[Row], runners: dict) -> None:
         """Final-token agreement (and first-step logits where the backend is torch) of every row whose arithmetic is
         not the reference's: against float32 torch (fused, trimmed) for the lower precision, int8, ONNX Runtime and
         oneDNN rows; the compiled row against its own eager twin (same dtype and layout). Each costs a decode. The
         peer rows run on upstream's own model, outside omnidub's loop: their drift is the dtype row's."""
-        chosen = [r for r in rows if r.name in runners and runners[r.name].engine is not None
-                  and (r.dtype != "float32" or r.name in ("compile", "onnx", "onednn")
-                       or (r.name.startswith("auto") and r.gemm != "aten"))]
+        chosen = [
+            r
+            for r in rows
+            if r.name in runners
+            and runners[r.name].engine is not None
+            and (
+                r.dtype != "float32"
+                or r.name in ("compile", "onnx", "onednn")
+                or (r.name.startswith("auto") and r.gemm != "aten")
+            )
+        ]
         if not chosen:
             return
-        requests = [request(t, self.refs["cut"].prompt, d, i) for i, (t, d) in enumerate(zip(self.texts, self.durations))]
+        requests = [
+            request(t, self.refs["cut"].prompt, d, i) for i, (t, d) in enumerate(zip(self.texts, self.durations))
+        ]
         fp32 = self.backend("float32")
         references = {"fp32": (fp32, fp32.tokens(requests))}
         for row in chosen:
@@ -360,15 +437,19 @@ class Setup:
             else:
                 (reference, expected), against = references["fp32"], "fp32 (fused, trimmed, torch's GEMM)"
             row.drift = _drift(reference, runners[row.name].engine, requests, expected)
-            row.drift.update(against=against, published_wer_cost=PUBLISHED_WER_COST.get(row.name),
-                             measure_cost=eval_command(row))
+            row.drift.update(
+                against=against, published_wer_cost=PUBLISHED_WER_COST.get(row.name), measure_cost=eval_command(row)
+            )
 
 
 def _drift(reference, engine, requests, expected) -> dict:
     from omnidub.backends.torch import compare_logits
 
     got = engine.tokens(requests)
-    out = {"final_token_agreement": sum(int((e == g).sum()) for e, g in zip(expected, got, strict=True)) / sum(e.size for e in expected)}
+    out = {
+        "final_token_agreement": sum(int((e == g).sum()) for e, g in zip(expected, got, strict=True))
+        / sum(e.size for e in expected)
+    }
     if hasattr(engine, "first_step_logits"):
         diff, agree = compare_logits(reference, engine, requests)
         out.update(logits_max_abs_diff=diff, argmax_agreement=agree)

@@ -20,13 +20,14 @@ from omnidub.duration import FRAME_RATE, natural_frames
 from omnidub.errors import OmnidubError
 from omnidub.hardware import gpu_name
 
-
 # What the headline rows run (bench JSON "headline": a run before 2026-12-02 has none: its peer row ran upstream's
 # generate on omnidub's own loaded model and its auto row probed inside the bench).
-HEADLINE_PATHS = {"peer": "its own model from OmniVoice.from_pretrained, omnivoice-fastpath's apply_trimmed_cfg, "
-                          "upstream's create_voice_clone_prompt and generate",
-                  "omnidub": "Session(model, device, fast preset with the dtype, compile off).backend() on an empty "
-                             "cache (the first-use probe runs as on a new machine), omnidub's decoding loop"}
+HEADLINE_PATHS = {
+    "peer": "its own model from OmniVoice.from_pretrained, omnivoice-fastpath's apply_trimmed_cfg, "
+    "upstream's create_voice_clone_prompt and generate",
+    "omnidub": "Session(model, device, fast preset with the dtype, compile off).backend() on an empty "
+    "cache (the first-use probe runs as on a new machine), omnidub's decoding loop",
+}
 
 
 @dataclass
@@ -52,15 +53,33 @@ class BenchResult:
         for row in self.rows:
             data = asdict(row)
             low, high = row.spread
-            data.update(seconds=row.seconds, rtf=row.rtf, seconds_per_line=row.seconds / len(self.lines),
-                        min_seconds=low, max_seconds=high)
+            data.update(
+                seconds=row.seconds,
+                rtf=row.rtf,
+                seconds_per_line=row.seconds / len(self.lines),
+                min_seconds=low,
+                max_seconds=high,
+            )
             rows.append(data)
-        return {"machine": self.machine, "model": self.model, "date": self.date, "lines": self.lines,
-                "repeat": self.repeat, "matmul_gflops": self.matmul_gflops, "floor": self.floor,
-                "versus_peer": self.versus_peer, "kernels": self.kernels, "step_profile": self.step_profile,
-                "recorded": self.recorded, "probes": self.probes, "matmul_size": self.matmul_size, "ceiling": "best",
-                "headline": HEADLINE_PATHS,
-                "options": self.options, "rows": rows}
+        return {
+            "machine": self.machine,
+            "model": self.model,
+            "date": self.date,
+            "lines": self.lines,
+            "repeat": self.repeat,
+            "matmul_gflops": self.matmul_gflops,
+            "floor": self.floor,
+            "versus_peer": self.versus_peer,
+            "kernels": self.kernels,
+            "step_profile": self.step_profile,
+            "recorded": self.recorded,
+            "probes": self.probes,
+            "matmul_size": self.matmul_size,
+            "ceiling": "best",
+            "headline": HEADLINE_PATHS,
+            "options": self.options,
+            "rows": rows,
+        }
 
 
 def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
@@ -88,23 +107,41 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
 
     say(f"bench: {model_spec} on {device}, {len(texts)} line(s), rows {', '.join(selected)}, median of {repeat}")
     say(f"→ loading the model ({base})")
-    engine = TorchBackend(source, device=device, options=EngineOptions(DecodeOptions(steps=fast_steps), cfg="trimmed",
-                                                                        batch=1, dtype=base, compile=False))
+    engine = TorchBackend(
+        source,
+        device=device,
+        options=EngineOptions(DecodeOptions(steps=fast_steps), cfg="trimmed", batch=1, dtype=base, compile=False),
+    )
     refs = references(options, engine, say)
     # One fixed length per line (the estimate at the trimmed reference's pace, or --seconds): every row makes the
     # same audio.
     cut = refs["cut"]
     durations = [options.seconds or natural_frames(t, cut.text, cut.frames) / FRAME_RATE for t in texts]
-    setup = Setup(engine, refs, texts, durations, stock_steps, fast_steps, base, alt, preset_dtype, options, device, say,
-                  export_dir)
+    setup = Setup(
+        engine,
+        refs,
+        texts,
+        durations,
+        stock_steps,
+        fast_steps,
+        base,
+        alt,
+        preset_dtype,
+        options,
+        device,
+        say,
+        export_dir,
+    )
     made = [setup.make(name) for name in selected]
     rows, runners = [row for row, _ in made], {row.name: runner for row, runner in made if runner is not None}
     _resolve_against(rows, preset_dtype)
     live = [row for row in rows if row.name in runners]
     size = 512 if options.quick else 2048
     # Before any row runs (a compiled row leaves inductor's workers behind): the ceilings, kernels and step profile.
-    matmul = {dt: probes.matmul_gflops(device, dt, size)
-              for dt in sorted({r.dtype for r in live if r.dtype != "int8" and r.name not in ONNX_ROWS})}
+    matmul = {
+        dt: probes.matmul_gflops(device, dt, size)
+        for dt in sorted({r.dtype for r in live if r.dtype != "int8" and r.name not in ONNX_ROWS})
+    }
     kernels, profile = ({}, {}) if options.quick else _profiles(setup, runners, live, matmul, say)
     _time_rows(live, runners, texts, durations, repeat, device, say, tiny=source.synthetic == "tiny")
     by_name = {row.name: row for row in rows}
@@ -112,19 +149,33 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
     setup.drift(rows, runners)
     _ratios(setup, live, by_name, matmul)
     recorded = _record(setup, by_name, runners) if options.record and not options.quick else {}
-    return BenchResult(machine(device, load_before), model_spec, texts, repeat, rows, matmul, _floor(rows, preset_dtype),
-                       _versus_peer(by_name), kernels, profile, recorded,
-                       {dt: [asdict(r) for r in results] for dt, results in setup.probes.items()},
-                       time.strftime("%Y-%m-%d"), size,
-                       {k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()})
+    return BenchResult(
+        machine(device, load_before),
+        model_spec,
+        texts,
+        repeat,
+        rows,
+        matmul,
+        _floor(rows, preset_dtype),
+        _versus_peer(by_name),
+        kernels,
+        profile,
+        recorded,
+        {dt: [asdict(r) for r in results] for dt, results in setup.probes.items()},
+        time.strftime("%Y-%m-%d"),
+        size,
+        {k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()},
+    )
 
 
 def _ratios(setup: Setup, live: list[Row], by_name: dict[str, Row], matmul: dict) -> None:
     """Each row against the row it changes and against stock, and its useful GFLOP/s against the ceiling."""
     engine, cut, full = setup.engine, setup.refs["cut"], setup.refs["full"]
     lines = list(zip(setup.texts, setup.durations))
-    items = {name: [engine._item(engine._resolve(request(t, ref.prompt, d)), 0) for t, d in lines]
-             for name, ref in (("cut", cut), ("full", full))}
+    items = {
+        name: [engine._item(engine._resolve(request(t, ref.prompt, d)), 0) for t, d in lines]
+        for name, ref in (("cut", cut), ("full", full))
+    }
     stock = by_name.get("stock")
     for row in live:
         other = by_name.get(row.against or "")
@@ -158,8 +209,10 @@ def _model_and_rows(options: BenchOptions, device: str, say):
     try:
         return resolve_model(DEFAULT_MODEL), DEFAULT_MODEL, export_dir, selected
     except OmnidubError:
-        say(f"[bold yellow]notice:[/] {DEFAULT_MODEL} is not reachable: benchmarking synthetic:full "
-            "(random weights, real shapes, so the timings are real).")
+        say(
+            f"[bold yellow]notice:[/] {DEFAULT_MODEL} is not reachable: benchmarking synthetic:full "
+            "(random weights, real shapes, so the timings are real)."
+        )
         return resolve_model("synthetic:full"), "synthetic:full", export_dir, selected
 
 
@@ -214,8 +267,13 @@ def _time_rows(live, runners, texts, durations, repeat, device, say, tiny: bool)
 
 def _select_rows(spec: str | None, with_compile: bool, device: str, with_onnx: bool = False) -> list[str]:
     if not spec:
-        return [r for r in ROWS if (r != "compile" or with_compile) and (r != "int8" or device == "cpu")
-                and (r not in ONNX_ROWS or with_onnx)]
+        return [
+            r
+            for r in ROWS
+            if (r != "compile" or with_compile)
+            and (r != "int8" or device == "cpu")
+            and (r not in ONNX_ROWS or with_onnx)
+        ]
     chosen = []
     for part in (p.strip() for p in spec.split(",") if p.strip()):
         if part.isdigit() and 1 <= int(part) <= len(ROWS):
@@ -251,9 +309,14 @@ def _versus_peer(by_name: dict[str, Row]) -> dict:
         if p is None or o is None or not p.runs or not o.runs or p.dtype != o.dtype:
             continue
         paired = [a / b for a, b in zip(p.runs, o.runs)]
-        out[p.dtype] = {"ours": o.name, "ours_seconds": o.seconds, "peer_seconds": p.seconds,
-                        "speedup": p.seconds / o.seconds, "paired": paired,
-                        "paired_median": statistics.median(paired) if paired else None}
+        out[p.dtype] = {
+            "ours": o.name,
+            "ours_seconds": o.seconds,
+            "peer_seconds": p.seconds,
+            "speedup": p.seconds / o.seconds,
+            "paired": paired,
+            "paired_median": statistics.median(paired) if paired else None,
+        }
     return out
 
 
@@ -264,10 +327,14 @@ def _floor(rows: list[Row], preset_dtype: str) -> dict:
     if not candidates or all(r.fraction_of_peak is None for r in candidates):
         return {}
     best = next((r for r in candidates if r.name.startswith("auto")), min(candidates, key=lambda r: r.seconds))
-    return {"row": best.name, "forward_gflop": best.forward_gflop, "achieved_gflops": best.forward_gflop / best.seconds,
-            "fraction_of_peak": best.fraction_of_peak,
-            "note": "FLOPs of the useful transformer work (no padding), over the row's whole wall time, against the "
-                    "better of torch's and oneDNN's dense matmul"}
+    return {
+        "row": best.name,
+        "forward_gflop": best.forward_gflop,
+        "achieved_gflops": best.forward_gflop / best.seconds,
+        "fraction_of_peak": best.fraction_of_peak,
+        "note": "FLOPs of the useful transformer work (no padding), over the row's whole wall time, against the "
+        "better of torch's and oneDNN's dense matmul",
+    }
 
 
 def _record(setup: Setup, by_name: dict[str, Row], runners: dict) -> dict:
@@ -278,32 +345,51 @@ def _record(setup: Setup, by_name: dict[str, Row], runners: dict) -> dict:
 
     out = {}
     shape = setup.engine.shape
-    for names, dtype in ((("fused", "packed", "joined"), setup.base), (("dtype", "packed-dtype", "joined-dtype"), setup.alt)):
+    for names, dtype in (
+        (("fused", "packed", "joined"), setup.base),
+        (("dtype", "packed-dtype", "joined-dtype"), setup.alt),
+    ):
         # The trimmed row and at least one other layout's, measured in the same run.
-        ran = {layout: by_name[name] for layout, name in zip(("trimmed", "packed", "joined"), names)
-               if name in by_name and by_name[name].runs}
+        ran = {
+            layout: by_name[name]
+            for layout, name in zip(("trimmed", "packed", "joined"), names)
+            if name in by_name and by_name[name].runs
+        }
         if "trimmed" not in ran or len(ran) < 2:
             continue
         seconds = {layout: round(r.seconds, 3) for layout, r in ran.items()}
         figures = ", ".join(f"{layout} {r.seconds:.2f} s" for layout, r in ran.items())
-        evidence = (f"omnidub bench --record {time.strftime('%Y-%m-%d')}, {setup.engine.source.spec}, "
-                    f"{len(setup.texts)} lines, median of {len(ran['trimmed'].runs)}: {figures}")
+        evidence = (
+            f"omnidub bench --record {time.strftime('%Y-%m-%d')}, {setup.engine.source.spec}, "
+            f"{len(setup.texts)} lines, median of {len(ran['trimmed'].runs)}: {figures}"
+        )
         gpu = gpu_name(setup.device)
         choice = measured.record_layout(setup.device, dtype, seconds, evidence, shape=shape, gpu=gpu)
         out[f"layout {dtype}"] = {"choice": choice, "seconds": seconds}
     f, o = by_name.get("fused"), by_name.get("onednn")
     if f is not None and o is not None and f.runs and o.runs:
         choice = "onednn" if o.seconds < f.seconds else "aten"
-        measured.record("gemm", measured.probe_key(setup.device, setup.base, "torch", shape),
-                        {"choice": choice, "seconds": {"aten": f.seconds, "onednn": o.seconds},
-                         "evidence": f"omnidub bench --record {time.strftime('%Y-%m-%d')}: fused {f.seconds:.2f} s, "
-                                     f"onednn {o.seconds:.2f} s"})
+        measured.record(
+            "gemm",
+            measured.probe_key(setup.device, setup.base, "torch", shape),
+            {
+                "choice": choice,
+                "seconds": {"aten": f.seconds, "onednn": o.seconds},
+                "evidence": f"omnidub bench --record {time.strftime('%Y-%m-%d')}: fused {f.seconds:.2f} s, "
+                f"onednn {o.seconds:.2f} s",
+            },
+        )
         out[f"gemm {setup.base}"] = {"choice": choice}
     compiled = by_name.get("compile")
     if compiled is not None and compiled.speedup:
         engine = runners["compile"].engine
-        measured.record_compile(engine._compile_key(), compiled.compile_seconds or 0.0, warm=engine.compiled_warm,
-                                cache=str(inductor_folder()), speedup=round(compiled.speedup, 3))
+        measured.record_compile(
+            engine._compile_key(),
+            compiled.compile_seconds or 0.0,
+            warm=engine.compiled_warm,
+            cache=str(inductor_folder()),
+            speedup=round(compiled.speedup, 3),
+        )
         out["compile"] = {"seconds": compiled.compile_seconds, "speedup": compiled.speedup}
     return out
 

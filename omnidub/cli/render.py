@@ -9,112 +9,283 @@ from typing import List, Optional
 import typer
 from rich.markup import escape
 
-from omnidub.cli.app import (ASR_DEFAULT, ASR_HELP, MODEL_HELP, SPEAKER_MODEL_HELP, Cfg, Command, DebugOption, Dtype,
-                             Executor, Format, app, err, error_text, printable, stop_on_ctrl_c, user_errors,
-                             warn_synthetic)
-from omnidub.cli.show import (ProgressListener, plan_json, print_json, print_plan, print_summary, summary_json)
+from omnidub.cli.app import (
+    ASR_DEFAULT,
+    ASR_HELP,
+    MODEL_HELP,
+    SPEAKER_MODEL_HELP,
+    Cfg,
+    Command,
+    DebugOption,
+    Dtype,
+    Executor,
+    Format,
+    app,
+    err,
+    error_text,
+    printable,
+    stop_on_ctrl_c,
+    user_errors,
+    warn_synthetic,
+)
+from omnidub.cli.show import ProgressListener, plan_json, print_json, print_plan, print_summary, summary_json
 from omnidub.errors import OmnidubError
 
 
 @app.command(cls=Command)
 def render(
-    inputs: List[Path] = typer.Argument(..., metavar="INPUT", show_default=False,
-                                        help="Subtitles (.srt, .vtt) or scripts (.txt: 'SPEAKER: text' per line), "
-                                             "or folders of them; all render with one model."),
-    voice: List[str] = typer.Option([], "--voice", metavar="[SPEAKER=]REF", show_default=False,
-                                    help="Reference audio for the default voice, or for one speaker."),
-    voice_text: List[str] = typer.Option([], "--voice-text", metavar="[SPEAKER=]TEXT", show_default=False,
-                                         help="Exact transcript of a reference."),
-    voices: Optional[Path] = typer.Option(None, "--voices", metavar="FILE", help="voices.toml mapping speakers to references."),
-    source: Optional[Path] = typer.Option(None, "--source", metavar="FILE", show_default=False,
-                                          help="The original video or audio: each character's voice is cut from it "
-                                               "(voices given by --voice or --voices win)."),
-    source_subs: Optional[Path] = typer.Option(None, "--source-subs", metavar="FILE", show_default=False,
-                                               help="Subtitles in the language spoken in --source (.srt, .vtt or a "
-                                                    "timed script); their labels name the voices. [default: none: "
-                                                    "the source is transcribed with the ASR model, and the original "
-                                                    "as heard written as references/<stem>.original.srt]"),
-    voice_match: Optional[str] = typer.Option(None, "--voice-match", metavar="auto|line|speaker", show_default=False,
-                                              help="line: each line cloned from the original line it translates; "
-                                                   "speaker: one clip per character; auto: line, and lines that "
-                                                   "sound like someone else again from their speaker's clip. "
-                                                   "[default: auto with --source]"),
-    names: Optional[str] = typer.Option(None, "--names", metavar="S1=NAME,...", show_default=False,
-                                        help="Name the voices found in an unlabelled --source-subs (S1=NORA,S2=OWEN)."),
-    separate: Optional[str] = typer.Option(None, "--separate", metavar="MODEL", show_default=False,
-                                           help="Cut the clips from the vocals a Demucs model isolates (htdemucs, or "
-                                                "a model file); the rest becomes the --bed unless one is given. "
-                                                "Needs omnidub[separate]."),
-    language: Optional[str] = typer.Option(None, "--language", metavar="CODE", show_default=False,
-                                           help="Language code of the lines, e.g. en, de, zh. [default: the voice's language]"),
+    inputs: List[Path] = typer.Argument(
+        ...,
+        metavar="INPUT",
+        show_default=False,
+        help="Subtitles (.srt, .vtt) or scripts (.txt: 'SPEAKER: text' per line), "
+        "or folders of them; all render with one model.",
+    ),
+    voice: List[str] = typer.Option(
+        [],
+        "--voice",
+        metavar="[SPEAKER=]REF",
+        show_default=False,
+        help="Reference audio for the default voice, or for one speaker.",
+    ),
+    voice_text: List[str] = typer.Option(
+        [], "--voice-text", metavar="[SPEAKER=]TEXT", show_default=False, help="Exact transcript of a reference."
+    ),
+    voices: Optional[Path] = typer.Option(
+        None, "--voices", metavar="FILE", help="voices.toml mapping speakers to references."
+    ),
+    source: Optional[Path] = typer.Option(
+        None,
+        "--source",
+        metavar="FILE",
+        show_default=False,
+        help="The original video or audio: each character's voice is cut from it "
+        "(voices given by --voice or --voices win).",
+    ),
+    source_subs: Optional[Path] = typer.Option(
+        None,
+        "--source-subs",
+        metavar="FILE",
+        show_default=False,
+        help="Subtitles in the language spoken in --source (.srt, .vtt or a "
+        "timed script); their labels name the voices. [default: none: "
+        "the source is transcribed with the ASR model, and the original "
+        "as heard written as references/<stem>.original.srt]",
+    ),
+    voice_match: Optional[str] = typer.Option(
+        None,
+        "--voice-match",
+        metavar="auto|line|speaker",
+        show_default=False,
+        help="line: each line cloned from the original line it translates; "
+        "speaker: one clip per character; auto: line, and lines that "
+        "sound like someone else again from their speaker's clip. "
+        "[default: auto with --source]",
+    ),
+    names: Optional[str] = typer.Option(
+        None,
+        "--names",
+        metavar="S1=NAME,...",
+        show_default=False,
+        help="Name the voices found in an unlabelled --source-subs (S1=NORA,S2=OWEN).",
+    ),
+    separate: Optional[str] = typer.Option(
+        None,
+        "--separate",
+        metavar="MODEL",
+        show_default=False,
+        help="Cut the clips from the vocals a Demucs model isolates (htdemucs, or "
+        "a model file); the rest becomes the --bed unless one is given. "
+        "Needs omnidub[separate].",
+    ),
+    language: Optional[str] = typer.Option(
+        None,
+        "--language",
+        metavar="CODE",
+        show_default=False,
+        help="Language code of the lines, e.g. en, de, zh. [default: the voice's language]",
+    ),
     preset: str = typer.Option("fast", "--preset", metavar="NAME|FILE", help="fast, quality, or a preset .toml file."),
     model: str = typer.Option("k2-fsa/OmniVoice", "--model", metavar="ID|PATH", help=MODEL_HELP),
     device: str = typer.Option("auto", "--device", metavar="auto|cpu|cuda|mps", help="Where the model runs."),
-    steps: Optional[int] = typer.Option(None, "--steps", min=1, metavar="N", show_default=False,
-                                        help="Diffusion steps. [default: 12 in fast, 32 in quality]"),
-    backend: str = typer.Option("auto", "--backend", metavar="auto|torch|onnx",
-                                help="torch, or ONNX Runtime from an export built once in omnidub's cache (--backend onnx "
-                                     "builds it). [default: auto: ONNX Runtime where it measured faster here in fp32, "
-                                     "with the same tokens; else torch]"),
-    cfg: Optional[Cfg] = typer.Option(None, "--cfg", metavar="auto|padded|trimmed|packed|joined", show_default=False,
-                                      help="Classifier-free guidance layout. [default: auto: what this machine measured faster (a short probe on first use)]"),
-    batch: Optional[int] = typer.Option(None, "--batch", min=1, metavar="N", show_default=False,
-                                        help="Most lines per forward pass. [default: auto: 1 on CPU]"),
-    batch_tokens: Optional[int] = typer.Option(None, "--batch-tokens", min=1, metavar="N", show_default=False,
-                                               help="Most tokens per forward pass. [default: auto]"),
-    dtype: Optional[Dtype] = typer.Option(None, "--dtype", metavar="auto|float32|bfloat16|float16|int8", show_default=False,
-                                          help="Model precision; int8 is a lossy CPU opt-in. [default: auto: the fastest the device does well]"),
-    compile: Optional[bool] = typer.Option(None, "--compile/--no-compile", show_default=False,
-                                           help="torch.compile the language model. [default: auto: when the job is long enough to pay for it]"),
-    out_dir: Optional[Path] = typer.Option(None, "--out", metavar="DIR", show_default=False,
-                                           help="Output folder; with several inputs, the folder that holds one per "
-                                                "input. [default: output/<input stem>]"),
-    cache: Optional[Path] = typer.Option(None, "--cache", metavar="DIR", show_default=False,
-                                         help="Line cache shared by inputs and runs. [default: .omnidub/cache/ in each output folder]"),
-    executor: Executor = typer.Option(Executor.local, "--executor", metavar="local|ray",
-                                      help="Render here, or on a pool of Ray workers."),
-    ray_address: Optional[str] = typer.Option(None, "--ray-address", metavar="auto|HOST:PORT", show_default=False,
-                                              help="Ray cluster to join. [default: start a local one]"),
-    workers: Optional[int] = typer.Option(None, "--workers", min=1, metavar="N", show_default=False,
-                                          help="Ray workers, each with one resident model. [default: as many as fit]"),
-    gpus_per_worker: Optional[float] = typer.Option(None, "--gpus-per-worker", min=0.0, metavar="F", show_default=False,
-                                                    help="GPUs per Ray worker. [default: 1 on CUDA, else 0]"),
-    cpus_per_worker: Optional[int] = typer.Option(None, "--cpus-per-worker", min=1, metavar="N", show_default=False,
-                                                  help="CPUs (and threads) per Ray worker. [default: 1]"),
-    seed: Optional[int] = typer.Option(None, "--seed", min=0, metavar="N", show_default=False,
-                                       help="Run seed; each line's seed derives from it. [default: 0]"),
-    format: Format = typer.Option(Format.wav, "--format", metavar="wav|flac|mp3", help="Format of stems and mix (segments stay WAV)."),
-    sample_rate: int = typer.Option(48000, "--sample-rate", min=8000, max=192000, metavar="HZ",
-                                    help="Rate of stems and mixes (segments stay at the model's)."),
-    loudness: str = typer.Option("-23", "--loudness", metavar="LUFS|off",
-                                 help="Loudness target (EBU R128: -23; streaming: -16), or off."),
+    steps: Optional[int] = typer.Option(
+        None,
+        "--steps",
+        min=1,
+        metavar="N",
+        show_default=False,
+        help="Diffusion steps. [default: 12 in fast, 32 in quality]",
+    ),
+    backend: str = typer.Option(
+        "auto",
+        "--backend",
+        metavar="auto|torch|onnx",
+        help="torch, or ONNX Runtime from an export built once in omnidub's cache (--backend onnx "
+        "builds it). [default: auto: ONNX Runtime where it measured faster here in fp32, "
+        "with the same tokens; else torch]",
+    ),
+    cfg: Optional[Cfg] = typer.Option(
+        None,
+        "--cfg",
+        metavar="auto|padded|trimmed|packed|joined",
+        show_default=False,
+        help="Classifier-free guidance layout. "
+        "[default: auto: what this machine measured faster (a short probe on first use)]",
+    ),
+    batch: Optional[int] = typer.Option(
+        None,
+        "--batch",
+        min=1,
+        metavar="N",
+        show_default=False,
+        help="Most lines per forward pass. [default: auto: 1 on CPU]",
+    ),
+    batch_tokens: Optional[int] = typer.Option(
+        None,
+        "--batch-tokens",
+        min=1,
+        metavar="N",
+        show_default=False,
+        help="Most tokens per forward pass. [default: auto]",
+    ),
+    dtype: Optional[Dtype] = typer.Option(
+        None,
+        "--dtype",
+        metavar="auto|float32|bfloat16|float16|int8",
+        show_default=False,
+        help="Model precision; int8 is a lossy CPU opt-in. [default: auto: the fastest the device does well]",
+    ),
+    compile: Optional[bool] = typer.Option(
+        None,
+        "--compile/--no-compile",
+        show_default=False,
+        help="torch.compile the language model. [default: auto: when the job is long enough to pay for it]",
+    ),
+    out_dir: Optional[Path] = typer.Option(
+        None,
+        "--out",
+        metavar="DIR",
+        show_default=False,
+        help="Output folder; with several inputs, the folder that holds one per input. [default: output/<input stem>]",
+    ),
+    cache: Optional[Path] = typer.Option(
+        None,
+        "--cache",
+        metavar="DIR",
+        show_default=False,
+        help="Line cache shared by inputs and runs. [default: .omnidub/cache/ in each output folder]",
+    ),
+    executor: Executor = typer.Option(
+        Executor.local, "--executor", metavar="local|ray", help="Render here, or on a pool of Ray workers."
+    ),
+    ray_address: Optional[str] = typer.Option(
+        None,
+        "--ray-address",
+        metavar="auto|HOST:PORT",
+        show_default=False,
+        help="Ray cluster to join. [default: start a local one]",
+    ),
+    workers: Optional[int] = typer.Option(
+        None,
+        "--workers",
+        min=1,
+        metavar="N",
+        show_default=False,
+        help="Ray workers, each with one resident model. [default: as many as fit]",
+    ),
+    gpus_per_worker: Optional[float] = typer.Option(
+        None,
+        "--gpus-per-worker",
+        min=0.0,
+        metavar="F",
+        show_default=False,
+        help="GPUs per Ray worker. [default: 1 on CUDA, else 0]",
+    ),
+    cpus_per_worker: Optional[int] = typer.Option(
+        None,
+        "--cpus-per-worker",
+        min=1,
+        metavar="N",
+        show_default=False,
+        help="CPUs (and threads) per Ray worker. [default: 1]",
+    ),
+    seed: Optional[int] = typer.Option(
+        None,
+        "--seed",
+        min=0,
+        metavar="N",
+        show_default=False,
+        help="Run seed; each line's seed derives from it. [default: 0]",
+    ),
+    format: Format = typer.Option(
+        Format.wav, "--format", metavar="wav|flac|mp3", help="Format of stems and mix (segments stay WAV)."
+    ),
+    sample_rate: int = typer.Option(
+        48000,
+        "--sample-rate",
+        min=8000,
+        max=192000,
+        metavar="HZ",
+        help="Rate of stems and mixes (segments stay at the model's).",
+    ),
+    loudness: str = typer.Option(
+        "-23", "--loudness", metavar="LUFS|off", help="Loudness target (EBU R128: -23; streaming: -16), or off."
+    ),
     true_peak: float = typer.Option(-1.0, "--true-peak", metavar="DBTP", help="Ceiling for the true peak."),
-    bed: Optional[Path] = typer.Option(None, "--bed", metavar="FILE", show_default=False,
-                                       help="Music-and-effects or original audio (any audio or video file) "
-                                       "to mix under the dub."),
+    bed: Optional[Path] = typer.Option(
+        None,
+        "--bed",
+        metavar="FILE",
+        show_default=False,
+        help="Music-and-effects or original audio (any audio or video file) to mix under the dub.",
+    ),
     duck: float = typer.Option(12.0, "--duck", min=0.0, metavar="DB", help="How far the bed drops while a line plays."),
-    video: Optional[Path] = typer.Option(None, "--video", metavar="FILE", show_default=False,
-                                         help="Video to put the dub into (picture copied, not re-encoded). "
-                                              "[default: the --source, when it is a video]"),
+    video: Optional[Path] = typer.Option(
+        None,
+        "--video",
+        metavar="FILE",
+        show_default=False,
+        help="Video to put the dub into (picture copied, not re-encoded). [default: the --source, when it is a video]",
+    ),
     keep_original: bool = typer.Option(False, "--keep-original", help="Keep the video's own audio as a second track."),
-    fps: Optional[str] = typer.Option(None, "--fps", metavar="FPS", show_default=False,
-                                      help="Frame rate of timecodes, timelines and subtitles, e.g. 25 or 30000/1001. "
-                                      "[default: the video's, else 25]"),
-    timeline: str = typer.Option("otio", "--timeline", metavar="LIST",
-                                 help="Timelines to write: otio, edl, fcpxml (comma-separated), or none."),
-    subtitle_speakers: bool = typer.Option(False, "--subtitle-speakers",
-                                           help="Start each cue of the dubbed .srt with 'NAME:' (the .vtt always "
-                                                "names the speaker)."),
-    only: Optional[str] = typer.Option(None, "--only", metavar="LINES", show_default=False,
-                                       help="Render just these lines, e.g. 3,8-10; the others keep their audio. [default: every line]"),
+    fps: Optional[str] = typer.Option(
+        None,
+        "--fps",
+        metavar="FPS",
+        show_default=False,
+        help="Frame rate of timecodes, timelines and subtitles, e.g. 25 or 30000/1001. [default: the video's, else 25]",
+    ),
+    timeline: str = typer.Option(
+        "otio", "--timeline", metavar="LIST", help="Timelines to write: otio, edl, fcpxml (comma-separated), or none."
+    ),
+    subtitle_speakers: bool = typer.Option(
+        False,
+        "--subtitle-speakers",
+        help="Start each cue of the dubbed .srt with 'NAME:' (the .vtt always names the speaker).",
+    ),
+    only: Optional[str] = typer.Option(
+        None,
+        "--only",
+        metavar="LINES",
+        show_default=False,
+        help="Render just these lines, e.g. 3,8-10; the others keep their audio. [default: every line]",
+    ),
     force: bool = typer.Option(False, "--force", help="Render every line (of --only) again, ignoring the cache."),
-    allow_other_files: bool = typer.Option(False, "--allow-other-files",
-                                           help="Render into a folder that also holds files omnidub did not write "
-                                                "(they are never touched)."),
-    dry_run: bool = typer.Option(False, "--dry-run", help="Plan only: timing, keys and what is cached; loads no model."),
+    allow_other_files: bool = typer.Option(
+        False,
+        "--allow-other-files",
+        help="Render into a folder that also holds files omnidub did not write (they are never touched).",
+    ),
+    dry_run: bool = typer.Option(
+        False, "--dry-run", help="Plan only: timing, keys and what is cached; loads no model."
+    ),
     qa: bool = typer.Option(False, "--qa", help="Run the QA checks after rendering."),
-    retakes: int = typer.Option(0, "--retakes", min=0, metavar="N", help="Render lines that fail QA again, up to N times (implies --qa)."),
-    asr_model: Optional[str] = typer.Option(None, "--asr-model", metavar="NAME|PATH", show_default=False, help=f"{ASR_HELP} [default: {ASR_DEFAULT}]"),
+    retakes: int = typer.Option(
+        0, "--retakes", min=0, metavar="N", help="Render lines that fail QA again, up to N times (implies --qa)."
+    ),
+    asr_model: Optional[str] = typer.Option(
+        None, "--asr-model", metavar="NAME|PATH", show_default=False, help=f"{ASR_HELP} [default: {ASR_DEFAULT}]"
+    ),
     speaker_model: str = typer.Option("resemblyzer", "--speaker-model", metavar="NAME|PATH", help=SPEAKER_MODEL_HELP),
     as_json: bool = typer.Option(False, "--json", help="Print the plan or the summary as JSON."),
     debug: bool = DebugOption,
@@ -157,8 +328,9 @@ def _render(**o) -> int:
     if o["executor"] is Executor.local and any(o[name] is not None for name in ray_options):
         given = next(name for name in ray_options if o[name] is not None)
         raise OmnidubError(f"--{given.replace('_', '-')} is an option of the Ray executor: add --executor ray")
-    executor = ExecutorOptions(o["executor"].value, o["ray_address"], o["workers"], o["gpus_per_worker"],
-                               o["cpus_per_worker"] or 1)
+    executor = ExecutorOptions(
+        o["executor"].value, o["ray_address"], o["workers"], o["gpus_per_worker"], o["cpus_per_worker"] or 1
+    )
     session = Session(o["model"], o["device"], settings, o["asr_model"], executor=executor, backend=o["backend"])
     if not o["dry_run"] and not o["as_json"] and o["backend"] == "auto" and interactive():
         _offer_export(session.engine, o["model"])
@@ -171,14 +343,30 @@ def _render(**o) -> int:
         delivery = replace(delivery, video=source.source)
         o["delivery_notes"].append(f"the dub goes into {source.source.name}, the --source video (--video was left out)")
     if delivery.video is not None and delivery.bed is None and not delivery.keep_original and not o["separate"]:
-        o["delivery_notes"].append("the dubbed video carries the dialogue only: --bed FILE mixes music and effects "
-                                   "under it, --separate MODEL takes them from the source, --keep-original adds the "
-                                   "original audio as a second track")
-    job = session.job(o["inputs"], voices=o["voices"], voice=o["voice"], voice_text=o["voice_text"],
-                      language=o["language"], out_dir=o["out_dir"], cache_dir=o["cache"], fmt=o["format"].value,
-                      force=o["force"], listener=listener, only=o["only"], delivery=delivery,
-                      allow_other_files=o["allow_other_files"], source=source, qa=o["qa"] and not o["dry_run"],
-                      retakes=0 if o["dry_run"] else o["retakes"], speaker_model=o["speaker_model"])
+        o["delivery_notes"].append(
+            "the dubbed video carries the dialogue only: --bed FILE mixes music and effects "
+            "under it, --separate MODEL takes them from the source, --keep-original adds the "
+            "original audio as a second track"
+        )
+    job = session.job(
+        o["inputs"],
+        voices=o["voices"],
+        voice=o["voice"],
+        voice_text=o["voice_text"],
+        language=o["language"],
+        out_dir=o["out_dir"],
+        cache_dir=o["cache"],
+        fmt=o["format"].value,
+        force=o["force"],
+        listener=listener,
+        only=o["only"],
+        delivery=delivery,
+        allow_other_files=o["allow_other_files"],
+        source=source,
+        qa=o["qa"] and not o["dry_run"],
+        retakes=0 if o["dry_run"] else o["retakes"],
+        speaker_model=o["speaker_model"],
+    )
     try:
         return _run(o, session.engine, settings, job, listener)
     finally:
@@ -238,12 +426,16 @@ def _offer_export(engine, model: str) -> None:
         return
     if not engine.backend_choice.could_export or cache.declined_before(engine.source):
         return
-    question = (f"fp32 on this CPU: ONNX Runtime may render faster than torch with the same tokens. Export "
-                f"{model} for it now and measure both ({cache.EXPORT_COST}, once per model)?")
+    question = (
+        f"fp32 on this CPU: ONNX Runtime may render faster than torch with the same tokens. Export "
+        f"{model} for it now and measure both ({cache.EXPORT_COST}, once per model)?"
+    )
     if not typer.confirm(question, default=False, err=True):
         cache.decline(engine.source)
-        err.print("[cyan]note:[/] not asked again on this CPU; --backend onnx builds the export whenever you want it",
-                  soft_wrap=True)
+        err.print(
+            "[cyan]note:[/] not asked again on this CPU; --backend onnx builds the export whenever you want it",
+            soft_wrap=True,
+        )
         return
     engine.on_note = lambda text: err.print(f"[cyan]note:[/] {escape(text)}", soft_wrap=True)
     engine.build_export()
@@ -254,10 +446,11 @@ def _header(o: dict, engine, settings, job) -> None:
     options = engine.preset.engine
     compiling = {True: ", compiled", False: "", "auto": ", compile auto"}[options.compile]
     layout = engine.layout_status()
+    unmeasured = "" if layout.measured else " (not measured here yet: a short probe runs once the model loads)"
     err.print(
         f"omnidub: model [bold]{escape(printable(o['model']))}[/], {escape(engine.backend_reason())}; "
         f"preset {settings.name}: {options.decode.steps} steps, "
-        f"cfg {layout.layout}{'' if layout.measured else ' (not measured here yet: a short probe runs once the model loads)'}"
+        f"cfg {layout.layout}{unmeasured}"
         f"{compiling}"
         + (f", {len(job.projects)} inputs" if job.many else "")
         + (", on Ray workers" if engine.executor_options.kind == "ray" else ""),
@@ -278,10 +471,18 @@ def _report(runs, many: bool, as_json: bool) -> int:
         print_summary(summaries[0], as_json)
         return 1 if summaries[0].failed or qa_failed else 0
     if as_json:
-        print_json({"inputs": [
-            {"input": str(run.input), "error": None if run.error is None else error_text(run.error),
-             **(summary_json(run.summary) if run.summary is not None else {"out_dir": None})}
-            for run in runs]})
+        print_json(
+            {
+                "inputs": [
+                    {
+                        "input": str(run.input),
+                        "error": None if run.error is None else error_text(run.error),
+                        **(summary_json(run.summary) if run.summary is not None else {"out_dir": None}),
+                    }
+                    for run in runs
+                ]
+            }
+        )
     else:
         for summary in summaries:
             print_summary(summary, False)
@@ -309,8 +510,18 @@ def _print_plans(job, as_json: bool) -> int:
         print_plan(entries, project.estimated, as_json, project.selected)
         return 0
     if as_json:
-        print_json({"inputs": [{"input": str(p.input_path), "out_dir": str(p.out_dir),
-                                **plan_json(entries, p.estimated, p.selected)} for p, entries in plans]})
+        print_json(
+            {
+                "inputs": [
+                    {
+                        "input": str(p.input_path),
+                        "out_dir": str(p.out_dir),
+                        **plan_json(entries, p.estimated, p.selected),
+                    }
+                    for p, entries in plans
+                ]
+            }
+        )
     else:
         for project, entries in plans:
             sys.stdout.write(f"\n{printable(project.input_path)} -> {printable(project.out_dir)}\n")
@@ -325,16 +536,23 @@ def _source(o: dict):
     from omnidub.source.cast import SourceOptions
 
     if o["source"] is None:
-        given = next((flag for flag in ("source_subs", "voice_match", "separate", "names") if o[flag] is not None),
-                     None)
+        given = next(
+            (flag for flag in ("source_subs", "voice_match", "separate", "names") if o[flag] is not None), None
+        )
         if given:
-            raise OmnidubError(f"--{given.replace('_', '-')} goes with --source: add --source FILE (the original video "
-                               "or audio)")
+            raise OmnidubError(
+                f"--{given.replace('_', '-')} goes with --source: add --source FILE (the original video or audio)"
+            )
         return None
     from omnidub.source.extract import parse_names
 
-    source = SourceOptions(o["source"], o["source_subs"], o["voice_match"] or "auto", o["separate"],
-                           names=tuple(parse_names(o["names"]).items()))
+    source = SourceOptions(
+        o["source"],
+        o["source_subs"],
+        o["voice_match"] or "auto",
+        o["separate"],
+        names=tuple(parse_names(o["names"]).items()),
+    )
     source.check()
     return source
 
@@ -368,6 +586,16 @@ def _delivery(o: dict):
         except (ValueError, ZeroDivisionError) as exc:
             raise OmnidubError(f"--fps takes a frame rate such as 25, 29.97 or 30000/1001, not {o['fps']!r}") from exc
     timelines = tuple(t.strip().lower() for t in o["timeline"].split(",") if t.strip() and t.strip().lower() != "none")
-    return DeliveryOptions(sample_rate=o["sample_rate"], loudness=loudness, true_peak=o["true_peak"], bed=o["bed"],
-                           duck=o["duck"], video=o["video"], keep_original=o["keep_original"], fps=fps,
-                           timelines=timelines, language=o["language"], subtitle_speakers=o["subtitle_speakers"])
+    return DeliveryOptions(
+        sample_rate=o["sample_rate"],
+        loudness=loudness,
+        true_peak=o["true_peak"],
+        bed=o["bed"],
+        duck=o["duck"],
+        video=o["video"],
+        keep_original=o["keep_original"],
+        fps=fps,
+        timelines=timelines,
+        language=o["language"],
+        subtitle_speakers=o["subtitle_speakers"],
+    )

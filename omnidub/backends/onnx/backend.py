@@ -121,7 +121,15 @@ class OnnxBackend(DecodingLoop):
             f"one decoding step of {shape} in ONNX Runtime",
             began=began,
         )
-        record_layout(self.device, self.dtype, result.seconds, result.evidence, backend=self.name, shape=self.shape)
+        record_layout(
+            self.device,
+            self.dtype,
+            result.seconds,
+            result.evidence,
+            backend=self.name,
+            shape=self.shape,
+            choice=result.choice,
+        )
         self.layout = result.choice
         self.layout_choice = layout_status("auto", self.device, self.dtype, backend=self.name, shape=self.shape)
         return [result]

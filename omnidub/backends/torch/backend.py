@@ -61,9 +61,16 @@ class TorchBackend(DecodingLoop):
     # asked to, with --record).
     records = True
 
-    def __init__(self, model: str | ModelSource = DEFAULT_MODEL, device: str = "auto",
-                 options: EngineOptions | None = None, *, tuning: Tuning | None = None,
-                 pinned_layout: str | None = None, _shared: "TorchBackend | None" = None):
+    def __init__(
+        self,
+        model: str | ModelSource = DEFAULT_MODEL,
+        device: str = "auto",
+        options: EngineOptions | None = None,
+        *,
+        tuning: Tuning | None = None,
+        pinned_layout: str | None = None,
+        _shared: "TorchBackend | None" = None,
+    ):
         self.options = options or EngineOptions()
         self.tuning = tuning or Tuning()
         if _shared is not None:
@@ -79,8 +86,9 @@ class TorchBackend(DecodingLoop):
         self.sample_rate = int(self.model.sampling_rate)
         self.frame_rate = int(self.model.audio_tokenizer.config.frame_rate)
         self.shape = model_shape(self.source)
-        self.layout_choice = layout_status(self.options.cfg, self.device, self.dtype, pinned_layout,
-                                           backend=self.name, shape=self.shape)
+        self.layout_choice = layout_status(
+            self.options.cfg, self.device, self.dtype, pinned_layout, backend=self.name, shape=self.shape
+        )
         self.layout = self.layout_choice.layout
         self.gemm = self._gemm()
         self._eager = self._language_model(self.gemm)
@@ -128,8 +136,11 @@ class TorchBackend(DecodingLoop):
         project pinned one; the GEMM kernels on a CPU), record it, and switch to it. Returns the ProbeResults."""
         from omnidub.backends.torch.probe import first_use
 
-        results = first_use(self, layout=self.options.cfg == "auto" and not self.layout_choice.measured,
-                            gemm=self.tuning.gemm == "auto" and self._gemm_unmeasured())
+        results = first_use(
+            self,
+            layout=self.options.cfg == "auto" and not self.layout_choice.measured,
+            gemm=self.tuning.gemm == "auto" and self._gemm_unmeasured(),
+        )
         for result in results:
             if result.what == "gemm" and result.choice != self.gemm:
                 self.gemm = result.choice
@@ -143,7 +154,8 @@ class TorchBackend(DecodingLoop):
 
     @torch.inference_mode()
     def first_step_logits(self, requests: Sequence[Request]) -> list[torch.Tensor]:
-        """First-step target logits per line (all requests in one batch), [2 (cond, uncond), C, frames, V] float32 on CPU."""
+        """First-step target logits per line (all requests in one batch), [2 (cond, uncond), C, frames, V] float32
+        on CPU."""
         lines = [self._resolve(request) for request in requests]
         items = [self._item(line, 0) for line in lines]
         rows = Layout(items, self.layout, self.model.config.audio_mask_id, self.model.device, self.tuning.skip_mask)
@@ -167,8 +179,9 @@ class TorchBackend(DecodingLoop):
         return Item(ids, mask, frames)
 
     def _decode(self, items, seeds):
-        return decode(self.model, items, seeds, self.options.decode, self.layout, llm=self._llm,
-                      skip_mask=self.tuning.skip_mask)
+        return decode(
+            self.model, items, seeds, self.options.decode, self.layout, llm=self._llm, skip_mask=self.tuning.skip_mask
+        )
 
     @torch.inference_mode()
     def _waveform(self, tokens) -> np.ndarray:
@@ -202,11 +215,15 @@ class TorchBackend(DecodingLoop):
         elif left * (1 - 1 / speedup) > cost:
             self._llm = self._compile(warm)
             self.compiled = True
-            self.on_note(f"compile auto: compiling now (~{left:.0f} s of model time left at {speedup:.2f}x; compiling "
-                         f"takes ~{cost:.0f} s, {cache})")
+            self.on_note(
+                f"compile auto: compiling now (~{left:.0f} s of model time left at {speedup:.2f}x; compiling "
+                f"takes ~{cost:.0f} s, {cache})"
+            )
         else:
-            self.on_note(f"compile auto: not compiling (~{left:.0f} s of model time left at {speedup:.2f}x would save "
-                         f"less than the ~{cost:.0f} s compile, {cache})")
+            self.on_note(
+                f"compile auto: not compiling (~{left:.0f} s of model time left at {speedup:.2f}x would save "
+                f"less than the ~{cost:.0f} s compile, {cache})"
+            )
 
     def _compile(self, warm: bool):
         """The compiled language model; the buckets after it measure what compiling cost and gave here."""
@@ -242,16 +259,24 @@ class TorchBackend(DecodingLoop):
             state.update(paid=seconds, tokens=tokens)
             if self._rate is not None:  # until a compiled bucket is timed: the cost at the speedup expected
                 expected = COMPILE_SPEEDUP_OVER_ONEDNN if self.gemm == "onednn" else COMPILE_SPEEDUP
-                measured.record_compile(self._compile_key(), max(0.0, seconds - self._rate * tokens / expected),
-                                        warm=state["warm"], cache=str(inductor_folder()))
+                measured.record_compile(
+                    self._compile_key(),
+                    max(0.0, seconds - self._rate * tokens / expected),
+                    warm=state["warm"],
+                    cache=str(inductor_folder()),
+                )
             return
         self._compiling = None
         if tokens <= 0:
             return
         rate = seconds / tokens
-        measured.record_compile(self._compile_key(), max(0.0, state["paid"] - rate * state["tokens"]),
-                                warm=state["warm"], cache=str(inductor_folder()),
-                                speedup=self._rate / rate if self._rate else None)
+        measured.record_compile(
+            self._compile_key(),
+            max(0.0, state["paid"] - rate * state["tokens"]),
+            warm=state["warm"],
+            cache=str(inductor_folder()),
+            speedup=self._rate / rate if self._rate else None,
+        )
 
     # -- internals ---------------------------------------------------------------------------------------------
 
@@ -268,8 +293,12 @@ class TorchBackend(DecodingLoop):
         return found["choice"] if found else "aten"
 
     def _gemm_choosable(self) -> bool:
-        return (self.dtype != "int8" and self.tuning.fused and can_fuse(self.model.llm)
-                and onednn_usable(self.device, self.model.llm.dtype))
+        return (
+            self.dtype != "int8"
+            and self.tuning.fused
+            and can_fuse(self.model.llm)
+            and onednn_usable(self.device, self.model.llm.dtype)
+        )
 
     def _gemm_unmeasured(self) -> bool:
         from omnidub.measured import gemm_choice
@@ -287,9 +316,17 @@ class TorchBackend(DecodingLoop):
         return self._compiled_from
 
     def _compile_key(self) -> str:
-        return "|".join((self.source.identity.get("id", self.source.spec), self.source.identity.get("revision") or "",
-                         device_kind(self.device), self.dtype, f"torch {torch.__version__}",
-                         "fused" if self.tuning.fused else "unfused", f"eager {self.gemm}"))
+        return "|".join(
+            (
+                self.source.identity.get("id", self.source.spec),
+                self.source.identity.get("revision") or "",
+                device_kind(self.device),
+                self.dtype,
+                f"torch {torch.__version__}",
+                "fused" if self.tuning.fused else "unfused",
+                f"eager {self.gemm}",
+            )
+        )
 
 
 def compare_logits(a: TorchBackend, b: TorchBackend, requests: list[Request]) -> tuple[float, float]:
@@ -320,8 +357,9 @@ def quantized_llm(llm):
         with warnings.catch_warnings():
             # torch marks its quantized tensor types deprecated (to move to torchao); they still work in <=2.14.
             warnings.simplefilter("ignore")
-            _QUANTIZED[llm] = torch.ao.quantization.quantize_dynamic(llm, {torch.nn.Linear}, dtype=torch.qint8,
-                                                                     inplace=False)
+            _QUANTIZED[llm] = torch.ao.quantization.quantize_dynamic(
+                llm, {torch.nn.Linear}, dtype=torch.qint8, inplace=False
+            )
     return _QUANTIZED[llm]
 
 

@@ -77,6 +77,7 @@ def first_use(backend, *, layout: bool, gemm: bool) -> list[ProbeResult]:
             backend="torch",
             shape=backend.shape,
             gpu=gpu,
+            choice=result.choice,
         )
         results.append(result)
     return results
