@@ -204,14 +204,14 @@ def test_cfg_auto_follows_what_was_measured_on_this_processor_only(tmp_path, mon
     assert resolve_layout("auto", "cpu", "float32", backend="onnxruntime", shape="h64x2") == "trimmed"  # and backend
     assert resolve_layout("trimmed", "cpu", "float32", shape="h64x2") == "trimmed"  # an explicit layout wins
     assert resolve_layout("auto", "cpu", "float32", "trimmed", shape="h64x2") == "trimmed"  # so does a project's pin
-    # A probe that kept the default (the fastest beat it by less than the noise margin) is followed as it decided.
-    seconds = {"trimmed": 10.0, "packed": 9.9, "joined": 10.0}
-    assert measured.record_layout("cpu", "bfloat16", seconds, "probe", shape="h64x2", choice="joined") == "joined"
-    assert resolve_layout("auto", "cpu", "bfloat16", shape="h64x2") == "joined"
     assert layout_status("auto", "cpu", "float32", "trimmed").source == "pinned"
     assert generation_settings(EngineOptions(dtype="float32"), "cpu", "packed")["cfg"] == "packed"
     [entry] = json.loads((tmp_path / "measured.json").read_text())["layout"].values()
     assert entry["evidence"] == "probe" and entry["seconds"] == {"trimmed": 10.0, "packed": 9.0}
+    # A probe that kept the default (the fastest beat it by less than the noise margin) is followed as it decided.
+    seconds = {"trimmed": 10.0, "packed": 9.9, "joined": 10.0}
+    assert measured.record_layout("cpu", "bfloat16", seconds, "probe", shape="h64x2", choice="joined") == "joined"
+    assert resolve_layout("auto", "cpu", "bfloat16", shape="h64x2") == "joined"
     # Another CPU model, or the same name with other matrix units (a VM naming every Xeon alike), ignores it.
     _on_cpu(monkeypatch, "EPYC B", {"avx512f", "avx512_bf16"})
     assert layout_status("auto", "cpu", "float32", shape="h64x2").source == "default"
