@@ -276,27 +276,25 @@ class Job:
         from omnidub.qa import run_qa, write_reports
 
         encoder = self.engine.speaker_encoder(self.qa.speaker_model)
-        reports = {}
-        for project in projects:
-            if self.many:
-                self.listener.input(project.out_dir.name)
-            reports[project] = run_qa(
+
+        def check(project: Project):
+            return run_qa(
                 project.out_dir,
                 asr=self.engine.asr(),
                 progress=self.listener.checking,
                 encoder=encoder,
                 references=speaker_references(project),
             )
+
+        reports = {}
+        for project in projects:
+            if self.many:
+                self.listener.input(project.out_dir.name)
+            reports[project] = check(project)
         if self.qa.retakes > 0:
             for project in self._retake(reports, encoder):
                 project.reassemble()
-                reports[project] = run_qa(
-                    project.out_dir,
-                    asr=self.engine.asr(),
-                    progress=self.listener.checking,
-                    encoder=encoder,
-                    references=speaker_references(project),
-                )
+                reports[project] = check(project)
         for project, report in reports.items():
             write_reports(report, project.folder)
             project.mark_checked()  # the timelines mark the lines QA failed

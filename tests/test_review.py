@@ -45,33 +45,38 @@ def run(*args):
     return runner.invoke(app, [str(a) for a in args], catch_exceptions=False)
 
 
+def render(script, out, *more):
+    """``omnidub render`` of ``script`` into ``out``: synthetic:tiny on the CPU, the 2-step preset beside the
+    script (written where missing)."""
+    preset = Path(script).parent / "fast.toml"
+    if not preset.exists():
+        preset.write_text('steps = 2\ndtype = "float32"\nreference_seconds = 0\n')
+    voices = EXAMPLES / "voices.toml"
+    return run(
+        "render",
+        script,
+        "--voices",
+        voices,
+        "--model",
+        "synthetic:tiny",
+        "--device",
+        "cpu",
+        "--preset",
+        preset,
+        "--out",
+        out,
+        *more,
+    )
+
+
 @pytest.fixture(scope="module")
 def rendered(tmp_path_factory, tiny_model_dir, whisper_tiny_en) -> Path:
     """A scene rendered with synthetic:tiny (2 steps, fp32) and checked by QA with tiny.en: the folder each test
     copies."""
     folder = tmp_path_factory.mktemp("rendered")
     (folder / "scene.srt").write_text(SCENE, encoding="utf-8")
-    (folder / "fast.toml").write_text('steps = 2\ndtype = "float32"\nreference_seconds = 0\n')
     out = folder / "out"
-    result = run(
-        "render",
-        folder / "scene.srt",
-        "--voices",
-        EXAMPLES / "voices.toml",
-        "--model",
-        "synthetic:tiny",
-        "--device",
-        "cpu",
-        "--preset",
-        folder / "fast.toml",
-        "--out",
-        out,
-        "--asr-model",
-        whisper_tiny_en,
-        "--qa",
-        "--speaker-model",
-        "none",
-    )
+    result = render(folder / "scene.srt", out, "--asr-model", whisper_tiny_en, "--qa", "--speaker-model", "none")
     assert result.exit_code in (0, 1), result.output  # QA fails the noise the random weights speak
     return out
 
@@ -161,23 +166,7 @@ def test_an_edited_text_is_rendered_and_kept_by_a_later_render(folder, whisper_t
     assert recorded["text"] == "Then we are never lost." and recorded["edit"]["from"] == "Then we are not lost at all."
     # A later render of the same input keeps the edit and its audio: nothing renders.
     manifest = json.loads((folder / "manifest.json").read_text())
-    result = run(
-        "render",
-        manifest["input"],
-        "--voices",
-        EXAMPLES / "voices.toml",
-        "--model",
-        "synthetic:tiny",
-        "--device",
-        "cpu",
-        "--preset",
-        Path(manifest["input"]).parent / "fast.toml",
-        "--out",
-        folder,
-        "--asr-model",
-        whisper_tiny_en,
-        "--json",
-    )
+    result = render(manifest["input"], folder, "--asr-model", whisper_tiny_en, "--json")
     assert result.exit_code == 0, result.output
     summary = json.loads(result.stdout)
     assert summary["rendered"] == 0 and lines(folder)[3]["text"] == "Then we are never lost."
@@ -297,23 +286,7 @@ def test_kill_9_during_a_take_leaves_a_consistent_folder_and_loses_no_approval(f
     ledger = OutputFolder(folder)
     assert all(ledger.status(relative) == "ours" for relative in ledger._ledger().files)
     manifest = json.loads((folder / "manifest.json").read_text())
-    result = run(
-        "render",
-        manifest["input"],
-        "--voices",
-        EXAMPLES / "voices.toml",
-        "--model",
-        "synthetic:tiny",
-        "--device",
-        "cpu",
-        "--preset",
-        Path(manifest["input"]).parent / "fast.toml",
-        "--out",
-        folder,
-        "--asr-model",
-        whisper_tiny_en,
-        "--json",
-    )
+    result = render(manifest["input"], folder, "--asr-model", whisper_tiny_en, "--json")
     assert result.exit_code == 0 and json.loads(result.stdout)["rendered"] == 0, result.output
 
 
@@ -334,29 +307,8 @@ def test_a_spanish_dub_checked_by_an_english_only_model_is_never_called_passed(
         "2\n00:00:03,000 --> 00:00:05,000\nBOB: Está en el coche.\n",
         encoding="utf-8",
     )
-    (tmp_path / "fast.toml").write_text('steps = 2\ndtype = "float32"\nreference_seconds = 0\n')
     out = tmp_path / "out"
-    result = run(
-        "render",
-        script,
-        "--voices",
-        EXAMPLES / "voices.toml",
-        "--model",
-        "synthetic:tiny",
-        "--device",
-        "cpu",
-        "--preset",
-        tmp_path / "fast.toml",
-        "--out",
-        out,
-        "--language",
-        "es",
-        "--qa",
-        "--asr-model",
-        whisper_tiny_en,
-        "--speaker-model",
-        "none",
-    )
+    result = render(script, out, "--language", "es", "--qa", "--asr-model", whisper_tiny_en, "--speaker-model", "none")
     assert result.exit_code == 1, result.output  # QA could not score the words: not passed
     desk = open_desk(out)
     try:
@@ -469,22 +421,8 @@ def test_an_approval_and_a_take_belong_to_their_line_not_to_every_line_that_says
         "1\n00:00:00,500 --> 00:00:02,500\nALICE: Yes.\n\n2\n00:00:05,000 --> 00:00:07,000\nALICE: Yes.\n",
         encoding="utf-8",
     )
-    (tmp_path / "fast.toml").write_text('steps = 2\ndtype = "float32"\nreference_seconds = 0\n')
     out = tmp_path / "out"
-    result = run(
-        "render",
-        script,
-        "--voices",
-        EXAMPLES / "voices.toml",
-        "--model",
-        "synthetic:tiny",
-        "--device",
-        "cpu",
-        "--preset",
-        tmp_path / "fast.toml",
-        "--out",
-        out,
-    )
+    result = render(script, out)
     assert result.exit_code == 0, result.output
     desk = open_desk(out)
     try:
@@ -513,42 +451,11 @@ def test_a_render_says_which_approved_lines_it_renders_again_once_their_text_cha
     script = Path(manifest["input"])
     changed = script.parent / "changed.srt"
     changed.write_text(SCENE.replace("Did you bring the map this time?", "Did you bring the new map?"))
-    result = run(
-        "render",
-        changed,
-        "--voices",
-        EXAMPLES / "voices.toml",
-        "--model",
-        "synthetic:tiny",
-        "--device",
-        "cpu",
-        "--preset",
-        script.parent / "fast.toml",
-        "--out",
-        folder,
-        "--asr-model",
-        whisper_tiny_en,
-        "--allow-other-files",
-    )
+    result = render(changed, folder, "--asr-model", whisper_tiny_en, "--allow-other-files")
     assert result.exit_code == 2 and "holds a render of" in result.stderr  # another input: refused, as ever
     script.write_text(SCENE.replace("Did you bring the map this time?", "Did you bring the new map?"))
     try:
-        result = run(
-            "render",
-            script,
-            "--voices",
-            EXAMPLES / "voices.toml",
-            "--model",
-            "synthetic:tiny",
-            "--device",
-            "cpu",
-            "--preset",
-            script.parent / "fast.toml",
-            "--out",
-            folder,
-            "--asr-model",
-            whisper_tiny_en,
-        )
+        result = render(script, folder, "--asr-model", whisper_tiny_en)
     finally:
         script.write_text(SCENE)
     assert result.exit_code == 0, result.output

@@ -165,7 +165,8 @@ def header(data: dict) -> list[str]:
     units = f", {machine['matrix_units']}" if machine.get("matrix_units") else ""
     out = [
         f"`omnidub bench --model {data['model']}{flags}` on {where}{units} ({machine['cores']} cores, "
-        f"{machine['threads']} threads), torch {machine['torch']}, {data.get('date') or 'undated'}; "
+        f"{machine['threads']} thread{'' if machine['threads'] == 1 else 's'}), torch {machine['torch']}, "
+        f"{data.get('date') or 'undated'}; "
         f"{len(data['lines'])} line(s), median of {data['repeat']} interleaved runs (min-max in brackets)."
     ]
     if machine.get("cpu_flags"):
