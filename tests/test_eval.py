@@ -166,6 +166,13 @@ def test_the_eval_never_writes_over_a_file_it_did_not_write(tmp_path):
     line = one_error_line(run("eval", "--a", "fast", "--b", "fast", "--out", out, "--asr-model", "tiny.en"))
     assert "not omnidub's" in line
     assert (out / "sentences.txt").read_text(encoding="utf-8") == "my own notes\n"
+    mine = tmp_path / "mine"
+    mine.mkdir()
+    (mine / "heard.json").write_text('{"what I heard": 1}\n', encoding="utf-8")
+    assert "heard.json is not omnidub's" in one_error_line(
+        run("eval", "--a", "fast", "--b", "fast", "--out", mine, "--asr-model", "tiny.en")
+    )
+    assert (mine / "heard.json").read_text(encoding="utf-8") == '{"what I heard": 1}\n'
     render = tmp_path / "render"
     (render / ".omnidub").mkdir(parents=True)
     assert "render's output folder" in one_error_line(run("eval", "--a", "fast", "--b", "fast", "--out", render))
@@ -262,7 +269,19 @@ def _corpus(tmp_path: Path, count: int) -> Path:
     return corpus
 
 
-def test_eval_end_to_end_on_the_synthetic_model(tmp_path, tiny_model_dir):
+def test_eval_end_to_end_on_the_synthetic_model(tmp_path, tiny_model_dir, monkeypatch):
+    import importlib
+
+    judging = importlib.import_module("omnidub.eval.judge")  # the module (the package exports its function)
+
+    heard = []
+    hear = judging.hear
+
+    def counted(asr, text, *args, **kwargs):
+        heard.append(text)
+        return hear(asr, text, *args, **kwargs)
+
+    monkeypatch.setattr(judging, "hear", counted)
     corpus, out = _corpus(tmp_path, 3), tmp_path / "eval"
     common = ["--model", "synthetic:tiny", "--asr-model", "tiny.en", "--out", out, "--resamples", "200"]
     same = run("eval", corpus, "--a", "fast", "--b", "fast", *common, "--json", tmp_path / "same.json")
@@ -272,7 +291,9 @@ def test_eval_end_to_end_on_the_synthetic_model(tmp_path, tiny_model_dir):
     assert data["a"]["wer"] == data["b"]["wer"] and data["a"]["rendered"] == 3
     assert data["judge"]["strength"] == "weak" and data["synthetic"]
     assert any("noise" in note for note in data["notes"])
+    assert len(heard) == 3  # one folder: A and B are the same configuration
 
+    heard.clear()
     other = run("eval", corpus, "--a", "fast", "--b", "fast,steps=4", *common, "--json", tmp_path / "other.json")
     assert other.exit_code == 0, other.output
     data = json.loads((tmp_path / "other.json").read_text(encoding="utf-8"))
@@ -285,6 +306,15 @@ def test_eval_end_to_end_on_the_synthetic_model(tmp_path, tiny_model_dir):
     assert {c["key"]: c["asked"] for c in data["changes"]} == {"steps": True}
     assert len(data["lines"]) == 3 and {"transcript", "errors", "wer"} <= set(data["lines"][0]["a"])
     assert "B − A" in other.stdout and "noise" in other.stdout
+    # The judge heard only B's new audio: A's transcripts were kept from the first eval.
+    assert len(heard) == 3 and any(
+        "the judge had heard 3 of the 6 sentences' audio before (heard.json)" in n for n in data["notes"]
+    )
+    heard.clear()
+    again = run("eval", corpus, "--a", "fast", "--b", "fast,steps=4", *common, "--json", tmp_path / "again.json")
+    assert again.exit_code == 0 and heard == []
+    kept = json.loads((tmp_path / "again.json").read_text(encoding="utf-8"))
+    assert [line["a"]["transcript"] for line in kept["lines"]] == [line["a"]["transcript"] for line in data["lines"]]
 
 
 def test_eval_resumes_after_kill_9_without_rendering_finished_sentences_again(tmp_path, tiny_model_dir):

@@ -3,7 +3,10 @@ language is scored per character, after QA's normalisation), and what is known a
 
 from __future__ import annotations
 
+import dataclasses
 import functools
+import hashlib
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Sequence
@@ -96,17 +99,24 @@ class Judged:
         return 100.0 * self.errors / self.units if self.units else 0.0
 
 
-def judge(asr: Asr, sentences: Sequence[Spoken], progress: Callable[[int, int], None] | None = None) -> list[Judged]:
+def judge(
+    asr: Asr,
+    sentences: Sequence[Spoken],
+    progress: Callable[[int, int], None] | None = None,
+    known: dict[str, dict] | None = None,
+) -> list[Judged]:
     """Transcribe and score every sentence, as QA hears a line; the same audio of the same sentence (the same
-    bytes, text and language) is heard once."""
-    from omnidub.keys import file_digest
-
+    bytes, text and language) is heard once. ``known`` holds what this judge heard before (by :func:`heard_key`,
+    as :func:`judged_record` writes it): found there, a sentence is not heard again, and what is heard now is
+    added to it."""
     english_only = functools.cache(lambda: bool(asr.english_only()))
     settings = QaSettings()
-    heard: dict[tuple, Judged] = {}
+    heard: dict[str, Judged] = {}
     found = []
     for done, sentence in enumerate(sentences, 1):
-        key = (file_digest(sentence.file).hexdigest(), sentence.text, sentence.language)
+        key = heard_key(asr, sentence)
+        if key not in heard and known is not None and key in known:
+            heard[key] = replace(judged_from(known[key]), index=sentence.index)
         if key not in heard:
             data, rate = read_segment(sentence.file, sentence.index)
             _, mono = measure(data, rate, settings)  # non-finite samples zeroed, as QA hears them
@@ -121,7 +131,31 @@ def judge(asr: Asr, sentences: Sequence[Spoken], progress: Callable[[int, int], 
                 got.score.units,
                 got.unscored,
             )
+            if known is not None:
+                known[key] = judged_record(heard[key])
         found.append(replace(heard[key], index=sentence.index))
         if progress is not None:
             progress(done, len(sentences))
     return found
+
+
+def heard_key(asr: Asr, sentence: Spoken) -> str:
+    """One sentence's audio as one judge hears it: the judge's weights and device, the audio's bytes, its text
+    and language."""
+    from omnidub.keys import file_digest
+
+    parts = [asr.identity(), asr.device, file_digest(sentence.file).hexdigest(), sentence.text, sentence.language]
+    return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
+
+
+def judged_record(judged: Judged) -> dict:
+    """What the judge heard, as the eval's folder keeps it (no sentence number: the same audio may be another's)."""
+    return {k: v for k, v in dataclasses.asdict(judged).items() if k != "index"}
+
+
+def judged_from(record: dict) -> Judged:
+    """A kept record read back; a record that is not one raises ValueError."""
+    names = {f.name for f in dataclasses.fields(Judged)} - {"index"}
+    if not isinstance(record, dict) or set(record) != names:
+        raise ValueError("not a judged sentence")
+    return Judged(index=0, **record)

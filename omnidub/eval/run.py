@@ -19,7 +19,7 @@ from pathlib import Path
 from omnidub.errors import ArgumentError, OmnidubError
 from omnidub.eval.configs import Configuration, parse_configuration
 from omnidub.eval.corpus import Corpus, existing_script, place_script, read_corpus
-from omnidub.eval.judge import Judge, Judged, Spoken, describe, judge
+from omnidub.eval.judge import Judge, Judged, Spoken, describe, heard_key, judge
 from omnidub.eval.results import RENDER_FAILED, EvalReport, Side, pair_up
 from omnidub.eval.stats import RESAMPLES, paired
 from omnidub.files import write_text_atomic
@@ -27,6 +27,7 @@ from omnidub.models import DEFAULT_MODEL
 from omnidub.progress import Listener
 
 TIMINGS = "timings.json"  # in the eval's folder: each rendered line's synthesis time, by key, across runs
+HEARD = "heard.json"  # and what the judge heard in each sentence's audio, by judge and audio, across runs
 _GENERATOR = "omnidub eval"
 # Settings that say nothing about a line's audio, left out when the two sides' settings are compared.
 _UNHEARD = {"name", "description", "max_wer", "max_cer", "min_voice_similarity", "max_program_hours", "compile"}
@@ -177,6 +178,7 @@ class Evaluation:
             return
         existing_script(self.out_dir)  # the eval's own files in --out, if any, are omnidub's
         _read_timings(self.out_dir)
+        _read_heard(self.out_dir)
         others = sorted({whisper_language(line.language) for line in self.corpus.lines} - {None, "en"})
         folder = self.asr.installed is None and Path(self.asr.name).expanduser().is_dir()
         english_only = None if folder else self.asr.name.endswith(".en")  # a folder says so once loaded
@@ -213,7 +215,20 @@ class Evaluation:
                     results[folder][entry.index] = (
                         f"{RENDER_FAILED} under {render.config.label}: {entry.error or entry.status}"
                     )
-        for folder, heard in zip(owner, judge(self.asr, spoken, self._judging)):
+        known = _read_heard(self.out_dir)
+        before = set(known)
+        reused = sum(heard_key(self.asr, sentence) in before for sentence in spoken)
+        try:
+            found = judge(self.asr, spoken, self._judging, known=known)
+        finally:
+            if set(known) != before:  # what was heard stays heard, even when judging stopped
+                _write_kept(self.out_dir / HEARD, known)
+        if reused:
+            self.notes.append(
+                f"the judge had heard {reused} of the {len(spoken)} sentences' audio before ({HEARD}): "
+                "not transcribed again"
+            )
+        for folder, heard in zip(owner, found, strict=True):
             results[folder][heard.index] = heard
         speakers = {i: line.speaker for i, line in enumerate(self.corpus.lines, 1)}
         pairs, left_out = pair_up(speakers, results[self.a.folder], results[self.b.folder])
@@ -306,7 +321,24 @@ def run_render(job):
 
 def _read_timings(out_dir: Path) -> dict:
     """The synthesis time of every line the eval's configurations rendered, by key: [seconds, audio seconds]."""
-    path = out_dir / TIMINGS
+    lines = _read_kept(out_dir / TIMINGS)
+    return {k: v for k, v in lines.items() if isinstance(v, list) and len(v) == 2}
+
+
+def _read_heard(out_dir: Path) -> dict:
+    """What judges heard in the sentences' audio before, by :func:`~omnidub.eval.judge.heard_key`."""
+    from omnidub.eval.judge import judged_from
+
+    kept = {}
+    for key, record in _read_kept(out_dir / HEARD).items():
+        with contextlib.suppress(TypeError, ValueError):
+            judged_from(record)
+            kept[key] = record
+    return kept
+
+
+def _read_kept(path: Path) -> dict:
+    """The ``lines`` of one of the eval's own files (empty where it is missing); another's is refused."""
     if not path.exists():
         return {}
     try:
@@ -318,11 +350,15 @@ def _read_timings(out_dir: Path) -> dict:
             f"{path} is not omnidub's (omnidub never replaces a file it did not write); choose another --out"
         )
     lines = data.get("lines")
-    return {k: v for k, v in lines.items() if isinstance(v, list) and len(v) == 2} if isinstance(lines, dict) else {}
+    return lines if isinstance(lines, dict) else {}
+
+
+def _write_kept(path: Path, lines: dict) -> None:
+    write_text_atomic(path, json.dumps({"generator": _GENERATOR, "lines": lines}, indent=1) + "\n")
 
 
 def _write_timings(out_dir: Path, timings: dict) -> None:
-    write_text_atomic(out_dir / TIMINGS, json.dumps({"generator": _GENERATOR, "lines": timings}, indent=1) + "\n")
+    _write_kept(out_dir / TIMINGS, timings)
 
 
 def _record(timings: dict, out_dir: Path) -> None:
