@@ -386,6 +386,7 @@ class Job:
         self.open(doing)
         for project in self.projects:
             project.prepare()
+            project.adopt_assembly()
 
     def render_lines(self, project: Project, indices) -> list[LineEntry]:
         """Render the lines that have no audio for what they say now, through the executor, and QA each line at

@@ -532,6 +532,19 @@ class Project:
             else None,
         )
 
+    def adopt_assembly(self) -> None:
+        """Take the last render's outputs as this run's where they were assembled from exactly the lines as they
+        stand and still hold what it wrote (a review plays the mix a render left before anything changes)."""
+        key = self.assembly.key(self.entries, self.names, self.program or 0.0)
+        self.generation = self.assembly.reuse(self.last, key, self.speakers)
+
+    def assembled(self) -> Generation | None:
+        """This run's outputs, while they were assembled from the lines as they are now; else None."""
+        if self.generation is None:
+            return None
+        key = self.assembly.key(self.entries, self.names, self.program or 0.0)
+        return self.generation if self.generation.key == key else None
+
     def reassemble(self) -> None:
         """Write the outputs from the current segments (unless the last run assembled exactly these), drop
         stale files, and write the manifest."""
@@ -762,7 +775,7 @@ class Project:
             program=self.program,
             fmt=self.options.fmt,
             fps=self.options.delivery.fps,
-            generation=self.generation,
+            generation=self.assembled(),  # outputs made from other lines than these are not recorded as theirs
             speakers=self.speakers,
             names=self.names,
             notes=notes,

@@ -20,6 +20,7 @@ from conftest import EXAMPLES, ROOT
 from typer.testing import CliRunner
 
 from omnidub.cli import app
+from omnidub.review.desk import WAVE_BINS, waveform
 
 runner = CliRunner()
 SCENE = """1
@@ -136,6 +137,8 @@ def test_a_retake_changes_only_that_lines_segment_and_keeps_every_take(folder):
         after = segments(folder)
         assert {name for name in before if before[name] != after[name]} == {"0002-BOB.wav"}
         line = desk.state()["lines"][1]
+        # The page draws the take in use: its waveform is read from the new segment.
+        assert line["waveform"] == waveform(folder / "segments" / "0002-BOB.wav")
         assert len(line["takes"]) == 2 and [t["chosen"] for t in line["takes"]] == [False, True]
         assert line["takes"][1]["verdict"] in ("failed", "unchecked")  # heard by QA at once (tiny.en, noise)
         # The first take is chosen again: the segment is what it was, bit for bit.
@@ -146,6 +149,39 @@ def test_a_retake_changes_only_that_lines_segment_and_keeps_every_take(folder):
     # Delivered on close: the manifest records both takes, the first in use.
     attempts = lines(folder)[2]["attempts"]
     assert [a["chosen"] for a in attempts] == [True, False]
+
+
+def test_the_mix_a_render_left_plays_until_a_line_changes_and_again_once_delivered(folder):
+    desk = open_desk(folder)
+    try:
+        # Opened on a rendered folder: its mix is the lines as they are, so the page plays it at once.
+        assert desk.state()["mix"] == "/media/mix" and desk.media("mix") == folder / "mix.wav"
+        events = do(desk, "retake", 1)
+        assert {"type": "mix", "mix": None} in events  # the page hears that the mix is no longer these lines
+        assert desk.state()["mix"] is None and desk.media("mix") is None
+        events = do(desk, "deliver")
+        assert any(e["type"] == "delivered" for e in events) and desk.state()["mix"] == "/media/mix"
+    finally:
+        desk.close()
+
+
+def test_a_waveform_is_each_stretchs_peak_and_the_level_of_the_loudest(tmp_path):
+    import numpy as np
+    import soundfile as sf
+
+    # A second of silence, then a second at half scale with one full-scale sample: the bars follow it.
+    audio = np.zeros(48000, dtype=np.float32)
+    audio[24000:] = 0.5
+    audio[40000] = -1.0
+    sf.write(tmp_path / "line.wav", audio, 24000)
+    form = waveform(tmp_path / "line.wav")
+    half = WAVE_BINS // 2
+    assert form["peaks"][:half] == [0.0] * half and form["peak_dbfs"] == 0.0
+    assert sorted(set(form["peaks"][half:])) == [0.5, 1.0] and form["peaks"][int(40000 / 48000 * WAVE_BINS)] == 1.0
+    sf.write(tmp_path / "quiet.wav", np.zeros(2400, dtype=np.float32), 24000)
+    assert waveform(tmp_path / "quiet.wav") == {"peaks": [0.0] * WAVE_BINS, "peak_dbfs": None}
+    (tmp_path / "broken.wav").write_bytes(b"RIFF")
+    assert waveform(tmp_path / "broken.wav") is None and waveform(None) is None
 
 
 def test_an_edited_text_is_rendered_and_kept_by_a_later_render(folder, whisper_tiny_en):
@@ -393,6 +429,9 @@ def test_the_editor_retakes_edits_and_approves_from_the_page_in_a_browser(served
     page.get_by_role("button", name="Render line 3", exact=True).click()
     expect(page.locator("#line-3 .small", has_text="Input: Then we are not lost at all.")).to_be_visible(timeout=60_000)
 
+    expect(
+        page.get_by_role("img", name=re.compile(r"^Waveform of line 1, (peak -?[0-9.]+ dBFS|silent)"))
+    ).to_be_visible()
     approve = page.get_by_role("button", name="Approve line 1", exact=True)
     approve.click()
     expect(approve).to_have_attribute("aria-pressed", "true")

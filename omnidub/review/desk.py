@@ -10,6 +10,7 @@ action and published to the page's event streams.
 from __future__ import annotations
 
 import json
+import math
 import queue
 import secrets
 import threading
@@ -20,6 +21,8 @@ from omnidub.errors import OmnidubError
 from omnidub.job import Job, QaOptions, takes_of
 from omnidub.progress import Listener
 from omnidub.records import LineEntry
+
+WAVE_BINS = 96  # bars in a line's waveform on the page
 
 ACTIONS = ("render", "retake", "edit", "choose", "approve", "retake-failed", "approve-passed", "deliver")
 
@@ -73,6 +76,7 @@ class Review:
         self._lock = threading.Lock()
         self._actions: queue.Queue = queue.Queue()
         self._worker: threading.Thread | None = None
+        self._waves: dict[str, dict | None] = {}  # each segment's waveform, by the audio's hash
 
     # -- the folder ----------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -226,6 +230,17 @@ class Review:
                 self._lines[index] = line
             self._publish({"type": "line", "line": line})
         self._publish({"type": "counts", "counts": self.counts()})
+        self._publish({"type": "mix", "mix": self._mix_url()})
+
+    def _mix_url(self) -> str | None:
+        """Where the page plays the mix (over the bed when there is one), while it is the lines as they are."""
+        return "/media/mix" if self._mix_file() else None
+
+    def _mix_file(self) -> str | None:
+        generation = self.project.assembled()
+        if generation is None:
+            return None
+        return generation.parts.get("delivery", {}).get("bed_mix") or generation.parts.get("mix")
 
     def status(self) -> dict:
         with self._lock:
@@ -249,15 +264,13 @@ class Review:
         project = self.project
         with self._lock:
             lines = [self._lines[i] for i in sorted(self._lines)]
-        mix = project.generation.parts.get("delivery", {}).get("bed_mix") if project.generation else None
-        mix = mix or (project.generation.parts.get("mix") if project.generation else None)
         return {
             "title": project.out_dir.name,
             "input": project.input_path.name,
             "program_seconds": round(project.program or 0.0, 3),
             "speakers": sorted(project.speakers),
             "source": project.cast is not None,
-            "mix": "/media/mix" if mix else None,
+            "mix": self._mix_url(),
             "lines": lines,
             "counts": self.counts(),
             "status": self.status(),
@@ -295,6 +308,7 @@ class Review:
             "error_rate": (current or {}).get("error_rate"),
             "voice_similarity": (current or {}).get("voice_similarity"),
             "audio": f"/media/line/{entry.index}?v={entry.sha256[:16]}" if entry.done and entry.sha256 else None,
+            "waveform": self._waveform(entry),
             "original": f"/media/original/{entry.index}" if reference.get("file") else None,
             "reference": {k: reference.get(k) for k in ("kind", "text", "fallback", "start", "end")}
             if reference
@@ -317,6 +331,15 @@ class Review:
             ],
         }
 
+    def _waveform(self, entry: LineEntry) -> dict | None:
+        """The line's audio as the page draws it: the peak of each of WAVE_BINS stretches (0 to 1, full scale)
+        and the peak level in dBFS (None: silent); None without audio. Read once per audio."""
+        if not entry.done or not entry.sha256:
+            return None
+        if entry.sha256 not in self._waves:
+            self._waves[entry.sha256] = waveform(self._listed(entry.file))
+        return self._waves[entry.sha256]
+
     # -- files the page may play -----------------------------------------------------------------------------
     def media(self, what: str, index: int | None = None, take: int | None = None):
         """The file the page asks to play, or None: a line's segment, its original clip, one of its takes, or
@@ -324,9 +347,7 @@ class Review:
         from the line store (checked against their hash); nothing a request names becomes a path."""
         project = self.project
         if what == "mix":
-            parts = project.generation.parts if project.generation else {}
-            relative = parts.get("delivery", {}).get("bed_mix") or parts.get("mix")
-            return self._listed(relative)
+            return self._listed(self._mix_file())
         with self._lock:
             known = index in self._lines
         if not known:
@@ -350,3 +371,27 @@ class Review:
         if not isinstance(relative, str) or folder.status(relative) not in ("ours", "changed"):
             return None
         return folder.path / relative
+
+
+def waveform(path) -> dict | None:
+    """A WAV file's peaks in WAVE_BINS stretches of equal length (0-1) and its peak level in dBFS (None where
+    silent); None for a file that is missing or cannot be read."""
+    import numpy as np
+    import soundfile as sf
+
+    if path is None:
+        return None
+    try:
+        data, _ = sf.read(str(path), dtype="float32", always_2d=True)
+    except (OSError, RuntimeError, sf.LibsndfileError):
+        return None
+    level = np.nan_to_num(np.abs(data).max(axis=1), nan=0.0, posinf=1.0)
+    if level.size == 0:
+        return {"peaks": [0.0] * WAVE_BINS, "peak_dbfs": None}
+    edges = np.linspace(0, level.size, WAVE_BINS + 1).astype(int)
+    peaks = [float(level[a:b].max()) if b > a else 0.0 for a, b in zip(edges[:-1], edges[1:], strict=True)]
+    top = float(level.max())
+    return {
+        "peaks": [round(min(p, 1.0), 3) for p in peaks],
+        "peak_dbfs": round(20 * math.log10(top), 1) if top > 0 else None,
+    }

@@ -71,6 +71,7 @@
                         ...line.reasons.map((r) => el("li", {text: r}))));
     }
     article.append(player("Dub of line " + i, line.audio, line.duration));
+    if (line.waveform) article.append(wave(i, line.waveform));
     if (line.original) {
       const said = line.reference && line.reference.text ? " (" + line.reference.text + ")" : "";
       article.append(player("Original of line " + i, line.original, null, said));
@@ -116,6 +117,26 @@
       article.append(takes);
     }
     return article;
+  }
+  function wave(i, form) {
+    // One bar per stretch of the line's audio, its height the stretch's peak; the label says the peak level.
+    const NS = "http://www.w3.org/2000/svg", bins = form.peaks.length;
+    const full = form.peak_dbfs !== null && form.peak_dbfs >= -0.1;
+    const level = form.peak_dbfs === null ? "silent" : "peak " + form.peak_dbfs.toFixed(1) + " dBFS" +
+                  (full ? ", at full scale: may clip" : "");
+    const svg = document.createElementNS(NS, "svg");
+    for (const [k, v] of Object.entries({viewBox: "0 0 " + bins + " 20", preserveAspectRatio: "none", role: "img",
+                                         class: "wave" + (full ? " full" : ""),
+                                         "aria-label": "Waveform of line " + i + ", " + level}))
+      svg.setAttribute(k, v);
+    form.peaks.forEach((p, k) => {
+      // On a decibel scale from -60 dBFS: a line before the mix's loudness gain is often far under full scale.
+      const db = p > 0 ? 20 * Math.log10(p) : -60, h = Math.max(0.3, 20 * Math.max(0, db + 60) / 60);
+      const bar = document.createElementNS(NS, "rect");
+      for (const [a, v] of Object.entries({x: k + 0.1, width: 0.8, y: (20 - h) / 2, height: h})) bar.setAttribute(a, v);
+      svg.append(bar);
+    });
+    return svg;
   }
   function player(label, src, length, extra) {
     const row = el("div", {class: "row"}, el("span", {text: label + (extra || "")}));
@@ -225,7 +246,11 @@
   }
   function loadMix() {
     const mix = $("mix");
-    if (!state.mix) { mix.removeAttribute("src"); $("mix-length").textContent = "not assembled"; return; }
+    if (!state.mix) {
+      mix.removeAttribute("src");
+      $("mix-length").textContent = "not assembled from the lines as they are: Deliver assembles it";
+      return;
+    }
     mix.src = state.mix + "?v=" + mixBusted;
     mix.addEventListener("loadedmetadata", () => { $("mix-length").textContent = seconds(mix.duration); },
                          {once: true});
@@ -281,6 +306,7 @@
       else if (event.type === "error") $("error").textContent = (event.index ? "line " + event.index + ": " : "") +
                                                                 event.text;
       else if (event.type === "progress" || event.type === "note") $("status").textContent = event.text;
+      else if (event.type === "mix" && event.mix !== state.mix) { state.mix = event.mix; loadMix(); }
       else if (event.type === "rendering") {
         const article = document.getElementById("line-" + event.index);
         if (article) article.classList.add("busy");
