@@ -114,11 +114,21 @@ class Assembly:
             "names": names,
             "program": seconds,
             "sources": sources,
-            "delivery": repr(self.options),
+            "delivery": repr(self._resolved()),
             "name": self.name,
             "folder": str(self.folder.path.resolve()) if names_folder(self.options.timelines) else None,
         }
         return hashlib.sha256(json.dumps(payload, sort_keys=True, default=str).encode()).hexdigest()
+
+    def _resolved(self):
+        """The delivery options with the bed and video as absolute paths (a render given ``bed.wav`` and a
+        review reopening it from the manifest name the same file)."""
+        bed, video = self.options.bed, self.options.video
+        return replace(
+            self.options,
+            bed=Path(bed).resolve() if bed else bed,
+            video=Path(video).resolve() if video else video,
+        )
 
     def _segment_hash(self, entry: LineEntry) -> str | None:
         if "edited" not in entry.flags:

@@ -96,6 +96,7 @@ class Project:
         self.program: float | None = None
         self.planned: tuple[dict, dict] | None = None  # what the keys say renders: checked once the model loads
         self.generation: Generation | None = None
+        self._planned_length = 0.0  # the programme's length as planned (assembly may make it longer); keys use it
         self.notes: list[str] = []  # said once on the console, and kept in the manifest
         self.left_out: list[int] = []  # lines --only leaves without audio
 
@@ -234,6 +235,7 @@ class Project:
         if self.cast is not None:
             self._record_references(made.entries)
         self.targets, self.program = made.targets, made.program
+        self._planned_length = made.program or 0.0
         records = self.last.records + tuple(e for e in self.entries if e.done)  # this run's lines count too
         # The latest record of each line's own base key first (its take in use, its approval), else of the base key
         # alone (a line that moved to another index); of each key, its hash and segment.
@@ -535,20 +537,22 @@ class Project:
     def adopt_assembly(self) -> None:
         """Take the last render's outputs as this run's where they were assembled from exactly the lines as they
         stand and still hold what it wrote (a review plays the mix a render left before anything changes)."""
-        key = self.assembly.key(self.entries, self.names, self.program or 0.0)
+        key = self.assembly.key(self.entries, self.names, self._planned_length)
         self.generation = self.assembly.reuse(self.last, key, self.speakers)
+        if self.generation is not None and self.last.program_seconds is not None:
+            self.program = self.last.program_seconds  # as assembled (a bed or a video may have made it longer)
 
     def assembled(self) -> Generation | None:
         """This run's outputs, while they were assembled from the lines as they are now; else None."""
         if self.generation is None:
             return None
-        key = self.assembly.key(self.entries, self.names, self.program or 0.0)
+        key = self.assembly.key(self.entries, self.names, self._planned_length)
         return self.generation if self.generation.key == key else None
 
     def reassemble(self) -> None:
         """Write the outputs from the current segments (unless the last run assembled exactly these), drop
         stale files, and write the manifest."""
-        key = self.assembly.key(self.entries, self.names, self.program or 0.0)
+        key = self.assembly.key(self.entries, self.names, self._planned_length)
         rendered = any(e.status == "rendered" for e in self.entries)
         previous = self.last
         self.generation = None if rendered or self.options.force else self.assembly.reuse(previous, key, self.speakers)
@@ -558,7 +562,8 @@ class Project:
         else:
             self.save_manifest()  # no assembly record while a generation is being written
             self.listener.step("assembling stems and mix")
-            programme = self.assembly.programme(self.assembly.placements(self.entries), self.names, self.program or 0.0)
+            placements = self.assembly.placements(self.entries)
+            programme = self.assembly.programme(placements, self.names, self._planned_length)
             self.generation = self.assembly.write(programme, key, self.note)
             self.program = programme.seconds
         for entry in self.entries:

@@ -11,6 +11,7 @@ import signal
 import subprocess
 import sys
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -259,6 +260,49 @@ def test_on_flite_speech_exactly_the_sentences_with_a_word_dropped_differ(tmp_pa
     listing = shown.getvalue().split("Sentences that differ, worst first")[1]
     for pair in worse:
         assert pair.a.text in listing and pair.a.transcript in listing and pair.b.transcript in listing
+
+
+class FlakyJudge:
+    """A judge that cannot run on its first clip, then hears every clip as its text."""
+
+    name, device, failures = "flaky", "cpu", 1
+
+    def identity(self) -> str:
+        return "flaky judge"
+
+    def english_only(self) -> bool:
+        return False
+
+    def transcribe(self, audio, rate, language=None):
+        from omnidub.asr import Transcript
+
+        if self.failures:
+            self.failures -= 1
+            raise RuntimeError("out of memory")
+        return Transcript(self.said, "en", ())
+
+
+def test_what_the_judge_heard_is_kept_but_not_a_failure_to_hear(tmp_path):
+    import soundfile as sf
+
+    from omnidub.eval.judge import judged_from
+
+    sf.write(tmp_path / "one.wav", np.random.default_rng(0).normal(0, 0.1, 24000).astype(np.float32), 24000)
+    sentence = Spoken(1, "One two three.", "en", tmp_path / "one.wav")
+    asr, known = FlakyJudge(), {}
+    asr.said = "One two three."
+    [first] = judge(asr, [sentence], known=known)
+    assert first.unscored.startswith("words not scored: the ASR could not run (out of memory") and known == {}
+    [second] = judge(asr, [sentence], known=known)  # asked again, and what it heard is kept
+    assert second.scored and second.errors == 0 and len(known) == 1
+    asr.said = "Something else entirely."
+    [third] = judge(asr, [sentence], known=known)  # the same judge, the same audio: not heard again
+    assert third == second
+    [record] = known.values()
+    assert judged_from(record) == replace(second, index=0)
+    for broken in ({**record, "errors": None}, {**record, "units": "3"}, {**record, "extra": 1}, [record]):
+        with pytest.raises(ValueError):
+            judged_from(broken)
 
 
 # -- end to end on the synthetic model -------------------------------------------------------------------------

@@ -165,6 +165,31 @@ def test_the_mix_a_render_left_plays_until_a_line_changes_and_again_once_deliver
         desk.close()
 
 
+def test_a_render_over_a_longer_bed_given_by_a_relative_path_is_up_to_date_for_review_and_render(tmp_path, monkeypatch):
+    import numpy as np
+    import soundfile as sf
+
+    # A bed longer than the lines (the programme grows to it when assembled), named relative to the folder.
+    monkeypatch.chdir(tmp_path)
+    sf.write("bed.wav", np.random.default_rng(0).normal(0, 0.05, (24000 * 15, 2)).astype(np.float32), 24000)
+    (tmp_path / "scene.srt").write_text(SCENE, encoding="utf-8")
+    result = render(tmp_path / "scene.srt", "out", "--bed", "bed.wav")
+    assert result.exit_code == 0, result.output
+    out = tmp_path / "out"
+    assert json.loads((out / "manifest.json").read_text())["assembly"] is not None
+    again = render(tmp_path / "scene.srt", "out", "--bed", "bed.wav")
+    assert again.exit_code == 0 and "stems and mix are up to date" in again.stderr, again.output
+    desk = open_desk(out)  # reopened from the manifest, where the bed is an absolute path
+    try:
+        assert desk.state()["mix"] == "/media/mix" and desk.media("mix") == out / "mix-bed.wav"
+        events = do(desk, "deliver")
+        assert any(e["type"] == "delivered" for e in events) and desk.project.generation.reused  # nothing written
+    finally:
+        desk.close()
+    last = render(tmp_path / "scene.srt", "out", "--bed", "bed.wav")
+    assert last.exit_code == 0 and "stems and mix are up to date" in last.stderr, last.output
+
+
 def test_a_waveform_is_each_stretchs_peak_and_the_level_of_the_loudest(tmp_path):
     import numpy as np
     import soundfile as sf

@@ -212,6 +212,12 @@ def test_cfg_auto_follows_what_was_measured_on_this_processor_only(tmp_path, mon
     seconds = {"trimmed": 10.0, "packed": 9.9, "joined": 10.0}
     assert measured.record_layout("cpu", "bfloat16", seconds, "probe", shape="h64x2", choice="joined") == "joined"
     assert resolve_layout("auto", "cpu", "bfloat16", shape="h64x2") == "joined"
+    # The rule the probe and bench --record decide by: the default stays unless another is 3 % faster or more.
+    from omnidub.backends.probe import kept
+
+    assert kept({"trimmed": 9.8, "joined": 10.0}, "joined") == "joined"
+    assert kept({"trimmed": 9.0, "joined": 10.0}, "joined") == "trimmed"
+    assert kept({"trimmed": 9.0, "packed": 9.5}, "joined") == "trimmed"  # the default not measured: the fastest
     # Another CPU model, or the same name with other matrix units (a VM naming every Xeon alike), ignores it.
     _on_cpu(monkeypatch, "EPYC B", {"avx512f", "avx512_bf16"})
     assert layout_status("auto", "cpu", "float32", shape="h64x2").source == "default"

@@ -44,14 +44,20 @@ def interleaved(runs: dict[str, Callable[[], None]], repeats: int = PROBE_REPEAT
     return {name: min(values) for name, values in times.items()}
 
 
+def kept(seconds: dict[str, float], default: str, margin: float = 0.03) -> str:
+    """The fastest of ``seconds``, unless it beats ``default`` (when measured) by less than ``margin``."""
+    best = min(seconds, key=seconds.get)
+    if default in seconds and best != default and seconds[best] > seconds[default] * (1 - margin):
+        return default
+    return best
+
+
 def decide(
     what: str, seconds: dict[str, float], default: str, what_ran: str, margin: float = 0.03, began: float | None = None
 ) -> ProbeResult:
     """The fastest candidate, unless it beats ``default`` by less than ``margin`` (noise keeps the default);
     ``began`` (perf_counter) adds how long the probe took to the evidence."""
-    best = min(seconds, key=seconds.get)
-    if best != default and seconds[best] > seconds[default] * (1 - margin):
-        best = default
+    best = kept(seconds, default, margin)
     figures = ", ".join(f"{name} {value * 1000:.0f} ms" for name, value in seconds.items())
     took = f" (the probe took {time.perf_counter() - began:.1f} s)" if began is not None else ""
     evidence = (

@@ -15,7 +15,7 @@ from pathlib import Path
 from omnidub.bench import probes
 from omnidub.bench.references import references
 from omnidub.bench.rows import LINES, ONNX_ROWS, ROWS, SHORT_DTYPES, BenchOptions, Row, Setup, request
-from omnidub.config import DecodeOptions, EngineOptions, load_preset
+from omnidub.config import DecodeOptions, EngineOptions, default_layout, load_preset
 from omnidub.duration import FRAME_RATE, natural_frames
 from omnidub.errors import OmnidubError
 from omnidub.hardware import gpu_name
@@ -341,6 +341,7 @@ def _record(setup: Setup, by_name: dict[str, Row], runners: dict) -> dict:
     """bench --record: what this run measured becomes this machine's choice (layout per dtype from the trimmed and
     packed rows, GEMM kernels from the fused and oneDNN rows, the compile cost)."""
     from omnidub import measured
+    from omnidub.backends.probe import kept
     from omnidub.backends.torch.backend import inductor_folder
 
     out = {}
@@ -364,7 +365,9 @@ def _record(setup: Setup, by_name: dict[str, Row], runners: dict) -> dict:
             f"{len(setup.texts)} lines, median of {len(ran['trimmed'].runs)}: {figures}"
         )
         gpu = gpu_name(setup.device)
-        choice = measured.record_layout(setup.device, dtype, seconds, evidence, shape=shape, gpu=gpu)
+        # As the first-use probe decides: the default layout stays unless another is clearly faster.
+        chosen = kept(seconds, default_layout(setup.device))
+        choice = measured.record_layout(setup.device, dtype, seconds, evidence, shape=shape, gpu=gpu, choice=chosen)
         out[f"layout {dtype}"] = {"choice": choice, "seconds": seconds}
     f, o = by_name.get("fused"), by_name.get("onednn")
     if f is not None and o is not None and f.runs and o.runs:

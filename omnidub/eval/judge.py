@@ -14,7 +14,7 @@ from typing import Callable, Sequence
 from omnidub.asr import Asr
 from omnidub.qa.levels import measure, read_segment
 from omnidub.qa.results import QaSettings
-from omnidub.qa.run import hear
+from omnidub.qa.run import ASR_FAILED, hear
 
 # Seed 000's warning, in one place: a weak judge measures itself.
 WEAK_JUDGE = (
@@ -131,8 +131,8 @@ def judge(
                 got.score.units,
                 got.unscored,
             )
-            if known is not None:
-                known[key] = judged_record(heard[key])
+            if known is not None and not (got.unscored or "").startswith(ASR_FAILED):
+                known[key] = judged_record(heard[key])  # an ASR that failed on the audio is asked again next time
         found.append(replace(heard[key], index=sentence.index))
         if progress is not None:
             progress(done, len(sentences))
@@ -140,11 +140,13 @@ def judge(
 
 
 def heard_key(asr: Asr, sentence: Spoken) -> str:
-    """One sentence's audio as one judge hears it: the judge's weights and device, the audio's bytes, its text
-    and language."""
+    """One sentence's audio as one judge hears it: the judge's weights and device, omnidub's version (its scoring
+    rules), the audio's bytes, its text and language."""
+    from omnidub import __version__
     from omnidub.keys import file_digest
 
-    parts = [asr.identity(), asr.device, file_digest(sentence.file).hexdigest(), sentence.text, sentence.language]
+    digest = file_digest(sentence.file).hexdigest()
+    parts = [asr.identity(), asr.device, __version__, digest, sentence.text, sentence.language]
     return hashlib.sha256(json.dumps(parts).encode()).hexdigest()[:32]
 
 
@@ -157,5 +159,16 @@ def judged_from(record: dict) -> Judged:
     """A kept record read back; a record that is not one raises ValueError."""
     names = {f.name for f in dataclasses.fields(Judged)} - {"index"}
     if not isinstance(record, dict) or set(record) != names:
+        raise ValueError("not a judged sentence")
+    text_or_none = ("transcript", "language", "unscored")
+    if not (
+        isinstance(record["text"], str)
+        and isinstance(record["metric"], str)
+        and all(isinstance(record[k], str) or record[k] is None for k in text_or_none)
+        and all(
+            isinstance(record[k], int) and not isinstance(record[k], bool) and record[k] >= 0
+            for k in ("errors", "units")
+        )
+    ):
         raise ValueError("not a judged sentence")
     return Judged(index=0, **record)

@@ -38,6 +38,7 @@ from omnidub.qa.voice import (
 )
 
 Progress = Callable[[int, int, int], None]
+ASR_FAILED = "words not scored: the ASR could not run"  # on this clip: worth asking again later
 # Reasons a line's voice was not measured while the voice check ran.
 NO_AUDIO = "no audio"
 NO_REFERENCE = "no usable reference for its speaker"
@@ -168,7 +169,7 @@ def hear(
     except OmnidubError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever stops the ASR on this clip leaves its words unscored
-        return unscored(f"words not scored: the ASR could not run ({first_line(exc)})")
+        return unscored(f"{ASR_FAILED} ({first_line(exc)})")
     # An unlabelled line is scored in the language Whisper heard, and reported as such.
     language = language or heard.language or None
     return Heard(

@@ -76,7 +76,7 @@ class Review:
         self._lock = threading.Lock()
         self._actions: queue.Queue = queue.Queue()
         self._worker: threading.Thread | None = None
-        self._waves: dict[str, dict | None] = {}  # each segment's waveform, by the audio's hash
+        self._waves: dict[str, dict] = {}  # each segment's waveform, by the audio's hash
 
     # -- the folder ----------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -237,7 +237,10 @@ class Review:
         return "/media/mix" if self._mix_file() else None
 
     def _mix_file(self) -> str | None:
-        generation = self.project.assembled()
+        try:
+            generation = self.project.assembled()
+        except OSError:  # a file the key reads (an edited segment, the bed) went away: not these lines' mix
+            return None
         if generation is None:
             return None
         return generation.parts.get("delivery", {}).get("bed_mix") or generation.parts.get("mix")
@@ -336,8 +339,13 @@ class Review:
         and the peak level in dBFS (None: silent); None without audio. Read once per audio."""
         if not entry.done or not entry.sha256:
             return None
+        if "edited" in entry.flags:  # a segment edited by hand is not the audio its hash names
+            return waveform(self._listed(entry.file))
         if entry.sha256 not in self._waves:
-            self._waves[entry.sha256] = waveform(self._listed(entry.file))
+            form = waveform(self._listed(entry.file))
+            if form is None:  # unreadable now; read again next time
+                return None
+            self._waves[entry.sha256] = form
         return self._waves[entry.sha256]
 
     # -- files the page may play -----------------------------------------------------------------------------

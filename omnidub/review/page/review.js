@@ -251,7 +251,9 @@
       $("mix-length").textContent = "not assembled from the lines as they are: Deliver assembles it";
       return;
     }
-    mix.src = state.mix + "?v=" + mixBusted;
+    const src = state.mix + "?v=" + mixBusted;
+    if (mix.getAttribute("src") === src) return;  // the same mix already loaded (and maybe playing)
+    mix.src = src;
     mix.addEventListener("loadedmetadata", () => { $("mix-length").textContent = seconds(mix.duration); },
                          {once: true});
   }
