@@ -263,7 +263,14 @@ class Session:
         folder = OutputFolder(Path(out_dir), flag=None)  # qa writes into the folder it checks: no other to choose
         folder.share(writes=QA_FILES)  # a report of the user's in the way is said before any line is heard
         try:
-            report = run_qa(folder.path, asr=self.engine.asr(), max_wer=max_wer, progress=progress, encoder=encoder)
+            report = run_qa(
+                folder.path,
+                asr=self.engine.asr(),
+                max_wer=max_wer,
+                progress=progress,
+                encoder=encoder,
+                kept=self.engine.transcripts(),
+            )
             write_reports(report, folder)
         finally:
             folder.release()

@@ -47,6 +47,7 @@ class Engine:
         self._backend = None
         self._executor = None
         self._asr = None
+        self._transcripts = None
         self._encoders: dict = {}
         self._source_encoder = None
         # A context manager around each model load: the CLI shows a spinner with what is loading.
@@ -263,6 +264,14 @@ class Engine:
         if self._asr is None:
             self._asr = Asr(self.asr_model, device=self.tools_device)
         return self._asr
+
+    def transcripts(self):
+        """What the ASR heard in line audio before, kept in omnidub's cache (``qa.kept``), made once."""
+        from omnidub.qa.kept import kept_transcripts
+
+        if self._transcripts is None:
+            self._transcripts = kept_transcripts()
+        return self._transcripts
 
     def speaker_encoder(self, name: str | None = None):
         """The voice check's speaker encoder by name (None: the default; "none": no voice check, None), made once."""

@@ -284,6 +284,7 @@ class Job:
                 progress=self.listener.checking,
                 encoder=encoder,
                 references=speaker_references(project),
+                kept=self.engine.transcripts(),
             )
 
         reports = {}
@@ -343,6 +344,7 @@ class Job:
                     program_seconds=report.program_seconds,
                     encoder=encoder,
                     references=speaker_references(project),
+                    kept=self.engine.transcripts(),
                     **thresholds,
                 )
                 state = lines[(project, entry.index)]
@@ -484,6 +486,7 @@ class Job:
             max_wer=qa.max_wer,
             max_cer=qa.max_cer,
             min_voice_similarity=qa.min_voice_similarity,
+            kept=self.engine.transcripts(),
         )
         return check
 

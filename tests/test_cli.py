@@ -251,6 +251,8 @@ def test_qa_command_reports_noise_as_failing(small_render, whisper_tiny_en):
     assert len(report["lines"]) == 2 and not report["passed"]
     # English noise heard by an English model is scored, and fails on its words.
     assert report["verdicts"] == {"failed": 2, "unchecked": 0, "passed": 0}
+    # The render's own QA (after its retakes) heard this audio: the words are scored again, not transcribed.
+    assert any(note.startswith("2 of 2 line(s) were heard by") for note in report["notes"]), report["notes"]
     assert all(line["verdict"] == "failed" and "wer" in line["flags"] for line in report["lines"])
     first = json.loads((out / "qa.json").read_text())["lines"][0]
     assert (

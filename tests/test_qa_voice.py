@@ -284,6 +284,9 @@ class TakesFromFlite:
     def speaker_encoder(self, name=None):
         return self.encoder
 
+    def transcripts(self):
+        return None  # nothing kept: every take is heard
+
     def executor(self):
         return self
 

@@ -13,6 +13,7 @@ import soundfile as sf
 from omnidub.asr import Asr, whisper_language
 from omnidub.config import QaOptions
 from omnidub.errors import OmnidubError, first_line
+from omnidub.qa.kept import KeptTranscripts
 from omnidub.qa.levels import edits, level_failures, measure, read_segment
 from omnidub.qa.manifest import (
     manifest_references,
@@ -57,6 +58,7 @@ class _Context:
     english_only: Callable[[], bool]
     encoder: SpeakerEncoder | None
     references: dict[str, np.ndarray]
+    kept: KeptTranscripts | None
 
 
 def check_lines(
@@ -73,9 +75,11 @@ def check_lines(
     encoder: SpeakerEncoder | None = None,
     references: dict[str, Path] | None = None,
     min_voice_similarity: float = QaOptions().min_voice_similarity,
+    kept: KeptTranscripts | None = None,
 ) -> list[LineCheck]:
     """Check the given manifest lines; `all_lines` (default: the same) supplies the lines that follow each one,
-    `references` each speaker's reference recording for the voice check (needs `encoder`)."""
+    `references` each speaker's reference recording for the voice check (needs `encoder`), `kept` what the ASR
+    heard in audio before (none: every line is transcribed)."""
     settings = QaSettings(max_wer=max_wer, max_cer=max_cer, min_voice_similarity=min_voice_similarity)
     embeddings, _ = reference_embeddings(encoder, references or {})
     return _check(
@@ -89,11 +93,22 @@ def check_lines(
         sample_rate,
         encoder,
         embeddings,
+        kept,
     )
 
 
 def _check(
-    out_dir, manifest_lines, asr, settings, progress, all_lines, program_seconds, sample_rate, encoder, embeddings
+    out_dir,
+    manifest_lines,
+    asr,
+    settings,
+    progress,
+    all_lines,
+    program_seconds,
+    sample_rate,
+    encoder,
+    embeddings,
+    kept,
 ) -> list[LineCheck]:
     for position, entry in enumerate(manifest_lines, 1):
         validate_entry(entry, position)
@@ -109,6 +124,7 @@ def _check(
         english_only,
         encoder,
         embeddings,
+        kept,
     )
     checks: list[LineCheck] = []
     for done, entry in enumerate(manifest_lines, 1):
@@ -147,11 +163,13 @@ def hear(
     english_only: Callable[[], bool],
     *,
     silence: float | None = None,
+    kept: KeptTranscripts | None = None,
 ) -> Heard:
     """Transcribe a clip of ``text`` and score it by the language's rule (QA's and the paired eval's one way), or
     say why its words could not be scored: no speech heard (``silence``: the dBFS level the clip never rose above,
     None when it did), no ASR model for the line's language, or an ASR that could not run on it (a model that
-    cannot load is the user's to fix: it raises). ``english_only`` is asked only for a line in another language."""
+    cannot load is the user's to fix: it raises). ``english_only`` is asked only for a line in another language;
+    ``kept`` (if given) answers for audio this model heard before, and keeps what it hears now."""
     code = whisper_language(language)
 
     def unscored(why: str) -> Heard:
@@ -165,7 +183,7 @@ def hear(
         # An English-only model would hear English words in any speech and score them as errors.
         return unscored(english_only_reason(asr.name, language))
     try:
-        heard = asr.transcribe(mono, rate, language=code)
+        heard = asr.transcribe(mono, rate, language=code) if kept is None else kept.transcribe(asr, mono, rate, code)
     except OmnidubError:
         raise
     except Exception as exc:  # noqa: BLE001 - whatever stops the ASR on this clip leaves its words unscored
@@ -195,7 +213,16 @@ def _check_one(entry: dict, context: _Context) -> LineCheck:
         notes.append("edited: " + ", ".join(changed))
     # No samples, or not one frame above the silence level: nothing to hear.
     silence = settings.silence_dbfs if level.silent_fraction >= 1.0 else None
-    heard = hear(context.asr, entry["text"], entry.get("language"), mono, rate, context.english_only, silence=silence)
+    heard = hear(
+        context.asr,
+        entry["text"],
+        entry.get("language"),
+        mono,
+        rate,
+        context.english_only,
+        silence=silence,
+        kept=context.kept,
+    )
     if heard.unscored:
         marks.append("unscored")
         unmeasured.append(Finding(WORDS, heard.unscored))
@@ -381,11 +408,13 @@ def run_qa(
     encoder: SpeakerEncoder | None = None,
     references: dict[str, Path] | None = None,
     min_voice_similarity: float | None = None,
+    kept: KeptTranscripts | None = None,
 ) -> Report:
     """Check every line of an output folder's manifest; thresholds default to the manifest's settings.
 
     The voice check (with `encoder`) compares each line with its speaker's reference recording: `references`
-    first, else the manifest's `voices`; speakers with neither are left out, the reason in their voice figures."""
+    first, else the manifest's `voices`; speakers with neither are left out, the reason in their voice figures.
+    With `kept`, audio the ASR heard before is not transcribed again (the report's notes say how much)."""
     out_dir = Path(out_dir)
     manifest = read_manifest(out_dir)
     saved = manifest.get("settings") if isinstance(manifest.get("settings"), dict) else {}
@@ -398,8 +427,14 @@ def run_qa(
     program = manifest.get("program_seconds")
     program = number(program) if isinstance(program, (int, float)) else None
     rate = manifest.get("sample_rate") if isinstance(manifest.get("sample_rate"), int) else None
-    checks = tuple(_check(out_dir, lines, asr, settings, progress, None, program, rate, encoder, embeddings))
+    reused = kept.reused if kept is not None else 0
+    checks = tuple(_check(out_dir, lines, asr, settings, progress, None, program, rate, encoder, embeddings, kept))
     notes = _unscored_note(checks, asr)
+    if kept is not None and kept.reused > reused:
+        notes.append(
+            f"{kept.reused - reused} of {len(checks)} line(s) were heard by {asr.name} before with the same audio: "
+            "not transcribed again (their words are scored again)"
+        )
     mix = manifest.get("mix")
     mix = mix if isinstance(mix, str) and (out_dir / mix).is_file() else None
     return Report(
