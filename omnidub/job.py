@@ -463,9 +463,23 @@ class Job:
         )
         return entry
 
-    def deliver(self, project: Project) -> None:
-        """Assemble the project's outputs from the lines as they stand (the same assembly as a render's)."""
+    def deliver(self, project: Project, *, check: bool = False) -> None:
+        """Assemble the project's outputs from the lines as they stand (the same assembly as a render's). With
+        ``check``, QA's reports that the assembly removed (the audio changed) are written again, of the lines as
+        they stand: what the ASR heard before is kept, so only audio no check has heard is transcribed."""
+        from omnidub.folder import QA_FILES
+
         project.reassemble()
+        if not check or self.qa is None or project.folder.status(QA_FILES[0]) == "ours":
+            return
+        if self.unheard() is not None:
+            self.listener.note(
+                f"{' and '.join(QA_FILES)} were removed, since the audio changed; no ASR model "
+                f"({self.engine.asr().name}) here to check it again (omnidub qa --asr-model NAME|PATH)"
+            )
+            return
+        self.listener.step("checking the delivered lines (only audio not heard before is transcribed)")
+        self._check([project])
 
     def hear(self, project: Project, entry: LineEntry):
         """QA of one line's audio as it is now (the engine's ASR and speaker encoder, loaded once); None when no

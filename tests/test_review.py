@@ -151,6 +151,27 @@ def test_a_retake_changes_only_that_lines_segment_and_keeps_every_take(folder):
     assert [a["chosen"] for a in attempts] == [True, False]
 
 
+def test_delivery_writes_qa_again_of_the_lines_as_they_stand_hearing_no_audio_twice(folder):
+    before = {line["index"]: line for line in json.loads((folder / "qa.json").read_text())["lines"]}
+    desk = open_desk(folder)
+    try:
+        do(desk, "retake", 3)
+        verdict = desk.state()["lines"][2]["takes"][-1]["verdict"]
+        events = do(desk, "deliver")
+    finally:
+        desk.close(deliver=False)
+    [delivered] = [e for e in events if e["type"] == "delivered"]
+    assert {"qa.json", "qa.html"} <= set(delivered["files"])
+    report = json.loads((folder / "qa.json").read_text())
+    after = {line["index"]: line for line in report["lines"]}
+    # Line 3's report is of its new take, with the verdict the review gave it; the others' as they were.
+    assert after[3]["sha256"] == lines(folder)[3]["sha256"] != before[3]["sha256"]
+    assert after[3]["verdict"] == verdict
+    assert all(after[i]["sha256"] == before[i]["sha256"] for i in (1, 2, 4))
+    # The render's QA heard lines 1, 2 and 4, the review heard the take: nothing is transcribed again.
+    assert any(note.startswith("4 of 4 line(s) were heard by") for note in report["notes"]), report["notes"]
+
+
 def test_the_mix_a_render_left_plays_until_a_line_changes_and_again_once_delivered(folder):
     desk = open_desk(folder)
     try:

@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from omnidub.errors import OmnidubError
+from omnidub.folder import QA_FILES
 from omnidub.job import Job, QaOptions, takes_of
 from omnidub.progress import Listener
 from omnidub.records import LineEntry
@@ -77,12 +78,15 @@ class Review:
         self._actions: queue.Queue = queue.Queue()
         self._worker: threading.Thread | None = None
         self._waves: dict[str, dict] = {}  # each segment's waveform, by the audio's hash
+        self._checked = False  # whether the folder held QA's reports when it was opened
 
     # -- the folder ----------------------------------------------------------------------------------------
     def open(self) -> None:
         """Hold the folder and plan it (voices prepared, stored lines placed; nothing renders), take over the
         verdicts qa.json gave the audio the lines still have, and start the worker."""
         self.job.hold()
+        # A folder QA had checked gets its reports written again at each delivery (of the lines as they stand).
+        self._checked = self.project.folder.status(QA_FILES[0]) == "ours"
         self._adopt_qa_verdicts()
         with self._lock:
             self._lines = {e.index: self._line_json(e) for e in self.project.entries}
@@ -98,7 +102,7 @@ class Review:
             self._worker = None
         try:
             if deliver:
-                self.job.deliver(self.project)
+                self.job.deliver(self.project, check=self._checked)
         finally:
             self.job.close()
             self.session.close()
@@ -106,8 +110,6 @@ class Review:
     def _adopt_qa_verdicts(self) -> None:
         """A line QA judged with the audio it still has keeps that verdict as its take's (qa.json is removed once
         the audio changes, so a verdict lives on in the line's takes)."""
-        from omnidub.folder import QA_FILES
-
         path = self.project.out_dir / QA_FILES[0]
         if self.project.folder.status(QA_FILES[0]) != "ours":
             return
@@ -199,8 +201,9 @@ class Review:
                 self._refresh([i])
             return failed
         elif action.kind == "deliver":
-            job.deliver(project)
+            job.deliver(project, check=self._checked)
             files = sorted(project.generation.files) if project.generation else []
+            files += [name for name in QA_FILES if project.folder.status(name) == "ours"]
             self._publish({"type": "delivered", "files": files})
             return []
         if action.kind in ("edit", "render"):

@@ -317,7 +317,7 @@
         fetch("/api/state", {credentials: "same-origin"}).then((r) => r.json()).then((fresh) => {
           state.mix = fresh.mix; state.program_seconds = fresh.program_seconds; loadMix();
         });
-        done = "Delivered: " + event.files.length + " files assembled.";
+        done = "Delivered: " + event.files.length + " files written.";
         $("status").textContent = done;
       }
     };
