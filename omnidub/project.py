@@ -310,7 +310,7 @@ class Project:
                 del self.edits[line.index]
                 edit = None
             if edit is not None:
-                line = replace(line, text=edit.get("text", line.text))
+                line = replace(line, text=edit.get("text", line.text), speaker=edit.get("speaker", line.speaker))
                 if edit.get("max_speedup") or edit.get("borrow"):
                     fits[line.index] = Fit(edit.get("max_speedup"), bool(edit.get("borrow")))
             lines.append(line)
@@ -706,11 +706,23 @@ class Project:
         """The line's text as the input has it (before any edit)."""
         return next(line.text for line in self.script.lines if line.index == index)
 
+    def input_speaker(self, index: int) -> str:
+        """The line's speaker as the input (or, with ``--source``, the casting) has it, before any edit."""
+        return next(line.speaker for line in self.script.lines if line.index == index)
+
+    def voice_for(self, index: int, speaker) -> str:
+        """``speaker`` when line ``index`` may be moved to it (one of this render's voices, or the line's own)."""
+        if speaker != self.input_speaker(index) and (not isinstance(speaker, str) or speaker not in self.speakers):
+            known = ", ".join(sorted(self.speakers))
+            raise OmnidubError(f"line {index}: no voice called {speaker!r} in this render (its voices: {known})")
+        return speaker
+
     def set_edit(self, index: int, **changes) -> LineEntry:
         """Change a line as an editor asks: ``text`` (read as a cue's text is), ``max_speedup`` (its own speed-up
         cap, 1 to 4; None: the preset's), ``borrow`` (it may run into the silence before the next line), ``voice``
-        ("line" or "speaker": the source clip it is cloned from; None: as the render decides). The change is
-        journaled at once; :meth:`replan` plans the line with it."""
+        ("line" or "speaker": the source clip it is cloned from; None: as the render decides), ``speaker`` (the
+        voice that says it and the stem it is in: one of this render's voices). The change is journaled at once;
+        :meth:`replan` plans the line with it."""
         from omnidub.script import edited_text
 
         entry = self.line(index)
@@ -727,6 +739,8 @@ class Project:
                 value = float(value)
             elif name == "borrow":
                 value = bool(value) or None
+            elif name == "speaker":
+                value = None if value == self.input_speaker(index) else self.voice_for(index, value)
             elif name == "voice" and value is not None:
                 if self.cast is None:
                     raise OmnidubError(f"{where}: only a render with --source clones lines from clips of the original")

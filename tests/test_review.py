@@ -254,6 +254,52 @@ def test_an_edited_text_is_rendered_and_kept_by_a_later_render(folder, whisper_t
     assert summary["rendered"] == 0 and lines(folder)[3]["text"] == "Then we are never lost."
 
 
+def test_a_line_moved_to_another_voice_is_said_by_it_and_in_its_stem_and_a_later_render_keeps_it(
+    folder, whisper_tiny_en
+):
+    from omnidub.errors import OmnidubError
+    from omnidub.review import Action
+
+    desk = open_desk(folder)
+    try:
+        with pytest.raises(OmnidubError, match="no voice called 'CAROL' in this render"):
+            desk.submit(Action("edit", 3, {"speaker": "CAROL"}))  # refused before it is queued
+        with pytest.raises(OmnidubError, match="speaker cannot be 3"):
+            from omnidub.review.app import _arguments
+
+            _arguments("edit", {"speaker": 3})
+        before = segments(folder)
+        events = do(desk, "edit", 3, speaker="BOB")
+        assert not [e for e in events if e["type"] == "error"], events
+        line = desk.state()["lines"][2]
+        assert (line["speaker"], line["input_speaker"]) == ("BOB", "ALICE") and line["audio"]
+    finally:
+        desk.close()
+    after = segments(folder)
+    # The line is BOB's now: its segment is named for him (ALICE's is gone), and nothing else changed.
+    assert "0003-ALICE.wav" in before and "0003-ALICE.wav" not in after and "0003-BOB.wav" in after
+    assert {name: data for name, data in after.items() if name != "0003-BOB.wav"} == {
+        name: data for name, data in before.items() if name != "0003-ALICE.wav"
+    }
+    recorded = lines(folder)[3]
+    assert recorded["speaker"] == "BOB" and recorded["edit"]["speaker"] == "BOB"
+    manifest = json.loads((folder / "manifest.json").read_text())
+    assert set(manifest["stems"]) == {"ALICE", "BOB"}  # ALICE keeps lines 1
+    assert sum(1 for entry in manifest["lines"] if entry["speaker"] == "BOB") == 3
+    # A later render of the same input keeps the move and its audio: nothing renders.
+    result = render(manifest["input"], folder, "--asr-model", whisper_tiny_en, "--json")
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["rendered"] == 0 and lines(folder)[3]["speaker"] == "BOB"
+    # Moved back to the input's own speaker, the edit is gone.
+    desk = open_desk(folder)
+    try:
+        do(desk, "edit", 3, speaker="ALICE")
+        assert desk.state()["lines"][2]["speaker"] == "ALICE"
+    finally:
+        desk.close()
+    assert "speaker" not in (lines(folder)[3].get("edit") or {}) and "0003-ALICE.wav" in segments(folder)
+
+
 def test_an_approval_survives_a_restart_and_a_render_beside_the_review_is_refused(folder):
     desk = open_desk(folder)
     try:
@@ -475,6 +521,13 @@ def test_the_editor_retakes_edits_and_approves_from_the_page_in_a_browser(served
     page.get_by_role("button", name="Render line 3", exact=True).click()
     expect(page.locator("#line-3 .small", has_text="Input: Then we are not lost at all.")).to_be_visible(timeout=60_000)
 
+    # Line 4 moved to ALICE: said in her voice, its block in her lane of the timeline.
+    page.get_by_label("Speaker of line 4", exact=True).select_option("ALICE")
+    page.get_by_role("button", name="Render line 4", exact=True).click()
+    expect(page.locator('#lanes .lane[data-speaker="ALICE"] #block-4')).to_have_count(1, timeout=60_000)
+    expect(page.locator("#line-4 h2")).to_contain_text("ALICE")
+    expect(page.locator("#line-4 .small", has_text="Input: BOB")).to_be_visible()
+
     expect(
         page.get_by_role("img", name=re.compile(r"^Waveform of line 1, (peak -?[0-9.]+ dBFS|silent)"))
     ).to_be_visible()
@@ -496,6 +549,7 @@ def test_the_editor_retakes_edits_and_approves_from_the_page_in_a_browser(served
     expect(page.get_by_role("status")).to_have_text(re.compile("Delivered"), timeout=60_000)
     recorded = lines(folder)
     assert recorded[1]["approved"] and recorded[4]["approved"] and recorded[3]["text"] == "Then we are never lost."
+    assert recorded[4]["speaker"] == "ALICE" and (folder / recorded[4]["file"]).name == "0004-ALICE.wav"
     assert json.loads((folder / "manifest.json").read_text())["assembly"] is not None
     page.close()
 

@@ -167,13 +167,19 @@ def build_app(review: Review, hosts: set[str]):
 def _arguments(kind: str, body: dict) -> dict:
     """An action's arguments, each of the type it must be (anything else is refused)."""
     if kind == "edit":
-        allowed = {"text": str, "max_speedup": (int, float, type(None)), "borrow": bool, "voice": (str, type(None))}
+        allowed = {
+            "text": str,
+            "max_speedup": (int, float, type(None)),
+            "borrow": bool,
+            "voice": (str, type(None)),
+            "speaker": str,
+        }
         found = {k: v for k, v in body.items() if k in allowed}
         for name, value in found.items():
             if not isinstance(value, allowed[name]) or (name == "max_speedup" and isinstance(value, bool)):
                 raise OmnidubError(f"{name} cannot be {value!r}")
         if not found:
-            raise OmnidubError("an edit needs text, max_speedup, borrow or voice")
+            raise OmnidubError("an edit needs text, max_speedup, borrow, voice or speaker")
         return found
     if kind == "choose":
         take = body.get("take")

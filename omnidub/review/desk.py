@@ -148,6 +148,8 @@ class Review:
             from omnidub.script import edited_text
 
             edited_text(action.args["text"], f"line {action.index}")
+        if action.kind == "edit" and "speaker" in action.args:
+            self.project.voice_for(action.index, action.args["speaker"])
         with self._lock:
             self._status["queued"] += 1
         self._actions.put(action)
@@ -297,6 +299,7 @@ class Review:
         return {
             "index": entry.index,
             "speaker": entry.speaker,
+            "input_speaker": self.project.input_speaker(entry.index),
             "text": entry.text,
             "input_text": edit.get("from", entry.text),
             "language": entry.language,

@@ -85,6 +85,12 @@
     const cap = el("input", {type: "number", id: "cap-" + i, min: "1", max: "4", step: "0.05",
                              placeholder: String(state.max_speedup), value: line.max_speedup || ""});
     const borrow = el("input", {type: "checkbox", id: "borrow-" + i, checked: line.borrow});
+    // Who says it (and whose stem it is in): any voice of this render; the input's own speaker is always offered.
+    const voices = [...new Set([line.input_speaker, line.speaker, ...state.speakers])];
+    const who = el("select", {id: "speaker-" + i},
+                   ...voices.map((v) => el("option", {value: v, text: v, selected: v === line.speaker})));
+    article.append(el("div", {class: "row"}, el("label", {for: "speaker-" + i, text: "Speaker of line " + i}), who,
+      line.speaker !== line.input_speaker ? el("span", {class: "small", text: "Input: " + line.input_speaker}) : null));
     article.append(el("div", {class: "row fit"},
       el("label", {for: "cap-" + i, text: "Speed cap of line " + i}), cap,
       borrow, el("label", {for: "borrow-" + i, text: "Line " + i + " may borrow the gap"}),
@@ -158,6 +164,8 @@
     if (text !== line.text) change.text = text;
     if (cap !== (line.max_speedup || null)) change.max_speedup = cap;
     if (borrow !== line.borrow) change.borrow = borrow;
+    const speaker = $("speaker-" + i).value;
+    if (speaker !== line.speaker) change.speaker = speaker;
     if (Object.keys(change).length) return lineAction(i, "edit", change);
     if (!line.audio) return lineAction(i, "render");
     $("status").textContent = "line " + i + ": nothing changed to render (Retake line " + i + " makes a new take)";
@@ -186,7 +194,7 @@
     const step = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600].find((s) => s * PPS >= 60) || 600;
     for (let t = 0; t <= program; t += step)
       ruler.append(el("span", {text: clock(t).replace(/\.\d\d$/, ""), style: {left: (100 * t / program) + "%"}}));
-    for (const speaker of state.speakers) {
+    for (const speaker of new Set([...state.speakers, ...state.lines.map((l) => l.speaker)])) {
       names.append(el("div", {text: speaker, title: speaker}));
       const lane = el("div", {class: "lane", "data-speaker": speaker});
       for (const line of state.lines.filter((l) => l.speaker === speaker)) lane.append(...blocks(line, program));
@@ -213,13 +221,15 @@
     const editing = old && old.contains(document.activeElement) ? document.activeElement.id : null;
     const typed = old ? $("text-" + line.index).value : null;
     const dirty = old && typed !== old.querySelector("textarea").dataset.text;
+    const moved = state.lines[at].speaker !== line.speaker;  // its block goes to another lane
     state.lines[at] = line;
     const article = lineArticle(line);
     if (old) old.replaceWith(article); else $("lines").append(article);
     if (dirty && line.text === state.lines[at].text && typed !== line.text) $("text-" + line.index).value = typed;
     if (editing && document.getElementById(editing)) document.getElementById(editing).focus();
     const block = $("block-" + line.index);
-    if (block) block.replaceWith(blocks(line, Math.max(state.program_seconds, 1))[1]);
+    if (moved) timeline();
+    else if (block) block.replaceWith(blocks(line, Math.max(state.program_seconds, 1))[1]);
   }
   function select(index, scroll) {
     if (!state.lines.some((l) => l.index === index)) return;
