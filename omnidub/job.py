@@ -448,6 +448,7 @@ class Job:
                 text=wanted.get("text", project.input_text(index)),
                 max_speedup=wanted.get("max_speedup"),
                 borrow=wanted.get("borrow"),
+                speaker=wanted.get("speaker", project.input_speaker(index)),
                 **({"voice": wanted.get("voice")} if project.cast is not None else {}),
             )
             project.replan()

@@ -300,6 +300,7 @@ class Project:
         """The script with the editor's changes applied, and the lines' own fitting rules. A change made over text
         the input no longer has is dropped: the input's newer text wins, and the note says so."""
         lines, fits = [], {}
+        voices = {line.speaker for line in self.script.lines}  # a line is moved only to a voice the input has
         for line in self.script.lines:
             edit = self.edits.get(line.index)
             if edit is not None and edit.get("from") != line.text:
@@ -309,6 +310,17 @@ class Project:
                 )
                 del self.edits[line.index]
                 edit = None
+            if edit is not None and edit.get("speaker") is not None and edit["speaker"] not in voices:
+                self.note(
+                    f"line {line.index}: it was moved to {edit['speaker']} in review, a voice this render no "
+                    f"longer has; it stays {line.speaker}'s"
+                )
+                edit = {k: v for k, v in edit.items() if k != "speaker"}
+                if set(edit) == {"from"}:
+                    del self.edits[line.index]
+                    edit = None
+                else:
+                    self.edits[line.index] = edit
             if edit is not None:
                 line = replace(line, text=edit.get("text", line.text), speaker=edit.get("speaker", line.speaker))
                 if edit.get("max_speedup") or edit.get("borrow"):
@@ -733,20 +745,22 @@ class Project:
                 value = edited_text(value, where)
                 if value == edit["from"]:
                     value = None
-            elif name == "max_speedup" and value is not None:
-                if isinstance(value, bool) or not isinstance(value, (int, float)) or not 1.0 <= value <= 4.0:
+            elif name == "max_speedup":  # None: the preset's cap
+                if value is not None and (
+                    isinstance(value, bool) or not isinstance(value, (int, float)) or not 1.0 <= value <= 4.0
+                ):
                     raise OmnidubError(f"{where}: a speed cap is a number from 1 to 4, not {value!r}")
-                value = float(value)
+                value = None if value is None else float(value)
             elif name == "borrow":
                 value = bool(value) or None
             elif name == "speaker":
                 value = None if value == self.input_speaker(index) else self.voice_for(index, value)
-            elif name == "voice" and value is not None:
-                if self.cast is None:
+            elif name == "voice":  # None: as the render decides
+                if value is not None and self.cast is None:
                     raise OmnidubError(f"{where}: only a render with --source clones lines from clips of the original")
-                if value not in ("line", "speaker"):
+                if value not in (None, "line", "speaker"):
                     raise OmnidubError(f"{where}: a line's clip is its own (line) or its speaker's (speaker)")
-            elif name != "voice":
+            else:
                 raise OmnidubError(f"{where}: nothing called {name!r} can be changed")
             if value is None:
                 edit.pop(name, None)

@@ -290,14 +290,37 @@ def test_a_line_moved_to_another_voice_is_said_by_it_and_in_its_stem_and_a_later
     result = render(manifest["input"], folder, "--asr-model", whisper_tiny_en, "--json")
     assert result.exit_code == 0, result.output
     assert json.loads(result.stdout)["rendered"] == 0 and lines(folder)[3]["speaker"] == "BOB"
-    # Moved back to the input's own speaker, the edit is gone.
+    # The take from before the move, chosen again, is ALICE's again, bit for bit; then moved back by hand.
     desk = open_desk(folder)
     try:
+        events = do(desk, "choose", 3, take=1)
+        assert not [e for e in events if e["type"] == "error"], events
+        assert desk.state()["lines"][2]["speaker"] == "ALICE"
+        assert segments(folder)["0003-ALICE.wav"] == before["0003-ALICE.wav"]
+        do(desk, "choose", 3, take=2)
+        assert desk.state()["lines"][2]["speaker"] == "BOB"
         do(desk, "edit", 3, speaker="ALICE")
         assert desk.state()["lines"][2]["speaker"] == "ALICE"
     finally:
         desk.close()
     assert "speaker" not in (lines(folder)[3].get("edit") or {}) and "0003-ALICE.wav" in segments(folder)
+
+
+def test_a_take_from_before_an_edit_comes_back_with_the_text_and_cap_it_was_made_with(folder):
+    before = segments(folder)
+    desk = open_desk(folder)
+    try:
+        do(desk, "edit", 3, text="Then we are never lost.", max_speedup=1.5)
+        events = do(desk, "choose", 3, take=1)
+        assert not [e for e in events if e["type"] == "error"], events
+        line = desk.state()["lines"][2]
+        assert line["text"] == "Then we are not lost at all." and line["max_speedup"] is None
+        assert segments(folder) == before
+        do(desk, "choose", 3, take=2)
+        line = desk.state()["lines"][2]
+        assert line["text"] == "Then we are never lost." and line["max_speedup"] == 1.5
+    finally:
+        desk.close()
 
 
 def test_an_approval_survives_a_restart_and_a_render_beside_the_review_is_refused(folder):
