@@ -306,6 +306,23 @@ def test_a_line_moved_to_another_voice_is_said_by_it_and_in_its_stem_and_a_later
     assert "speaker" not in (lines(folder)[3].get("edit") or {}) and "0003-ALICE.wav" in segments(folder)
 
 
+def test_a_line_moved_to_a_voice_the_input_no_longer_has_stays_its_own_speakers(folder, whisper_tiny_en):
+    desk = open_desk(folder)
+    try:
+        do(desk, "edit", 3, speaker="BOB")
+    finally:
+        desk.close()
+    script = Path(json.loads((folder / "manifest.json").read_text())["input"])
+    script.write_text(SCENE.replace("BOB:", "ALICE:"))  # BOB's lines are ALICE's now: he is gone
+    try:
+        result = render(script, folder, "--asr-model", whisper_tiny_en)
+    finally:
+        script.write_text(SCENE)
+    assert result.exit_code == 0, result.output
+    assert "line 3: it was moved to BOB in review, a voice this render no longer has" in result.stderr
+    assert {line["speaker"] for line in lines(folder).values()} == {"ALICE"}
+
+
 def test_a_take_from_before_an_edit_comes_back_with_the_text_and_cap_it_was_made_with(folder):
     before = segments(folder)
     desk = open_desk(folder)
