@@ -252,10 +252,11 @@ class Session:
         )
         return Review(session, project, speaker_model=speaker_model)
 
-    def qa(self, out_dir, *, max_wer: float | None = None, progress=None, speaker_model: str | None = None):
+    def qa(self, out_dir, *, max_wer: float | None = None, progress=None, speaker_model: str | None = None, note=None):
         """Check a rendered folder; returns the QA Report (written to qa.json and qa.html). ``speaker_model``
-        names the voice check's encoder (default resemblyzer; "none" skips the check). A render running in the
-        folder keeps QA out (and QA keeps a render out) until it has finished."""
+        names the voice check's encoder (default resemblyzer; "none" skips the check); ``note`` hears where a
+        report someone had changed was moved aside. A render running in the folder keeps QA out (and QA keeps a
+        render out) until it has finished."""
         from omnidub.folder import QA_FILES, OutputFolder
         from omnidub.qa import run_qa, write_reports
 
@@ -271,7 +272,7 @@ class Session:
                 encoder=encoder,
                 kept=self.engine.transcripts(),
             )
-            write_reports(report, folder)
+            write_reports(report, folder, note)
         finally:
             folder.release()
         return report

@@ -297,7 +297,7 @@ class Job:
                 project.reassemble()
                 reports[project] = check(project)
         for project, report in reports.items():
-            write_reports(report, project.folder)
+            write_reports(report, project.folder, self.listener.note)
             project.mark_checked()  # the timelines mark the lines QA failed
             self.listener.checked(report, (project.out_dir / "qa.json", project.out_dir / "qa.html"))
         return reports
@@ -471,7 +471,8 @@ class Job:
         from omnidub.folder import QA_FILES
 
         project.reassemble()
-        if not check or self.qa is None or project.folder.status(QA_FILES[0]) == "ours":
+        # Written again only where the assembly removed them (a report someone changed since stays as it is).
+        if not check or self.qa is None or any(project.folder.status(name) != "absent" for name in QA_FILES):
             return
         if self.unheard() is not None:
             self.listener.note(

@@ -5,6 +5,7 @@ from __future__ import annotations
 import io
 import json
 import os
+import shutil
 import subprocess
 import sys
 from pathlib import Path
@@ -260,6 +261,24 @@ def test_qa_command_reports_noise_as_failing(small_render, whisper_tiny_en):
         and first["start_tc"] == json.loads((out / "manifest.json").read_text())["lines"][0]["start_tc"]
     )
     assert first["start_tc"].count(":") == 3  # HH:MM:SS:FF beside the seconds
+
+
+def test_a_qa_page_someone_changed_is_moved_aside_and_said_before_qa_writes_its_own(
+    small_render, whisper_tiny_en, tmp_path
+):
+    out = tmp_path / "out"
+    shutil.copytree(small_render[1], out, symlinks=True)
+    assert run("qa", out, "--asr-model", whisper_tiny_en).exit_code == 1  # the noise fails: qa.html is omnidub's
+    mine = (out / "qa.html").read_text(encoding="utf-8") + "<!-- my notes on line 2 -->\n"
+    (out / "qa.html").write_text(mine, encoding="utf-8")
+    result = run("qa", out, "--asr-model", whisper_tiny_en)
+    assert result.exit_code == 1, result.output
+    [aside] = out.glob("qa.changed-*.html")
+    assert aside.read_text(encoding="utf-8") == mine
+    assert f"qa.html was changed after omnidub wrote it; it was moved to {aside.name}" in " ".join(
+        result.stderr.split()
+    )
+    assert "my notes" not in (out / "qa.html").read_text(encoding="utf-8")
 
 
 def test_a_spanish_dub_checked_with_an_english_only_model_is_never_called_passed(

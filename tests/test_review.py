@@ -172,6 +172,19 @@ def test_delivery_writes_qa_again_of_the_lines_as_they_stand_hearing_no_audio_tw
     assert any(note.startswith("4 of 4 line(s) were heard by") for note in report["notes"]), report["notes"]
 
 
+def test_a_qa_page_someone_changed_is_kept_at_delivery_and_never_written_over(folder):
+    desk = open_desk(folder)
+    try:
+        do(desk, "retake", 3)
+        page = (folder / "qa.html").read_text(encoding="utf-8") + "<!-- my notes -->\n"
+        (folder / "qa.html").write_text(page, encoding="utf-8")
+        events = do(desk, "deliver")
+    finally:
+        desk.close(deliver=False)
+    assert not [e for e in events if e["type"] == "error"], events
+    assert (folder / "qa.html").read_text(encoding="utf-8") == page
+
+
 def test_the_mix_a_render_left_plays_until_a_line_changes_and_again_once_delivered(folder):
     desk = open_desk(folder)
     try:

@@ -18,6 +18,7 @@ from omnidub.cli.app import (
     err,
     out,
     print_json,
+    printable,
     user_errors,
 )
 from omnidub.cli.show import qa_progress
@@ -60,7 +61,13 @@ def qa(
 
         session = Session(device=device, asr_model=asr_model)
         with qa_progress(err) as progress:
-            report = session.qa(out_dir, max_wer=max_wer, progress=progress, speaker_model=speaker_model)
+            report = session.qa(
+                out_dir,
+                max_wer=max_wer,
+                progress=progress,
+                speaker_model=speaker_model,
+                note=lambda text: err.print(f"[yellow]note:[/] {escape(printable(text))}", soft_wrap=True),
+            )
         if as_json:
             print_json(report_json(report))
             err.print(

@@ -6,6 +6,7 @@ import dataclasses
 import json
 import math
 from pathlib import Path
+from typing import Callable
 
 from omnidub.qa.page import render_html
 from omnidub.qa.results import CorpusFigure, LineCheck, Report
@@ -72,13 +73,16 @@ def report_json(report: Report) -> dict:
     }
 
 
-def write_reports(report: Report, folder) -> tuple[Path, Path]:
+def write_reports(report: Report, folder, note: Callable[[str], None] | None = None) -> tuple[Path, Path]:
     """Write qa.json and qa.html into the output folder (a path, or the ``OutputFolder`` a run holds), each
-    atomically, recorded in the folder's ledger, and never over a file omnidub did not write."""
+    atomically, recorded in the folder's ledger, and never over a file omnidub did not write; a report someone
+    changed since omnidub wrote it is moved aside first, and ``note`` hears where."""
     from omnidub.folder import OutputFolder
 
     if not isinstance(folder, OutputFolder):
         folder = OutputFolder(Path(folder), flag=None)
-    folder.write_text("qa.json", json.dumps(report_json(report), ensure_ascii=False, indent=2) + "\n")
-    folder.write_text("qa.html", render_html(report))
+    said = folder.write_text("qa.json", json.dumps(report_json(report), ensure_ascii=False, indent=2) + "\n")
+    said += folder.write_text("qa.html", render_html(report))
+    for text in said if note is not None else ():
+        note(text)
     return folder.path / "qa.json", folder.path / "qa.html"
