@@ -471,8 +471,8 @@ class Job:
         from omnidub.folder import QA_FILES
 
         project.reassemble()
-        # Written again only where the assembly removed them (a report someone changed since stays as it is).
-        if not check or self.qa is None or any(project.folder.status(name) != "absent" for name in QA_FILES):
+        # Written again where the assembly removed them (the audio changed); one someone changed is moved aside.
+        if not check or self.qa is None or project.folder.status(QA_FILES[0]) != "absent":
             return
         if self.unheard() is not None:
             self.listener.note(

@@ -172,7 +172,7 @@ def test_delivery_writes_qa_again_of_the_lines_as_they_stand_hearing_no_audio_tw
     assert any(note.startswith("4 of 4 line(s) were heard by") for note in report["notes"]), report["notes"]
 
 
-def test_a_qa_page_someone_changed_is_kept_at_delivery_and_never_written_over(folder):
+def test_a_qa_page_someone_changed_is_moved_aside_at_delivery_and_said(folder):
     desk = open_desk(folder)
     try:
         do(desk, "retake", 3)
@@ -182,7 +182,10 @@ def test_a_qa_page_someone_changed_is_kept_at_delivery_and_never_written_over(fo
     finally:
         desk.close(deliver=False)
     assert not [e for e in events if e["type"] == "error"], events
-    assert (folder / "qa.html").read_text(encoding="utf-8") == page
+    [aside] = folder.glob("qa.changed-*.html")
+    assert aside.read_text(encoding="utf-8") == page and "my notes" not in (folder / "qa.html").read_text()
+    said = [e["text"] for e in events if e["type"] == "note"]
+    assert any(f"qa.html was changed after omnidub wrote it; it was moved to {aside.name}" in t for t in said), said
 
 
 def test_the_mix_a_render_left_plays_until_a_line_changes_and_again_once_delivered(folder):
