@@ -468,8 +468,6 @@ class Job:
         """Assemble the project's outputs from the lines as they stand (the same assembly as a render's). With
         ``check``, QA's reports that the assembly removed (the audio changed) are written again, of the lines as
         they stand: what the ASR heard before is kept, so only audio no check has heard is transcribed."""
-        from omnidub.folder import QA_FILES
-
         project.reassemble()
         # Written again where the assembly removed them (the audio changed); one someone changed is moved aside.
         if not check or self.qa is None or project.folder.status(QA_FILES[0]) != "absent":

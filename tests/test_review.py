@@ -119,6 +119,16 @@ def do(desk, kind: str, index: int | None = None, **args) -> list[dict]:
     return events
 
 
+def render_as_changed(folder: Path, text: str, *more):
+    """Render the folder's input again as if it said ``text`` (written in its place, then put back)."""
+    script = Path(json.loads((folder / "manifest.json").read_text())["input"])
+    script.write_text(text)
+    try:
+        return render(script, folder, *more)
+    finally:
+        script.write_text(SCENE)
+
+
 def segments(folder: Path) -> dict[str, bytes]:
     return {p.name: p.read_bytes() for p in sorted((folder / "segments").glob("*.wav"))}
 
@@ -328,12 +338,8 @@ def test_a_line_moved_to_a_voice_the_input_no_longer_has_stays_its_own_speakers(
         do(desk, "edit", 3, speaker="BOB")
     finally:
         desk.close()
-    script = Path(json.loads((folder / "manifest.json").read_text())["input"])
-    script.write_text(SCENE.replace("BOB:", "ALICE:"))  # BOB's lines are ALICE's now: he is gone
-    try:
-        result = render(script, folder, "--asr-model", whisper_tiny_en)
-    finally:
-        script.write_text(SCENE)
+    # BOB's lines are ALICE's now: he is gone.
+    result = render_as_changed(folder, SCENE.replace("BOB:", "ALICE:"), "--asr-model", whisper_tiny_en)
     assert result.exit_code == 0, result.output
     assert "line 3: it was moved to BOB in review, a voice this render no longer has" in result.stderr
     assert {line["speaker"] for line in lines(folder).values()} == {"ALICE"}
@@ -648,11 +654,8 @@ def test_a_render_says_which_approved_lines_it_renders_again_once_their_text_cha
     changed.write_text(SCENE.replace("Did you bring the map this time?", "Did you bring the new map?"))
     result = render(changed, folder, "--asr-model", whisper_tiny_en, "--allow-other-files")
     assert result.exit_code == 2 and "holds a render of" in result.stderr  # another input: refused, as ever
-    script.write_text(SCENE.replace("Did you bring the map this time?", "Did you bring the new map?"))
-    try:
-        result = render(script, folder, "--asr-model", whisper_tiny_en)
-    finally:
-        script.write_text(SCENE)
+    new = SCENE.replace("Did you bring the map this time?", "Did you bring the new map?")
+    result = render_as_changed(folder, new, "--asr-model", whisper_tiny_en)
     assert result.exit_code == 0, result.output
     assert "line(s) 1 had been approved, but render again now" in result.stderr
     recorded = lines(folder)

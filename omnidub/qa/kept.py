@@ -4,6 +4,7 @@ review's takes). Only the words are kept; the score is made again from them each
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import json
 from importlib import metadata
@@ -52,6 +53,7 @@ def kept_transcripts() -> KeptTranscripts:
     return KeptTranscripts(cache_home() / "qa" / "heard")
 
 
+@functools.cache  # asked for every line: the installed version does not change while omnidub runs
 def _faster_whisper() -> str | None:
     try:
         return metadata.version("faster-whisper")
