@@ -1,4 +1,4 @@
-"""The library face: a session renders, checks and reviews projects with one engine (the resident model).
+"""The library face: a session renders, checks and reopens projects with one engine (the resident model).
 
     from omnidub import Session
     session = Session(model="synthetic:tiny")
@@ -36,9 +36,10 @@ class Session:
         executor: ExecutorOptions | None = None,
         backend: str = "auto",
         engine: Engine | None = None,
+        judge_model: str | None = None,
     ):
         self.engine = engine or Engine(
-            model, device, preset, asr_model, source=source, executor=executor, backend=backend
+            model, device, preset, asr_model, source=source, executor=executor, backend=backend, judge_model=judge_model
         )
 
     @property
@@ -64,34 +65,24 @@ class Session:
         asr_model: str | None = None,
         listener=None,
     ):
-        """The session and project of a rendered folder, as its render asked for them (its manifest's
-        ``request``: model, preset, voices, source, delivery); ``model``, ``device`` and ``asr_model`` override
-        what was recorded. Returns (session, project); nothing is claimed or loaded yet."""
+        """The session and project of a rendered folder, exactly as its render asked for them (the manifest's
+        ``request``: model, preset, voices, source, delivery, and the ASR model the render decided with);
+        ``model`` and ``device`` override what was recorded. ``asr_model`` is the model QA hears takes with
+        (default: the one the folder's QA used, else the render's); it never changes what the render decided.
+        Returns (session, project); nothing is claimed or loaded yet."""
         from omnidub.config import preset_from_json
-        from omnidub.folder import OutputFolder
         from omnidub.outputs.deliver import DeliveryOptions
+        from omnidub.records import QaRecord
         from omnidub.source.cast import SourceOptions
         from omnidub.voices import Voice
 
         out_dir = Path(out_dir)
-        if not out_dir.is_dir():
-            raise OmnidubError(f"{out_dir}: no such folder")
-        last = OutputFolder(out_dir).last_render()
-        if not last.exists:
-            raise OmnidubError(
-                f"{out_dir} holds no render of omnidub's; render into it first (omnidub render ... --out {out_dir})"
-            )
-        asked = last.request
-        if not asked or not last.input:
-            raise OmnidubError(
-                f"{out_dir} was rendered by an omnidub that did not record how it was asked for: render "
-                "it again once with the same flags (its lines are cached), then open it"
-            )
+        asked, last = _recorded_request(out_dir)
         input_path = Path(last.input)
         if not input_path.is_file():
             raise OmnidubError(f"{out_dir} is a render of {input_path}, which is no longer there")
         try:
-            preset = preset_from_json(asked["preset"])
+            preset = preset_from_json(asked.preset)
             voices = {
                 name: Voice(
                     name,
@@ -101,34 +92,31 @@ class Session:
                     v.get("speed"),
                     v.get("instruct"),
                 )
-                for name, v in asked["voices"].items()
+                for name, v in asked.voices.items()
             }
-            delivery = _options(DeliveryOptions, asked["delivery"])
-            source = _options(SourceOptions, asked["source"]) if asked.get("source") else None
+            delivery = _options(DeliveryOptions, asked.delivery)
+            source = _options(SourceOptions, asked.source) if asked.source else None
         except (KeyError, TypeError, AttributeError, ValueError) as exc:
             raise OmnidubError(f"{out_dir}: its manifest's request cannot be read ({exc}); render it again") from exc
-        # The ASR model: given, else the render's, else the one the folder's QA report was heard with.
-        from omnidub.records import read_json
-
-        report = read_json(out_dir, "qa.json") or {}
-        checked_with = report.get("asr_model") if report.get("generator") == "omnidub" else None
+        checked = QaRecord.read(out_dir)
         session = cls(
-            model or asked.get("model") or DEFAULT_MODEL,
-            device or asked.get("device") or "auto",
+            model or asked.model or DEFAULT_MODEL,
+            device or asked.device or "auto",
             preset,
-            asr_model or asked.get("asr_model") or checked_with,
-            backend=asked.get("backend") or "auto",
+            asked.asr_model,  # what the render decided with: the references it cut, the source as it heard it
+            backend=asked.backend or "auto",
+            judge_model=asr_model or (checked.asr_model if checked else None) or asked.asr_model,
         )
         project = session.project(
             input_path,
             voice_map=voices,
-            language=asked.get("language"),
+            language=asked.language,
             out_dir=out_dir,
-            fmt=asked.get("format") or "wav",
+            fmt=asked.format,
             listener=listener,
             delivery=delivery,
-            cache_dir=asked.get("cache"),
-            allow_other_files=bool(asked.get("allow_other_files")),
+            cache_dir=asked.cache,
+            allow_other_files=asked.allow_other_files,
             source=source,
         )
         return session, project
@@ -237,21 +225,6 @@ class Session:
             self.close()
         return runs[0].result() if isinstance(inputs, (str, Path)) else runs
 
-    def review(self, out_dir, *, speaker_model: str | None = None):
-        """A rendered folder opened for review (``omnidub.review.Review``; :meth:`Review.open` holds it), with the
-        model, preset, voices and delivery its render recorded, run by this session's model, device and ASR
-        model when they were given."""
-        from omnidub.review import Review
-
-        engine = self.engine
-        session, project = Session.reopen(
-            out_dir,
-            model=engine.model_spec if engine.model_spec != DEFAULT_MODEL else None,
-            device=engine.device_spec if engine.device_spec != "auto" else None,
-            asr_model=engine.asr_model,
-        )
-        return Review(session, project, speaker_model=speaker_model)
-
     def qa(self, out_dir, *, max_wer: float | None = None, progress=None, speaker_model: str | None = None, note=None):
         """Check a rendered folder; returns the QA Report (written to qa.json and qa.html). ``speaker_model``
         names the voice check's encoder (default resemblyzer; "none" skips the check); ``note`` hears where a
@@ -266,7 +239,7 @@ class Session:
         try:
             report = run_qa(
                 folder.path,
-                asr=self.engine.asr(),
+                asr=self.engine.judge(),
                 max_wer=max_wer,
                 progress=progress,
                 encoder=encoder,
@@ -276,6 +249,41 @@ class Session:
         finally:
             folder.release()
         return report
+
+
+def _recorded_request(out_dir: Path):
+    """The folder's last render and the request it recorded; one line saying what is wrong (and how to repair it)
+    when there is none to replay."""
+    from omnidub.folder import OutputFolder
+    from omnidub.records import MANIFEST
+
+    if not out_dir.is_dir():
+        raise OmnidubError(f"{out_dir}: no such folder")
+    folder = OutputFolder(out_dir)
+    last = folder.last_render()
+    if folder.lock.path.exists() and not last.request:
+        if not folder.lock.acquire(shared=True):  # its first render is still running
+            holder = folder.lock.holder()
+            raise OmnidubError(
+                f"{out_dir} is in use by {holder or 'another omnidub run'}; open it when that has finished"
+            )
+        folder.lock.release()
+    if folder.status(MANIFEST) in ("changed", "unfinished") and folder.manifest() is None:
+        raise OmnidubError(
+            f"{out_dir / MANIFEST} is damaged (cut short or changed), so how the folder was rendered is unknown: "
+            f"run the render that made it again with the same flags and --out {out_dir} (its lines are cached; the "
+            "edits and approvals its journal holds are kept), then open it"
+        )
+    if not last.exists:
+        raise OmnidubError(
+            f"{out_dir} holds no render of omnidub's; render into it first (omnidub render ... --out {out_dir})"
+        )
+    if last.request is None or not last.input:
+        raise OmnidubError(
+            f"{out_dir} was rendered by an omnidub that did not record how it was asked for: render "
+            "it again once with the same flags (its lines are cached), then open it"
+        )
+    return last.request, last
 
 
 def _options(cls, data: dict):

@@ -32,6 +32,7 @@ class Engine:
         source: ModelSource | None = None,
         executor: ExecutorOptions | None = None,
         backend: str = "auto",
+        judge_model: str | None = None,
     ):
         self.executor_options = executor or ExecutorOptions()
         if self.executor_options.kind not in EXECUTORS:
@@ -41,6 +42,10 @@ class Engine:
         self.backend_spec = backend
         self.preset = load_preset(preset) if isinstance(preset, str) else preset
         self.asr_model = asr_model
+        # QA's ASR when it is another than the one the render decides with (a review hears its takes with the model
+        # the folder's QA used, while the references stay as the render cut them).
+        self.judge_model = judge_model if judge_model != asr_model else None
+        self._judge = None
         self._source = source
         self._pinned: dict = {}  # what the project was rendered with: {"cfg": layout, "backend": name}
         self._choice = None
@@ -258,12 +263,23 @@ class Engine:
             self._executor = None
 
     def asr(self):
-        """The ASR model for reference trimming and QA (it loads on its first transcription)."""
+        """The ASR model a render decides with (reference trimming, hearing a source); also QA's unless
+        ``judge_model`` names another. It loads on its first transcription."""
         from omnidub.asr import Asr
 
         if self._asr is None:
             self._asr = Asr(self.asr_model, device=self.tools_device)
         return self._asr
+
+    def judge(self):
+        """The ASR model QA hears lines with: ``judge_model`` when given, else :meth:`asr`'s."""
+        from omnidub.asr import Asr
+
+        if self.judge_model is None:
+            return self.asr()
+        if self._judge is None:
+            self._judge = Asr(self.judge_model, device=self.tools_device)
+        return self._judge
 
     def transcripts(self):
         """What the ASR heard in line audio before, kept in omnidub's cache (``qa.kept``), made once."""

@@ -244,7 +244,9 @@ class OutputFolder:
         manifest = self.manifest()
         if manifest is None:
             stranger = _first_stranger(self.path, set(self._ledger().files))
-            if (self.path / self.mark).exists():
+            # A record omnidub wrote that no longer reads (cut short by a full disk, say) is still omnidub's: the
+            # run writes it anew, and the damaged one is moved aside then.
+            if (self.path / self.mark).exists() and self.mark not in self._ledger().files:
                 article = "an" if self.mark[0] in "aeiou" else "a"
                 raise OmnidubError(
                     f"{self.path} holds {article} {self.mark} that omnidub did not write"

@@ -118,7 +118,7 @@ class LastRender:
     assembly: Assembled | None = None
     parts: dict = field(default_factory=dict)  # the outputs as recorded: stems, mix, loudness, delivery
     program_seconds: float | None = None
-    request: dict = field(default_factory=dict)  # how it was asked for: see Project.asked_json
+    request: RenderRequest | None = None  # how it was asked for: see Project.asked_json
 
     @classmethod
     def parse(cls, manifest: dict | None, journal: list[LineEntry] = ()) -> "LastRender":
@@ -146,7 +146,7 @@ class LastRender:
             assembly=assembly,
             parts={name: data.get(name) for name in ("stems", "mix", "loudness", "delivery") if name in data},
             program_seconds=float(program) if isinstance(program, (int, float)) else None,
-            request=_mapping(data.get("request")),
+            request=RenderRequest.parse(data.get("request")),
         )
 
     @property
@@ -173,12 +173,89 @@ class LastRender:
 
     def verdicts(self) -> dict[int, dict]:
         """The voice check's verdicts recorded per line (``render --source --voice-match auto``)."""
-        found = {}
-        for entry in self.entries:
-            check = (entry.reference or {}).get("check") if isinstance(entry.reference, dict) else None
-            if isinstance(check, dict) and "passed" in check:
-                found[entry.index] = check
-        return found
+        return verdicts(self.entries)
+
+
+def verdicts(entries) -> dict[int, dict]:
+    """The voice check's verdicts the entries record, by line."""
+    found = {}
+    for entry in entries:
+        check = (entry.reference or {}).get("check") if isinstance(entry.reference, dict) else None
+        if isinstance(check, dict) and "passed" in check:
+            found[entry.index] = check
+    return found
+
+
+@dataclass(frozen=True)
+class RenderRequest:
+    """How a folder was asked to render (the manifest's ``request``, see ``Project.asked_json``): what a review
+    replays. Voices, source and delivery options keep their JSON form; paths are absolute strings."""
+
+    model: str | None
+    device: str | None
+    backend: str | None
+    asr_model: str | None  # the ASR the render decided with (reference cuts, hearing the source)
+    preset: dict
+    language: str | None
+    voices: dict
+    format: str
+    allow_other_files: bool
+    cache: str | None
+    source: dict | None
+    delivery: dict
+
+    @classmethod
+    def parse(cls, data) -> "RenderRequest | None":
+        """The request a manifest recorded, or None when it recorded none (or not one of this shape)."""
+        if not isinstance(data, dict) or not isinstance(data.get("preset"), dict):
+            return None
+        text = lambda name: data[name] if isinstance(data.get(name), str) else None  # noqa: E731
+        voices, delivery, source = data.get("voices"), data.get("delivery"), data.get("source")
+        if not isinstance(voices, dict) or not isinstance(delivery, dict) or not isinstance(source, (dict, type(None))):
+            return None
+        return cls(
+            model=text("model"),
+            device=text("device"),
+            backend=text("backend"),
+            asr_model=text("asr_model"),
+            preset=data["preset"],
+            language=text("language"),
+            voices=voices,
+            format=text("format") or "wav",
+            allow_other_files=data.get("allow_other_files") is True,
+            cache=text("cache"),
+            source=source,
+            delivery=delivery,
+        )
+
+
+@dataclass(frozen=True)
+class QaRecord:
+    """What omnidub qa recorded of a folder (qa.json), typed: the ASR model it heard with and each line's
+    verdict as written (by line number)."""
+
+    asr_model: str | None
+    lines: dict[int, dict]
+
+    @classmethod
+    def read(cls, folder: Path) -> "QaRecord | None":
+        """The folder's qa.json when omnidub wrote it (by its generator field), else None."""
+        data = read_json(folder, "qa.json")
+        if data is None or data.get("generator") != "omnidub":
+            return None
+        lines = data.get("lines") if isinstance(data.get("lines"), list) else []
+        return cls(
+            asr_model=data["asr_model"] if isinstance(data.get("asr_model"), str) else None,
+            lines={line["index"]: line for line in lines if isinstance(line, dict) and type(line.get("index")) is int},
+        )
+
+    def failures(self) -> dict[int, tuple[str, tuple[str, ...]]]:
+        """Line -> (the hash of the audio QA judged, its flags) for each line it failed."""
+        failed = {}
+        for index, line in self.lines.items():
+            if line.get("verdict") == "failed" and isinstance(line.get("sha256"), str):
+                failed[index] = (line["sha256"], tuple(str(f) for f in line.get("flags") or ()) or ("failed",))
+        return failed
 
 
 def _mapping(value) -> dict:

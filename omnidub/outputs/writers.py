@@ -177,7 +177,10 @@ class TimelineWriter:
         """Why an editor should look at a line: ``overflow``, ``past-video``, and ``QA: <flags>`` for a line the
         folder's qa.json failed, when it judged the audio the line has now."""
         late = set(programme.past_video())
-        failed = _qa_failures(programme.out_dir / "qa.json")
+        from omnidub.records import QaRecord
+
+        record = QaRecord.read(programme.out_dir)
+        failed = record.failures() if record is not None else {}
         found = {}
         for p in programme.placements:
             marks = [m for m in ("overflow",) if m in p.flags] + (["past-video"] if p.index in late else [])
@@ -206,23 +209,6 @@ class TimelineWriter:
         )
         files = [Path(p).relative_to(programme.out_dir).as_posix() for p in written]
         return Output(files, {"delivery": {"timelines": files}})
-
-
-def _qa_failures(path: Path) -> dict[int, tuple[str, tuple[str, ...]]]:
-    """Line index -> (the hash of the audio QA judged, its flags) for each line a qa.json failed (none when there
-    is no qa.json, or it cannot be read)."""
-    import json
-
-    try:
-        lines = json.loads(path.read_text(encoding="utf-8")).get("lines")
-    except (OSError, ValueError, AttributeError):
-        return {}
-    failed = {}
-    for line in lines if isinstance(lines, list) else []:
-        if isinstance(line, dict) and line.get("verdict") == "failed" and isinstance(line.get("sha256"), str):
-            flags = tuple(str(f) for f in line.get("flags") or ()) or ("failed",)
-            failed[line.get("index")] = (line["sha256"], flags)
-    return failed
 
 
 # In order: a writer may use what the ones before it wrote (the video carries the mix).
