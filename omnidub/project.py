@@ -25,7 +25,7 @@ from omnidub.outputs.deliver import DeliveryOptions, check
 from omnidub.outputs.mix import Placement
 from omnidub.plan import KeyContext, Plan, Speaker, assign_languages, key_for, language_note, plan_lines, segment_name
 from omnidub.progress import Listener, Summary
-from omnidub.records import MANIFEST, LastRender, LineEntry
+from omnidub.records import MANIFEST, LastRender, LineEntry, verdicts
 from omnidub.scheduler import Failure, Outcome
 from omnidub.script import Script, line_ranges
 from omnidub.source.cast import SourceOptions
@@ -87,6 +87,7 @@ class Project:
         self._make_assembly()
         self._last: LastRender | None = None
         self._edits: dict[int, dict] | None = None  # line -> the editor's changes (read from the last render once)
+        self._recorded: tuple[LineEntry, ...] | None = None  # the last render's records, numbered as lines are now
         self._approved_before: set[int] = set()
         self.stopping = False
         self.entries: list[LineEntry] = []
@@ -119,13 +120,39 @@ class Project:
 
     @property
     def edits(self) -> dict[int, dict]:
-        """Each line's changes made in review (its text, speed cap, gap, clip), as the last render recorded them
-        and as made since."""
+        """Each line's changes made in review (its text, speed cap, gap, clip, voice), as the last render recorded
+        them and as made since, by the line's number in the input now."""
         if self._edits is None:
-            latest = {e.index: e for e in self.last.records}
+            latest = {e.index: e for e in self.recorded}
             self._edits = {i: dict(e.edit) for i, e in latest.items() if isinstance(e.edit, dict) and e.edit}
             self._approved_before = {i for i, e in latest.items() if e.approved}
         return self._edits
+
+    @property
+    def recorded(self) -> tuple[LineEntry, ...]:
+        """The last render's line records, each numbered as its line is in the input now: a cue inserted or deleted
+        above a line moves its number, and its edit, approval and takes follow it (see ``script.follow``). Records
+        of lines the input no longer has are left out (their keyed audio still counts)."""
+        if self._recorded is None:
+            moved = self._renumbering()
+            self._recorded = tuple(replace(e, index=moved[e.index]) for e in self.last.records if e.index in moved)
+        return self._recorded
+
+    def _renumbering(self) -> dict[int, int]:
+        """Each recorded line's number now (see :attr:`recorded`); said once when lines moved."""
+        from omnidub.script import follow
+
+        latest = {e.index: e for e in self.last.records}
+        before = [(i, (e.edit or {}).get("from", e.text), e.start, e.end) for i, e in sorted(latest.items())]
+        now = [(line.index, line.text, line.start, line.end) for line in self.dub.lines]
+        moved = follow(before, now)
+        shifted = sorted(new for old, new in moved.items() if old != new)
+        if shifted:
+            self.note(
+                f"cues were inserted or removed since the last render: line(s) {line_ranges(shifted)} moved, and "
+                "their edits, approvals and takes moved with them"
+            )
+        return moved
 
     def _make_assembly(self) -> None:
         video = self.options.delivery.video
@@ -158,7 +185,7 @@ class Project:
         """Take the voices (and per-line clips) from the source; the user's voices win (a source not analysed yet
         is analysed now, into omnidub's cache, which every later run reuses)."""
         if not self.voice_checks:
-            self.voice_checks = self.last.verdicts()
+            self.voice_checks = verdicts(self.recorded)
         chosen = {i: edit["voice"] for i, edit in self.edits.items() if edit.get("voice") in ("line", "speaker")}
         casting = cast_from_source(
             self.engine,
@@ -236,11 +263,13 @@ class Project:
             self._record_references(made.entries)
         self.targets, self.program = made.targets, made.program
         self._planned_length = made.program or 0.0
-        records = self.last.records + tuple(e for e in self.entries if e.done)  # this run's lines count too
+        # The lines' own records (numbered as the lines are now), then this run's; every record's audio counts by key.
+        records = self.recorded + tuple(e for e in self.entries if e.done)
+        anyone = self.last.records + records
         # The latest record of each line's own base key first (its take in use, its approval), else of the base key
-        # alone (a line that moved to another index); of each key, its hash and segment.
-        by_base = {e.base_key: e for e in records if e.done} | {(e.index, e.base_key): e for e in records if e.done}
-        by_key = {e.key: e for e in records if e.done} | {(e.index, e.key): e for e in records if e.done}
+        # alone (the same words elsewhere); of each key, its hash and segment.
+        by_base = {e.base_key: e for e in anyone if e.done} | {(e.index, e.base_key): e for e in records if e.done}
+        by_key = {e.key: e for e in anyone if e.done} | {(e.index, e.key): e for e in records if e.done}
         self.entries = [self._reuse(e, by_base, by_key, prepare) for e in made.entries]
         self._keep_unasked(records, by_base, by_key, prepare)
         unapproved = sorted(self._approved_before - {e.index for e in self.entries if e.approved})
@@ -305,15 +334,15 @@ class Project:
             edit = self.edits.get(line.index)
             if edit is not None and edit.get("from") != line.text:
                 self.note(
-                    f"line {line.index}: its text in {self.input_path.name} changed since it was edited in "
-                    "review; the input's text is used"
+                    f"line {line.index} ({_quoted(line.text)}): its text in {self.input_path.name} changed since it "
+                    "was edited in review; the input's text is used"
                 )
                 del self.edits[line.index]
                 edit = None
             if edit is not None and edit.get("speaker") is not None and edit["speaker"] not in voices:
                 self.note(
-                    f"line {line.index}: it was moved to {edit['speaker']} in review, a voice this render no "
-                    f"longer has; it stays {line.speaker}'s"
+                    f"line {line.index} ({_quoted(line.text)}): it was moved to {edit['speaker']} in review, a voice "
+                    f"this render no longer has; it stays {line.speaker}'s"
                 )
                 edit = {k: v for k, v in edit.items() if k != "speaker"}
                 if set(edit) == {"from"}:
@@ -363,7 +392,7 @@ class Project:
         if self.folder.lock.held:
             return
         self.folder.claim(self.input_path, allow_other_files=self.options.allow_other_files, doing=doing)
-        self._last = None  # read again under the lock: a run that just finished may have written
+        self._last = self._recorded = None  # read again under the lock: a run that just finished may have written
         debris = self.folder.clean_debris(self.store.dir, prompt_cache_dir())
         if debris:
             self.note(f"removed {debris} temporary file(s) left by an interrupted run")
@@ -458,9 +487,10 @@ class Project:
             self.assembly.placements(self.entries, planned=True), self.names, self.program or 0.0
         )
 
-    def _place(self, entry: LineEntry) -> None:
+    def _place(self, entry: LineEntry, *, asked: bool = False) -> None:
         """Put the line's stored audio at its segment name; a segment someone edited is kept (and used), unless
-        this run was asked for the line (``--only``, ``--force``): then the edit is moved aside first."""
+        the line was asked for (``asked``: a take adopted in review; ``--only``, ``--force``): then the edit is
+        moved aside first, and said."""
         stored, problem = self.store.find(entry.key, entry.target)
         if stored is None:  # removed from under the run (a shared cache pruned by hand): rendered next time
             self.note(
@@ -468,13 +498,13 @@ class Project:
             )
             entry.status = "pending"
             return
-        asked = self.options.force or (self.options.only is not None and entry.index in self.options.only)
+        asked = asked or self.options.force or (self.options.only is not None and entry.index in self.options.only)
         kept = self.store.place(stored, entry.file, replace_edit=asked)
         if kept is None:
             return
         if asked:
             self.note(f"line {entry.index}: {entry.file} had been edited; the edit was moved to {kept}")
-        else:
+        elif "edited" not in entry.flags:
             entry.flags.append("edited")
             entry.duration = seconds_of(self.out_dir / entry.file)
             self.note(
@@ -695,18 +725,73 @@ class Project:
 
     def adopt(self, entry: LineEntry, take: LineEntry) -> None:
         """Make a take the line's audio; the line's base key stays, so reruns keep the take. An approval was of
-        the audio before it, and goes."""
-        entry.key, entry.seed, entry.duration, entry.sha256 = take.key, take.seed, take.duration, take.sha256
-        entry.approved = False
-        self._place(entry)
-        self.journal.append(entry)
+        the audio before it, and goes. A segment edited by hand is the editor's: it is moved aside (said) so that
+        the take is what the segment, the mix and the manifest hold."""
+        adopted = replace(
+            entry,
+            key=take.key,
+            seed=take.seed,
+            duration=take.duration,
+            sha256=take.sha256,
+            approved=False,
+            flags=[f for f in entry.flags if f != "edited"],
+        )
+        self._place(adopted, asked=True)
+        self._journaled(entry, adopted)
 
     def keep_attempts(self, entry: LineEntry, attempts: list[dict]) -> None:
         """Record the takes a line had (``retakes.attempt_record``), the one it uses marked chosen."""
-        entry.attempts = [{**record, "chosen": record["key"] == entry.key} for record in attempts]
-        self.journal.append(entry)
+        self._journaled(entry, replace(entry, attempts=[{**r, "chosen": r["key"] == entry.key} for r in attempts]))
+
+    def _journaled(self, entry: LineEntry, changed: LineEntry) -> None:
+        """Make ``changed`` the line's state once the journal holds it: a write that fails changes nothing."""
+        self.journal.append(changed)
+        for name in ("key", "seed", "duration", "sha256", "approved", "flags", "attempts", "edit", "status"):
+            setattr(entry, name, getattr(changed, name))
 
     # -- what an editor decides (omnidub review) -----------------------------------------------------------
+    def keep_as_rendered(self) -> list[int]:
+        """A review replays the render and never re-decides it: a line the plan would render again although its
+        words, speaker and slot are as recorded (the models or files at hand key it otherwise now) keeps the
+        audio its record names while that audio is intact (cache or segment). Returns those lines (said)."""
+        latest = {e.index: e for e in self.recorded}
+        kept = []
+        for k, entry in enumerate(self.entries):
+            old = latest.get(entry.index)
+            if entry.done or old is None or not old.done or not _same_line(old, entry):
+                continue
+            stored, _ = self.store.find(old.key, old.target)
+            if stored is None and old.sha256:
+                stored = self.store.restore(old.key, old.file, old.sha256, old.target)
+            if stored is None:
+                continue
+            self.entries[k] = replace(old, status="cached", render_seconds=0.0, error=None, flags=list(old.flags))
+            self._place(self.entries[k])
+            kept.append(entry.index)
+        if kept:
+            self.note(
+                f"line(s) {line_ranges(kept)} are as rendered: what is at hand now would key them otherwise (another "
+                "model, ASR or reference), so they keep the audio the render recorded; a retake renders with what is "
+                "here now"
+            )
+        return kept
+
+    def missing(self, entry: LineEntry) -> str | None:
+        """Why a line has no audio, in words (None when it has): not rendered yet, its render failed, its text or
+        voice changed since, or which file is gone."""
+        if entry.done:
+            return None
+        if entry.status == "failed":
+            return f"its render failed: {entry.error or 'no audio'}"
+        old = next((e for e in reversed(self.recorded) if e.index == entry.index and e.done), None)
+        if old is None:
+            return "not rendered yet"
+        if not _same_line(old, entry):
+            return "its text, speaker or slot changed since it was rendered: render it"
+        if self.folder.status(old.file) == "absent":
+            return f"{old.file} is gone, and the line cache no longer holds its audio: render it"
+        return f"{old.file} is not the audio the render recorded, and the line cache no longer holds it: render it"
+
     def line(self, index: int) -> LineEntry:
         """The entry of line ``index`` (OmnidubError when the project has none)."""
         for entry in self.entries:
@@ -766,23 +851,25 @@ class Project:
                 edit.pop(name, None)
             else:
                 edit[name] = value
-        if set(edit) == {"from"}:
+        edit = None if set(edit) == {"from"} else edit
+        self._journaled(entry, replace(entry, edit=edit, approved=False))  # saved first: a failed write changes nothing
+        if edit is None:
             self.edits.pop(index, None)
         else:
             self.edits[index] = edit
-        entry.edit, entry.approved = self.edits.get(index), False
-        self.journal.append(entry)
         if "voice" in changes and self.options.source is not None:
             self._cast()
         return entry
 
-    def approve(self, index: int, approved: bool = True) -> LineEntry:
-        """Record that a person approved the line's audio as it is now (or took the approval back)."""
+    def approve(self, index: int, approved: bool = True, *, heard: str | None = None) -> LineEntry:
+        """Record that a person approved the line's audio as it is now (or took the approval back). ``heard``: the
+        key of the audio they heard; approving other audio (a take made since) is refused."""
         entry = self.line(index)
         if approved and not entry.done:
             raise OmnidubError(f"line {index} has no audio yet: render it before approving it")
-        entry.approved = bool(approved)
-        self.journal.append(entry)
+        if approved and heard is not None and heard != entry.key:
+            raise OmnidubError(f"line {index} changed since you heard it: listen to it again, then approve")
+        self._journaled(entry, replace(entry, approved=bool(approved)))
         return entry
 
     def next_seed(self, entry: LineEntry) -> int:
@@ -855,6 +942,18 @@ class Project:
             self.note(note)
         self.journal.clear()
         self._last = LastRender.parse(json.loads(text))
+
+
+def _quoted(text: str, most: int = 40) -> str:
+    """A line's words as a note names them (cut short)."""
+    return f"'{text}'" if len(text) <= most else f"'{text[: most - 1]}…'"
+
+
+def _same_line(old: LineEntry, new: LineEntry) -> bool:
+    """Whether two records are of one line as said: its words, speaker and slot."""
+    return (old.text, old.speaker) == (new.text, new.speaker) and max(
+        abs(old.start - new.start), abs(old.end - new.end)
+    ) < 0.005
 
 
 def _plain(value):

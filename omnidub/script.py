@@ -218,6 +218,28 @@ def line_ranges(numbers) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
+def follow(before, now) -> dict[int, int]:
+    """Where each line of an earlier version of an input is now: ``before`` and ``now`` are (number, text, start,
+    end) in order. Lines are aligned by their text (difflib), so a cue inserted or deleted elsewhere only moves the
+    lines after it; a line whose text changed in place keeps its place among its neighbours (where the count
+    around it changed too, its slot decides). Returns {earlier number: number now}; lines gone are left out."""
+    import difflib
+
+    found: dict[int, int] = {}
+    matcher = difflib.SequenceMatcher(None, [b[1] for b in before], [n[1] for n in now], autojunk=False)
+    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
+        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
+            found.update((before[i1 + k][0], now[j1 + k][0]) for k in range(i2 - i1))
+        elif tag == "replace":
+            free = list(now[j1:j2])
+            for number, _, start, end in before[i1:i2]:
+                same = next((n for n in free if abs(n[2] - start) < 0.005 and abs(n[3] - end) < 0.005), None)
+                if same is not None:
+                    found[number] = same[0]
+                    free.remove(same)
+    return found
+
+
 def edited_text(text: str, where: str) -> str:
     """A line's text as an editor typed it, read by the rules a cue's text is read by (markup and control
     characters removed, sound descriptions and lyrics dropped, at most MAX_LINE_CHARACTERS): the clean text, or an
