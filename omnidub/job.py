@@ -163,10 +163,10 @@ class Job:
                 self.listener.note(f"{project.input_path}: {exc}; the other inputs go on")
                 runs[id(project)] = InputRun(project.input_path, project.out_dir, error=exc)
         live = [p for p in self.projects if id(p) in pending]
-        seconds = self._render(live, pending)
+        seconds = self.render_pending(live, pending)
         again = {id(p): p.voice_check() for p in live}  # --voice-match auto: lines back to their speaker's clip
         if any(again.values()):
-            for key, (synth, audio) in self._render(live, again).items():
+            for key, (synth, audio) in self.render_pending(live, again).items():
                 seconds[key] = [seconds[key][0] + synth, seconds[key][1] + audio]
         retaking = self.qa is not None and self.qa.retakes > 0 and not self.stopping
         if not retaking:
@@ -183,7 +183,7 @@ class Job:
                 runs[id(project)] = self._failed(project, exc)
         if self.qa is not None and not self.stopping:
             checked = [p for p in live if runs[id(p)].summary is not None]
-            for project, report in self._check(checked).items():
+            for project, report in self.check(checked).items():
                 run = runs[id(project)]
                 runs[id(project)] = InputRun(run.input, run.out_dir, summary=run.summary, report=report)
         self.engine.close()
@@ -191,7 +191,7 @@ class Job:
         place = {path: i for i, path in enumerate(self.order)}
         return sorted(done, key=lambda run: place.get(run.input, len(place)))
 
-    def _render(self, live: list[Project], pending: dict[int, list[LineEntry]]) -> dict[int, list[float]]:
+    def render_pending(self, live: list[Project], pending: dict[int, list[LineEntry]]) -> dict[int, list[float]]:
         """Stream every pending line of every project through the executor; returns per project the synthesis
         seconds and the audio seconds it got."""
         work = [(p, e) for p in live for e in pending[id(p)]]
@@ -270,7 +270,7 @@ class Job:
         return InputRun(project.input_path, project.out_dir, error=error)
 
     # -- QA and retakes ----------------------------------------------------------------------------------------
-    def _check(self, projects: list[Project]) -> dict[Project, object]:
+    def check(self, projects: list[Project]) -> dict[Project, object]:
         """QA of each finished project; with retakes, lines that fail for what a new seed can fix are rendered
         again (seed + 1 .. seed + N, every project's through the executor together) and the best take kept."""
         from omnidub.qa import run_qa, write_reports
@@ -280,7 +280,7 @@ class Job:
         def check(project: Project):
             return run_qa(
                 project.out_dir,
-                asr=self.engine.asr(),
+                asr=self.engine.judge(),
                 progress=self.listener.checking,
                 encoder=encoder,
                 references=speaker_references(project),
@@ -326,7 +326,7 @@ class Job:
             for (project, _), (entry, best, _) in open_lines:
                 self.listener.step(f"retake {attempt} of line {entry.index} ({', '.join(best.flags)})")
                 takes.append((project, entry, project.take(entry, project.base_seed(entry) + attempt)))
-            self._render_takes([(project, take) for project, _, take in takes if take.status == "pending"])
+            self.render_takes([(project, take) for project, _, take in takes if take.status == "pending"])
             for project, entry, take in takes:
                 if take.status not in ("rendered", "cached"):
                     continue
@@ -339,7 +339,7 @@ class Job:
                 [heard] = check_lines(
                     project.out_dir,
                     [take.to_json()],
-                    self.engine.asr(),
+                    self.engine.judge(),
                     all_lines=[e.to_json() for e in project.entries],
                     program_seconds=report.program_seconds,
                     encoder=encoder,
@@ -359,7 +359,7 @@ class Job:
             project.save_manifest()  # the attempts are recorded; stems and mix are unchanged
         return [p for p in reports if p in changed]
 
-    def _render_takes(self, takes: list[tuple[Project, LineEntry]]) -> None:
+    def render_takes(self, takes: list[tuple[Project, LineEntry]]) -> None:
         """Render takes through the executor (one request per distinct key) and store their audio."""
         owners: dict[str, list[tuple[Project, LineEntry]]] = {}
         for project, take in takes:
@@ -381,152 +381,10 @@ class Job:
             for project, take in by_id.pop(outcome.id, ()):
                 project.accept_take(take, outcome)
 
-    # -- one line at a time (omnidub review) --------------------------------------------------------------------
-    def hold(self, doing: str = "omnidub review") -> None:
-        """Claim every folder, pin, prepare the voices and place the stored lines, rendering nothing: a review holds
-        its folder as a render does (one lock, ledger, journal and store) until :meth:`close`."""
-        self.open(doing)
-        for project in self.projects:
-            project.prepare()
-            project.adopt_assembly()
-
-    def render_lines(self, project: Project, indices) -> list[LineEntry]:
-        """Render the lines that have no audio for what they say now, through the executor, and QA each line at
-        once; returns their entries."""
-        entries = [project.line(i) for i in indices]
-        pending = [e for e in entries if not e.done]
-        if pending:
-            self._render([project], {id(project): pending})
-        for index in indices:
-            entry = project.line(index)
-            if entry.done:
-                takes = [t for t in takes_of(entry) if t["key"] != entry.key]
-                project.keep_attempts(entry, takes + [self._judged(project, entry)])
-        return [project.line(i) for i in indices]
-
-    def retake(self, project: Project, index: int) -> LineEntry:
-        """Render the line again with a seed none of its takes used, QA it, and make it the line's audio; the
-        earlier takes stay in its attempts, any of which :meth:`choose` makes the line's again."""
-        entry = project.line(index)
-        if not entry.done:
-            return self.render_lines(project, [index])[0]
-        takes = takes_of(entry)
-        take = project.take(entry, project.next_seed(entry))
-        if take.status == "pending":
-            self._render_takes([(project, take)])
-        if not take.done:
-            raise OmnidubError(f"line {index}: the take could not be rendered ({take.error or 'no audio'})")
-        project.adopt(entry, take)
-        project.keep_attempts(entry, takes + [self._judged(project, entry)])
-        return entry
-
-    def edit(self, project: Project, index: int, **changes) -> LineEntry:
-        """Change the line as an editor asks (see :meth:`Project.set_edit`), plan it again and render it; its
-        earlier takes stay."""
-        takes = takes_of(project.line(index))
-        project.set_edit(index, **changes)
-        project.replan()
-        project.keep_attempts(project.line(index), takes)
-        return self.render_lines(project, [index])[0]
-
-    def choose(self, project: Project, index: int, number: int) -> LineEntry:
-        """Make take ``number`` (1 is the oldest in its attempts) the line's audio again, with the text and changes
-        it was made with."""
-        entry = project.line(index)
-        takes = takes_of(entry)
-        if not 1 <= number <= len(takes):
-            raise OmnidubError(f"line {index} has no take {number} (it has {len(takes)})")
-        record = takes[number - 1]
-        if record["key"] == entry.key:
-            return entry
-        wanted = record.get("edit") or {}
-        if (entry.edit or {}) != wanted:
-            if wanted and wanted.get("from") != project.input_text(index):
-                raise OmnidubError(f"line {index}: take {number} was made over text the input no longer has")
-            project.set_edit(
-                index,
-                text=wanted.get("text", project.input_text(index)),
-                max_speedup=wanted.get("max_speedup"),
-                borrow=wanted.get("borrow"),
-                speaker=wanted.get("speaker", project.input_speaker(index)),
-                **({"voice": wanted.get("voice")} if project.cast is not None else {}),
-            )
-            project.replan()
-            entry = project.line(index)
-        take = project.take(entry, record["seed"])
-        if take.status == "pending":  # the store no longer has it: rendered again, the same seed, the same audio
-            self._render_takes([(project, take)])
-        if not take.done:
-            raise OmnidubError(f"line {index}: take {number} could not be rendered again ({take.error or 'no audio'})")
-        project.adopt(entry, take)
-        project.keep_attempts(
-            entry, takes if any(t["key"] == entry.key for t in takes) else takes + [self._judged(project, entry)]
-        )
-        return entry
-
-    def deliver(self, project: Project, *, check: bool = False) -> None:
-        """Assemble the project's outputs from the lines as they stand (the same assembly as a render's). With
-        ``check``, QA's reports that the assembly removed (the audio changed) are written again, of the lines as
-        they stand: what the ASR heard before is kept, so only audio no check has heard is transcribed."""
-        project.reassemble()
-        # Written again where the assembly removed them (the audio changed); one someone changed is moved aside.
-        if not check or self.qa is None or project.folder.status(QA_FILES[0]) != "absent":
-            return
-        if self.unheard() is not None:
-            self.listener.note(
-                f"{' and '.join(QA_FILES)} were removed, since the audio changed; no ASR model "
-                f"({self.engine.asr().name}) here to check it again (omnidub qa --asr-model NAME|PATH)"
-            )
-            return
-        self.listener.step("checking the delivered lines (only audio not heard before is transcribed)")
-        self._check([project])
-
-    def hear(self, project: Project, entry: LineEntry):
-        """QA of one line's audio as it is now (the engine's ASR and speaker encoder, loaded once); None when no
-        ASR model is here to hear it (:meth:`unheard` says why)."""
-        from omnidub.qa import check_lines
-
-        if self.unheard() is not None:
-            return None
-        qa = project.preset.qa
-        [check] = check_lines(
-            project.out_dir,
-            [entry.to_json()],
-            self.engine.asr(),
-            all_lines=[e.to_json() for e in project.entries],
-            program_seconds=project.program,
-            encoder=self.engine.speaker_encoder(self.qa.speaker_model if self.qa else None),
-            references=speaker_references(project),
-            max_wer=qa.max_wer,
-            max_cer=qa.max_cer,
-            min_voice_similarity=qa.min_voice_similarity,
-            kept=self.engine.transcripts(),
-        )
-        return check
-
-    def unheard(self) -> str | None:
-        """Why QA cannot hear a take here (no ASR model), or None."""
-        asr = self.engine.asr()
-        return None if asr.available() else f"not checked: no ASR model ({asr.name}) here to hear it"
-
-    def _judged(self, project: Project, entry: LineEntry) -> dict:
-        """The line's audio as a take, with QA's verdict on it (or why there is none)."""
-        return attempt_record(entry, self.hear(project, entry), self.unheard())
-
     def _show(self, project: Project) -> None:
         if self.many and project is not self._shown:
             self._shown = project
             self.listener.input(project.out_dir.name)
-
-
-def takes_of(entry: LineEntry) -> list[dict]:
-    """A line's takes: its attempts, with the audio it has now among them (unjudged when QA never heard it)."""
-    from omnidub.retakes import attempt_record
-
-    takes = [dict(a) for a in entry.attempts if isinstance(a, dict) and isinstance(a.get("key"), str)]
-    if entry.done and not any(t["key"] == entry.key for t in takes):
-        takes.append(attempt_record(entry, None))
-    return takes
 
 
 def speaker_references(project: Project) -> dict[str, Path]:

@@ -281,6 +281,9 @@ class TakesFromFlite:
     def asr(self):
         return self.whisper
 
+    def judge(self):  # QA's ASR: the render's here
+        return self.whisper
+
     def speaker_encoder(self, name=None):
         return self.encoder
 
@@ -361,7 +364,7 @@ def test_retakes_retry_a_line_in_the_wrong_voice_through_the_executor(tmp_path, 
     ]
     flite = TakesFromFlite(_output(tmp_path, lines, program_seconds=9.0), {1: "fox-awb", 2: "fox"}, whisper, encoder)
     job = Job(flite, [], qa=QaOptions(retakes=3))
-    [report] = job._check([flite]).values()
+    [report] = job.check([flite]).values()
     assert report.passed  # the render's voices were used: the manifest records none
     attempts = flite.entries[0].attempts
     assert [a["seed"] for a in attempts] == [0, 1, 2]  # stopped at the first take that passed
