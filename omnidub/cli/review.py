@@ -61,27 +61,29 @@ def review(
       omnidub review output/episode --no-browser --port 8765
     """
     with user_errors(debug):
-        from omnidub.api import Session
         from omnidub.qa import speaker_encoder
-        from omnidub.review import Review, serve
+        from omnidub.review import open_folder, serve
 
         speaker_encoder(speaker_model)  # a wrong name is said now, not at the first take
-        session, project = Session.reopen(out_dir, model=model, device=device, asr_model=asr_model)
-        desk = Review(session, project, speaker_model=speaker_model)
+        desk = open_folder(out_dir, model=model, device=device, asr_model=asr_model, speaker_model=speaker_model)
+        session, project = desk.session, desk.project
         session.engine.on_note = lambda text: err.print(f"[cyan]note:[/] {escape(text)}", soft_wrap=True)
+        desk.subscribe(_say)  # what the desk does, on the terminal too (opening, actions, delivery)
         err.print(f"omnidub review: opening {escape(str(out_dir))} ({len(project.script.lines)} lines)", soft_wrap=True)
         desk.open()
-        if desk.job.unheard():
+        if desk.editor.unheard():
             err.print(
-                f"[yellow]note:[/] {escape(desk.job.unheard())}: takes rendered here go unchecked; pass "
+                f"[yellow]note:[/] {escape(desk.editor.unheard())}: takes rendered here go unchecked; pass "
                 "--asr-model (tiny.en, or a local faster-whisper folder) to hear them",
                 soft_wrap=True,
             )
+        forced = True
         try:
 
             def ready(url: str, stop) -> None:
                 err.print(
-                    f"omnidub review: [bold]{escape(url)}[/] (Ctrl-C stops it and assembles the outputs)",
+                    f"omnidub review: [bold]{escape(url)}[/] (Ctrl-C stops it and delivers what changed; twice, "
+                    "quits at once)",
                     soft_wrap=True,
                 )
                 if not no_browser:
@@ -89,8 +91,45 @@ def review(
 
                     webbrowser.open(url)
 
-            serve(desk, host=host, port=port, on_ready=ready)
+            forced = serve(desk, host=host, port=port, on_ready=ready)
         finally:
-            err.print("omnidub review: stopping; assembling the outputs", soft_wrap=True)
-            desk.close()
+            _stop(desk, deliver=not forced)
     raise typer.Exit(0)
+
+
+def _say(event: dict) -> None:
+    kind = event.get("type")
+    if kind in ("progress", "note"):
+        prefix = "[cyan]note:[/] " if kind == "note" else "  "
+        err.print(f"{prefix}{escape(str(event.get('text')))}", soft_wrap=True)
+    elif kind == "error":
+        err.print(f"[yellow]refused:[/] {escape(str(event.get('text')))}", soft_wrap=True)
+    elif kind == "delivered":
+        err.print(f"delivered: {escape(', '.join(event.get('files') or []))}", soft_wrap=True)
+
+
+def _stop(desk, *, deliver: bool) -> None:
+    """Stop the desk: deliver what changed since the outputs were last assembled (a Ctrl-C during it quits
+    without delivering; every line and decision is saved already), or quit at once."""
+    import signal
+
+    if not deliver:
+        desk.close(deliver=False)
+        err.print("omnidub review: stopped without delivering (every take and decision is saved)", soft_wrap=True)
+        return
+    if not desk.changed:
+        desk.close(deliver=False)
+        err.print("omnidub review: stopped; nothing changed since the outputs were assembled", soft_wrap=True)
+        return
+    err.print("omnidub review: stopping; delivering what changed (Ctrl-C quits without delivering)", soft_wrap=True)
+
+    def quit_now(signum, frame):
+        raise KeyboardInterrupt
+
+    previous = signal.signal(signal.SIGINT, quit_now)
+    try:
+        desk.close()
+    except KeyboardInterrupt:
+        err.print("omnidub review: stopped without delivering (every take and decision is saved)", soft_wrap=True)
+    finally:
+        signal.signal(signal.SIGINT, previous)

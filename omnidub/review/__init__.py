@@ -1,17 +1,34 @@
 """``omnidub review``: a local web app over a rendered folder, where an editor hears each line beside the original,
 retakes, edits, approves and delivers, rendering through the same job, store and lock as ``omnidub render``.
 
-``desk`` holds the folder and runs the actions; ``app`` is the ASGI app (routes, the token and Host checks, live
-events); ``page/`` is the page. :func:`serve` runs it on a loopback address until it is stopped.
+``desk`` holds the folder and runs the actions; ``app`` is the ASGI app (routes, the token, Host and origin
+checks, live events); ``page/`` is the page. :func:`open_folder` opens a folder with a session (the library knows
+nothing of the web app); :func:`serve` runs it on a loopback address until it is stopped.
 """
 
 from __future__ import annotations
 
 from omnidub.review.desk import Action, Review
 
-__all__ = ["Action", "Review", "address", "serve"]
+__all__ = ["Action", "Review", "address", "open_folder", "serve"]
 
 WILDCARDS = ("0.0.0.0", "::", "")
+
+
+def open_folder(
+    out_dir,
+    *,
+    model: str | None = None,
+    device: str | None = None,
+    asr_model: str | None = None,
+    speaker_model: str | None = None,
+) -> Review:
+    """A rendered folder opened for review exactly as its render recorded it (``Session.reopen``; ``asr_model``:
+    the model QA hears takes with); :meth:`Review.open` then holds it."""
+    from omnidub.api import Session
+
+    session, project = Session.reopen(out_dir, model=model, device=device, asr_model=asr_model)
+    return Review(session, project, speaker_model=speaker_model)
 
 
 def address(host: str, port: int, token: str) -> str:
@@ -20,10 +37,11 @@ def address(host: str, port: int, token: str) -> str:
     return f"http://{shown}:{port}/?token={token}"
 
 
-def serve(review: Review, *, host: str = "127.0.0.1", port: int = 0, on_ready=lambda url, stop: None) -> None:
+def serve(review: Review, *, host: str = "127.0.0.1", port: int = 0, on_ready=lambda url, stop: None) -> bool:
     """Serve ``review`` on ``host``:``port`` (0: a free port) until the process is told to stop (Ctrl-C or
-    SIGTERM; uvicorn finishes the requests in flight) or ``stop`` is called. ``on_ready(url, stop)`` hears the URL
-    once the socket listens."""
+    SIGTERM) or ``stop`` is called: open event streams end at once, requests in flight get two seconds.
+    ``on_ready(url, stop)`` hears the URL once the socket listens. Returns True when told twice (quit now)."""
+    import signal
     import socket
 
     import uvicorn
@@ -49,8 +67,26 @@ def serve(review: Review, *, host: str = "127.0.0.1", port: int = 0, on_ready=la
     hosts = {f"{shown}:{port}".lower()}
     if host in ("127.0.0.1", "::1"):
         hosts.add(f"localhost:{port}")
-    server = uvicorn.Server(
-        uvicorn.Config(build_app(review, hosts), log_level="warning", lifespan="off", access_log=False)
+
+    class Server(uvicorn.Server):
+        # The signal is handled here, not raised again once the server is down (uvicorn's default), so that the
+        # caller decides what stopping does: deliver after one Ctrl-C, quit at once after two.
+        def handle_exit(self, sig, frame) -> None:
+            review.closing.set()
+            if self.should_exit and sig == signal.SIGINT:
+                self.force_exit = True
+            self.should_exit = True
+
+    config = uvicorn.Config(
+        build_app(review, hosts), log_level="warning", lifespan="off", access_log=False, timeout_graceful_shutdown=2
     )
-    on_ready(address(host, port, review.token), lambda: setattr(server, "should_exit", True))
+    server = Server(config)
+
+    def stop() -> None:
+        review.closing.set()
+        server.should_exit = True
+
+    sock.listen(128)  # a client that comes as soon as the address is printed waits in the backlog
+    on_ready(address(host, port, review.token), stop)
     server.run(sockets=[sock])
+    return server.force_exit

@@ -23,7 +23,7 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from omnidub.errors import OmnidubError
-from omnidub.review.desk import Action, Review
+from omnidub.review.desk import Action, Review, Stale
 
 COOKIE = "omnidub_review"
 # What the page may load and talk to: itself only.
@@ -36,6 +36,8 @@ HEADERS = {
     "X-Frame-Options": "DENY",
 }
 STATIC = {"review.js": "text/javascript", "review.css": "text/css"}
+BODY_LIMIT = 64 * 1024  # an action's body: a line's text is at most 2,000 characters
+MAX_DEPTH = 4  # an action's body is one flat object
 
 
 class Guard:
@@ -57,6 +59,10 @@ class Guard:
             return await _refuse("open the address omnidub review printed (it carries the run's token)")(
                 scope, receive, send
             )
+        if scope["method"] not in ("GET", "HEAD") and not _same_origin(headers, self.hosts):
+            return await _refuse("only the review page itself can act (the request came from another origin)")(
+                scope, receive, send
+            )
         set_cookie = query.get("token") == self.token
 
         async def send_with_cookie(message):
@@ -68,6 +74,16 @@ class Guard:
             await send(message)
 
         return await self.app(scope, receive, send_with_cookie)
+
+
+def _same_origin(headers: dict, hosts: set[str]) -> bool:
+    """Whether a request that changes something comes from the page itself: its ``Origin`` is this server's, or
+    (a browser that sends none) ``Sec-Fetch-Site`` says same-origin. Every port of one host is the same *site*,
+    so the cookie alone proves nothing; a request with neither header is refused."""
+    origin = headers.get("origin")
+    if origin is not None:
+        return origin.lower() in {f"http://{host}" for host in hosts}
+    return headers.get("sec-fetch-site") == "same-origin"
 
 
 def _pairs(query: str):
@@ -109,14 +125,19 @@ def build_app(review: Review, hosts: set[str]):
         stop = review.subscribe(lambda event: loop.call_soon_threadsafe(inbox.put_nowait, event))
 
         async def stream():
+            quiet = 0.0
             try:
                 yield "retry: 2000\n\n"
-                while True:
+                while not review.closing.is_set():  # the server stopping ends every stream at once
                     try:
-                        event = await asyncio.wait_for(inbox.get(), timeout=15.0)
+                        event = await asyncio.wait_for(inbox.get(), timeout=0.5)
                     except asyncio.TimeoutError:
-                        yield ": still here\n\n"  # keeps proxies and the browser from giving up on a quiet desk
+                        quiet += 0.5
+                        if quiet >= 15.0:  # keeps proxies and the browser from giving up on a quiet desk
+                            quiet = 0.0
+                            yield ": still here\n\n"
                         continue
+                    quiet = 0.0
                     yield f"data: {json.dumps(event)}\n\n"
             finally:
                 stop()
@@ -127,13 +148,12 @@ def build_app(review: Review, hosts: set[str]):
         kind = request.path_params["action"]
         index = request.path_params.get("index")
         try:
-            body = await request.json() if await request.body() else {}
-        except ValueError:
-            return JSONResponse({"error": "the request's body is not JSON"}, status_code=400)
-        if not isinstance(body, dict):
-            return JSONResponse({"error": "the request's body must be a JSON object"}, status_code=400)
-        try:
+            body = await _json_body(request)
             review.submit(Action(kind, index, _arguments(kind, body)))
+        except _Refused as exc:
+            return JSONResponse({"error": exc.why}, status_code=exc.status)
+        except Stale as exc:
+            return JSONResponse({"error": str(exc)}, status_code=409)
         except OmnidubError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         return JSONResponse({"queued": True, "status": review.status()}, status_code=202)
@@ -150,8 +170,12 @@ def build_app(review: Review, hosts: set[str]):
     async def mix(request: Request) -> Response:
         return play(review.media("mix"))
 
+    async def no_icon(request: Request) -> Response:
+        return Response(status_code=204)  # the page has no icon; a browser asks anyway
+
     routes = [
         Route("/", index),
+        Route("/favicon.ico", no_icon),
         Route("/static/{name}", static),
         Route("/api/state", state),
         Route("/api/events", events),
@@ -164,28 +188,95 @@ def build_app(review: Review, hosts: set[str]):
     return Guard(Starlette(routes=routes), review.token, hosts)
 
 
+class _Refused(Exception):
+    """A request refused before it reaches the desk (``status``: its HTTP status)."""
+
+    def __init__(self, status: int, why: str):
+        super().__init__(why)
+        self.status, self.why = status, why
+
+
+async def _json_body(request: Request) -> dict:
+    """The request's body: a JSON object of at most BODY_LIMIT bytes and MAX_DEPTH levels, sent as
+    application/json; anything else is refused (a text/plain POST is what a foreign page can send unasked)."""
+    kind = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if kind != "application/json":
+        raise _Refused(415, "send the action as application/json")
+    declared = request.headers.get("content-length")
+    if declared is not None and (not declared.isdigit() or int(declared) > BODY_LIMIT):
+        raise _Refused(413, f"the request's body is over {BODY_LIMIT} bytes")
+    data = bytearray()
+    async for chunk in request.stream():
+        data += chunk
+        if len(data) > BODY_LIMIT:
+            raise _Refused(413, f"the request's body is over {BODY_LIMIT} bytes")
+    if not data:
+        return {}
+    if _depth(data) > MAX_DEPTH:
+        raise _Refused(400, "the request's body is nested too deeply")
+    try:
+        body = json.loads(data)
+    except (ValueError, RecursionError):
+        raise _Refused(400, "the request's body is not JSON") from None
+    if not isinstance(body, dict):
+        raise _Refused(400, "the request's body must be a JSON object")
+    return body
+
+
+def _depth(data: bytes) -> int:
+    """How deeply a JSON text nests (brackets outside strings), counted before it is parsed."""
+    depth = deepest = 0
+    inside = escaped = False
+    for byte in data:
+        if inside:
+            if escaped:
+                escaped = False
+            elif byte == 0x5C:  # backslash
+                escaped = True
+            elif byte == 0x22:  # quote
+                inside = False
+        elif byte == 0x22:
+            inside = True
+        elif byte in (0x5B, 0x7B):  # [ {
+            depth += 1
+            deepest = max(deepest, depth)
+        elif byte in (0x5D, 0x7D):
+            depth -= 1
+    return deepest
+
+
+ARGUMENTS = {
+    "edit": {
+        "text": (str,),
+        "was": (str,),
+        "max_speedup": (int, float, type(None)),
+        "borrow": (bool,),
+        "voice": (str, type(None)),
+        "speaker": (str,),
+    },
+    "choose": {"take": (int,)},
+    "approve": {"approved": (bool,), "key": (str,)},
+}
+
+
 def _arguments(kind: str, body: dict) -> dict:
-    """An action's arguments, each of the type it must be (anything else is refused)."""
+    """An action's arguments, each of the type it must be (a boolean is a boolean, a number a number); a name
+    the action does not take, or a value of another type, is refused."""
+    allowed = ARGUMENTS.get(kind, {})
+    for name, value in body.items():
+        if name not in allowed:
+            raise OmnidubError(f"{kind} takes no {name!r}" if allowed else f"{kind} takes no arguments")
+        if not isinstance(value, allowed[name]) or (isinstance(value, bool) and bool not in allowed[name]):
+            raise OmnidubError(f"{name} cannot be {value!r}")
     if kind == "edit":
-        allowed = {
-            "text": str,
-            "max_speedup": (int, float, type(None)),
-            "borrow": bool,
-            "voice": (str, type(None)),
-            "speaker": str,
-        }
-        found = {k: v for k, v in body.items() if k in allowed}
-        for name, value in found.items():
-            if not isinstance(value, allowed[name]) or (name == "max_speedup" and isinstance(value, bool)):
-                raise OmnidubError(f"{name} cannot be {value!r}")
-        if not found:
+        if not set(body) - {"was"}:
             raise OmnidubError("an edit needs text, max_speedup, borrow, voice or speaker")
-        return found
-    if kind == "choose":
-        take = body.get("take")
-        if not isinstance(take, int) or isinstance(take, bool):
-            raise OmnidubError("choose a take by its number")
-        return {"take": take}
+        if "text" in body and "was" not in body:
+            raise OmnidubError("an edit of the text names the text it replaces (was)")
+    if kind == "choose" and "take" not in body:
+        raise OmnidubError("choose a take by its number")
     if kind == "approve":
-        return {"approved": body.get("approved", True) is not False}
-    return {}
+        body = {"approved": body.get("approved", True), **{k: v for k, v in body.items() if k != "approved"}}
+        if body["approved"] and "key" not in body:
+            raise OmnidubError("an approval names the audio it approves (key)")
+    return dict(body)

@@ -42,10 +42,14 @@
         $("error").textContent = data.error || ("refused: " + response.status);
       }
     } catch (e) {
-      $("error").textContent = "the review server did not answer (" + e + ")";
+      lost();
     }
   }
   function lineAction(index, action, body) { return post("/api/lines/" + index + "/" + action, body); }
+  function approve(i) {  // names the audio the editor heard: a take made since is not approved unheard
+    const line = state.lines.find((l) => l.index === i);
+    return lineAction(i, "approve", line.approved ? {approved: false} : {approved: true, key: line.key});
+  }
 
   // -- one line ------------------------------------------------------------------------------------------------
   function lineArticle(line) {
@@ -97,7 +101,7 @@
       el("span", {class: "small", text: "slot " + seconds(line.slot) + " · planned " + seconds(line.target)})));
     const buttons = [
       el("button", {type: "button", "aria-pressed": line.approved ? "true" : "false",
-                    onclick: () => lineAction(i, "approve", {approved: !line.approved}), text: "Approve line " + i}),
+                    onclick: () => approve(i), text: "Approve line " + i}),
       el("button", {type: "button", onclick: () => lineAction(i, "retake"), text: "Retake line " + i}),
       el("button", {type: "button", onclick: () => renderLine(i), text: "Render line " + i}),
     ];
@@ -152,7 +156,7 @@
       audio.addEventListener("loadedmetadata", () => { shown.textContent = seconds(audio.duration); });
       row.append(audio, shown);
     } else {
-      row.append(el("span", {class: "small", text: "no audio yet"}));
+      row.append(el("span", {class: "small", text: "without audio: " + (line.missing || "not rendered yet")}));
     }
     return row;
   }
@@ -161,7 +165,8 @@
     const text = $("text-" + i).value, capText = $("cap-" + i).value, borrow = $("borrow-" + i).checked;
     const cap = capText === "" ? null : Number(capText);
     const change = {};
-    if (text !== line.text) change.text = text;
+    const base = $("text-" + i).dataset.text;
+    if (text !== base) { change.text = text; change.was = base; }
     if (cap !== (line.max_speedup || null)) change.max_speedup = cap;
     if (borrow !== line.borrow) change.borrow = borrow;
     const speaker = $("speaker-" + i).value;
@@ -220,12 +225,17 @@
     const old = document.getElementById("line-" + line.index);
     const editing = old && old.contains(document.activeElement) ? document.activeElement.id : null;
     const typed = old ? $("text-" + line.index).value : null;
-    const dirty = old && typed !== old.querySelector("textarea").dataset.text;
+    const base = old ? old.querySelector("textarea").dataset.text : null;  // the text the editor started from
+    const dirty = old && typed !== base;
     const moved = state.lines[at].speaker !== line.speaker;  // its block goes to another lane
     state.lines[at] = line;
     const article = lineArticle(line);
     if (old) old.replaceWith(article); else $("lines").append(article);
-    if (dirty && line.text === state.lines[at].text && typed !== line.text) $("text-" + line.index).value = typed;
+    if (dirty && typed !== line.text) {  // unsaved typing stays; a Render of it names the text it started from
+      const area = $("text-" + line.index);
+      area.value = typed;
+      area.dataset.text = base;
+    }
     if (editing && document.getElementById(editing)) document.getElementById(editing).focus();
     const block = $("block-" + line.index);
     if (moved) timeline();
@@ -280,7 +290,7 @@
       if (audio) { if (audio.paused) audio.play(); else audio.pause(); }
     } else if (e.key === "a") {
       const line = state.lines.find((l) => l.index === selected);
-      lineAction(selected, "approve", {approved: !line.approved});
+      approve(selected);
     } else if (e.key === "r") lineAction(selected, "retake");
     else if (e.key === "m") {
       const line = state.lines.find((l) => l.index === selected);
@@ -299,6 +309,20 @@
   $("approve-passed").addEventListener("click", () => post("/api/approve-passed"));
   $("deliver").addEventListener("click", () => post("/api/deliver"));
 
+  function lost() {
+    $("status").textContent = "";
+    $("error").textContent = "The review server is not answering: nothing more is saved from this page. Run " +
+                             "omnidub review again on the folder, then reload (every decision so far is saved).";
+  }
+  async function refetch() {  // the whole state again: events missed while the stream was down are in it
+    try {
+      const fresh = await (await fetch("/api/state", {credentials: "same-origin"})).json();
+      for (const line of fresh.lines) replaceLine(line);
+      state.mix = fresh.mix; state.program_seconds = fresh.program_seconds;
+      showCounts(fresh.counts); showStatus(fresh.status); loadMix();
+      if ($("error").textContent.startsWith("The review server")) $("error").textContent = "";
+    } catch (e) { lost(); }
+  }
   async function start() {
     const response = await fetch("/api/state", {credentials: "same-origin"});
     state = await response.json();
@@ -310,6 +334,9 @@
     timeline();
     loadMix();
     const events = new EventSource("/api/events");
+    let opened = false;
+    events.onopen = () => { if (opened) refetch(); opened = true; };
+    events.onerror = () => { if (events.readyState !== EventSource.OPEN) lost(); };
     events.onmessage = (message) => {
       const event = JSON.parse(message.data);
       if (event.type === "line") replaceLine(event.line);
