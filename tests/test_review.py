@@ -70,16 +70,19 @@ def render(script, out, *more):
     )
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory, tiny_model_dir, whisper_tiny_en) -> Path:
-    """A scene rendered with synthetic:tiny (2 steps, fp32) and checked by QA with tiny.en: the folder each test
-    copies."""
-    folder = tmp_path_factory.mktemp("rendered")
+def render_scene(folder: Path, asr_model: Path) -> Path:
+    """The scene rendered with synthetic:tiny (2 steps, fp32) and checked by QA with ``asr_model``, in ``folder``."""
     (folder / "scene.srt").write_text(SCENE, encoding="utf-8")
     out = folder / "out"
-    result = render(folder / "scene.srt", out, "--asr-model", whisper_tiny_en, "--qa", "--speaker-model", "none")
+    result = render(folder / "scene.srt", out, "--asr-model", asr_model, "--qa", "--speaker-model", "none")
     assert result.exit_code in (0, 1), result.output  # QA fails the noise the random weights speak
     return out
+
+
+@pytest.fixture(scope="module")
+def rendered(tmp_path_factory, tiny_model_dir, whisper_tiny_en) -> Path:
+    """The rendered and checked scene each test copies."""
+    return render_scene(tmp_path_factory.mktemp("rendered"), whisper_tiny_en)
 
 
 @pytest.fixture
@@ -341,7 +344,7 @@ def test_a_line_moved_to_a_voice_the_input_no_longer_has_stays_its_own_speakers(
     # BOB's lines are ALICE's now: he is gone.
     result = render_as_changed(folder, SCENE.replace("BOB:", "ALICE:"), "--asr-model", whisper_tiny_en)
     assert result.exit_code == 0, result.output
-    assert "line 3: it was moved to BOB in review, a voice this render no longer has" in result.stderr
+    assert "it was moved to BOB in review, a voice this render no longer has" in result.stderr
     assert {line["speaker"] for line in lines(folder).values()} == {"ALICE"}
 
 
@@ -421,11 +424,19 @@ def test_every_request_needs_the_token_and_the_servers_own_host(folder):
         assert client.get("/media/line/99").status_code == 404
         assert client.get("/media/line/..%2F..%2Fmanifest.json").status_code == 404
         assert client.get("/static/../../manifest.json").status_code in (403, 404)
-        # Bad actions are one line, 400, and queue nothing.
-        assert client.post("/api/lines/1/edit", json={"text": "[door slams]"}).status_code == 400
-        assert client.post("/api/lines/1/choose", json={"take": "1; rm -rf /"}).status_code == 400
-        assert client.post("/api/lines/99/retake").status_code == 400
-        assert client.post("/api/lines/1/approve", json={}).status_code == 202
+        # Bad actions are one line, 400, and queue nothing (the page's own origin, as a browser sends it).
+        page_origin = {"Origin": f"http://{HOST}"}
+        text = desk.state()["lines"][0]["text"]
+        assert (
+            client.post(
+                "/api/lines/1/edit", json={"text": "[door slams]", "was": text}, headers=page_origin
+            ).status_code
+            == 400
+        )
+        assert client.post("/api/lines/1/choose", json={"take": "1; rm -rf /"}, headers=page_origin).status_code == 400
+        assert client.post("/api/lines/99/retake", json={}, headers=page_origin).status_code == 400
+        key = desk.state()["lines"][0]["key"]
+        assert client.post("/api/lines/1/approve", json={"key": key}, headers=page_origin).status_code == 202
         settle(desk)
         assert client.get("/api/state").json()["lines"][0]["approved"]
     finally:
