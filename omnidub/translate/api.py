@@ -50,10 +50,11 @@ def open_engine(
     raise OmnidubError(f"--engine {name}: no such engine (choose {' or '.join(ENGINES)})")
 
 
-def translated_name(original: Path, target: str) -> str:
-    """``<stem>.<lang>.srt`` (``.txt`` for an untimed script); an original as heard drops its ``.original``."""
-    stem = original.stem.removesuffix(".original")
-    return f"{stem}.{target}{'.srt' if original.suffix.lower() != '.txt' else '.txt'}"
+def translated_name(named: Path, original: Path, target: str) -> str:
+    """``<stem of named>.<lang>.srt`` (``.txt`` for an untimed script); an original as heard drops its
+    ``.original``."""
+    stem = named.stem.removesuffix(".original")
+    return f"{stem}.{target}{'.txt' if original.suffix.lower() == '.txt' else '.srt'}"
 
 
 def translate_folder(
@@ -93,7 +94,7 @@ def translate_folder(
     folder = OutputFolder(Path(out), record=TRANSLATE_RECORD, others=None, made="the translation of")
     folder.claim(input_path or original)
     try:
-        name = translated_name(original, target)
+        name = translated_name(input_path or original, original, target)
         status(f"loading the {engine} engine for {source}->{target}")
         chosen = open_engine(engine, pair, mt_models=mt_models, llm=llm, status=status)
         status(f"translating {len(script.lines)} lines")
