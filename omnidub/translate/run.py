@@ -103,7 +103,9 @@ def translate_script(
 
 def _request(lines: list[Line], k: int, limit: float | None, max_speedup: float, timed: bool) -> Request:
     line = lines[k]
-    seconds = allowed_seconds(line, limit, max_speedup) if timed else None
+    seconds = None
+    if timed:  # the last line may run on: its budget is its slot, sped up as allowed
+        seconds = allowed_seconds(line, limit, max_speedup) or round((line.end - line.start) * max_speedup, 3)
     characters = None
     if seconds is not None:
         from omnidub.duration import natural_seconds
