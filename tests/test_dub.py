@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 import srt
-from test_cli import run
+from test_cli import one_error_line, run
 
 from omnidub.journal import read_entries
 
@@ -49,3 +49,12 @@ def test_dub_hears_translates_renders_and_a_rerun_keeps_a_hand_edit(tiny_model_d
     assert translated.read_text() == edited and "kept as it is" in " ".join(result.stderr.split())
     status = {e.index: e.status for e in read_entries(out / "render")}
     assert status[1] == "rendered" and all(s == "cached" for k, s in status.items() if k != 1), status
+
+
+def test_dub_says_bad_input_in_one_line_before_any_work(tmp_path):
+    out = tmp_path / "dub"
+    assert "--to: unknown language 'xx'" in one_error_line(run("dub", DATA / "scene.opus", "--to", "xx", "--out", out))
+    assert "nowhere.mkv: no such file" in one_error_line(run("dub", tmp_path / "nowhere.mkv", "--to", "pt"))
+    line = one_error_line(run("dub", DATA / "scene.opus", "--to", "pt", "--source-subs", tmp_path / "no.srt"))
+    assert "no.srt: no such file" in line
+    assert not out.exists()

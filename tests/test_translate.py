@@ -105,6 +105,13 @@ def test_bad_input_is_one_line(args, says, cache, tmp_path):
     assert says in one_error_line(run("translate", ORIGINAL, *args, "--out", tmp_path / "o"))
 
 
+def test_a_model_folder_of_another_direction_is_one_line(en_pt, cache, tmp_path):
+    line = one_error_line(
+        run("translate", ORIGINAL, "--from", "pt", "--to", "en", "--mt-model", en_pt, "--out", tmp_path / "o")
+    )
+    assert "a en->pt model, where pt->... is needed" in line
+
+
 def test_a_bad_glossary_is_one_line(tmp_path, cache):
     glossary = tmp_path / "g.toml"
     glossary.write_text("keep = [1, 2]\n")
