@@ -366,6 +366,17 @@ def test_lines_too_long_are_asked_again_to_be_shorter(endpoint, tmp_path, cache)
     assert first["translation"] == "Bom dia a todos." and first["candidates"][-1]["how"].startswith("shortened")
 
 
+def test_lines_that_cannot_be_shortened_keep_the_shortest_flagged(endpoint, tmp_path, cache):
+    long = {k: [v[0] + " " + v[0] + " " + v[0]] for k, v in PT.items()}
+    endpoint.answers = [answers(long), lambda p: "not json"]
+    result = translate_llm(endpoint, tmp_path, "--json")
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    first = report["lines"][0]
+    assert first["translation"] == long["Good morning everyone."][0] and first["flags"] == ["overflow"]
+    assert any("not shortened" in note and "malformed JSON" in note for note in report["notes"])
+
+
 @pytest.mark.parametrize(
     ("bad", "why"),
     [

@@ -95,9 +95,13 @@ def translate_script(
         _choice(line, found[line.index], end, _pace(line, paces, script.timed), options)
         for line, end in zip(lines, ends)
     ]
+    notes = []
     if options.fit:
-        choices = _shortened(choices, requests, engine, pair, options, cache, paces, script.timed, ends)
-    notes = tuple(getattr(engine, "notes", ()))
+        try:
+            choices = _shortened(choices, requests, engine, pair, options, cache, paces, script.timed, ends)
+        except OmnidubError as exc:  # the translations stand; only the shorter ones asked for are missing
+            notes.append(f"lines too long were not shortened: {exc}")
+    notes = tuple(getattr(engine, "notes", ())) + tuple(notes)
     return Translation(script, pair, engine.name, engine.model, tuple(choices), len(pending), notes)
 
 
