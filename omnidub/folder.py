@@ -35,7 +35,13 @@ LEDGER = "ledger.jsonl"
 # The record of each kind of folder omnidub makes: one folder is one kind's, and no other kind writes there (a
 # render's clean-up would delete an export's graphs or an extract's clips as files it no longer needs).
 EXTRACT_RECORD = "extract.json"
-RECORDS = {MANIFEST: "a render", EXTRACT_RECORD: "a voices extract", EXPORT_MANIFEST: "an ONNX export"}
+TRANSLATE_RECORD = "translate.json"
+RECORDS = {
+    MANIFEST: "a render",
+    EXTRACT_RECORD: "a voices extract",
+    EXPORT_MANIFEST: "an ONNX export",
+    TRANSLATE_RECORD: "a translation",
+}
 LOCK = "lock"
 QA_FILES = ("qa.json", "qa.html")
 OLDER_LOCK = ".omnidub.lock"  # where omnidub kept its lock before it had a state folder

@@ -90,25 +90,37 @@ def plan(
             cursor += natural + gap
         return targets
 
+    return [
+        fit_line(line, natural, limit, max_speedup, fits.get(line.index, Fit()))
+        for line, natural, limit in zip(lines, naturals, limits(lines))
+    ]
+
+
+def limits(lines: list[Line]) -> list[float | None]:
+    """The last moment each timed line may end: just before the next line of any speaker starts (None: nothing
+    follows)."""
     starts = sorted(line.start for line in lines)
-    targets = []
-    for line, natural in zip(lines, naturals):
-        slot = max(line.end - line.start, 1.0 / FRAME_RATE)
+    found = []
+    for line in lines:
         following = bisect.bisect_right(starts, line.start + 1e-9)  # the next start of any speaker, in log time
         # Room runs to the next line of any speaker, which also keeps it off the same speaker's next line.
-        limit = max(line.end, starts[following] - NEXT_LINE_MARGIN) if following < len(starts) else None
-        fit = fits.get(line.index, Fit())
-        cap = fit.max_speedup or max_speedup
-        if fit.borrow and limit is not None:
-            slot = max(slot, limit - line.start)  # the silence up to the next line is the line's to use
-        elif fit.borrow:
-            slot = max(slot, natural)  # nothing follows: all the time it needs
-        if natural <= slot:
-            target, speed = natural, 1.0
-        elif natural / cap <= slot:
-            target, speed = slot, natural / slot
-        else:
-            target, speed = natural / cap, cap
-        overflow = max(0.0, line.start + target - limit) if limit is not None else 0.0
-        targets.append(Target(line, natural, target, speed, overflow, limit))
-    return targets
+        found.append(max(line.end, starts[following] - NEXT_LINE_MARGIN) if following < len(starts) else None)
+    return found
+
+
+def fit_line(line: Line, natural: float, limit: float | None, max_speedup: float, fit: Fit = Fit()) -> Target:
+    """One timed line fitted to its slot: natural length when it fits, sped up to the cap, then past its slot."""
+    slot = max(line.end - line.start, 1.0 / FRAME_RATE)
+    cap = fit.max_speedup or max_speedup
+    if fit.borrow and limit is not None:
+        slot = max(slot, limit - line.start)  # the silence up to the next line is the line's to use
+    elif fit.borrow:
+        slot = max(slot, natural)  # nothing follows: all the time it needs
+    if natural <= slot:
+        target, speed = natural, 1.0
+    elif natural / cap <= slot:
+        target, speed = slot, natural / slot
+    else:
+        target, speed = natural / cap, cap
+    overflow = max(0.0, line.start + target - limit) if limit is not None else 0.0
+    return Target(line, natural, target, speed, overflow, limit)

@@ -1,0 +1,155 @@
+"""The library face of ``omnidub translate``: an input (subtitles, a script, or a source to transcribe) in, a
+folder with the translation and its report out."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable
+from dataclasses import dataclass
+from pathlib import Path
+
+from omnidub.errors import OmnidubError
+from omnidub.translate.base import Engine, Pair, Progress, language_tag
+from omnidub.translate.llm import LlmOptions
+from omnidub.translate.run import TranslateOptions, Translation, report, subtitles, translate_script
+
+ENGINES = ("firefox", "llm")  # the first is the default
+
+
+@dataclass(frozen=True, eq=False)
+class Translated:
+    """What a translation wrote: its folder, the translated file's name, and the report."""
+
+    folder: Path
+    file: str
+    translation: Translation
+    report: dict
+    kept: bool  # the translated file was edited by hand, so it was kept as it is
+    original: Path  # the original that was translated (the input, or the source as heard)
+
+
+def open_engine(
+    name: str,
+    pair: Pair,
+    *,
+    mt_models: tuple[Path, ...] = (),
+    llm: LlmOptions | None = None,
+    status: Callable[[str], None] = lambda _: None,
+) -> Engine:
+    """The engine ``name`` for ``pair`` (its model loaded or fetched now); one line for an unknown one."""
+    if name == "firefox":
+        from omnidub.translate.firefox import FirefoxEngine
+
+        return FirefoxEngine(pair, mt_models, status)
+    if name == "llm":
+        from omnidub.translate.llm import LlmEngine
+
+        if llm is None:
+            raise OmnidubError("--engine llm needs --llm-url URL and --llm-model NAME")
+        return LlmEngine(llm)
+    raise OmnidubError(f"--engine {name}: no such engine (choose {' or '.join(ENGINES)})")
+
+
+def translated_name(named: Path, original: Path, target: str) -> str:
+    """``<stem of named>.<lang>.srt`` (``.txt`` for an untimed script); an original as heard drops its
+    ``.original``."""
+    stem = named.stem.removesuffix(".original")
+    return f"{stem}.{target}{'.txt' if original.suffix.lower() == '.txt' else '.srt'}"
+
+
+def translate_folder(
+    original: Path,
+    out: Path,
+    *,
+    target: str,
+    source: str | None = None,
+    engine: str = ENGINES[0],
+    options: TranslateOptions = TranslateOptions(),
+    glossary_file: Path | None = None,
+    mt_models: tuple[Path, ...] = (),
+    llm: LlmOptions | None = None,
+    status: Callable[[str], None] = lambda _: None,
+    progress: Progress | None = None,
+    input_path: Path | None = None,
+) -> Translated:
+    """Translate the subtitles or script ``original`` into ``target`` and write ``<stem>.<target>.srt`` and
+    translate.json into ``out``. A translated file someone edited since omnidub wrote it is kept as it is.
+    ``input_path``: what the folder was made from when that is not ``original`` (a source that was transcribed)."""
+    from omnidub.folder import TRANSLATE_RECORD, OutputFolder
+    from omnidub.script import read_script
+    from omnidub.translate.language import detect
+
+    original = Path(original)
+    target = language_tag(target, "--to")
+    script = read_script(original)
+    notes = []
+    if source is None:
+        source = detect([line.text for line in script.lines])
+        notes.append(f"the original reads as {source}; --from sets it")
+    else:
+        source = language_tag(source, "--from")
+    pair = Pair(source, target)
+    if pair.source == pair.target:
+        raise OmnidubError(f"the original is in {source} already: nothing to translate into {target}")
+    folder = OutputFolder(Path(out), record=TRANSLATE_RECORD, others=None, made="the translation of")
+    folder.claim(input_path or original)
+    try:
+        name = translated_name(input_path or original, original, target)
+        status(f"loading the {engine} engine for {source}->{target}")
+        chosen = open_engine(engine, pair, mt_models=mt_models, llm=llm, status=status)
+        status(f"translating {len(script.lines)} lines")
+        translation = translate_script(script, chosen, pair, options=options, progress=progress)
+        kept = folder.status(name) == "changed"
+        if kept:
+            notes.append(
+                f"{name} was edited after omnidub wrote it: kept as it is (its lines below are the engine's; delete "
+                "the file to translate again)"
+            )
+        else:
+            notes += folder.write_text(name, subtitles(translation))
+        data = report(
+            translation,
+            input_path=str((input_path or original).resolve()),
+            output=name,
+            glossary=str(glossary_file) if glossary_file else None,
+        )
+        notes += [f"{n} was changed after omnidub wrote it, so it was kept" for n in folder.remove_stale({name})]
+        data["notes"] = notes + data["notes"]
+        data["kept"] = kept
+        folder.write_text(TRANSLATE_RECORD, json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+        return Translated(folder.path, name, translation, data, kept, original)
+    finally:
+        folder.release()
+
+
+def heard_original(
+    source: Path,
+    voices: Path,
+    *,
+    asr_model: str | None,
+    language: str | None = None,
+    device: str = "cpu",
+    status: Callable[[str], None] = lambda _: None,
+    progress: Callable[[float, float], None] | None = None,
+) -> Path:
+    """The original of a source without subtitles, as ``voices extract`` hears it: transcribed, cut into lines and
+    each labelled with its voice, written with the voices into ``voices``; a copy there that someone corrected
+    since is read as it is (passed back as the original subtitles)."""
+    from omnidub.source import ExtractOptions, extract_folder
+    from omnidub.source.heard import original_name
+
+    heard = Path(voices) / original_name(source)
+    subs = heard if heard.is_file() else None
+    extract_folder(
+        source,
+        subs,
+        voices,
+        options=ExtractOptions(language=language),
+        asr_model=asr_model,
+        device=device,
+        status=status,
+        progress=progress,
+    )
+    if not heard.is_file():
+        raise OmnidubError(f"{source}: no original was heard in it (see {Path(voices) / 'extract.json'})")
+    return heard

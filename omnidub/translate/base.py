@@ -1,0 +1,73 @@
+"""What every translation engine shares: the request for one line, its candidates, and the engine protocol."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Callable, Protocol
+
+from omnidub.errors import OmnidubError
+
+
+@dataclass(frozen=True)
+class Candidate:
+    """One translation of a line, and how it was made (``whole line``, ``sentence by sentence``, ``llm 2`` ...)."""
+
+    text: str
+    how: str
+
+
+@dataclass(frozen=True)
+class Request:
+    """One line to translate: its text, speaker, the scene around it and its length budget (seconds, characters)."""
+
+    index: int
+    text: str
+    speaker: str
+    before: tuple[str, ...] = ()
+    after: tuple[str, ...] = ()
+    seconds: float | None = None  # the longest the line may be spoken in, sped up as allowed (None: untimed)
+    characters: int | None = None  # about as many characters as fit in that time at the original's pace
+
+
+@dataclass(frozen=True)
+class Pair:
+    """The languages of a translation, as short tags (``en``, ``pt``)."""
+
+    source: str
+    target: str
+
+
+Progress = Callable[[int, int], None]
+
+
+class Engine(Protocol):
+    """A translation engine: its name and model (for the cache key) and its candidates per line, most faithful
+    first. ``shorten`` asks again for lines whose every candidate was too long (None: the engine cannot)."""
+
+    name: str
+    model: str
+
+    def settings(self) -> dict: ...
+
+    def candidates(
+        self, requests: list[Request], pair: Pair, glossary, progress: Progress | None = None
+    ) -> dict[int, list[Candidate]]: ...
+
+    def shorten(self, requests: list[Request], pair: Pair, glossary) -> dict[int, list[Candidate]] | None: ...
+
+
+def language_tag(code: str, where: str) -> str:
+    """A language as a short tag (``pt-BR`` -> ``pt``, ``Portuguese`` -> ``pt``); one line for one it does not know."""
+    import langcodes
+
+    from omnidub.lightweight import omnivoice_module
+
+    text = (code or "").strip()
+    named = omnivoice_module("lang_map").LANG_NAME_TO_ID.get(text.lower())
+    try:
+        language = langcodes.Language.get(named or text)
+        if language.language and language.is_valid():
+            return language.language
+    except (ValueError, LookupError):
+        pass
+    raise OmnidubError(f"{where}: unknown language {code!r} (give a language tag such as en, pt or es)")
