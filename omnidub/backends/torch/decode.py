@@ -57,11 +57,17 @@ def decode(
     valid = valid[:, None, :].expand(batch, codebooks, width)
     penalty = torch.arange(codebooks, device=device).view(1, -1, 1) * sampling.layer_penalty_factor
     ranks = torch.arange(max(k_max), device=device)
+    refresh, filled = sampling.prefix_refresh, False
 
     for step in range(sampling.steps):
         if k_max[step] == 0:
             continue  # every line has already unmasked everything
-        c_logits, u_logits = rows.logits(model, llm)
+        cache = None
+        if refresh > 1:
+            # The prefix cache: every refresh-th step runs the rows whole; the steps between run the targets only.
+            cache = "reuse" if filled and step % refresh else "fill"
+            filled = True
+        c_logits, u_logits = rows.logits(model, llm, cache)
         log_probs = _guided_log_probs(c_logits, u_logits, sampling.guidance_scale)
         log_probs[..., mask_id] = -float("inf")
 
