@@ -340,6 +340,18 @@ def resolve_layout(
     return layout_status(spec, device, dtype, pinned, backend=backend, shape=shape).layout
 
 
+def approximations(options: EngineOptions) -> list[str]:
+    """What in these settings decodes differently from upstream's loop, said plainly: the render header, the
+    manifest and the bench label every approximate setting with it."""
+    refresh = options.decode.prefix_refresh
+    if refresh == 1:
+        return []
+    return [
+        f"prefix_refresh {refresh}: the prefix's keys and values are computed every {refresh} steps and reused in "
+        "between (approximate; 1 is exact)"
+    ]
+
+
 def generation_settings(options: EngineOptions, device: str, layout: str | None = None) -> dict:
     """Everything besides model, prompt, text and seed that decides a line's audio (for keys); ``layout`` is the
     resolved CFG layout when the caller knows it (a loaded backend, a pinned project). The prefix cache enters
