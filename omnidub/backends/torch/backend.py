@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 import weakref
@@ -179,6 +180,42 @@ class TorchBackend(DecodingLoop):
         rows = Layout(items, self.layout, self.model.config.audio_mask_id, self.model.device, self.tuning.skip_mask)
         c, u = rows.logits(self.model, self._llm)
         return [torch.stack((c[i, :, : it.target_len], u[i, :, : it.target_len])).cpu() for i, it in enumerate(items)]
+
+    @torch.inference_mode()
+    def prefix_drift(self, requests: Sequence[Request], refresh: int) -> tuple[float, float, int]:
+        """How far the prefix cache refreshed every ``refresh`` steps strays in one step: the logits of the last
+        step its first cache serves (step ``refresh - 1``, from the tokens exact decoding has there), cached against
+        exact. Returns max |difference|, argmax agreement (0..1) and the step (all requests in one batch)."""
+        lines = [self._resolve(request) for request in requests]
+        items = [self._item(line, 0) for line in lines]
+        states: list[torch.Tensor] = []
+        exact = dataclasses.replace(self.options.decode, prefix_refresh=1)
+        seeds = [line.seeds[0] for line in lines]
+        decode(
+            self.model,
+            items,
+            seeds,
+            exact,
+            self.layout,
+            llm=self._eager,
+            skip_mask=self.tuning.skip_mask,
+            states=states,
+        )
+        step = min(refresh - 1, len(states) - 1)
+        rows = Layout(items, self.layout, self.model.config.audio_mask_id, self.model.device, self.tuning.skip_mask)
+        rows.write(states[0])
+        rows.logits(self.model, self._eager, "fill")
+        rows.write(states[step])
+        want = rows.logits(self.model, self._eager)
+        got = rows.logits(self.model, self._eager, "reuse")
+        diff, agree, total = 0.0, 0, 0
+        for i, item in enumerate(items):
+            for w, g in zip(want, got, strict=True):
+                w, g = w[i, :, : item.target_len], g[i, :, : item.target_len]
+                diff = max(diff, float((w - g).abs().max()))
+                agree += int((w.argmax(-1) == g.argmax(-1)).sum())
+                total += w[..., 0].numel()
+        return diff, agree / total, step
 
     # -- the decoding loop's hooks -----------------------------------------------------------------------------
 
