@@ -139,6 +139,18 @@ def test_what_cannot_run_the_prefix_cache_says_so(engine):
     assert isinstance(_with(engine, prefix_refresh=4)._eager, FusedLM)
 
 
+def test_backend_auto_takes_torch_for_the_prefix_cache(tiny_model_dir):
+    from omnidub.backends.registry import choose_backend
+    from omnidub.engine import Engine
+    from omnidub.models import resolve_model
+
+    source = resolve_model("synthetic:tiny")
+    assert choose_backend("auto", source, "cpu", "float32", needs_torch="why").reason == "why"
+    preset = load_preset("fast").with_overrides(prefix_refresh=4, dtype="float32")
+    choice = Engine("synthetic:tiny", "cpu", preset).backend_choice
+    assert choice.name == "torch" and "prefix_refresh 4" in choice.reason
+
+
 def test_eval_prices_the_prefix_cache_as_a_b_configuration(tiny_model_dir):
     fast = parse_configuration("fast", model="synthetic:tiny")
     cached = parse_configuration("fast,prefix_refresh=4", flag="--b", model="synthetic:tiny")
