@@ -38,6 +38,16 @@ class DecodeOptions:
     layer_penalty_factor: float = 5.0
     position_temperature: float = 5.0
     class_temperature: float = 0.0
+    # omnidub's own, not upstream's: the conditional rows' prefix (style, text, reference) keys and values are
+    # computed afresh every this many steps and reused in between, when only the target rows run. 1 (every
+    # step) is today's exact decoding; above 1 it is approximate (OmniVoice's attention is bidirectional, so the
+    # prefix's keys and values follow the targets as they are unmasked). See docs/speed.md.
+    prefix_refresh: int = 1
+
+    @property
+    def approximate(self) -> bool:
+        """True where these settings decode differently from upstream's loop (a stale prefix cache)."""
+        return self.prefix_refresh > 1
 
 
 @dataclass(frozen=True)
@@ -173,6 +183,7 @@ def _check(flat: dict) -> None:
     _number("layer_penalty_factor", flat["layer_penalty_factor"], low=0, high=1000)
     _number("position_temperature", flat["position_temperature"], low=0, high=1000)
     _number("class_temperature", flat["class_temperature"], low=0, high=1000)
+    _number("prefix_refresh", flat["prefix_refresh"], integer=True, low=1, high=1000)
     _choice("cfg", flat["cfg"], CFG_MODES)
     _choice("dtype", flat["dtype"], DTYPES)
     if not isinstance(flat["compile"], bool) and flat["compile"] != "auto":
@@ -329,11 +340,27 @@ def resolve_layout(
     return layout_status(spec, device, dtype, pinned, backend=backend, shape=shape).layout
 
 
+def approximations(options: EngineOptions) -> list[str]:
+    """What in these settings decodes differently from upstream's loop, said plainly: the render header, the
+    manifest and the bench label every approximate setting with it."""
+    refresh = options.decode.prefix_refresh
+    if refresh == 1:
+        return []
+    return [
+        f"prefix_refresh {refresh}: the prefix's keys and values are computed every {refresh} steps and reused in "
+        "between (approximate; 1 is exact)"
+    ]
+
+
 def generation_settings(options: EngineOptions, device: str, layout: str | None = None) -> dict:
     """Everything besides model, prompt, text and seed that decides a line's audio (for keys); ``layout`` is the
-    resolved CFG layout when the caller knows it (a loaded backend, a pinned project)."""
+    resolved CFG layout when the caller knows it (a loaded backend, a pinned project). The prefix cache enters
+    only when it is on, so lines decoded exactly keep the keys they had before it existed."""
+    decode = dataclasses.asdict(options.decode)
+    if decode["prefix_refresh"] == 1:
+        del decode["prefix_refresh"]
     return {
-        **dataclasses.asdict(options.decode),
+        **decode,
         "cfg": layout or resolve_layout(options.cfg, device, options.dtype),
         "decoder": DECODER_VERSION,
     }

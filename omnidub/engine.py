@@ -99,8 +99,14 @@ class Engine:
         if self._choice is None:
             from omnidub.backends.registry import choose_backend
 
+            refresh = self.preset.engine.decode.prefix_refresh
             self._choice = choose_backend(
-                self.backend_spec, self.source, self.device_spec, self.preset.engine.dtype, self._pinned.get("backend")
+                self.backend_spec,
+                self.source,
+                self.device_spec,
+                self.preset.engine.dtype,
+                self._pinned.get("backend"),
+                needs_torch=f"prefix_refresh {refresh} runs on torch only" if refresh > 1 else "",
             )
         return self._choice
 

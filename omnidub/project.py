@@ -885,13 +885,19 @@ class Project:
         self.folder.release()
 
     # -- the manifest ---------------------------------------------------------------------------------------
+    def _approximate(self) -> dict:
+        from omnidub.config import approximations
+
+        said = approximations(self.preset.engine)
+        return {"approximate": said} if said else {}
+
     def record(self) -> RenderRecord:
         """The render as it stands now, as the manifest records it."""
         notes = tuple(self.script.warnings) + tuple(f"skipped: {s}" for s in self.script.skipped) + tuple(self.notes)
         return RenderRecord(
             input=self.input_path,
             model=self.engine.identity,
-            settings={**self.preset.to_json(), **self.engine.settings},
+            settings={**self.preset.to_json(), **self.engine.settings, **self._approximate()},
             program=self.program,
             fmt=self.options.fmt,
             fps=self.options.delivery.fps,

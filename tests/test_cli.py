@@ -327,6 +327,9 @@ def test_bench_quick_reports_every_row(tmp_path, own_cache):
         "peer-dtype",
         "batch",
         "int8",
+        "prefix2",
+        "prefix4",
+        "prefix8",
     ]
     for name, row in rows.items():
         if row["skipped"]:
@@ -356,6 +359,14 @@ def test_bench_quick_reports_every_row(tmp_path, own_cache):
     assert 0.5 < rows["int8"]["drift"]["argmax_agreement"] <= 1.0
     assert rows["dtype"]["drift"]["logits_max_abs_diff"] > 0
     assert rows["onednn"]["drift"]["logits_max_abs_diff"] < 1e-4  # float32 at float32's rounding
+    # The prefix cache's rows are approximate, priced against exact decoding, each with the eval that measures it.
+    for name, k in (("prefix2", 2), ("prefix4", 4), ("prefix8", 8)):
+        row, drift = rows[name], rows[name]["drift"]
+        assert not row["lossless"] and "APPROXIMATE" in row["title"] and row["against"] == "fused"
+        assert drift["measure_cost"] == f"omnidub eval CORPUS --a fast --b fast,prefix_refresh={k}"
+        assert drift["cached_step"] == min(k, 4) - 1 and drift["cached_logits_max_abs_diff"] > 0
+        assert 0 < drift["final_token_agreement"] <= 1 and drift["first_step_logits_max_abs_diff"] == 0
+        assert f"fast,prefix_refresh={k}" in result.stdout.replace("\n", "")
     # Nothing was recorded for --cfg auto (the probe ran in a scratch cache): only --record writes measured.json.
     assert data["recorded"] == {} and not (own_cache / "measured.json").exists()
     assert data["matmul_gflops"]["float32"]["aten"] > 0 and data["machine"]["torch"]

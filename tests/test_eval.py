@@ -419,11 +419,15 @@ def test_the_bench_lossy_rows_name_eval_commands_whose_configurations_read(tmp_p
         ("compile", "bfloat16"),
         ("onnx", "float32"),
         ("onnx-int8", "int8"),
+        ("prefix2", "float32"),
+        ("prefix8", "bfloat16"),
     ):
         words = eval_command(row(name, dtype)).split()
         assert words[:3] == ["omnidub", "eval", "CORPUS"]
         a, b = (parse_configuration(words[words.index(flag) + 1], model="m") for flag in ("--a", "--b"))
         assert a.folder != b.folder, (name, a.label, b.label)
+        if name.startswith("prefix"):  # the two sides differ in the prefix cache alone
+            assert b.label == f"fast,prefix_refresh={name[6:]}" and a.preset.engine.decode.prefix_refresh == 1
     drift = {"against": "fp32", "final_token_agreement": 0.5, "measure_cost": eval_command(row("int8", "int8"))}
     [said] = notes({"lines": ["a line"], "rows": [{"name": "int8", "dtype": "int8", "drift": drift}]})
     assert "omnidub eval CORPUS --a fast,dtype=float32 --b fast,dtype=int8" in said

@@ -39,10 +39,16 @@ class BackendChoice:
 
 
 def choose_backend(
-    spec: str, source: ModelSource, device: str = "auto", dtype: str = "auto", pinned: str | None = None
+    spec: str,
+    source: ModelSource,
+    device: str = "auto",
+    dtype: str = "auto",
+    pinned: str | None = None,
+    needs_torch: str = "",
 ) -> BackendChoice:
     """Decide which backend renders ``source``: ``spec`` is auto, torch or onnx; ``pinned`` the backend a project
-    was rendered with (torch or onnxruntime), followed when ``spec`` is auto."""
+    was rendered with (torch or onnxruntime), followed when ``spec`` is auto. ``needs_torch``: why the settings
+    run on torch only (auto then takes torch, with that reason)."""
     if spec not in BACKENDS:
         raise OmnidubError(f"unknown backend {spec!r}; use {', '.join(BACKENDS)}")
     if source.backend == "onnx":
@@ -69,6 +75,8 @@ def choose_backend(
                 "--backend torch renders the project again with torch"
             )
         return _onnx(source, "as this project was rendered")
+    if needs_torch:
+        return BackendChoice(TORCH, source, needs_torch)
     return _auto(source, device, dtype)
 
 

@@ -78,6 +78,13 @@ def notes(data: dict, bold=lambda text: text) -> list[str]:
                 if "logits_max_abs_diff" in drift
                 else ""
             )
+            if "cached_step" in drift:  # the prefix cache: its first step is a full pass
+                logits = (
+                    f"approximate: first-step logits max |Δ| {drift['first_step_logits_max_abs_diff']:.2g} (a "
+                    f"full pass), step {drift['cached_step'] + 1}'s logits (its first cache at its stalest) max "
+                    f"|Δ| {drift['cached_logits_max_abs_diff']:.2g}, argmax agreement "
+                    f"{drift['cached_argmax_agreement']:.2%}, "
+                )
             cost = f"; published WER cost: {drift['published_wer_cost']}" if drift.get("published_wer_cost") else ""
             if drift.get("measure_cost"):  # runs since omnidub eval existed say how to measure it on your sentences
                 cost += f"; its WER cost on your sentences: `{drift['measure_cost']}`"

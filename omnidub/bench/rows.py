@@ -48,8 +48,14 @@ AGAINST = {
     "int8": "fused",
     "onnx": "fused",  # the same fp32 work on ONNX Runtime instead of torch
     "onnx-int8": "onnx",
+    # The prefix cache (approximate), each against the exact fast path of the same layout, dtype and GEMMs.
+    "prefix2": "fused",
+    "prefix4": "fused",
+    "prefix8": "fused",
 }
 ROWS = tuple(AGAINST)
+# The prefix cache's rows: how many steps each refresh serves.
+PREFIX_ROWS = {"prefix2": 2, "prefix4": 4, "prefix8": 8}
 UPSTREAM_ROWS = ("stock", "steps", "ref3s", "peer", "peer-dtype")
 # Rows that need an ONNX export (bench --model EXPORT_DIR); the torch rows then run on the model it came from.
 ONNX_ROWS = ("onnx", "onnx-int8")
@@ -71,6 +77,8 @@ PUBLISHED_WER_COST = {
 def eval_command(row: "Row") -> str | None:
     """How to measure what a row whose arithmetic differs from fp32 costs in WER on one's own sentences (the
     paired ``omnidub eval``; docs/eval.md), or None for a row that keeps fp32's arithmetic."""
+    if row.name in PREFIX_ROWS:
+        return f"omnidub eval CORPUS --a fast --b fast,prefix_refresh={PREFIX_ROWS[row.name]}"
     if row.name == "onnx-int8":
         return (
             "omnidub eval CORPUS --a model=EXPORT_DIR --b model=INT8_EXPORT_DIR (exports without and with "
@@ -347,6 +355,12 @@ class Setup:
             return r, self.ours(self.backend("int8"))
         if name in ONNX_ROWS:
             return self._onnx(name, row, cut)
+        if name in PREFIX_ROWS:
+            k = PREFIX_ROWS[name]
+            title = f"prefix cache refreshed every {k} steps (APPROXIMATE; trimmed, {b})"
+            return row(title, fs, "trimmed", self.base, cut, lossless=False), self.ours(
+                self.backend(self.base, prefix_refresh=k)
+            )
         raise OmnidubError(f"unknown bench row {name!r}")
 
     def _upstream_row(self, name: str, row) -> tuple[Row, Runner | None]:
@@ -418,7 +432,7 @@ class Setup:
             and runners[r.name].engine is not None
             and (
                 r.dtype != "float32"
-                or r.name in ("compile", "onnx", "onednn")
+                or r.name in ("compile", "onnx", "onednn", *PREFIX_ROWS)
                 or (r.name.startswith("auto") and r.gemm != "aten")
             )
         ]
@@ -430,6 +444,10 @@ class Setup:
         fp32 = self.backend("float32")
         references = {"fp32": (fp32, fp32.tokens(requests))}
         for row in chosen:
+            if row.name in PREFIX_ROWS:
+                row.drift = _prefix_drift(self.backend(row.dtype, cfg=row.cfg), runners[row.name].engine, requests)
+                row.drift.update(measure_cost=eval_command(row))
+                continue
             if row.name == "compile":
                 eager = self.backend(row.dtype, cfg=row.cfg)
                 reference, expected = eager, eager.tokens(requests)
@@ -454,6 +472,23 @@ def _drift(reference, engine, requests, expected) -> dict:
         diff, agree = compare_logits(reference, engine, requests)
         out.update(logits_max_abs_diff=diff, argmax_agreement=agree)
     return out
+
+
+def _prefix_drift(exact, cached, requests) -> dict:
+    """The prefix cache against exact decoding in the same layout and dtype: its final tokens, and the logits of
+    the last step its first cache serves (its first step is a full pass, so its first-step logits are exact)."""
+    expected, got = exact.tokens(requests), cached.tokens(requests)
+    diff, agree, step = cached.prefix_drift(requests, cached.options.decode.prefix_refresh)
+    return {
+        "against": f"exact decoding ({cached.layout}, {SHORT_DTYPES[cached.dtype]}, same GEMMs)",
+        "final_token_agreement": sum(int((e == g).sum()) for e, g in zip(expected, got, strict=True))
+        / sum(e.size for e in expected),
+        "first_step_logits_max_abs_diff": 0.0,
+        "cached_step": step,
+        "cached_logits_max_abs_diff": diff,
+        "cached_argmax_agreement": agree,
+        "published_wer_cost": None,
+    }
 
 
 def request(text, prompt, duration, seed=0, id=""):

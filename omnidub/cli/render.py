@@ -161,6 +161,16 @@ def render(
         show_default=False,
         help="torch.compile the language model. [default: auto: when the job is long enough to pay for it]",
     ),
+    prefix_refresh: Optional[int] = typer.Option(
+        None,
+        "--prefix-refresh",
+        min=1,
+        metavar="K",
+        show_default=False,
+        help="Prefix cache: compute the reference and text prefix every K steps and only the target rows in "
+        "between; above 1 it is approximate (torch backend; price it with omnidub eval --b "
+        "fast,prefix_refresh=K). [default: 1: exact]",
+    ),
     out_dir: Optional[Path] = typer.Option(
         None,
         "--out",
@@ -322,6 +332,7 @@ def _render(**o) -> int:
         batch_tokens=o["batch_tokens"],
         dtype=o["dtype"].value if o["dtype"] else None,
         compile=o["compile"],
+        prefix_refresh=o["prefix_refresh"],
         seed=o["seed"],
     )
     ray_options = ("ray_address", "workers", "gpus_per_worker", "cpus_per_worker")
@@ -443,8 +454,12 @@ def _offer_export(engine, model: str) -> None:
 
 def _header(o: dict, engine, settings, job) -> None:
     """The line that says what renders: model, backend and why, preset, layout, compile, inputs, workers."""
+    from omnidub.config import approximations
+
     options = engine.preset.engine
     compiling = {True: ", compiled", False: "", "auto": ", compile auto"}[options.compile]
+    refresh = options.decode.prefix_refresh
+    cached = f", prefix cache every {refresh} steps (approximate)" if approximations(options) else ""
     layout = engine.layout_status()
     unmeasured = "" if layout.measured else " (not measured here yet: a short probe runs once the model loads)"
     err.print(
@@ -452,12 +467,15 @@ def _header(o: dict, engine, settings, job) -> None:
         f"preset {settings.name}: {options.decode.steps} steps, "
         f"cfg {layout.layout}{unmeasured}"
         f"{compiling}"
+        + cached
         + (f", {len(job.projects)} inputs" if job.many else "")
         + (", on Ray workers" if engine.executor_options.kind == "ray" else ""),
         soft_wrap=True,
     )
     if engine.backend_choice.note:
         err.print(f"[cyan]note:[/] {escape(engine.backend_choice.note)}", soft_wrap=True)
+    for said in approximations(options):
+        err.print(f"[yellow]approximate:[/] {escape(said)}", soft_wrap=True)
     for note in o.get("delivery_notes", ()):
         err.print(f"[cyan]note:[/] {escape(printable(note))}", soft_wrap=True)
 

@@ -104,8 +104,9 @@ def _parse(text: str, model: str, device: str, seed: int) -> Configuration:
     words = [preset.name] + [f"{k}={_show(flat[k])}" for k in sorted(changed)]
     words += [f"{k}={session[k]}" for k in SESSION_KEYS if k in session]
     label = ",".join(words)
+    # The prefix cache off (1) is how every render decoded before it existed: the folders of those evals stay theirs.
     rendered_by = {
-        **{k: v for k, v in flat.items() if k not in ("name", "description")},
+        **{k: v for k, v in flat.items() if k not in ("name", "description") and (k, v) != ("prefix_refresh", 1)},
         "model": session.get("model", model),
         "backend": backend,
         "device": device,

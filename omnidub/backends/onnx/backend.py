@@ -43,6 +43,11 @@ class OnnxBackend(DecodingLoop):
         _shared: "OnnxBackend | None" = None,
     ):
         self.options = options or EngineOptions()
+        if self.options.decode.prefix_refresh > 1:
+            raise OmnidubError(
+                f"prefix_refresh {self.options.decode.prefix_refresh} (the prefix cache) runs on the torch backend "
+                "only: add --backend torch, or set prefix_refresh 1"
+            )
         if _shared is not None:
             self.source, self.runtime, self.prompts = _shared.source, _shared.runtime, _shared.prompts
         else:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import warnings
 import weakref
@@ -16,7 +17,7 @@ from omnidub.backends.base import Prompt, Request
 from omnidub.backends.loop import DecodingLoop
 from omnidub.backends.torch import upstream
 from omnidub.backends.torch.decode import decode
-from omnidub.backends.torch.fused import can_fuse, fused_llm
+from omnidub.backends.torch.fused import FusedLM, can_fuse, fused_llm
 from omnidub.backends.torch.gemm import onednn_usable
 from omnidub.backends.torch.layout import Item, Layout
 from omnidub.config import EngineOptions, layout_status
@@ -93,6 +94,7 @@ class TorchBackend(DecodingLoop):
         self.gemm = self._gemm()
         self._eager = self._language_model(self.gemm)
         self._llm = self._eager
+        self._check_prefix_cache()
         self.compiled = False
         self._pending = 0  # tokens per step the job still has to decode (see expect)
         self._decided = self.options.compile != "auto"
@@ -102,6 +104,23 @@ class TorchBackend(DecodingLoop):
             same = _shared is not None and _shared.compiled and _shared._compiled_from is self._compilable()
             self._llm = _shared._llm if same else self._compile(warm=self._compile_cost()[1])
             self.compiled = True
+
+    def _check_prefix_cache(self) -> None:
+        """The prefix cache needs omnidub's fused model (it keeps each layer's keys and values) and runs eagerly."""
+        refresh = self.options.decode.prefix_refresh
+        if refresh == 1:
+            return
+        if not isinstance(self._eager, FusedLM):
+            why = (
+                "--dtype int8 quantizes it"
+                if self.dtype == "int8"
+                else "this backend runs upstream's own"
+                if not self.tuning.fused
+                else "this model's layers are not Qwen3's"
+            )
+            raise OmnidubError(f"prefix_refresh {refresh} needs omnidub's fused language model ({why}); use 1")
+        if self.options.compile is True:
+            raise OmnidubError(f"prefix_refresh {refresh} runs eagerly: drop --compile (or set prefix_refresh 1)")
 
     def with_options(self, options: EngineOptions, tuning: Tuning | None = None) -> "TorchBackend":
         """A backend with other settings over the same resident model (reloads only if the dtype changes)."""
@@ -162,6 +181,42 @@ class TorchBackend(DecodingLoop):
         c, u = rows.logits(self.model, self._llm)
         return [torch.stack((c[i, :, : it.target_len], u[i, :, : it.target_len])).cpu() for i, it in enumerate(items)]
 
+    @torch.inference_mode()
+    def prefix_drift(self, requests: Sequence[Request], refresh: int) -> tuple[float, float, int]:
+        """How far the prefix cache refreshed every ``refresh`` steps strays in one step: the logits of the last
+        step its first cache serves (step ``refresh - 1``, from the tokens exact decoding has there), cached against
+        exact. Returns max |difference|, argmax agreement (0..1) and the step (all requests in one batch)."""
+        lines = [self._resolve(request) for request in requests]
+        items = [self._item(line, 0) for line in lines]
+        states: list[torch.Tensor] = []
+        exact = dataclasses.replace(self.options.decode, prefix_refresh=1)
+        seeds = [line.seeds[0] for line in lines]
+        decode(
+            self.model,
+            items,
+            seeds,
+            exact,
+            self.layout,
+            llm=self._eager,
+            skip_mask=self.tuning.skip_mask,
+            states=states,
+        )
+        step = min(refresh - 1, len(states) - 1)
+        rows = Layout(items, self.layout, self.model.config.audio_mask_id, self.model.device, self.tuning.skip_mask)
+        rows.write(states[0])
+        rows.logits(self.model, self._eager, "fill")
+        rows.write(states[step])
+        want = rows.logits(self.model, self._eager)
+        got = rows.logits(self.model, self._eager, "reuse")
+        diff, agree, total = 0.0, 0, 0
+        for i, item in enumerate(items):
+            for w, g in zip(want, got, strict=True):
+                w, g = w[i, :, : item.target_len], g[i, :, : item.target_len]
+                diff = max(diff, float((w - g).abs().max()))
+                agree += int((w.argmax(-1) == g.argmax(-1)).sum())
+                total += w[..., 0].numel()
+        return diff, agree / total, step
+
     # -- the decoding loop's hooks -----------------------------------------------------------------------------
 
     def _language(self, language):
@@ -179,8 +234,10 @@ class TorchBackend(DecodingLoop):
         return Item(ids, mask, frames)
 
     def _decode(self, items, seeds):
+        # The prefix cache calls the fused model with its keys and values store, which a compiled graph never saw.
+        llm = self._eager if self.options.decode.prefix_refresh > 1 else self._llm
         return decode(
-            self.model, items, seeds, self.options.decode, self.layout, llm=self._llm, skip_mask=self.tuning.skip_mask
+            self.model, items, seeds, self.options.decode, self.layout, llm=llm, skip_mask=self.tuning.skip_mask
         )
 
     @torch.inference_mode()
@@ -210,7 +267,9 @@ class TorchBackend(DecodingLoop):
         cost, warm = self._compile_cost(record)
         speedup = record.get("speedup") or (COMPILE_SPEEDUP_OVER_ONEDNN if self.gemm == "onednn" else COMPILE_SPEEDUP)
         cache = "inductor cache warm" if warm else "inductor cache cold"
-        if speedup < COMPILE_MIN_GAIN:
+        if self.options.decode.prefix_refresh > 1:
+            self.on_note("compile auto: not compiling (the prefix cache runs the model eagerly)")
+        elif speedup < COMPILE_MIN_GAIN:
             self.on_note(f"compile auto: not compiling (it gives {speedup:.2f}x here: no gain beyond noise; {cache})")
         elif left * (1 - 1 / speedup) > cost:
             self._llm = self._compile(warm)

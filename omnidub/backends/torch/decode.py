@@ -24,9 +24,17 @@ def gumbel(uniform: torch.Tensor) -> torch.Tensor:
 
 @torch.inference_mode()
 def decode(
-    model, items: list[Item], seeds: list[int], sampling: DecodeOptions, layout: str, llm=None, skip_mask: bool = True
+    model,
+    items: list[Item],
+    seeds: list[int],
+    sampling: DecodeOptions,
+    layout: str,
+    llm=None,
+    skip_mask: bool = True,
+    states: list | None = None,
 ) -> list[torch.Tensor]:
-    """Decode a batch of items; returns each line's tokens [C, target_len] (long, on the model's device)."""
+    """Decode a batch of items; returns each line's tokens [C, target_len] (long, on the model's device).
+    ``states``, when given, gets the tokens [B, C, T_max] each step starts from (the bench's prefix-cache drift)."""
     device = model.device
     mask_id = model.config.audio_mask_id
     codebooks = model.config.num_audio_codebook
@@ -57,11 +65,19 @@ def decode(
     valid = valid[:, None, :].expand(batch, codebooks, width)
     penalty = torch.arange(codebooks, device=device).view(1, -1, 1) * sampling.layer_penalty_factor
     ranks = torch.arange(max(k_max), device=device)
+    refresh, filled = sampling.prefix_refresh, False
 
     for step in range(sampling.steps):
         if k_max[step] == 0:
             continue  # every line has already unmasked everything
-        c_logits, u_logits = rows.logits(model, llm)
+        if states is not None:
+            states.append(tokens.clone())
+        cache = None
+        if refresh > 1:
+            # The prefix cache: every refresh-th step runs the rows whole; the steps between run the targets only.
+            cache = "reuse" if filled and step % refresh else "fill"
+            filled = True
+        c_logits, u_logits = rows.logits(model, llm, cache)
         log_probs = _guided_log_probs(c_logits, u_logits, sampling.guidance_scale)
         log_probs[..., mask_id] = -float("inf")
 

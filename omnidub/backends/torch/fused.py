@@ -74,22 +74,60 @@ class FusedLM(nn.Module):
         )
 
     def forward(
-        self, inputs_embeds: torch.Tensor, attention_mask=None, position_ids: torch.Tensor | None = None, **_ignored
+        self,
+        inputs_embeds: torch.Tensor,
+        attention_mask=None,
+        position_ids: torch.Tensor | None = None,
+        prefix: "KeysValues | None" = None,
+        **_ignored,
     ) -> tuple[torch.Tensor]:
         """Same contract as the upstream model called with ``inputs_embeds``: returns ``(last_hidden_state,)``.
 
         ``attention_mask`` is a bool [R, 1, L, L] mask, or None (or transformers' ``{"full_attention": None}``)
         where every position may attend to every other, or a joined row's ``Segments`` (one row: each
-        segment attends only to itself)."""
+        segment attends only to itself). ``prefix`` keeps every layer's keys and values (the prefix cache)."""
         if isinstance(attention_mask, dict):
             attention_mask = attention_mask.get("full_attention")
         if position_ids is None:
             position_ids = torch.arange(inputs_embeds.shape[1], device=inputs_embeds.device)[None]
         hidden = inputs_embeds
         position = self.rotary_emb(hidden, position_ids)
-        for layer in self.layers:
-            hidden = layer(hidden, attention_mask, position)
+        for index, layer in enumerate(self.layers):
+            hidden = layer(hidden, attention_mask, position, prefix, index)
         return (self.norm(hidden),)
+
+
+class KeysValues:
+    """Every layer's keys and values [R, kv heads, L, d] over one forward's whole rows, for the prefix cache.
+
+    A full pass (``kept`` None) computes every column and keeps what it computed. A cached pass computes only the
+    ``kept`` columns [R, K] of each row (the targets): their fresh keys and values are written over the kept ones
+    and its queries attend over all of them, so the prefix columns' keys and values are those of the last full
+    pass. With ``scratch`` the kept tensors have one more column that no real query attends to: rows with fewer
+    kept columns than others point their padding there."""
+
+    def __init__(self, scratch: bool = False):
+        self.scratch = scratch
+        self.kept: torch.Tensor | None = None
+        self.layers: list[tuple[torch.Tensor, torch.Tensor]] = []
+
+    def update(self, index: int, k: torch.Tensor, v: torch.Tensor) -> tuple[torch.Tensor, torch.Tensor]:
+        """The keys and values layer ``index`` attends over in this pass."""
+        if self.kept is None:
+            # v is a view of the QKV GEMM's output (one of split's views, which torch keeps from in-place writes).
+            kept = (k, v.clone())
+            if self.scratch:
+                kept = tuple(torch.cat((t, t.new_zeros(*t.shape[:2], 1, t.shape[3])), dim=2) for t in kept)
+            if index < len(self.layers):
+                self.layers[index] = kept
+            else:
+                self.layers.append(kept)
+            return k, v
+        full_k, full_v = self.layers[index]
+        where = self.kept[:, None, :, None].expand(-1, k.shape[1], -1, k.shape[3])
+        full_k.scatter_(2, where, k)
+        full_v.scatter_(2, where, v)
+        return full_k, full_v
 
 
 class _FusedLayer(nn.Module):
@@ -118,7 +156,7 @@ class _FusedLayer(nn.Module):
         self._attention = attention
         self._rotary = apply_rotary_pos_emb
 
-    def forward(self, hidden: torch.Tensor, mask, position) -> torch.Tensor:
+    def forward(self, hidden: torch.Tensor, mask, position, prefix=None, index: int = 0) -> torch.Tensor:
         residual = hidden
         x = self.input_layernorm(hidden)
         shape = (*x.shape[:-1], -1, self.head_dim)
@@ -128,6 +166,8 @@ class _FusedLayer(nn.Module):
         v = v.reshape(shape).transpose(1, 2)
         cos, sin = position
         q, k = self._rotary(q, k, cos, sin)
+        if prefix is not None:
+            k, v = prefix.update(index, k, v)
         out = self._attend(q, k, v, mask)
         hidden = residual + self.o_proj(out.reshape(*x.shape[:-1], -1).contiguous())
 
@@ -138,21 +178,23 @@ class _FusedLayer(nn.Module):
 
     def _attend(self, q, k, v, mask) -> torch.Tensor:
         """Attention over [R, heads, L, d] queries, keys and values: [R, L, heads, d]. OmniVoice's attention is
-        bidirectional: never causal, with or without a mask. A joined row attends segment by segment."""
+        bidirectional: never causal, with or without a mask. A joined row attends segment by segment: a segment
+        is (start, length) of its queries and keys, or (query start, query length, key start, key length) where
+        the queries are fewer than the keys (a cached pass)."""
         if not isinstance(mask, tuple):
             return self._attention(self.attn, q, k, v, mask, dropout=0.0, scaling=self.scaling, is_causal=False)[0]
         parts = [
             self._attention(
                 self.attn,
-                q[:, :, s : s + n],
-                k[:, :, s : s + n],
-                v[:, :, s : s + n],
+                q[:, :, qs : qs + qn],
+                k[:, :, ks : ks + kn],
+                v[:, :, ks : ks + kn],
                 None,
                 dropout=0.0,
                 scaling=self.scaling,
                 is_causal=False,
             )[0]
-            for s, n in mask
+            for qs, qn, ks, kn in (seg if len(seg) == 4 else (*seg, *seg) for seg in mask)
         ]
         return torch.cat(parts, dim=1)
 

@@ -13,6 +13,12 @@ unconditional row (targets only). The layouts differ only in how those rows shar
 
 No real position attends to another segment or to padding in any layout, so they compute the same logits
 (up to the rounding of differently shaped matmuls).
+
+The prefix cache (``DecodeOptions.prefix_refresh``) works in every layout the same way: a full pass runs the
+rows whole and keeps each layer's keys and values; a cached pass runs, of each row, only its target columns (a
+conditional segment's last ``target_len``, an unconditional segment whole), whose queries attend over the kept
+keys and values with their own fresh ones written in. Each row keeps its own columns, so a line's cached pass is
+the same whatever else shares its forward.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import torch
 
 from omnidub.backends.rows import row_groups
 from omnidub.backends.torch import upstream
+from omnidub.backends.torch.fused import KeysValues
 
 
 @dataclass
@@ -48,6 +55,18 @@ class _Plan:
     dst_col: torch.Tensor
     src_line: torch.Tensor
     src_frame: torch.Tensor
+    cached: "_Cached"
+
+
+@dataclass
+class _Cached:
+    """A plan's cached pass (the prefix cache): the columns each row computes and the mask its queries use."""
+
+    kept: torch.Tensor  # [R, K] columns each row computes; the row's width (a scratch column) where it has fewer
+    gather: torch.Tensor  # kept, scratch columns pointing at the last real one (they only fill the rectangle)
+    mask: "torch.Tensor | CachedSegments | None"  # [R, 1, K, width (+1)] bool, or a joined row's segments
+    scratch: bool
+    store: KeysValues | None = None
 
 
 class Layout:
@@ -62,34 +81,53 @@ class Layout:
         groups = row_groups([item.input_ids.shape[1] for item in items], [item.target_len for item in items], kind)
 
         self.plans: list[_Plan] = []
-        # Flat index (over all plans' positions, concatenated) of each line's target frames.
-        cond_index = torch.zeros(self.batch, self.max_target, dtype=torch.long)
-        uncond_index = torch.zeros(self.batch, self.max_target, dtype=torch.long)
-        offset = 0
+        # Flat index (over all plans' positions, concatenated) of each line's target frames, in full passes and in
+        # cached passes.
+        index = {
+            (cached, conditional): torch.zeros(self.batch, self.max_target, dtype=torch.long)
+            for cached in (False, True)
+            for conditional in (True, False)
+        }
+        offsets = [0, 0]
         for rows in groups:
-            plan = _build_plan(items, rows, pad_id, device, cond_index, uncond_index, offset, skip_mask)
-            offset += plan.input_ids.shape[0] * plan.input_ids.shape[2]
+            plan = _build_plan(items, rows, pad_id, device, index, offsets, skip_mask)
+            offsets[0] += plan.input_ids.shape[0] * plan.input_ids.shape[2]
+            offsets[1] += plan.cached.kept.numel()
             self.plans.append(plan)
-        self.cond_index = cond_index.to(device)
-        self.uncond_index = uncond_index.to(device)
+        self.index = {key: value.to(device) for key, value in index.items()}
+        self.cond_index, self.uncond_index = self.index[False, True], self.index[False, False]
 
-    def logits(self, model, llm=None) -> tuple[torch.Tensor, torch.Tensor]:
+    def logits(self, model, llm=None, cache: str | None = None) -> tuple[torch.Tensor, torch.Tensor]:
         """Conditional and unconditional target logits, each [B, C, T_max, V] float32 (frames past a line's end are
-        junk)."""
+        junk). ``cache`` (the prefix cache, fused model only): "fill" runs the rows whole and keeps every layer's
+        keys and values; "reuse" runs only the target columns against what the last "fill" kept."""
         llm = llm if llm is not None else model.llm
         hidden = []
         for plan in self.plans:
-            embeds = upstream.embed(model, plan.input_ids, plan.audio_mask)
-            mask = (
-                plan.segments
-                if plan.segments is not None and getattr(llm, "takes_segments", False)
-                else plan.attention_mask
-            )
-            out = upstream.forward_llm(llm, embeds, mask, plan.position_ids)
+            if cache == "reuse":
+                cached = plan.cached
+                where = cached.gather
+                ids = plan.input_ids.gather(2, where[:, None, :].expand(-1, plan.input_ids.shape[1], -1))
+                embeds = upstream.embed(model, ids, plan.audio_mask.gather(1, where))
+                cached.store.kept = cached.kept
+                out = llm(embeds, cached.mask, plan.position_ids.gather(1, where), prefix=cached.store)[0]
+            else:
+                embeds = upstream.embed(model, plan.input_ids, plan.audio_mask)
+                mask = (
+                    plan.segments
+                    if plan.segments is not None and getattr(llm, "takes_segments", False)
+                    else plan.attention_mask
+                )
+                if cache == "fill":
+                    plan.cached.store = KeysValues(plan.cached.scratch)
+                    out = llm(embeds, mask, plan.position_ids, prefix=plan.cached.store)[0]
+                else:
+                    out = upstream.forward_llm(llm, embeds, mask, plan.position_ids)
             hidden.append(out.reshape(-1, out.shape[-1]))
         flat = hidden[0] if len(hidden) == 1 else torch.cat(hidden)
+        reused = cache == "reuse"
         # Heads only where logits are used: the target frames of both rows.
-        targets = torch.stack((flat[self.cond_index], flat[self.uncond_index]))  # [2, B, T, H]
+        targets = torch.stack((flat[self.index[reused, True]], flat[self.index[reused, False]]))  # [2, B, T, H]
         codebooks = model.config.num_audio_codebook
         logits = model.audio_heads(targets).view(2, self.batch, self.max_target, codebooks, -1)
         logits = logits.transpose(2, 3).float()  # [2, B, C, T, V], as upstream scores in float32
@@ -105,11 +143,15 @@ class Segments(tuple):
     """(start, length) of each segment of a joined row, in order: attention stays inside each one."""
 
 
+class CachedSegments(tuple):
+    """A joined row's cached pass: (query start, query length, key start, key length) of each segment."""
+
+
 def _segment_len(items: list[Item], line: int, conditional: bool) -> int:
     return items[line].input_ids.shape[1] if conditional else items[line].target_len
 
 
-def _build_plan(items, rows, pad_id, device, cond_index, uncond_index, offset, skip_mask) -> _Plan:
+def _build_plan(items, rows, pad_id, device, index, offsets, skip_mask) -> _Plan:
     codebooks = items[0].input_ids.shape[0]
     lengths = [sum(_segment_len(items, *seg) for seg in row) for row in rows]
     width = max(lengths)
@@ -119,9 +161,12 @@ def _build_plan(items, rows, pad_id, device, cond_index, uncond_index, offset, s
     attention = torch.zeros((n, 1, width, width), dtype=torch.bool)
     positions = torch.zeros((n, width), dtype=torch.long)
     dst_row, dst_col, src_line, src_frame = [], [], [], []
-    spans = []
+    spans, cached_spans = [], []
+    kept: list[list[int]] = []  # per row: the columns a cached pass computes
+    targets = []  # (line, conditional, row, kept positions of its target frames)
     for r, row in enumerate(rows):
         start = 0
+        kept.append([])
         for line, conditional in row:
             item = items[line]
             t = item.target_len
@@ -137,8 +182,13 @@ def _build_plan(items, rows, pad_id, device, cond_index, uncond_index, offset, s
             spans.append((start, length))
             positions[r, start:end] = torch.arange(length)
             first = end - t
-            flat = offset + r * width + torch.arange(first, end)
-            (cond_index if conditional else uncond_index)[line, :t] = flat
+            flat = offsets[0] + r * width + torch.arange(first, end)
+            index[False, conditional][line, :t] = flat
+            # A conditional segment's prefix (style, text, reference) is what a cached pass does not compute.
+            computed = range(first, end) if conditional else range(start, end)
+            cached_spans.append((len(kept[r]), len(computed), start, length))
+            targets.append((line, conditional, r, torch.arange(len(kept[r]), len(kept[r]) + t)))
+            kept[r].extend(computed)
             dst_row.append(torch.full((t,), r))
             dst_col.append(torch.arange(first, end))
             src_line.append(torch.full((t,), line))
@@ -149,14 +199,38 @@ def _build_plan(items, rows, pad_id, device, cond_index, uncond_index, offset, s
             pad = torch.arange(start, width)
             attention[r, 0, pad, pad] = True
     full = all(len(row) == 1 for row in rows) and all(length == width for length in lengths)
+    segments = Segments(spans) if n == 1 and len(spans) > 1 and start == width else None
+    cached = _cached(kept, width, attention, None if skip_mask and full else attention, segments, cached_spans)
+    for line, conditional, r, where in targets:
+        index[True, conditional][line, : len(where)] = offsets[1] + r * cached["kept"].shape[1] + where
     return _Plan(
         input_ids=input_ids.to(device),
         audio_mask=audio_mask.to(device),
         attention_mask=None if skip_mask and full else attention.to(device),
         position_ids=positions.to(device),
-        segments=Segments(spans) if n == 1 and len(spans) > 1 and start == width else None,
+        segments=segments,
         dst_row=torch.cat(dst_row).to(device),
         dst_col=torch.cat(dst_col).to(device),
         src_line=torch.cat(src_line).to(device),
         src_frame=torch.cat(src_frame).to(device),
+        cached=_Cached(**{k: v.to(device) if isinstance(v, torch.Tensor) else v for k, v in cached.items()}),
     )
+
+
+def _cached(kept: list[list[int]], width: int, attention, mask, segments, spans) -> dict:
+    """A plan's cached pass: each row's computed columns as one [R, K] rectangle and the mask of their queries."""
+    size = max(len(columns) for columns in kept)
+    scratch = any(len(columns) < size for columns in kept)
+    # Rows computing fewer columns pad with the scratch column (index width): only their own padding sees it.
+    where = torch.tensor([columns + [width] * (size - len(columns)) for columns in kept])
+    gather = torch.tensor([columns + [columns[-1]] * (size - len(columns)) for columns in kept])
+    if segments is not None:
+        return dict(kept=where, gather=gather, mask=CachedSegments(spans), scratch=False)
+    if mask is None and not scratch:
+        return dict(kept=where, gather=gather, mask=None, scratch=False)
+    rows = torch.arange(len(kept))[:, None]
+    queries = attention[rows, 0, gather]  # [R, K, width]
+    if scratch:
+        padding = where == width
+        queries = torch.cat((queries.masked_fill(padding[..., None], False), padding[..., None]), dim=-1)
+    return dict(kept=where, gather=gather, mask=queries[:, None], scratch=scratch)
