@@ -123,6 +123,10 @@ MAYA: That's [laughter] wonderful [Sigh] really [question-en]
         ("so: what now?", DEFAULT_SPEAKER, "so: what now?"),
         ("The plan is this: we run.", DEFAULT_SPEAKER, "The plan is this: we run."),
         ("Meet me at 10:30 sharp.", DEFAULT_SPEAKER, "Meet me at 10:30 sharp."),
+        ("🎬 Ånna: Hello there.", "🎬 Ånna", "Hello there."),
+        ("[🎬 Ånna] Hello there.", "🎬 Ånna", "Hello there."),
+        ("[Ånna] Hi.", "Ånna", "Hi."),
+        ("🎬: Action.", DEFAULT_SPEAKER, "🎬: Action."),
     ],
 )
 def test_speaker_labels_only_where_a_subtitle_user_means_one(tmp_path, cue, speaker, text):
