@@ -152,12 +152,22 @@ def _number(
     ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok_type or (not integer and not math.isfinite(value)):
         kind = "a whole number" if integer else "a finite number"
-        raise OmnidubError(f"{name} must be {kind}, got {value!r}")
+        if integer and low is not None and high is not None:
+            kind += f" from {low:g} to {high:g}"
+        elif integer and low is not None:
+            kind += f" of at least {low:g}"
+        # TOML reads 1e9 and 12.0 as decimals: say so, since they look whole.
+        hint = " (a whole number is written without a decimal point or exponent)" if _looks_whole(value) else ""
+        raise OmnidubError(f"{name} must be {kind}, got {value!r}{hint}")
     if low is not None and (value <= low if low_open else value < low):
         raise OmnidubError(f"{name} must be {'above' if low_open else 'at least'} {low:g}, got {value!r}")
     if high is not None and value > high:
         raise OmnidubError(f"{name} must be at most {high:g}, got {value!r}")
     return value
+
+
+def _looks_whole(value) -> bool:
+    return isinstance(value, float) and math.isfinite(value) and value.is_integer()
 
 
 def _choice(name: str, value, choices: tuple[str, ...]) -> str:
