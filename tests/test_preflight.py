@@ -428,9 +428,7 @@ def test_pydubs_ffmpeg_warning_is_silenced_around_its_import_only(no_ffmpeg_path
         "    import pydub.audio_segment\n"
         "print(len(warnings.filters) > 0)\n"
     )
-    quiet = subprocess.run(
-        [sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=no_ffmpeg_path
-    )
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=no_ffmpeg_path)
     assert quiet.returncode == 0 and "ffmpeg" not in quiet.stderr, quiet.stderr
     loud = subprocess.run(
         [sys.executable, "-W", "default", "-c", "import pydub.audio_segment"],
