@@ -259,11 +259,14 @@ def check_language(language: str, where: str) -> str:
         return language
     import difflib
 
-    base = re.split(r"[-_]", language.lower())[0]  # en-US: OmniVoice takes the language, not the region
-    # Names only: among 2-3 letter ids everything is close to everything.
-    close = ([base] if base in lang_map.LANG_IDS else []) + difflib.get_close_matches(
-        language.lower(), list(lang_map.LANG_NAME_TO_ID), n=3, cutoff=0.6
-    )
+    typed = language.lower()
+    base = re.split(r"[-_]", typed)[0]  # en-US: OmniVoice takes the language, not the region
+    names = lang_map.LANG_NAME_TO_ID
+    # Names only: among 2-3 letter ids everything is close to everything. A name the input begins ("sp") counts.
+    begun = sorted(name for name in names if len(typed) >= 2 and name.startswith(typed))[:3]
+    close = ([base] if base in lang_map.LANG_IDS else []) + [
+        f"{name} ({names[name]})" for name in begun + difflib.get_close_matches(typed, list(names), n=3, cutoff=0.6)
+    ]
     hint = f"; close matches: {', '.join(dict.fromkeys(close))}" if close else ""
     raise OmnidubError(
         f"{where}: unknown language {language!r}{hint} (OmniVoice takes a language id like en or an English name "

@@ -372,8 +372,10 @@ def test_languages_are_checked_against_omnivoices_list_with_close_matches(tmp_pa
         read_script(path, language="klingon")
     with pytest.raises(OmnidubError, match=r"unknown language 'en-US'; close matches: en"):
         read_script(path, language="en-US")
-    with pytest.raises(OmnidubError, match=r"unknown language 'Englsh'; close matches: english"):
+    with pytest.raises(OmnidubError, match=r"unknown language 'Englsh'; close matches: english \(en\)"):
         read_script(path, language="Englsh")
+    with pytest.raises(OmnidubError, match=r"unknown language 'sp'; close matches: spanish \(es\) \("):
+        read_script(path, language="sp")
 
 
 CAST_SRT = """1
