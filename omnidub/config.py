@@ -262,7 +262,9 @@ def load_preset(name_or_path: str = "fast") -> Preset:
         if path.is_dir():
             raise OmnidubError(f"--preset {path} is a folder; give a preset .toml file, or fast or quality")
         if not path.is_file():
-            raise OmnidubError(f"preset file not found: {path}")
+            from omnidub.files import did_you_mean
+
+            raise OmnidubError(f"preset file not found: {path}{did_you_mean(path)}")
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:
