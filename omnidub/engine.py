@@ -15,7 +15,7 @@ from pathlib import Path
 from omnidub.config import Preset, generation_settings, load_preset
 from omnidub.errors import OmnidubError
 from omnidub.hardware import check_device, device_kind, guess_device
-from omnidub.models import DEFAULT_MODEL, ModelSource, resolve_model
+from omnidub.models import DEFAULT_MODEL, ModelSource, licence_notice, model_licence, resolve_model
 from omnidub.scheduler import EXECUTORS, Budget, ExecutorOptions, default_budget
 
 
@@ -155,6 +155,11 @@ class Engine:
         return identity(self.backend_choice, self.device, dtype)
 
     @property
+    def licence(self) -> str | None:
+        """The weights' licence (see :func:`omnidub.models.model_licence`), once the model is resolved."""
+        return model_licence(self._source) if self._source is not None else None
+
+    @property
     def prompt_identity(self) -> dict:
         """What identifies an encoded prompt: the model and device kind (prompts are encoded in float32) and
         the ASR model that finds the cut."""
@@ -207,6 +212,9 @@ class Engine:
                     self.backend_choice, self.device_spec, self.preset.engine, pinned_layout=self._pinned.get("cfg")
                 )
             backend.on_note = lambda text: self.on_note(text)
+            notice = licence_notice(self.source)  # where the weights first load on this machine, once
+            if notice:
+                self.on_note(notice)
             for result in backend.probe():
                 self.on_note(f"measured on first use: {result.what} {result.choice} ({result.evidence})")
             if not adopt_probe and backend.layout != planned:

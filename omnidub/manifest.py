@@ -19,7 +19,7 @@ class RenderRecord:
     """Everything the manifest says of a render, as the project holds it now."""
 
     input: Path
-    model: dict  # the model's identity
+    model: dict  # the model's identity, and its weights' licence (``licence``; None when nothing says)
     settings: dict  # the preset's flat settings with the generation settings the lines were keyed with
     program: float | None
     fmt: str

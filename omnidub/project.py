@@ -814,7 +814,7 @@ class Project:
         notes = tuple(self.script.warnings) + tuple(f"skipped: {s}" for s in self.script.skipped) + tuple(self.notes)
         return RenderRecord(
             input=self.input_path,
-            model=self.engine.identity,
+            model={**self.engine.identity, "licence": self.engine.licence},
             settings={**self.preset.to_json(), **self.engine.settings},
             program=self.program,
             fmt=self.options.fmt,

@@ -79,3 +79,37 @@ def test_each_progress_bar_counts_its_own_pass_once():
     assert len(bars) == 2, bars
     assert bars[0].startswith("rendering: done") and "3/3 2 rendered · 1 cached" in bars[0]
     assert bars[1].startswith("again from the speaker's clip: done") and "1/1 0 rendered · 1 cached" in bars[1]
+
+
+def test_non_commercial_weights_are_said_once_where_they_load_and_recorded_in_the_manifest(
+    tmp_path, tiny_model_dir, own_cache
+):
+    import json
+
+    from test_first_contact import ALICE_TEXT
+
+    from omnidub.models import licence_notice, resolve_model
+
+    # A local checkpoint whose model card says what the released OmniVoice weights' card says.
+    model = tmp_path / "model"
+    shutil.copytree(tiny_model_dir, model)
+    (model / "README.md").write_text("---\nlicense: cc-by-nc-4.0\nlanguage: [en]\n---\n# OmniVoice\n", encoding="utf-8")
+    script = tmp_path / "two.txt"
+    script.write_text("ALICE: One.\nALICE: Two words.\n", encoding="utf-8")
+    (tmp_path / "preset.toml").write_text("reference_seconds = 0\nsteps = 2\n")
+    voice = ["--voice", EXAMPLES / "voices" / "alice.wav", "--voice-text", ALICE_TEXT]
+    out = tmp_path / "out"
+    result = run("render", script, *voice, "--preset", tmp_path / "preset.toml", "--model", model, "--out", out)
+    assert result.exit_code == 0, result.output
+    said = " ".join(result.output.split())
+    assert "weights are licensed CC-BY-NC-4.0: what they make may not be used commercially" in said
+    assert json.loads((out / "manifest.json").read_text())["model"]["licence"] == "cc-by-nc-4.0"
+    assert licence_notice(resolve_model(str(model))) is None  # said once on this machine
+
+
+def test_the_released_model_is_known_to_be_non_commercial_and_a_synthetic_one_has_no_licence(tmp_path):
+    from omnidub.models import DEFAULT_MODEL, ModelSource, model_licence
+
+    assert model_licence(ModelSource(DEFAULT_MODEL, tmp_path)) == "cc-by-nc-4.0"
+    assert model_licence(ModelSource(str(tmp_path), tmp_path)) is None  # a folder that does not say
+    assert model_licence(ModelSource("synthetic:tiny", tmp_path, synthetic="tiny")) is None
