@@ -86,7 +86,7 @@ class QaOptions:
 
     max_wer: float = 0.20
     max_cer: float = 0.10
-    # Calibrated on flite and espeak-ng voices (README): 0.1 % of own-voice lines fall below it.
+    # Calibrated on flite and espeak-ng voices (docs/voice-check.md): 0.1 % of own-voice lines fall below it.
     min_voice_similarity: float = 0.72
 
 

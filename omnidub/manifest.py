@@ -1,4 +1,4 @@
-"""``manifest.json``: what a render made, how, and from what (documented field by field in the README)."""
+"""``manifest.json``: what a render made, how, and from what (documented field by field in docs/manifest.md)."""
 
 from __future__ import annotations
 
