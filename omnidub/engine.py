@@ -19,6 +19,10 @@ from omnidub.models import DEFAULT_MODEL, ModelSource, licence_notice, model_lic
 from omnidub.scheduler import EXECUTORS, Budget, ExecutorOptions, default_budget
 
 
+def unheard(text: str) -> None:
+    """The note hook nobody listens to (a library user reads the manifest instead)."""
+
+
 class Engine:
     """One model, device and ASR for any number of projects; each loads on first use."""
 
@@ -52,7 +56,7 @@ class Engine:
         self._source_encoder = None
         # A context manager around each model load: the CLI shows a spinner with what is loading.
         self.on_load = lambda what: contextlib.nullcontext()
-        self.on_note = lambda text: None  # what the backend decided on its own (--compile auto, the probe)
+        self.on_note = unheard  # what the backend decided on its own (--compile auto, the probe), the licence
 
     # -- what is known without loading anything ----------------------------------------------------------------
     @property
@@ -212,9 +216,8 @@ class Engine:
                     self.backend_choice, self.device_spec, self.preset.engine, pinned_layout=self._pinned.get("cfg")
                 )
             backend.on_note = lambda text: self.on_note(text)
-            notice = licence_notice(self.source)  # where the weights first load on this machine, once
-            if notice:
-                self.on_note(notice)
+            if self.on_note is not unheard:  # said where the weights first load on this machine, once, to someone
+                licence_notice(self.source, self.on_note)
             for result in backend.probe():
                 self.on_note(f"measured on first use: {result.what} {result.choice} ({result.evidence})")
             if not adopt_probe and backend.layout != planned:

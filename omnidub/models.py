@@ -128,23 +128,23 @@ def _card_licence(folder: Path) -> str | None:
     return found.group(1).lower() if found else None
 
 
-def licence_notice(source: ModelSource) -> str | None:
-    """The line that tells this machine's user, once, that the weights are for non-commercial use only (None when
-    they are not, or it was said here before: a marker in omnidub's cache remembers it)."""
+def licence_notice(source: ModelSource, say) -> None:
+    """Tell this machine's user once, through ``say``, that the weights are for non-commercial use only (nothing
+    when they are not, or it was said here before: a marker in omnidub's cache remembers it)."""
     from omnidub.files import cache_home, write_text_atomic
 
     licence = model_licence(source)
     if licence is None or "nc" not in licence.split("-"):
-        return None
+        return
     marker = cache_home() / "licences" / hashlib.sha256(f"{source.spec}\0{licence}".encode()).hexdigest()[:16]
     if marker.is_file():
-        return None
+        return
+    say(LICENCE_NOTICE.format(model=source.spec, licence=licence.upper()))
     try:
         marker.parent.mkdir(parents=True, exist_ok=True)
         write_text_atomic(marker, f"{source.spec}: {licence}\n")
     except OSError:  # an unwritable cache says it again next time, which is no harm
         pass
-    return LICENCE_NOTICE.format(model=source.spec, licence=licence.upper())
 
 
 # What in export.json shapes the audio: the graphs' and tokenizer's hashes, the config (rates, codebooks), which
