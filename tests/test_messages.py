@@ -41,6 +41,8 @@ def test_a_mistyped_speaker_is_offered_the_close_voice(episode):
     (episode / "owen.toml").write_text('[OWEN]\ninstruct = "male, low pitch"\n', encoding="utf-8")
     line = one_error_line(run("render", "owan.srt", "--voices", "owen.toml", *PLAN))
     assert "no voice for speaker 'OWAN'" in line and "did you mean OWEN?" in line
+    line = one_error_line(run("render", "episode.es.srt", "--voices", "voices.toml", "--voice-text", "ALISE=Hi", *PLAN))
+    assert "no voice named 'ALISE'" in line and "did you mean ALICE?" in line
     # With a default voice the line would silently take it: a note says which voice was likely meant.
     default = ["--voice", "voices/alice.wav", "--voice-text", "Good morning, everyone."]
     result = run("render", "owan.srt", "--voices", "owen.toml", *default, *PLAN)

@@ -248,8 +248,10 @@ def _split_voice_text_arg(arg: str, voices: dict[str, Voice]) -> tuple[str, str]
             return _same_speaker(speaker, voices), text.strip()
         if re.fullmatch(r"[^\W\d][\w.'\-]{0,31}", speaker):
             known = ", ".join(sorted(voices)) or "none"
+            close = close_voice(speaker, voices)
             raise OmnidubError(
-                f"--voice-text {_short(arg)}: no voice named {speaker!r} (known voices: {known}); "
+                f"--voice-text {_short(arg)}: no voice named {speaker!r} (known voices: {known})"
+                f"{f'; did you mean {close}?' if close else ''}; "
                 f"to give the default voice a transcript containing '=', write --voice-text {DEFAULT_SPEAKER}=TEXT"
             )
     return DEFAULT_SPEAKER, arg.strip()
