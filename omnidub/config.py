@@ -96,7 +96,7 @@ class QaOptions:
 
     max_wer: float = 0.20
     max_cer: float = 0.10
-    # Calibrated on flite and espeak-ng voices (README): 0.1 % of own-voice lines fall below it.
+    # Calibrated on flite and espeak-ng voices (docs/voice-check.md): 0.1 % of own-voice lines fall below it.
     min_voice_similarity: float = 0.72
 
 
@@ -162,12 +162,22 @@ def _number(
     ok_type = isinstance(value, int) if integer else isinstance(value, (int, float))
     if isinstance(value, bool) or not ok_type or (not integer and not math.isfinite(value)):
         kind = "a whole number" if integer else "a finite number"
-        raise OmnidubError(f"{name} must be {kind}, got {value!r}")
+        if integer and low is not None and high is not None:
+            kind += f" from {low:g} to {high:g}"
+        elif integer and low is not None:
+            kind += f" of at least {low:g}"
+        # TOML reads 1e9 and 12.0 as decimals: say so, since they look whole.
+        hint = " (a whole number is written without a decimal point or exponent)" if _looks_whole(value) else ""
+        raise OmnidubError(f"{name} must be {kind}, got {value!r}{hint}")
     if low is not None and (value <= low if low_open else value < low):
         raise OmnidubError(f"{name} must be {'above' if low_open else 'at least'} {low:g}, got {value!r}")
     if high is not None and value > high:
         raise OmnidubError(f"{name} must be at most {high:g}, got {value!r}")
     return value
+
+
+def _looks_whole(value) -> bool:
+    return isinstance(value, float) and math.isfinite(value) and value.is_integer()
 
 
 def _choice(name: str, value, choices: tuple[str, ...]) -> str:
@@ -263,7 +273,9 @@ def load_preset(name_or_path: str = "fast") -> Preset:
         if path.is_dir():
             raise OmnidubError(f"--preset {path} is a folder; give a preset .toml file, or fast or quality")
         if not path.is_file():
-            raise OmnidubError(f"preset file not found: {path}")
+            from omnidub.files import did_you_mean
+
+            raise OmnidubError(f"preset file not found: {path}{did_you_mean(path)}")
         try:
             text = path.read_text(encoding="utf-8")
         except (OSError, UnicodeDecodeError) as exc:

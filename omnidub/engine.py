@@ -15,8 +15,12 @@ from pathlib import Path
 from omnidub.config import Preset, generation_settings, load_preset
 from omnidub.errors import OmnidubError
 from omnidub.hardware import check_device, device_kind, guess_device
-from omnidub.models import DEFAULT_MODEL, ModelSource, resolve_model
+from omnidub.models import DEFAULT_MODEL, ModelSource, licence_notice, model_licence, resolve_model
 from omnidub.scheduler import EXECUTORS, Budget, ExecutorOptions, default_budget
+
+
+def unheard(text: str) -> None:
+    """The note hook nobody listens to (a library user reads the manifest instead)."""
 
 
 class Engine:
@@ -57,7 +61,7 @@ class Engine:
         self._source_encoder = None
         # A context manager around each model load: the CLI shows a spinner with what is loading.
         self.on_load = lambda what: contextlib.nullcontext()
-        self.on_note = lambda text: None  # what the backend decided on its own (--compile auto, the probe)
+        self.on_note = unheard  # what the backend decided on its own (--compile auto, the probe), the licence
 
     # -- what is known without loading anything ----------------------------------------------------------------
     @property
@@ -166,6 +170,11 @@ class Engine:
         return identity(self.backend_choice, self.device, dtype)
 
     @property
+    def licence(self) -> str | None:
+        """The weights' licence (see :func:`omnidub.models.model_licence`), once the model is resolved."""
+        return model_licence(self._source) if self._source is not None else None
+
+    @property
     def prompt_identity(self) -> dict:
         """What identifies an encoded prompt: the model and device kind (prompts are encoded in float32) and
         the ASR model that finds the cut."""
@@ -218,6 +227,8 @@ class Engine:
                     self.backend_choice, self.device_spec, self.preset.engine, pinned_layout=self._pinned.get("cfg")
                 )
             backend.on_note = lambda text: self.on_note(text)
+            if self.on_note is not unheard:  # said where the weights first load on this machine, once, to someone
+                licence_notice(self.source, self.on_note)
             for result in backend.probe():
                 self.on_note(f"measured on first use: {result.what} {result.choice} ({result.evidence})")
             if not adopt_probe and backend.layout != planned:

@@ -331,3 +331,17 @@ class AppendLog:
         """Drop every record (their content now lives in a snapshot)."""
         self.close()
         self.path.unlink(missing_ok=True)
+
+
+def did_you_mean(path: Path) -> str:
+    """For a path that does not exist: "; did you mean X?" naming the closest file or folder beside it (the name
+    as the user would type it: episode.es.str -> episode.es.srt), else ""."""
+    import difflib
+
+    path = Path(path)
+    try:
+        names = [p.name for p in path.parent.iterdir()] if path.parent.is_dir() else []
+    except OSError:
+        return ""
+    close = difflib.get_close_matches(path.name, names, n=1, cutoff=0.75)
+    return f"; did you mean {path.with_name(close[0])}?" if close else ""

@@ -207,6 +207,11 @@ class OutputFolder:
                 raise OmnidubError(f"{self.path} is in use by an older omnidub run ({holder.holder()}); wait for it")
             holder.release()  # and the file goes with it
 
+    def check(self, input_path: Path | None, *, allow_other_files: bool = False) -> None:
+        """What :meth:`claim` would refuse of the folder as it is now, said without locking or writing anything
+        (a dry run refuses what the render would)."""
+        self._check_owner(input_path, allow_other_files)
+
     def share(self, writes=()) -> None:
         """Hold the folder for reading and writing reports beside a render's outputs (QA): several readers may
         share it; a render in progress keeps them out, and they keep a render out. Each of ``writes`` (the

@@ -10,6 +10,7 @@ from pathlib import Path
 from typing import Callable, Sequence
 
 from omnidub.errors import OmnidubError
+from omnidub.files import did_you_mean
 
 SUFFIXES = (".srt", ".vtt", ".txt")
 
@@ -52,7 +53,7 @@ def find_inputs(paths) -> Inputs:
         if not path.exists():
             if path.name.lower() in ("true", "false", "yes", "no"):
                 raise OmnidubError(f"{path}: no such file or folder (flags such as --dry-run take no value)")
-            unusable.append((path, OmnidubError(f"{path}: no such file or folder")))
+            unusable.append((path, OmnidubError(f"{path}: no such file or folder{did_you_mean(path)}")))
             continue
         found = [path]
         if path.is_dir():

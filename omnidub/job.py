@@ -24,6 +24,9 @@ from omnidub.records import LineEntry
 from omnidub.retakes import attempt_record
 from omnidub.scheduler import Failure
 
+# The second pass of --voice-match auto, as its progress bar names it.
+AGAIN = "again from the speaker's clip"
+
 
 @dataclass(frozen=True, eq=False)
 class InputRun:
@@ -166,7 +169,7 @@ class Job:
         seconds = self.render_pending(live, pending)
         again = {id(p): p.voice_check() for p in live}  # --voice-match auto: lines back to their speaker's clip
         if any(again.values()):
-            for key, (synth, audio) in self.render_pending(live, again).items():
+            for key, (synth, audio) in self.render_pending(live, again, what=AGAIN).items():
                 seconds[key] = [seconds[key][0] + synth, seconds[key][1] + audio]
         retaking = self.qa is not None and self.qa.retakes > 0 and not self.stopping
         if not retaking:
@@ -191,18 +194,23 @@ class Job:
         place = {path: i for i, path in enumerate(self.order)}
         return sorted(done, key=lambda run: place.get(run.input, len(place)))
 
-    def render_pending(self, live: list[Project], pending: dict[int, list[LineEntry]]) -> dict[int, list[float]]:
+    def render_pending(
+        self, live: list[Project], pending: dict[int, list[LineEntry]], what: str = "rendering"
+    ) -> dict[int, list[float]]:
         """Stream every pending line of every project through the executor; returns per project the synthesis
-        seconds and the audio seconds it got."""
-        work = [(p, e) for p in live for e in pending[id(p)]]
+        seconds and the audio seconds it got. The first pass's bar counts every line of the projects (stored ones
+        as cached); a later pass's (``what``) only the lines it was given."""
+        work = [(p, e) for p in live for e in pending[id(p)] if not e.done]
         # A model or pool that cannot start is the user's to fix (exit 2), not every line failing.
         executor = self.engine.executor() if work else None
         if work and self._replan(live, pending):
-            work = [(p, e) for p in live for e in pending[id(p)]]
-        self.listener.start(sum(len(p.entries) - len(p.left_out) for p in live))
+            work = [(p, e) for p in live for e in pending[id(p)] if not e.done]
+        shown = {id(p): p.entries if what == "rendering" else pending[id(p)] for p in live}
+        left_out = {id(p): len(p.left_out) if what == "rendering" else 0 for p in live}
+        self.listener.start(sum(len(shown[id(p)]) - left_out[id(p)] for p in live), what)
         for project in live:
             self._show(project)
-            for entry in project.entries:
+            for entry in shown[id(project)]:
                 if entry.done:
                     self.listener.line_done(entry, entry.duration or 0.0, 0.0)
         # One request per distinct key: a line shared by two inputs (or said twice) is rendered once.

@@ -1,4 +1,4 @@
-"""``manifest.json``: what a render made, how, and from what (documented field by field in the README)."""
+"""``manifest.json``: what a render made, how, and from what (documented field by field in docs/manifest.md)."""
 
 from __future__ import annotations
 
@@ -19,7 +19,7 @@ class RenderRecord:
     """Everything the manifest says of a render, as the project holds it now."""
 
     input: Path
-    model: dict  # the model's identity
+    model: dict  # the model's identity, and its weights' licence (``licence``; None when nothing says)
     settings: dict  # the preset's flat settings with the generation settings the lines were keyed with
     program: float | None
     fmt: str

@@ -28,7 +28,9 @@ def audio_problem(path: Path) -> str | None:
     if path.is_dir():
         return f"{path} is a folder, not an audio file"
     if not path.is_file():
-        return f"audio file not found: {path}"
+        from omnidub.files import did_you_mean
+
+        return f"audio file not found: {path}{did_you_mean(path)}"
     return None
 
 

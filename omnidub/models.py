@@ -83,6 +83,70 @@ def resolve_model(spec: str = DEFAULT_MODEL, *, download: bool = True) -> ModelS
     return ModelSource(spec=spec, path=path, revision=_snapshot_revision(path))
 
 
+# Licences of weights whose model card a folder may lack. OmniVoice's code is Apache-2.0; its released weights are
+# CC-BY-NC-4.0 (its model card; upstream issues #60, #235, #258): what they make is for non-commercial use only.
+KNOWN_LICENCES = {DEFAULT_MODEL: "cc-by-nc-4.0"}
+_CARD_LICENCE = re.compile(r"^license:\s*['\"]?([\w.+-]+)", re.MULTILINE)
+LICENCE_NOTICE = (
+    "{model}'s weights are licensed {licence}: what they make may not be used commercially (paid dubbing "
+    "included) without the rights holders' permission; OmniVoice's code and omnidub are Apache-2.0. Said once on "
+    "this machine; every manifest records it (model.licence). More: the README's Licence section"
+)
+
+
+def model_licence(source: ModelSource) -> str | None:
+    """The weights' licence as their model card says (README.md's ``license:``), else as known for their hub id
+    (an export: of the model it was made from); None for a synthetic model, or a folder that does not say."""
+    if source.synthetic:
+        return None
+    spec = source.spec
+    if source.backend == "onnx":
+        import json
+
+        try:
+            made_from = json.loads((source.path / EXPORT_MANIFEST).read_text(encoding="utf-8"))["model"]
+        except (OSError, ValueError, KeyError, TypeError):
+            return None
+        if not isinstance(made_from, dict) or made_from.get("synthetic") or not isinstance(made_from.get("id"), str):
+            return None
+        spec = made_from["id"]
+        folder = Path(spec)
+        card = _card_licence(folder) if folder.is_dir() else None
+        return card or KNOWN_LICENCES.get(spec)
+    return _card_licence(source.path) or KNOWN_LICENCES.get(spec)
+
+
+def _card_licence(folder: Path) -> str | None:
+    try:
+        text = (folder / "README.md").read_text(encoding="utf-8")
+    except (OSError, UnicodeDecodeError):
+        return None
+    if not text.startswith("---"):
+        return None
+    front = text.split("---", 2)[1] if text.count("---") >= 2 else ""
+    found = _CARD_LICENCE.search(front)
+    return found.group(1).lower() if found else None
+
+
+def licence_notice(source: ModelSource, say) -> None:
+    """Tell this machine's user once, through ``say``, that the weights are for non-commercial use only (nothing
+    when they are not, or it was said here before: a marker in omnidub's cache remembers it)."""
+    from omnidub.files import cache_home, write_text_atomic
+
+    licence = model_licence(source)
+    if licence is None or "nc" not in licence.split("-"):
+        return
+    marker = cache_home() / "licences" / hashlib.sha256(f"{source.spec}\0{licence}".encode()).hexdigest()[:16]
+    if marker.is_file():
+        return
+    say(LICENCE_NOTICE.format(model=source.spec, licence=licence.upper()))
+    try:
+        marker.parent.mkdir(parents=True, exist_ok=True)
+        write_text_atomic(marker, f"{source.spec}: {licence}\n")
+    except OSError:  # an unwritable cache says it again next time, which is no harm
+        pass
+
+
 # What in export.json shapes the audio: the graphs' and tokenizer's hashes, the config (rates, codebooks), which
 # transformer renders. Reports (parity, timings) are left out, so checking an export again changes no key.
 EXPORT_CONTENT = ("format", "config", "files", "transformer", "quantize", "tokenizer")

@@ -40,7 +40,8 @@ class Listener:
 
     def note(self, text: str) -> None: ...
 
-    def start(self, total: int) -> None: ...
+    def start(self, total: int, what: str = "rendering") -> None:
+        """A pass over ``total`` lines begins; ``what`` it does ("rendering", or rendering lines again)."""
 
     def line_started(self, entry: LineEntry) -> None: ...
 

@@ -32,7 +32,7 @@ from omnidub.source.cast import SourceOptions
 from omnidub.speakers import prepare_speakers, prompt_cache_dir
 from omnidub.store import LineStore, seconds_of
 from omnidub.timing import Fit
-from omnidub.voices import Voice, check_cast, check_reference, voice_for
+from omnidub.voices import Voice, check_cast, check_reference, misspelt_speakers, voice_for
 
 
 @dataclass(frozen=True)
@@ -211,6 +211,8 @@ class Project:
         """What a render would refuse, found before any model (a plan checks what a render checks)."""
         for note in self.probed.notes:
             self.note(note)
+        for note in misspelt_speakers(self.script.lines, self.voices):
+            self.note(note)
         asr = self.engine.asr().available()
         for voice in dict.fromkeys(voice_for(line.speaker, self.voices) for line in self.script.lines):
             for note in check_reference(voice, options=self.preset.voice, asr_available=asr):
@@ -222,6 +224,8 @@ class Project:
         cached yet are prepared (ASR, model) and damaged cache entries repaired; without it nothing in the output
         folder changes, and unprepared voices are paced from their whole reference (a dry run)."""
         if not prepare:
+            if not self.folder.lock.held:  # a dry run: the folder the render would refuse is refused here too
+                self.folder.check(self.input_path, allow_other_files=self.options.allow_other_files)
             if self.options.source is None:
                 self._check_without_model()  # what a render would refuse is said first
             self.engine.plan_source(self.note)
@@ -450,8 +454,13 @@ class Project:
 
     def replan(self) -> list[LineEntry]:
         """Plan again with what the engine now keys lines with (the loaded model ran as another device, dtype or
-        layout than guessed); returns the lines to render."""
+        layout than guessed, or a line went back to its speaker's clip); returns the lines to render."""
+        made = {(e.index, e.key): e for e in self.entries if e.status == "rendered"}
         self.plan(prepare=True)
+        for entry in self.entries:  # audio this run rendered is still this run's, not a cache's
+            earlier = made.get((entry.index, entry.key))
+            if earlier is not None and entry.status == "cached":
+                entry.status, entry.render_seconds = "rendered", earlier.render_seconds
         return self._pending()
 
     def _pending(self) -> list[LineEntry]:
@@ -653,7 +662,7 @@ class Project:
     def voice_check(self) -> list[LineEntry]:
         """With ``--voice-match auto``: hear each line cloned from its own original clip against the speakers'
         voices in the source; lines that sound like someone else go back to their speaker's clip. Returns the
-        lines to render again."""
+        lines sent back (those whose audio is stored already are done)."""
         from omnidub.casting import voice_check
 
         if self.cast is None or self.options.source.match != "auto" or self.stopping:
@@ -676,7 +685,9 @@ class Project:
             "again from their speaker's clip (the manifest says why, line by line)"
         )
         self._cast()
-        return self.replan()
+        pending = {entry.index for entry in self.replan()}
+        # Every line sent back, those whose speaker-clip audio is already stored too: the pass shows them all.
+        return [entry for entry in self.entries if entry.index in pending or entry.index in failed]
 
     def _record_references(self, entries: list[LineEntry]) -> None:
         records = reference_records(self.cast, entries, self.voice_checks)
@@ -896,7 +907,7 @@ class Project:
         notes = tuple(self.script.warnings) + tuple(f"skipped: {s}" for s in self.script.skipped) + tuple(self.notes)
         return RenderRecord(
             input=self.input_path,
-            model=self.engine.identity,
+            model={**self.engine.identity, "licence": self.engine.licence},
             settings={**self.preset.to_json(), **self.engine.settings, **self._approximate()},
             program=self.program,
             fmt=self.options.fmt,

@@ -260,3 +260,44 @@ class QaRecord:
 
 def _mapping(value) -> dict:
     return value if isinstance(value, dict) else {}
+
+
+@dataclass(frozen=True)
+class TranslationRecord:
+    """What omnidub translate recorded beside the translation it wrote (translate.json), typed: each line's
+    original and the candidates it chose among, by line number."""
+
+    source_language: str | None
+    target_language: str | None
+    engine: str | None
+    lines: dict[int, dict]
+
+    @classmethod
+    def parse(cls, data) -> "TranslationRecord | None":
+        """The record of a translate.json's content, or None when it is not one."""
+        if not isinstance(data, dict) or not isinstance(data.get("lines"), list):
+            return None
+        text = lambda name: data[name] if isinstance(data.get(name), str) else None  # noqa: E731
+        lines = {
+            line["index"]: line
+            for line in data["lines"]
+            if isinstance(line, dict) and type(line.get("index")) is int and isinstance(line.get("candidates"), list)
+        }
+        return cls(text("from"), text("to"), text("engine"), lines)
+
+    def original(self, index: int) -> str | None:
+        """The line's original text (what it translates)."""
+        original = (self.lines.get(index) or {}).get("original")
+        return original if isinstance(original, str) else None
+
+    def alternative(self, index: int, current: str) -> str | None:
+        """The candidate after the one the line says now (round again after the last; the first when it says none
+        of them), or None when the line has no other."""
+        texts = [c["text"] for c in (self.lines.get(index) or {}).get("candidates", []) if isinstance(c, dict)]
+        texts = [t for t in dict.fromkeys(texts) if isinstance(t, str) and t.strip()]
+        others = [t for t in texts if t != current]
+        if not others:
+            return None
+        if current not in texts:
+            return others[0]
+        return texts[(texts.index(current) + 1) % len(texts)]

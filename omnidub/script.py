@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import html
 import re
+import unicodedata
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -110,9 +111,9 @@ _ASS_RE = re.compile(r"\{\\[^}]*\}")
 _VOICE_RE = re.compile(r"^\s*<v(?:\.[^\s>]*)?\s+([^>]+)>", re.IGNORECASE)
 _TAG_RE = re.compile(r"</?[A-Za-z][^<>]*>|</?\d[\d:.]*>|</>")
 _DASH_RE = re.compile(r"^\s*[-\u2010-\u2015]\s+")
-_COLON_LABEL_RE = re.compile(r"^\s*([^\W\d_][^:]{0,31}?)\s*:(?:\s+|$)(.*)$", re.DOTALL)
+# A name may open with a symbol ("🎬 Ånna:"); _label_like then asks for a letter in it.
+_COLON_LABEL_RE = re.compile(r"^\s*([^\s\d_:][^:]{0,31}?)\s*:(?:\s+|$)(.*)$", re.DOTALL)
 _BRACKET_LABEL_RE = re.compile(r"^\s*\[([^\[\]]{1,32})\]\s*(.*)$", re.DOTALL)
-_NAME_WORD_RE = re.compile(r"^(?:[A-Z][A-Za-z'.\-]*|[A-Z0-9'.\-]+)$")
 _MUSIC_RE = re.compile("[\u266a\u266b\u266c\u2669]")
 _SOUND_RE = re.compile(r"\[[^\[\]]*\]|\([^()]*\)")
 _TITLE_RE = re.compile(r"^(?:Mr|Mrs|Ms|Mx|Dr|Prof|St|Sr|Jr|MR|MRS|MS|DR|PROF)\.\s*")
@@ -280,11 +281,14 @@ def check_language(language: str, where: str) -> str:
         return language
     import difflib
 
-    base = re.split(r"[-_]", language.lower())[0]  # en-US: OmniVoice takes the language, not the region
-    # Names only: among 2-3 letter ids everything is close to everything.
-    close = ([base] if base in lang_map.LANG_IDS else []) + difflib.get_close_matches(
-        language.lower(), list(lang_map.LANG_NAME_TO_ID), n=3, cutoff=0.6
-    )
+    typed = language.lower()
+    base = re.split(r"[-_]", typed)[0]  # en-US: OmniVoice takes the language, not the region
+    names = lang_map.LANG_NAME_TO_ID
+    # Names only: among 2-3 letter ids everything is close to everything. A name the input begins ("sp") counts.
+    begun = sorted(name for name in names if len(typed) >= 2 and name.startswith(typed))[:3]
+    close = ([base] if base in lang_map.LANG_IDS else []) + [
+        f"{name} ({names[name]})" for name in begun + difflib.get_close_matches(typed, list(names), n=3, cutoff=0.6)
+    ]
     hint = f"; close matches: {', '.join(dict.fromkeys(close))}" if close else ""
     raise OmnidubError(
         f"{where}: unknown language {language!r}{hint} (OmniVoice takes a language id like en or an English name "
@@ -359,6 +363,22 @@ def _cast_label(row: str, cast: dict[str, str], by_cast: dict, where: str, capit
     return None, row
 
 
+def _label_like(name: str) -> bool:
+    """A name opens with a letter or a pictographic symbol (an emoji), and holds a letter."""
+    return (name[0].isalpha() or unicodedata.category(name[0]) == "So") and any(c.isalpha() for c in name)
+
+
+def _name_word(word: str) -> bool:
+    """A word of a bracketed name: capitalised (in any script: "Ånna", "JEAN_LUC" aside) or all capitals and
+    digits, or a pictographic symbol ("🎬")."""
+    marks = "'.-"
+    if all(unicodedata.category(c) in ("So", "Mn", "Cf") for c in word):  # an emoji, its selectors and joiners
+        return unicodedata.category(word[0]) == "So"
+    if word[0].isupper() and all(c.isalpha() or c in marks for c in word):
+        return True
+    return all(c.isupper() or c.isdigit() or c in marks for c in word) and any(not c.isdigit() for c in word)
+
+
 def _split_label(row: str, capitalised: bool) -> tuple[str | None, str]:
     bracket = _BRACKET_LABEL_RE.match(row)
     if bracket and bracket.group(2).strip():
@@ -366,7 +386,8 @@ def _split_label(row: str, capitalised: bool) -> tuple[str | None, str]:
         words = name.split()
         if (
             1 <= len(words) <= 2
-            and all(_NAME_WORD_RE.match(w) for w in words)
+            and all(_name_word(w) for w in words)
+            and any(c.isalpha() for c in name)
             and words[0].lower() not in SOUND_WORDS
             and name.lower() not in NONVERBAL_TAGS
         ):
@@ -377,7 +398,8 @@ def _split_label(row: str, capitalised: bool) -> tuple[str | None, str]:
         name = colon.group(1).strip()
         words = _TITLE_RE.sub("", name).split()
         if (
-            len(name.split()) <= 3
+            _label_like(name)
+            and len(name.split()) <= 3
             and not re.search(r"[.,!?;()\[\]\"]", _TITLE_RE.sub("", name))
             and (not capitalised or all(w[0].isupper() or w[0].lower() == w[0].upper() for w in words))
         ):

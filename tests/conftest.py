@@ -33,6 +33,16 @@ def tiny_model_dir() -> Path:
 
 
 @pytest.fixture
+def no_ffmpeg_path(tmp_path, monkeypatch) -> dict[str, str]:
+    """PATH set to an empty folder, here and in the environment it returns for a subprocess: what pydub and the
+    render see is then the same whether or not the machine has ffmpeg (most users' machines do, CI's may not)."""
+    empty = tmp_path / "no-ffmpeg-bin"
+    empty.mkdir()
+    monkeypatch.setenv("PATH", str(empty))
+    return {**os.environ, "PYTHONPATH": str(ROOT)}
+
+
+@pytest.fixture
 def own_cache(tmp_path, tiny_model_dir, monkeypatch) -> Path:
     """An omnidub cache for one test alone, the tiny model linked in: the other test worker writes measurements
     into the shared one at any moment."""

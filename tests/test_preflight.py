@@ -419,7 +419,7 @@ def test_the_summary_says_why_a_mix_is_under_its_target(capsys):
     assert "41.3 LU under the -23 LUFS" in " ".join(capsys.readouterr().out.split())
 
 
-def test_pydubs_ffmpeg_warning_is_silenced_around_its_import_only():
+def test_pydubs_ffmpeg_warning_is_silenced_around_its_import_only(no_ffmpeg_path):
     code = (
         "import warnings\n"
         "warnings.simplefilter('default')\n"
@@ -428,10 +428,14 @@ def test_pydubs_ffmpeg_warning_is_silenced_around_its_import_only():
         "    import pydub.audio_segment\n"
         "print(len(warnings.filters) > 0)\n"
     )
-    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
+    quiet = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=no_ffmpeg_path)
     assert quiet.returncode == 0 and "ffmpeg" not in quiet.stderr, quiet.stderr
     loud = subprocess.run(
-        [sys.executable, "-W", "default", "-c", "import pydub.audio_segment"], capture_output=True, text=True, cwd=ROOT
+        [sys.executable, "-W", "default", "-c", "import pydub.audio_segment"],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        env=no_ffmpeg_path,
     )
     assert "Couldn't find ffmpeg" in loud.stderr  # what is silenced is really there
 
@@ -523,7 +527,7 @@ def test_a_programme_longer_than_the_video_is_said_before_rendering(media):
     assert "truncated" in torn.stderr
 
 
-def test_a_library_render_prints_no_pydub_warning(tmp_path, tiny_model_dir):
+def test_a_library_render_prints_no_pydub_warning(tmp_path, tiny_model_dir, no_ffmpeg_path):
     preset = tmp_path / "preset.toml"
     preset.write_text("steps = 2\nreference_seconds = 0\n")
     code = (
@@ -539,7 +543,7 @@ def test_a_library_render_prints_no_pydub_warning(tmp_path, tiny_model_dir):
         text=True,
         cwd=ROOT,
         timeout=300,
-        env={**os.environ, "PYTHONPATH": str(ROOT)},
+        env=no_ffmpeg_path,
     )
     assert result.returncode == 0, result.stderr
     assert "ffmpeg" not in result.stderr, result.stderr

@@ -55,6 +55,19 @@ def test_the_same_samples_are_heard_once_and_anything_they_depend_on_hears_them_
     assert later.transcribe(asked, _clip(2), 16000, "en").text == FOX and asked.calls == 0
 
 
+def test_a_kept_file_renamed_or_swapped_is_heard_again_not_trusted(tmp_path):
+    kept = KeptTranscripts(tmp_path / "heard")
+    kept.transcribe(HeardAsr(said="the first clip"), _clip(1), 16000, "en")
+    kept.transcribe(HeardAsr(said="the second clip"), _clip(2), 16000, "en")
+    first, second = sorted((tmp_path / "heard").iterdir())
+    held = first.read_bytes()
+    first.write_bytes(second.read_bytes())
+    second.write_bytes(held)
+    asr = HeardAsr(said="heard again")
+    assert {kept.transcribe(asr, _clip(k), 16000, "en").text for k in (1, 2)} == {"heard again"}
+    assert asr.calls == 2
+
+
 def test_a_failed_hearing_is_not_kept_and_a_damaged_or_unwritable_file_costs_only_hearing_again(tmp_path):
     folder = tmp_path / "heard"
     kept, asr = KeptTranscripts(folder), HeardAsr()

@@ -288,7 +288,7 @@ def test_a_video_and_its_own_audio_as_bed_give_a_dubbed_video_subtitles_and_a_ti
     )
 
 
-def test_flac_and_mp3_outputs_need_no_ffmpeg(rendered, example_args, tmp_path):
+def test_flac_and_mp3_outputs_need_no_ffmpeg(rendered, example_args, tmp_path, no_ffmpeg_path):
     for fmt in ("flac", "mp3"):
         out = tmp_path / fmt
         shutil.copytree(rendered, out)

@@ -123,6 +123,10 @@ MAYA: That's [laughter] wonderful [Sigh] really [question-en]
         ("so: what now?", DEFAULT_SPEAKER, "so: what now?"),
         ("The plan is this: we run.", DEFAULT_SPEAKER, "The plan is this: we run."),
         ("Meet me at 10:30 sharp.", DEFAULT_SPEAKER, "Meet me at 10:30 sharp."),
+        ("🎬 Ånna: Hello there.", "🎬 Ånna", "Hello there."),
+        ("[🎬 Ånna] Hello there.", "🎬 Ånna", "Hello there."),
+        ("[Ånna] Hi.", "Ånna", "Hi."),
+        ("🎬: Action.", DEFAULT_SPEAKER, "🎬: Action."),
     ],
 )
 def test_speaker_labels_only_where_a_subtitle_user_means_one(tmp_path, cue, speaker, text):
@@ -368,8 +372,10 @@ def test_languages_are_checked_against_omnivoices_list_with_close_matches(tmp_pa
         read_script(path, language="klingon")
     with pytest.raises(OmnidubError, match=r"unknown language 'en-US'; close matches: en"):
         read_script(path, language="en-US")
-    with pytest.raises(OmnidubError, match=r"unknown language 'Englsh'; close matches: english"):
+    with pytest.raises(OmnidubError, match=r"unknown language 'Englsh'; close matches: english \(en\)"):
         read_script(path, language="Englsh")
+    with pytest.raises(OmnidubError, match=r"unknown language 'sp'; close matches: spanish \(es\) \("):
+        read_script(path, language="sp")
 
 
 CAST_SRT = """1

@@ -130,7 +130,8 @@ def test_journal_appends_lines_ignores_a_torn_record_and_never_swallows_the_next
 @pytest.mark.parametrize(
     "setting, message",
     [
-        ("steps = 2.5", "steps must be a whole number"),
+        ("steps = 2.5", "steps must be a whole number from 1 to 1000, got 2.5"),
+        ("steps = 1e9", "steps must be a whole number from 1 to 1000, got 1000000000.0 (a whole number is written"),
         ("steps = 0", "steps must be at least 1"),
         ("gap = -5", "gap must be at least 0"),
         ("guidance_scale = nan", "guidance_scale must be a finite number"),

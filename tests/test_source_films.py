@@ -273,3 +273,11 @@ def test_a_window_is_judged_against_the_sources_own_calibration():
         mixed = (a + b) / np.linalg.norm(a + b)  # half one voice, half the other
         assert calibration["A"].problem(float(mixed @ centroids["A"]), "B", float(mixed @ centroids["B"]), "A")
     assert VoiceCalibration(0.5, -0.1, 0).problem(0.4, None, None, "A").startswith("similarity 0.40 to A")
+
+
+def test_subtitles_no_asr_model_can_check_are_said_to_be_unchecked(tmp_path):
+    # The Spanish dub given as the English scene's original, with no ASR model to hear the scene: taken, and said.
+    result = run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "dub.srt", "--out", tmp_path / "v")
+    assert result.exit_code in (0, 1), result.output
+    said = " ".join(result.output.split())
+    assert "the original subtitles could not be checked against what the source says (no ASR model)" in said

@@ -297,3 +297,69 @@ def test_two_voices_under_one_region_of_speech_are_cut_at_the_quietest_moment():
     assert [line.text for line in lines] == ["It rains.", "Yes indeed"]
     assert 2.85 <= lines[0].end == lines[1].start <= 3.0
     assert lines[0].start == pytest.approx(0.95) and lines[1].end == pytest.approx(4.1)  # the speech's edges
+
+
+class ScriptedAsr:
+    """An ASR that says what it was told, per source length, and counts its work (the cache is what is tested)."""
+
+    name = "scripted"
+
+    def __init__(self):
+        self.heard = 0
+
+    def identity(self) -> dict:
+        return {"model": "scripted"}
+
+    def transcribe(self, samples, rate, **_):
+        from omnidub.asr import Transcript, Word
+
+        self.heard += 1
+        seconds = len(samples) / rate
+        said = "bob speaks here" if seconds > 6 else "alice speaks"
+        words = [Word(w, seconds * k / 4, seconds * (k + 1) / 4) for k, w in enumerate(said.split())]
+        return Transcript(said, "en", tuple(words), (0,))
+
+
+def test_a_kept_transcription_is_used_only_for_what_it_was_made_from(own_cache, tmp_path):
+    import shutil
+
+    from omnidub.source import read_source
+    from omnidub.source.heard import hear_source
+
+    asr, said = ScriptedAsr(), []
+    sources = {}
+    for name in ("alice", "bob"):
+        sources[name] = tmp_path / f"{name}.wav"
+        shutil.copy(Path(__file__).parent.parent / "examples" / "voices" / f"{name}.wav", sources[name])
+    texts = {name: hear_source(read_source(path), asr, source=path).transcript.text for name, path in sources.items()}
+    assert asr.heard == 2 and texts == {"alice": "alice speaks", "bob": "bob speaks here"}
+    hear_source(read_source(sources["alice"]), asr, source=sources["alice"])
+    assert asr.heard == 2  # kept
+    # Swap the two kept entries: each is another source's words, and is heard again rather than trusted.
+    first, second = sorted((own_cache / "source" / "heard").glob("*.json"))
+    held = first.read_bytes()
+    first.write_bytes(second.read_bytes())
+    second.write_bytes(held)
+    for name, path in sources.items():
+        audio = read_source(path)
+        heard = hear_source(audio, asr, source=path, status=said.append)
+        assert heard.transcript.text == texts[name]
+        assert all(line.end <= len(audio.samples) / audio.sample_rate + 0.05 for line in heard.original.lines)
+    assert asr.heard == 4 and all("again: the kept one was made from another source" in s for s in said), said
+
+
+def test_a_kept_source_analysis_is_used_only_under_the_key_it_was_made_for(tmp_path):
+    import shutil
+
+    from omnidub.source.summary import SourceSummary, load, save
+
+    subs = tmp_path / "original.srt"
+    subs.write_text("1\n00:00:01,000 --> 00:00:02,000\nANNA: Hello there.\n", encoding="utf-8")
+    original = read_script(subs)
+    made_for = tmp_path / "cache" / "key-of-source-a"
+    (made_for / "clips").mkdir(parents=True)
+    save(SourceSummary(original, {1: "ANNA"}, {}, {}, {}, {}, made_for, "en", ()))
+    assert load(made_for, original).speakers == {1: "ANNA"}
+    swapped = tmp_path / "cache" / "key-of-source-b"
+    shutil.copytree(made_for, swapped)  # another source's analysis under this one's key
+    assert load(swapped, original) is None

@@ -171,6 +171,9 @@ def test_auto_sends_a_line_that_sounds_like_someone_else_back_to_its_speakers_cl
     assert second["check"]["passed"] is False and second["check"]["nearest"] == "ALICE"
     assert lines[3]["reference"]["kind"] == "line" and lines[3]["reference"]["check"]["passed"] is True
     assert "line(s) 2 sounded like someone else" in result.stderr
+    # Every line's audio was made by this run, line 2's twice: the summary counts each line once, as rendered.
+    assert "12: 12 rendered, 0 cached, 0 failed" in result.output
+    assert set(statuses(out).values()) == {"rendered"}
     # A rerun keeps every verdict: nothing is heard or rendered again.
     heard.clear()
     result = run("render", DATA / "dub.srt", *args, "--out", out)

@@ -50,9 +50,9 @@ def place(folder: Path, lines=LINES, flags: dict[int, tuple[str, ...]] | None = 
 
 
 def expected(p: Placement, rate: Fraction) -> tuple[int, int]:
-    """The record-in frame (nearest to the start, a half frame up) and the whole frames the segment holds."""
+    """The record-in frame (nearest to the start, a half frame up) and the whole frames that cover the segment."""
     record_in = math.floor(Fraction(repr(p.start)) * rate + Fraction(1, 2))
-    return record_in, max(1, math.floor(Fraction(round(p.seconds * RATE), RATE) * rate))
+    return record_in, max(1, math.ceil(Fraction(round(p.seconds * RATE), RATE) * rate))
 
 
 def frames_of(timecode: str, base: int) -> int:
@@ -211,7 +211,7 @@ def test_the_frame_grid_takes_rates_as_editors_write_them_and_counts_timecode_wi
         assert FrameGrid.at(given).rate == exact
     grid = FrameGrid.at(25)
     assert grid.frame(16.35) == 409 and grid.frame(0.3) == 8 and grid.frame(0.28) == 7  # 408.75, 7.5, 7.0
-    assert grid.frames(2.64) == 66 and grid.frames(2.639) == 65 and grid.frames(0.001) == 1
+    assert grid.frames(2.64) == 66 and grid.frames(2.639) == 66 and grid.frames(2.641) == 67 and grid.frames(0.001) == 1
     assert grid.timecode(409) == "00:00:16:09" and FrameGrid.at(25).timecode(grid.frame(3661.52)) == "01:01:01:13"
     ntsc = FrameGrid.at(29.97)
     assert ntsc.timecode(ntsc.frame(3600.0)) == "00:59:56:12"  # 107892 frames: 3.6 s behind the clock
@@ -255,3 +255,19 @@ def test_flagged_lines_get_a_marker_in_every_timeline(tmp_path):
     [first, second] = read_edl(tmp_path / "film.dub.BOB.edl")["events"]
     assert f"LOC: {first['rec'][0]} YELLOW  OVERFLOW" in first["comments"]
     assert f"LOC: {second['rec'][0]} YELLOW  PAST-VIDEO" in second["comments"]
+
+
+@pytest.mark.parametrize("fps", [1, 1.5, 12.5, 23.976, 25, 1000])
+def test_every_clip_and_cue_holds_its_whole_line_at_any_accepted_rate(tmp_path, fps):
+    import opentimelineio as otio
+    import srt
+
+    from omnidub.outputs.timeline import write_subtitles, write_timelines
+
+    placements = place(tmp_path, [("ALICE", 0.3, 40_320), ("BOB", 4.2, 24_000)])  # 1.68 s, then 1.0 s
+    write_timelines(placements, tmp_path / "dub", fps, ("otio",))
+    clips = [c for t in otio.adapters.read_from_file(str(tmp_path / "dub.otio")).audio_tracks() for c in t.find_clips()]
+    assert [c.source_range.duration.to_seconds() >= p.seconds for c, p in zip(clips, placements)] == [True, True]
+    write_subtitles(placements, tmp_path / "dub.srt", tmp_path / "dub.vtt", fps)
+    cues = list(srt.parse((tmp_path / "dub.srt").read_text(encoding="utf-8")))
+    assert [(c.end - c.start).total_seconds() >= p.seconds - 0.0005 for c, p in zip(cues, placements)] == [True, True]

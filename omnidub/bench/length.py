@@ -63,7 +63,7 @@ class _Clock(Listener):
         self.done: list[tuple[float, float]] = []  # (when, model seconds) per rendered line
         self._timer: threading.Timer | None = None
 
-    def start(self, total: int) -> None:
+    def start(self, total: int, what: str = "rendering") -> None:
         self.started = time.perf_counter()
         self._timer = threading.Timer(self.budget, self.stop)
         self._timer.daemon = True

@@ -200,6 +200,7 @@ class ProgressListener:
         self.said: set[str] = set()
         self.rendered = self.cached = self.failed = 0
         self.audio = self.wall = 0.0
+        self.what = "rendering"
 
     def step(self, text: str) -> None:
         where = f"{self.current}: " if self.current else ""
@@ -224,9 +225,16 @@ class ProgressListener:
             yield
         self.console.print(f"[cyan]→[/] loaded {escape(printable(what))} in {time.monotonic() - started:.1f} s")
 
-    def start(self, total: int) -> None:
+    def start(self, total: int, what: str = "rendering") -> None:
+        # Each bar counts its own pass: the lines it was given, once each (the summary counts every line once,
+        # by where its final audio came from).
+        self.rendered = self.cached = self.failed = 0
+        self.audio = self.wall = 0.0
+        self.what = what
+        if self.task is not None:  # the last pass's bar stays where it was printed, once
+            self.progress.remove_task(self.task)
         self.progress.start()
-        self.task = self.progress.add_task("rendering", total=total, counts="", rtf="")
+        self.task = self.progress.add_task(what, total=total, counts="", rtf="")
 
     def line_started(self, entry) -> None:
         text = printable(entry.text)
@@ -258,7 +266,7 @@ class ProgressListener:
         if self._heard is not None:
             self._heard.close()
         if self.task is not None:
-            self.progress.update(self.task, description="done")
+            self.progress.update(self.task, description=f"{self.what}: done")
         self.progress.stop()
 
     def checking(self, done: int, total: int, index: int) -> None:

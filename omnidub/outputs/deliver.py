@@ -8,6 +8,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omnidub.errors import OmnidubError
+from omnidub.files import did_you_mean
 from omnidub.outputs.mix import FORMATS
 from omnidub.outputs.video import Media
 from omnidub.script import line_ranges
@@ -110,7 +111,8 @@ def check(options: DeliveryOptions) -> Probed:
     check_formats(options.timelines)
     for label, path in (("--bed", options.bed), ("--video", options.video)):
         if path is not None and not Path(path).is_file():
-            raise OmnidubError(f"{label} {path}: {'a folder, not a file' if Path(path).is_dir() else 'no such file'}")
+            missing = "no such file" + did_you_mean(path)
+            raise OmnidubError(f"{label} {path}: {'a folder, not a file' if Path(path).is_dir() else missing}")
     if options.video is not None:
         try:
             dubbed_path(Path("."), options.video)  # an unsupported container is refused now, not after the render

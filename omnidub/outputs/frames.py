@@ -51,8 +51,10 @@ class FrameGrid:
         return max(0, math.floor(_exact(seconds) * self.rate + Fraction(1, 2)))
 
     def frames(self, seconds: float) -> int:
-        """The whole frames a length of audio holds (at least one): a clip never asks for more than its file has."""
-        return max(1, math.floor(_exact(seconds) * self.rate))
+        """The whole frames that cover a length of audio (at least one): a clip or a cue holds every sample of its
+        line at any rate (at 1 fps a 1.68 s line is 2 frames, not 1); its last frame may run past the file's end
+        by less than a frame, which editors play as silence."""
+        return max(1, math.ceil(_exact(seconds) * self.rate))
 
     def clip(self, start: float, seconds: float) -> tuple[int, int]:
         """Where a line's clip sits: its record-in frame (the nearest to its start) and its length in frames."""

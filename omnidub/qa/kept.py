@@ -27,14 +27,15 @@ class KeptTranscripts:
         self.heard = 0
 
     def transcribe(self, asr: Asr, mono: np.ndarray, rate: int, language: str | None) -> Transcript:
-        path = self.folder / f"{self._key(asr, mono, rate, language)}.json"
-        kept = _read(path)
+        key = self._key(asr, mono, rate, language)
+        path = self.folder / f"{key}.json"
+        kept = _read(path, key)
         if kept is not None:
             self.reused += 1
             return kept
         found = asr.transcribe(mono, rate, language=language)  # an ASR that fails raises: nothing is kept
         self.heard += 1
-        _write(path, found)
+        _write(path, key, found)
         return found
 
     @staticmethod
@@ -61,12 +62,13 @@ def _faster_whisper() -> str | None:
         return None
 
 
-def _read(path: Path) -> Transcript | None:
+def _read(path: Path, key: str) -> Transcript | None:
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError):
         return None
-    if not isinstance(data, dict) or not isinstance(data.get("text"), str):
+    # The key it was made for is checked, not only its name: a renamed or swapped file is heard again.
+    if not isinstance(data, dict) or data.get("key") != key or not isinstance(data.get("text"), str):
         return None
     language = data.get("language")
     if not (language is None or isinstance(language, str)):
@@ -74,11 +76,12 @@ def _read(path: Path) -> Transcript | None:
     return Transcript(data["text"], language, ())
 
 
-def _write(path: Path, found: Transcript) -> None:
+def _write(path: Path, key: str, found: Transcript) -> None:
     from omnidub.files import write_text_atomic
 
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        write_text_atomic(path, json.dumps({"text": found.text, "language": found.language}, ensure_ascii=False))
+        kept = {"key": key, "text": found.text, "language": found.language}
+        write_text_atomic(path, json.dumps(kept, ensure_ascii=False))
     except OSError:  # a full or read-only cache only costs hearing it again next time
         pass

@@ -49,7 +49,7 @@ class QaSettings:
     max_wer: float = QaOptions().max_wer
     max_cer: float = QaOptions().max_cer
     min_voice_similarity: float = QaOptions().min_voice_similarity
-    # Under this much speech the embedding is too noisy for the similarity threshold (README, voice check):
+    # Under this much speech the embedding is too noisy for the similarity threshold (docs/voice-check.md):
     # such a line fails only when it sounds closer to another speaker than to its own.
     min_voice_seconds: float = 1.0
     clip_level: float = 0.999

@@ -16,7 +16,7 @@ from typing import Callable
 from omnidub.asr import Asr
 from omnidub.config import VoiceOptions
 from omnidub.errors import OmnidubError
-from omnidub.files import cache_home
+from omnidub.files import cache_home, did_you_mean
 from omnidub.keys import file_digest
 from omnidub.script import DEFAULT_SPEAKER, Script, read_script
 from omnidub.source.lines import LineReference, line_references
@@ -50,7 +50,8 @@ class SourceOptions:
         for label, path in (("--source", self.source), ("--source-subs", self.subs)):
             if path is not None and not Path(path).is_file():
                 raise OmnidubError(
-                    f"{label} {path}: {'a folder, not a file' if Path(path).is_dir() else 'no such file'}"
+                    f"{label} {path}: "
+                    f"{'a folder, not a file' if Path(path).is_dir() else 'no such file' + did_you_mean(path)}"
                 )
 
 

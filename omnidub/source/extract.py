@@ -33,6 +33,11 @@ BACKGROUND_NOTE = (
     "clips carry the source's background (music, effects) and it will be cloned with the voices; "
     "--separate MODEL isolates the vocals first"
 )
+UNCHECKED_NOTE = (
+    "the original subtitles could not be checked against what the source says (no ASR model): subtitles in "
+    "another language than the audio would give every clip the wrong words; --asr-model checks them (tiny.en "
+    "for English, offline)"
+)
 
 
 @dataclass(frozen=True)
@@ -120,6 +125,8 @@ def extract_voices(
             notes.append(f"language {said.language!r}, as the ASR heard it; --language sets it")
         analysis = replace(analysis, words=said.words, language=analysis.language or said.language)
         check_words(analysis, said.language)
+    else:
+        notes.append(UNCHECKED_NOTE)
     candidates, chosen, missing = {}, {}, {}
     for speaker in dict.fromkeys(analysis.speakers[line.index] for line in original.lines):
         if speaker not in analysis.centroids:

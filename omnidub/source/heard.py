@@ -118,14 +118,14 @@ def _kept(
 ) -> Transcript:
     from omnidub.files import cache_home, write_text_atomic
 
-    path = cache_home() / "source" / "heard" / f"{transcript_key(source, asr, language, separate)}.json"
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-        words = tuple(Word(str(t), float(a), float(b)) for t, a, b in data["words"])
-        return Transcript(str(data["text"]), str(data["language"]), words, tuple(int(k) for k in data["starts"]))
-    except (OSError, ValueError, KeyError, TypeError):
-        pass
-    status(f"transcribing {Path(source).name} with {asr.name} (once; kept for every later run)")
+    key = transcript_key(source, asr, language, separate)
+    path = cache_home() / "source" / "heard" / f"{key}.json"
+    seconds = len(audio.samples) / audio.sample_rate
+    kept, why = _read_kept(path, key, seconds)
+    if kept is not None:
+        return kept
+    again = f" again: the kept one {why}" if why else " (once; kept for every later run)"
+    status(f"transcribing {Path(source).name} with {asr.name}{again}")
     found = asr.transcribe(
         audio.samples,
         audio.sample_rate,
@@ -135,6 +135,8 @@ def _kept(
         progress=progress,
     )
     data = {
+        "key": key,  # what it was made from: a read checks it, so a renamed or swapped file is never trusted
+        "seconds": seconds,
         "text": found.text,
         "language": found.language,
         "words": [[w.text, w.start, w.end] for w in found.words],
@@ -144,6 +146,27 @@ def _kept(
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(data, ensure_ascii=False))
     return found
+
+
+def _read_kept(path: Path, key: str, seconds: float) -> tuple[Transcript | None, str]:
+    """The transcription kept at ``path`` when it was made for ``key`` and fits the source's length; else None
+    and why it is not used ("" when there is none)."""
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return None, ""
+    except (OSError, ValueError):
+        return None, "could not be read"
+    try:
+        if data.get("key") != key:
+            return None, "was made from another source or model"
+        words = tuple(Word(str(t), float(a), float(b)) for t, a, b in data["words"])
+        if abs(float(data["seconds"]) - seconds) > 0.05 or any(w.end > seconds + 0.05 for w in words):
+            return None, "does not fit the source's length"
+        starts = tuple(int(k) for k in data["starts"])
+        return Transcript(str(data["text"]), str(data["language"]), words, starts), ""
+    except (AttributeError, KeyError, TypeError, ValueError):
+        return None, "could not be read"
 
 
 def heard_lines(transcript: Transcript, speech: SpeechMap, language: str | None = None) -> Script:

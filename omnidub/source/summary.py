@@ -111,6 +111,7 @@ def save(summary: SourceSummary) -> None:
     """Keep the summary beside its clips (the clips are already there)."""
     data = {
         "format": FORMAT,
+        "key": summary.folder.name,  # the analysis key it was made for: a folder renamed or swapped is not trusted
         "speakers": {str(k): v for k, v in summary.speakers.items()},
         "line_clips": [
             {
@@ -149,7 +150,7 @@ def load(folder: Path, original: Script | None) -> SourceSummary | None:
     ``original`` None: a source analysed without subtitles, whose lines (as heard) the summary keeps."""
     try:
         data = json.loads((folder / "summary.json").read_text(encoding="utf-8"))
-        if data.get("format") != FORMAT:
+        if data.get("format") != FORMAT or data.get("key") != folder.name:
             return None
         heard = None
         if original is None:

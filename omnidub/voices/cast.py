@@ -12,6 +12,7 @@ except ModuleNotFoundError:  # Python 3.10
     import tomli as tomllib
 
 from omnidub.errors import OmnidubError
+from omnidub.files import did_you_mean
 from omnidub.media import audio_problem
 from omnidub.script import DEFAULT_SPEAKER, check_language
 
@@ -92,10 +93,43 @@ def voice_for(speaker: str, voices: dict[str, Voice], *, where: str | None = Non
             "add a default --voice FILE, a [default] table in voices.toml, or a label such as 'NAME: text'; or "
             "take the voices from the original with --source VIDEO (its speakers name every line)"
         )
+    close = close_voice(speaker, voices)
+    hint = f"; did you mean {close}? (fix the label or the voice's name)" if close else ""
     raise OmnidubError(
-        f"{at}no voice for speaker {speaker!r} and no default voice (known voices: {known}); "
+        f"{at}no voice for speaker {speaker!r} and no default voice (known voices: {known}){hint}; "
         f"add --voice {speaker}=FILE, a default --voice FILE, or a [{speaker}] table in voices.toml"
     )
+
+
+def close_voice(speaker: str, voices: dict[str, Voice]) -> str | None:
+    """The voice whose name is closest to ``speaker`` (``OWAN`` -> ``OWEN``), if one is close."""
+    import difflib
+
+    names = {name.casefold(): name for name in voices if name != DEFAULT_SPEAKER}
+    close = difflib.get_close_matches(speaker.casefold(), list(names), n=1, cutoff=0.6)
+    return names[close[0]] if close else None
+
+
+def misspelt_speakers(lines, voices: dict[str, Voice]) -> list[str]:
+    """A note per speaker that takes the default voice while a voice no line uses has a close name: one of the
+    two names is likely a typo (OWAN: in the subtitles, [OWEN] in voices.toml)."""
+    folded = {name.casefold() for name in voices}
+    speakers = dict.fromkeys(line.speaker for line in lines)
+    unused = {
+        name: voice
+        for name, voice in voices.items()
+        if name != DEFAULT_SPEAKER and not any(s.casefold() == name.casefold() for s in speakers)
+    }
+    notes = []
+    for speaker in speakers:
+        if speaker != DEFAULT_SPEAKER and speaker.casefold() not in folded:
+            close = close_voice(speaker, unused)
+            if close:
+                notes.append(
+                    f"{speaker} has no voice of its own and speaks in the default voice, while the voice {close} "
+                    f"speaks no line: did you mean {close}? (fix the label or the voice's name)"
+                )
+    return notes
 
 
 def check_cast(lines, voices: dict[str, Voice], source) -> None:
@@ -113,7 +147,7 @@ def _read_voices_toml(path: Path) -> dict[str, Voice]:
         text = path.read_text(encoding="utf-8-sig")
         data = tomllib.loads(text)
     except FileNotFoundError:
-        raise OmnidubError(f"{path}: no such voices file") from None
+        raise OmnidubError(f"{path}: no such voices file{did_you_mean(path)}") from None
     except IsADirectoryError:
         raise OmnidubError(f"--voices {path} is a folder; give the voices.toml file in it") from None
     except OSError as exc:
@@ -196,7 +230,10 @@ def _split_voice_arg(arg: str) -> tuple[str, Path]:
         raise OmnidubError(
             f"--voice: {audio_problem(Path(arg).expanduser())} (use --voice FILE or --voice SPEAKER=FILE)"
         )
-    raise OmnidubError(f"--voice: audio file not found: {arg} (use --voice FILE or --voice SPEAKER=FILE)")
+    raise OmnidubError(
+        f"--voice: audio file not found: {arg}{did_you_mean(Path(arg).expanduser())} (use --voice FILE or "
+        "--voice SPEAKER=FILE)"
+    )
 
 
 def _same_speaker(name: str, voices: dict[str, Voice]) -> str:
@@ -211,8 +248,10 @@ def _split_voice_text_arg(arg: str, voices: dict[str, Voice]) -> tuple[str, str]
             return _same_speaker(speaker, voices), text.strip()
         if re.fullmatch(r"[^\W\d][\w.'\-]{0,31}", speaker):
             known = ", ".join(sorted(voices)) or "none"
+            close = close_voice(speaker, voices)
             raise OmnidubError(
-                f"--voice-text {_short(arg)}: no voice named {speaker!r} (known voices: {known}); "
+                f"--voice-text {_short(arg)}: no voice named {speaker!r} (known voices: {known})"
+                f"{f'; did you mean {close}?' if close else ''}; "
                 f"to give the default voice a transcript containing '=', write --voice-text {DEFAULT_SPEAKER}=TEXT"
             )
     return DEFAULT_SPEAKER, arg.strip()
