@@ -160,6 +160,7 @@ def build_app(review: Review, hosts: set[str]):
         Route("/media/mix", mix),
         Route("/media/{what}/{index:int}", media),
         Route("/media/{what}/{index:int}/{take:int}", media),
+        Route("/own-original/{index:int}", lambda request: _own_original(review, request)),
     ]
     return Guard(Starlette(routes=routes), review.token, hosts)
 
@@ -188,4 +189,27 @@ def _arguments(kind: str, body: dict) -> dict:
         return {"take": take}
     if kind == "approve":
         return {"approved": body.get("approved", True) is not False}
+    if kind == "mark":
+        return _mark_arguments(body)
     return {}
+
+
+def _mark_arguments(body: dict) -> dict:
+    """A note (text; empty removes it) and the look-again flag (a boolean): either or both."""
+    found = {k: body[k] for k in ("note", "look_again") if k in body}
+    if not found:
+        raise OmnidubError("a mark needs a note or look_again")
+    if "note" in found and not isinstance(found["note"], str):
+        raise OmnidubError("a note is text")
+    if "look_again" in found and not isinstance(found["look_again"], bool):
+        raise OmnidubError("look_again is true or false")
+    return found
+
+
+def _own_original(review: Review, request: Request) -> Response:
+    """The line's own span of the source (cut from the source itself, whatever clip its voice came from); run
+    in Starlette's thread pool, as the first one decodes the source."""
+    data = review.own_original(request.path_params["index"])
+    if data is None:
+        return Response("not found\n", status_code=404, media_type="text/plain")
+    return Response(data, media_type="audio/wav")

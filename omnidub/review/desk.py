@@ -26,6 +26,8 @@ from omnidub.records import LineEntry
 WAVE_BINS = 96  # bars in a line's waveform on the page
 
 ACTIONS = ("render", "retake", "edit", "choose", "approve", "retake-failed", "approve-passed", "deliver")
+ACTIONS += ("undo", "mark")  # the desk's own: take back the last decision; a note or flag on a line
+UNDO_DEPTH = 100  # decisions the desk can take back, newest first
 
 
 @dataclass(frozen=True)
@@ -79,6 +81,9 @@ class Review:
         self._worker: threading.Thread | None = None
         self._waves: dict[str, dict] = {}  # each segment's waveform, by the audio's hash
         self._checked = False  # whether the folder held QA's reports when it was opened
+        self._decisions: list[list[dict]] = []  # what each decision changed, as it was before: for undo
+        self._heard: tuple[float, dict] | None = None  # qa.json's transcripts and word diffs by audio hash
+        self._source = None  # the source's audio, decoded once a line's own original is asked for
 
     # -- the folder ----------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -179,6 +184,7 @@ class Review:
     def _run(self, action: Action) -> list[int]:
         """Run one action through the job; returns the lines it may have changed."""
         job, project, index = self.job, self.project, action.index
+        self._remember(action)
         if action.kind == "render":
             job.render_lines(project, [index])
         elif action.kind == "retake":
@@ -197,8 +203,11 @@ class Review:
             return passed
         elif action.kind == "retake-failed":
             failed = [i for i, line in self._lines.items() if line["verdict"] == "failed"]
-            for i in failed:
-                self._publish({"type": "status", "busy": f"a retake of line {i}", "queued": len(failed)})
+            if not failed:
+                self._publish({"type": "note", "text": "no line failed: nothing to retake"})
+            for k, i in enumerate(failed, 1):
+                busy = f"a retake of line {i} ({k} of {len(failed)} failed lines)"
+                self._publish({"type": "status", "busy": busy, "queued": self._status["queued"]})
                 job.retake(project, i)
                 self._refresh([i])
             return failed
@@ -208,6 +217,8 @@ class Review:
             files += [name for name in QA_FILES if project.folder.status(name) == "ours"]
             self._publish({"type": "delivered", "files": files})
             return []
+        elif action.kind in ("undo", "mark"):
+            return self._run_desk(action)
         if action.kind in ("edit", "render"):
             return [e.index for e in project.entries]  # a replan may move any line (an untimed script's starts)
         return [index]
@@ -296,7 +307,7 @@ class Review:
             reasons = ["no audio yet" + (f": {entry.error}" if entry.error else "")]
         edit = entry.edit or {}
         reference = entry.reference or {}
-        return {
+        line = {
             "index": entry.index,
             "speaker": entry.speaker,
             "input_speaker": self.project.input_speaker(entry.index),
@@ -339,6 +350,7 @@ class Review:
                 for n, t in enumerate(takes, 1)
             ],
         }
+        return self._page_fields(entry, line)
 
     def _waveform(self, entry: LineEntry) -> dict | None:
         """The line's audio as the page draws it: the peak of each of WAVE_BINS stretches (0 to 1, full scale)
@@ -386,6 +398,137 @@ class Review:
             return None
         return folder.path / relative
 
+    # -- an editor's day: undo, notes and flags, what QA heard, the line's own original ------------------------
+    def _remember(self, action: Action) -> None:
+        """Keep what a decision is about to change (approval, take in use, edit, speaker), for :meth:`_undo`."""
+        if action.kind in ("approve", "choose", "retake", "edit") and action.index in self._lines:
+            lines = [action.index]
+        elif action.kind == "approve-passed":
+            lines = [i for i, line in self._lines.items() if line["verdict"] == "passed" and not line["approved"]]
+        else:
+            return
+        before = []
+        for index in lines:
+            entry = self.project.line(index)
+            key = entry.key if entry.done else None
+            before.append({"index": index, "key": key, "approved": entry.approved, "edit": dict(entry.edit or {})})
+        self._decisions.append([{"what": action.describe()}, *before])
+        del self._decisions[:-UNDO_DEPTH]
+
+    def _run_desk(self, action: Action) -> list[int]:
+        if action.kind == "mark":
+            self.project.mark(action.index, **action.args)
+            return [action.index]
+        if not self._decisions:
+            raise OmnidubError("nothing to undo")
+        said, *before = self._decisions.pop()
+        touched: list[int] = []
+        for was in before:
+            touched += self._restore(was)
+        self._publish({"type": "note", "text": f"undone: {said['what']}"})
+        return touched
+
+    def _restore(self, was: dict) -> list[int]:
+        """Put a line back as it was before a decision: its edit, then its take, then its approval."""
+        job, project, index = self.job, self.project, was["index"]
+        now, old = project.line(index).edit or {}, was["edit"]
+        defaults = {"text": project.input_text(index), "speaker": project.input_speaker(index), "borrow": False}
+        changes = {
+            name: old.get(name, defaults.get(name))
+            for name in ("text", "speaker", "max_speedup", "borrow", "voice")
+            if old.get(name) != now.get(name)
+        }
+        touched = [index]
+        if changes:
+            job.edit(project, index, **changes)
+            touched = [e.index for e in project.entries]
+        entry = project.line(index)
+        if was["key"] is not None and entry.key != was["key"]:
+            numbers = [n for n, take in enumerate(takes_of(entry), 1) if take["key"] == was["key"]]
+            if numbers:
+                job.choose(project, index, numbers[0])
+        entry = project.line(index)
+        if entry.approved != was["approved"] and (entry.done or not was["approved"]):
+            project.approve(index, was["approved"])
+        return touched
+
+    def _page_fields(self, entry: LineEntry, line: dict) -> dict:
+        """What the page shows beside the line's record: the editor's note and flag, what QA heard in this
+        audio and the word diff, the line's own original text and span, and where its voice came from."""
+        heard = self._heard_in().get(entry.sha256 or "") if entry.done else None
+        own = self._own_original(entry.index)
+        reference = entry.reference or {}
+        line.setdefault("key", entry.key if entry.done else None)
+        line.update(
+            note=entry.note,
+            look_again=entry.look_again,
+            heard=heard["transcript"] if heard else None,
+            diff=heard["diff"] if heard else None,
+            original_text=own[2] if own else None,
+            own_original=f"/own-original/{entry.index}" if own else None,
+            voice_from=_voice_from(reference, own),
+        )
+        return line
+
+    def _heard_in(self) -> dict:
+        """qa.json's transcript and word diff of each audio it heard, by the audio's hash (read again when
+        qa.json changes)."""
+        path = self.project.out_dir / QA_FILES[0]
+        try:
+            stamp = path.stat().st_mtime_ns if self.project.folder.status(QA_FILES[0]) == "ours" else None
+        except OSError:
+            stamp = None
+        if stamp is None:
+            return {}
+        if self._heard is None or self._heard[0] != stamp:
+            found = {}
+            try:
+                lines = json.loads(path.read_text(encoding="utf-8")).get("lines") or []
+            except (OSError, ValueError, AttributeError):
+                lines = []
+            for line in lines:
+                if (
+                    isinstance(line, dict)
+                    and isinstance(line.get("sha256"), str)
+                    and line.get("transcript") is not None
+                ):
+                    diff = [list(p) for p in line.get("diff") or [] if isinstance(p, list) and len(p) == 3]
+                    found[line["sha256"]] = {"transcript": str(line["transcript"]), "diff": diff}
+            self._heard = (stamp, found)
+        return self._heard[1]
+
+    def _own_original(self, index: int) -> tuple[float, float, str] | None:
+        """The span of the source the line translates (its own original lines, wherever its voice was cloned
+        from) and their text; None without a source."""
+        cast = self.project.cast
+        if cast is None:
+            return None
+        reference = cast.references.get(index)
+        originals = cast.summary.original.lines
+        found = [originals[i] for i in (reference.original if reference else ()) if 0 <= i < len(originals)]
+        if found:
+            return min(o.start for o in found), max(o.end for o in found), " ".join(o.text for o in found)
+        entry = self.project.line(index)
+        return entry.start, entry.end, ""
+
+    def own_original(self, index: int) -> bytes | None:
+        """The line's own span of the source as WAV bytes (decoded from the source once), or None."""
+        from omnidub.source.audio import read_source, wav_bytes
+        from omnidub.source.clips import CLIP_RATE
+
+        with self._lock:
+            known = index in self._lines
+        span = self._own_original(index) if known else None
+        options = self.project.options.source
+        if span is None or options is None:
+            return None
+        if self._source is None:
+            try:
+                self._source = read_source(options.source, CLIP_RATE)
+            except OmnidubError:
+                return None
+        return wav_bytes(self._source.cut(span[0], span[1]), CLIP_RATE)
+
 
 def waveform(path) -> dict | None:
     """A WAV file's peaks in WAVE_BINS stretches of equal length (0-1) and its peak level in dBFS (None where
@@ -409,3 +552,16 @@ def waveform(path) -> dict | None:
         "peaks": [round(min(p, 1.0), 3) for p in peaks],
         "peak_dbfs": round(20 * math.log10(top), 1) if top > 0 else None,
     }
+
+
+def _voice_from(reference: dict, own) -> str | None:
+    """Which clip of the source the line's voice was cloned from, as the page says it."""
+    if not reference:
+        return None
+    if reference.get("kind") == "line":
+        return "its own original line"
+    start, end, text = reference.get("start"), reference.get("end"), reference.get("text")
+    if start is None or end is None:
+        return "no clip of the source" + (f" ({reference['fallback']})" if reference.get("fallback") else "")
+    said = f"its speaker's clip at {start:.2f} to {end:.2f} s" + (f": “{text}”" if text else "")
+    return said + (f" ({reference['fallback']})" if reference.get("fallback") else "")

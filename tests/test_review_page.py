@@ -1,0 +1,357 @@
+# ruff: noqa: F811 - the fixtures imported from test_review are the tests' arguments
+"""The review page in a real browser (Debian's Chromium driven by Playwright, by accessible names): an episode of
+1,500 lines served by a stand-in desk (the page alone, at scale: its list, filters, search, keys, help, contrast,
+a lost server), and the real desk over a rendered scene (undo of each decision, notes and flags kept in the
+manifest, A/B of takes)."""
+
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import threading
+from pathlib import Path
+
+import pytest
+from test_review import CHROMIUM, browser, open_desk, rendered  # noqa: F401 - fixtures
+
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
+LOST = "the review server is not answering; run omnidub review OUT_DIR again"
+EPISODE = 1500
+SPEAKERS = ("ALICE", "BOB", "CAROL")
+
+
+def line(i: int) -> dict:
+    """Line ``i`` of the stand-in episode: every 7th failed, every 11th unchecked, every 5th approved, every
+    13th flagged, every 17th edited."""
+    verdict = "failed" if i % 7 == 0 else "unchecked" if i % 11 == 0 else "passed"
+    text = f"Line {i} says the map is in the car"
+    return {
+        "index": i,
+        "speaker": SPEAKERS[i % 3],
+        "input_speaker": SPEAKERS[i % 3],
+        "text": text,
+        "input_text": text if i % 17 else f"Line {i} said it first",
+        "original_text": f"Texto original {i}",
+        "start": 2.0 * i,
+        "end": 2.0 * i + 1.5,
+        "slot": 1.5,
+        "target": 1.4,
+        "duration": 1.4,
+        "flags": [],
+        "approved": i % 5 == 0,
+        "verdict": verdict,
+        "severity": None,
+        "reasons": [] if verdict == "passed" else ["a reason"],
+        "error_rate": None,
+        "voice_similarity": None,
+        "audio": None,
+        "missing": "segments/x.wav: not there",
+        "key": f"k{i}",
+        "waveform": None,
+        "original": None,
+        "own_original": None,
+        "reference": None,
+        "max_speedup": None,
+        "borrow": False,
+        "voice": None,
+        "takes": [],
+        "note": None,
+        "look_again": i % 13 == 0,
+        "heard": None,
+        "diff": None,
+        "voice_from": None,
+    }
+
+
+class Desk:
+    """A stand-in for omnidub.review.Review serving EPISODE generated lines; an approval is applied at once."""
+
+    token = "t" * 32
+
+    def __init__(self):
+        self.lines = {i: line(i) for i in range(1, EPISODE + 1)}
+        self.subscribers: list = []
+        self.states = 0
+
+    def state(self) -> dict:
+        self.states += 1
+        return {
+            "title": "episode",
+            "input": "episode.srt",
+            "program_seconds": 2.0 * EPISODE + 2,
+            "speakers": list(SPEAKERS),
+            "source": False,
+            "mix": None,
+            "lines": [self.lines[i] for i in sorted(self.lines)],
+            "counts": {"passed": 0, "failed": 0, "unchecked": 0, "approved": 0, "lines": EPISODE, "unrendered": 0},
+            "status": self.status(),
+            "max_speedup": 1.25,
+        }
+
+    def status(self) -> dict:
+        return {"busy": None, "queued": 0}
+
+    def subscribe(self, send):
+        self.subscribers.append(send)
+        return lambda: self.subscribers.remove(send) if send in self.subscribers else None
+
+    def submit(self, action) -> None:
+        if action.kind == "approve":
+            self.lines[action.index] = {**self.lines[action.index], "approved": action.args["approved"]}
+            for send in list(self.subscribers):
+                send({"type": "line", "line": self.lines[action.index]})
+
+    def media(self, *args):
+        return None
+
+    def own_original(self, index):
+        return None
+
+
+@pytest.fixture
+def episode():
+    """The stand-in episode served on a free loopback port: (desk, url, stop)."""
+    from omnidub.review import serve
+
+    desk, ready, found = Desk(), threading.Event(), []
+    thread = threading.Thread(
+        target=serve, args=(desk,), kwargs={"on_ready": lambda u, s: (found.append((u, s)), ready.set())}, daemon=True
+    )
+    thread.start()
+    assert ready.wait(30)
+    url, stop = found[0]
+    yield desk, url, stop
+    stop()
+    thread.join(30)
+
+
+def opened(browser, url, **options):
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1280, "height": 720}, **options)
+    page.goto(url)
+    expect(page.locator("body[data-ready=true]")).to_have_count(1, timeout=60_000)
+    return page
+
+
+def rows(page):
+    return page.get_by_role("listbox", name="Lines")
+
+
+def selected(page) -> str:
+    return page.locator('[role=option][aria-selected="true"]').get_attribute("id")
+
+
+def test_a_1500_line_episode_opens_with_a_screenful_of_rows_and_one_request_for_the_state(episode, browser):
+    from playwright.sync_api import expect
+
+    desk, url, _ = episode
+    page = opened(browser, url)
+    shown = rows(page).get_by_role("option")
+    screenful = 720 // 48 + 10
+    assert 5 <= shown.count() <= screenful
+    assert page.locator("audio").count() <= 3 and desk.states == 1
+    expect(page.get_by_text(f"{EPISODE} of {EPISODE} lines shown")).to_be_visible()
+    # Scrolled to the end: the last line is there, and still only a screenful of rows.
+    page.get_by_role("listbox", name="Lines").evaluate("box => box.scrollTop = box.scrollHeight")
+    expect(rows(page).get_by_role("option", name=re.compile(rf"^Line {EPISODE}, "))).to_be_visible()
+    assert shown.count() <= screenful
+    page.close()
+
+
+def test_filters_search_counts_and_the_keys_to_the_next_failed_and_unapproved_line(episode, browser):
+    from playwright.sync_api import expect
+
+    _, url, _ = episode
+    page = opened(browser, url)
+    failed = [i for i in range(1, EPISODE + 1) if line(i)["verdict"] == "failed"]
+    page.get_by_label("Show").select_option("failed")
+    expect(page.get_by_text(f"{len(failed)} of {EPISODE} lines shown · {len(failed)} failed")).to_be_visible()
+    assert all(
+        ", Failed" in label for label in rows(page).get_by_role("option").evaluate_all("r => r.map(o => o.ariaLabel)")
+    )
+    for show, test in (
+        ("unchecked", lambda i: line(i)["verdict"] == "unchecked"),
+        ("unapproved", lambda i: not line(i)["approved"]),
+        ("flagged", lambda i: line(i)["look_again"]),
+        ("changed", lambda i: i % 17 == 0),
+    ):
+        page.get_by_label("Show").select_option(show)
+        count = sum(map(test, range(1, EPISODE + 1)))
+        expect(page.get_by_text(f"{count} of {EPISODE} lines shown")).to_be_visible()
+    page.get_by_label("Show").select_option("all")
+    page.get_by_label("Speaker").select_option("CAROL")
+    expect(page.get_by_text(f"{EPISODE // 3} of {EPISODE} lines shown")).to_be_visible()
+    page.get_by_label("Speaker").select_option("")
+    # Search reads the translation and the original.
+    page.get_by_label("Search").fill("texto original 777")
+    expect(page.get_by_text(f"1 of {EPISODE} lines shown")).to_be_visible()
+    expect(rows(page).get_by_role("option")).to_have_count(1)
+    page.get_by_label("Search").fill("line 1234 says")
+    expect(rows(page).get_by_role("option", name=re.compile(r"^Line 1234, "))).to_be_visible()
+    page.get_by_label("Search").fill("")
+    expect(page.get_by_text(f"{EPISODE} of {EPISODE} lines shown")).to_be_visible()
+    # Keys: f and F to the next and previous failed line, u to the next unapproved one.
+    rows(page).get_by_role("option", name=re.compile(r"^Line 1, ")).click()
+    page.keyboard.press("f")
+    assert selected(page) == f"row-{failed[0]}"
+    page.keyboard.press("f")
+    assert selected(page) == f"row-{failed[1]}"
+    page.keyboard.press("Shift+F")
+    assert selected(page) == f"row-{failed[0]}"
+    rows(page).get_by_role("option", name=re.compile(r"^Line 4, ")).click()
+    page.keyboard.press("u")  # line 5 is approved: 6 is the next unapproved
+    assert selected(page) == "row-6"
+    # The selected line in full: its missing audio said with the reason, its approval from the keyboard.
+    expect(page.locator("#detail")).to_contain_text("No audio: segments/x.wav: not there")
+    page.keyboard.press("a")
+    expect(page.get_by_role("button", name="Approve line 6", exact=True)).to_have_attribute("aria-pressed", "true")
+    page.close()
+
+
+def test_keys_inside_a_control_stay_there_the_lines_come_first_and_the_help_opens(episode, browser):
+    from playwright.sync_api import expect
+
+    _, url, _ = episode
+    page = opened(browser, url)
+    page.keyboard.press("Tab")  # the first stop on the page is the list of lines
+    assert page.evaluate("document.activeElement.getAttribute('aria-label')") == "Lines"
+    page.keyboard.press("j")
+    assert selected(page) == "row-1"
+    # Arrows in a menu, letters in a text box: theirs, not the list's.
+    page.get_by_label("Speaker of line 1", exact=True).focus()
+    page.keyboard.press("ArrowDown")
+    page.get_by_label("Text of line 1", exact=True).press("j")
+    page.get_by_label("Note on line 1", exact=True).press("k")
+    page.get_by_label("Search").fill("line 1")
+    page.get_by_label("Search").press("ArrowDown")
+    page.get_by_label("Search").press("u")
+    page.get_by_label("Search").fill("")
+    assert selected(page) == "row-1"
+    page.get_by_role("listbox", name="Lines").focus()
+    page.keyboard.press("?")
+    expect(page.get_by_role("dialog", name="Keys")).to_be_visible()
+    page.keyboard.press("j")  # not while the help is open
+    assert selected(page) == "row-1"
+    page.keyboard.press("Escape")
+    expect(page.get_by_role("dialog", name="Keys")).to_be_hidden()
+    page.close()
+
+
+def test_axe_core_finds_no_violation_in_light_and_dark(episode, browser):
+    import axe_playwright_python
+
+    _, url, _ = episode
+    axe = (Path(axe_playwright_python.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
+    for scheme in ("light", "dark"):
+        page = opened(browser, url, bypass_csp=True, color_scheme=scheme)  # axe is injected as a script
+        rows(page).get_by_role("option", name=re.compile(r"^Line 7, ")).click()  # a failed line in full beside the list
+        page.add_script_tag(content=axe)
+        found = page.evaluate("async () => (await axe.run(document)).violations")
+        assert [(v["id"], [n["target"] for n in v["nodes"]][:3]) for v in found] == [], scheme
+        page.close()
+
+
+def test_a_lost_server_is_said_plainly(episode, browser):
+    from playwright.sync_api import expect
+
+    _, url, stop = episode
+    page = opened(browser, url)
+    rows(page).get_by_role("option", name=re.compile(r"^Line 2, ")).click()
+    stop()
+    page.get_by_role("button", name="Approve line 2", exact=True).click()
+    expect(page.get_by_role("alert")).to_have_text(LOST, timeout=30_000)
+    expect(page.get_by_role("status")).to_have_text("Not connected.")
+    page.close()
+
+
+# -- the real desk ---------------------------------------------------------------------------------------------
+
+
+@pytest.fixture
+def review(rendered, tmp_path):
+    """The review of a copy of the rendered scene on a free port: (desk, url, folder, stop); the test closes the
+    desk (to open it again), the server is stopped after it."""
+    from omnidub.review import serve
+
+    folder = tmp_path / "out"
+    shutil.copytree(rendered, folder, symlinks=True)
+    desk, ready, found = open_desk(folder), threading.Event(), []
+    thread = threading.Thread(
+        target=serve, args=(desk,), kwargs={"on_ready": lambda u, s: (found.append((u, s)), ready.set())}, daemon=True
+    )
+    thread.start()
+    assert ready.wait(30)
+    url, stop = found[0]
+    yield desk, url, folder, stop
+    stop()
+    thread.join(30)
+
+
+def test_each_decision_is_undone_a_note_and_a_flag_reach_the_manifest_and_ab_keeps_the_position(review, browser):
+    from playwright.sync_api import expect
+
+    desk, url, folder, stop = review
+    page = opened(browser, url)
+    pick = lambda n: rows(page).get_by_role("option", name=re.compile(rf"^Line {n}, ")).click()  # noqa: E731
+
+    # A retake, heard A/B against the first take at the same position, then undone: take 1 in use again.
+    pick(2)
+    page.get_by_role("button", name="Retake line 2", exact=True).click()
+    expect(page.get_by_role("button", name="Use take 1 of line 2")).to_be_visible(timeout=120_000)
+    player = page.get_by_label("A/B player of line 2")
+    player.evaluate("a => new Promise(r => a.readyState ? r() : a.addEventListener('loadedmetadata', r))")
+    player.evaluate("a => { a.currentTime = 0.5 }")
+    page.get_by_role("listbox", name="Lines").focus()
+    page.keyboard.press("b")
+    expect(page.get_by_text("Hearing take 1")).to_be_visible()
+    page.wait_for_function("() => document.querySelector('[aria-label=\"A/B player of line 2\"]').readyState > 0")
+    assert abs(player.evaluate("a => a.currentTime") - 0.5) < 0.05
+    page.get_by_role("button", name="Undo", exact=True).click()
+    expect(page.get_by_role("button", name="Use take 2 of line 2")).to_be_visible(timeout=120_000)
+
+    # An approval, undone.
+    pick(1)
+    approve = page.get_by_role("button", name="Approve line 1", exact=True)
+    approve.click()
+    expect(approve).to_have_attribute("aria-pressed", "true")
+    page.keyboard.press("z")
+    expect(page.get_by_role("button", name="Approve line 1", exact=True)).to_have_attribute("aria-pressed", "false")
+
+    # An edit of the text, and a move to another voice, each undone.
+    pick(3)
+    page.get_by_label("Text of line 3", exact=True).fill("Then we are never lost.")
+    page.get_by_role("button", name="Render line 3", exact=True).click()
+    expect(page.locator("#line-3")).to_contain_text("Input: Then we are not lost at all.", timeout=120_000)
+    page.get_by_role("button", name="Undo", exact=True).click()
+    expect(page.get_by_label("Text of line 3", exact=True)).to_have_value(
+        "Then we are not lost at all.", timeout=120_000
+    )
+    pick(4)
+    page.get_by_label("Speaker of line 4", exact=True).select_option("ALICE")
+    page.get_by_role("button", name="Render line 4", exact=True).click()
+    expect(page.locator("#line-4 h2")).to_contain_text("ALICE", timeout=120_000)
+    page.get_by_role("button", name="Undo", exact=True).click()
+    expect(page.locator("#line-4 h2")).to_contain_text("BOB", timeout=120_000)
+
+    # A note and a flag on line 4.
+    page.get_by_label("Note on line 4", exact=True).fill("breath before the last word")
+    page.get_by_label("Look again at line 4", exact=True).check()  # the change saves the note first (blur)
+    expect(rows(page).get_by_role("option", name=re.compile(r"^Line 4, .*look again, note"))).to_be_visible(
+        timeout=30_000
+    )
+    page.close()
+
+    stop()
+    desk.close(deliver=False)  # nothing delivered: the journal holds the note and the flag for the next opening
+    again = open_desk(folder)
+    try:
+        line4 = next(x for x in again.state()["lines"] if x["index"] == 4)
+        assert line4["note"] == "breath before the last word" and line4["look_again"] is True
+        assert line4["speaker"] == "BOB" and not next(x for x in again.state()["lines"] if x["index"] == 1)["approved"]
+    finally:
+        again.close()
+    manifest = {x["index"]: x for x in json.loads((folder / "manifest.json").read_text())["lines"]}
+    assert manifest[4]["note"] == "breath before the last word" and manifest[4]["look_again"] is True
+    assert manifest[3]["text"] == "Then we are not lost at all."
