@@ -108,6 +108,12 @@ class Desk:
     def own_original(self, index):
         return None
 
+    def picture(self):
+        return self.video
+
+
+Desk.video = None  # no picture unless a test gives one
+
 
 @pytest.fixture
 def episode():
@@ -253,6 +259,22 @@ def test_axe_core_finds_no_violation_in_light_and_dark(episode, browser):
         page.close()
 
 
+def test_the_picture_follows_the_selected_line(episode, browser, tmp_path):
+    from conftest import make_video
+    from playwright.sync_api import expect
+
+    desk, url, _ = episode
+    desk.video = tmp_path / "picture.webm"
+    make_video(desk.video, 12, codec="libvpx", audio="libopus", rate=48000)
+    page = opened(browser, url)
+    picture = page.get_by_label("Picture", exact=True)
+    expect(picture).to_be_visible()
+    for n in (5, 3):  # line n starts at 2n seconds
+        rows(page).get_by_role("option", name=re.compile(rf"^Line {n}, ")).click()
+        page.wait_for_function(f"() => Math.abs(document.getElementById('picture').currentTime - {2 * n}) < 0.05")
+    page.close()
+
+
 def test_a_lost_server_is_said_plainly(episode, browser):
     from playwright.sync_api import expect
 
@@ -355,3 +377,7 @@ def test_each_decision_is_undone_a_note_and_a_flag_reach_the_manifest_and_ab_kee
     manifest = {x["index"]: x for x in json.loads((folder / "manifest.json").read_text())["lines"]}
     assert manifest[4]["note"] == "breath before the last word" and manifest[4]["look_again"] is True
     assert manifest[3]["text"] == "Then we are not lost at all."
+    # Delivered, QA's reports name them: the flag as a mark (in qa.html's timeline too), the note beside the findings.
+    report = {x["index"]: x for x in json.loads((folder / "qa.json").read_text())["lines"]}
+    assert "look-again" in report[4]["marks"] and "editor's note: breath before the last word" in report[4]["note"]
+    assert re.search(r'class="bar \w+ look-again" href="#line-4"', (folder / "qa.html").read_text(encoding="utf-8"))

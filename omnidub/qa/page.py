@@ -51,6 +51,7 @@ body.only-to-hear tr.pass{display:none}
  line-height:14px;overflow:hidden;text-decoration:none;padding-left:2px;box-sizing:border-box}
 .bar.pass{background:#4a7bd0}.bar.fail{background:#c62828}.bar.unchecked{background:#e0a000}
 .bar.edited{outline:2px dashed #555}
+.bar.look-again{border-top:3px solid #ffb300}
 .bar:focus,.bar:hover{outline:2px solid #222;z-index:2}
 .playhead{position:absolute;top:0;bottom:0;width:2px;background:#ff9800;pointer-events:none;left:0}
 button.seek{font-family:ui-monospace,monospace;cursor:pointer}
@@ -166,7 +167,9 @@ def _timeline(report: Report) -> tuple[str, str]:
                 f"(slot {c.slot:.2f} s, rendered {c.duration:.2f} s)"
             )
             tip += f" - {c.verdict.label}" + (": " + ", ".join(c.flags) if c.flags else "")
-            classes = f"bar {_CLASS[c.verdict.outcome]}" + (" edited" if "edited" in c.marks else "")
+            classes = f"bar {_CLASS[c.verdict.outcome]}" + "".join(
+                f" {mark}" for mark in ("edited", "look-again") if mark in c.marks
+            )
             lanes.append(
                 f'<div class="slot" style="{span(c.start, c.slot)}"></div>'
                 f'<a class="{classes}" href="#line-{c.index}" data-start="{c.start:.3f}" '

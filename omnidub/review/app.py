@@ -161,6 +161,7 @@ def build_app(review: Review, hosts: set[str]):
         Route("/media/{what}/{index:int}", media),
         Route("/media/{what}/{index:int}/{take:int}", media),
         Route("/own-original/{index:int}", lambda request: _own_original(review, request)),
+        Route("/picture", lambda request: _picture(review)),
     ]
     return Guard(Starlette(routes=routes), review.token, hosts)
 
@@ -213,3 +214,11 @@ def _own_original(review: Review, request: Request) -> Response:
     if data is None:
         return Response("not found\n", status_code=404, media_type="text/plain")
     return Response(data, media_type="audio/wav")
+
+
+def _picture(review: Review) -> Response:
+    """The video beside the lines, with byte ranges (the player seeks to each line)."""
+    path = review.picture()
+    if path is None:
+        return Response("not found\n", status_code=404, media_type="text/plain")
+    return FileResponse(path)

@@ -27,6 +27,7 @@ WAVE_BINS = 96  # bars in a line's waveform on the page
 
 ACTIONS = ("render", "retake", "edit", "choose", "approve", "retake-failed", "approve-passed", "deliver")
 ACTIONS += ("undo", "mark")  # the desk's own: take back the last decision; a note or flag on a line
+VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm")
 UNDO_DEPTH = 100  # decisions the desk can take back, newest first
 
 
@@ -528,6 +529,15 @@ class Review:
             except OmnidubError:
                 return None
         return wav_bytes(self._source.cut(span[0], span[1]), CLIP_RATE)
+
+    def picture(self):
+        """The video the page shows beside the lines (the one the render delivers over, else a source that is a
+        video), or None. The user's own file: only read."""
+        video = self.project.options.delivery.video
+        source = self.project.options.source
+        if video is None and source is not None and source.source.suffix.lower() in VIDEO_SUFFIXES:
+            video = source.source
+        return video if video is not None and video.is_file() else None
 
 
 def waveform(path) -> dict | None:

@@ -385,6 +385,18 @@
     drawRows();
     detail();
     follow(byIndex.get(index));
+    if ($("mix").paused) showPicture(byIndex.get(index).start);
+  }
+  // -- the picture: the video at the selected line, playing with the mix or with the line's own players --------
+  function showPicture(t) {
+    const picture = $("picture");
+    if (!picture.hidden && picture.readyState > 0) picture.currentTime = t;
+  }
+  function playPicture(t) {
+    const picture = $("picture");
+    if (picture.hidden) return;
+    picture.currentTime = t;
+    picture.play().catch(() => {});
   }
   function stepTo(found) {
     if (found === undefined) { $("status").textContent = "no such line among those shown"; return; }
@@ -457,6 +469,22 @@
     seekMix((e.clientX - box.left) / pps);
   });
   $("mix").addEventListener("timeupdate", () => { $("playhead").style.left = ($("mix").currentTime * pps) + "px"; });
+  const picture = $("picture");
+  picture.addEventListener("loadedmetadata", () => {
+    picture.hidden = false;
+    if (selected !== null) showPicture(byIndex.get(selected).start);
+  });
+  picture.src = "/picture";  // a folder without a video answers 404: the player stays hidden
+  $("mix").addEventListener("play", () => playPicture($("mix").currentTime));
+  $("mix").addEventListener("pause", () => picture.pause());
+  $("mix").addEventListener("seeked", () => { if (!picture.hidden) picture.currentTime = $("mix").currentTime; });
+  // A line's own players move the picture to where they play in the programme (media events do not bubble).
+  $("detail").addEventListener("play", (e) => {
+    const line = selected === null ? null : byIndex.get(selected);
+    const label = e.target.getAttribute("aria-label") || "";
+    if (line && /^(Dub|A\/B player) of line/.test(label)) playPicture(line.start + e.target.currentTime);
+  }, true);
+  $("detail").addEventListener("pause", () => { if ($("mix").paused) picture.pause(); }, true);
   $("undo").addEventListener("click", () => post("/api/undo"));
   $("retake-failed").addEventListener("click", () => post("/api/retake-failed"));
   $("approve-passed").addEventListener("click", () => post("/api/approve-passed"));
