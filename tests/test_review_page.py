@@ -13,9 +13,9 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_review import CHROMIUM, browser, open_desk, rendered  # noqa: F401 - fixtures
+from test_review import CHROMIUM, browser, do, open_desk, rendered  # noqa: F401 - fixtures
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
+needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
 LOST = "the review server is not answering; run omnidub review OUT_DIR again"
 EPISODE = 1500
 SPEAKERS = ("ALICE", "BOB", "CAROL")
@@ -149,6 +149,7 @@ def selected(page) -> str:
     return page.locator('[role=option][aria-selected="true"]').get_attribute("id")
 
 
+@needs_chromium
 def test_a_1500_line_episode_opens_with_a_screenful_of_rows_and_one_request_for_the_state(episode, browser):
     from playwright.sync_api import expect
 
@@ -166,6 +167,7 @@ def test_a_1500_line_episode_opens_with_a_screenful_of_rows_and_one_request_for_
     page.close()
 
 
+@needs_chromium
 def test_filters_search_counts_and_the_keys_to_the_next_failed_and_unapproved_line(episode, browser):
     from playwright.sync_api import expect
 
@@ -216,6 +218,7 @@ def test_filters_search_counts_and_the_keys_to_the_next_failed_and_unapproved_li
     page.close()
 
 
+@needs_chromium
 def test_keys_inside_a_control_stay_there_the_lines_come_first_and_the_help_opens(episode, browser):
     from playwright.sync_api import expect
 
@@ -245,6 +248,7 @@ def test_keys_inside_a_control_stay_there_the_lines_come_first_and_the_help_open
     page.close()
 
 
+@needs_chromium
 def test_axe_core_finds_no_violation_in_light_and_dark(episode, browser):
     import axe_playwright_python
 
@@ -259,6 +263,7 @@ def test_axe_core_finds_no_violation_in_light_and_dark(episode, browser):
         page.close()
 
 
+@needs_chromium
 def test_the_picture_follows_the_selected_line(episode, browser, tmp_path):
     from conftest import make_video
     from playwright.sync_api import expect
@@ -275,6 +280,7 @@ def test_the_picture_follows_the_selected_line(episode, browser, tmp_path):
     page.close()
 
 
+@needs_chromium
 def test_a_lost_server_is_said_plainly(episode, browser):
     from playwright.sync_api import expect
 
@@ -311,6 +317,7 @@ def review(rendered, tmp_path):
     thread.join(30)
 
 
+@needs_chromium
 def test_each_decision_is_undone_a_note_and_a_flag_reach_the_manifest_and_ab_keeps_the_position(review, browser):
     from playwright.sync_api import expect
 
@@ -381,3 +388,37 @@ def test_each_decision_is_undone_a_note_and_a_flag_reach_the_manifest_and_ab_kee
     report = {x["index"]: x for x in json.loads((folder / "qa.json").read_text())["lines"]}
     assert "look-again" in report[4]["marks"] and "editor's note: breath before the last word" in report[4]["note"]
     assert re.search(r'class="bar \w+ look-again" href="#line-4"', (folder / "qa.html").read_text(encoding="utf-8"))
+
+
+def test_a_line_in_context_is_its_neighbours_and_its_current_take_as_they_stand(rendered, tmp_path):
+    import io
+
+    import numpy as np
+    import soundfile as sf
+
+    folder = tmp_path / "out"
+    shutil.copytree(rendered, folder, symlinks=True)
+    desk = open_desk(folder)
+    try:
+
+        def heard_at(line: dict, segment: Path) -> float:
+            """How far the context, where the line starts, is from the segment (mean absolute difference)."""
+            context, rate = sf.read(io.BytesIO(desk.context(2)), dtype="float32")
+            samples, _ = sf.read(str(segment), dtype="float32")
+            a = int(round((line["start"] - max(0.0, line["start"] - 2.0)) * rate))
+            piece = context[a : a + samples.size]
+            return float(np.abs(piece - samples[: piece.size]).mean())
+
+        line = next(x for x in desk.state()["lines"] if x["index"] == 2)
+        segment = folder / "segments" / "0002-BOB.wav"
+        first = segment.read_bytes()
+        (tmp_path / "first.wav").write_bytes(first)
+        before = heard_at(line, segment)
+        do(desk, "retake", 2)
+        assert segment.read_bytes() != first
+        # The new take is what the context holds (read from the segment as it is now), not the first.
+        now, first_take = heard_at(line, segment), heard_at(line, tmp_path / "first.wav")
+        assert now < first_take / 5 and before < first_take / 5, (before, now, first_take)
+        assert desk.context(99) is None
+    finally:
+        desk.close(deliver=False)

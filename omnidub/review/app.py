@@ -162,6 +162,7 @@ def build_app(review: Review, hosts: set[str]):
         Route("/media/{what}/{index:int}/{take:int}", media),
         Route("/own-original/{index:int}", lambda request: _own_original(review, request)),
         Route("/picture", lambda request: _picture(review)),
+        Route("/context/{index:int}", lambda request: _wav(review.context(request.path_params["index"]))),
     ]
     return Guard(Starlette(routes=routes), review.token, hosts)
 
@@ -222,3 +223,9 @@ def _picture(review: Review) -> Response:
     if path is None:
         return Response("not found\n", status_code=404, media_type="text/plain")
     return FileResponse(path)
+
+
+def _wav(data: bytes | None) -> Response:
+    if data is None:
+        return Response("not found\n", status_code=404, media_type="text/plain")
+    return Response(data, media_type="audio/wav")

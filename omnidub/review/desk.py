@@ -28,6 +28,7 @@ WAVE_BINS = 96  # bars in a line's waveform on the page
 ACTIONS = ("render", "retake", "edit", "choose", "approve", "retake-failed", "approve-passed", "deliver")
 ACTIONS += ("undo", "mark")  # the desk's own: take back the last decision; a note or flag on a line
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm")
+CONTEXT_SECONDS = 2.0  # heard before and after a line played in context
 UNDO_DEPTH = 100  # decisions the desk can take back, newest first
 
 
@@ -85,6 +86,7 @@ class Review:
         self._decisions: list[list[dict]] = []  # what each decision changed, as it was before: for undo
         self._heard: tuple[float, dict] | None = None  # qa.json's transcripts and word diffs by audio hash
         self._source = None  # the source's audio, decoded once a line's own original is asked for
+        self._bed_samples = None  # (rate, samples) of the bed, decoded once a line is played in context
 
     # -- the folder ----------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -529,6 +531,63 @@ class Review:
             except OmnidubError:
                 return None
         return wav_bytes(self._source.cut(span[0], span[1]), CLIP_RATE)
+
+    def context(self, index: int) -> bytes | None:
+        """The line with CONTEXT_SECONDS before and after, as the lines stand now: every segment at its place
+        over the bed (ducked under the lines as the mix ducks it), as WAV bytes; None for an unknown line."""
+        import numpy as np
+        import soundfile as sf
+
+        from omnidub.source.audio import wav_bytes
+
+        with self._lock:
+            known = index in self._lines
+        if not known:
+            return None
+        project = self.project
+        line = project.line(index)
+        start, end = max(0.0, line.start - CONTEXT_SECONDS), line.end + CONTEXT_SECONDS
+        parts = []
+        for entry in project.entries:
+            path = self._listed(entry.file) if entry.done else None
+            if path is None or entry.start > end or (entry.rendered_end or entry.end) < start:
+                continue
+            data, rate = sf.read(str(path), dtype="float32", always_2d=True)
+            parts.append((entry.start, data.mean(axis=1), rate))
+        rate = parts[0][2] if parts else project.options.delivery.sample_rate
+        out = np.zeros(int(round((end - start) * rate)), dtype=np.float32)
+        speech = np.zeros(out.size, dtype=bool)
+        for at, samples, own_rate in parts:
+            if own_rate != rate:
+                from omnidub.media import resample
+
+                samples = resample(samples, own_rate, rate)
+            a = int(round((at - start) * rate))
+            piece = samples[max(0, -a) : max(0, out.size - a)]
+            out[max(a, 0) : max(a, 0) + piece.size] += piece
+            speech[max(a, 0) : max(a, 0) + piece.size] = True
+        bed = self._bed(start, out.size, rate)
+        if bed is not None:
+            out += np.where(speech, bed * 10 ** (-project.options.delivery.duck / 20), bed)
+        return wav_bytes(np.clip(out, -1.0, 1.0), rate)
+
+    def _bed(self, start: float, frames: int, rate: int):
+        """The bed's samples from ``start`` (mono, at ``rate``), or None without a bed."""
+        import numpy as np
+
+        from omnidub.media import load_audio
+
+        project = self.project
+        path = project.options.delivery.bed or (project.casting.bed if project.casting is not None else None)
+        if path is None or not path.is_file():
+            return None
+        if self._bed_samples is None or self._bed_samples[0] != rate:
+            try:
+                self._bed_samples = (rate, load_audio(path, rate))  # decoded once
+            except OmnidubError:
+                return None
+        samples = self._bed_samples[1][int(round(start * rate)) :][:frames]
+        return np.pad(samples, (0, frames - samples.size))
 
     def picture(self):
         """The video the page shows beside the lines (the one the render delivers over, else a source that is a

@@ -161,7 +161,13 @@
       article.append(el("ul", {class: "reasons", "aria-label": "Why, line " + i},
                         ...line.reasons.map((r) => el("li", {text: r}))));
     if (line.heard !== null && line.heard !== undefined) article.append(heard(line));
-    if (line.audio) article.append(player("Dub of line " + i, line.audio, line.duration, keep));
+    if (line.audio) {
+      article.append(player("Dub of line " + i, line.audio, line.duration, keep));
+      // The line among its neighbours as they stand now, over the bed: assembled by the server when played.
+      const around = "/context/" + i + "?v=" + encodeURIComponent(line.audio);
+      article.append(player("Line " + i + " in context", around, null, keep, " (2 s before and after, over the bed)",
+                            "none"));
+    }
     else article.append(el("p", {class: "small", text: "No audio: " + (line.missing || "not rendered yet")}));
     if (line.waveform) article.append(wave(i, line.waveform));
     if (line.own_original) {
@@ -292,11 +298,12 @@
     });
     return svg;
   }
-  function player(label, src, length, keep, extra) {
+  function player(label, src, length, keep, extra, preload) {
     const shown = el("span", {class: "length", text: length ? seconds(length) : ""});
     let audio = keep.get(label);
     if (!audio || audio.getAttribute("src") !== src) {
-      audio = el("audio", {controls: true, preload: "metadata", src, "aria-label": label, "data-keep": label});
+      audio = el("audio", {controls: true, preload: preload || "metadata", src, "aria-label": label,
+                           "data-keep": label});
       audio.addEventListener("loadedmetadata", () => { shown.textContent = seconds(audio.duration); });
     } else if (audio.duration) shown.textContent = seconds(audio.duration);
     return el("div", {class: "line-row"}, el("span", {text: label + (extra || "")}), audio, shown);
@@ -446,6 +453,7 @@
     };
     const onLine = {
       p: () => play("Dub of line " + line.index), o: () => play("Original of line " + line.index),
+      c: () => play("Line " + line.index + " in context"),
       b: () => { const ab = $("ab-" + line.index); if (ab) ab.click(); },
       a: () => approve(line), r: () => lineAction(line.index, "retake"),
       g: () => lineAction(line.index, "mark", {look_again: !line.look_again}),
@@ -483,6 +491,8 @@
     const line = selected === null ? null : byIndex.get(selected);
     const label = e.target.getAttribute("aria-label") || "";
     if (line && /^(Dub|A\/B player) of line/.test(label)) playPicture(line.start + e.target.currentTime);
+    else if (line && / in context$/.test(label))
+      playPicture(Math.max(0, line.start - 2) + e.target.currentTime);
   }, true);
   $("detail").addEventListener("pause", () => { if ($("mix").paused) picture.pause(); }, true);
   $("undo").addEventListener("click", () => post("/api/undo"));
