@@ -13,7 +13,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from test_review import CHROMIUM, browser, do, open_desk, rendered  # noqa: F401 - fixtures
+from test_review import CHROMIUM, browser, do, open_desk, rendered, run  # noqa: F401 - fixtures
 
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
 LOST = "the review server is not answering; run omnidub review OUT_DIR again"
@@ -318,7 +318,9 @@ def review(rendered, tmp_path):
 
 
 @needs_chromium
-def test_each_decision_is_undone_a_note_and_a_flag_reach_the_manifest_and_ab_keeps_the_position(review, browser):
+def test_each_decision_is_undone_a_note_and_a_flag_reach_the_manifest_and_ab_keeps_the_position(
+    review, browser, whisper_tiny_en
+):
     from playwright.sync_api import expect
 
     desk, url, folder, stop = review
@@ -343,8 +345,11 @@ def test_each_decision_is_undone_a_note_and_a_flag_reach_the_manifest_and_ab_kee
     # An approval, undone.
     pick(1)
     approve = page.get_by_role("button", name="Approve line 1", exact=True)
+    page.get_by_label("Dub of line 1", exact=True).evaluate("a => { a.heard = true }")
     approve.click()
     expect(approve).to_have_attribute("aria-pressed", "true")
+    # The line was drawn again, its player kept as it was (one playing goes on playing).
+    assert page.get_by_label("Dub of line 1", exact=True).evaluate("a => a.heard === true")
     page.keyboard.press("z")
     expect(page.get_by_role("button", name="Approve line 1", exact=True)).to_have_attribute("aria-pressed", "false")
 
@@ -384,7 +389,9 @@ def test_each_decision_is_undone_a_note_and_a_flag_reach_the_manifest_and_ab_kee
     manifest = {x["index"]: x for x in json.loads((folder / "manifest.json").read_text())["lines"]}
     assert manifest[4]["note"] == "breath before the last word" and manifest[4]["look_again"] is True
     assert manifest[3]["text"] == "Then we are not lost at all."
-    # Delivered, QA's reports name them: the flag as a mark (in qa.html's timeline too), the note beside the findings.
+    # QA's reports name them: the flag as a mark (in qa.html's timeline too), the note beside the findings.
+    result = run("qa", folder, "--asr-model", whisper_tiny_en, "--speaker-model", "none")
+    assert result.exit_code in (0, 1), result.output
     report = {x["index"]: x for x in json.loads((folder / "qa.json").read_text())["lines"]}
     assert "look-again" in report[4]["marks"] and "editor's note: breath before the last word" in report[4]["note"]
     assert re.search(r'class="bar \w+ look-again" href="#line-4"', (folder / "qa.html").read_text(encoding="utf-8"))
