@@ -10,10 +10,11 @@ import json
 import re
 import shutil
 import threading
+import time
 from pathlib import Path
 
 import pytest
-from test_review import CHROMIUM, browser, do, open_desk, rendered, run  # noqa: F401 - fixtures
+from test_review import CHROMIUM, browser, do, open_desk, rendered, run, settle  # noqa: F401 - fixtures
 
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
 LOST = "the review server is not answering; run omnidub review OUT_DIR again"
@@ -427,5 +428,37 @@ def test_a_line_in_context_is_its_neighbours_and_its_current_take_as_they_stand(
         now, first_take = heard_at(line, segment), heard_at(line, tmp_path / "first.wav")
         assert now < first_take / 5 and before < first_take / 5, (before, now, first_take)
         assert desk.context(99) is None
+    finally:
+        desk.close(deliver=False)
+
+
+def test_cancel_stops_the_retakes_of_every_failed_line_at_the_next_line(rendered, tmp_path):
+    from omnidub.review import Action
+
+    folder = tmp_path / "out"
+    shutil.copytree(rendered, folder, symlinks=True)
+    desk = open_desk(folder)
+    try:
+        failed = [x["index"] for x in desk.state()["lines"] if x["verdict"] == "failed"]
+        assert len(failed) >= 2, "tiny.en fails the noise the random weights speak"
+        events: list[dict] = []
+        stop = desk.subscribe(events.append)
+        desk.submit(Action("retake-failed"))
+        desk.submit(Action("approve", 1))
+        began = time.monotonic()
+        while not any("a retake of line" in str(e.get("busy")) for e in list(events)):
+            assert time.monotonic() - began < 60
+            time.sleep(0.01)
+        desk.cancel()
+        settle(desk)
+        stop()
+        said = [e["text"] for e in events if e["type"] == "note"]
+        assert "1 queued action(s) dropped" in said, said  # the approval queued behind it
+        [cancelled] = [t for t in said if t.startswith("cancelled after")]
+        assert cancelled == f"cancelled after 1 of {len(failed)} retakes"
+        assert not any(x["approved"] for x in desk.state()["lines"])
+        # The page links to the files omnidub wrote in the folder, and to nothing else.
+        assert desk.delivered("manifest.json") == folder / "manifest.json"
+        assert desk.delivered("../out/manifest.json") is None and desk.delivered("scene.srt") is None
     finally:
         desk.close(deliver=False)

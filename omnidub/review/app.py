@@ -163,6 +163,8 @@ def build_app(review: Review, hosts: set[str]):
         Route("/own-original/{index:int}", lambda request: _own_original(review, request)),
         Route("/picture", lambda request: _picture(review)),
         Route("/context/{index:int}", lambda request: _wav(review.context(request.path_params["index"]))),
+        Route("/api/cancel", lambda request: _cancel(review, request), methods=["POST"]),
+        Route("/files/{name:path}", lambda request: _file(review.delivered(request.path_params["name"]))),
     ]
     return Guard(Starlette(routes=routes), review.token, hosts)
 
@@ -229,3 +231,15 @@ def _wav(data: bytes | None) -> Response:
     if data is None:
         return Response("not found\n", status_code=404, media_type="text/plain")
     return Response(data, media_type="audio/wav")
+
+
+def _file(path) -> Response:
+    if path is None or not path.is_file():
+        return Response("not found\n", status_code=404, media_type="text/plain")
+    return FileResponse(path)
+
+
+def _cancel(review: Review, request: Request) -> Response:
+    """Stop the long action in flight and drop the queue: at once, not queued behind them."""
+    review.cancel()
+    return JSONResponse({"cancelled": True, "status": review.status()}, status_code=202)

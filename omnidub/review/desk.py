@@ -87,6 +87,7 @@ class Review:
         self._heard: tuple[float, dict] | None = None  # qa.json's transcripts and word diffs by audio hash
         self._source = None  # the source's audio, decoded once a line's own original is asked for
         self._bed_samples = None  # (rate, samples) of the bed, decoded once a line is played in context
+        self._cancels = 0  # how often the editor cancelled: a long action stops at its next line once it grows
 
     # -- the folder ----------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -208,7 +209,11 @@ class Review:
             failed = [i for i, line in self._lines.items() if line["verdict"] == "failed"]
             if not failed:
                 self._publish({"type": "note", "text": "no line failed: nothing to retake"})
+            asked = self._cancels
             for k, i in enumerate(failed, 1):
+                if self._cancels != asked:
+                    self._publish({"type": "note", "text": f"cancelled after {k - 1} of {len(failed)} retakes"})
+                    return failed
                 busy = f"a retake of line {i} ({k} of {len(failed)} failed lines)"
                 self._publish({"type": "status", "busy": busy, "queued": self._status["queued"]})
                 job.retake(project, i)
@@ -588,6 +593,29 @@ class Review:
                 return None
         samples = self._bed_samples[1][int(round(start * rate)) :][:frames]
         return np.pad(samples, (0, frames - samples.size))
+
+    def cancel(self) -> None:
+        """Stop the long action in flight at its next line and drop every action still queued (said on the page)."""
+        self._cancels += 1
+        dropped = 0
+        while True:
+            try:
+                action = self._actions.get_nowait()
+            except queue.Empty:
+                break
+            if action is None:  # closing: keep it for the worker
+                self._actions.put(None)
+                break
+            dropped += 1
+        with self._lock:
+            self._status["queued"] = max(0, self._status["queued"] - dropped)
+        if dropped:
+            self._publish({"type": "note", "text": f"{dropped} queued action(s) dropped"})
+        self._publish({"type": "status", **self.status()})
+
+    def delivered(self, name: str):
+        """A file of the folder the page may link to: one the ledger lists as omnidub's, or None."""
+        return self._listed(name)
 
     def picture(self):
         """The video the page shows beside the lines (the one the render delivers over, else a source that is a

@@ -369,6 +369,7 @@
     $("counts").textContent = parts.join(" · ");
   }
   function showStatus(status) {
+    $("cancel").disabled = !(status.busy || status.queued);
     if (lost) return;
     if (status.busy) {
       done = "";
@@ -499,6 +500,7 @@
   $("retake-failed").addEventListener("click", () => post("/api/retake-failed"));
   $("approve-passed").addEventListener("click", () => post("/api/approve-passed"));
   $("deliver").addEventListener("click", () => post("/api/deliver"));
+  $("cancel").addEventListener("click", () => post("/api/cancel"));
   $("help-open").addEventListener("click", () => $("help").showModal());
   $("help-close").addEventListener("click", () => $("help").close());
 
@@ -557,7 +559,9 @@
       }).catch(() => showLost(true));
       done = "Delivered: " + event.files.length + " files written.";
       $("status").textContent = done;
-      $("delivered").replaceChildren(...event.files.map((f) => el("li", {text: f})));
+      $("delivered").replaceChildren(...event.files.map((f) =>
+        el("li", {}, el("a", {href: "/files/" + f.split("/").map(encodeURIComponent).join("/"), target: "_blank",
+                              rel: "noopener", text: f}))));
     }
   };
 })();
