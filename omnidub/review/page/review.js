@@ -169,7 +169,7 @@
                             "none"));
     }
     else article.append(el("p", {class: "small", text: "No audio: " + (line.missing || "not rendered yet")}));
-    if (line.waveform) article.append(wave(i, line.waveform));
+    if (line.waveform) article.append(wave(i, line.waveform, line.duration, line.slot));
     if (line.own_original) {
       article.append(player("Original of line " + i, line.own_original, line.end - line.start, keep,
                             line.original_text ? " (" + line.original_text + ")" : ""));
@@ -278,17 +278,27 @@
     return [list, el("div", {class: "line-row"},
       el("label", {for: "compare-" + n, text: "Compare with"}), other, button, hearing), el("div", {class: "line-row"}, audio)];
   }
-  function wave(n, form) {
-    // One bar per stretch of the line's audio, its height the stretch's peak; the label says the peak level.
+  function wave(n, form, duration, slot) {
+    // One bar per stretch of the line's audio, its height the stretch's peak, against the line's slot (a frame
+    // from 0 to the slot's end); the label says the peak level and how the audio's length meets the slot.
     const NS = "http://www.w3.org/2000/svg", bins = form.peaks.length;
     const full = form.peak_dbfs !== null && form.peak_dbfs >= -0.1;
-    const level = form.peak_dbfs === null ? "silent" : "peak " + form.peak_dbfs.toFixed(1) + " dBFS" +
-                  (full ? ", at full scale: may clip" : "");
+    let level = form.peak_dbfs === null ? "silent" : "peak " + form.peak_dbfs.toFixed(1) + " dBFS" +
+                (full ? ", at full scale: may clip" : "");
+    const fits = duration && slot ? slot / duration : null;  // the slot's length in the audio's lengths
+    if (fits) level += ", " + seconds(duration) + " in a slot of " + seconds(slot);
+    const width = fits ? Math.max(bins, bins * fits) : bins;
     const svg = document.createElementNS(NS, "svg");
-    for (const [k, v] of Object.entries({viewBox: "0 0 " + bins + " 20", preserveAspectRatio: "none", role: "img",
+    for (const [k, v] of Object.entries({viewBox: "0 0 " + width + " 20", preserveAspectRatio: "none", role: "img",
                                          class: "wave" + (full ? " full" : ""),
                                          "aria-label": "Waveform of line " + n + ", " + level}))
       svg.setAttribute(k, v);
+    if (fits) {
+      const frame = document.createElementNS(NS, "rect");
+      for (const [a, v] of Object.entries({x: 0, y: 0, width: bins * fits, height: 20, class: "slot-frame"}))
+        frame.setAttribute(a, v);
+      svg.append(frame);
+    }
     form.peaks.forEach((p, k) => {
       // On a decibel scale from -60 dBFS: a line before the mix's loudness gain is often far under full scale.
       const db = p > 0 ? 20 * Math.log10(p) : -60, h = Math.max(0.3, 20 * Math.max(0, db + 60) / 60);
