@@ -347,6 +347,7 @@ def test_each_decision_is_undone_a_note_and_a_flag_reach_the_manifest_and_ab_kee
     pick(1)
     approve = page.get_by_role("button", name="Approve line 1", exact=True)
     expect(page.get_by_role("img", name=re.compile(r"^Waveform of line 1, .* s in a slot of 2\.00 s$"))).to_be_visible()
+    expect(page.get_by_role("note", name="What QA heard in line 1")).to_contain_text("Heard:")
     page.get_by_label("Dub of line 1", exact=True).evaluate("a => { a.heard = true }")
     approve.click()
     expect(approve).to_have_attribute("aria-pressed", "true")

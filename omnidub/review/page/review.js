@@ -134,11 +134,15 @@
     if (old && old.dataset.index === String(line.index))
       old.querySelectorAll("audio[data-keep]").forEach((a) => keep.set(a.dataset.keep, a));
     const focused = old && old.contains(document.activeElement) ? document.activeElement.id : null;
-    const typed = old && $("text-" + line.index) ? $("text-" + line.index).value : null;
-    const dirty = typed !== null && typed !== $("text-" + line.index).dataset.text;
+    // What the editor typed and has not sent yet stays, unless the server's own value of it changed meanwhile.
+    const typed = {};
+    for (const id of ["text-" + line.index, "note-" + line.index]) {
+      const box = old && old.dataset.index === String(line.index) ? $(id) : null;
+      if (box && box.value !== box.dataset.text) typed[id] = [box.value, box.dataset.text];
+    }
     const article = lineArticle(line, keep);
     $("detail").replaceChildren(article);
-    if (dirty && typed !== line.text) $("text-" + line.index).value = typed;
+    for (const [id, [value, was]] of Object.entries(typed)) if ($(id).dataset.text === was) $(id).value = value;
     if (focused && document.getElementById(focused)) document.getElementById(focused).focus({preventScroll: true});
   }
   function lineArticle(line, keep) {
@@ -219,7 +223,7 @@
     const glue = () => { if (words.childNodes.length) words.append(" "); };
     for (const [kind, said, got] of line.diff || []) {
       glue();
-      if (kind === "equal") words.append(said);
+      if (kind === "equal") words.append(got);
       else if (kind === "insert") words.append(el("ins", {text: got}));
       else if (kind === "delete") words.append(el("del", {text: said}));
       else words.append(el("del", {text: said}), " ", el("ins", {text: got}));
