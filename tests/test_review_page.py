@@ -464,3 +464,42 @@ def test_cancel_stops_the_retakes_of_every_failed_line_at_the_next_line(rendered
         assert desk.delivered("../out/manifest.json") is None and desk.delivered("scene.srt") is None
     finally:
         desk.close(deliver=False)
+
+
+SOURCE = Path(__file__).parent / "data" / "source"
+
+
+def test_a_lines_own_original_is_its_own_span_of_the_source_whichever_clip_its_voice_came_from(
+    tiny_model_dir, whisper_tiny_en, tmp_path
+):
+    import io
+
+    import numpy as np
+    import soundfile as sf
+
+    from omnidub.script import read_script
+    from omnidub.source.audio import CLIP_RATE, read_source
+
+    (tmp_path / "preset.toml").write_text("steps = 2\n")
+    out = tmp_path / "out"
+    result = run(
+        "render", SOURCE / "dub.srt", "--source", SOURCE / "scene.opus", "--source-subs", SOURCE / "original.srt",
+        "--model", "synthetic:tiny", "--asr-model", whisper_tiny_en, "--preset", tmp_path / "preset.toml",
+        "--voice-match", "speaker", "--out", out,
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    original = {line.index: line for line in read_script(SOURCE / "original.srt").lines}  # the dub's own cues
+    source = read_source(SOURCE / "scene.opus", CLIP_RATE)
+    desk = open_desk(out)
+    try:
+        for line in desk.state()["lines"][:4]:
+            n = line["index"]
+            # Every voice here is its speaker's one clip, from elsewhere in the scene: the page says which.
+            assert line["reference"]["kind"] == "speaker" and line["voice_from"].startswith("its speaker's clip at ")
+            assert line["own_original"] == f"/own-original/{n}" and line["original_text"] == original[n].text
+            heard, rate = sf.read(io.BytesIO(desk.own_original(n)), dtype="float32")
+            own = source.cut(original[n].start, original[n].end)
+            assert rate == CLIP_RATE and heard.size == own.size and np.abs(heard - own).max() < 1e-3
+        assert desk.own_original(999) is None
+    finally:
+        desk.close(deliver=False)

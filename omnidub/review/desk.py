@@ -87,6 +87,7 @@ class Review:
         self._heard: tuple[float, dict] | None = None  # qa.json's transcripts and word diffs by audio hash
         self._source = None  # the source's audio, decoded once a line's own original is asked for
         self._bed_samples = None  # (rate, samples) of the bed, decoded once a line is played in context
+        self._originals = None  # (the source's summary, its original lines by index)
         self._cancels = 0  # how often the editor cancelled: a long action stops at its next line once it grows
 
     # -- the folder ----------------------------------------------------------------------------------------
@@ -512,8 +513,10 @@ class Review:
         if cast is None:
             return None
         reference = cast.references.get(index)
-        originals = cast.summary.original.lines
-        found = [originals[i] for i in (reference.original if reference else ()) if 0 <= i < len(originals)]
+        if self._originals is None or self._originals[0] is not cast.summary:
+            self._originals = (cast.summary, {line.index: line for line in cast.summary.original.lines})
+        originals = self._originals[1]
+        found = [originals[i] for i in (reference.original if reference else ()) if i in originals]
         if found:
             return min(o.start for o in found), max(o.end for o in found), " ".join(o.text for o in found)
         entry = self.project.line(index)
@@ -521,8 +524,7 @@ class Review:
 
     def own_original(self, index: int) -> bytes | None:
         """The line's own span of the source as WAV bytes (decoded from the source once), or None."""
-        from omnidub.source.audio import read_source, wav_bytes
-        from omnidub.source.clips import CLIP_RATE
+        from omnidub.source.audio import CLIP_RATE, read_source, wav_bytes
 
         with self._lock:
             known = index in self._lines
