@@ -326,6 +326,14 @@ def test_each_decision_is_undone_a_note_and_a_flag_reach_the_manifest_and_ab_kee
 
     desk, url, folder, stop = review
     page = opened(browser, url)
+    # The reads the page makes as it needs them, with the page's own cookie.
+    base = url.split("/?")[0]
+    heard = page.request.get(base + "/context/1")
+    assert heard.ok and heard.headers["content-type"] == "audio/wav" and heard.body()[:4] == b"RIFF"
+    assert page.request.get(base + "/files/manifest.json").ok
+    assert page.request.get(base + "/files/scene.srt").status == 404  # the input: not the folder's own file
+    assert page.request.get(base + "/own-original/1").status == 404  # no source: the page offers none
+    assert page.get_by_label("Original of line 1", exact=True).count() == 0
     pick = lambda n: rows(page).get_by_role("option", name=re.compile(rf"^Line {n}, ")).click()  # noqa: E731
 
     # A retake, heard A/B against the first take at the same position, then undone: take 1 in use again.

@@ -160,8 +160,10 @@ def build_app(review: Review, hosts: set[str]):
         Route("/media/mix", mix),
         Route("/media/{what}/{index:int}", media),
         Route("/media/{what}/{index:int}/{take:int}", media),
-        Route("/own-original/{index:int}", lambda request: _own_original(review, request)),
-        Route("/picture", lambda request: _picture(review)),
+        # The desk's reads the page asks for as they are needed (sync: run in Starlette's thread pool, as the first
+        # own original decodes the source and a context reads segments and the bed).
+        Route("/own-original/{index:int}", lambda request: _wav(review.own_original(request.path_params["index"]))),
+        Route("/picture", lambda request: _file(review.picture())),
         Route("/context/{index:int}", lambda request: _wav(review.context(request.path_params["index"]))),
         Route("/api/cancel", lambda request: _cancel(review, request), methods=["POST"]),
         Route("/files/{name:path}", lambda request: _file(review.delivered(request.path_params["name"]))),
@@ -210,30 +212,15 @@ def _mark_arguments(body: dict) -> dict:
     return found
 
 
-def _own_original(review: Review, request: Request) -> Response:
-    """The line's own span of the source (cut from the source itself, whatever clip its voice came from); run
-    in Starlette's thread pool, as the first one decodes the source."""
-    data = review.own_original(request.path_params["index"])
-    if data is None:
-        return Response("not found\n", status_code=404, media_type="text/plain")
-    return Response(data, media_type="audio/wav")
-
-
-def _picture(review: Review) -> Response:
-    """The video beside the lines, with byte ranges (the player seeks to each line)."""
-    path = review.picture()
-    if path is None:
-        return Response("not found\n", status_code=404, media_type="text/plain")
-    return FileResponse(path)
-
-
 def _wav(data: bytes | None) -> Response:
+    """WAV bytes the desk made (a line's own original, a line in context), or 404."""
     if data is None:
         return Response("not found\n", status_code=404, media_type="text/plain")
     return Response(data, media_type="audio/wav")
 
 
 def _file(path) -> Response:
+    """A file of the folder or the video, with byte ranges (players seek), or 404."""
     if path is None or not path.is_file():
         return Response("not found\n", status_code=404, media_type="text/plain")
     return FileResponse(path)

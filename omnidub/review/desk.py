@@ -409,7 +409,7 @@ class Review:
 
     # -- an editor's day: undo, notes and flags, what QA heard, the line's own original ------------------------
     def _remember(self, action: Action) -> None:
-        """Keep what a decision is about to change (approval, take in use, edit, speaker), for :meth:`_undo`."""
+        """Keep what a decision is about to change (approval, take in use, edit, speaker), for an undo."""
         if action.kind in ("approve", "choose", "retake", "edit") and action.index in self._lines:
             lines = [action.index]
         elif action.kind == "approve-passed":
