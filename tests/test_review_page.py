@@ -285,10 +285,10 @@ def test_the_picture_follows_the_selected_line(episode, browser, tmp_path):
 def test_a_lost_server_is_said_plainly(episode, browser):
     from playwright.sync_api import expect
 
-    _, url, stop = episode
+    _, url, _ = episode
     page = opened(browser, url)
     rows(page).get_by_role("option", name=re.compile(r"^Line 2, ")).click()
-    stop()
+    page.route("**/api/**", lambda route: route.abort())  # the server gone: nothing answers
     page.get_by_role("button", name="Approve line 2", exact=True).click()
     expect(page.get_by_role("alert")).to_have_text(LOST, timeout=30_000)
     expect(page.get_by_role("status")).to_have_text("Not connected.")
@@ -511,3 +511,22 @@ def test_a_lines_own_original_is_its_own_span_of_the_source_whichever_clip_its_v
         assert desk.own_original(999) is None
     finally:
         desk.close(deliver=False)
+
+
+@needs_chromium
+def test_qa_html_draws_the_same_timeline_zooms_and_a_bar_sets_the_mix_there(rendered, browser):
+    from playwright.sync_api import expect
+
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    page.goto((rendered / "qa.html").as_uri())
+    expect(page.locator("#ruler span").first).to_be_visible()
+    width = lambda: page.locator("#lanes").evaluate("n => n.getBoundingClientRect().width")  # noqa: E731
+    page.get_by_role("button", name="fit", exact=True).click()
+    fitted = width()
+    page.get_by_role("button", name="+", exact=True).click()
+    assert width() > 1.9 * fitted
+    bar = page.locator("a.bar").last
+    start = float(bar.get_attribute("data-start"))
+    bar.click()
+    page.wait_for_function(f"() => Math.abs(document.getElementById('mix').currentTime - {start}) < 0.01")
+    page.close()

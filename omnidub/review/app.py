@@ -35,7 +35,7 @@ HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
 }
-STATIC = {"review.js": "text/javascript", "review.css": "text/css"}
+STATIC = {"review.js": "text/javascript", "review.css": "text/css", "timeline.js": "text/javascript"}
 
 
 class Guard:
@@ -89,6 +89,8 @@ def build_app(review: Review, hosts: set[str]):
     """The ASGI app of one review (``hosts``: the Host headers it answers to, e.g. {"127.0.0.1:8765"})."""
 
     def page_file(name: str) -> str:
+        if name == "timeline.js":  # omnidub's one timeline, qa.html's too
+            return resources.files("omnidub.qa").joinpath(name).read_text(encoding="utf-8")
         return resources.files("omnidub.review").joinpath("page", name).read_text(encoding="utf-8")
 
     async def index(request: Request) -> Response:

@@ -7,7 +7,7 @@
   const LOST = "the review server is not answering; run omnidub review OUT_DIR again";
   const $ = (id) => document.getElementById(id);
   let state = null, byIndex = new Map(), view = [], at = new Map(), selected = null;
-  let pps = 12, mixBusted = 0, done = "", drawn = false, lost = false;
+  let ruled = null, mixBusted = 0, done = "", drawn = false, lost = false;  // ruled: the shared timeline
 
   // -- helpers -------------------------------------------------------------------------------------------------
   function el(tag, attrs, ...children) {
@@ -340,38 +340,46 @@
   // -- the timeline: the blocks in view only, zoomable -------------------------------------------------------------
   function lanes() { return [...new Set([...state.speakers, ...state.lines.map((l) => l.speaker)])]; }
   function timeline() {
+    // The lanes, ruler, zoom and playhead are omnidub's one timeline (timeline.js, shared with qa.html); the
+    // blocks are drawn here, those in view only.
     const box = $("lanes"), program = Math.max(state.program_seconds, 1);
     box.querySelectorAll(".lane").forEach((n) => n.remove());
     $("names").replaceChildren(el("div", {text: ""}), ...lanes().map((s) => el("div", {text: s, title: s})));
-    box.style.width = Math.max(box.parentElement.clientWidth, Math.ceil(program * pps)) + "px";
-    const step = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600].find((s) => s * pps >= 70) || 600;
-    const ruler = [];
-    for (let t = 0; t <= program; t += step)
-      ruler.push(el("span", {text: clock(t).replace(/\.\d\d$/, ""), style: {left: (t * pps) + "px"}}));
-    $("ruler").replaceChildren(...ruler);
     for (const speaker of lanes()) box.append(el("div", {class: "lane", "data-speaker": speaker}));
-    $("zoom-said").textContent = pps + " pixels a second";
-    drawBlocks();
+    if (ruled === null) {
+      ruled = window.omnidubTimeline({program, pps: Number($("zoom").value), player: $("mix"), lanes: box,
+                                      ruler: $("ruler"), playhead: $("playhead"), scroll: $("scroll"),
+                                      picked: pickBlock, onLayout: () => drawBlocks()});
+      drawBlocks();
+    } else ruled.setProgram(program);
+    $("zoom-said").textContent = $("zoom").value + " pixels a second";
+  }
+  function pickBlock(e) {
+    const block = e.target.closest(".block");
+    if (!block) return false;
+    select(Number(block.dataset.index), true);
+    seekMix(byIndex.get(selected).start);
+    return true;
   }
   function drawBlocks() {
-    const scroll = $("scroll"), from = scroll.scrollLeft / pps - 5, to = (scroll.scrollLeft + scroll.clientWidth) / pps + 5;
+    if (!ruled || !state) return;
+    const [from, to] = ruled.span().map((t, k) => t + (k ? 5 : -5));
     const byLane = new Map([...$("lanes").querySelectorAll(".lane")].map((n) => [n.dataset.speaker, []]));
+    const program = Math.max(state.program_seconds, 1), share = (t) => (100 * t / program) + "%";
     for (const line of state.lines) {
       if (line.end < from || line.start > to || !byLane.has(line.speaker)) continue;
-      const left = line.start * pps + "px", length = line.duration || line.target;
+      const left = share(line.start), length = line.duration || line.target;
       byLane.get(line.speaker).push(
-        el("div", {class: "slot", style: {left, width: Math.max(line.end - line.start, 0.04) * pps + "px"}}),
+        el("div", {class: "slot", style: {left, width: share(Math.max(line.end - line.start, 0.04))}}),
         el("div", {class: "block " + (line.audio ? line.verdict : "none") + (line.approved ? " approved" : "") +
                           (line.look_again ? " flagged" : "") + (selected === line.index ? " selected" : ""),
                    id: "block-" + line.index, "data-index": line.index, title: "Line " + line.index,
-                   style: {left, width: length * pps + "px"}, text: String(line.index)}));
+                   style: {left, width: share(length)}, text: String(line.index)}));
     }
     for (const lane of $("lanes").querySelectorAll(".lane")) lane.replaceChildren(...byLane.get(lane.dataset.speaker));
   }
   function follow(line) {
-    const scroll = $("scroll"), x = line.start * pps;
-    if (x < scroll.scrollLeft || x > scroll.scrollLeft + scroll.clientWidth - 40)
-      scroll.scrollLeft = Math.max(0, x - scroll.clientWidth / 3);
+    if (ruled) ruled.show(line.start);
     drawBlocks();
   }
 
@@ -484,14 +492,10 @@
   for (const id of ["show", "speaker"]) $(id).addEventListener("change", filter);
   let typing = null;
   $("search").addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(filter, 120); });
-  $("zoom").addEventListener("input", () => { pps = Number($("zoom").value); timeline(); });
-  $("lanes").addEventListener("click", (e) => {
-    const block = e.target.closest(".block");
-    if (block) { select(Number(block.dataset.index), true); seekMix(byIndex.get(selected).start); return; }
-    const box = $("lanes").getBoundingClientRect();
-    seekMix((e.clientX - box.left) / pps);
+  $("zoom").addEventListener("input", () => {
+    if (ruled) ruled.zoom(Number($("zoom").value));
+    $("zoom-said").textContent = $("zoom").value + " pixels a second";
   });
-  $("mix").addEventListener("timeupdate", () => { $("playhead").style.left = ($("mix").currentTime * pps) + "px"; });
   const picture = $("picture");
   picture.addEventListener("loadedmetadata", () => {
     picture.hidden = false;
