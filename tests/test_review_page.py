@@ -350,6 +350,11 @@ def test_each_decision_is_undone_a_note_and_a_flag_reach_the_manifest_and_ab_kee
     assert abs(player.evaluate("a => a.currentTime") - 0.5) < 0.05
     page.get_by_role("button", name="Undo", exact=True).click()
     expect(page.get_by_role("button", name="Use take 2 of line 2")).to_be_visible(timeout=120_000)
+    # Choosing a take, undone: the take it replaced is in use again.
+    page.get_by_role("button", name="Use take 2 of line 2").click()
+    expect(page.get_by_role("button", name="Use take 1 of line 2")).to_be_visible(timeout=120_000)
+    page.get_by_role("button", name="Undo", exact=True).click()
+    expect(page.get_by_role("button", name="Use take 2 of line 2")).to_be_visible(timeout=120_000)
 
     # An approval, undone.
     pick(1)
