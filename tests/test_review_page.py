@@ -535,3 +535,19 @@ def test_qa_html_draws_the_same_timeline_zooms_and_a_bar_sets_the_mix_there(rend
     bar.click()
     page.wait_for_function(f"() => Math.abs(document.getElementById('mix').currentTime - {start}) < 0.01")
     page.close()
+
+
+def test_undo_passes_over_a_decision_that_changed_nothing(rendered, tmp_path):
+    folder = tmp_path / "out"
+    shutil.copytree(rendered, folder, symlinks=True)
+    desk = open_desk(folder)
+    try:
+        approved = lambda: next(x for x in desk.state()["lines"] if x["index"] == 1)["approved"]  # noqa: E731
+        do(desk, "approve", 1, approved=True)
+        do(desk, "approve", 1, approved=True)  # the same again: nothing changes
+        events = do(desk, "undo")
+        assert not approved() and {"type": "note", "text": "undone: approving line 1"} in events
+        [refused] = [e for e in do(desk, "undo") if e["type"] == "error"]
+        assert refused["text"] == "nothing to undo"
+    finally:
+        desk.close(deliver=False)

@@ -428,14 +428,21 @@ class Review:
         if action.kind == "mark":
             self.project.mark(action.index, **action.args)
             return [action.index]
-        if not self._decisions:
-            raise OmnidubError("nothing to undo")
-        said, *before = self._decisions.pop()
-        touched: list[int] = []
-        for was in before:
-            touched += self._restore(was)
-        self._publish({"type": "note", "text": f"undone: {said['what']}"})
-        return touched
+        while self._decisions:
+            said, *before = self._decisions.pop()
+            if all(self._as_it_was(was) for was in before):
+                continue  # a decision that changed nothing (refused, or made twice): the one before it is undone
+            touched: list[int] = []
+            for was in before:
+                touched += self._restore(was)
+            self._publish({"type": "note", "text": f"undone: {said['what']}"})
+            return touched
+        raise OmnidubError("nothing to undo")
+
+    def _as_it_was(self, was: dict) -> bool:
+        entry = self.project.line(was["index"])
+        key = entry.key if entry.done else None
+        return (entry.edit or {}) == was["edit"] and key == was["key"] and entry.approved == was["approved"]
 
     def _restore(self, was: dict) -> list[int]:
         """Put a line back as it was before a decision: its edit, then its take, then its approval."""
