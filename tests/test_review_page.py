@@ -295,6 +295,26 @@ def test_a_lost_server_is_said_plainly(episode, browser):
     page.close()
 
 
+@needs_chromium
+def test_the_page_reads_the_state_again_whenever_its_event_stream_reconnects(episode, browser):
+    from playwright.sync_api import expect
+
+    desk, url, _ = episode
+    page = browser.new_page(viewport={"width": 1280, "height": 720})
+    # Every event stream ends at once, so the browser connects again and again: a change made meanwhile, with no
+    # event for it, reaches the page all the same.
+    page.route(
+        "**/api/events",
+        lambda route: route.fulfill(status=200, content_type="text/event-stream", body="retry: 300\n\n"),
+    )
+    page.goto(url)
+    expect(page.locator("body[data-ready=true]")).to_have_count(1, timeout=60_000)
+    desk.lines[3] = {**desk.lines[3], "approved": True}
+    expect(rows(page).get_by_role("option", name=re.compile(r"^Line 3, .*, approved"))).to_be_visible(timeout=30_000)
+    assert desk.states >= 2
+    page.close()
+
+
 # -- the real desk ---------------------------------------------------------------------------------------------
 
 
