@@ -261,8 +261,10 @@ class Project:
             lines=self.line_speakers,
             fits=fits,
         )
+        marks = self._marks()
         for entry in made.entries:
             entry.edit = self.edits.get(entry.index)
+            entry.note, entry.look_again = marks.get(entry.index, (None, False))
         if self.cast is not None:
             self._record_references(made.entries)
         self.targets, self.program = made.targets, made.program
@@ -959,6 +961,21 @@ class Project:
             self.note(note)
         self.journal.clear()
         self._last = LastRender.parse(json.loads(text))
+
+    def mark(self, index: int, *, note: str | None = None, look_again: bool | None = None) -> LineEntry:
+        """Keep the editor's note on a line (an empty one removes it) and whether to look at it again; journaled
+        at once, like an approval, and kept whatever becomes of the line's audio."""
+        entry = self.line(index)
+        if note is not None:
+            entry.note = " ".join(note.split())[:2000] or None
+        if look_again is not None:
+            entry.look_again = bool(look_again)
+        self.journal.append(entry)
+        return entry
+
+    def _marks(self) -> dict[int, tuple[str | None, bool]]:
+        """Each line's note and look-again flag as the last render left them, then as this run changed them."""
+        return {e.index: (e.note, e.look_again) for e in [*self.last.records, *self.entries]}
 
 
 def _quoted(text: str, most: int = 40) -> str:

@@ -51,6 +51,10 @@ class LineEntry:
     # "text", "max_speedup", "borrow" (it may run into the silence before the next line), "voice" ("line" or
     # "speaker": which clip of the source it is cloned from).
     edit: dict | None = None
+    # The editor's own words on the line and whether to look at it again (omnidub review): kept with the line,
+    # whatever its audio, and never part of its key.
+    note: str | None = None
+    look_again: bool = False
 
     @property
     def done(self) -> bool:

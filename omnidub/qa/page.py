@@ -6,6 +6,7 @@ from __future__ import annotations
 import html
 import json
 import math
+from importlib import resources
 from urllib.parse import quote
 
 from omnidub.asr import whisper_language
@@ -51,66 +52,26 @@ body.only-to-hear tr.pass{display:none}
  line-height:14px;overflow:hidden;text-decoration:none;padding-left:2px;box-sizing:border-box}
 .bar.pass{background:#4a7bd0}.bar.fail{background:#c62828}.bar.unchecked{background:#e0a000}
 .bar.edited{outline:2px dashed #555}
+.bar.look-again{border-top:3px solid #ffb300}
 .bar:focus,.bar:hover{outline:2px solid #222;z-index:2}
 .playhead{position:absolute;top:0;bottom:0;width:2px;background:#ff9800;pointer-events:none;left:0}
 button.seek{font-family:ui-monospace,monospace;cursor:pointer}
 """
 
+# qa.html's half of the timeline (its own bars, zoom buttons and row links); the rest is timeline.js, shared with
+# the review page.
 _SCRIPT = """
 (function(){
-  const program = PROGRAM, mix = document.getElementById('mix');
-  const lanes = document.getElementById('lanes'), scroll = document.getElementById('scroll');
-  const ruler = document.getElementById('ruler'), head = document.getElementById('playhead');
-  let pps = null;  // pixels per second; null: the page's width, or PPS when that is wider; 0: the page's width
-  function width(){ return lanes.getBoundingClientRect().width; }
-  function layout(){
-    lanes.style.width = pps === null ? 'max(100%, ' + Math.ceil(program * PPS) + 'px)'
-      : pps === 0 ? '100%' : Math.ceil(program * pps) + 'px';
-    const perSecond = width() / program, steps = [1,2,5,10,15,30,60,120,300,600,900,1800,3600];
-    const step = steps.find(s => s * perSecond >= 70) || 3600;
-    ruler.textContent = '';
-    for (let t = 0; t <= program; t += step) {
-      const tick = document.createElement('span');
-      tick.style.left = (100 * t / program) + '%';
-      tick.textContent = clock(t);
-      ruler.appendChild(tick);
-    }
-    place();
-  }
-  function clock(t){
-    const h = Math.floor(t / 3600), m = Math.floor(t % 3600 / 60), s = Math.floor(t % 60);
-    const mm = String(m).padStart(2, '0'), ss = String(s).padStart(2, '0');
-    return h ? h + ':' + mm + ':' + ss : mm + ':' + ss;
-  }
-  function place(){
-    const t = mix ? mix.currentTime : 0;
-    head.style.left = (100 * t / program) + '%';
-    if (mix && !mix.paused) {
-      const x = width() * t / program;
-      if (x < scroll.scrollLeft || x > scroll.scrollLeft + scroll.clientWidth - 20) scroll.scrollLeft = x - 40;
-    }
-  }
-  function seek(t, play){
-    if (!mix) return;
-    mix.currentTime = t; place();
-    if (play) mix.play();
-  }
-  document.querySelectorAll('[data-zoom]').forEach(b => b.addEventListener('click', () => {
-    const current = width() / program, z = b.dataset.zoom;
-    pps = z === 'fit' ? 0 : Math.max(0.05, z === 'in' ? current * 2 : current / 2);
-    layout();
-  }));
-  document.querySelectorAll('a.bar').forEach(a => a.addEventListener('click', () => seek(+a.dataset.start, false)));
-  document.querySelectorAll('button.seek')
-    .forEach(b => b.addEventListener('click', () => seek(+b.dataset.start, true)));
-  lanes.addEventListener('click', e => {
-    if (e.target.closest('a.bar')) return;
-    const box = lanes.getBoundingClientRect();
-    seek(program * (e.clientX - box.left) / box.width, false);
-  });
-  if (mix) mix.addEventListener('timeupdate', place);
-  window.addEventListener('resize', layout);
-  layout();
+  const mix = document.getElementById('mix');
+  const timeline = omnidubTimeline({program: PROGRAM, fit: PPS, player: mix,
+    lanes: document.getElementById('lanes'), ruler: document.getElementById('ruler'),
+    playhead: document.getElementById('playhead'), scroll: document.getElementById('scroll'),
+    picked: e => Boolean(e.target.closest('a.bar'))});
+  const on = (selector, act) => document.querySelectorAll(selector)
+    .forEach(b => b.addEventListener('click', () => act(b)));
+  on('[data-zoom]', b => timeline.zoom(b.dataset.zoom));
+  on('a.bar', a => timeline.seek(+a.dataset.start, false));
+  on('button.seek', b => timeline.seek(+b.dataset.start, true));
 })();
 """
 
@@ -166,7 +127,9 @@ def _timeline(report: Report) -> tuple[str, str]:
                 f"(slot {c.slot:.2f} s, rendered {c.duration:.2f} s)"
             )
             tip += f" - {c.verdict.label}" + (": " + ", ".join(c.flags) if c.flags else "")
-            classes = f"bar {_CLASS[c.verdict.outcome]}" + (" edited" if "edited" in c.marks else "")
+            classes = f"bar {_CLASS[c.verdict.outcome]}" + "".join(
+                f" {mark}" for mark in ("edited", "look-again") if mark in c.marks
+            )
             lanes.append(
                 f'<div class="slot" style="{span(c.start, c.slot)}"></div>'
                 f'<a class="{classes}" href="#line-{c.index}" data-start="{c.start:.3f}" '
@@ -175,7 +138,8 @@ def _timeline(report: Report) -> tuple[str, str]:
         lanes.append("</div>")
     lanes.append('<div class="playhead" id="playhead"></div></div>')
     names.append("</div>")
-    script = _SCRIPT.replace("PROGRAM", json.dumps(round(program, 3))).replace("PPS", str(PIXELS_PER_SECOND))
+    shared = resources.files("omnidub.qa").joinpath("timeline.js").read_text(encoding="utf-8")
+    script = shared + _SCRIPT.replace("PROGRAM", json.dumps(round(program, 3))).replace("PPS", str(PIXELS_PER_SECOND))
     return (
         f'{"".join(names)}<div class="scroll" id="scroll">{"".join(lanes)}</div>',
         f"<script>{script}</script>",

@@ -27,6 +27,7 @@ FLAG_LABELS = {
 MARK_LABELS = {
     "edited": "the file no longer matches the render",
     "unscored": "words not scored",
+    "look-again": "the editor flagged it to look at again",
 }
 
 

@@ -226,6 +226,10 @@ def _check_one(entry: dict, context: _Context) -> LineCheck:
     if heard.unscored:
         marks.append("unscored")
         unmeasured.append(Finding(WORDS, heard.unscored))
+    if entry.get("look_again"):  # the editor's own flag and note (omnidub review), said beside QA's findings
+        marks.append("look-again")
+    if entry.get("note"):
+        notes.append(f"editor's note: {entry['note']}")
     error_rate = heard.score.errors / max(heard.score.units, 1) if heard.transcript is not None else None
     timing = check_timing(entry, level.duration, context.neighbours, context.program_seconds, settings)
 

@@ -35,7 +35,7 @@ HEADERS = {
     "Cache-Control": "no-store",
     "X-Frame-Options": "DENY",
 }
-STATIC = {"review.js": "text/javascript", "review.css": "text/css"}
+STATIC = {"review.js": "text/javascript", "review.css": "text/css", "timeline.js": "text/javascript"}
 BODY_LIMIT = 64 * 1024  # an action's body: a line's text is at most 2,000 characters
 MAX_DEPTH = 4  # an action's body is one flat object
 
@@ -105,6 +105,8 @@ def build_app(review: Review, hosts: set[str]):
     """The ASGI app of one review (``hosts``: the Host headers it answers to, e.g. {"127.0.0.1:8765"})."""
 
     def page_file(name: str) -> str:
+        if name == "timeline.js":  # omnidub's one timeline, qa.html's too
+            return resources.files("omnidub.qa").joinpath(name).read_text(encoding="utf-8")
         return resources.files("omnidub.review").joinpath("page", name).read_text(encoding="utf-8")
 
     async def index(request: Request) -> Response:
@@ -184,6 +186,13 @@ def build_app(review: Review, hosts: set[str]):
         Route("/media/mix", mix),
         Route("/media/{what}/{index:int}", media),
         Route("/media/{what}/{index:int}/{take:int}", media),
+        # The desk's reads the page asks for as they are needed (sync: run in Starlette's thread pool, as the first
+        # own original decodes the source and a context reads segments and the bed).
+        Route("/own-original/{index:int}", lambda request: _wav(review.own_original(request.path_params["index"]))),
+        Route("/picture", lambda request: _file(review.picture())),
+        Route("/context/{index:int}", lambda request: _wav(review.context(request.path_params["index"]))),
+        Route("/api/cancel", lambda request: _cancel(review, request), methods=["POST"]),
+        Route("/files/{name:path}", lambda request: _file(review.delivered(request.path_params["name"]))),
     ]
     return Guard(Starlette(routes=routes), review.token, hosts)
 
@@ -256,6 +265,7 @@ ARGUMENTS = {
     },
     "choose": {"take": (int,)},
     "approve": {"approved": (bool,), "key": (str,)},
+    "mark": {"note": (str,), "look_again": (bool,)},
 }
 
 
@@ -275,8 +285,42 @@ def _arguments(kind: str, body: dict) -> dict:
             raise OmnidubError("an edit of the text names the text it replaces (was)")
     if kind == "choose" and "take" not in body:
         raise OmnidubError("choose a take by its number")
+    if kind == "mark":
+        return _mark_arguments(body)
     if kind == "approve":
         body = {"approved": body.get("approved", True), **{k: v for k, v in body.items() if k != "approved"}}
         if body["approved"] and "key" not in body:
             raise OmnidubError("an approval names the audio it approves (key)")
     return dict(body)
+
+
+def _mark_arguments(body: dict) -> dict:
+    """A note (text; empty removes it) and the look-again flag (a boolean): either or both."""
+    found = {k: body[k] for k in ("note", "look_again") if k in body}
+    if not found:
+        raise OmnidubError("a mark needs a note or look_again")
+    if "note" in found and not isinstance(found["note"], str):
+        raise OmnidubError("a note is text")
+    if "look_again" in found and not isinstance(found["look_again"], bool):
+        raise OmnidubError("look_again is true or false")
+    return found
+
+
+def _wav(data: bytes | None) -> Response:
+    """WAV bytes the desk made (a line's own original, a line in context), or 404."""
+    if data is None:
+        return Response("not found\n", status_code=404, media_type="text/plain")
+    return Response(data, media_type="audio/wav")
+
+
+def _file(path) -> Response:
+    """A file of the folder or the video, with byte ranges (players seek), or 404."""
+    if path is None or not path.is_file():
+        return Response("not found\n", status_code=404, media_type="text/plain")
+    return FileResponse(path)
+
+
+def _cancel(review: Review, request: Request) -> Response:
+    """Stop the long action in flight and drop the queue: at once, not queued behind them."""
+    review.cancel()
+    return JSONResponse({"cancelled": True, "status": review.status()}, status_code=202)

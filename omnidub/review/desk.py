@@ -27,7 +27,11 @@ from omnidub.script import line_ranges
 WAVE_BINS = 96  # bars in a line's waveform on the page
 
 ACTIONS = ("render", "retake", "edit", "choose", "approve", "retake-failed", "approve-passed", "deliver")
-LINE_ACTIONS = ("render", "retake", "edit", "choose", "approve")
+ACTIONS += ("undo", "mark")  # the desk's own: take back the last decision; a note or flag on a line
+VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm")
+CONTEXT_SECONDS = 2.0  # heard before and after a line played in context
+UNDO_DEPTH = 100  # decisions the desk can take back, newest first
+LINE_ACTIONS = ("render", "retake", "edit", "choose", "approve", "mark")
 
 
 class Stale(OmnidubError):
@@ -108,6 +112,13 @@ class Review:
         self._folder: dict = {}  # the folder's own view: title, speakers, programme, the mix's file
         self.changed = False  # whether anything changed since the folder was opened or last delivered
         self.closing = threading.Event()  # set when the server stops: live event streams end
+        self._decisions: list[list[dict]] = []  # what each decision changed, as it was before: for undo
+        self._heard: tuple[float, dict] | None = None  # qa.json's transcripts and word diffs by audio hash
+        self._source = None  # the source's audio, decoded once a line's own original is asked for
+        self._bed_samples = None  # (rate, samples) of the bed, decoded once a line is played in context
+        self._originals = None  # (the source's summary, its original lines by index)
+        self._cancels = 0  # how often the editor cancelled: a long action stops at its next line once it grows
+        self._spans: dict[int, tuple[float, float] | None] = {}  # each line's own span of the source, as published
 
     # -- the folder ----------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -118,9 +129,10 @@ class Review:
         self._checked = self.project.folder.status(QA_FILES[0]) == "ours"
         self._adopt_qa_verdicts()
         self._publish_folder()
+        lines = {e.index: self._line_json(e) for e in self.project.entries}
+        media = {e.index: self._files(e) for e in self.project.entries}
         with self._lock:
-            self._lines = {e.index: self._line_json(e) for e in self.project.entries}
-            self._media = {e.index: self._files(e) for e in self.project.entries}
+            self._lines, self._media = lines, media
         self._worker = threading.Thread(target=self._work, name="omnidub review", daemon=True)
         self._worker.start()
 
@@ -243,6 +255,7 @@ class Review:
         editor, project, index = self.editor, self.project, action.index
         if index is not None:
             _check_heard(action, self._line_json(project.line(index)))  # again: an action queued before may have run
+        self._remember(action)
         if action.kind == "render":
             editor.render_lines(project, [index])
         elif action.kind == "retake":
@@ -263,8 +276,12 @@ class Review:
             failed = [i for i, line in self._lines.items() if line["verdict"] == "failed"]
             if not failed:
                 self._publish({"type": "note", "text": "no line failed QA: nothing to retake"})
-            for n, i in enumerate(failed, 1):
-                busy = f"a retake of line {i} ({n} of {len(failed)})"
+            asked = self._cancels
+            for k, i in enumerate(failed, 1):
+                if self._cancels != asked:
+                    self._publish({"type": "note", "text": f"cancelled after {k - 1} of {len(failed)} retakes"})
+                    return failed
+                busy = f"a retake of line {i} ({k} of {len(failed)} failed lines)"
                 with self._lock:
                     self._status = {"busy": busy, "queued": self._status["queued"]}
                 self._publish({"type": "status", **self.status()})
@@ -275,6 +292,8 @@ class Review:
             files = self._deliver()
             self._publish({"type": "delivered", "files": files})
             return []
+        elif action.kind in ("undo", "mark"):
+            return self._run_desk(action)
         if action.kind in ("edit", "render"):
             return [e.index for e in project.entries]  # a replan may move any line (an untimed script's starts)
         return [index]
@@ -382,7 +401,7 @@ class Review:
             reasons = [f"without audio: {self.project.missing(entry)}"]
         edit = entry.edit or {}
         reference = entry.reference or {}
-        return {
+        line = {
             "index": entry.index,
             "speaker": entry.speaker,
             "input_speaker": self.project.input_speaker(entry.index),
@@ -427,6 +446,7 @@ class Review:
                 for n, t in enumerate(takes, 1)
             ],
         }
+        return self._page_fields(entry, line)
 
     def _waveform(self, entry: LineEntry) -> dict | None:
         """The line's audio as the page draws it: the peak of each of WAVE_BINS stretches (0 to 1, full scale)
@@ -464,6 +484,231 @@ class Review:
             return None
         return folder.path / relative
 
+    # -- an editor's day: undo, notes and flags, what QA heard, the line's own original ------------------------
+    def _remember(self, action: Action) -> None:
+        """Keep what a decision is about to change (approval, take in use, edit, speaker), for an undo."""
+        if action.kind in ("approve", "choose", "retake", "edit") and action.index in self._lines:
+            lines = [action.index]
+        elif action.kind == "approve-passed":
+            lines = [i for i, line in self._lines.items() if line["verdict"] == "passed" and not line["approved"]]
+        else:
+            return
+        before = []
+        for index in lines:
+            entry = self.project.line(index)
+            key = entry.key if entry.done else None
+            before.append({"index": index, "key": key, "approved": entry.approved, "edit": dict(entry.edit or {})})
+        self._decisions.append([{"what": action.describe()}, *before])
+        del self._decisions[:-UNDO_DEPTH]
+
+    def _run_desk(self, action: Action) -> list[int]:
+        if action.kind == "mark":
+            self.project.mark(action.index, **action.args)
+            return [action.index]
+        while self._decisions:
+            said, *before = self._decisions.pop()
+            if all(self._as_it_was(was) for was in before):
+                continue  # a decision that changed nothing (refused, or made twice): the one before it is undone
+            touched: list[int] = []
+            for was in before:
+                touched += self._restore(was)
+            self._publish({"type": "note", "text": f"undone: {said['what']}"})
+            return touched
+        raise OmnidubError("nothing to undo")
+
+    def _as_it_was(self, was: dict) -> bool:
+        entry = self.project.line(was["index"])
+        key = entry.key if entry.done else None
+        return (entry.edit or {}) == was["edit"] and key == was["key"] and entry.approved == was["approved"]
+
+    def _restore(self, was: dict) -> list[int]:
+        """Put a line back as it was before a decision: its edit, then its take, then its approval."""
+        editor, project, index = self.editor, self.project, was["index"]
+        now, old = project.line(index).edit or {}, was["edit"]
+        defaults = {"text": project.input_text(index), "speaker": project.input_speaker(index), "borrow": False}
+        changes = {
+            name: old.get(name, defaults.get(name))
+            for name in ("text", "speaker", "max_speedup", "borrow", "voice")
+            if old.get(name) != now.get(name)
+        }
+        touched = [index]
+        if changes:
+            editor.edit(project, index, **changes)
+            touched = [e.index for e in project.entries]
+        entry = project.line(index)
+        if was["key"] is not None and entry.key != was["key"]:
+            numbers = [n for n, take in enumerate(takes_of(entry), 1) if take["key"] == was["key"]]
+            if numbers:
+                editor.choose(project, index, numbers[0])
+        entry = project.line(index)
+        if entry.approved != was["approved"] and (entry.done or not was["approved"]):
+            editor.approve(project, index, was["approved"])
+        return touched
+
+    def _page_fields(self, entry: LineEntry, line: dict) -> dict:
+        """What the page shows beside the line's record: the editor's note and flag, what QA heard in this
+        audio and the word diff, the line's own original text and span, and where its voice came from."""
+        heard = self._heard_in().get(entry.sha256 or "") if entry.done else None
+        own = self._own_original(entry.index)
+        with self._lock:
+            self._spans[entry.index] = own[:2] if own else None  # what /own-original reads
+        reference = entry.reference or {}
+        line.setdefault("key", entry.key if entry.done else None)
+        line.update(
+            note=entry.note,
+            look_again=entry.look_again,
+            heard=heard["transcript"] if heard else None,
+            diff=heard["diff"] if heard else None,
+            original_text=own[2] if own else None,
+            own_original=f"/own-original/{entry.index}" if own else None,
+            voice_from=_voice_from(reference, own),
+        )
+        return line
+
+    def _heard_in(self) -> dict:
+        """qa.json's transcript and word diff of each audio it heard, by the audio's hash (read again when
+        qa.json changes)."""
+        path = self.project.out_dir / QA_FILES[0]
+        try:
+            stamp = path.stat().st_mtime_ns if self.project.folder.status(QA_FILES[0]) == "ours" else None
+        except OSError:
+            stamp = None
+        if stamp is None:
+            return {}
+        if self._heard is None or self._heard[0] != stamp:
+            found = {}
+            record = QaRecord.read(self.project.out_dir)
+            for line in record.lines.values() if record is not None else ():
+                if isinstance(line.get("sha256"), str) and line.get("transcript") is not None:
+                    diff = [list(p) for p in line.get("diff") or [] if isinstance(p, list) and len(p) == 3]
+                    found[line["sha256"]] = {"transcript": str(line["transcript"]), "diff": diff}
+            self._heard = (stamp, found)
+        return self._heard[1]
+
+    def _own_original(self, index: int) -> tuple[float, float, str] | None:
+        """The span of the source the line translates (its own original lines, wherever its voice was cloned
+        from) and their text; None without a source."""
+        cast = self.project.cast
+        if cast is None:
+            return None
+        reference = cast.references.get(index)
+        if self._originals is None or self._originals[0] is not cast.summary:
+            self._originals = (cast.summary, {line.index: line for line in cast.summary.original.lines})
+        originals = self._originals[1]
+        found = [originals[i] for i in (reference.original if reference else ()) if i in originals]
+        if found:
+            return min(o.start for o in found), max(o.end for o in found), " ".join(o.text for o in found)
+        entry = self.project.line(index)
+        return entry.start, entry.end, ""
+
+    def own_original(self, index: int) -> bytes | None:
+        """The line's own span of the source as WAV bytes (decoded from the source once), or None."""
+        from omnidub.source.audio import CLIP_RATE, read_source, wav_bytes
+
+        with self._lock:
+            span = self._spans.get(index)
+        options = self.project.options.source
+        if span is None or options is None:
+            return None
+        if self._source is None:
+            try:
+                self._source = read_source(options.source, CLIP_RATE)
+            except OmnidubError:
+                return None
+        return wav_bytes(self._source.cut(span[0], span[1]), CLIP_RATE)
+
+    def context(self, index: int) -> bytes | None:
+        """The line with CONTEXT_SECONDS before and after, as the lines stand now: every segment at its place
+        over the bed (ducked under the lines as the mix ducks it), as WAV bytes; None for an unknown line."""
+        import numpy as np
+        import soundfile as sf
+
+        from omnidub.source.audio import wav_bytes
+
+        with self._lock:
+            line = self._lines.get(index)
+            placed = [(view, self._media.get(i, {}).get("line")) for i, view in self._lines.items()]
+        if line is None:
+            return None
+        project = self.project
+        start, end = max(0.0, line["start"] - CONTEXT_SECONDS), line["end"] + CONTEXT_SECONDS
+        parts = []
+        for view, path in placed:
+            ends = view["start"] + (view["duration"] or 0.0)
+            if path is None or view["start"] > end or max(ends, view["end"]) < start:
+                continue
+            try:
+                data, rate = sf.read(str(path), dtype="float32", always_2d=True)
+            except (OSError, RuntimeError, sf.LibsndfileError):
+                continue  # replaced under it: left out of this preview
+            parts.append((view["start"], data.mean(axis=1), rate))
+        rate = parts[0][2] if parts else project.options.delivery.sample_rate
+        out = np.zeros(int(round((end - start) * rate)), dtype=np.float32)
+        speech = np.zeros(out.size, dtype=bool)
+        for at, samples, own_rate in parts:
+            if own_rate != rate:
+                from omnidub.media import resample
+
+                samples = resample(samples, own_rate, rate)
+            a = int(round((at - start) * rate))
+            piece = samples[max(0, -a) : max(0, out.size - a)]
+            out[max(a, 0) : max(a, 0) + piece.size] += piece
+            speech[max(a, 0) : max(a, 0) + piece.size] = True
+        bed = self._bed(start, out.size, rate)
+        if bed is not None:
+            out += np.where(speech, bed * 10 ** (-project.options.delivery.duck / 20), bed)
+        return wav_bytes(np.clip(out, -1.0, 1.0), rate)
+
+    def _bed(self, start: float, frames: int, rate: int):
+        """The bed's samples from ``start`` (mono, at ``rate``), or None without a bed."""
+        import numpy as np
+
+        from omnidub.media import load_audio
+
+        project = self.project
+        path = project.options.delivery.bed or (project.casting.bed if project.casting is not None else None)
+        if path is None or not path.is_file():
+            return None
+        if self._bed_samples is None or self._bed_samples[0] != rate:
+            try:
+                self._bed_samples = (rate, load_audio(path, rate))  # decoded once
+            except OmnidubError:
+                return None
+        samples = self._bed_samples[1][int(round(start * rate)) :][:frames]
+        return np.pad(samples, (0, frames - samples.size))
+
+    def cancel(self) -> None:
+        """Stop the long action in flight at its next line and drop every action still queued (said on the page)."""
+        self._cancels += 1
+        dropped = 0
+        while True:
+            try:
+                action = self._actions.get_nowait()
+            except queue.Empty:
+                break
+            if action is None:  # closing: keep it for the worker
+                self._actions.put(None)
+                break
+            dropped += 1
+        with self._lock:
+            self._status["queued"] = max(0, self._status["queued"] - dropped)
+        if dropped:
+            self._publish({"type": "note", "text": f"{dropped} queued action(s) dropped"})
+        self._publish({"type": "status", **self.status()})
+
+    def delivered(self, name: str):
+        """A file of the folder the page may link to: one the ledger lists as omnidub's, or None."""
+        return self._listed(name)
+
+    def picture(self):
+        """The video the page shows beside the lines (the one the render delivers over, else a source that is a
+        video), or None. The user's own file: only read."""
+        video = self.project.options.delivery.video
+        source = self.project.options.source
+        if video is None and source is not None and source.source.suffix.lower() in VIDEO_SUFFIXES:
+            video = source.source
+        return video if video is not None and video.is_file() else None
+
 
 def waveform(path) -> dict | None:
     """A WAV file's peaks in WAVE_BINS stretches of equal length (0-1) and its peak level in dBFS (None where
@@ -487,3 +732,16 @@ def waveform(path) -> dict | None:
         "peaks": [round(min(p, 1.0), 3) for p in peaks],
         "peak_dbfs": round(20 * math.log10(top), 1) if top > 0 else None,
     }
+
+
+def _voice_from(reference: dict, own) -> str | None:
+    """Which clip of the source the line's voice was cloned from, as the page says it."""
+    if not reference:
+        return None
+    if reference.get("kind") == "line":
+        return "its own original line"
+    start, end, text = reference.get("start"), reference.get("end"), reference.get("text")
+    if start is None or end is None:
+        return "no clip of the source" + (f" ({reference['fallback']})" if reference.get("fallback") else "")
+    said = f"its speaker's clip at {start:.2f} to {end:.2f} s" + (f": “{text}”" if text else "")
+    return said + (f" ({reference['fallback']})" if reference.get("fallback") else "")

@@ -1,10 +1,13 @@
-// omnidub review: the page over one rendered folder. Every control names what it does and to which line, so a
-// screen reader (or a script) finds "Approve line 3", "Retake line 3", "Text of line 3" by name.
+// omnidub review: the page over one rendered folder. A list of every line (only the rows in view are in the
+// page), the selected line in full beside it, the mix and the timeline below. Every control names what it does
+// and to which line ("Approve line 3", "Text of line 3"), so a screen reader, or a script, finds it by name.
 (function () {
   "use strict";
-  const PPS = 12;  // timeline pixels per second
+  const ROW = 48;  // a row's height in the list, in pixels (the stylesheet's .row)
+  const LOST = "the review server is not answering; run omnidub review OUT_DIR again";
   const $ = (id) => document.getElementById(id);
-  let state = null, selected = null, mixBusted = 0, done = "";  // done: what the last action came to
+  let state = null, byIndex = new Map(), view = [], at = new Map(), selected = null;
+  let ruled = null, mixBusted = 0, done = "", drawn = false, lost = false;  // ruled: the shared timeline
 
   // -- helpers -------------------------------------------------------------------------------------------------
   function el(tag, attrs, ...children) {
@@ -17,7 +20,7 @@
       else if (k.startsWith("on")) node.addEventListener(k.slice(2), v);
       else node.setAttribute(k, v === true ? "" : v);
     }
-    for (const child of children) if (child) node.append(child);
+    for (const child of children) if (child !== null && child !== undefined && child !== false) node.append(child);
     return node;
   }
   function clock(t) {
@@ -32,34 +35,122 @@
     if (line.verdict === "failed" && line.severity) text += " (" + line.severity + ")";
     return text;
   }
+  function showLost(yes) {
+    lost = yes;
+    if (yes) { $("error").textContent = LOST; $("status").textContent = "Not connected."; }
+    else if ($("error").textContent === LOST) $("error").textContent = "";
+  }
   async function post(path, body) {
     $("error").textContent = "";
+    let response;
     try {
-      const response = await fetch(path, {method: "POST", headers: {"Content-Type": "application/json"},
-                                           body: JSON.stringify(body || {}), credentials: "same-origin"});
-      if (!response.ok) {
-        const data = await response.json().catch(() => ({}));
-        $("error").textContent = data.error || ("refused: " + response.status);
-      }
+      response = await fetch(path, {method: "POST", headers: {"Content-Type": "application/json"},
+                                    body: JSON.stringify(body || {}), credentials: "same-origin"});
     } catch (e) {
-      lost();
+      showLost(true);
+      return false;
     }
+    if (!response.ok) {
+      const data = await response.json().catch(() => ({}));
+      $("error").textContent = data.error || ("refused: " + response.status);
+      if (response.status === 409) reload();  // the line changed since this page showed it
+      return false;
+    }
+    return true;
   }
   function lineAction(index, action, body) { return post("/api/lines/" + index + "/" + action, body); }
-  function approve(i) {  // names the audio the editor heard: a take made since is not approved unheard
-    const line = state.lines.find((l) => l.index === i);
-    return lineAction(i, "approve", line.approved ? {approved: false} : {approved: true, key: line.key});
+  function approve(line) { return lineAction(line.index, "approve", {approved: !line.approved, key: line.key ?? null}); }
+
+  // -- which lines are shown -------------------------------------------------------------------------------------
+  function changed(line) {
+    return Boolean(line.input_text !== line.text || line.speaker !== line.input_speaker || line.max_speedup ||
+                   line.borrow || line.voice || (line.takes.length > 1 && !(line.takes[0] || {}).chosen));
+  }
+  const SHOW = {
+    all: () => true,
+    failed: (l) => l.verdict === "failed",
+    unchecked: (l) => l.verdict === "unchecked",
+    unapproved: (l) => !l.approved,
+    flagged: (l) => l.look_again,
+    changed,
+  };
+  function filter() {
+    const show = SHOW[$("show").value] || SHOW.all, speaker = $("speaker").value;
+    const words = $("search").value.trim().toLowerCase();
+    view = state.lines.filter((l) => show(l) && (!speaker || l.speaker === speaker) && (!words ||
+      [l.text, l.input_text, l.original_text, l.note].some((t) => t && t.toLowerCase().includes(words))))
+      .map((l) => l.index);
+    at = new Map(view.map((index, k) => [index, k]));
+    const lines = view.map((i) => byIndex.get(i));
+    const failed = lines.filter((l) => l.verdict === "failed").length, open = lines.filter((l) => !l.approved).length;
+    $("shown").textContent = view.length + " of " + state.lines.length + " lines shown · " + failed + " failed · " +
+                             open + " unapproved";
+    $("spacer").style.height = (view.length * ROW) + "px";
+    drawRows();
   }
 
-  // -- one line ------------------------------------------------------------------------------------------------
-  function lineArticle(line) {
+  // -- the list: only the rows in view are in the page -----------------------------------------------------------
+  function drawRows() {
+    const box = $("rows"), height = box.clientHeight || 600;
+    const first = Math.max(0, Math.floor(box.scrollTop / ROW) - 4);
+    const last = Math.min(view.length, Math.ceil((box.scrollTop + height) / ROW) + 4);
+    const rows = [];
+    for (let k = first; k < last; k++) rows.push(row(byIndex.get(view[k]), k));
+    box.replaceChildren($("spacer"), ...rows);
+    if (selected !== null && at.has(selected)) box.setAttribute("aria-activedescendant", "row-" + selected);
+    else box.removeAttribute("aria-activedescendant");
+  }
+  function row(line, k) {
+    const marks = [line.approved ? "approved" : "", line.look_again ? "look again" : "", line.note ? "note" : ""]
+      .filter(Boolean);
+    const label = "Line " + line.index + ", " + line.speaker + ", " + verdictText(line) +
+                  (marks.length ? ", " + marks.join(", ") : "") + ": " + line.text;
+    const node = el("div", {role: "option", id: "row-" + line.index, class: "row " + (line.audio ? line.verdict : ""),
+                            "aria-selected": selected === line.index ? "true" : "false", "aria-label": label,
+                            style: {top: (k * ROW) + "px"}},
+      el("span", {class: "n", text: String(line.index)}), el("span", {text: line.speaker}),
+      el("span", {text: clock(line.start).replace(/\.\d\d$/, "")}),
+      el("span", {class: "t", text: line.text}),
+      el("span", {class: "v", text: verdictText(line) + (line.approved ? " ✓" : "") + (line.look_again ? " ⚑" : "")}),
+      el("span", {class: "o", text: line.original_text || (line.input_text !== line.text ? line.input_text : "")}));
+    node.addEventListener("click", () => { select(line.index, true); $("rows").focus({preventScroll: true}); });
+    return node;
+  }
+  function reveal(index) {
+    const k = at.get(index);
+    if (k === undefined) return;
+    const box = $("rows"), top = k * ROW, height = box.clientHeight || 600;
+    if (top < box.scrollTop) box.scrollTop = top;
+    else if (top + ROW > box.scrollTop + height) box.scrollTop = top + ROW - height;
+  }
+
+  // -- the selected line, in full ---------------------------------------------------------------------------------
+  function detail() {
+    const line = selected === null ? null : byIndex.get(selected);
+    const old = $("detail").querySelector("article");
+    if (!line) { $("detail").replaceChildren(el("p", {class: "small", text: "Select a line."})); return; }
+    // The players of the same audio stay as they are (one playing goes on playing while the line is approved).
+    const keep = new Map();
+    if (old && old.dataset.index === String(line.index))
+      old.querySelectorAll("audio[data-keep]").forEach((a) => keep.set(a.dataset.keep, a));
+    const focused = old && old.contains(document.activeElement) ? document.activeElement.id : null;
+    // What the editor typed and has not sent yet stays, unless the server's own value of it changed meanwhile.
+    const typed = {};
+    for (const id of ["text-" + line.index, "note-" + line.index]) {
+      const box = old && old.dataset.index === String(line.index) ? $(id) : null;
+      if (box && box.value !== box.dataset.text) typed[id] = [box.value, box.dataset.text];
+    }
+    const article = lineArticle(line, keep);
+    $("detail").replaceChildren(article);
+    for (const [id, [value, was]] of Object.entries(typed)) if ($(id).dataset.text === was) $(id).value = value;
+    if (focused && document.getElementById(focused)) document.getElementById(focused).focus({preventScroll: true});
+  }
+  function lineArticle(line, keep) {
     const i = line.index, id = "line-" + i;
-    const article = el("article", {class: "line " + line.verdict + (selected === i ? " selected" : ""), id,
-                                   tabindex: "-1", "aria-labelledby": id + "-title", "data-index": i});
-    article.addEventListener("click", () => select(i, false));
-    article.append(el("h2", {id: id + "-title",
-                             text: "Line " + i + " · " + line.speaker + " · " + clock(line.start) + " to " +
-                                   clock(line.end)}));
+    const article = el("article", {class: "line selected " + line.verdict, id, "aria-labelledby": id + "-title",
+                                   "data-index": i});
+    article.append(el("h2", {id: id + "-title", text: "Line " + i + " · " + line.speaker + " · " + clock(line.start) +
+                                                       " to " + clock(line.end)}));
     const figures = [];
     if (line.error_rate !== null && line.error_rate !== undefined)
       figures.push("error rate " + Math.round(line.error_rate * 100) + " %");
@@ -70,15 +161,26 @@
       el("span", {class: "verdict " + line.verdict, text: verdictText(line)}),
       line.approved ? el("span", {class: "approved-badge", text: " · approved"}) : null,
       figures.length ? el("span", {class: "small", text: " · " + figures.join(" · ")}) : null));
-    if (line.reasons.length) {
+    if (line.reasons.length)
       article.append(el("ul", {class: "reasons", "aria-label": "Why, line " + i},
                         ...line.reasons.map((r) => el("li", {text: r}))));
+    if (line.heard !== null && line.heard !== undefined) article.append(heard(line));
+    if (line.audio) {
+      article.append(player("Dub of line " + i, line.audio, line.duration, keep));
+      // The line among its neighbours as they stand now, over the bed: assembled by the server when played.
+      const around = "/context/" + i + "?v=" + encodeURIComponent(line.audio);
+      article.append(player("Line " + i + " in context", around, null, keep, " (2 s before and after, over the bed)",
+                            "none"));
     }
-    article.append(player("Dub of line " + i, line.audio, line.duration));
-    if (line.waveform) article.append(wave(i, line.waveform));
-    if (line.original) {
-      const said = line.reference && line.reference.text ? " (" + line.reference.text + ")" : "";
-      article.append(player("Original of line " + i, line.original, null, said));
+    else article.append(el("p", {class: "small", text: "No audio: " + (line.missing || "not rendered yet")}));
+    if (line.waveform) article.append(wave(i, line.waveform, line.duration, line.slot));
+    if (line.own_original) {
+      article.append(player("Original of line " + i, line.own_original, line.end - line.start, keep,
+                            line.original_text ? " (" + line.original_text + ")" : ""));
+    }
+    if (line.original && !(line.reference && line.reference.kind === "line" && line.own_original)) {
+      article.append(player("Voice clip of line " + i, line.original, null, keep,
+                            line.voice_from ? " (cloned from " + line.voice_from + ")" : ""));
     }
     const textId = "text-" + i;
     article.append(el("label", {for: textId, text: "Text of line " + i}));
@@ -89,19 +191,18 @@
     const cap = el("input", {type: "number", id: "cap-" + i, min: "1", max: "4", step: "0.05",
                              placeholder: String(state.max_speedup), value: line.max_speedup || ""});
     const borrow = el("input", {type: "checkbox", id: "borrow-" + i, checked: line.borrow});
-    // Who says it (and whose stem it is in): any voice of this render; the input's own speaker is always offered.
     const voices = [...new Set([line.input_speaker, line.speaker, ...state.speakers])];
     const who = el("select", {id: "speaker-" + i},
                    ...voices.map((v) => el("option", {value: v, text: v, selected: v === line.speaker})));
-    article.append(el("div", {class: "row"}, el("label", {for: "speaker-" + i, text: "Speaker of line " + i}), who,
+    article.append(el("div", {class: "line-row"}, el("label", {for: "speaker-" + i, text: "Speaker of line " + i}), who,
       line.speaker !== line.input_speaker ? el("span", {class: "small", text: "Input: " + line.input_speaker}) : null));
-    article.append(el("div", {class: "row fit"},
+    article.append(el("div", {class: "line-row fit"},
       el("label", {for: "cap-" + i, text: "Speed cap of line " + i}), cap,
       borrow, el("label", {for: "borrow-" + i, text: "Line " + i + " may borrow the gap"}),
       el("span", {class: "small", text: "slot " + seconds(line.slot) + " · planned " + seconds(line.target)})));
     const buttons = [
-      el("button", {type: "button", "aria-pressed": line.approved ? "true" : "false",
-                    onclick: () => approve(i), text: "Approve line " + i}),
+      el("button", {type: "button", "aria-pressed": line.approved ? "true" : "false", onclick: () => approve(line),
+                    text: "Approve line " + i}),
       el("button", {type: "button", onclick: () => lineAction(i, "retake"), text: "Retake line " + i}),
       el("button", {type: "button", onclick: () => renderLine(i), text: "Render line " + i}),
     ];
@@ -111,34 +212,97 @@
       buttons.push(el("button", {type: "button", onclick: () => lineAction(i, "edit", {voice: "speaker"}),
                                  text: "Retake line " + i + " from its speaker's clip"}));
     }
-    article.append(el("div", {class: "row", role: "group", "aria-label": "Line " + i}, ...buttons));
-    if (line.takes.length > 1 || (line.takes.length === 1 && !line.takes[0].chosen)) {
-      const takes = el("ol", {class: "takes", "aria-label": "Takes of line " + i});
-      for (const take of line.takes) {
-        const n = take.number;
-        takes.append(el("li", {},
-          el("span", {text: "Take " + n + " (seed " + take.seed + ", " + seconds(take.duration) + ", " +
-                            (LABELS[take.verdict] || take.verdict) + (take.chosen ? ", in use" : "") + ")"}),
-          take.text !== line.text ? el("span", {class: "small", text: " “" + take.text + "”"}) : null,
-          el("audio", {controls: true, preload: "none", src: take.audio, "aria-label": "Take " + n + " of line " + i}),
-          take.chosen ? null : el("button", {type: "button", onclick: () => lineAction(i, "choose", {take: n}),
-                                             text: "Use take " + n + " of line " + i})));
-      }
-      article.append(takes);
-    }
+    article.append(el("div", {class: "line-row", role: "group", "aria-label": "Line " + i}, ...buttons));
+    article.append(marks(line));
+    if (line.takes.length > 1 || (line.takes.length === 1 && !line.takes[0].chosen)) article.append(...takes(line, keep));
     return article;
   }
-  function wave(i, form) {
-    // One bar per stretch of the line's audio, its height the stretch's peak; the label says the peak level.
+  function heard(line) {
+    // The words as QA heard them against the line's own: missing words struck, words heard instead underlined.
+    const words = el("span", {});
+    const glue = () => { if (words.childNodes.length) words.append(" "); };
+    for (const [kind, said, got] of line.diff || []) {
+      glue();
+      if (kind === "equal") words.append(got);
+      else if (kind === "insert") words.append(el("ins", {text: got}));
+      else if (kind === "delete") words.append(el("del", {text: said}));
+      else words.append(el("del", {text: said}), " ", el("ins", {text: got}));
+    }
+    if (!(line.diff || []).length) words.append(line.heard.trim() ? "“" + line.heard.trim() + "”" : "nothing");
+    return el("p", {class: "heard", role: "note", "aria-label": "What QA heard in line " + line.index},
+              el("span", {class: "small", text: "Heard: "}), words);
+  }
+  function marks(line) {
+    const n = line.index;
+    const note = el("textarea", {id: "note-" + n, rows: 1, "data-text": line.note || ""});
+    note.value = line.note || "";
+    note.addEventListener("change", () => lineAction(n, "mark", {note: note.value}));
+    const look = el("input", {type: "checkbox", id: "look-" + n, checked: line.look_again});
+    look.addEventListener("change", () => lineAction(n, "mark", {look_again: look.checked}));
+    return el("div", {class: "marks"},
+      el("label", {for: "note-" + n, text: "Note on line " + n}), note,
+      el("div", {class: "line-row"}, look, el("label", {for: "look-" + n, text: "Look again at line " + n})));
+  }
+  function takes(line, keep) {
+    const n = line.index, list = el("ol", {class: "takes", "aria-label": "Takes of line " + n});
+    for (const take of line.takes) {
+      list.append(el("li", {},
+        el("span", {text: "Take " + take.number + " (seed " + take.seed + ", " + seconds(take.duration) + ", " +
+                          (LABELS[take.verdict] || take.verdict) + (take.chosen ? ", in use" : "") + ")"}),
+        take.text !== line.text ? el("span", {class: "small", text: " “" + take.text + "”"}) : null,
+        take.chosen ? null : el("button", {type: "button", onclick: () => lineAction(n, "choose", {take: take.number}),
+                                           text: "Use take " + take.number + " of line " + n})));
+    }
+    // A/B: one player whose take switches at the same position (the b key), the take in use against another.
+    const inUse = line.takes.find((t) => t.chosen) || line.takes[line.takes.length - 1];
+    const others = line.takes.filter((t) => t !== inUse);
+    const other = el("select", {id: "compare-" + n},
+                     ...others.map((t) => el("option", {value: String(t.number), text: "take " + t.number})));
+    other.value = String(others[others.length - 1].number);
+    const audio = keep.get("ab:" + n) || el("audio", {controls: true, preload: "metadata", src: inUse.audio,
+                                                       "aria-label": "A/B player of line " + n, "data-keep": "ab:" + n,
+                                                       "data-take": String(inUse.number)});
+    const hearing = el("span", {id: "hearing-" + n, class: "small", "aria-live": "polite",
+                                text: "Hearing take " + audio.dataset.take});
+    const button = el("button", {type: "button", id: "ab-" + n, text: "Switch A/B of line " + n,
+                                 "aria-pressed": audio.dataset.take === String(inUse.number) ? "false" : "true"});
+    button.addEventListener("click", () => {
+      const want = audio.dataset.take === String(inUse.number) ? Number(other.value) : inUse.number;
+      const take = line.takes.find((t) => t.number === want);
+      const position = audio.currentTime, playing = !audio.paused;
+      audio.dataset.take = String(want);
+      audio.src = take.audio;
+      audio.addEventListener("loadedmetadata", () => {
+        audio.currentTime = Math.min(position, audio.duration || position);
+        if (playing) audio.play();
+      }, {once: true});
+      hearing.textContent = "Hearing take " + want;
+      button.setAttribute("aria-pressed", want === inUse.number ? "false" : "true");
+    });
+    return [list, el("div", {class: "line-row"},
+      el("label", {for: "compare-" + n, text: "Compare with"}), other, button, hearing), el("div", {class: "line-row"}, audio)];
+  }
+  function wave(n, form, duration, slot) {
+    // One bar per stretch of the line's audio, its height the stretch's peak, against the line's slot (a frame
+    // from 0 to the slot's end); the label says the peak level and how the audio's length meets the slot.
     const NS = "http://www.w3.org/2000/svg", bins = form.peaks.length;
     const full = form.peak_dbfs !== null && form.peak_dbfs >= -0.1;
-    const level = form.peak_dbfs === null ? "silent" : "peak " + form.peak_dbfs.toFixed(1) + " dBFS" +
-                  (full ? ", at full scale: may clip" : "");
+    let level = form.peak_dbfs === null ? "silent" : "peak " + form.peak_dbfs.toFixed(1) + " dBFS" +
+                (full ? ", at full scale: may clip" : "");
+    const fits = duration && slot ? slot / duration : null;  // the slot's length in the audio's lengths
+    if (fits) level += ", " + seconds(duration) + " in a slot of " + seconds(slot);
+    const width = fits ? Math.max(bins, bins * fits) : bins;
     const svg = document.createElementNS(NS, "svg");
-    for (const [k, v] of Object.entries({viewBox: "0 0 " + bins + " 20", preserveAspectRatio: "none", role: "img",
+    for (const [k, v] of Object.entries({viewBox: "0 0 " + width + " 20", preserveAspectRatio: "none", role: "img",
                                          class: "wave" + (full ? " full" : ""),
-                                         "aria-label": "Waveform of line " + i + ", " + level}))
+                                         "aria-label": "Waveform of line " + n + ", " + level}))
       svg.setAttribute(k, v);
+    if (fits) {
+      const frame = document.createElementNS(NS, "rect");
+      for (const [a, v] of Object.entries({x: 0, y: 0, width: bins * fits, height: 20, class: "slot-frame"}))
+        frame.setAttribute(a, v);
+      svg.append(frame);
+    }
     form.peaks.forEach((p, k) => {
       // On a decibel scale from -60 dBFS: a line before the mix's loudness gain is often far under full scale.
       const db = p > 0 ? 20 * Math.log10(p) : -60, h = Math.max(0.3, 20 * Math.max(0, db + 60) / 60);
@@ -148,32 +312,75 @@
     });
     return svg;
   }
-  function player(label, src, length, extra) {
-    const row = el("div", {class: "row"}, el("span", {text: label + (extra || "")}));
-    if (src) {
-      const audio = el("audio", {controls: true, preload: "metadata", src, "aria-label": label});
-      const shown = el("span", {class: "length", text: length ? seconds(length) : ""});
+  function player(label, src, length, keep, extra, preload) {
+    const shown = el("span", {class: "length", text: length ? seconds(length) : ""});
+    let audio = keep.get(label);
+    if (!audio || audio.getAttribute("src") !== src) {
+      audio = el("audio", {controls: true, preload: preload || "metadata", src, "aria-label": label,
+                           "data-keep": label});
       audio.addEventListener("loadedmetadata", () => { shown.textContent = seconds(audio.duration); });
-      row.append(audio, shown);
-    } else {
-      row.append(el("span", {class: "small", text: "without audio: " + (line.missing || "not rendered yet")}));
-    }
-    return row;
+    } else if (audio.duration) shown.textContent = seconds(audio.duration);
+    return el("div", {class: "line-row"}, el("span", {text: label + (extra || "")}), audio, shown);
   }
-  function renderLine(i) {
-    const line = state.lines.find((l) => l.index === i);
-    const text = $("text-" + i).value, capText = $("cap-" + i).value, borrow = $("borrow-" + i).checked;
+  function renderLine(n) {
+    const line = byIndex.get(n);
+    const text = $("text-" + n).value, capText = $("cap-" + n).value, borrow = $("borrow-" + n).checked;
     const cap = capText === "" ? null : Number(capText);
     const change = {};
-    const base = $("text-" + i).dataset.text;
-    if (text !== base) { change.text = text; change.was = base; }
+    if (text !== line.text) { change.text = text; change.was = $("text-" + n).dataset.text; }
     if (cap !== (line.max_speedup || null)) change.max_speedup = cap;
     if (borrow !== line.borrow) change.borrow = borrow;
-    const speaker = $("speaker-" + i).value;
+    const speaker = $("speaker-" + n).value;
     if (speaker !== line.speaker) change.speaker = speaker;
-    if (Object.keys(change).length) return lineAction(i, "edit", change);
-    if (!line.audio) return lineAction(i, "render");
-    $("status").textContent = "line " + i + ": nothing changed to render (Retake line " + i + " makes a new take)";
+    if (Object.keys(change).length) return lineAction(n, "edit", change);
+    if (!line.audio) return lineAction(n, "render");
+    $("status").textContent = "line " + n + ": nothing changed to render (Retake line " + n + " makes a new take)";
+  }
+
+  // -- the timeline: the blocks in view only, zoomable -------------------------------------------------------------
+  function lanes() { return [...new Set([...state.speakers, ...state.lines.map((l) => l.speaker)])]; }
+  function timeline() {
+    // The lanes, ruler, zoom and playhead are omnidub's one timeline (timeline.js, shared with qa.html); the
+    // blocks are drawn here, those in view only.
+    const box = $("lanes"), program = Math.max(state.program_seconds, 1);
+    box.querySelectorAll(".lane").forEach((n) => n.remove());
+    $("names").replaceChildren(el("div", {text: ""}), ...lanes().map((s) => el("div", {text: s, title: s})));
+    for (const speaker of lanes()) box.append(el("div", {class: "lane", "data-speaker": speaker}));
+    if (ruled === null) {
+      ruled = window.omnidubTimeline({program, pps: Number($("zoom").value), player: $("mix"), lanes: box,
+                                      ruler: $("ruler"), playhead: $("playhead"), scroll: $("scroll"),
+                                      picked: pickBlock, onLayout: () => drawBlocks()});
+      drawBlocks();
+    } else ruled.setProgram(program);
+    $("zoom-said").textContent = $("zoom").value + " pixels a second";
+  }
+  function pickBlock(e) {
+    const block = e.target.closest(".block");
+    if (!block) return false;
+    select(Number(block.dataset.index), true);
+    seekMix(byIndex.get(selected).start);
+    return true;
+  }
+  function drawBlocks() {
+    if (!ruled || !state) return;
+    const [from, to] = ruled.span().map((t, k) => t + (k ? 5 : -5));
+    const byLane = new Map([...$("lanes").querySelectorAll(".lane")].map((n) => [n.dataset.speaker, []]));
+    const program = Math.max(state.program_seconds, 1), share = (t) => (100 * t / program) + "%";
+    for (const line of state.lines) {
+      if (line.end < from || line.start > to || !byLane.has(line.speaker)) continue;
+      const left = share(line.start), length = line.duration || line.target;
+      byLane.get(line.speaker).push(
+        el("div", {class: "slot", style: {left, width: share(Math.max(line.end - line.start, 0.04))}}),
+        el("div", {class: "block " + (line.audio ? line.verdict : "none") + (line.approved ? " approved" : "") +
+                          (line.look_again ? " flagged" : "") + (selected === line.index ? " selected" : ""),
+                   id: "block-" + line.index, "data-index": line.index, title: "Line " + line.index,
+                   style: {left, width: share(length)}, text: String(line.index)}));
+    }
+    for (const lane of $("lanes").querySelectorAll(".lane")) lane.replaceChildren(...byLane.get(lane.dataset.speaker));
+  }
+  function follow(line) {
+    if (ruled) ruled.show(line.start);
+    drawBlocks();
   }
 
   // -- the whole page ------------------------------------------------------------------------------------------
@@ -184,86 +391,58 @@
     $("counts").textContent = parts.join(" · ");
   }
   function showStatus(status) {
+    $("cancel").disabled = !(status.busy || status.queued);
+    if (lost) return;
     if (status.busy) {
       done = "";
       $("status").textContent = "Working: " + status.busy + (status.queued ? " (" + status.queued + " more queued)" : "");
     } else $("status").textContent = status.queued ? status.queued + " queued" : (done || "Ready.");
   }
-  function timeline() {
-    const lanes = $("lanes"), names = $("names"), program = Math.max(state.program_seconds, 1);
-    lanes.querySelectorAll(".lane").forEach((n) => n.remove());
-    names.replaceChildren(el("div", {text: ""}));
-    lanes.style.width = Math.max(lanes.parentElement.clientWidth, Math.ceil(program * PPS)) + "px";
-    const ruler = $("ruler");
-    ruler.replaceChildren();
-    const step = [1, 2, 5, 10, 15, 30, 60, 120, 300, 600].find((s) => s * PPS >= 60) || 600;
-    for (let t = 0; t <= program; t += step)
-      ruler.append(el("span", {text: clock(t).replace(/\.\d\d$/, ""), style: {left: (100 * t / program) + "%"}}));
-    for (const speaker of new Set([...state.speakers, ...state.lines.map((l) => l.speaker)])) {
-      names.append(el("div", {text: speaker, title: speaker}));
-      const lane = el("div", {class: "lane", "data-speaker": speaker});
-      for (const line of state.lines.filter((l) => l.speaker === speaker)) lane.append(...blocks(line, program));
-      lanes.append(lane);
-    }
-  }
-  function blocks(line, program) {
-    const left = (100 * line.start / program) + "%";
-    const slot = el("div", {class: "slot", style: {left,
-                            width: (100 * Math.max(line.end - line.start, 0.04) / program) + "%"}});
-    const length = line.duration || line.target;
-    const block = el("button", {type: "button", class: "block " + (line.audio ? line.verdict : "none") +
-                                (line.approved ? " approved" : "") + (selected === line.index ? " selected" : ""),
-                                id: "block-" + line.index, "aria-label": "Select line " + line.index,
-                                style: {left, width: (100 * length / program) + "%"},
-                                text: String(line.index)});
-    block.addEventListener("click", (e) => { e.stopPropagation(); select(line.index, true); seekMix(line.start); });
-    return [slot, block];
-  }
   function replaceLine(line) {
-    const at = state.lines.findIndex((l) => l.index === line.index);
-    if (at < 0) return;
-    const old = document.getElementById("line-" + line.index);
-    const editing = old && old.contains(document.activeElement) ? document.activeElement.id : null;
-    const typed = old ? $("text-" + line.index).value : null;
-    const base = old ? old.querySelector("textarea").dataset.text : null;  // the text the editor started from
-    const dirty = old && typed !== base;
-    const moved = state.lines[at].speaker !== line.speaker;  // its block goes to another lane
-    state.lines[at] = line;
-    const article = lineArticle(line);
-    if (old) old.replaceWith(article); else $("lines").append(article);
-    if (dirty && typed !== line.text) {  // unsaved typing stays; a Render of it names the text it started from
-      const area = $("text-" + line.index);
-      area.value = typed;
-      area.dataset.text = base;
-    }
-    if (editing && document.getElementById(editing)) document.getElementById(editing).focus();
-    const block = $("block-" + line.index);
-    if (moved) timeline();
-    else if (block) block.replaceWith(blocks(line, Math.max(state.program_seconds, 1))[1]);
+    const before = byIndex.get(line.index);
+    if (!before) return;
+    byIndex.set(line.index, line);
+    state.lines[state.lines.indexOf(before)] = line;
+    if (before.speaker !== line.speaker) timeline();
+    filter();
+    drawBlocks();
+    if (selected === line.index) detail();
   }
   function select(index, scroll) {
-    if (!state.lines.some((l) => l.index === index)) return;
-    const before = selected;
+    if (!byIndex.has(index)) return;
     selected = index;
-    for (const i of [before, index]) {
-      if (i === null) continue;
-      const article = document.getElementById("line-" + i), block = $("block-" + i);
-      if (article) article.classList.toggle("selected", i === index);
-      if (block) block.classList.toggle("selected", i === index);
-    }
-    const article = document.getElementById("line-" + index);
-    if (scroll && article) { article.scrollIntoView({block: "nearest"}); article.focus({preventScroll: true}); }
+    if (scroll) reveal(index);
+    drawRows();
+    detail();
+    follow(byIndex.get(index));
+    if ($("mix").paused) showPicture(byIndex.get(index).start);
+  }
+  // -- the picture: the video at the selected line, playing with the mix or with the line's own players --------
+  function showPicture(t) {
+    const picture = $("picture");
+    if (!picture.hidden && picture.readyState > 0) picture.currentTime = t;
+  }
+  function playPicture(t) {
+    const picture = $("picture");
+    if (picture.hidden) return;
+    picture.currentTime = t;
+    picture.play().catch(() => {});
+  }
+  function stepTo(found) {
+    if (found === undefined) { $("status").textContent = "no such line among those shown"; return; }
+    select(found, true);
   }
   function step(by) {
-    const order = state.lines.map((l) => l.index);
-    const at = selected === null ? (by > 0 ? -1 : order.length) : order.indexOf(selected);
-    const next = order[Math.min(order.length - 1, Math.max(0, at + by))];
-    if (next !== undefined) select(next, true);
+    const k = selected === null || !at.has(selected) ? (by > 0 ? -1 : view.length) : at.get(selected);
+    stepTo(view[Math.min(view.length - 1, Math.max(0, k + by))]);
   }
-  function seekMix(t) {
-    const mix = $("mix");
-    if (mix.src) { mix.currentTime = t; }
+  function seek(by, test) {
+    // The next (by 1) or previous (by -1) line shown that passes `test`, from the selected one.
+    const k = selected === null || !at.has(selected) ? (by > 0 ? -1 : view.length) : at.get(selected);
+    for (let j = k + by; j >= 0 && j < view.length; j += by) if (test(byIndex.get(view[j]))) return stepTo(view[j]);
+    stepTo(undefined);
   }
+  function seekMix(t) { if ($("mix").src) $("mix").currentTime = t; }
   function loadMix() {
     const mix = $("mix");
     if (!state.mix) {
@@ -274,91 +453,133 @@
     const src = state.mix + "?v=" + mixBusted;
     if (mix.getAttribute("src") === src) return;  // the same mix already loaded (and maybe playing)
     mix.src = src;
-    mix.addEventListener("loadedmetadata", () => { $("mix-length").textContent = seconds(mix.duration); },
-                         {once: true});
+    mix.addEventListener("loadedmetadata", () => { $("mix-length").textContent = seconds(mix.duration); }, {once: true});
+  }
+  function play(label) {
+    const audio = document.querySelector('#detail audio[aria-label="' + label + '"]');
+    if (audio) { if (audio.paused) audio.play(); else audio.pause(); }
   }
 
+  // Keys never act inside a control that takes typing, a choice or a player's own keys.
+  const OWN_KEYS = new Set(["input", "textarea", "select", "audio", "video", "dialog"]);
   document.addEventListener("keydown", (e) => {
     const tag = (e.target.tagName || "").toLowerCase();
-    if (tag === "textarea" || tag === "input" || e.ctrlKey || e.metaKey || e.altKey) return;
-    if (!state) return;
-    if (e.key === "j" || e.key === "ArrowDown") { step(1); e.preventDefault(); }
-    else if (e.key === "k" || e.key === "ArrowUp") { step(-1); e.preventDefault(); }
-    else if (selected === null) return;
-    else if (e.key === "p") {
-      const audio = document.querySelector("#line-" + selected + " audio");
-      if (audio) { if (audio.paused) audio.play(); else audio.pause(); }
-    } else if (e.key === "a") {
-      const line = state.lines.find((l) => l.index === selected);
-      approve(selected);
-    } else if (e.key === "r") lineAction(selected, "retake");
-    else if (e.key === "m") {
-      const line = state.lines.find((l) => l.index === selected);
-      seekMix(line.start); $("mix").play();
-    }
+    if (OWN_KEYS.has(tag) || e.target.isContentEditable || e.ctrlKey || e.metaKey || e.altKey || !state) return;
+    if ($("help").open) return;
+    if (tag === "button" && (e.key === " " || e.key === "Enter")) return;
+    const line = selected === null ? null : byIndex.get(selected);
+    const keys = {
+      j: () => step(1), ArrowDown: () => step(1), k: () => step(-1), ArrowUp: () => step(-1),
+      f: () => seek(1, (l) => l.verdict === "failed"), F: () => seek(-1, (l) => l.verdict === "failed"),
+      u: () => seek(1, (l) => !l.approved), U: () => seek(-1, (l) => !l.approved),
+      "?": () => $("help").showModal(), "/": () => $("search").focus(), z: () => post("/api/undo"),
+    };
+    const onLine = {
+      p: () => play("Dub of line " + line.index), o: () => play("Original of line " + line.index),
+      c: () => play("Line " + line.index + " in context"),
+      b: () => { const ab = $("ab-" + line.index); if (ab) ab.click(); },
+      a: () => approve(line), r: () => lineAction(line.index, "retake"),
+      g: () => lineAction(line.index, "mark", {look_again: !line.look_again}),
+      m: () => { seekMix(line.start); $("mix").play(); },
+    };
+    const run = keys[e.key] || (line && onLine[e.key]);
+    if (!run) return;
+    e.preventDefault();
+    run();
   });
-  $("lanes").addEventListener("click", (e) => {
-    const box = $("lanes").getBoundingClientRect();
-    seekMix(Math.max(state.program_seconds, 1) * (e.clientX - box.left) / box.width);
+  $("rows").addEventListener("scroll", () => requestAnimationFrame(drawRows), {passive: true});
+  $("scroll").addEventListener("scroll", () => requestAnimationFrame(drawBlocks), {passive: true});
+  for (const id of ["show", "speaker"]) $(id).addEventListener("change", filter);
+  let typing = null;
+  $("search").addEventListener("input", () => { clearTimeout(typing); typing = setTimeout(filter, 120); });
+  $("zoom").addEventListener("input", () => {
+    if (ruled) ruled.zoom(Number($("zoom").value));
+    $("zoom-said").textContent = $("zoom").value + " pixels a second";
   });
-  $("mix").addEventListener("timeupdate", () => {
-    const mix = $("mix"), program = Math.max(state.program_seconds, 1);
-    $("playhead").style.left = (100 * mix.currentTime / program) + "%";
+  const picture = $("picture");
+  picture.addEventListener("loadedmetadata", () => {
+    picture.hidden = false;
+    if (selected !== null) showPicture(byIndex.get(selected).start);
   });
+  picture.src = "/picture";  // a folder without a video answers 404: the player stays hidden
+  $("mix").addEventListener("play", () => playPicture($("mix").currentTime));
+  $("mix").addEventListener("pause", () => picture.pause());
+  $("mix").addEventListener("seeked", () => { if (!picture.hidden) picture.currentTime = $("mix").currentTime; });
+  // A line's own players move the picture to where they play in the programme (media events do not bubble).
+  $("detail").addEventListener("play", (e) => {
+    const line = selected === null ? null : byIndex.get(selected);
+    const label = e.target.getAttribute("aria-label") || "";
+    if (line && /^(Dub|A\/B player) of line/.test(label)) playPicture(line.start + e.target.currentTime);
+    else if (line && / in context$/.test(label))
+      playPicture(Math.max(0, line.start - 2) + e.target.currentTime);
+  }, true);
+  $("detail").addEventListener("pause", () => { if ($("mix").paused) picture.pause(); }, true);
+  $("undo").addEventListener("click", () => post("/api/undo"));
   $("retake-failed").addEventListener("click", () => post("/api/retake-failed"));
   $("approve-passed").addEventListener("click", () => post("/api/approve-passed"));
   $("deliver").addEventListener("click", () => post("/api/deliver"));
+  $("cancel").addEventListener("click", () => post("/api/cancel"));
+  $("help-open").addEventListener("click", () => $("help").showModal());
+  $("help-close").addEventListener("click", () => $("help").close());
 
-  function lost() {
-    $("status").textContent = "";
-    $("error").textContent = "The review server is not answering: nothing more is saved from this page. Run " +
-                             "omnidub review again on the folder, then reload (every decision so far is saved).";
-  }
-  async function refetch() {  // the whole state again: events missed while the stream was down are in it
+  async function reload() {
+    // The whole state, once on opening and again whenever the event stream (re)connects: nothing is missed.
+    let fresh;
     try {
-      const fresh = await (await fetch("/api/state", {credentials: "same-origin"})).json();
-      for (const line of fresh.lines) replaceLine(line);
-      state.mix = fresh.mix; state.program_seconds = fresh.program_seconds;
-      showCounts(fresh.counts); showStatus(fresh.status); loadMix();
-      if ($("error").textContent.startsWith("The review server")) $("error").textContent = "";
-    } catch (e) { lost(); }
-  }
-  async function start() {
-    const response = await fetch("/api/state", {credentials: "same-origin"});
-    state = await response.json();
+      const response = await fetch("/api/state", {credentials: "same-origin"});
+      if (!response.ok) throw new Error(String(response.status));
+      fresh = await response.json();
+    } catch (e) {
+      showLost(true);
+      return;
+    }
+    showLost(false);
+    state = fresh;
+    byIndex = new Map(state.lines.map((l) => [l.index, l]));
     document.title = "omnidub review: " + state.title;
     $("title").textContent = "Review of " + state.title + " (" + state.input + ")";
+    const speaker = $("speaker").value;
+    $("speaker").replaceChildren(el("option", {value: "", text: "every speaker"}),
+                                 ...lanes().map((s) => el("option", {value: s, text: s})));
+    $("speaker").value = lanes().includes(speaker) ? speaker : "";
     showCounts(state.counts);
     showStatus(state.status);
-    $("lines").replaceChildren(...state.lines.map(lineArticle));
+    if (selected !== null && !byIndex.has(selected)) selected = null;
+    filter();
     timeline();
+    detail();
     loadMix();
-    const events = new EventSource("/api/events");
-    let opened = false;
-    events.onopen = () => { if (opened) refetch(); opened = true; };
-    events.onerror = () => { if (events.readyState !== EventSource.OPEN) lost(); };
-    events.onmessage = (message) => {
-      const event = JSON.parse(message.data);
-      if (event.type === "line") replaceLine(event.line);
-      else if (event.type === "counts") showCounts(event.counts);
-      else if (event.type === "status") showStatus(event);
-      else if (event.type === "error") $("error").textContent = (event.index ? "line " + event.index + ": " : "") +
-                                                                event.text;
-      else if (event.type === "progress" || event.type === "note") $("status").textContent = event.text;
-      else if (event.type === "mix" && event.mix !== state.mix) { state.mix = event.mix; loadMix(); }
-      else if (event.type === "rendering") {
-        const article = document.getElementById("line-" + event.index);
-        if (article) article.classList.add("busy");
-      } else if (event.type === "delivered") {
-        mixBusted += 1;
-        fetch("/api/state", {credentials: "same-origin"}).then((r) => r.json()).then((fresh) => {
-          state.mix = fresh.mix; state.program_seconds = fresh.program_seconds; loadMix();
-        });
-        done = "Delivered: " + event.files.length + " files written.";
-        $("status").textContent = done;
-      }
-    };
-    document.body.dataset.ready = "true";
+    if (!drawn) {
+      drawn = true;
+      document.body.dataset.ready = "true";
+    }
   }
-  start();
+  const events = new EventSource("/api/events");
+  events.onopen = () => reload();
+  events.onerror = () => { if (events.readyState !== EventSource.OPEN) showLost(true); };
+  events.onmessage = (message) => {
+    const event = JSON.parse(message.data);
+    if (!state) return;  // the state read on opening has it
+    if (event.type === "line") replaceLine(event.line);
+    else if (event.type === "counts") showCounts(event.counts);
+    else if (event.type === "status") showStatus(event);
+    else if (event.type === "error") $("error").textContent = (event.index ? "line " + event.index + ": " : "") + event.text;
+    else if (event.type === "progress" || event.type === "note") $("status").textContent = event.text;
+    else if (event.type === "mix" && event.mix !== state.mix) { state.mix = event.mix; loadMix(); }
+    else if (event.type === "rendering") {
+      const article = document.getElementById("line-" + event.index);
+      if (article) article.classList.add("busy");
+    } else if (event.type === "delivered") {
+      mixBusted += 1;
+      state.mix = null;
+      fetch("/api/state", {credentials: "same-origin"}).then((r) => r.json()).then((fresh) => {
+        state.mix = fresh.mix; state.program_seconds = fresh.program_seconds; loadMix();
+      }).catch(() => showLost(true));
+      done = "Delivered: " + event.files.length + " files written.";
+      $("status").textContent = done;
+      $("delivered").replaceChildren(...event.files.map((f) =>
+        el("li", {}, el("a", {href: "/files/" + f.split("/").map(encodeURIComponent).join("/"), target: "_blank",
+                              rel: "noopener", text: f}))));
+    }
+  };
 })();
