@@ -74,6 +74,7 @@ class Desk:
         self.lines = {i: line(i) for i in range(1, EPISODE + 1)}
         self.subscribers: list = []
         self.states = 0
+        self.closing = threading.Event()  # set when the server stops
 
     def state(self) -> dict:
         self.states += 1

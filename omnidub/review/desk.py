@@ -125,6 +125,9 @@ class Review:
         """Hold the folder and plan it (voices prepared, stored lines placed; nothing renders), take over the
         verdicts qa.json gave the audio the lines still have, and start the worker."""
         self.editor.hold()
+        # Decisions journaled since the last delivery (a review stopped without delivering, a killed one) are
+        # changes the outputs do not hold yet.
+        self.changed = bool(self.project.last.journal)
         # A folder QA had checked gets its reports written again at each delivery (of the lines as they stand).
         self._checked = self.project.folder.status(QA_FILES[0]) == "ours"
         self._adopt_qa_verdicts()
