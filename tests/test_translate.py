@@ -414,3 +414,26 @@ def test_an_endpoint_that_does_not_answer_is_one_line(endpoint, tmp_path, cache)
 
 def test_the_scripted_scene_is_english():
     assert detect([line.text for line in read_script(ORIGINAL).lines]) == "en"
+
+
+def test_the_review_translates_a_line_again_with_its_next_candidate(en_pt, cache, tmp_path, tiny_model_dir):
+    from conftest import EXAMPLES
+    from test_review import do, lines, open_desk, render
+
+    out = tmp_path / "translation"
+    assert run("translate", EXAMPLES / "dialogue.srt", "--to", "pt", "--mt-model", en_pt, "--out", out).exit_code == 0
+    report = json.loads((out / "translate.json").read_text())["lines"]
+    several = next(r for r in report if len({c["text"] for c in r["candidates"]}) > 1)
+    result = render(out / "dialogue.pt.srt", tmp_path / "dub", "--language", "pt")
+    assert result.exit_code == 0, result.output
+    desk = open_desk(tmp_path / "dub")
+    try:
+        line = next(x for x in desk.state()["lines"] if x["index"] == several["index"])
+        assert line["translate_again"] and line["translated_from"] == several["original"]
+        do(desk, "translate", several["index"])
+        again = next(x for x in desk.state()["lines"] if x["index"] == several["index"])
+        assert again["text"] != line["text"] and again["text"] in {c["text"] for c in several["candidates"]}
+    finally:
+        desk.close()
+    recorded = lines(tmp_path / "dub")[several["index"]]
+    assert recorded["text"] == again["text"] and recorded["edit"]["from"] == line["text"]

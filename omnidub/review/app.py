@@ -266,6 +266,7 @@ ARGUMENTS = {
     "choose": {"take": (int,)},
     "approve": {"approved": (bool,), "key": (str,)},
     "mark": {"note": (str,), "look_again": (bool,)},
+    "translate": {},
 }
 
 

@@ -21,17 +21,18 @@ from omnidub.errors import OmnidubError
 from omnidub.folder import QA_FILES
 from omnidub.job import Job, QaOptions
 from omnidub.progress import Listener
-from omnidub.records import LineEntry, QaRecord
+from omnidub.records import LineEntry, QaRecord, TranslationRecord
 from omnidub.script import line_ranges
 
 WAVE_BINS = 96  # bars in a line's waveform on the page
 
 ACTIONS = ("render", "retake", "edit", "choose", "approve", "retake-failed", "approve-passed", "deliver")
 ACTIONS += ("undo", "mark")  # the desk's own: take back the last decision; a note or flag on a line
+ACTIONS += ("translate",)  # the line's next translation candidate (omnidub translate's report beside the input)
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm")
 CONTEXT_SECONDS = 2.0  # heard before and after a line played in context
 UNDO_DEPTH = 100  # decisions the desk can take back, newest first
-LINE_ACTIONS = ("render", "retake", "edit", "choose", "approve", "mark")
+LINE_ACTIONS = ("render", "retake", "edit", "choose", "approve", "mark", "translate")
 
 
 class Stale(OmnidubError):
@@ -69,6 +70,7 @@ class Action:
             "edit": "rendering the edit of",
             "choose": "another take of",
             "approve": "approving",
+            "translate": "another translation of",
         }.get(self.kind, self.kind.replace("-", " "))
         return f"{what} line {self.index}" if self.index is not None else what
 
@@ -119,6 +121,7 @@ class Review:
         self._originals = None  # (the source's summary, its original lines by index)
         self._cancels = 0  # how often the editor cancelled: a long action stops at its next line once it grows
         self._spans: dict[int, tuple[float, float] | None] = {}  # each line's own span of the source, as published
+        self._translation = translation_of(project.input_path)  # omnidub translate's report, when it made the input
 
     # -- the folder ----------------------------------------------------------------------------------------
     def open(self) -> None:
@@ -295,6 +298,13 @@ class Review:
             files = self._deliver()
             self._publish({"type": "delivered", "files": files})
             return []
+        elif action.kind == "translate":
+            entry = project.line(index)
+            other = self._translation.alternative(index, entry.text) if self._translation else None
+            if other is None:
+                raise OmnidubError(f"line {index}: omnidub translate gave no other translation of it")
+            editor.edit(project, index, text=other)
+            return [e.index for e in project.entries]
         elif action.kind in ("undo", "mark"):
             return self._run_desk(action)
         if action.kind in ("edit", "render"):
@@ -490,7 +500,7 @@ class Review:
     # -- an editor's day: undo, notes and flags, what QA heard, the line's own original ------------------------
     def _remember(self, action: Action) -> None:
         """Keep what a decision is about to change (approval, take in use, edit, speaker), for an undo."""
-        if action.kind in ("approve", "choose", "retake", "edit") and action.index in self._lines:
+        if action.kind in ("approve", "choose", "retake", "edit", "translate") and action.index in self._lines:
             lines = [action.index]
         elif action.kind == "approve-passed":
             lines = [i for i, line in self._lines.items() if line["verdict"] == "passed" and not line["approved"]]
@@ -565,6 +575,8 @@ class Review:
             original_text=own[2] if own else None,
             own_original=f"/own-original/{entry.index}" if own else None,
             voice_from=_voice_from(reference, own),
+            translated_from=self._translation.original(entry.index) if self._translation else None,
+            translate_again=bool(self._translation and self._translation.alternative(entry.index, entry.text)),
         )
         return line
 
@@ -735,6 +747,20 @@ def waveform(path) -> dict | None:
         "peaks": [round(min(p, 1.0), 3) for p in peaks],
         "peak_dbfs": round(20 * math.log10(top), 1) if top > 0 else None,
     }
+
+
+def translation_of(input_path) -> "TranslationRecord | None":
+    """omnidub translate's report on the translation a render was made from (translate.json beside it, as
+    omnidub wrote it), or None."""
+    from pathlib import Path
+
+    from omnidub.folder import TRANSLATE_RECORD, OutputFolder
+    from omnidub.records import read_json
+
+    folder = OutputFolder(Path(input_path).parent, record=TRANSLATE_RECORD)
+    if folder.status(TRANSLATE_RECORD) != "ours":
+        return None
+    return TranslationRecord.parse(read_json(folder.path, TRANSLATE_RECORD))
 
 
 def _voice_from(reference: dict, own) -> str | None:

@@ -188,6 +188,8 @@
     text.value = line.text;
     article.append(text);
     if (line.input_text !== line.text) article.append(el("p", {class: "small", text: "Input: " + line.input_text}));
+    if (line.translated_from && !line.original_text)
+      article.append(el("p", {class: "small", text: "Translated from: " + line.translated_from}));
     const cap = el("input", {type: "number", id: "cap-" + i, min: "1", max: "4", step: "0.05",
                              placeholder: String(state.max_speedup), value: line.max_speedup || ""});
     const borrow = el("input", {type: "checkbox", id: "borrow-" + i, checked: line.borrow});
@@ -206,6 +208,9 @@
       el("button", {type: "button", onclick: () => lineAction(i, "retake"), text: "Retake line " + i}),
       el("button", {type: "button", onclick: () => renderLine(i), text: "Render line " + i}),
     ];
+    if (line.translate_again)  // omnidub translate's next candidate for this line, rendered as an edit
+      buttons.push(el("button", {type: "button", onclick: () => lineAction(i, "translate"),
+                                 text: "Translate line " + i + " again"}));
     if (state.source) {
       buttons.push(el("button", {type: "button", onclick: () => lineAction(i, "edit", {voice: "line"}),
                                  text: "Retake line " + i + " from its own clip"}));
