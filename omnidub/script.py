@@ -219,6 +219,25 @@ def line_ranges(numbers) -> str:
     return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
 
 
+def labelled_srt(lines, label) -> str:
+    """Lines as SRT with their own numbers and times, each cue's text led by ``label(line)`` (a speaker label
+    as ``read_script`` reads it back, or "")."""
+    from datetime import timedelta
+
+    import srt
+
+    cues = [
+        srt.Subtitle(
+            index=line.index,
+            start=timedelta(milliseconds=round(line.start * 1000)),
+            end=timedelta(milliseconds=round(line.end * 1000)),
+            content=f"{label(line)}{line.text}",
+        )
+        for line in lines
+    ]
+    return srt.compose(cues, reindex=False)
+
+
 def follow(before, now) -> dict[int, int]:
     """Where each line of an earlier version of an input is now: ``before`` and ``now`` are (number, text, start,
     end) in order. Lines are aligned by their text (difflib), so a cue inserted or deleted elsewhere only moves the

@@ -85,12 +85,16 @@ def rendered(tmp_path_factory, tiny_model_dir, whisper_tiny_en) -> Path:
     return render_scene(tmp_path_factory.mktemp("rendered"), whisper_tiny_en)
 
 
-@pytest.fixture
-def folder(rendered, tmp_path) -> Path:
-    """A copy of the rendered folder of this test's own (times kept, so the ledger still knows every file)."""
+def copy_of(rendered: Path, tmp_path: Path) -> Path:
+    """A copy of a rendered folder of a test's own (times kept, so the ledger still knows every file)."""
     copy = tmp_path / "out"
     shutil.copytree(rendered, copy, symlinks=True)
     return copy
+
+
+@pytest.fixture
+def folder(rendered, tmp_path) -> Path:
+    return copy_of(rendered, tmp_path)
 
 
 def open_desk(folder: Path):

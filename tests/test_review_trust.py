@@ -14,7 +14,7 @@ from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from test_review import HOST, SCENE, do, lines, open_desk, render, render_scene, run, segments, settle
+from test_review import HOST, SCENE, copy_of, do, lines, open_desk, render, render_scene, run, segments, settle
 
 from omnidub.errors import OmnidubError
 from omnidub.review import Action
@@ -30,12 +30,7 @@ def scene(tmp_path_factory, tiny_model_dir, whisper_tiny_en) -> Path:
 
 @pytest.fixture
 def folder(scene, tmp_path) -> Path:
-    """A copy of the scene's folder of this test's own."""
-    import shutil
-
-    copy = tmp_path / "out"
-    shutil.copytree(scene, copy, symlinks=True)
-    return copy
+    return copy_of(scene, tmp_path)
 
 
 # -- opened as rendered --------------------------------------------------------------------------------------------

@@ -11,7 +11,6 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from datetime import timedelta
 from pathlib import Path
 
 import numpy as np
@@ -19,6 +18,7 @@ import numpy as np
 from omnidub.asr import Asr, Transcript, Word, whisper_language
 from omnidub.errors import OmnidubError
 from omnidub.script import DEFAULT_SPEAKER, Line, Script
+from omnidub.script import labelled_srt as script_srt
 from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
 from omnidub.source.speech import SpeechMap, check_some_speech, find_speech
 
@@ -297,15 +297,4 @@ def original_name(source: Path) -> str:
 
 def labelled_srt(original: Script, speakers: dict[int, str]) -> str:
     """The original as SRT, each cue labelled with its speaker (``S1: text``), as ``read_script`` reads it back."""
-    import srt
-
-    cues = [
-        srt.Subtitle(
-            index=line.index,
-            start=timedelta(milliseconds=round(line.start * 1000)),
-            end=timedelta(milliseconds=round(line.end * 1000)),
-            content=f"{speakers.get(line.index, line.speaker)}: {line.text}",
-        )
-        for line in original.lines
-    ]
-    return srt.compose(cues, reindex=False)
+    return script_srt(original.lines, lambda line: f"{speakers.get(line.index, line.speaker)}: ")

@@ -4,10 +4,9 @@ against its slot, the fit choice made, and the result as a subtitle file and a r
 from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
-from datetime import timedelta
 
 from omnidub.errors import OmnidubError
-from omnidub.script import DEFAULT_SPEAKER, Line, Script
+from omnidub.script import DEFAULT_SPEAKER, Line, Script, labelled_srt
 from omnidub.timing import limits
 from omnidub.translate.base import Candidate, Engine, Pair, Progress, Request
 from omnidub.translate.cache import LineCache
@@ -181,18 +180,7 @@ def subtitles(translation: Translation) -> str:
     script = translation.script
     if not script.timed:
         return "".join(f"{_label(line)}{line.text}\n" for line in script.lines)
-    import srt
-
-    cues = [
-        srt.Subtitle(
-            index=line.index,
-            start=timedelta(milliseconds=round(line.start * 1000)),
-            end=timedelta(milliseconds=round(line.end * 1000)),
-            content=f"{_label(line)}{line.text}",
-        )
-        for line in script.lines
-    ]
-    return srt.compose(cues, reindex=False)
+    return labelled_srt(script.lines, _label)
 
 
 def _label(line: Line) -> str:
