@@ -310,3 +310,37 @@ def test_a_source_video_is_the_dubbed_video_and_the_header_says_what_it_carries(
     notes = " ".join(result.stderr.split())
     assert "the dub goes into" not in notes and "dialogue only" not in notes
     assert (out / "scene.dub.mp4").is_file()
+
+
+def test_a_voice_without_a_clean_clip_never_refuses_the_dub(args, tmp_path):
+    # DAVE's one line starts under ALICE's (no clean clip): he gets his own speech with hers cut away, labelled,
+    # and his line is flagged for review. EVE says one word ("Great.", 0.5 s): no usable speech at all, so her
+    # line is left unrendered, every other line rendered, exit 1 and one line naming the flag that gives her one.
+    original = tmp_path / "original.srt"
+    original.write_text(
+        (DATA / "original.srt")
+        .read_text()
+        .replace("BOB: I brought", "DAVE: I brought")
+        .replace("CAROL: Great", "EVE: Great")
+    )
+    plain = tmp_path / "plain.srt"
+    plain.write_text(
+        "".join(
+            row.split(": ", 1)[-1] if ": " in row else row
+            for row in (DATA / "dub.srt").read_text().splitlines(keepends=True)
+        )
+    )
+    source = [a if a != DATA / "original.srt" else original for a in args]
+    out = tmp_path / "out"
+    result = run("render", plain, *source, "--voice-match", "line", "--out", out)
+    assert result.exit_code == 1, result.output
+    said = [line for line in result.output.splitlines() if "--voice EVE=FILE" in line]
+    assert len(said) == 1 and "line(s) 6 not rendered" in said[0], result.output
+    assert statuses(out) == {i: "rendered" for i in TRUTH if i != 6}
+    references = {line["index"]: line["reference"] for line in manifest(out)["lines"]}
+    dave = references[8]
+    assert dave["speaker"] == "DAVE" and dave["kind"] == "speaker" and "not a clean one" in dave["review"]
+    truth = json.loads((DATA / "truth.json").read_text())["lines"]
+    others = [t["speech"] for t in truth if t["line"] != 8]
+    assert all(b <= dave["start"] or a >= dave["end"] for a, b in others)  # DAVE's speech alone
+    assert all(references[i]["review"] is None for i in references if i != 8)

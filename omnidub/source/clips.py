@@ -29,6 +29,14 @@ RUN = 3
 FADE = 0.008
 WEIGHTS = {"similarity": 0.4, "speech": 0.2, "level": 0.2, "asr": 0.2}
 LEVEL_FULL_DB = 30.0
+# A speaker without a clean clip takes the longest stretch of its own speech with every other speaker's cue and
+# speech (and FALLBACK_MARGIN around it) cut away, with up to FALLBACK_SILENCE of the silence either side: a clip
+# of at least FALLBACK_FLOOR (OmniVoice distorts under that) holding FALLBACK_SPEECH of speech. The encoder places
+# 1 s clips with their own voice 15 % of the time, so the lines voiced from one are flagged for review.
+FALLBACK_MARGIN = 0.05
+FALLBACK_SILENCE = 0.3
+FALLBACK_SPEECH = 0.75  # a one-word reply ("Great.", 0.5 s) is too little to clone from
+FALLBACK_FLOOR = 1.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +77,7 @@ class Candidate:
     scores: Scores | None
     problem: str | None  # why it cannot be used; None when it can
     note: str = ""
+    fallback: str = ""  # not a clean clip: what it is and why (its lines are flagged for review)
 
     @property
     def seconds(self) -> float:
@@ -111,6 +120,80 @@ def isolation_problem(analysis: Analysis, speaker: str, start: float, end: float
         if a < own[1] + margin and b > own[0] - margin:
             return f"within {margin:g} s of the speech of line {line.index} of {analysis.speakers[line.index]}"
     return None
+
+
+def own_stretches(
+    analysis: Analysis, speaker: str, start: float, end: float, margin: float
+) -> list[tuple[float, float]]:
+    """The parts of ``start``..``end`` left once every other speaker's cue and speech (with ``margin`` around it)
+    is cut away, longest first."""
+    pieces = [(start, end)]
+    mine = [o for o in analysis.original.lines if analysis.speakers[o.index] == speaker]
+    for line in analysis.original.lines:
+        if analysis.speakers[line.index] == speaker:
+            continue
+        taken = [(line.start, line.end)]
+        voiced = analysis.voiced.get(line.index)
+        if voiced:
+            # Speech let run past its cue into one of this speaker's cues is this speaker's there (voice activity
+            # runs two voices that overlap into one region): the cue bounds it.
+            low, high = voiced[0] - margin, voiced[1] + margin
+            for own in mine:
+                if high > line.end and own.start < high and own.end > line.end:
+                    high = max(line.end, own.start)
+                if low < line.start and own.end > low and own.start < line.start:
+                    low = min(line.start, own.end)
+            taken.append((low, high))
+        for a, b in taken:
+            pieces = [p for x, y in pieces for p in ((x, min(y, a)), (max(x, b), y)) if p[1] - p[0] > 1e-3]
+    return sorted(((round(a, 3), round(b, 3)) for a, b in pieces), key=lambda p: p[0] - p[1])
+
+
+def fallback_candidate(
+    analysis: Analysis, speaker: str, encoder, why: str, floor: float = FALLBACK_FLOOR
+) -> Candidate | None:
+    """The best clip a speaker without a clean one has (``why``: what refused the clean ones): the longest
+    stretch of one of its lines' speech with the other speakers' cues and speech cut away, at least ``floor`` s,
+    one voice by the calibrated windows; None when the speaker has no such speech."""
+    found = []
+    for line in analysis.original.lines:
+        voiced = analysis.voiced.get(line.index)
+        if analysis.speakers[line.index] != speaker or not voiced:
+            continue
+        # Its speech with up to FALLBACK_SILENCE of the silence either side, as far as nobody else speaks there.
+        span = (max(0.0, voiced[0] - FALLBACK_SILENCE), min(analysis.track.seconds, voiced[1] + FALLBACK_SILENCE))
+        for a, b in own_stretches(analysis, speaker, *span, FALLBACK_MARGIN):
+            if b - a >= floor and analysis.speech.speech_seconds(a, b) >= FALLBACK_SPEECH:
+                found.append((line.index, a, round(min(b, a + WHOLE_REFERENCE_SECONDS), 3)))
+    for index, start, end in sorted(found, key=lambda f: f[1] - f[2]):
+        if voice_problem(analysis, encoder, speaker, start, end):
+            continue
+        voiced = analysis.voiced[index]
+        whole = start <= voiced[0] + 0.05 and end >= voiced[1] - 0.05
+        text, how = stretch_words(analysis, index, start, end, whole)
+        cut = "its whole speech" if whole else f"its speech at {start:.2f}-{end:.2f} s, other voices cut away"
+        label = f"line {index}: {cut} ({end - start:.1f} s; {how}), for want of a clean clip: {why}"
+        scores = _scores(analysis, encoder, speaker, start, end, None)
+        return Candidate(speaker, (index,), start, end, text, scores, None, fallback=label)
+    return None
+
+
+def stretch_words(analysis: Analysis, index: int, start: float, end: float, whole: bool) -> tuple[str, str]:
+    """The words said in part of a line's speech, and how they are known: heard by the ASR, the cue's (the
+    whole speech), or the cue's words in proportion to the time kept (a guess, said so)."""
+    cue = analysis.lines[index].text
+    heard = analysis.heard(start, end)
+    if heard:
+        return spelled(cue, heard) if whole else " ".join(w.text for w in heard), "the words as heard"
+    if whole:
+        return cue, "the cue's words"
+    a, b = analysis.voiced[index]
+    start, end = max(start, a), min(end, b)
+    words = cue.split()
+    first = round(len(words) * (start - a) / (b - a))
+    last = round(len(words) * (end - a) / (b - a))
+    kept = words[first:last] or words
+    return " ".join(kept), "the cue's words in proportion to the time kept, a guess"
 
 
 def clip_samples(analysis: Analysis, start: float, end: float) -> np.ndarray:

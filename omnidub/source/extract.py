@@ -13,9 +13,11 @@ from omnidub.script import Script
 from omnidub.source.analysis import Analysis, analyse, labelled
 from omnidub.source.audio import SourceAudio
 from omnidub.source.clips import (
+    FALLBACK_SPEECH,
     Candidate,
     ClipOptions,
     clip_samples,
+    fallback_candidate,
     speaker_candidates,
     word_agreement,
 )
@@ -130,8 +132,12 @@ def extract_voices(
         candidates[speaker] = found
         if found and found[0].problem is None:
             chosen[speaker] = found[0]
+            continue
+        fallback = fallback_candidate(analysis, speaker, encoder, _why_none(found))
+        if fallback is not None:
+            chosen[speaker] = fallback
         else:
-            missing[speaker] = _why_none(found)
+            missing[speaker] = f"{_why_none(found)}; and no stretch of {FALLBACK_SPEECH:g} s of its own speech alone"
     line_clips = {}
     if options.assess_lines:
         line_clips = {

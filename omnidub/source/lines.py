@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from omnidub.script import Script
+from omnidub.script import DEFAULT_SPEAKER, Script
 from omnidub.source.analysis import Analysis
 from omnidub.source.clips import (
     MIN_AGREEMENT,
@@ -58,6 +58,7 @@ class LineReference:
     text: str | None  # what the clip says, from the original cue
     sha256: str | None  # content hash of the clip's samples (float32 at the clip rate): key lines by it
     fallback: str | None  # why it is not the line's own clip
+    review: str | None = None  # why a person should listen to the line: its voice is a guess or a fallback
 
 
 def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLOOR) -> LineClip:
@@ -106,6 +107,9 @@ def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
     result = []
     for match in match_lines(dub, summary.original):
         speaker, fallback = _speaker_of(match, dub, summary)
+        review = None
+        if speaker is None:  # an unlabelled dubbed line over no line heard in the original
+            speaker, review = _placed(dub, match.index, summary)
         if fallback is None:
             own = summary.line_clips[match.best]
             if own.problem is None:
@@ -129,9 +133,13 @@ def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
         if chosen is None:
             why = f"{fallback}; {speaker} has no clip" if speaker else fallback
             result.append(
-                LineReference(match.index, speaker, match.original, match.how, "none", None, None, None, None, why)
+                LineReference(
+                    match.index, speaker, match.original, match.how, "none", None, None, None, None, why, review
+                )
             )
             continue
+        if chosen.fallback:
+            review = "; ".join(filter(None, (review, f"{speaker}'s clip is not a clean one: {chosen.fallback}")))
         result.append(
             LineReference(
                 match.index,
@@ -144,9 +152,24 @@ def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
                 chosen.text,
                 chosen.sha256,
                 fallback,
+                review,
             )
         )
     return tuple(result)
+
+
+def _placed(dub: Script, index: int, summary) -> tuple[str | None, str | None]:
+    """The speaker of a dubbed line no original line was heard under: the speaker of the nearest original line in
+    time (a guess, to be reviewed); None when the original has no line with a known voice."""
+    line = next(line for line in dub.lines if line.index == index)
+    if line.speaker != DEFAULT_SPEAKER:
+        return None, None
+    known = [o for o in summary.original.lines if summary.speakers.get(o.index) in summary.centroids]
+    if not known:
+        return None, None
+    nearest = min(known, key=lambda o: (max(o.start - line.end, line.start - o.end, 0.0), o.start))
+    speaker = summary.speakers[nearest.index]
+    return speaker, f"no original line was heard under it: placed with {speaker} of line {nearest.index}, its nearest"
 
 
 def _speaker_of(match: LineMatch, dub: Script, analysis) -> tuple[str | None, str | None]:

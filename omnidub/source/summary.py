@@ -31,6 +31,7 @@ class SpeakerClip:
     end: float
     text: str
     sha256: str
+    fallback: str | None = None  # not a clean clip: what it is and why (the lines voiced from it are reviewed)
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,7 +75,8 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
         if path is not None and not path.is_file():  # no write time in it: the same clip is always the same bytes
             write_bytes_atomic(path, wav_bytes(samples, CLIP_RATE, subtype="FLOAT"))
     speaker_clips = {
-        name: SpeakerClip(c.start, c.end, c.text, hashes[(c.start, c.end)]) for name, c in extraction.chosen.items()
+        name: SpeakerClip(c.start, c.end, c.text, hashes[(c.start, c.end)], c.fallback or None)
+        for name, c in extraction.chosen.items()
     }
     accompaniment = None
     if extraction.separation is not None and folder is not None:
