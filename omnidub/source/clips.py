@@ -23,6 +23,8 @@ from omnidub.source.analysis import Analysis
 from omnidub.source.speakers import WINDOW
 from omnidub.voices.reference import WHOLE_REFERENCE_SECONDS, cut_at_word
 
+# Words the ASR hears beyond a cue's that make the cue condensed rather than a slip of the ASR.
+CONDENSED_WORDS = 3
 # Below this agreement (1 - WER) the clip does not say its cue's words: a mis-timed cue, or other speech.
 MIN_AGREEMENT = 0.5
 RUN = 3
@@ -369,9 +371,9 @@ def word_agreement(text: str, heard: str, language: str | None) -> float:
 
 def spelled(cue: str, heard) -> str:
     """The words of a clip: the cue's, spelled as it spells them, where the ASR agrees (same words up to case and
-    punctuation, a same-length or similar-sounding run it misheard, "cannot" for "could not", or cue words it
-    missed: word times at a clip's edge are loose);
-    where it hears words the cue lacks (a condensed subtitle), the words as heard."""
+    punctuation, a same-length or similar-sounding run it misheard, "cannot" for "could not", cue words it
+    missed: word times at a clip's edge are loose, or a word or two more: noise or a neighbour's word);
+    where it hears a phrase the cue lacks (a condensed subtitle), the words as heard."""
     import difflib
     import re
 
@@ -388,7 +390,10 @@ def spelled(cue: str, heard) -> str:
             b - a == d - c
             or difflib.SequenceMatcher(a=" ".join(said[a:b]).lower(), b=" ".join(got[c:d]).lower()).ratio() >= 0.5
         )
-        if tag in ("equal", "delete") or alike:
+        # A word or two the cue lacks is noise or a neighbour's word at the clip's edge misheard as speech (a
+        # loud bed); a subtitle condenses whole phrases.
+        slip = (d - c) - (b - a) < CONDENSED_WORDS
+        if tag in ("equal", "delete") or alike or slip:
             out += said[a:b]
         elif tag in ("replace", "insert"):
             out += got[c:d]

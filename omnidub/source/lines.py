@@ -15,7 +15,9 @@ import numpy as np
 from omnidub.script import DEFAULT_SPEAKER, Script
 from omnidub.source.analysis import Analysis
 from omnidub.source.clips import (
+    FALLBACK_MARGIN,
     MIN_AGREEMENT,
+    own_stretches,
     spelled,
     voice_problem,
     word_agreement,
@@ -42,6 +44,7 @@ class LineClip:
     end: float
     text: str
     problem: str | None
+    note: str = ""  # what was done to it: another voice's speech cut away
 
 
 @dataclass(frozen=True)
@@ -59,6 +62,7 @@ class LineReference:
     sha256: str | None  # content hash of the clip's samples (float32 at the clip rate): key lines by it
     fallback: str | None  # why it is not the line's own clip
     review: str | None = None  # why a person should listen to the line: its voice is a guess or a fallback
+    note: str = ""  # what was done to its own clip (another voice's speech cut away)
 
 
 def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLOOR) -> LineClip:
@@ -75,7 +79,8 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
 
     for other in analysis.original.lines:
         if analysis.speakers[other.index] != speaker and other.start < end and other.end > start:
-            return clip(f"overlaps line {other.index} of {analysis.speakers[other.index]}")
+            problem = f"overlaps line {other.index} of {analysis.speakers[other.index]}"
+            return _cut_own(analysis, index, encoder, start, end, floor, problem) or clip(problem)
     if end - start < floor:
         return clip(f"{end - start:.1f} s, shorter than the {floor:g} s floor")
     if end - start > LINE_CEILING:
@@ -91,6 +96,25 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
         elif heard:
             return LineClip(index, speaker, start, end, spelled(line.text, heard), None)
     return clip(problem)
+
+
+def _cut_own(
+    analysis: Analysis, index: int, encoder, start: float, end: float, floor: float, why: str
+) -> LineClip | None:
+    """A line's clip with another voice's cue and speech cut away, when the ASR heard the words of what is left
+    (a cut clip's words are not its cue's) and it is still long enough and one voice; None otherwise."""
+    if analysis.words is None:
+        return None
+    speaker = analysis.speakers[index]
+    pieces = own_stretches(analysis, speaker, start, end, FALLBACK_MARGIN)
+    if not pieces or pieces[0][1] - pieces[0][0] < floor:
+        return None
+    a, b = pieces[0]
+    heard = analysis.heard(a, b)
+    if not heard or voice_problem(analysis, encoder, speaker, a, b):
+        return None
+    said = " ".join(w.text for w in heard)
+    return LineClip(index, speaker, a, b, said, None, f"{why}: cut to {a:.2f}-{b:.2f} s, the words as heard")
 
 
 def samples_hash(samples: np.ndarray, sample_rate: int) -> str:
@@ -125,6 +149,7 @@ def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
                         own.text,
                         summary.clip_hash(own.start, own.end),
                         None,
+                        note=own.note,
                     )
                 )
                 continue

@@ -122,6 +122,7 @@ def save(summary: SourceSummary) -> None:
                 "end": c.end,
                 "text": c.text,
                 "problem": c.problem,
+                "note": c.note,
             }
             for c in summary.line_clips.values()
         ],
@@ -179,7 +180,9 @@ def load(folder: Path, original: Script | None) -> SourceSummary | None:
             if samples_hash(samples, CLIP_RATE) != sha:
                 return None
         line_clips = {
-            c["index"]: LineClip(c["index"], c["speaker"], c["start"], c["end"], c["text"], c["problem"])
+            c["index"]: LineClip(
+                c["index"], c["speaker"], c["start"], c["end"], c["text"], c["problem"], c.get("note", "")
+            )
             for c in data["line_clips"]
         }
         speaker_clips = {name: SpeakerClip(**c) for name, c in data["speaker_clips"].items()}
