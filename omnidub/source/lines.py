@@ -17,6 +17,7 @@ from omnidub.source.analysis import Analysis
 from omnidub.source.clips import (
     FALLBACK_MARGIN,
     MIN_AGREEMENT,
+    own_edges,
     own_stretches,
     spelled,
     voice_problem,
@@ -73,14 +74,16 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
     if span is None:
         return LineClip(index, speaker, line.start, line.end, line.text, "no speech found in its cue")
     start, end = span
+    moved = ""
 
     def clip(problem: str | None) -> LineClip:
-        return LineClip(index, speaker, start, end, line.text, problem)
+        return LineClip(index, speaker, start, end, line.text, problem, moved)
 
     for other in analysis.original.lines:
         if analysis.speakers[other.index] != speaker and other.start < end and other.end > start:
             problem = f"overlaps line {other.index} of {analysis.speakers[other.index]}"
             return _cut_own(analysis, index, encoder, start, end, floor, problem) or clip(problem)
+    start, end, moved = own_edges(analysis, encoder, speaker, start, end)
     if end - start < floor:
         return clip(f"{end - start:.1f} s, shorter than the {floor:g} s floor")
     if end - start > LINE_CEILING:
@@ -94,7 +97,7 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
         if word_agreement(line.text, said, analysis.language) < MIN_AGREEMENT:
             problem = f"the ASR hears other words than its cue's ({said!r})"
         elif heard:
-            return LineClip(index, speaker, start, end, spelled(line.text, heard), None)
+            return LineClip(index, speaker, start, end, spelled(line.text, heard), None, moved)
     return clip(problem)
 
 
