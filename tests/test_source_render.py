@@ -313,16 +313,15 @@ def test_a_source_video_is_the_dubbed_video_and_the_header_says_what_it_carries(
 
 
 def test_a_voice_without_a_clean_clip_never_refuses_the_dub(args, tmp_path):
-    # DAVE's one line starts under ALICE's (no clean clip): he gets his own speech with hers cut away, labelled,
-    # and his line is flagged for review. EVE says one word ("Great.", 0.5 s): no usable speech at all, so her
-    # line is left unrendered, every other line rendered, exit 1 and one line naming the flag that gives her one.
+    # BOB speaks only line 8 here (his other cues are gone), under the end of ALICE's line 7: no clean clip, so he
+    # gets his own speech with hers cut away, labelled, and his line is flagged for review. EVE says one word
+    # ("Great.", 0.5 s): no usable speech at all, so her line is left unrendered, every other line rendered, exit 1
+    # and one line naming the flag that gives her a voice. The dubbed lines over the cues taken out match no
+    # original line: each is placed with its nearest original line's voice, flagged.
+    blocks = (DATA / "original.srt").read_text().strip().split("\n\n")
+    kept = [b.replace("CAROL: Great", "EVE: Great") for k, b in enumerate(blocks, 1) if k not in (2, 5, 11)]
     original = tmp_path / "original.srt"
-    original.write_text(
-        (DATA / "original.srt")
-        .read_text()
-        .replace("BOB: I brought", "DAVE: I brought")
-        .replace("CAROL: Great", "EVE: Great")
-    )
+    original.write_text("\n\n".join(f"{k}\n{b.split(chr(10), 1)[1]}" for k, b in enumerate(kept, 1)) + "\n")
     plain = tmp_path / "plain.srt"
     plain.write_text(
         "".join(
@@ -338,9 +337,11 @@ def test_a_voice_without_a_clean_clip_never_refuses_the_dub(args, tmp_path):
     assert len(said) == 1 and "line(s) 6 not rendered" in said[0], result.output
     assert statuses(out) == {i: "rendered" for i in TRUTH if i != 6}
     references = {line["index"]: line["reference"] for line in manifest(out)["lines"]}
-    dave = references[8]
-    assert dave["speaker"] == "DAVE" and dave["kind"] == "speaker" and "not a clean one" in dave["review"]
+    bob = references[8]
+    assert bob["speaker"] == "BOB" and bob["kind"] == "speaker" and "not a clean one" in bob["review"]
     truth = json.loads((DATA / "truth.json").read_text())["lines"]
-    others = [t["speech"] for t in truth if t["line"] != 8]
-    assert all(b <= dave["start"] or a >= dave["end"] for a, b in others)  # DAVE's speech alone
-    assert all(references[i]["review"] is None for i in references if i != 8)
+    others = [t["speech"] for t in truth if t["speaker"] != "BOB"]
+    assert all(b <= bob["start"] or a >= bob["end"] for a, b in others)  # BOB's speech alone
+    for i in (2, 5, 11):
+        assert references[i]["match"] == "none" and "no original line was heard under it" in references[i]["review"]
+    assert all(references[i]["review"] is None for i in references if i not in (2, 5, 8, 11))

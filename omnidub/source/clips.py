@@ -163,10 +163,11 @@ def _neighbour(analysis: Analysis, speaker: str, edge: float, side: str) -> tupl
     """The other speaker whose speech lies nearest the span's edge, within EDGE_REACH outside it (or across it),
     and the silence between; None when there is none."""
     best = None
+    mine = [o for o in analysis.original.lines if analysis.speakers[o.index] == speaker]
     for line in analysis.original.lines:
-        voiced = analysis.voiced.get(line.index)
         other = analysis.speakers[line.index]
-        if other == speaker or not voiced:
+        voiced = _other_speech(analysis, line, mine) if other != speaker else None
+        if not voiced:
             continue
         gap = edge - voiced[1] if side == "start" else voiced[0] - edge
         inside = voiced[0] < edge < voiced[1]
@@ -205,20 +206,28 @@ def own_stretches(
         if analysis.speakers[line.index] == speaker:
             continue
         taken = [(line.start, line.end)]
-        voiced = analysis.voiced.get(line.index)
+        voiced = _other_speech(analysis, line, mine)
         if voiced:
-            # Speech let run past its cue into one of this speaker's cues is this speaker's there (voice activity
-            # runs two voices that overlap into one region): the cue bounds it.
-            low, high = voiced[0] - margin, voiced[1] + margin
-            for own in mine:
-                if high > line.end and own.start < high and own.end > line.end:
-                    high = max(line.end, own.start)
-                if low < line.start and own.end > low and own.start < line.start:
-                    low = min(line.start, own.end)
-            taken.append((low, high))
+            taken.append((voiced[0] - margin, voiced[1] + margin))
         for a, b in taken:
             pieces = [p for x, y in pieces for p in ((x, min(y, a)), (max(x, b), y)) if p[1] - p[0] > 1e-3]
     return sorted(((round(a, 3), round(b, 3)) for a, b in pieces), key=lambda p: p[0] - p[1])
+
+
+def _other_speech(analysis: Analysis, line, mine: list) -> tuple[float, float] | None:
+    """Where another speaker's line speaks, as far as it can be told from ``mine`` (this speaker's lines): speech
+    let run past its cue into one of this speaker's cues is this speaker's there (voice activity runs two voices
+    that overlap into one region), so the cue bounds it."""
+    voiced = analysis.voiced.get(line.index)
+    if not voiced:
+        return None
+    low, high = voiced
+    for own in mine:
+        if high > line.end and own.start < high and own.end > line.end:
+            high = max(line.end, own.start)
+        if low < line.start and own.end > low and own.start < line.start:
+            low = min(line.start, own.end)
+    return low, high
 
 
 def fallback_candidate(

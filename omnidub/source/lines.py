@@ -188,11 +188,12 @@ def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
 
 def _placed(dub: Script, index: int, summary) -> tuple[str | None, str | None]:
     """The speaker of a dubbed line no original line was heard under: the speaker of the nearest original line in
-    time (a guess, to be reviewed); None when the original has no line with a known voice."""
+    time whose voice has a clip (a guess, to be reviewed); None when there is none."""
     line = next(line for line in dub.lines if line.index == index)
     if line.speaker != DEFAULT_SPEAKER:
         return None, None
-    known = [o for o in summary.original.lines if summary.speakers.get(o.index) in summary.centroids]
+    # The nearest line of a voice the source gives a clip, so that the guess can be voiced.
+    known = [o for o in summary.original.lines if summary.speakers.get(o.index) in summary.speaker_clips]
     if not known:
         return None, None
     nearest = min(known, key=lambda o: (max(o.start - line.end, line.start - o.end, 0.0), o.start))
