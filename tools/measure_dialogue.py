@@ -31,9 +31,9 @@ def judge_labelled(film, encoder) -> dict:
     )
     return {
         "voices": len(found.chosen),
-        "fallbacks": sum(bool(c.fallback) for c in found.chosen.values()),
+        "fallbacks": sum(bool(getattr(c, "fallback", "")) for c in found.chosen.values()),
         "unvoiced": sorted(found.missing),
-        "holding_another": _impure(film, found, {s: s for s in found.chosen}),
+        "holding_another": _impure(film, found, {s: s for s in film.truth["cast"]}),
         **_own_share(film, found),
     }
 
@@ -57,7 +57,7 @@ def judge_unlabelled(film, encoder) -> dict:
         "lines": len(truth),
         "right": sum(names[groups[i]] == truth[i] for i in truth),
         "wrong": sorted(i for i in truth if names[groups[i]] != truth[i]),
-        "fallbacks": sum(bool(c.fallback) for c in found.chosen.values()),
+        "fallbacks": sum(bool(getattr(c, "fallback", "")) for c in found.chosen.values()),
         "unvoiced": sorted(found.missing),
         "holding_another": _impure(film, found, names),
     }

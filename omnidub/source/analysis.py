@@ -74,6 +74,7 @@ class Analysis:
     calibration: dict[str, VoiceCalibration] = field(default_factory=dict)
     condensed: dict[int, str] = field(default_factory=dict)  # line -> why its cue looks condensed (no ASR to hear it)
     words: tuple[Word, ...] | None = None  # what the ASR hears in the whole track; None without an ASR model
+    heard_lines: bool = False  # the lines were cut from what the ASR heard: where one ends is a guess
     # Window embeddings by span: a line's clip is checked as a speaker candidate and again as its own reference.
     _windows: dict = field(default_factory=dict, repr=False)
 

@@ -42,6 +42,7 @@ FALLBACK_MARGIN = 0.05
 # holding half a second of a reply came out nearer the reply's voice; 0.4 s windows did not tell voices apart.
 EDGE_REACH = 0.15
 EDGE_GUARD = 0.15
+JOINED_GUARD = 0.5  # lines heard with no pause between the voices (two turns overlap by 0.3-0.6 s)
 EDGE_WINDOW = 0.8
 EDGE_STEP = 0.1
 EDGE_DEPTH = 1.2
@@ -148,13 +149,17 @@ def own_edges(analysis: Analysis, encoder, speaker: str, start: float, end: floa
             continue
         other, gap = near
         depth = _other_voice_depth(analysis, encoder, speaker, other, start, end, side)
-        cut = max(EDGE_GUARD - gap, 0.0) + depth
+        between = (edge - gap - 0.05, edge + 0.05) if side == "start" else (edge - 0.05, edge + gap + 0.05)
+        # Lines heard (no subtitles) with no pause voice activity can hear between the two voices: where one ends
+        # is a guess (word times, the quietest moment), and they may overlap.
+        joined = analysis.heard_lines and analysis.speech.speech_seconds(*between) >= between[1] - between[0] - 0.02
+        cut = max((JOINED_GUARD if joined else EDGE_GUARD) - gap, 0.0) + depth
         if cut <= 0:
             continue
         if side == "start":
-            start = round(start + cut, 3)
+            start = round(min(start + cut, end), 3)
         else:
-            end = round(end - cut, 3)
+            end = round(max(end - cut, start), 3)
         done.append(f"{side} moved {cut:.2f} s off {other}'s speech" + (" (heard in it)" if depth else ""))
     return start, end, "; ".join(done)
 

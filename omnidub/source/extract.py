@@ -111,7 +111,10 @@ def extract_voices(
         if analysis.language is None:
             notes.append(f"language {heard.transcript.language!r}, as the ASR heard it; --language sets it")
         analysis = replace(
-            analysis, words=heard.transcript.words, language=analysis.language or heard.transcript.language
+            analysis,
+            words=heard.transcript.words,
+            language=analysis.language or heard.transcript.language,
+            heard_lines=True,
         )
     elif asr is not None:
         # One pass over the whole track: Whisper encodes 30 s windows, so a call per clip would cost a window each.
