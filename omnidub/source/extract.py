@@ -104,6 +104,7 @@ def extract_voices(
         language=options.language,
         separated=separation is not None,
         speech=heard.speech if heard else None,
+        heard=heard is not None,
     )
     if options.names:
         analysis = renamed(analysis, options.names)
