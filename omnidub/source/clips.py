@@ -42,7 +42,11 @@ FALLBACK_MARGIN = 0.05
 # holding half a second of a reply came out nearer the reply's voice; 0.4 s windows did not tell voices apart.
 EDGE_REACH = 0.15
 EDGE_GUARD = 0.15
-JOINED_GUARD = 0.5  # lines heard with no pause between the voices (two turns overlap by 0.3-0.6 s)
+# Lines heard (no subtitles): their word times are loose by up to 0.4 s, so another voice this near an edge is a
+# neighbour, and the edge moves HEARD_GUARD in from where it was heard (on the films two turns overlap by 0.3-0.6
+# s, voice activity heard a dip inside an overlap, and the change was heard up to 0.2 s early).
+HEARD_REACH = 0.3
+HEARD_GUARD = 0.6
 EDGE_WINDOW = 0.8
 EDGE_STEP = 0.1
 EDGE_DEPTH = 1.2
@@ -137,10 +141,10 @@ def isolation_problem(analysis: Analysis, speaker: str, start: float, end: float
 
 def own_edges(analysis: Analysis, encoder, speaker: str, start: float, end: float) -> tuple[float, float, str]:
     """The span with its edges moved off the voices next to it: an edge within EDGE_REACH of another speaker's
-    speech moves in by EDGE_GUARD (a reply 0.05 s after a line, or a line's word times loose by as much, leaves
-    a tenth of a second of the other voice inside that 1.6 s windows cannot hear), and further while short windows
-    from that edge sound more like that speaker than like this one (a reply heard as part of the line). Returns the
-    span and what was done ("" when nothing)."""
+    speech moves to EDGE_GUARD off it (a reply 0.05 s after a line, or a line's word times loose by as much, leaves
+    a tenth of a second of the other voice inside that 1.6 s windows cannot hear; lines heard: HEARD_GUARD in),
+    and further while short windows from that edge sound more like that speaker than like this one (a reply heard
+    as part of the line). Returns the span and what was done ("" when nothing)."""
     done = []
     for side in ("start", "end"):
         edge = start if side == "start" else end
@@ -149,11 +153,9 @@ def own_edges(analysis: Analysis, encoder, speaker: str, start: float, end: floa
             continue
         other, gap = near
         depth = _other_voice_depth(analysis, encoder, speaker, other, start, end, side)
-        between = (edge - gap - 0.05, edge + 0.05) if side == "start" else (edge - 0.05, edge + gap + 0.05)
-        # Lines heard (no subtitles) with no pause voice activity can hear between the two voices: where one ends
-        # is a guess (word times, the quietest moment), and they may overlap.
-        joined = analysis.heard_lines and analysis.speech.speech_seconds(*between) >= between[1] - between[0] - 0.02
-        cut = max((JOINED_GUARD if joined else EDGE_GUARD) - gap, 0.0) + depth
+        # Lines heard (no subtitles): where one voice ends and the next begins is a guess (word times, the quietest
+        # moment), and they may overlap.
+        cut = (HEARD_GUARD if analysis.heard_lines else max(EDGE_GUARD - gap, 0.0)) + depth
         if cut <= 0:
             continue
         if side == "start":
@@ -165,9 +167,10 @@ def own_edges(analysis: Analysis, encoder, speaker: str, start: float, end: floa
 
 
 def _neighbour(analysis: Analysis, speaker: str, edge: float, side: str) -> tuple[str, float] | None:
-    """The other speaker whose speech lies nearest the span's edge, within EDGE_REACH outside it (or across it),
-    and the silence between; None when there is none."""
+    """The other speaker whose speech lies nearest the span's edge, within EDGE_REACH outside it (HEARD_REACH for
+    lines heard), or across it, and the silence between; None when there is none."""
     best = None
+    reach = HEARD_REACH if analysis.heard_lines else EDGE_REACH
     mine = [o for o in analysis.original.lines if analysis.speakers[o.index] == speaker]
     for line in analysis.original.lines:
         other = analysis.speakers[line.index]
@@ -176,7 +179,7 @@ def _neighbour(analysis: Analysis, speaker: str, edge: float, side: str) -> tupl
             continue
         gap = edge - voiced[1] if side == "start" else voiced[0] - edge
         inside = voiced[0] < edge < voiced[1]
-        if (-EDGE_REACH < gap < EDGE_REACH or inside) and (best is None or gap < best[1]):
+        if (-reach < gap < reach or inside) and (best is None or gap < best[1]):
             best = (other, max(gap, 0.0))
     return best
 
