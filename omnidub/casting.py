@@ -4,16 +4,17 @@ line back to its speaker's clip when the actor's own line made it sound like som
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
 import numpy as np
 
+from omnidub.errors import OmnidubError
 from omnidub.names import safe_name
 from omnidub.plan import assign_languages
 from omnidub.records import LineEntry
-from omnidub.script import Script
+from omnidub.script import Script, line_ranges
 from omnidub.source.cast import (
     SourceCast,
     SourceOptions,
@@ -22,6 +23,8 @@ from omnidub.source.cast import (
     reference_record,
     source_cast,
     source_summary,
+    unvoiced_lines,
+    unvoiced_note,
 )
 from omnidub.voices import Voice
 
@@ -39,6 +42,7 @@ class Casting:
     script: Script
     bed: Path | None
     notes: tuple[str, ...]
+    unvoiced: dict[int, str] = field(default_factory=dict)  # dubbed line -> its speaker, left without a voice
 
 
 def cast_from_source(
@@ -72,9 +76,20 @@ def cast_from_source(
         )
     voices = {**cast.voices, **given}
     script = assign_speakers(dub, cast)
+    unvoiced = unvoiced_lines(script, voices, summary)
+    if unvoiced and len(unvoiced) == len(script.lines):
+        raise OmnidubError(f"{input_path}: {unvoiced_note(unvoiced, summary)[0].partition(': ')[2]}")
+    script = replace(script, lines=tuple(line for line in script.lines if line.index not in unvoiced))
     check_source_cast(script, voices, summary, input_path)
+    notes += tuple(unvoiced_note(unvoiced, summary))
+    review = sorted(i for i, r in cast.references.items() if r.review and i not in unvoiced)
+    if review:
+        notes += (
+            f"line(s) {line_ranges(review)}: their voice is a guess or comes from a clip that is not a clean one; "
+            "listen to them (each line's reference in the manifest says why)",
+        )
     bed = summary.accompaniment if summary.accompaniment is not None and not has_bed else None
-    return Casting(cast, voices, assign_languages(script, voices), bed, notes)
+    return Casting(cast, voices, assign_languages(script, voices), bed, notes, unvoiced)
 
 
 def reference_files(cast: SourceCast) -> dict[int, str]:

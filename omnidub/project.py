@@ -568,12 +568,13 @@ class Project:
             self.save_manifest()
         counts = {s: sum(e.status == s for e in self.entries) for s in ("rendered", "cached", "failed")}
         generation = self.generation
+        unvoiced = len(self.casting.unvoiced) if self.casting is not None else 0  # the source gave them no voice
         return Summary(
             out_dir=self.out_dir,
-            lines=len(self.entries),
+            lines=len(self.entries) + unvoiced,
             rendered=counts["rendered"],
             cached=counts["cached"],
-            failed=counts["failed"],
+            failed=counts["failed"] + unvoiced,
             overflow=tuple(e.index for e in self.entries if "overflow" in e.flags),
             audio_seconds=audio_seconds,
             synth_seconds=synth_seconds,

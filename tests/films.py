@@ -281,3 +281,111 @@ def make_film(
     }
     (folder / "truth.json").write_text(json.dumps(truth, indent=1), encoding="utf-8")
     return Film(folder, audio, subs, unlabelled, truth)
+
+
+# A quick exchange: five voices in two similar pairs (flite's and festival's HTS build of one speaker, slt; the
+# two male diphone voices of one synthesizer) and one apart.
+DIALOGUE_CAST = ("NORA", "MAYA", "BRUNO", "KEN", "OWEN")
+REPLIES = ["Yes.", "Fine.", "No."]
+
+
+def make_dialogue(folder: Path, *, seed: int = 0, bed_db: float | None = 6.0, lines: int = 14) -> Film:
+    """A film of quick dialogue: `lines` sentences by DIALOGUE_CAST (each voice twice at least, never twice in a
+    row) and three one-word replies, mostly 0.02-0.15 s apart; two turns overlap by 0.3-0.6 s, one line is cut
+    off mid-sentence by the next voice. Cues lead and trail the speech by up to 0.15 s and, where the voices are
+    quick, touch; where they overlap, so do the cues. The truth says who speaks where (the interrupted line's
+    words are those of the part spoken, in proportion to its time)."""
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    rng = np.random.default_rng(1000 + seed)
+    cast = DIALOGUE_CAST
+    order = [cast[k % len(cast)] for k in range(lines)]
+    while True:
+        rng.shuffle(order)
+        if all(a != b for a, b in zip(order, order[1:])):
+            break
+    texts = [str(t) for t in rng.permutation(SENTENCES)[:lines]]
+    # One-word replies after three lines, by a voice other than that line's and the next one's.
+    after = sorted(rng.choice(range(1, lines - 1), size=3, replace=False).tolist())
+    turns = []
+    for k in range(lines):
+        turns.append([order[k], texts[k]])
+        if k in after:
+            who = str(rng.choice([v for v in cast if v != order[k] and (k + 1 >= lines or v != order[k + 1])]))
+            turns.append([who, REPLIES[after.index(k)]])
+    for voice in dict.fromkeys(t[0] for t in turns):
+        mine = [t for t in turns if t[0] == voice]
+        for turn, audio in zip(mine, speak(voice, [t[1] for t in mine])):
+            turn.append(audio)
+    long_turns = [k for k in range(1, len(turns)) if len(turns[k][1].split()) > 2 and len(turns[k - 1][1].split()) > 2]
+    overlapped = set(rng.choice(long_turns, size=2, replace=False).tolist())
+    interrupted = int(rng.choice([k for k in long_turns if k not in overlapped and k - 1 not in overlapped]))
+    rows, pieces, cursor = [], [], 0.8
+    for k, (voice, text, audio) in enumerate(turns):
+        said = text
+        if k + 1 == interrupted:  # cut off at 55-65 % of its length; the next voice starts right there
+            keep = rng.uniform(0.55, 0.65)
+            audio = audio[: int(audio.size * keep)].copy()
+            audio[-160:] *= np.linspace(1, 0, 160, dtype=np.float32)
+            words = text.split()
+            said = " ".join(words[: max(1, round(len(words) * keep))])
+        if k == 0:
+            start = cursor
+        elif k in overlapped:
+            start = cursor - rng.uniform(0.3, 0.6)
+        elif k == interrupted:
+            start = cursor - 0.05
+        elif rng.uniform() < 0.75:
+            start = cursor + rng.uniform(0.02, 0.15)
+        else:
+            start = cursor + rng.uniform(0.3, 0.6)
+        end = start + audio.size / RATE
+        pieces.append((start, audio))
+        rows.append(
+            {
+                "line": k + 1,
+                "speaker": voice,
+                "said": said,
+                "speech": [round(start, 3), round(end, 3)],
+                **({"overlapped": True} if k in overlapped else {}),
+                **({"interrupted": True} if k + 1 == interrupted else {}),
+                **({"reply": True} if len(text.split()) == 1 else {}),
+            }
+        )
+        cursor = max(cursor, end)
+    seconds = cursor + 1.0
+    mix = np.zeros(int(seconds * RATE), np.float64)
+    if bed_db is not None:
+        mix += SPEECH_RMS * 10 ** (-bed_db / 20) * music(seconds, rng)
+    for start, audio in pieces:
+        a = int(round(start * RATE))
+        mix[a : a + audio.size] += audio
+    mix = np.clip(mix, -1, 1).astype(np.float32)
+    cues = []
+    for k, row in enumerate(rows):
+        a, b = row["speech"]
+        cue = [a - rng.uniform(0, 0.15), b + rng.uniform(0, 0.15)]
+        if k and cues[-1][1] > cue[0] and rows[k - 1]["speech"][1] <= a:  # quick, not overlapping: cues touch
+            cues[-1][1] = cue[0] = max(rows[k - 1]["speech"][1], min(cue[0], cues[-1][1]))
+        cues.append(cue)
+    for row, (a, b) in zip(rows, cues):
+        row["cue"] = [round(a, 3), round(b, 3)]
+        row["text"] = row["said"] + ("..." if row.get("interrupted") else "")
+    audio_path = folder / "film.wav"
+    sf.write(audio_path, mix, RATE, subtype="PCM_16")
+    subs, unlabelled = folder / "film.en.srt", folder / "film.unlabelled.srt"
+    write_srt(subs, [(*row["cue"], f"{row['speaker']}: {row['text']}") for row in rows])
+    write_srt(unlabelled, [(*row["cue"], row["text"]) for row in rows])
+    speech = [
+        {"speaker": r["speaker"], "start": r["speech"][0], "end": r["speech"][1], "line": r["line"]} for r in rows
+    ]
+    truth = {
+        "seed": seed,
+        "bed_db": bed_db,
+        "seconds": round(seconds, 3),
+        "cast": list(cast),
+        "lines": rows,
+        "speech": speech,
+    }
+    (folder / "truth.json").write_text(json.dumps(truth, indent=1), encoding="utf-8")
+    return Film(folder, audio_path, subs, unlabelled, truth)

@@ -97,6 +97,23 @@ def test_clip_text_is_what_the_clip_says(labelled, asr):
         assert word_agreement(clip.text, heard, "en") >= 0.75, (clip.text, heard)
 
 
+def test_a_clips_words_keep_the_cue_where_the_asr_only_mishears():
+    from omnidub.asr import Word
+    from omnidub.source.clips import spelled
+
+    def heard(text):
+        return [Word(w, k * 0.3, k * 0.3 + 0.25) for k, w in enumerate(text.split())]
+
+    cue = "We should leave before the rain starts."
+    # A neighbour's last word at the clip's edge, a misheard word, a word dropped: the cue's words.
+    assert spelled(cue, heard("now we should leave before the reign starts")) == cue
+    assert spelled(cue, heard("we should leave before rain starts")) == cue
+    # A condensed subtitle leaves out a phrase: the words as heard.
+    assert spelled("We should leave.", heard("we should leave before the rain starts")) == (
+        "We should leave. before the rain starts"
+    )
+
+
 def test_cut_at_word_is_the_fast_presets_cut(asr):
     from omnidub.media import load_audio
     from omnidub.voices import Voice, prepare_reference
@@ -170,16 +187,21 @@ def test_lines_match_by_overlap_and_report_none_or_several():
 def test_line_references_use_the_line_or_say_why_not(labelled):
     references = {r.index: r for r in labelled.references(read_script(DATA / "dub.srt"))}
     own = {i for i, r in references.items() if r.kind == "line"}
-    assert own == {1, 2, 3, 4, 5, 9, 11, 12}, {i: r.fallback for i, r in references.items()}
+    assert own == {1, 2, 3, 4, 5, 7, 9, 11, 12}, {i: r.fallback for i, r in references.items()}
     for i in own:
         r = references[i]
         assert r.fallback is None and r.original == (i,) and r.speaker == TRUE_SPEAKER[i]
         assert voices_in(r.start, r.end) == {r.speaker}
         assert r.sha256 == samples_hash(labelled.clip(r.start, r.end), 24000)
     assert "shorter than the 2 s floor" in references[6].fallback
-    assert "overlaps line 8 of BOB" in references[7].fallback and "overlaps line 7" in references[8].fallback
+    # BOB starts under the end of line 7: its clip is cut where his cue begins, with the words heard there (and
+    # held to ALICE's voice alone above); line 8 has too little left once ALICE is cut away.
+    assert (
+        "overlaps line 8 of BOB: cut to" in references[7].note and references[7].end <= TRUTH["lines"][7]["speech"][0]
+    )
+    assert "overlaps line 7" in references[8].fallback
     assert "closer to BOB" in references[10].fallback
-    for i in (6, 7, 8, 10):
+    for i in (6, 8, 10):
         r, clip = references[i], labelled.chosen[references[i].speaker]
         assert r.kind == "speaker" and (r.start, r.end, r.text) == (clip.start, clip.end, clip.text)
 
@@ -192,6 +214,19 @@ def test_a_retimed_dub_falls_back_for_lines_matching_none_or_several(labelled):
     assert references[2].speaker == "BOB"  # the dub's own label names an original speaker
     last = references[len(dub.lines)]
     assert last.kind == "speaker" and last.speaker == "ALICE" and last.fallback.startswith("matches no original line")
+
+
+def test_an_unlabelled_line_over_no_line_heard_is_placed_by_its_neighbours_and_flagged(labelled):
+    dub = read_script(DATA / "dub-retimed.srt")
+    last = len(dub.lines)
+    plain = replace(
+        dub, lines=tuple(replace(line, speaker=DEFAULT_SPEAKER) if line.index == last else line for line in dub.lines)
+    )
+    references = {r.index: r for r in labelled.references(plain)}
+    placed = references[last]
+    assert placed.match == "none" and placed.speaker == "CAROL" and placed.kind == "speaker"  # line 12 is nearest
+    assert "placed with CAROL of line 12" in placed.review
+    assert all(r.review is None for i, r in references.items() if i != last)
 
 
 def test_editing_one_dubbed_line_keeps_every_reference(labelled):

@@ -218,3 +218,17 @@ def test_separate_writes_the_accompaniment_and_records_it(tmp_path):
 
     assert OutputFolder(out, record="extract.json").owns("accompaniment.flac")  # in its ledger, as written
     assert not any("background" in note for note in report["notes"])
+
+
+def test_a_speaker_without_a_clean_clip_gets_its_best_one_labelled(tmp_path):
+    out = tmp_path / "out"
+    srt = relabelled(tmp_path, {}, keep={1, 3, 4, 6, 7, 8, 9, 10, 12})  # BOB speaks only line 8, under ALICE's 7
+    result = run("voices", "extract", DATA / "scene.opus", "--subs", srt, "--out", out)
+    assert result.exit_code == 0, result.output
+    warning = [line for line in result.stderr.splitlines() if "BOB" in line]
+    assert len(warning) == 1 and "has no clean clip" in warning[0], result.stderr
+    report = json.loads((out / "extract.json").read_text())
+    bob = next(s for s in report["speakers"] if s["speaker"] == "BOB")
+    assert bob["why_none"] is None and "for want of a clean clip" in bob["clip"]["fallback"]
+    assert "BOB: not a clean clip:" in (out / "voices.toml").read_text()
+    assert set(load_voices(out / "voices.toml", [], [])) == {"ALICE", "BOB", "CAROL"}

@@ -363,3 +363,34 @@ def test_a_kept_source_analysis_is_used_only_under_the_key_it_was_made_for(tmp_p
     swapped = tmp_path / "cache" / "key-of-source-b"
     shutil.copytree(made_for, swapped)  # another source's analysis under this one's key
     assert load(swapped, original) is None
+
+
+def test_a_reply_heard_too_short_to_embed_is_grouped_by_the_speech_next_to_it(tmp_path):
+    # Two voices, told apart by a stub encoder (the sign of the samples); B's "Fine." is heard 0.25 s after B truly
+    # said it and too short to embed where it was heard: it is grouped by the speech no other line claims next to
+    # it (B's), not kept with the line before (A's).
+    from omnidub.script import Script
+    from omnidub.source.analysis import analyse
+    from omnidub.source.audio import SourceAudio
+    from omnidub.source.heard import heard_line
+
+    rate = 16000
+
+    class Encoder:
+        def embed(self, audio, sample_rate):
+            if audio.size < 0.3 * sample_rate or not np.abs(audio).max():
+                return None
+            voice = np.array([1.0, 0.0]) if audio.mean() > 0 else np.array([0.0, 1.0])
+            return voice, audio.size / sample_rate
+
+    said = [("A", 0.5, 2.5), ("B", 2.6, 2.95), ("A", 4.0, 6.0), ("B", 7.0, 9.0), ("A", 10.0, 12.0), ("B", 13, 15)]
+    samples = np.zeros(16 * rate, np.float32)
+    for who, a, b in said:
+        samples[int(a * rate) : int(b * rate)] = 0.3 if who == "A" else -0.3
+    audio = SourceAudio(tmp_path / "a.wav", samples, rate)
+    heard = [(a, b) for _, a, b in said]
+    heard[1] = (3.2, 3.25)  # where the ASR's word times put "Fine."
+    lines = tuple(heard_line(k, "Fine." if k == 2 else "A line.", a, b, "en") for k, (a, b) in enumerate(heard, 1))
+    speech = speech_map([(a, b) for _, a, b in said], 16.0)
+    found = analyse(Script(lines, (), (), True), audio, Encoder(), speech=speech, heard=True)
+    assert found.speakers[2] == found.speakers[4] != found.speakers[1]

@@ -77,9 +77,9 @@ def test_each_line_is_cloned_from_the_original_line_it_translates_or_says_why_no
         assert (by_line / reference["file"]).is_file()
     # The traps of the scene: a 0.8 s line, two lines spoken over each other, a cue that also holds another voice.
     assert "shorter than" in lines[6]["reference"]["fallback"]
-    assert "overlaps" in lines[7]["reference"]["fallback"] and "overlaps" in lines[8]["reference"]["fallback"]
+    assert "cut to" in lines[7]["reference"]["note"] and "overlaps" in lines[8]["reference"]["fallback"]
     assert lines[10]["reference"]["kind"] == "speaker"
-    assert [i for i, line in lines.items() if line["reference"]["kind"] == "line"] == [1, 2, 3, 4, 5, 9, 11, 12]
+    assert [i for i, line in lines.items() if line["reference"]["kind"] == "line"] == [1, 2, 3, 4, 5, 7, 9, 11, 12]
     # A line's own clip is its own voice: it never also serves as another speaker's.
     clips = {}
     for line in lines.values():
@@ -164,7 +164,7 @@ def test_auto_sends_a_line_that_sounds_like_someone_else_back_to_its_speakers_cl
     out = tmp_path / "out"
     result = run("render", DATA / "dub.srt", *args, "--out", out)  # --voice-match auto is the default
     assert result.exit_code == 0, result.output
-    assert sorted(heard) == [1, 2, 3, 4, 5, 9, 11, 12]  # the lines cloned from their own clip, each heard once
+    assert sorted(heard) == [1, 2, 3, 4, 5, 7, 9, 11, 12]  # the lines cloned from their own clip, each heard once
     lines = {line["index"]: line for line in manifest(out)["lines"]}
     second = lines[2]["reference"]
     assert second["kind"] == "speaker" and "closer to ALICE" in second["fallback"]
@@ -313,3 +313,38 @@ def test_a_source_video_is_the_dubbed_video_and_the_header_says_what_it_carries(
     notes = " ".join(result.stderr.split())
     assert "the dub goes into" not in notes and "dialogue only" not in notes
     assert (out / "scene.dub.mp4").is_file()
+
+
+def test_a_voice_without_a_clean_clip_never_refuses_the_dub(args, tmp_path):
+    # BOB speaks only line 8 here (his other cues are gone), under the end of ALICE's line 7: no clean clip, so he
+    # gets his own speech with hers cut away, labelled, and his line is flagged for review. EVE says one word
+    # ("Great.", 0.5 s): no usable speech at all, so her line is left unrendered, every other line rendered, exit 1
+    # and one line naming the flag that gives her a voice. The dubbed lines over the cues taken out match no
+    # original line: each is placed with its nearest original line's voice, flagged.
+    blocks = (DATA / "original.srt").read_text().strip().split("\n\n")
+    kept = [b.replace("CAROL: Great", "EVE: Great") for k, b in enumerate(blocks, 1) if k not in (2, 5, 11)]
+    original = tmp_path / "original.srt"
+    original.write_text("\n\n".join(f"{k}\n{b.split(chr(10), 1)[1]}" for k, b in enumerate(kept, 1)) + "\n")
+    plain = tmp_path / "plain.srt"
+    plain.write_text(
+        "".join(
+            row.split(": ", 1)[-1] if ": " in row else row
+            for row in (DATA / "dub.srt").read_text().splitlines(keepends=True)
+        )
+    )
+    source = [a if a != DATA / "original.srt" else original for a in args]
+    out = tmp_path / "out"
+    result = run("render", plain, *source, "--voice-match", "line", "--out", out)
+    assert result.exit_code == 1, result.output
+    said = [line for line in result.output.splitlines() if "--voice EVE=FILE" in line]
+    assert len(said) == 1 and "line(s) 6 not rendered" in said[0], result.output
+    assert statuses(out) == {i: "rendered" for i in TRUTH if i != 6}
+    references = {line["index"]: line["reference"] for line in manifest(out)["lines"]}
+    bob = references[8]
+    assert bob["speaker"] == "BOB" and bob["kind"] == "speaker" and "not a clean one" in bob["review"]
+    truth = json.loads((DATA / "truth.json").read_text())["lines"]
+    others = [t["speech"] for t in truth if t["speaker"] != "BOB"]
+    assert all(b <= bob["start"] or a >= bob["end"] for a, b in others)  # BOB's speech alone
+    for i in (2, 5, 11):
+        assert references[i]["match"] == "none" and "no original line was heard under it" in references[i]["review"]
+    assert all(references[i]["review"] is None for i in references if i not in (2, 5, 8, 11))

@@ -163,6 +163,13 @@ def show(extracted, folder: Path, as_json: bool) -> None:
         print_json(extracted.report)
     else:
         print_extract(extracted.report, folder)
+    for speaker, chosen in extracted.extraction.chosen.items():
+        if chosen.fallback:
+            err.print(
+                f"[bold yellow]warning:[/] {escape(printable(speaker))} has no clean clip; listen to it: "
+                f"{escape(printable(chosen.fallback))}",
+                soft_wrap=True,
+            )
     for speaker, why in extracted.extraction.missing.items():
         err.print(
             f"[bold yellow]warning:[/] {escape(printable(speaker))} has no clip: {escape(printable(why))}",
@@ -184,6 +191,8 @@ def print_extract(report: dict, folder: Path) -> None:
         )
         if clip.get("note"):
             out.print(f"    ({escape(printable(clip['note']))})", soft_wrap=True)
+        if clip.get("fallback"):
+            out.print(f"    (not a clean clip: {escape(printable(clip['fallback']))})", soft_wrap=True)
         for other in entry["candidates"][1:]:
             note = f"  ({escape(printable(other['note']))})" if other.get("note") else ""
             out.print(

@@ -52,6 +52,8 @@ WINDOW_SPEECH = 0.5
 CONDENSED_RATIO = 1.5
 CONDENSED_SPEECH = 2.0
 CONDENSED_CUES = 3
+# A line heard (no subtitles) too short to embed is embedded from the speech no other line claims this near it.
+UNCLAIMED_REACH = 0.6
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,6 +76,7 @@ class Analysis:
     calibration: dict[str, VoiceCalibration] = field(default_factory=dict)
     condensed: dict[int, str] = field(default_factory=dict)  # line -> why its cue looks condensed (no ASR to hear it)
     words: tuple[Word, ...] | None = None  # what the ASR hears in the whole track; None without an ASR model
+    heard_lines: bool = False  # the lines were cut from what the ASR heard: where one ends is a guess
     # Window embeddings by span: a line's clip is checked as a speaker candidate and again as its own reference.
     _windows: dict = field(default_factory=dict, repr=False)
 
@@ -125,9 +128,11 @@ def analyse(
     language: str | None = None,
     separated: bool = False,
     speech: SpeechMap | None = None,
+    heard: bool = False,
 ) -> Analysis:
     """Find every original line in `audio`: speech spans, embeddings, speakers (grouped when unlabelled).
-    ``speech``: the track's voice activity, when it was already found."""
+    ``speech``: the track's voice activity, when it was already found; ``heard``: the lines were cut from what an
+    ASR model heard (their times are its words')."""
     track = audio.at_rate(ANALYSIS_RATE)
     speech = speech if speech is not None else find_speech(track)
     if speech.regions or not separated:  # isolated vocals without speech: each cue says so (a model's failure)
@@ -137,6 +142,11 @@ def analyse(
     embeddings: dict[int, np.ndarray | None] = {}
     for index, span in spans.items():
         found = encoder.embed(track.cut(*span), ANALYSIS_RATE) if span else None
+        if found is None and heard:
+            # A reply heard too short to embed ("Fine." placed late by its word times): the unclaimed speech next
+            # to it is its own, rather than its grouping falling to the line before.
+            nearby = _unclaimed_speech(original.lines, index, voiced, speech)
+            found = encoder.embed(track.cut(*nearby), ANALYSIS_RATE) if nearby else None
         embeddings[index] = None if found is None else found[0]
     seconds = {i: (speech.speech_seconds(*s) if s else 0.0) for i, s in spans.items()}
     grouping = None
@@ -269,6 +279,24 @@ def line_spans(lines: tuple[Line, ...], speech: SpeechMap) -> tuple[dict, dict]:
             round(min(high, b + min(PAD, (following - b) / 2)), 3),
         )
     return {i: (v[2] if v else None) for i, v in voiced.items()}, spans
+
+
+def _unclaimed_speech(
+    lines: tuple[Line, ...], index: int, voiced: dict, speech: SpeechMap
+) -> tuple[float, float] | None:
+    """The speech within UNCLAIMED_REACH of a line that no other line's speech covers (the longest stretch); None
+    when there is none."""
+    line = next(o for o in lines if o.index == index)
+    pieces = [
+        (max(a, line.start - UNCLAIMED_REACH), min(b, line.end + UNCLAIMED_REACH))
+        for a, b in speech.regions
+        if b > line.start - UNCLAIMED_REACH and a < line.end + UNCLAIMED_REACH
+    ]
+    for other, span in voiced.items():
+        if other == index or span is None:
+            continue
+        pieces = [p for x, y in pieces for p in ((x, min(y, span[0])), (max(x, span[1]), y)) if p[1] - p[0] > 0.01]
+    return max(pieces, key=lambda p: p[1] - p[0]) if pieces else None
 
 
 def _known(voiced: dict) -> list:

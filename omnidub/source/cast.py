@@ -18,13 +18,13 @@ from omnidub.config import VoiceOptions
 from omnidub.errors import OmnidubError
 from omnidub.files import cache_home, did_you_mean
 from omnidub.keys import file_digest
-from omnidub.script import DEFAULT_SPEAKER, Script, read_script
+from omnidub.script import DEFAULT_SPEAKER, Script, line_ranges, read_script
 from omnidub.source.lines import LineReference, line_references
 from omnidub.source.summary import SourceSummary, load, save, summarize
 from omnidub.voices import Voice
 
 MATCHES = ("auto", "line", "speaker")
-VERSION = 2  # of the analysis: a new one analyses every source again
+VERSION = 3  # of the analysis: a new one analyses every source again
 
 
 @dataclass(frozen=True)
@@ -198,6 +198,9 @@ def source_cast(
             why = verdict.get("why") or "the voice check"
         if why:
             clip = summary.speaker_clips.get(reference.speaker)
+            review = reference.review
+            if clip is not None and clip.fallback and not review:
+                review = f"{reference.speaker}'s clip is not a clean one: {clip.fallback}"
             reference = LineReference(
                 reference.index,
                 reference.speaker,
@@ -209,6 +212,7 @@ def source_cast(
                 clip.text if clip else None,
                 clip.sha256 if clip else None,
                 why,
+                review,
             )
         references[reference.index] = reference
     voices = {
@@ -223,9 +227,37 @@ def source_cast(
     return SourceCast(summary, references, voices, lines)
 
 
+def unvoiced_lines(script: Script, voices: dict[str, Voice], summary: SourceSummary) -> dict[int, str]:
+    """Dubbed lines whose speaker the source gives no usable speech and the user no voice: line -> its speaker.
+    They are left unrendered; every other line is rendered."""
+    from omnidub.voices import voice_for
+
+    found = {}
+    for line in script.lines:
+        if line.speaker in summary.missing:
+            try:
+                voice_for(line.speaker, voices)
+            except OmnidubError:
+                found[line.index] = line.speaker
+    return found
+
+
+def unvoiced_note(unvoiced: dict[int, str], summary: SourceSummary) -> list[str]:
+    """One line per speaker left without a voice: its lines, why, and the flag that gives it one."""
+    notes = []
+    for speaker in dict.fromkeys(unvoiced.values()):
+        lines = line_ranges([i for i, s in unvoiced.items() if s == speaker])
+        notes.append(
+            f"line(s) {lines} not rendered: the source gives {speaker} no usable speech "
+            f"({summary.missing[speaker]}); give {speaker} a voice with --voice {speaker}=FILE"
+        )
+    return notes
+
+
 def check_source_cast(script: Script, voices: dict[str, Voice], summary: SourceSummary, where) -> None:
-    """One line naming the real cause when a dubbed line's speaker has no voice after the source was analysed:
-    the source gave its speaker no clip (and why), or the dub names a speaker the original does not."""
+    """One line naming the real cause when a dubbed line's speaker has no voice after the source was analysed
+    (the source's speakers without usable speech aside: see :func:`unvoiced_lines`): the dub names a speaker the
+    original does not."""
     from omnidub.source.analysis import labelled
     from omnidub.voices import voice_for
 
@@ -238,10 +270,7 @@ def check_source_cast(script: Script, voices: dict[str, Voice], summary: SourceS
             pass
         at = f"{where}: {getattr(line, 'where', '') or f'line {line.index}'}"
         if line.speaker in summary.missing:
-            raise OmnidubError(
-                f"{at}: the source gives {line.speaker} no clip: {summary.missing[line.speaker]}; "
-                f"give {line.speaker} a voice with --voice {line.speaker}=FILE"
-            )
+            continue
         if line.speaker == DEFAULT_SPEAKER:
             raise OmnidubError(
                 f"{at}: the line matches no original line to take its speaker from, and there is no "
@@ -288,5 +317,7 @@ def reference_record(reference: LineReference, file: str | None) -> dict:
         "text": reference.text,
         "sha256": reference.sha256,
         "fallback": reference.fallback,
+        "review": reference.review,
+        **({"note": reference.note} if reference.note else {}),
         "file": file,
     }

@@ -23,12 +23,37 @@ from omnidub.source.analysis import Analysis
 from omnidub.source.speakers import WINDOW
 from omnidub.voices.reference import WHOLE_REFERENCE_SECONDS, cut_at_word
 
+# Words the ASR hears beyond a cue's that make the cue condensed rather than a slip of the ASR.
+CONDENSED_WORDS = 3
 # Below this agreement (1 - WER) the clip does not say its cue's words: a mis-timed cue, or other speech.
 MIN_AGREEMENT = 0.5
 RUN = 3
 FADE = 0.008
 WEIGHTS = {"similarity": 0.4, "speech": 0.2, "level": 0.2, "asr": 0.2}
 LEVEL_FULL_DB = 30.0
+# A speaker without a clean clip takes the longest stretch of its own speech with every other speaker's cue and
+# speech (and FALLBACK_MARGIN around it) cut away, with up to FALLBACK_SILENCE of the silence either side: a clip
+# of at least FALLBACK_FLOOR (OmniVoice distorts under that) holding FALLBACK_SPEECH of speech. The encoder places
+# 1 s clips with their own voice 15 % of the time, so the lines voiced from one are flagged for review.
+FALLBACK_MARGIN = 0.05
+# A clip's edge within EDGE_REACH of another speaker's speech is moved EDGE_GUARD off it, and on while 0.8 s
+# windows from the edge (every 0.1 s, up to 1.2 s in) are not EDGE_MARGIN more like its speaker than like the
+# other: on the quick-dialogue films CAM++ gives 0.55-0.84 for a speaker's own 0.8 s windows, and a window
+# holding half a second of a reply came out nearer the reply's voice; 0.4 s windows did not tell voices apart.
+EDGE_REACH = 0.15
+EDGE_GUARD = 0.15
+# Lines heard (no subtitles): their word times are loose by up to 0.4 s, so another voice this near an edge is a
+# neighbour, and the edge moves HEARD_GUARD in from where it was heard (on the films two turns overlap by 0.3-0.6
+# s, voice activity heard a dip inside an overlap, and the change was heard up to 0.2 s early).
+HEARD_REACH = 0.3
+HEARD_GUARD = 0.6
+EDGE_WINDOW = 0.8
+EDGE_STEP = 0.1
+EDGE_DEPTH = 1.2
+EDGE_MARGIN = 0.1
+FALLBACK_SILENCE = 0.3
+FALLBACK_SPEECH = 0.75  # a one-word reply ("Great.", 0.5 s) is too little to clone from
+FALLBACK_FLOOR = 1.0
 
 
 @dataclass(frozen=True)
@@ -69,6 +94,7 @@ class Candidate:
     scores: Scores | None
     problem: str | None  # why it cannot be used; None when it can
     note: str = ""
+    fallback: str = ""  # not a clean clip: what it is and why (its lines are flagged for review)
 
     @property
     def seconds(self) -> float:
@@ -111,6 +137,153 @@ def isolation_problem(analysis: Analysis, speaker: str, start: float, end: float
         if a < own[1] + margin and b > own[0] - margin:
             return f"within {margin:g} s of the speech of line {line.index} of {analysis.speakers[line.index]}"
     return None
+
+
+def own_edges(analysis: Analysis, encoder, speaker: str, start: float, end: float) -> tuple[float, float, str]:
+    """The span with its edges moved off the voices next to it: an edge within EDGE_REACH of another speaker's
+    speech moves to EDGE_GUARD off it (a reply 0.05 s after a line, or a line's word times loose by as much, leaves
+    a tenth of a second of the other voice inside that 1.6 s windows cannot hear; lines heard: HEARD_GUARD in),
+    and further while short windows from that edge sound more like that speaker than like this one (a reply heard
+    as part of the line). Returns the span and what was done ("" when nothing)."""
+    done = []
+    for side in ("start", "end"):
+        edge = start if side == "start" else end
+        near = _neighbour(analysis, speaker, edge, side)
+        if near is None:
+            continue
+        other, gap = near
+        depth = _other_voice_depth(analysis, encoder, speaker, other, start, end, side)
+        # Lines heard (no subtitles): where one voice ends and the next begins is a guess (word times, the quietest
+        # moment), and they may overlap.
+        cut = (HEARD_GUARD if analysis.heard_lines else max(EDGE_GUARD - gap, 0.0)) + depth
+        if cut <= 0:
+            continue
+        if side == "start":
+            start = round(min(start + cut, end), 3)
+        else:
+            end = round(max(end - cut, start), 3)
+        done.append(f"{side} moved {cut:.2f} s off {other}'s speech" + (" (heard in it)" if depth else ""))
+    return start, end, "; ".join(done)
+
+
+def _neighbour(analysis: Analysis, speaker: str, edge: float, side: str) -> tuple[str, float] | None:
+    """The other speaker whose speech lies nearest the span's edge, within EDGE_REACH outside it (HEARD_REACH for
+    lines heard), or across it, and the silence between; None when there is none."""
+    best = None
+    reach = HEARD_REACH if analysis.heard_lines else EDGE_REACH
+    mine = [o for o in analysis.original.lines if analysis.speakers[o.index] == speaker]
+    for line in analysis.original.lines:
+        other = analysis.speakers[line.index]
+        voiced = _other_speech(analysis, line, mine) if other != speaker else None
+        if not voiced:
+            continue
+        gap = edge - voiced[1] if side == "start" else voiced[0] - edge
+        inside = voiced[0] < edge < voiced[1]
+        if (-reach < gap < reach or inside) and (best is None or gap < best[1]):
+            best = (other, max(gap, 0.0))
+    return best
+
+
+def _other_voice_depth(
+    analysis: Analysis, encoder, speaker: str, other: str, start: float, end: float, side: str
+) -> float:
+    """How far from the span's edge short windows sound like ``other`` rather than ``speaker``: 0 when the edge's
+    window is clearly the speaker's; else the depth of the first window that is, plus a third of a window (what it
+    may still hold of the other voice). The whole span when none is."""
+    own, theirs = analysis.centroids.get(speaker), analysis.centroids.get(other)
+    if own is None or theirs is None or end - start < EDGE_WINDOW:
+        return 0.0
+    depth = 0.0
+    while depth + EDGE_WINDOW <= min(EDGE_DEPTH, end - start) + 1e-6:
+        a = start + depth if side == "start" else end - depth - EDGE_WINDOW
+        found = encoder.embed(analysis.track.cut(a, a + EDGE_WINDOW), analysis.track.sample_rate)
+        if found is not None and float(np.dot(found[0], own)) - float(np.dot(found[0], theirs)) >= EDGE_MARGIN:
+            return 0.0 if depth == 0 else round(depth + EDGE_WINDOW / 3, 3)
+        depth += EDGE_STEP
+    return round(depth + EDGE_WINDOW / 3, 3) if depth else 0.0
+
+
+def own_stretches(
+    analysis: Analysis, speaker: str, start: float, end: float, margin: float
+) -> list[tuple[float, float]]:
+    """The parts of ``start``..``end`` left once every other speaker's cue and speech (with ``margin`` around it)
+    is cut away, longest first."""
+    pieces = [(start, end)]
+    mine = [o for o in analysis.original.lines if analysis.speakers[o.index] == speaker]
+    for line in analysis.original.lines:
+        if analysis.speakers[line.index] == speaker:
+            continue
+        taken = [(line.start, line.end)]
+        voiced = _other_speech(analysis, line, mine)
+        if voiced:
+            taken.append((voiced[0] - margin, voiced[1] + margin))
+        for a, b in taken:
+            pieces = [p for x, y in pieces for p in ((x, min(y, a)), (max(x, b), y)) if p[1] - p[0] > 1e-3]
+    return sorted(((round(a, 3), round(b, 3)) for a, b in pieces), key=lambda p: p[0] - p[1])
+
+
+def _other_speech(analysis: Analysis, line, mine: list) -> tuple[float, float] | None:
+    """Where another speaker's line speaks, as far as it can be told from ``mine`` (this speaker's lines): speech
+    let run past its cue into one of this speaker's cues is this speaker's there (voice activity runs two voices
+    that overlap into one region), so the cue bounds it."""
+    voiced = analysis.voiced.get(line.index)
+    if not voiced:
+        return None
+    low, high = voiced
+    for own in mine:
+        if high > line.end and own.start < high and own.end > line.end:
+            high = max(line.end, own.start)
+        if low < line.start and own.end > low and own.start < line.start:
+            low = min(line.start, own.end)
+    return low, high
+
+
+def fallback_candidate(
+    analysis: Analysis, speaker: str, encoder, why: str, floor: float = FALLBACK_FLOOR
+) -> Candidate | None:
+    """The best clip a speaker without a clean one has (``why``: what refused the clean ones): the longest
+    stretch of one of its lines' speech with the other speakers' cues and speech cut away, at least ``floor`` s,
+    one voice by the calibrated windows; None when the speaker has no such speech."""
+    found = []
+    for line in analysis.original.lines:
+        voiced = analysis.voiced.get(line.index)
+        if analysis.speakers[line.index] != speaker or not voiced:
+            continue
+        # Its speech with up to FALLBACK_SILENCE of the silence either side, as far as nobody else speaks there.
+        span = (max(0.0, voiced[0] - FALLBACK_SILENCE), min(analysis.track.seconds, voiced[1] + FALLBACK_SILENCE))
+        for a, b in own_stretches(analysis, speaker, *span, FALLBACK_MARGIN):
+            if b - a >= floor and analysis.speech.speech_seconds(a, b) >= FALLBACK_SPEECH:
+                found.append((line.index, a, round(min(b, a + WHOLE_REFERENCE_SECONDS), 3)))
+    for index, start, end in sorted(found, key=lambda f: f[1] - f[2]):
+        start, end, _ = own_edges(analysis, encoder, speaker, start, end)
+        if end - start < floor or voice_problem(analysis, encoder, speaker, start, end):
+            continue
+        voiced = analysis.voiced[index]
+        whole = start <= voiced[0] + 0.05 and end >= voiced[1] - 0.05
+        text, how = stretch_words(analysis, index, start, end, whole)
+        cut = "its whole speech" if whole else f"its speech at {start:.2f}-{end:.2f} s, other voices cut away"
+        label = f"line {index}: {cut} ({end - start:.1f} s; {how}), for want of a clean clip: {why}"
+        scores = _scores(analysis, encoder, speaker, start, end, None)
+        return Candidate(speaker, (index,), start, end, text, scores, None, fallback=label)
+    return None
+
+
+def stretch_words(analysis: Analysis, index: int, start: float, end: float, whole: bool) -> tuple[str, str]:
+    """The words said in part of a line's speech, and how they are known: heard by the ASR, the cue's (the
+    whole speech), or the cue's words in proportion to the time kept (a guess, said so)."""
+    cue = analysis.lines[index].text
+    heard = analysis.heard(start, end)
+    if heard:
+        return spelled(cue, heard) if whole else " ".join(w.text for w in heard), "the words as heard"
+    if whole:
+        return cue, "the cue's words"
+    a, b = analysis.voiced[index]
+    start, end = max(start, a), min(end, b)
+    words = cue.split()
+    first = round(len(words) * (start - a) / (b - a))
+    last = round(len(words) * (end - a) / (b - a))
+    kept = words[first:last] or words
+    return " ".join(kept), "the cue's words in proportion to the time kept, a guess"
 
 
 def clip_samples(analysis: Analysis, start: float, end: float) -> np.ndarray:
@@ -199,12 +372,14 @@ def _evaluate(
     problem = isolation_problem(analysis, speaker, start, end, options.margin)
     if problem:
         return refused(problem)
+    start, end, note = own_edges(analysis, encoder, speaker, start, end)
     low, high = options.window
-    note = ""
     if end - start < low:
         if end - start < options.shortest:
             return refused(f"{end - start:.1f} s of speech; a clip needs {low:g}-{high:g} s")
-        note = f"shorter than the preset's {low:g}-{high:g} s; used only when no clip fits it"
+        note = "; ".join(
+            filter(None, (note, f"shorter than the preset's {low:g}-{high:g} s; used only when no clip fits it"))
+        )
     if end - start > high:
         cut = None
         if asr is not None:
@@ -218,7 +393,7 @@ def _evaluate(
                 asr=asr,
             )
         if cut is not None:
-            note = f"cut at {cut.seconds:.2f} s after {cut.text.split()[-1]!r}"
+            note = "; ".join(filter(None, (note, f"cut at {cut.seconds:.2f} s after {cut.text.split()[-1]!r}")))
             end, text = round(start + cut.seconds, 3), cut.text
         else:
             why = (
@@ -228,7 +403,9 @@ def _evaluate(
             )
             if end - start > WHOLE_REFERENCE_SECONDS:
                 return refused(f"{end - start:.1f} s, and {why}")
-            note = f"kept whole ({end - start:.1f} s): {why}; used only when no clip fits the window"
+            note = "; ".join(
+                filter(None, (note, f"kept whole ({end - start:.1f} s): {why}; used only when no clip fits the window"))
+            )
     problem = voice_problem(analysis, encoder, speaker, start, end)
     if problem:
         return refused(problem, note)
@@ -286,9 +463,9 @@ def word_agreement(text: str, heard: str, language: str | None) -> float:
 
 def spelled(cue: str, heard) -> str:
     """The words of a clip: the cue's, spelled as it spells them, where the ASR agrees (same words up to case and
-    punctuation, a same-length or similar-sounding run it misheard, "cannot" for "could not", or cue words it
-    missed: word times at a clip's edge are loose);
-    where it hears words the cue lacks (a condensed subtitle), the words as heard."""
+    punctuation, a same-length or similar-sounding run it misheard, "cannot" for "could not", cue words it
+    missed: word times at a clip's edge are loose, or a word or two more: noise or a neighbour's word);
+    where it hears a phrase the cue lacks (a condensed subtitle), the words as heard."""
     import difflib
     import re
 
@@ -305,7 +482,10 @@ def spelled(cue: str, heard) -> str:
             b - a == d - c
             or difflib.SequenceMatcher(a=" ".join(said[a:b]).lower(), b=" ".join(got[c:d]).lower()).ratio() >= 0.5
         )
-        if tag in ("equal", "delete") or alike:
+        # A word or two the cue lacks is noise or a neighbour's word at the clip's edge misheard as speech (a
+        # loud bed); a subtitle condenses whole phrases.
+        slip = (d - c) - (b - a) < CONDENSED_WORDS
+        if tag in ("equal", "delete") or alike or slip:
             out += said[a:b]
         elif tag in ("replace", "insert"):
             out += got[c:d]

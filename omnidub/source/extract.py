@@ -13,9 +13,11 @@ from omnidub.script import Script
 from omnidub.source.analysis import Analysis, analyse, labelled
 from omnidub.source.audio import SourceAudio
 from omnidub.source.clips import (
+    FALLBACK_SPEECH,
     Candidate,
     ClipOptions,
     clip_samples,
+    fallback_candidate,
     speaker_candidates,
     word_agreement,
 )
@@ -107,6 +109,7 @@ def extract_voices(
         language=options.language,
         separated=separation is not None,
         speech=heard.speech if heard else None,
+        heard=heard is not None,
     )
     if options.names:
         analysis = renamed(analysis, options.names)
@@ -114,7 +117,10 @@ def extract_voices(
         if analysis.language is None:
             notes.append(f"language {heard.transcript.language!r}, as the ASR heard it; --language sets it")
         analysis = replace(
-            analysis, words=heard.transcript.words, language=analysis.language or heard.transcript.language
+            analysis,
+            words=heard.transcript.words,
+            language=analysis.language or heard.transcript.language,
+            heard_lines=True,
         )
     elif asr is not None:
         # One pass over the whole track: Whisper encodes 30 s windows, so a call per clip would cost a window each.
@@ -137,8 +143,12 @@ def extract_voices(
         candidates[speaker] = found
         if found and found[0].problem is None:
             chosen[speaker] = found[0]
+            continue
+        fallback = fallback_candidate(analysis, speaker, encoder, _why_none(found))
+        if fallback is not None:
+            chosen[speaker] = fallback
         else:
-            missing[speaker] = _why_none(found)
+            missing[speaker] = f"{_why_none(found)}; and no stretch of {FALLBACK_SPEECH:g} s of its own speech alone"
     line_clips = {}
     if options.assess_lines:
         line_clips = {

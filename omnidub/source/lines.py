@@ -12,10 +12,13 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from omnidub.script import Script
+from omnidub.script import DEFAULT_SPEAKER, Script
 from omnidub.source.analysis import Analysis
 from omnidub.source.clips import (
+    FALLBACK_MARGIN,
     MIN_AGREEMENT,
+    own_edges,
+    own_stretches,
     spelled,
     voice_problem,
     word_agreement,
@@ -42,6 +45,7 @@ class LineClip:
     end: float
     text: str
     problem: str | None
+    note: str = ""  # what was done to it: another voice's speech cut away
 
 
 @dataclass(frozen=True)
@@ -58,6 +62,8 @@ class LineReference:
     text: str | None  # what the clip says, from the original cue
     sha256: str | None  # content hash of the clip's samples (float32 at the clip rate): key lines by it
     fallback: str | None  # why it is not the line's own clip
+    review: str | None = None  # why a person should listen to the line: its voice is a guess or a fallback
+    note: str = ""  # what was done to its own clip (another voice's speech cut away)
 
 
 def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLOOR) -> LineClip:
@@ -68,13 +74,16 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
     if span is None:
         return LineClip(index, speaker, line.start, line.end, line.text, "no speech found in its cue")
     start, end = span
+    moved = ""
 
     def clip(problem: str | None) -> LineClip:
-        return LineClip(index, speaker, start, end, line.text, problem)
+        return LineClip(index, speaker, start, end, line.text, problem, moved)
 
     for other in analysis.original.lines:
         if analysis.speakers[other.index] != speaker and other.start < end and other.end > start:
-            return clip(f"overlaps line {other.index} of {analysis.speakers[other.index]}")
+            problem = f"overlaps line {other.index} of {analysis.speakers[other.index]}"
+            return _cut_own(analysis, index, encoder, start, end, floor, problem) or clip(problem)
+    start, end, moved = own_edges(analysis, encoder, speaker, start, end)
     if end - start < floor:
         return clip(f"{end - start:.1f} s, shorter than the {floor:g} s floor")
     if end - start > LINE_CEILING:
@@ -88,8 +97,27 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
         if word_agreement(line.text, said, analysis.language) < MIN_AGREEMENT:
             problem = f"the ASR hears other words than its cue's ({said!r})"
         elif heard:
-            return LineClip(index, speaker, start, end, spelled(line.text, heard), None)
+            return LineClip(index, speaker, start, end, spelled(line.text, heard), None, moved)
     return clip(problem)
+
+
+def _cut_own(
+    analysis: Analysis, index: int, encoder, start: float, end: float, floor: float, why: str
+) -> LineClip | None:
+    """A line's clip with another voice's cue and speech cut away, when the ASR heard the words of what is left
+    (a cut clip's words are not its cue's) and it is still long enough and one voice; None otherwise."""
+    if analysis.words is None:
+        return None
+    speaker = analysis.speakers[index]
+    pieces = own_stretches(analysis, speaker, start, end, FALLBACK_MARGIN)
+    if not pieces or pieces[0][1] - pieces[0][0] < floor:
+        return None
+    a, b = pieces[0]
+    heard = analysis.heard(a, b)
+    if not heard or voice_problem(analysis, encoder, speaker, a, b):
+        return None
+    said = " ".join(w.text for w in heard)
+    return LineClip(index, speaker, a, b, said, None, f"{why}: cut to {a:.2f}-{b:.2f} s, the words as heard")
 
 
 def samples_hash(samples: np.ndarray, sample_rate: int) -> str:
@@ -106,6 +134,9 @@ def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
     result = []
     for match in match_lines(dub, summary.original):
         speaker, fallback = _speaker_of(match, dub, summary)
+        review = None
+        if speaker is None:  # an unlabelled dubbed line over no line heard in the original
+            speaker, review = _placed(dub, match.index, summary)
         if fallback is None:
             own = summary.line_clips[match.best]
             if own.problem is None:
@@ -121,6 +152,7 @@ def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
                         own.text,
                         summary.clip_hash(own.start, own.end),
                         None,
+                        note=own.note,
                     )
                 )
                 continue
@@ -129,9 +161,13 @@ def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
         if chosen is None:
             why = f"{fallback}; {speaker} has no clip" if speaker else fallback
             result.append(
-                LineReference(match.index, speaker, match.original, match.how, "none", None, None, None, None, why)
+                LineReference(
+                    match.index, speaker, match.original, match.how, "none", None, None, None, None, why, review
+                )
             )
             continue
+        if chosen.fallback:
+            review = "; ".join(filter(None, (review, f"{speaker}'s clip is not a clean one: {chosen.fallback}")))
         result.append(
             LineReference(
                 match.index,
@@ -144,9 +180,25 @@ def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
                 chosen.text,
                 chosen.sha256,
                 fallback,
+                review,
             )
         )
     return tuple(result)
+
+
+def _placed(dub: Script, index: int, summary) -> tuple[str | None, str | None]:
+    """The speaker of a dubbed line no original line was heard under: the speaker of the nearest original line in
+    time whose voice has a clip (a guess, to be reviewed); None when there is none."""
+    line = next(line for line in dub.lines if line.index == index)
+    if line.speaker != DEFAULT_SPEAKER:
+        return None, None
+    # The nearest line of a voice the source gives a clip, so that the guess can be voiced.
+    known = [o for o in summary.original.lines if summary.speakers.get(o.index) in summary.speaker_clips]
+    if not known:
+        return None, None
+    nearest = min(known, key=lambda o: (max(o.start - line.end, line.start - o.end, 0.0), o.start))
+    speaker = summary.speakers[nearest.index]
+    return speaker, f"no original line was heard under it: placed with {speaker} of line {nearest.index}, its nearest"
 
 
 def _speaker_of(match: LineMatch, dub: Script, analysis) -> tuple[str | None, str | None]:

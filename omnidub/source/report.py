@@ -38,6 +38,8 @@ def candidate_json(candidate: Candidate) -> dict:
         data["problem"] = candidate.problem
     if candidate.note:
         data["note"] = candidate.note
+    if candidate.fallback:
+        data["fallback"] = candidate.fallback
     return data
 
 
@@ -129,6 +131,8 @@ def voices_toml(extraction: Extraction, clip_files: dict[str, str], *, source: s
             f"audio = {json.dumps(clip_files[speaker], ensure_ascii=False)}",
             f"text = {json.dumps(chosen.text, ensure_ascii=False)}",
         ]
+        if chosen.fallback:
+            rows.insert(-3, f"# {speaker}: not a clean clip: {chosen.fallback}".replace("\n", " "))
         if extraction.analysis.language:
             rows.append(f"reference_language = {json.dumps(extraction.analysis.language)}")
     for speaker, why in extraction.missing.items():

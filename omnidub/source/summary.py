@@ -31,6 +31,7 @@ class SpeakerClip:
     end: float
     text: str
     sha256: str
+    fallback: str | None = None  # not a clean clip: what it is and why (the lines voiced from it are reviewed)
 
 
 @dataclass(frozen=True, eq=False)
@@ -74,7 +75,8 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
         if path is not None and not path.is_file():  # no write time in it: the same clip is always the same bytes
             write_bytes_atomic(path, wav_bytes(samples, CLIP_RATE, subtype="FLOAT"))
     speaker_clips = {
-        name: SpeakerClip(c.start, c.end, c.text, hashes[(c.start, c.end)]) for name, c in extraction.chosen.items()
+        name: SpeakerClip(c.start, c.end, c.text, hashes[(c.start, c.end)], c.fallback or None)
+        for name, c in extraction.chosen.items()
     }
     accompaniment = None
     if extraction.separation is not None and folder is not None:
@@ -121,6 +123,7 @@ def save(summary: SourceSummary) -> None:
                 "end": c.end,
                 "text": c.text,
                 "problem": c.problem,
+                "note": c.note,
             }
             for c in summary.line_clips.values()
         ],
@@ -178,7 +181,9 @@ def load(folder: Path, original: Script | None) -> SourceSummary | None:
             if samples_hash(samples, CLIP_RATE) != sha:
                 return None
         line_clips = {
-            c["index"]: LineClip(c["index"], c["speaker"], c["start"], c["end"], c["text"], c["problem"])
+            c["index"]: LineClip(
+                c["index"], c["speaker"], c["start"], c["end"], c["text"], c["problem"], c.get("note", "")
+            )
             for c in data["line_clips"]
         }
         speaker_clips = {name: SpeakerClip(**c) for name, c in data["speaker_clips"].items()}
