@@ -88,6 +88,7 @@ class Project:
         self._last: LastRender | None = None
         self._edits: dict[int, dict] | None = None  # line -> the editor's changes (read from the last render once)
         self._recorded: tuple[LineEntry, ...] | None = None  # the last render's records, numbered as lines are now
+        self._gone: tuple[LineEntry, ...] = ()  # its records of lines the input no longer has (their old numbers)
         self._approved_before: set[int] = set()
         self.stopping = False
         self.entries: list[LineEntry] = []
@@ -136,6 +137,7 @@ class Project:
         if self._recorded is None:
             moved = self._renumbering()
             self._recorded = tuple(replace(e, index=moved[e.index]) for e in self.last.records if e.index in moved)
+            self._gone = tuple(e for e in self.last.records if e.index not in moved)
         return self._recorded
 
     def _renumbering(self) -> dict[int, int]:
@@ -298,8 +300,9 @@ class Project:
             return
         at = {entry.index: k for k, entry in enumerate(self.entries)}
         stale, held = [], []
-        for index, old in {e.index: e for e in records if e.done}.items():
-            k = at.get(index)
+        gone = [(None, e) for e in {e.index: e for e in self._gone if e.done}.values()]  # by their old numbers
+        for index, old in [*{e.index: e for e in records if e.done}.items(), *gone]:
+            k = at.get(index) if index is not None else None
             if k is not None and (self.entries[k].done or self.selected(index)):
                 continue
             kept = self._reuse(
@@ -313,7 +316,7 @@ class Project:
             if not kept.done:
                 continue  # its audio is gone: nothing to keep
             if k is None or old.speaker not in self.speakers:
-                held.append(index)
+                held.append(old.index)
                 continue
             if "stale" not in kept.flags:
                 kept.flags.append("stale")
@@ -327,8 +330,8 @@ class Project:
             )
         if held:
             self.note(
-                f"--only: line(s) {line_ranges(held)} are gone from the script, or their speaker is; their "
-                "audio is kept on disk, out of the stems and mix, until a run without --only"
+                f"--only: line(s) {line_ranges(sorted(set(held)))} are gone from the script, or their speaker is; "
+                "their audio is kept on disk, out of the stems and mix, until a run without --only"
             )
 
     def _edited(self) -> tuple[Script, dict[int, Fit]]:

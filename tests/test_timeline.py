@@ -234,7 +234,7 @@ def test_flagged_lines_get_a_marker_in_every_timeline(tmp_path):
         {"index": 3, "verdict": "failed", "passed": False, "flags": ["voice"], "sha256": "an older take"},
         {"index": 4, "verdict": "unchecked", "passed": False, "flags": [], "sha256": "sha-4"},
     ]
-    (tmp_path / "qa.json").write_text(json.dumps({"lines": qa}), encoding="utf-8")
+    (tmp_path / "qa.json").write_text(json.dumps({"generator": "omnidub", "lines": qa}), encoding="utf-8")
     options = DeliveryOptions(timelines=("otio", "edl", "fcpxml"))
     programme = Programme(tmp_path, placements, {}, 14.0, 25.0, options, "film", video_seconds=12.0)
     assert TimelineWriter.marks(programme) == {1: ("QA: wer",), 2: ("overflow",), 4: ("past-video",)}

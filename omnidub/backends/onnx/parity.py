@@ -378,8 +378,8 @@ class _Transformer:
         original = Layout.logits
         figures = self
 
-        def logits(layout, model, llm=None):
-            c, u = original(layout, model, llm)
+        def logits(layout, model, llm=None, cache=None):
+            c, u = original(layout, model, llm, cache)
             figures._compare(layout, c.float().cpu().numpy(), u.float().cpu().numpy())
             return c, u
 
