@@ -347,7 +347,9 @@ def test_voices_extract_writes_the_clips_language_as_reference_language():
     from omnidub.source.report import voices_toml
 
     extraction = SimpleNamespace(
-        chosen={"ALICE": SimpleNamespace(text="Hello there.")}, missing={}, analysis=SimpleNamespace(language="en")
+        chosen={"ALICE": SimpleNamespace(text="Hello there.", fallback=None)},
+        missing={},
+        analysis=SimpleNamespace(language="en"),
     )
     text = voices_toml(extraction, {"ALICE": "ALICE.wav"}, source="ep.mkv")
     assert 'reference_language = "en"' in text and "\nlanguage =" not in text
