@@ -34,6 +34,9 @@ from omnidub.store import LineStore, seconds_of
 from omnidub.timing import Fit
 from omnidub.voices import Voice, check_cast, check_reference, misspelt_speakers, voice_for
 
+# What a line's journaled decisions change: its audio and take, approval, edit, note and flag.
+DECIDED = ("key", "seed", "duration", "sha256", "approved", "flags", "attempts", "edit", "status", "note", "look_again")
+
 
 @dataclass(frozen=True)
 class ProjectOptions:
@@ -763,7 +766,7 @@ class Project:
     def _journaled(self, entry: LineEntry, changed: LineEntry) -> None:
         """Make ``changed`` the line's state once the journal holds it: a write that fails changes nothing."""
         self.journal.append(changed)
-        for name in ("key", "seed", "duration", "sha256", "approved", "flags", "attempts", "edit", "status"):
+        for name in DECIDED:
             setattr(entry, name, getattr(changed, name))
 
     # -- what an editor decides (omnidub review) -----------------------------------------------------------
@@ -970,16 +973,17 @@ class Project:
         """Keep the editor's note on a line (an empty one removes it) and whether to look at it again; journaled
         at once, like an approval, and kept whatever becomes of the line's audio."""
         entry = self.line(index)
-        if note is not None:
-            entry.note = " ".join(note.split())[:2000] or None
-        if look_again is not None:
-            entry.look_again = bool(look_again)
-        self.journal.append(entry)
+        marked = replace(
+            entry,
+            note=entry.note if note is None else " ".join(note.split())[:2000] or None,
+            look_again=entry.look_again if look_again is None else bool(look_again),
+        )
+        self._journaled(entry, marked)  # saved first: a failed write changes nothing
         return entry
 
     def _marks(self) -> dict[int, tuple[str | None, bool]]:
         """Each line's note and look-again flag as the last render left them, then as this run changed them."""
-        return {e.index: (e.note, e.look_again) for e in [*self.last.records, *self.entries]}
+        return {e.index: (e.note, e.look_again) for e in [*self.recorded, *self.entries]}
 
 
 def _quoted(text: str, most: int = 40) -> str:

@@ -302,6 +302,7 @@ def test_a_spanish_dub_checked_with_an_english_only_model_is_never_called_passed
     assert "passed" not in page.split('<p class="headline">')[1].split("</p>")[0]
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_bench_quick_reports_every_row(tmp_path, own_cache):
     target = tmp_path / "bench.json"
     result = run("bench", "--quick", "--repeat", "1", "--json", target)

@@ -361,6 +361,7 @@ def test_eval_end_to_end_on_the_synthetic_model(tmp_path, tiny_model_dir, monkey
     assert [line["a"]["transcript"] for line in kept["lines"]] == [line["a"]["transcript"] for line in data["lines"]]
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_eval_resumes_after_kill_9_without_rendering_finished_sentences_again(tmp_path, tiny_model_dir):
     corpus, out = _corpus(tmp_path, 5), tmp_path / "eval"
     config = "fast,steps=32"  # slow enough per line that the kill lands mid-render

@@ -180,6 +180,7 @@ def test_names_rename_the_voices_of_an_unlabelled_original(tmp_path):
     )
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_render_source_names_the_real_cause_of_a_missing_voice(tmp_path):
     # A labelled dub over an unlabelled original: the voices found are S1..S3, not the dub's names.
     result = run(

@@ -72,6 +72,7 @@ def test_the_transcription_is_kept_and_its_progress_reaches_the_end(film, cache,
     assert {line.speaker for line in lines} == {DEFAULT_SPEAKER}
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 @films
 def test_extract_without_subtitles_writes_clips_and_the_original_with_its_speakers(
     film, cache, whisper_tiny_en, tmp_path
@@ -118,6 +119,7 @@ def test_extract_without_subtitles_writes_clips_and_the_original_with_its_speake
     assert json.loads((out / "extract.json").read_text())["heard"] is None
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_render_source_without_its_subtitles_clones_each_line_from_the_source(cache, whisper_tiny_en, tmp_path):
     from omnidub.folder import Ledger
 

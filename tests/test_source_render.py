@@ -230,6 +230,7 @@ def test_source_flags_are_checked_before_anything_starts(tmp_path):
     assert not (tmp_path / "out").exists()
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_separate_cuts_from_the_vocals_and_the_rest_becomes_the_bed(args, tmp_path):
     from conftest import EXAMPLES
 
