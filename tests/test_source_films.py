@@ -47,6 +47,7 @@ def labelled(film, encoder):
     )
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_similar_voices_are_told_apart_when_the_original_is_unlabelled(film, encoder):
     from omnidub.source import extract_voices, read_source
 
@@ -116,6 +117,7 @@ def test_a_source_without_speech_is_one_line(tmp_path):
     assert "quiet.wav: no speech found in it" in message
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_subtitles_in_another_language_are_one_line(tmp_path, whisper_tiny_en):
     message = one_error_line(
         run(
@@ -133,6 +135,7 @@ def test_subtitles_in_another_language_are_one_line(tmp_path, whisper_tiny_en):
     assert "do not say what scene.opus says" in message and "another language than the audio" in message
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_names_rename_the_voices_of_an_unlabelled_original(tmp_path):
     from omnidub.voices import load_voices
 

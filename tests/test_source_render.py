@@ -117,6 +117,7 @@ def test_speaker_match_gives_every_line_its_characters_one_clip(by_line, args, t
         assert len({line["reference"]["sha256"] for line in lines if line["speaker"] == speaker}) == 1
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_an_unlabelled_dub_takes_its_speakers_from_the_unlabelled_original(args, tmp_path):
     plain = tmp_path / "plain.srt"
     plain.write_text(
