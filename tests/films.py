@@ -162,6 +162,17 @@ def music(seconds: float, rng: np.random.Generator) -> np.ndarray:
     return out / np.sqrt(np.mean(out**2))
 
 
+def mixed(pieces: list, seconds: float, bed_db: float | None, rng: np.random.Generator) -> np.ndarray:
+    """The film's sound: each piece of speech at its start, over music ``bed_db`` under the speech (None: none)."""
+    mix = np.zeros(int(seconds * RATE), np.float64)
+    if bed_db is not None:
+        mix += SPEECH_RMS * 10 ** (-bed_db / 20) * music(seconds, rng)
+    for start, audio in pieces:
+        a = int(round(start * RATE))
+        mix[a : a + audio.size] += audio
+    return np.clip(mix, -1, 1).astype(np.float32)
+
+
 def clock(seconds: float) -> str:
     ms = int(round(max(seconds, 0.0) * 1000))
     return f"{ms // 3600000:02d}:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
@@ -241,13 +252,7 @@ def make_film(
             row["uncued"] = {"speaker": other, "said": "Indeed it does.", "speech": [round(a, 3), round(cursor, 3)]}
         rows.append(row)
     seconds = cursor + 1.0
-    mix = np.zeros(int(seconds * RATE), np.float64)
-    if bed_db is not None:
-        mix += SPEECH_RMS * 10 ** (-bed_db / 20) * music(seconds, rng)
-    for start, audio in pieces:
-        a = int(round(start * RATE))
-        mix[a : a + audio.size] += audio
-    mix = np.clip(mix, -1, 1).astype(np.float32)
+    mix = mixed(pieces, seconds, bed_db, rng)
     cues = []
     for k, row in enumerate(rows):
         a, b = row["speech"]
@@ -354,13 +359,7 @@ def make_dialogue(folder: Path, *, seed: int = 0, bed_db: float | None = 6.0, li
         )
         cursor = max(cursor, end)
     seconds = cursor + 1.0
-    mix = np.zeros(int(seconds * RATE), np.float64)
-    if bed_db is not None:
-        mix += SPEECH_RMS * 10 ** (-bed_db / 20) * music(seconds, rng)
-    for start, audio in pieces:
-        a = int(round(start * RATE))
-        mix[a : a + audio.size] += audio
-    mix = np.clip(mix, -1, 1).astype(np.float32)
+    mix = mixed(pieces, seconds, bed_db, rng)
     cues = []
     for k, row in enumerate(rows):
         a, b = row["speech"]
@@ -389,3 +388,17 @@ def make_dialogue(folder: Path, *, seed: int = 0, bed_db: float | None = 6.0, li
     }
     (folder / "truth.json").write_text(json.dumps(truth, indent=1), encoding="utf-8")
     return Film(folder, audio_path, subs, unlabelled, truth)
+
+
+def extract_labelled(film, encoder):
+    """The voices ``voices extract`` finds in a film from its labelled subtitles (no ASR), every line assessed."""
+    from omnidub.script import read_script
+    from omnidub.source import ExtractOptions, extract_voices, read_source
+
+    return extract_voices(
+        read_source(film.audio),
+        read_script(film.subs),
+        encoder=encoder,
+        asr=None,
+        options=ExtractOptions(assess_lines=True),
+    )

@@ -10,10 +10,8 @@ from __future__ import annotations
 import json
 
 import pytest
-from films import available, make_dialogue
+from films import available, extract_labelled, make_dialogue
 from test_cli import run
-
-from omnidub.script import read_script
 
 pytestmark = pytest.mark.skipif(not available(), reason="needs Debian's flite, festival and espeak-ng")
 
@@ -25,15 +23,7 @@ def film(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def labelled(film, source_voice_encoder):
-    from omnidub.source import ExtractOptions, extract_voices, read_source
-
-    return extract_voices(
-        read_source(film.audio),
-        read_script(film.subs),
-        encoder=source_voice_encoder,
-        asr=None,
-        options=ExtractOptions(assess_lines=True),
-    )
+    return extract_labelled(film, source_voice_encoder)
 
 
 def test_the_film_is_quick_dialogue(film):

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
-from films import available, make_film
+from films import available, extract_labelled, make_film
 from test_cli import one_error_line, run
 
 from omnidub.errors import OmnidubError
@@ -36,15 +36,7 @@ def film(tmp_path_factory):
 
 @pytest.fixture(scope="module")
 def labelled(film, encoder):
-    from omnidub.source import ExtractOptions, extract_voices, read_source
-
-    return extract_voices(
-        read_source(film.audio),
-        read_script(film.subs),
-        encoder=encoder,
-        asr=None,
-        options=ExtractOptions(assess_lines=True),
-    )
+    return extract_labelled(film, encoder)
 
 
 @pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
