@@ -968,6 +968,7 @@ class Project:
             self.note(note)
         self.journal.clear()
         self._last = LastRender.parse(json.loads(text))
+        self._recorded = None  # the manifest now numbers every line as the input does
 
     def mark(self, index: int, *, note: str | None = None, look_again: bool | None = None) -> LineEntry:
         """Keep the editor's note on a line (an empty one removes it) and whether to look at it again; journaled
