@@ -173,6 +173,20 @@ def mixed(pieces: list, seconds: float, bed_db: float | None, rng: np.random.Gen
     return np.clip(mix, -1, 1).astype(np.float32)
 
 
+def write_truth(folder: Path, *, seed, bed_db, seconds: float, cast, lines: list, speech: list) -> dict:
+    """What the generator knows of its film (truth.json): every line and every stretch of speech, who said it."""
+    truth = {
+        "seed": seed,
+        "bed_db": bed_db,
+        "seconds": round(seconds, 3),
+        "cast": list(cast),
+        "lines": lines,
+        "speech": speech,
+    }
+    (folder / "truth.json").write_text(json.dumps(truth, indent=1), encoding="utf-8")
+    return truth
+
+
 def clock(seconds: float) -> str:
     ms = int(round(max(seconds, 0.0) * 1000))
     return f"{ms // 3600000:02d}:{ms // 60000 % 60:02d}:{ms // 1000 % 60:02d},{ms % 1000:03d}"
@@ -276,15 +290,7 @@ def make_film(
     subs, unlabelled = folder / "film.en.srt", folder / "film.unlabelled.srt"
     write_srt(subs, [(a, b, f"{s}: {t}") for a, b, s, t in cues])
     write_srt(unlabelled, [(a, b, t) for a, b, _, t in cues])
-    truth = {
-        "seed": seed,
-        "bed_db": bed_db,
-        "seconds": round(seconds, 3),
-        "cast": list(cast),
-        "lines": rows,
-        "speech": speech,
-    }
-    (folder / "truth.json").write_text(json.dumps(truth, indent=1), encoding="utf-8")
+    truth = write_truth(folder, seed=seed, bed_db=bed_db, seconds=seconds, cast=cast, lines=rows, speech=speech)
     return Film(folder, audio, subs, unlabelled, truth)
 
 
@@ -378,15 +384,7 @@ def make_dialogue(folder: Path, *, seed: int = 0, bed_db: float | None = 6.0, li
     speech = [
         {"speaker": r["speaker"], "start": r["speech"][0], "end": r["speech"][1], "line": r["line"]} for r in rows
     ]
-    truth = {
-        "seed": seed,
-        "bed_db": bed_db,
-        "seconds": round(seconds, 3),
-        "cast": list(cast),
-        "lines": rows,
-        "speech": speech,
-    }
-    (folder / "truth.json").write_text(json.dumps(truth, indent=1), encoding="utf-8")
+    truth = write_truth(folder, seed=seed, bed_db=bed_db, seconds=seconds, cast=cast, lines=rows, speech=speech)
     return Film(folder, audio_path, subs, unlabelled, truth)
 
 

@@ -9,7 +9,7 @@ import json
 import numpy as np
 import pytest
 import torch
-from test_torch_backend import SR, _voice
+from test_speed import three_requests
 from typer.testing import CliRunner
 
 from omnidub.backends import Request
@@ -34,14 +34,7 @@ def engine(tiny_model_dir) -> TorchBackend:
 
 @pytest.fixture(scope="module")
 def requests_(engine) -> list[Request]:
-    # Two references and three lines of different lengths: every layout pads, groups or joins rows of five lengths.
-    short = engine.encode_prompt(_voice(2.0, 180.0), SR, "Hello there, this is me.")
-    long = engine.encode_prompt(_voice(3.2, 120.0), SR, "A longer reference, spoken slowly and clearly.")
-    return [
-        Request("Good morning.", short, "en", None, None, seed=11),
-        Request("This line is a fair bit longer than the first one, with a comma.", long, "en", None, None, seed=12),
-        Request("And a third, of middling length.", short, "en", None, 1.3, seed=13),
-    ]
+    return three_requests(engine)
 
 
 def _with(engine, **overrides) -> TorchBackend:

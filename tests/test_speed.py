@@ -36,8 +36,9 @@ def engine(tiny_model_dir) -> TorchBackend:
     return TorchBackend("synthetic:tiny", device="cpu", options=options, tuning=LEVERS["none"])
 
 
-@pytest.fixture(scope="module")
-def requests_(engine) -> list[Request]:
+def three_requests(engine) -> list[Request]:
+    """Two references and three lines of different lengths: every layout pads, groups or joins rows of five
+    lengths."""
     short = engine.encode_prompt(_voice(2.0, 180.0), SR, "Hello there, this is me.")
     long = engine.encode_prompt(_voice(3.2, 120.0), SR, "A longer reference, spoken slowly and clearly.")
     return [
@@ -45,6 +46,11 @@ def requests_(engine) -> list[Request]:
         Request("This line is a fair bit longer than the first one, with a comma.", long, "en", None, None, seed=12),
         Request("And a third, of middling length.", short, "en", None, 1.3, seed=13),
     ]
+
+
+@pytest.fixture(scope="module")
+def requests_(engine) -> list[Request]:
+    return three_requests(engine)
 
 
 def _upstream_logits(engine: TorchBackend, requests: list[Request]) -> list[torch.Tensor]:
