@@ -260,7 +260,8 @@ class Review:
         """Run one action through the job; returns the lines it may have changed."""
         editor, project, index = self.editor, self.project, action.index
         if index is not None:
-            _check_heard(action, self._line_json(project.line(index)))  # again: an action queued before may have run
+            entry = project.line(index)  # checked again: an action queued before it may have changed the line
+            _check_heard(action, {"key": entry.key if entry.done else None, "text": entry.text})
         self._remember(action)
         if action.kind == "render":
             editor.render_lines(project, [index])
