@@ -15,6 +15,10 @@ import numpy as np
 from omnidub.errors import ArgumentError, OmnidubError, first_line
 
 WHISPER_RATE = 16000
+# A segment whose text compresses more than this many times is a decoding loop (faster-whisper's own threshold); its
+# stretch is decoded again with a beam this wide.
+LOOPING = 2.4
+BEAM = 5
 
 # Names and ISO 639-2/3 codes people write for a language, to the code Whisper knows it by.
 _LANGUAGE_ALIASES = {
@@ -288,20 +292,67 @@ class Asr:
         total = samples.size / WHISPER_RATE
         segments = []
         for segment in found:  # a generator: each segment is decoded as it is asked for
-            segments.append(segment)
+            segments.append(_Said.of(segment, 0.0))
             if progress is not None:
                 progress(min(float(segment.end), total), total)
+        segments = self._without_loops(model, samples, segments, language or info.language, word_timestamps, vad)
         if progress is not None:
             progress(total, total)
-        text = " ".join(s.text.strip() for s in segments if s.text.strip())
+        text = " ".join(s.text for s in segments if s.text)
         words: list[Word] = []
         starts: list[int] = []
         if word_timestamps:
             for segment in segments:
-                said = [
-                    Word(w.word.strip(), float(w.start), float(w.end)) for w in segment.words or () if w.word.strip()
-                ]
-                if said:
+                if segment.words:
                     starts.append(len(words))
-                    words += said
+                    words += segment.words
         return Transcript(text=text, language=info.language, words=tuple(words), segment_starts=tuple(starts))
+
+    def _without_loops(self, model, samples, segments: list, language, word_timestamps: bool, vad: bool) -> list:
+        """Greedy decoding under music can loop ("Marie-Marie-Marie..." over 30 s of dialogue, tiny.en under a bed
+        16 dB down): the stretch of every segment whose text compresses over LOOPING times (faster-whisper's own
+        threshold for a failed decode) is decoded again with a beam of BEAM, still without sampling, and taken when
+        it loops less."""
+        looping = [s for s in segments if s.compression > LOOPING]
+        for bad in looping:
+            a, b = int(bad.start * WHISPER_RATE), int(bad.end * WHISPER_RATE)
+            again, _ = model.transcribe(
+                samples[a:b],
+                language=language,
+                beam_size=BEAM,
+                temperature=0.0,
+                vad_filter=vad,
+                condition_on_previous_text=False,
+                word_timestamps=word_timestamps,
+            )
+            redone = [_Said.of(s, bad.start) for s in again]
+            if redone and max(s.compression for s in redone) < bad.compression:
+                k = segments.index(bad)
+                segments[k : k + 1] = redone
+        return segments
+
+
+@dataclass(frozen=True)
+class _Said:
+    """One segment as decoded, its times (and its words' times) in seconds from the clip's start."""
+
+    start: float
+    end: float
+    text: str
+    compression: float
+    words: tuple[Word, ...]
+
+    @classmethod
+    def of(cls, segment, offset: float) -> _Said:
+        words = tuple(
+            Word(w.word.strip(), float(w.start) + offset, float(w.end) + offset)
+            for w in segment.words or ()
+            if w.word.strip()
+        )
+        return cls(
+            float(segment.start) + offset,
+            float(segment.end) + offset,
+            segment.text.strip(),
+            float(segment.compression_ratio),
+            words,
+        )

@@ -124,3 +124,39 @@ def test_an_argument_error_survives_pickling():
     error = ArgumentError("asr_model", "pass {arg}PATH")
     copy = pickle.loads(pickle.dumps(error))
     assert str(copy) == "pass asr_model=PATH" and copy.naming("--asr-model ") == "pass --asr-model PATH"
+
+
+def test_a_decoding_loop_is_decoded_again_with_a_beam_and_its_times_kept():
+    # Greedy decoding under a bed looped over one 30 s window ("Marie-Marie-..."): that stretch alone is decoded
+    # again, with a beam and no sampling, and taken because it loops less; its words' times are the source's.
+    from types import SimpleNamespace
+
+    from omnidub.asr import BEAM, LOOPING, Asr
+
+    def segment(start, end, text, ratio, words):
+        said = [SimpleNamespace(word=f" {w}", start=a, end=b) for w, a, b in words]
+        return SimpleNamespace(start=start, end=end, text=f" {text}", compression_ratio=ratio, words=said)
+
+    calls = []
+
+    class Model:
+        def transcribe(self, samples, **options):
+            calls.append((samples.size, options["beam_size"], options["temperature"]))
+            if len(calls) == 1:
+                return iter(
+                    [
+                        segment(0.0, 4.0, "Turn left Marie-Marie-Marie", LOOPING * 5, [("Turn", 0.1, 0.5)]),
+                        segment(4.0, 6.0, "The road.", 1.2, [("The", 4.1, 4.3), ("road.", 4.3, 4.8)]),
+                    ]
+                ), SimpleNamespace(language="en")
+            return iter(
+                [segment(0.1, 2.0, "Turn left at the church.", 1.1, [("Turn", 0.1, 0.4), ("church.", 1.5, 1.9)])]
+            ), SimpleNamespace(language="en")
+
+    asr = Asr("tiny.en", "cpu")
+    asr._model = Model()
+    found = asr.transcribe(np.zeros(16000 * 6, np.float32), 16000, "en", word_timestamps=True)
+    assert calls == [(96000, 1, 0.0), (64000, BEAM, 0.0)]  # only the looping 4 s again
+    assert found.text == "Turn left at the church. The road."
+    assert [w.text for w in found.words] == ["Turn", "church.", "The", "road."]
+    assert found.words[1].start == 1.5 and found.segment_starts == (0, 2)

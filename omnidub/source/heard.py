@@ -22,7 +22,7 @@ from omnidub.script import labelled_srt as script_srt
 from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
 from omnidub.source.speech import SpeechMap, check_some_speech, find_speech
 
-VERSION = 1  # of the kept transcription: a new one transcribes every source again
+VERSION = 2  # of the kept transcription: a new one transcribes every source again
 ORIGINAL_SUFFIX = ".original.srt"
 # A line ends where a sentence does (the ASR's punctuation), where a Whisper segment does, and at any pause this
 # long. On the films (tests/films.py) one voice's pauses inside a sentence (commas) last 0.2-0.45 s, and the
@@ -38,6 +38,13 @@ REACH = 0.5  # seconds a line's edge may move from its word's time to the edge o
 HEARD_PAUSE = 0.1
 QUIET_FRAMES = 5
 QUIET_REACH = 0.4
+# A line heard is cut in two where its voice changes: at a pause between two words, when the speech before it and
+# the speech after it (CHANGE_SIDE s each at least) are each nearer a different voice of the source's first grouping,
+# by CHANGE_MARGIN at least. Whisper runs a quick reply (0.02-0.3 s after the line before) into one segment with it;
+# one voice's lines cut anywhere in two stayed nearer their own voice (docs/source.md).
+CHANGE_SIDE = 0.8
+CHANGE_MARGIN = 0.05
+CHANGE_PASSES = 3
 _SENTENCE_END = re.compile(r"[.?!…。？！]['\"’”)\]]*$")
 _CLAUSE_END = re.compile(r"[,;:、，；：]['\"’”)\]]*$")
 _SPOKEN = re.compile(r"\w")
@@ -213,6 +220,67 @@ def heard_lines(transcript: Transcript, speech: SpeechMap, language: str | None 
         previous = end
         lines.append(heard_line(len(lines) + 1, _joined(part), round(start, 3), round(end, 3), language))
     return Script(tuple(lines), (), (), True)
+
+
+def voice_changes(heard: Heard, audio: SourceAudio, encoder, passes: int = CHANGE_PASSES) -> Heard:
+    """The lines heard, each cut where its voice changes (see CHANGE_MARGIN), judged against a grouping of the lines
+    as heard; grouped again and looked at again while a pass cuts a line (two voices alike may be told apart only
+    once the lines holding both are cut), `passes` times at most."""
+    from omnidub.source.analysis import analyse
+
+    for _ in range(passes):
+        original = heard.original
+        if len(original.lines) < 2:
+            return heard
+        grouped = analyse(original, audio, encoder, speech=heard.speech, heard=True)
+        if len(grouped.centroids) < 2:
+            return heard
+        words = [w for w in heard.transcript.words if _SPOKEN.search(w.text)]
+        lines, language = [], original.lines[0].language
+        for line in original.lines:
+            mine = [w for w in words if line.start - 0.05 <= (w.start + w.end) / 2 <= line.end + 0.05]
+            for text, start, end in _cut_at_change(line, mine, grouped.track, heard.speech, encoder, grouped.centroids):
+                lines.append(heard_line(len(lines) + 1, text, start, end, language))
+        if len(lines) == len(original.lines):
+            return heard
+        heard = Heard(heard.transcript, Script(tuple(lines), (), (), True), heard.speech)
+    return heard
+
+
+def _cut_at_change(
+    line: Line, words: list[Word], track: SourceAudio, speech: SpeechMap, encoder, centroids: dict, depth: int = 2
+):
+    """(text, start, end) of the line, or of its parts where its voice changes (each part looked at again, `depth`
+    times at most)."""
+    whole = [(line.text, line.start, line.end)]
+    if not depth or len(words) < 2 or speech.speech_seconds(line.start, line.end) < 2 * CHANGE_SIDE:
+        return whole
+    names = list(centroids)
+    stack = np.stack([centroids[n] for n in names])
+    best = None
+    for k in range(1, len(words)):
+        cut = (words[k - 1].end + words[k].start) / 2
+        if speech.speech_seconds(line.start, cut) < CHANGE_SIDE or speech.speech_seconds(cut, line.end) < CHANGE_SIDE:
+            continue
+        left = encoder.embed(track.cut(line.start, cut), ANALYSIS_RATE)
+        right = encoder.embed(track.cut(cut, line.end), ANALYSIS_RATE)
+        if left is None or right is None:
+            continue
+        a, b = stack @ left[0], stack @ right[0]
+        i, j = int(np.argmax(a)), int(np.argmax(b))
+        if i == j or a[i] - a[j] < CHANGE_MARGIN or b[j] - b[i] < CHANGE_MARGIN:
+            continue
+        apart = float(np.dot(left[0], right[0]))
+        if best is None or apart < best[0]:
+            best = (apart, k, cut)
+    if best is None:
+        return whole
+    _, k, cut = best
+    parts = []
+    for part, start, end in ((words[:k], line.start, cut), (words[k:], cut, line.end)):
+        piece = Line(line.index, line.speaker, _joined(part), round(start, 3), round(end, 3), line.language, line.where)
+        parts += _cut_at_change(piece, part, track, speech, encoder, centroids, depth - 1)
+    return parts
 
 
 def _quietest(speech: SpeechMap, before: Word, after: Word) -> float:
