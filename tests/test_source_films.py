@@ -264,11 +264,45 @@ def test_a_window_is_judged_against_the_sources_own_calibration():
         assert calibration["A"].windows == 20 and calibration["A"].margin <= -0.05
         own = [float(w @ centroids["A"]) for w in windows["A"]]
         other = [float(w @ centroids["B"]) for w in windows["A"]]
-        passed = [calibration["A"].problem(o, "B", x, "A") is None for o, x in zip(own, other)]
+        passed = [calibration["A"].problem(o, {"B": x}, "A") is None for o, x in zip(own, other)]
         assert sum(passed) >= 0.9 * len(passed)
+        assert calibration["A"].alike == {}  # two distinct voices keep the one margin
         mixed = (a + b) / np.linalg.norm(a + b)  # half one voice, half the other
-        assert calibration["A"].problem(float(mixed @ centroids["A"]), "B", float(mixed @ centroids["B"]), "A")
-    assert VoiceCalibration(0.5, -0.1, 0).problem(0.4, None, None, "A").startswith("similarity 0.40 to A")
+        assert calibration["A"].problem(float(mixed @ centroids["A"]), {"B": float(mixed @ centroids["B"])}, "A")
+    assert VoiceCalibration(0.5, -0.1, 0).problem(0.4, {}, "A").startswith("similarity 0.40 to A")
+
+
+def test_a_voice_alike_to_another_is_judged_by_how_far_its_own_windows_lean():
+    # One synthesizer's voice in two accents: A's own windows come within the margin of A2, so the one margin would
+    # refuse most of A's own lines. Against A2 a window fails only when it leans further than A's own ever do;
+    # against a distinct voice C the margin is as before.
+    from dataclasses import replace
+
+    from omnidub.source.speakers import calibrate
+
+    rng = np.random.default_rng(2)
+    a, c = (v / np.linalg.norm(v) for v in rng.standard_normal((2, 16)))
+    a2 = a + 0.12 * rng.standard_normal(16)
+    a2 /= np.linalg.norm(a2)
+
+    def noisy(centre):
+        return [(v := centre + 0.15 * rng.standard_normal(16)) / np.linalg.norm(v) for _ in range(20)]
+
+    windows = {"A": noisy(a), "A2": noisy(a2), "C": noisy(c)}
+    centroids = {name: (m := np.mean(w, axis=0)) / np.linalg.norm(m) for name, w in windows.items()}
+    calibration = calibrate(windows, centroids)["A"]
+    assert set(calibration.alike) == {"A2"} and calibration.alike["A2"] > calibration.margin
+
+    def sims(v):
+        return float(v @ centroids["A"]), {n: float(v @ centroids[n]) for n in ("A2", "C")}
+
+    own = [calibration.problem(*sims(w), "A") for w in windows["A"]]
+    assert own.count(None) >= 0.9 * len(own)
+    one_margin = replace(calibration, alike={})
+    assert [one_margin.problem(*sims(w), "A") for w in windows["A"]].count(None) < 0.9 * len(own)
+    assert calibration.problem(*sims(centroids["A2"]), "A")  # A2 itself is not A
+    mixed = (a + c) / np.linalg.norm(a + c)
+    assert "C" in calibration.problem(*sims(mixed), "A")
 
 
 def test_subtitles_no_asr_model_can_check_are_said_to_be_unchecked(tmp_path):

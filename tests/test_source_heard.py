@@ -396,3 +396,46 @@ def test_a_reply_heard_too_short_to_embed_is_grouped_by_the_speech_next_to_it(tm
     speech = speech_map([(a, b) for _, a, b in said], 16.0)
     found = analyse(Script(lines, (), (), True), audio, Encoder(), speech=speech, heard=True)
     assert found.speakers[2] == found.speakers[4] != found.speakers[1]
+
+
+def test_a_quick_reply_whisper_ran_into_the_line_before_is_cut_where_the_voice_changes(tmp_path):
+    # A speaks 0.5-2.8 s and B answers 0.05 s later; the ASR made one line of both. Judged against a first grouping
+    # of the lines heard (a stub encoder hears the share of each voice), the line is cut at the pause between the
+    # two voices' words, and each part is grouped with its own voice. A's line of one voice is never cut.
+    from omnidub.asr import Transcript, Word
+    from omnidub.script import Script
+    from omnidub.source.analysis import analyse
+    from omnidub.source.audio import SourceAudio
+    from omnidub.source.heard import Heard, heard_line, voice_changes
+
+    rate = 16000
+
+    class Encoder:
+        def embed(self, audio, sample_rate):
+            if audio.size < 0.3 * sample_rate or not np.abs(audio).max():
+                return None
+            voice = np.array([np.mean(audio > 0), np.mean(audio < 0)])
+            return voice / np.linalg.norm(voice), audio.size / sample_rate
+
+    said = [("A", 0.5, 2.8), ("B", 2.85, 5.0), ("A", 6, 8), ("B", 9, 11), ("A", 12, 14), ("B", 15, 17)]
+    samples = np.zeros(18 * rate, np.float32)
+    for who, a, b in said:
+        samples[int(a * rate) : int(b * rate)] = 0.3 if who == "A" else -0.3
+    audio = SourceAudio(tmp_path / "a.wav", samples, rate)
+    words = []
+    for who, a, b in said:
+        step = (b - a) / 4
+        words += [Word(f"{who.lower()}{k}", a + k * step, a + (k + 1) * step - 0.02) for k in range(4)]
+    spans = [(0.5, 5.0)] + [(a, b) for _, a, b in said[2:]]
+    text = [" ".join(w.text for w in words if a <= w.start < b) for a, b in spans]
+    lines = tuple(heard_line(k, t, a, b, "en") for k, (t, (a, b)) in enumerate(zip(text, spans), 1))
+    speech = speech_map([(0.5, 5.0)] + [(a, b) for _, a, b in said[2:]], 18.0)
+    heard = Heard(Transcript(" ".join(text), "en", tuple(words)), Script(lines, (), (), True), speech)
+    cut = voice_changes(heard, audio, Encoder())
+    first, second = cut.original.lines[:2]
+    assert len(cut.original.lines) == len(lines) + 1
+    assert first.text == "a0 a1 a2 a3" and second.text == "b0 b1 b2 b3"
+    assert 2.78 <= first.end == second.start <= 2.87
+    assert [line.text for line in cut.original.lines[2:]] == text[1:]  # one voice each: kept whole
+    found = analyse(cut.original, audio, Encoder(), speech=speech, heard=True)
+    assert found.speakers[1] == found.speakers[3] != found.speakers[2] == found.speakers[4]

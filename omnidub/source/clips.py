@@ -115,8 +115,7 @@ def voice_problem(analysis: Analysis, encoder, speaker: str, start: float, end: 
     for offset, embedding in windows:
         mine = float(np.dot(embedding, own))
         others = {name: float(np.dot(embedding, c)) for name, c in analysis.centroids.items() if name != speaker}
-        nearest = max(others, key=others.get) if others else None
-        problem = calibration.problem(mine, nearest, others.get(nearest), speaker)
+        problem = calibration.problem(mine, others, speaker)
         if problem:
             at = start + offset
             return f"another voice at {at:.1f}-{min(at + WINDOW, end):.1f} s: {problem}"
@@ -150,6 +149,17 @@ def own_edges(analysis: Analysis, encoder, speaker: str, start: float, end: floa
         edge = start if side == "start" else end
         near = _neighbour(analysis, speaker, edge, side)
         if near is None:
+            if analysis.heard_lines:
+                # A one-word reply Whisper ran into this line is no line of its own, so no neighbour: the edge's
+                # short windows are heard against every other voice.
+                depth = _other_voice_depth(analysis, encoder, speaker, None, start, end, side)
+                if depth:
+                    start, end = (
+                        (round(min(start + depth, end), 3), end)
+                        if side == "start"
+                        else (start, round(max(end - depth, start), 3))
+                    )
+                    done.append(f"{side} moved {depth:.2f} s in: another voice heard at it")
             continue
         other, gap = near
         depth = _other_voice_depth(analysis, encoder, speaker, other, start, end, side)
@@ -185,19 +195,25 @@ def _neighbour(analysis: Analysis, speaker: str, edge: float, side: str) -> tupl
 
 
 def _other_voice_depth(
-    analysis: Analysis, encoder, speaker: str, other: str, start: float, end: float, side: str
+    analysis: Analysis, encoder, speaker: str, other: str | None, start: float, end: float, side: str
 ) -> float:
-    """How far from the span's edge short windows sound like ``other`` rather than ``speaker``: 0 when the edge's
+    """How far from the span's edge short windows sound like ``other`` (None: any other voice) rather than
+    ``speaker``: 0 when the edge's
     window is clearly the speaker's; else the depth of the first window that is, plus a third of a window (what it
     may still hold of the other voice). The whole span when none is."""
-    own, theirs = analysis.centroids.get(speaker), analysis.centroids.get(other)
-    if own is None or theirs is None or end - start < EDGE_WINDOW:
+    own = analysis.centroids.get(speaker)
+    names = [other] if other is not None else [name for name in analysis.centroids if name != speaker]
+    theirs = [analysis.centroids[name] for name in names if name in analysis.centroids]
+    if own is None or not theirs or end - start < EDGE_WINDOW:
         return 0.0
     depth = 0.0
     while depth + EDGE_WINDOW <= min(EDGE_DEPTH, end - start) + 1e-6:
         a = start + depth if side == "start" else end - depth - EDGE_WINDOW
         found = encoder.embed(analysis.track.cut(a, a + EDGE_WINDOW), analysis.track.sample_rate)
-        if found is not None and float(np.dot(found[0], own)) - float(np.dot(found[0], theirs)) >= EDGE_MARGIN:
+        if (
+            found is not None
+            and float(np.dot(found[0], own)) - max(float(np.dot(found[0], c)) for c in theirs) >= EDGE_MARGIN
+        ):
             return 0.0 if depth == 0 else round(depth + EDGE_WINDOW / 3, 3)
         depth += EDGE_STEP
     return round(depth + EDGE_WINDOW / 3, 3) if depth else 0.0

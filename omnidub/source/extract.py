@@ -101,6 +101,11 @@ def extract_voices(
     if options.speakers is not None and labelled(original):
         notes.append(f"--speakers {options.speakers} ignored: the original names its speakers")
     audio = separation.vocals if separation else source
+    if heard is not None:  # a quick reply Whisper ran into the line before is a line of its own
+        from omnidub.source.heard import voice_changes
+
+        heard = voice_changes(heard, audio, encoder)
+        original = heard.original
     analysis = analyse(
         original,
         audio,
@@ -183,7 +188,10 @@ def renamed(analysis: Analysis, names: dict[str, str]) -> Analysis:
         speakers={i: new[s] for i, s in analysis.speakers.items()},
         centroids={new[s]: c for s, c in analysis.centroids.items()},
         typical={new[s]: t for s, t in analysis.typical.items()},
-        calibration={new[s]: c for s, c in analysis.calibration.items()},
+        calibration={
+            new[s]: replace(c, alike={new.get(o, o): m for o, m in c.alike.items()})
+            for s, c in analysis.calibration.items()
+        },
         grouping=grouping,
     )
 

@@ -12,7 +12,7 @@ than the two sub-groups are to each other, by SPLIT_GAP. Groups are named S1, S2
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -25,6 +25,13 @@ SILHOUETTE_FLOOR = 0.15
 # (CAM++), while two similar voices are 0.25 and more apart.
 SPLIT_GAP = 0.15
 SPLIT_LINES = 2  # each sub-group needs this many lines
+# Or SPLIT_GAP_CLEAR apart, when each has CLEAR_LINES lines and every line of each is nearer the rest of its own
+# than the other by LINE_CLEAR: one espeak-ng variant in two accents came 0.10-0.13 apart under a bed (0.096 with a
+# line of both voices among them, heard without subtitles), one voice's lines at best 0.02-0.05 (tests/films.py,
+# ACCENT_CAST).
+SPLIT_GAP_CLEAR = 0.08
+CLEAR_LINES = 3
+LINE_CLEAR = 0.02
 # A group with less speech than this, all its lines together, is one short line's noisy embedding (a 1.1 s "Yes,
 # of course." stood alone on a film), not a voice: found by the data, its lines join the nearest group.
 GROUP_SPEECH = 2.5
@@ -47,6 +54,12 @@ MARGIN_CAP = -0.05  # a window must always be at least this much closer to its o
 FLOOR_RANGE = (0.3, 0.8)
 DEFAULT_FLOOR, DEFAULT_MARGIN = 0.5, -0.1  # a voice with too few windows to measure
 CALIBRATION_WINDOWS = 4
+# Against a voice so alike that the speaker's own windows come within the margin of it, a window fails only when it
+# leans this much further towards that voice than the speaker's most leaning own window.
+ALIKE_SLACK = 0.02
+# A voice is that alike when the speaker's own windows lean towards it this much or more (median): one espeak-ng
+# variant in two accents -0.06, two diphone voices of one synthesizer -0.3 and less, two distinct voices -0.49.
+ALIKE_LEAN = -0.15
 
 
 @dataclass(frozen=True)
@@ -74,23 +87,32 @@ class Grouping:
 @dataclass(frozen=True)
 class VoiceCalibration:
     """How this source's own windows of a speaker sound against the speakers' centroids: a window whose similarity
-    to its speaker is under `floor`, or whose nearest other speaker comes within `margin` of it (other - own >
-    margin), is not that speaker alone."""
+    to its speaker is under `floor`, or where another speaker comes within `margin` of it (other - own > margin),
+    is not that speaker alone. `alike` holds a wider margin for each voice this speaker's own windows come close
+    to (one synthesizer's voice in two accents): against such a voice a window fails only when it leans further
+    towards it than any of the speaker's own windows do, as the windows cannot hear it more finely."""
 
     floor: float
     margin: float
     windows: int  # how many windows it was measured on (0: the defaults)
+    alike: dict[str, float] = field(default_factory=dict)  # other speaker -> its own, wider margin
 
-    def problem(self, own: float, nearest: str | None, other: float | None, speaker: str) -> str | None:
-        """Why a window with these similarities is not `speaker` alone (None: it is)."""
-        if nearest is not None and other - own > self.margin:
+    def problem(self, own: float, others: dict[str, float], speaker: str) -> str | None:
+        """Why a window with these similarities (to its speaker, and to each other speaker) is not `speaker` alone
+        (None: it is)."""
+        for name in sorted(others, key=others.get, reverse=True):
+            other, margin = others[name], self.alike.get(name, self.margin)
+            if other - own <= margin:
+                continue
             relation = (
-                f"closer to {nearest} ({other:.2f}) than to {speaker} ({own:.2f})"
+                f"closer to {name} ({other:.2f}) than to {speaker} ({own:.2f})"
                 if other > own
-                else f"nearly as close to {nearest} ({other:.2f}) as to {speaker} ({own:.2f})"
+                else f"nearly as close to {name} ({other:.2f}) as to {speaker} ({own:.2f})"
             )
-            return (
-                f"{relation}; in this source {speaker}'s own lines are more than {-self.margin:.2f} closer to {speaker}"
+            return f"{relation}; in this source {speaker}'s own lines are " + (
+                f"more than {-margin:.2f} closer to {speaker}"
+                if margin < 0
+                else f"at most {margin:.2f} closer to {name}"
             )
         if own < self.floor:
             return (
@@ -112,12 +134,20 @@ def calibrate(windows: dict[str, list[np.ndarray]], centroids: dict[str, np.ndar
         own = stack @ own_centroid
         others = [stack @ c for name, c in centroids.items() if name != speaker]
         strangers = [e for name, found in windows.items() if name != speaker for e in found]
-        floor, margin = DEFAULT_FLOOR, MARGIN_CAP
+        floor, margin, alike = DEFAULT_FLOOR, MARGIN_CAP, {}
         if strangers:
             floor = (float(np.median(own)) + float(np.median(np.stack(strangers) @ own_centroid))) / 2
         if others:
             margin = min(MARGIN_SHARE * float(np.median(np.max(np.stack(others), axis=0) - own)), MARGIN_CAP)
-        result[speaker] = VoiceCalibration(round(float(np.clip(floor, *FLOOR_RANGE)), 3), round(margin, 3), len(found))
+            names = [name for name in centroids if name != speaker]
+            for name, other in zip(names, others):
+                lean = other - own
+                worst = float(np.max(lean)) + ALIKE_SLACK  # the own window leaning most towards that voice
+                if float(np.median(lean)) > ALIKE_LEAN and worst > margin:
+                    alike[name] = round(worst, 3)
+        result[speaker] = VoiceCalibration(
+            round(float(np.clip(floor, *FLOOR_RANGE)), 3), round(margin, 3), len(found), alike
+        )
     return result
 
 
@@ -248,28 +278,68 @@ def _cluster(vectors: np.ndarray, speakers: int | None) -> tuple[np.ndarray, str
 def split_tight(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, int]:
     """Split every group whose lines form two tight sub-groups (see SPLIT_GAP), again while any does; returns the
     new labels and how many splits were made."""
-    from scipy.cluster.hierarchy import fcluster, linkage
-
     labels, splits = np.asarray(labels).copy(), 0
+    similarity = vectors @ vectors.T
     queue = list(dict.fromkeys(int(k) for k in labels))
     while queue and splits < MAX_SPEAKERS:
         group = queue.pop(0)
         members = np.nonzero(labels == group)[0]
         if len(members) < 2 * SPLIT_LINES:
             continue
-        halves = fcluster(linkage(vectors[members], method="average", metric="cosine"), 2, criterion="maxclust")
-        a, b = members[halves == 1], members[halves == 2]
-        if min(len(a), len(b)) < SPLIT_LINES:
+        found = _best_halves(similarity, members)
+        if found is None:
             continue
-        similarity = vectors @ vectors.T
-        inside = min(_mean_off_diagonal(similarity[np.ix_(a, a)]), _mean_off_diagonal(similarity[np.ix_(b, b)]))
-        if inside - float(similarity[np.ix_(a, b)].mean()) < SPLIT_GAP:
+        a, b, gap = found
+        if gap < SPLIT_GAP and not (
+            gap >= SPLIT_GAP_CLEAR and min(len(a), len(b)) >= CLEAR_LINES and _each_nearer_own(similarity, a, b)
+        ):
             continue
         new = int(labels.max()) + 1
         labels[b] = new
         splits += 1
         queue += [group, new]
     return labels, splits
+
+
+def _best_halves(similarity: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
+    """The two sub-groups of `members` (SPLIT_LINES each at least) furthest apart: the mean similarity inside the
+    looser one less the mean similarity between them. Tried: the tree's first split, and two-means from each line
+    with the line least like it (the tree's first split often takes one noisy line off alone)."""
+    from scipy.cluster.hierarchy import fcluster, linkage
+
+    block = similarity[np.ix_(members, members)]
+    tries = [fcluster(linkage(1.0 - block[np.triu_indices(len(members), 1)], method="average"), 2, "maxclust") == 1]
+    for seed in range(len(members)):
+        side = block[seed] >= block[int(np.argmin(block[seed]))]
+        for _ in range(10):
+            if side.all() or not side.any():
+                break
+            nearer = block[:, side].mean(axis=1) >= block[:, ~side].mean(axis=1)
+            if (nearer == side).all():
+                break
+            side = nearer
+        tries.append(side)
+    best = None
+    for side in tries:
+        a, b = members[side], members[~side]
+        if min(len(a), len(b)) < SPLIT_LINES:
+            continue
+        inside = min(_mean_off_diagonal(similarity[np.ix_(a, a)]), _mean_off_diagonal(similarity[np.ix_(b, b)]))
+        gap = inside - float(similarity[np.ix_(a, b)].mean())
+        if best is None or gap > best[2]:
+            best = (a, b, gap)
+    return best
+
+
+def _each_nearer_own(similarity: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
+    """Whether every line of each sub-group is nearer the rest of its own (its mean similarity to them) than the
+    other sub-group, by LINE_CLEAR."""
+    for own, other in ((a, b), (b, a)):
+        for i in own:
+            rest = own[own != i]
+            if similarity[i, rest].mean() - similarity[i, other].mean() < LINE_CLEAR:
+                return False
+    return True
 
 
 def _mean_off_diagonal(block: np.ndarray) -> float:
