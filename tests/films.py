@@ -32,6 +32,13 @@ VOICES = {
     "KEN": ("festival", "ked_diphone"),
     "MAYA": ("festival", "cmu_us_slt_arctic_hts"),
     "IRIS": ("espeak-ng", "en-us+f4"),
+    # One espeak-ng voice variant in two accents: HANK and ROSS are alike (CAM++ 0.66 between them against 0.85
+    # within each). CRAIG is HANK's variant in a Scottish accent: 0.84, as alike as HANK's own lines (the same
+    # timbre, told apart only by how the words are said).
+    "HANK": ("espeak-ng", "en-us+m4"),
+    "ROSS": ("espeak-ng", "en-gb+m4"),
+    "CRAIG": ("espeak-ng", "en-gb-scotland+m4"),
+    "JUNE": ("espeak-ng", "en-us+f1"),
 }
 CAST = ("NORA", "OWEN", "BRUNO", "KEN")
 
@@ -297,19 +304,30 @@ def make_film(
 # A quick exchange: five voices in two similar pairs (flite's and festival's HTS build of one speaker, slt; the
 # two male diphone voices of one synthesizer) and one apart.
 DIALOGUE_CAST = ("NORA", "MAYA", "BRUNO", "KEN", "OWEN")
+# Built differently: one espeak-ng variant in two accents, flite's and festival's builds of one speaker, and a
+# third espeak-ng voice; run longer, with replies up to 0.3 s late.
+ACCENT_CAST = ("HANK", "ROSS", "NORA", "MAYA", "JUNE")
+TWIN_CAST = ("HANK", "CRAIG", "NORA", "MAYA", "JUNE")  # one pair the speaker model cannot tell apart
 REPLIES = ["Yes.", "Fine.", "No."]
 
 
-def make_dialogue(folder: Path, *, seed: int = 0, bed_db: float | None = 6.0, lines: int = 14) -> Film:
-    """A film of quick dialogue: `lines` sentences by DIALOGUE_CAST (each voice twice at least, never twice in a
-    row) and three one-word replies, mostly 0.02-0.15 s apart; two turns overlap by 0.3-0.6 s, one line is cut
-    off mid-sentence by the next voice. Cues lead and trail the speech by up to 0.15 s and, where the voices are
-    quick, touch; where they overlap, so do the cues. The truth says who speaks where (the interrupted line's
+def make_dialogue(
+    folder: Path,
+    *,
+    seed: int = 0,
+    bed_db: float | None = 6.0,
+    lines: int = 14,
+    cast: tuple[str, ...] = DIALOGUE_CAST,
+    quick: float = 0.15,
+) -> Film:
+    """A film of quick dialogue: `lines` sentences by `cast` (each voice twice at least, never twice in a row) and
+    three one-word replies, three quarters of the turns 0.02-`quick` s apart; two turns overlap by 0.3-0.6 s, one
+    line is cut off mid-sentence by the next voice. Cues lead and trail the speech by up to 0.15 s and, where the
+    voices are quick, touch; where they overlap, so do the cues. The truth says who speaks where (the interrupted line's
     words are those of the part spoken, in proportion to its time)."""
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     rng = np.random.default_rng(1000 + seed)
-    cast = DIALOGUE_CAST
     order = [cast[k % len(cast)] for k in range(lines)]
     while True:
         rng.shuffle(order)
@@ -347,7 +365,7 @@ def make_dialogue(folder: Path, *, seed: int = 0, bed_db: float | None = 6.0, li
         elif k == interrupted:
             start = cursor - 0.05
         elif rng.uniform() < 0.75:
-            start = cursor + rng.uniform(0.02, 0.15)
+            start = cursor + rng.uniform(0.02, quick)
         else:
             start = cursor + rng.uniform(0.3, 0.6)
         end = start + audio.size / RATE

@@ -3,6 +3,11 @@ pairs, gaps of 0.02-0.15 s, two overlaps, an interrupted line, one-word replies)
 truth, per bed and per kind of original subtitles (labelled, unlabelled, none: heard with --asr-model).
 
 Usage: python tools/measure_dialogue.py [--seeds 2] [--beds 6,16] [--asr-model PATH] [--json FILE]
+       [--cast dialogue|accents] [--lines 14] [--quick 0.15]
+
+--cast accents builds the films differently: one espeak-ng variant in two accents, flite's and festival's builds
+of one speaker, and a third espeak-ng voice (tests/films.py ACCENT_CAST); --cast twins has one pair the speaker
+model cannot tell apart (TWIN_CAST). Give them --lines 19 --quick 0.3 for an 80-second film of 22 lines.
 """
 
 from __future__ import annotations
@@ -105,9 +110,13 @@ def main() -> None:
     parser.add_argument("--beds", default="6,16")
     parser.add_argument("--asr-model", help="hear the films without subtitles too")
     parser.add_argument("--json", type=Path)
+    parser.add_argument("--cast", choices=("dialogue", "accents", "twins"), default="dialogue")
+    parser.add_argument("--lines", type=int, default=14, help="sentences per film (three one-word replies join them)")
+    parser.add_argument("--quick", type=float, default=0.15, help="the longest gap of a quick turn, seconds")
+    parser.add_argument("--first-seed", type=int, default=0)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
-    from films import make_dialogue
+    from films import ACCENT_CAST, DIALOGUE_CAST, TWIN_CAST, make_dialogue
 
     from omnidub.asr import Asr
     from omnidub.embedding import source_encoder
@@ -118,8 +127,15 @@ def main() -> None:
     rows = []
     with tempfile.TemporaryDirectory() as tmp:
         for bed in (float(b) for b in args.beds.split(",")):
-            for seed in range(args.seeds):
-                film = make_dialogue(Path(tmp) / f"{bed:g}-{seed}", seed=seed, bed_db=bed)
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
+                film = make_dialogue(
+                    Path(tmp) / f"{bed:g}-{seed}",
+                    seed=seed,
+                    bed_db=bed,
+                    lines=args.lines,
+                    cast={"accents": ACCENT_CAST, "twins": TWIN_CAST}.get(args.cast, DIALOGUE_CAST),
+                    quick=args.quick,
+                )
                 row = {"bed_db": bed, "seed": seed, "cues": len(film.lines)}
                 row["labelled"] = judge_labelled(film, encoder)
                 row["unlabelled"] = judge_unlabelled(film, encoder)
@@ -128,7 +144,11 @@ def main() -> None:
                 print(json.dumps(row), flush=True)
                 rows.append(row)
     if args.json:
-        args.json.write_text(json.dumps({"cpu": cpu_name(), "films": rows}, indent=1) + "\n", encoding="utf-8")
+        args.json.write_text(
+            json.dumps({"cpu": cpu_name(), "options": vars(args) | {"json": str(args.json)}, "films": rows}, indent=1)
+            + "\n",
+            encoding="utf-8",
+        )
 
 
 if __name__ == "__main__":
