@@ -367,34 +367,43 @@ def test_a_kept_source_analysis_is_used_only_under_the_key_it_was_made_for(tmp_p
     assert load(swapped, original) is None
 
 
+class VoiceShare:
+    """A stub speaker encoder for two voices told apart by the sign of their samples: the share of each voice in a
+    clip (None for a clip under 0.3 s or silent)."""
+
+    def embed(self, audio, sample_rate):
+        if audio.size < 0.3 * sample_rate or not np.abs(audio).max():
+            return None
+        voice = np.array([np.mean(audio > 0), np.mean(audio < 0)])
+        return voice / np.linalg.norm(voice), audio.size / sample_rate
+
+
+def two_voices(folder: Path, said: list, seconds: float):
+    """A 16 kHz source in which voice A (positive samples) and voice B (negative) speak where `said` says."""
+    from omnidub.source.audio import SourceAudio
+
+    rate = 16000
+    samples = np.zeros(int(seconds * rate), np.float32)
+    for who, a, b in said:
+        samples[int(a * rate) : int(b * rate)] = 0.3 if who == "A" else -0.3
+    return SourceAudio(folder / "a.wav", samples, rate)
+
+
 def test_a_reply_heard_too_short_to_embed_is_grouped_by_the_speech_next_to_it(tmp_path):
     # Two voices, told apart by a stub encoder (the sign of the samples); B's "Fine." is heard 0.25 s after B truly
     # said it and too short to embed where it was heard: it is grouped by the speech no other line claims next to
     # it (B's), not kept with the line before (A's).
     from omnidub.script import Script
     from omnidub.source.analysis import analyse
-    from omnidub.source.audio import SourceAudio
     from omnidub.source.heard import heard_line
 
-    rate = 16000
-
-    class Encoder:
-        def embed(self, audio, sample_rate):
-            if audio.size < 0.3 * sample_rate or not np.abs(audio).max():
-                return None
-            voice = np.array([1.0, 0.0]) if audio.mean() > 0 else np.array([0.0, 1.0])
-            return voice, audio.size / sample_rate
-
     said = [("A", 0.5, 2.5), ("B", 2.6, 2.95), ("A", 4.0, 6.0), ("B", 7.0, 9.0), ("A", 10.0, 12.0), ("B", 13, 15)]
-    samples = np.zeros(16 * rate, np.float32)
-    for who, a, b in said:
-        samples[int(a * rate) : int(b * rate)] = 0.3 if who == "A" else -0.3
-    audio = SourceAudio(tmp_path / "a.wav", samples, rate)
+    audio = two_voices(tmp_path, said, 16.0)
     heard = [(a, b) for _, a, b in said]
     heard[1] = (3.2, 3.25)  # where the ASR's word times put "Fine."
     lines = tuple(heard_line(k, "Fine." if k == 2 else "A line.", a, b, "en") for k, (a, b) in enumerate(heard, 1))
     speech = speech_map([(a, b) for _, a, b in said], 16.0)
-    found = analyse(Script(lines, (), (), True), audio, Encoder(), speech=speech, heard=True)
+    found = analyse(Script(lines, (), (), True), audio, VoiceShare(), speech=speech, heard=True)
     assert found.speakers[2] == found.speakers[4] != found.speakers[1]
 
 
@@ -405,23 +414,10 @@ def test_a_quick_reply_whisper_ran_into_the_line_before_is_cut_where_the_voice_c
     from omnidub.asr import Transcript, Word
     from omnidub.script import Script
     from omnidub.source.analysis import analyse
-    from omnidub.source.audio import SourceAudio
     from omnidub.source.heard import Heard, heard_line, voice_changes
 
-    rate = 16000
-
-    class Encoder:
-        def embed(self, audio, sample_rate):
-            if audio.size < 0.3 * sample_rate or not np.abs(audio).max():
-                return None
-            voice = np.array([np.mean(audio > 0), np.mean(audio < 0)])
-            return voice / np.linalg.norm(voice), audio.size / sample_rate
-
     said = [("A", 0.5, 2.8), ("B", 2.85, 5.0), ("A", 6, 8), ("B", 9, 11), ("A", 12, 14), ("B", 15, 17)]
-    samples = np.zeros(18 * rate, np.float32)
-    for who, a, b in said:
-        samples[int(a * rate) : int(b * rate)] = 0.3 if who == "A" else -0.3
-    audio = SourceAudio(tmp_path / "a.wav", samples, rate)
+    audio = two_voices(tmp_path, said, 18.0)
     words = []
     for who, a, b in said:
         step = (b - a) / 4
@@ -431,11 +427,13 @@ def test_a_quick_reply_whisper_ran_into_the_line_before_is_cut_where_the_voice_c
     lines = tuple(heard_line(k, t, a, b, "en") for k, (t, (a, b)) in enumerate(zip(text, spans), 1))
     speech = speech_map([(0.5, 5.0)] + [(a, b) for _, a, b in said[2:]], 18.0)
     heard = Heard(Transcript(" ".join(text), "en", tuple(words)), Script(lines, (), (), True), speech)
-    cut = voice_changes(heard, audio, Encoder())
+    cut, found = voice_changes(
+        heard, lambda lines: analyse(lines, audio, VoiceShare(), speech=speech, heard=True), VoiceShare()
+    )
     first, second = cut.original.lines[:2]
     assert len(cut.original.lines) == len(lines) + 1
     assert first.text == "a0 a1 a2 a3" and second.text == "b0 b1 b2 b3"
     assert 2.78 <= first.end == second.start <= 2.87
     assert [line.text for line in cut.original.lines[2:]] == text[1:]  # one voice each: kept whole
-    found = analyse(cut.original, audio, Encoder(), speech=speech, heard=True)
+    assert found.original == cut.original  # the analysis of the lines as cut, not analysed again
     assert found.speakers[1] == found.speakers[3] != found.speakers[2] == found.speakers[4]

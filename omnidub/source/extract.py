@@ -101,21 +101,26 @@ def extract_voices(
     if options.speakers is not None and labelled(original):
         notes.append(f"--speakers {options.speakers} ignored: the original names its speakers")
     audio = separation.vocals if separation else source
+
+    def analysed(lines: Script) -> Analysis:
+        return analyse(
+            lines,
+            audio,
+            encoder,
+            speakers=options.speakers,
+            language=options.language,
+            separated=separation is not None,
+            speech=heard.speech if heard else None,
+            heard=heard is not None,
+        )
+
     if heard is not None:  # a quick reply Whisper ran into the line before is a line of its own
         from omnidub.source.heard import voice_changes
 
-        heard = voice_changes(heard, audio, encoder)
+        heard, analysis = voice_changes(heard, analysed, encoder)
         original = heard.original
-    analysis = analyse(
-        original,
-        audio,
-        encoder,
-        speakers=options.speakers,
-        language=options.language,
-        separated=separation is not None,
-        speech=heard.speech if heard else None,
-        heard=heard is not None,
-    )
+    else:
+        analysis = analysed(original)
     if options.names:
         analysis = renamed(analysis, options.names)
     if heard is not None:  # its lines are the words heard: nothing to check them against

@@ -12,6 +12,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -21,6 +22,9 @@ from omnidub.script import DEFAULT_SPEAKER, Line, Script
 from omnidub.script import labelled_srt as script_srt
 from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
 from omnidub.source.speech import SpeechMap, check_some_speech, find_speech
+
+if TYPE_CHECKING:
+    from omnidub.source.analysis import Analysis
 
 VERSION = 2  # of the kept transcription: a new one transcribes every source again
 ORIGINAL_SUFFIX = ".original.srt"
@@ -223,19 +227,18 @@ def heard_lines(transcript: Transcript, speech: SpeechMap, language: str | None 
     return Script(tuple(lines), (), (), True)
 
 
-def voice_changes(heard: Heard, audio: SourceAudio, encoder, passes: int = CHANGE_PASSES) -> Heard:
-    """The lines heard, each cut where its voice changes (see CHANGE_MARGIN), judged against a grouping of the lines
-    as heard; grouped again and looked at again while a pass cuts a line (two voices alike may be told apart only
-    once the lines holding both are cut), `passes` times at most."""
-    from omnidub.source.analysis import analyse
-
+def voice_changes(
+    heard: Heard, analysed: Callable[[Script], Analysis], encoder, passes: int = CHANGE_PASSES
+) -> tuple[Heard, Analysis]:
+    """The lines heard, each cut where its voice changes (see CHANGE_MARGIN), judged against their grouping
+    (``analysed``: the source's analysis of a set of lines); grouped again and looked at again while a pass cuts a
+    line (two voices alike may be told apart only once the lines holding both are cut), `passes` times at most.
+    Returns the lines and their analysis."""
     for _ in range(passes):
         original = heard.original
-        if len(original.lines) < 2:
-            return heard
-        grouped = analyse(original, audio, encoder, speech=heard.speech, heard=True)
-        if len(grouped.centroids) < 2:
-            return heard
+        grouped = analysed(original)
+        if len(original.lines) < 2 or len(grouped.centroids) < 2:
+            return heard, grouped
         words = [w for w in heard.transcript.words if _SPOKEN.search(w.text)]
         lines, language = [], original.lines[0].language
         for line in original.lines:
@@ -243,9 +246,9 @@ def voice_changes(heard: Heard, audio: SourceAudio, encoder, passes: int = CHANG
             for text, start, end in _cut_at_change(line, mine, grouped.track, heard.speech, encoder, grouped.centroids):
                 lines.append(heard_line(len(lines) + 1, text, start, end, language))
         if len(lines) == len(original.lines):
-            return heard
+            return heard, grouped
         heard = Heard(heard.transcript, Script(tuple(lines), (), (), True), heard.speech)
-    return heard
+    return heard, analysed(heard.original)
 
 
 def _cut_at_change(
