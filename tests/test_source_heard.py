@@ -407,6 +407,34 @@ def test_a_reply_heard_too_short_to_embed_is_grouped_by_the_speech_next_to_it(tm
     assert found.speakers[2] == found.speakers[4] != found.speakers[1]
 
 
+def test_a_reply_leaning_only_a_little_to_its_voice_is_cut_off_a_line_clearly_of_the_other(tmp_path):
+    # A line heard as one: 2.5 s of A, then 1.5 s of a reply by B that A talked over, so that it leans to B by only
+    # 0.04 (a voice alike to another does that too). After a side clearly A that is enough to cut; after a side only
+    # loosely A (55 % of it), it is not.
+    from omnidub.asr import Word
+    from omnidub.source.audio import SourceAudio
+    from omnidub.source.heard import _cut_at_change, heard_line
+
+    rate = 16000
+
+    def source(share_of_a: float) -> SourceAudio:
+        def mixed(share: float, seconds: float) -> np.ndarray:  # A's (positive) samples make `share` of each 200
+            return np.resize(np.where(np.arange(200) < round(200 * share), 0.3, -0.3), int(seconds * rate))
+
+        return SourceAudio(tmp_path / "a.wav", np.concatenate([mixed(share_of_a, 2.5), mixed(0.485, 1.5)]), rate)
+
+    words = [Word(f"w{k}", 0.5 * k + 0.05, 0.5 * k + 0.45) for k in range(8)]
+    line = heard_line(1, " ".join(w.text for w in words), 0.0, 4.0, "en")
+    voices = {"A": np.array([1.0, 0.0]), "B": np.array([0.0, 1.0])}
+    speech = speech_map([(0.0, 4.0)], 4.0)
+    cut = _cut_at_change(line, words, source(1.0), speech, VoiceShare(), voices)
+    assert [(text, start, end) for text, start, end in cut] == [
+        ("w0 w1 w2 w3 w4", 0.0, 2.5),
+        ("w5 w6 w7", 2.5, 4.0),
+    ]
+    assert len(_cut_at_change(line, words, source(0.55), speech, VoiceShare(), voices)) == 1
+
+
 def test_a_quick_reply_whisper_ran_into_the_line_before_is_cut_where_the_voice_changes(tmp_path):
     # A speaks 0.5-2.8 s and B answers 0.05 s later; the ASR made one line of both. Judged against a first grouping
     # of the lines heard (a stub encoder hears the share of each voice), the line is cut at the pause between the
