@@ -24,7 +24,7 @@ from omnidub.source.summary import SourceSummary, load, save, summarize
 from omnidub.voices import Voice
 
 MATCHES = ("auto", "line", "speaker")
-VERSION = 4  # of the analysis: a new one analyses every source again
+VERSION = 5  # of the analysis: a new one analyses every source again
 
 
 @dataclass(frozen=True)
