@@ -149,30 +149,26 @@ def own_edges(analysis: Analysis, encoder, speaker: str, start: float, end: floa
         edge = start if side == "start" else end
         near = _neighbour(analysis, speaker, edge, side)
         if near is None:
-            if analysis.heard_lines:
-                # A one-word reply Whisper ran into this line is no line of its own, so no neighbour: the edge's
-                # short windows are heard against every other voice.
-                depth = _other_voice_depth(analysis, encoder, speaker, None, start, end, side)
-                if depth:
-                    start, end = (
-                        (round(min(start + depth, end), 3), end)
-                        if side == "start"
-                        else (start, round(max(end - depth, start), 3))
-                    )
-                    done.append(f"{side} moved {depth:.2f} s in: another voice heard at it")
-            continue
-        other, gap = near
-        depth = _other_voice_depth(analysis, encoder, speaker, other, start, end, side)
-        # Lines heard (no subtitles): where one voice ends and the next begins is a guess (word times, the quietest
-        # moment), and they may overlap.
-        cut = (HEARD_GUARD if analysis.heard_lines else max(EDGE_GUARD - gap, 0.0)) + depth
+            if not analysis.heard_lines:
+                continue
+            # A one-word reply Whisper ran into this line is no line of its own, so no neighbour: the edge's short
+            # windows are heard against every other voice.
+            cut = _other_voice_depth(analysis, encoder, speaker, None, start, end, side)
+            what = f"{side} moved {cut:.2f} s in: another voice heard at it"
+        else:
+            other, gap = near
+            depth = _other_voice_depth(analysis, encoder, speaker, other, start, end, side)
+            # Lines heard (no subtitles): where one voice ends and the next begins is a guess (word times, the
+            # quietest moment), and they may overlap.
+            cut = (HEARD_GUARD if analysis.heard_lines else max(EDGE_GUARD - gap, 0.0)) + depth
+            what = f"{side} moved {cut:.2f} s off {other}'s speech" + (" (heard in it)" if depth else "")
         if cut <= 0:
             continue
         if side == "start":
             start = round(min(start + cut, end), 3)
         else:
             end = round(max(end - cut, start), 3)
-        done.append(f"{side} moved {cut:.2f} s off {other}'s speech" + (" (heard in it)" if depth else ""))
+        done.append(what)
     return start, end, "; ".join(done)
 
 
@@ -198,9 +194,8 @@ def _other_voice_depth(
     analysis: Analysis, encoder, speaker: str, other: str | None, start: float, end: float, side: str
 ) -> float:
     """How far from the span's edge short windows sound like ``other`` (None: any other voice) rather than
-    ``speaker``: 0 when the edge's
-    window is clearly the speaker's; else the depth of the first window that is, plus a third of a window (what it
-    may still hold of the other voice). The whole span when none is."""
+    ``speaker``: 0 when the edge's window is clearly the speaker's; else the depth of the first window that is, plus
+    a third of a window (what it may still hold of the other voice). The whole span when none is."""
     own = analysis.centroids.get(speaker)
     names = [other] if other is not None else [name for name in analysis.centroids if name != speaker]
     theirs = [analysis.centroids[name] for name in names if name in analysis.centroids]

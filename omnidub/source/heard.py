@@ -263,8 +263,7 @@ def _cut_at_change(
     whole = [(line.text, line.start, line.end)]
     if not depth or len(words) < 2 or speech.speech_seconds(line.start, line.end) < 2 * CHANGE_SIDE:
         return whole
-    names = list(centroids)
-    stack = np.stack([centroids[n] for n in names])
+    stack = np.stack(list(centroids.values()))
     best = None
     for k in range(1, len(words)):
         cut = (words[k - 1].end + words[k].start) / 2
