@@ -149,6 +149,13 @@ def rows(page):
     return page.get_by_role("listbox", name="Lines")
 
 
+# The list is drawn again (as on any scroll) and two frames have passed.
+REDRAWN = """() => new Promise((done) => {
+  document.getElementById("rows").dispatchEvent(new Event("scroll"));
+  requestAnimationFrame(() => requestAnimationFrame(done));
+})"""
+
+
 def selected(page, row: str) -> None:
     """The selected line is `row`, once the page has handled the key or click (it may still be on its way)."""
     from playwright.sync_api import expect
@@ -167,6 +174,20 @@ def test_a_1500_line_episode_opens_with_a_screenful_of_rows_and_one_request_for_
     assert 5 <= shown.count() <= screenful
     assert page.locator("audio").count() <= 3 and desk.states == 1
     expect(page.get_by_text(f"{EPISODE} of {EPISODE} lines shown")).to_be_visible()
+    # A click pressed on a row and released after the list was drawn again (here by a scroll) still selects it.
+    box = rows(page).get_by_role("option", name=re.compile(r"^Line 4, ")).bounding_box()
+    page.mouse.move(box["x"] + box["width"] / 2, box["y"] + box["height"] / 2)
+    page.mouse.down()
+    page.evaluate(REDRAWN)
+    page.mouse.up()
+    selected(page, "row-4")
+    # Scrolled down and back: the rows are in the page in the order they are on screen.
+    for top in (10 * 48, 0):
+        rows(page).evaluate(f"box => box.scrollTop = {top}")
+        page.evaluate(REDRAWN)
+    expect(rows(page).get_by_role("option", name=re.compile(r"^Line 1, "))).to_be_visible()
+    tops = shown.evaluate_all("r => r.map(o => parseFloat(o.style.top))")
+    assert tops == sorted(tops) and len(tops) > 10
     # Scrolled to the end: the last line is there, and still only a screenful of rows.
     page.get_by_role("listbox", name="Lines").evaluate("box => box.scrollTop = box.scrollHeight")
     expect(rows(page).get_by_role("option", name=re.compile(rf"^Line {EPISODE}, "))).to_be_visible()

@@ -90,13 +90,28 @@
   }
 
   // -- the list: only the rows in view are in the page -----------------------------------------------------------
+  // A row whose line is unchanged keeps its node from one drawing to the next (moved, if the filter moved it): a
+  // click pressed on a row is not lost to a drawing (a scroll, a filter) before the button is released.
+  const inPage = new Map();  // line index -> {line, node}
   function drawRows() {
     const box = $("rows"), height = box.clientHeight || 600;
     const first = Math.max(0, Math.floor(box.scrollTop / ROW) - 4);
     const last = Math.min(view.length, Math.ceil((box.scrollTop + height) / ROW) + 4);
-    const rows = [];
-    for (let k = first; k < last; k++) rows.push(row(byIndex.get(view[k]), k));
-    box.replaceChildren($("spacer"), ...rows);
+    const wanted = [];
+    for (let k = first; k < last; k++) {
+      const line = byIndex.get(view[k]), kept = inPage.get(line.index);
+      if (kept && kept.line === line) kept.node.style.top = (k * ROW) + "px";
+      wanted.push(kept && kept.line === line ? kept : {line, node: row(line, k)});
+    }
+    const nodes = new Set(wanted.map((w) => w.node));
+    for (const [index, kept] of inPage) if (!nodes.has(kept.node)) { kept.node.remove(); inPage.delete(index); }
+    let before = $("spacer");  // in the page's order as on screen, moving no row already in its place
+    for (const w of wanted) {
+      inPage.set(w.line.index, w);
+      w.node.setAttribute("aria-selected", selected === w.line.index ? "true" : "false");
+      if (before.nextSibling !== w.node) box.insertBefore(w.node, before.nextSibling);
+      before = w.node;
+    }
     if (selected !== null && at.has(selected)) box.setAttribute("aria-activedescendant", "row-" + selected);
     else box.removeAttribute("aria-activedescendant");
   }
