@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 import tempfile
 from pathlib import Path
+
+# Compiled modules are kept in __pycache__ (ignored by git) even where PYTHONDONTWRITEBYTECODE is set: the suite
+# starts two workers and many Python processes, and each would otherwise compile omnidub and the tests again.
+sys.dont_write_bytecode = False
+os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 
 # Before anything imports huggingface_hub: tests never reach a model hub, and never see what the developer
 # downloaded (a cached `small` Whisper or OmniVoice would change what the tests exercise).

@@ -225,6 +225,7 @@ def test_export_command_errors_are_one_line(tmp_path):
     assert result.exit_code == 2
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_bench_on_an_export_adds_the_onnx_rows(export_dir, tmp_path):
     import json
 

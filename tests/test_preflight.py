@@ -527,6 +527,7 @@ def test_a_programme_longer_than_the_video_is_said_before_rendering(media):
     assert "truncated" in torn.stderr
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_a_library_render_prints_no_pydub_warning(tmp_path, tiny_model_dir, no_ffmpeg_path):
     preset = tmp_path / "preset.toml"
     preset.write_text("steps = 2\nreference_seconds = 0\n")

@@ -526,6 +526,7 @@ def test_ctrl_c_stops_after_the_line_in_flight_with_a_consistent_manifest(tmp_pa
     assert all((out / line["file"]).is_file() for line in done)
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_a_second_ctrl_c_stops_at_once_with_exit_130(tmp_path, tiny_model_dir):
     import threading
 

@@ -83,6 +83,7 @@ def test_a_render_of_quick_dialogue_is_never_refused(film, tmp_path):
     assert speakers == {row["line"]: row["speaker"] for row in film.lines}
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_one_voice_in_two_accents_is_two_voices_in_unlabelled_subtitles(accents, source_voice_encoder):
     # The two accents come about 0.13 apart, under the 0.15 that splits any group: each line of each is nearer its
     # own than the other, so they are split, and every line lands with its own voice.
@@ -102,6 +103,7 @@ def test_one_voice_in_two_accents_is_two_voices_in_unlabelled_subtitles(accents,
     assert len(groups) == 5 and all(len(voices) == 1 for voices in groups.values()), groups
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_lines_of_a_voice_alike_to_another_are_still_cloned_from_themselves(accents, source_voice_encoder):
     # Labelled: the windows of a voice alike to another come within the one margin of it; judged by how far that
     # voice's own windows lean, its long lines keep their own clips, and none holds another voice.
