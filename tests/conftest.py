@@ -136,10 +136,23 @@ def make_video(
             out.mux(packet)
 
 
-# The longest files first (seconds per file, measured on a 2-core AMD EPYC: test_render 105, test_cli 92, the
-# next 37; test_ray, 90, leads the slow run): each worker takes whole files, so a long file handed out last would
-# leave the other worker idle at the end. The order within a file is kept.
-LONGEST_FIRST = ("test_render.py", "test_cli.py", "test_ray.py")
+# The longest files first, longest of all first (seconds per file on a 2-core AMD EPYC, a first run with an empty
+# cache: test_render 78, test_source_cli 50, test_review 45, test_review_page 38, test_source 33, the next five 21-24;
+# test_ray, 90, leads the slow run): each worker takes whole files, so a long file handed out last would leave the
+# other worker idle at the end. The order within a file is kept.
+LONGEST_FIRST = (
+    "test_ray.py",
+    "test_render.py",
+    "test_source_cli.py",
+    "test_review.py",
+    "test_review_page.py",
+    "test_source.py",
+    "test_backends.py",
+    "test_source_films.py",
+    "test_source_render.py",
+    "test_eval.py",
+    "test_review_trust.py",
+)
 
 
 def pytest_collection_modifyitems(items):

@@ -223,6 +223,7 @@ def test_the_probe_is_recorded_and_used_at_once_or_kept_for_later_projects(tiny_
     assert adopting.backend().layout == "packed" and adopting.settings["cfg"] == "packed"
 
 
+@pytest.mark.slow  # about 8 s (an export built and measured): pytest -m slow runs it, as CI does
 def test_a_render_at_a_terminal_asks_once_before_building_an_export_and_then_follows_the_measurement(
     checkpoint, own_cache, tmp_path, monkeypatch
 ):

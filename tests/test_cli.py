@@ -541,6 +541,7 @@ def test_a_programme_past_the_limit_is_one_line(tmp_path):
     assert result.exit_code == 0, result.output
 
 
+@pytest.mark.slow  # over 10 s of CPU: pytest -m slow runs it, as CI does
 def test_bench_record_makes_the_measured_layout_and_gemm_this_machines_choice(tmp_path, tiny_model_dir, monkeypatch):
     monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path / "cache"))
     result = run(

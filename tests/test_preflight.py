@@ -217,6 +217,7 @@ def test_a_long_reference_with_no_pause_in_the_window_and_no_asr_is_refused_with
             attempt(_voice(long, "Words."))
 
 
+@pytest.mark.slow  # about 10 s (a 26 s reference encoded): pytest -m slow runs it, as CI does
 def test_the_model_librarys_long_reference_warning_never_doubles_omnidubs_note(tmp_path, tiny_model_dir):
     mono, rate = sf.read(EXAMPLES / "voices" / "alice.wav", dtype="float32")
     long = tmp_path / "long.wav"

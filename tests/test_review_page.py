@@ -529,6 +529,7 @@ def test_cancel_stops_the_retakes_of_every_failed_line_at_the_next_line(rendered
 SOURCE = Path(__file__).parent / "data" / "source"
 
 
+@pytest.mark.slow  # over 10 s on a first run (the source analysed): pytest -m slow runs it, as CI does
 def test_a_lines_own_original_is_its_own_span_of_the_source_whichever_clip_its_voice_came_from(
     tiny_model_dir, whisper_tiny_en, tmp_path
 ):

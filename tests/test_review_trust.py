@@ -52,6 +52,7 @@ def film(tiny_model_dir, whisper_tiny_en, tmp_path_factory) -> Path:
     return out
 
 
+@pytest.mark.slow  # over 10 s on a first run (the source analysed): pytest -m slow runs it, as CI does
 def test_a_review_after_qa_with_another_asr_model_opens_every_line_with_its_audio_and_delivers_it_intact(
     film, tmp_path
 ):

@@ -329,6 +329,7 @@ def test_a_voice_alike_to_another_is_judged_by_how_far_its_own_windows_lean():
     assert "C" in calibration.problem(*sims(mixed), "A")
 
 
+@pytest.mark.slow  # over 10 s on a first run (the source analysed): pytest -m slow runs it, as CI does
 def test_subtitles_no_asr_model_can_check_are_said_to_be_unchecked(tmp_path):
     # The Spanish dub given as the English scene's original, with no ASR model to hear the scene: taken, and said.
     result = run("voices", "extract", DATA / "scene.opus", "--subs", DATA / "dub.srt", "--out", tmp_path / "v")

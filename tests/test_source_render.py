@@ -317,6 +317,7 @@ def test_a_source_video_is_the_dubbed_video_and_the_header_says_what_it_carries(
     assert (out / "scene.dub.mp4").is_file()
 
 
+@pytest.mark.slow  # over 10 s on a first run (the source analysed): pytest -m slow runs it, as CI does
 def test_a_voice_without_a_clean_clip_never_refuses_the_dub(args, tmp_path):
     # BOB speaks only line 8 here (his other cues are gone), under the end of ALICE's line 7: no clean clip, so he
     # gets his own speech with hers cut away, labelled, and his line is flagged for review. EVE says one word
