@@ -200,6 +200,7 @@ def test_the_judge_is_sized_from_its_name_or_its_weights(whisper_tiny_en):
     assert describe(Asr(str(whisper_tiny_en), device="cpu")).strength == "weak"  # a 75 MB folder
 
 
+@pytest.mark.slow  # about 8 s or more: pytest -m slow runs it, as CI does
 # -- the judge on real speech ----------------------------------------------------------------------------------
 @pytest.mark.skipif(shutil.which("flite") is None, reason="needs Debian's flite")
 def test_on_flite_speech_exactly_the_sentences_with_a_word_dropped_differ(tmp_path, whisper_tiny_en):

@@ -405,6 +405,7 @@ def test_assembly_memory_does_not_grow_with_program_length(tmp_path):
     assert peaks[120] < 80_000_000
 
 
+@pytest.mark.slow  # about 8 s or more: pytest -m slow runs it, as CI does
 def test_sparse_two_hour_program_renders_at_full_length(tmp_path, tiny_model_dir):
     script = tmp_path / "sparse.txt"
     script.write_text(
@@ -511,6 +512,7 @@ def test_killed_mid_run_then_rerun_completes_and_renders_only_the_missing_lines(
     assert not list(out.rglob(".*.tmp"))
 
 
+@pytest.mark.slow  # a render in a fresh Python process, about 14 s: pytest -m slow runs it, as CI does
 def test_ctrl_c_stops_after_the_line_in_flight_with_a_consistent_manifest(tmp_path, tiny_model_dir):
     script, out = _long_script(tmp_path / "long.txt"), tmp_path / "out"
     process = _spawn(script, out, tmp_path)

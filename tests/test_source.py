@@ -155,6 +155,7 @@ def test_unlabelled_lines_are_grouped_by_voice(unlabelled):
         assert voices_in(clip.start, clip.end) == {names[group]}
 
 
+@pytest.mark.slow  # about 8 s or more: pytest -m slow runs it, as CI does
 def test_the_number_of_voices_can_be_given_or_is_one_for_one_voice(source, encoder):
     from omnidub.source.analysis import analyse
 

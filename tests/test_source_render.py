@@ -281,6 +281,7 @@ def scene_video(tmp_path_factory) -> Path:
     return video
 
 
+@pytest.mark.slow  # about 8 s or more: pytest -m slow runs it, as CI does
 def test_a_source_video_is_the_dubbed_video_and_the_header_says_what_it_carries(scene_video, tiny_model_dir, tmp_path):
     preset = tmp_path / "preset.toml"
     preset.write_text("steps = 2\n")

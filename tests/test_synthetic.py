@@ -59,6 +59,7 @@ def test_full_has_exactly_the_released_shapes():
     assert audio.config.hop_length == 960 and audio.config.num_quantizers == 8
 
 
+@pytest.mark.slow  # about 8 s or more: pytest -m slow runs it, as CI does
 def test_full_tokenizes_like_qwen():
     tokenizer = synthetic._qwen_tokenizer()
     ids = tokenizer("Hello world, this is a short test of the dubbing pipeline.", add_special_tokens=False).input_ids
