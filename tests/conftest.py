@@ -136,10 +136,9 @@ def make_video(
             out.mux(packet)
 
 
-# The longest files first, longest of all first (seconds per file on a 2-core AMD EPYC, a first run with an empty
-# cache: test_render 78, test_source_cli 50, test_review 45, test_review_page 38, test_source 33, the next five 21-24;
-# test_ray, 90, leads the slow run): each worker takes whole files, so a long file handed out last would leave the
-# other worker idle at the end. The order within a file is kept.
+# The longest files first, in the order of their time in a first run with an empty cache on a 2-core AMD EPYC
+# (test_ray, 90 s, leads the slow run): each worker takes whole files, so a long file handed out last would leave
+# the other worker idle at the end. The order within a file is kept.
 LONGEST_FIRST = (
     "test_ray.py",
     "test_render.py",
