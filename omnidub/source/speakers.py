@@ -340,14 +340,12 @@ def _mean_to(block: np.ndarray, side: np.ndarray) -> np.ndarray:
 
 
 def _each_nearer_own(similarity: np.ndarray, a: np.ndarray, b: np.ndarray) -> bool:
-    """Whether every line of each sub-group is nearer the rest of its own (its mean similarity to them) than the
-    other sub-group."""
-    for own, other in ((a, b), (b, a)):
-        for i in own:
-            rest = own[own != i]
-            if similarity[i, rest].mean() <= similarity[i, other].mean():
-                return False
-    return True
+    """Whether every line of each sub-group is nearer the rest of its own (its mean similarity to them, itself left
+    out) than the other sub-group."""
+    both = np.concatenate([a, b])
+    block, in_a = similarity[np.ix_(both, both)], np.arange(len(both)) < len(a)
+    to_a, to_b = _mean_to(block, in_a), _mean_to(block, ~in_a)
+    return bool((to_a > to_b)[in_a].all() and (to_b > to_a)[~in_a].all())
 
 
 def _mean_off_diagonal(block: np.ndarray) -> float:
