@@ -100,8 +100,10 @@
     const wanted = [];
     for (let k = first; k < last; k++) {
       const line = byIndex.get(view[k]), kept = inPage.get(line.index);
-      if (kept && kept.line === line) kept.node.style.top = (k * ROW) + "px";
-      wanted.push(kept && kept.line === line ? kept : {line, node: row(line, k)});
+      if (kept && kept.line === line) {
+        kept.node.style.top = (k * ROW) + "px";
+        wanted.push(kept);
+      } else wanted.push({line, node: row(line, k)});
     }
     const nodes = new Set(wanted.map((w) => w.node));
     for (const [index, kept] of inPage) if (!nodes.has(kept.node)) { kept.node.remove(); inPage.delete(index); }
