@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import atexit
 import hashlib
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -17,6 +19,7 @@ os.environ.pop("PYTHONDONTWRITEBYTECODE", None)
 # downloaded (a cached `small` Whisper or OmniVoice would change what the tests exercise).
 os.environ["HF_HUB_OFFLINE"] = "1"
 os.environ["HF_HOME"] = tempfile.mkdtemp(prefix="omnidub-test-hf-")
+atexit.register(shutil.rmtree, os.environ["HF_HOME"], ignore_errors=True)
 os.environ.setdefault("OMNIDUB_CACHE", str(Path(__file__).resolve().parent.parent / ".cache" / "test"))
 # The suite runs in two worker processes (pyproject's addopts): one thread each, so their threads never outnumber
 # two cores and spin against each other (set before torch is imported; a test that needs more sets its own).

@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
 
 import pytest
@@ -378,10 +379,14 @@ def test_bench_quick_reports_every_row(tmp_path, own_cache):
     assert f"{rows['fused']['seconds_per_line']:.2f}" in fused and f"{rows['fused']['speedup']:.2f}x" in fused
 
 
-def test_bench_length_renders_each_programme_within_its_budget_then_assembles_it(tmp_path, own_cache):
+def test_bench_length_renders_each_programme_within_its_budget_then_assembles_it(tmp_path, own_cache, monkeypatch):
     target = tmp_path / "length.json"
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr(tempfile, "tempdir", str(scratch))
     result = run("bench", "--length", "4,12", "--budget", "0.5", "--model", "synthetic:tiny", "--json", target)
     assert result.exit_code == 0, result.output
+    assert not list(scratch.glob("omnidub-*"))  # the programmes were scratch, removed once measured
     data = json.loads(target.read_text())
     small, large = data["sizes"]
     assert (small["lines"], large["lines"]) == (4, 12) and data["budget_seconds"] == 0.5

@@ -105,16 +105,15 @@ class PeakRss:
 
 def run_length(
     session,
+    folder: Path,
     sizes=SIZES,
     budget: float = 300.0,
-    folder: Path | None = None,
     say=lambda text: None,
 ) -> list[LengthRun]:
-    """Render a programme of each size within ``budget`` seconds of rendering, then assemble it; the model loads
-    (and is probed) before the first size, so no size pays for it."""
+    """Render a programme of each size in ``folder`` within ``budget`` seconds of rendering, then assemble it; the
+    model loads (and is probed) before the first size, so no size pays for it."""
     from omnidub.script import line_ranges
 
-    folder = Path(folder or tempfile.mkdtemp(prefix="omnidub-length-"))
     reference = BUNDLED_REF_CUT
     text = reference.with_suffix(".txt").read_text(encoding="utf-8").strip()
     voices = [f"S{i + 1}={reference}" for i in range(SPEAKERS)]
@@ -201,7 +200,9 @@ def feature_length(
     spec = model or "synthetic:full"
     load_before = os.getloadavg()
     session = Session(spec, device=device)
-    runs = run_length(session, counts, budget, say=say)
+    # The programmes (scripts, segments, mixes: tens of MB a size) are scratch, removed once measured.
+    with tempfile.TemporaryDirectory(prefix="omnidub-length-") as folder:
+        runs = run_length(session, Path(folder), counts, budget, say=say)
     return to_json(
         runs,
         machine=machine(session.engine.device, load_before),
