@@ -114,6 +114,23 @@ def test_a_clips_words_keep_the_cue_where_the_asr_only_mishears():
     )
 
 
+def test_a_clip_cut_inside_its_line_is_judged_and_named_by_the_words_it_holds():
+    from omnidub.asr import Word
+    from omnidub.source.clips import said_part
+
+    def heard(text):
+        return [Word(w, k * 0.3, k * 0.3 + 0.25) for k, w in enumerate(text.split())]
+
+    cue = "The old lighthouse was closed for years before the war."
+    # Its edges moved off the voices either side: the cue's words from the first heard to the last.
+    assert said_part(cue, heard("lighthouse was closed for years before")) == "lighthouse was closed for years before"
+    # A misheard word inside, and the neighbour's words at the edge, change nothing.
+    assert said_part(cue, heard("yes sure old lighthouse was close for")) == "old lighthouse was closed for"
+    # Other words altogether: the whole cue (or the one word they share), which they then fail to agree with.
+    assert said_part(cue, heard("please lock it")) == cue
+    assert word_agreement(said_part(cue, heard("please lock the back door")), "please lock the back door", "en") < 0.5
+
+
 def test_cut_at_word_is_the_fast_presets_cut(asr):
     from omnidub.media import load_audio
     from omnidub.voices import Voice, prepare_reference

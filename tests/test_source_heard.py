@@ -465,3 +465,39 @@ def test_a_quick_reply_whisper_ran_into_the_line_before_is_cut_where_the_voice_c
     assert [line.text for line in cut.original.lines[2:]] == text[1:]  # one voice each: kept whole
     assert found.original == cut.original  # the analysis of the lines as cut, not analysed again
     assert found.speakers[1] == found.speakers[3] != found.speakers[2] == found.speakers[4]
+
+
+def test_a_heard_lines_own_clip_moved_off_the_next_voice_holds_none_of_it_and_names_only_its_own_words(tmp_path):
+    # A speaks 0.5-3.5 s in six words, then B. Whether B answers 0.1 s after A (silence between) or truly starts
+    # 0.35 s under A's end while the ASR heard the change at 3.5 s (voice activity hears one stretch of speech), A's
+    # own clip ends 0.6 s in from where the change was heard: it holds none of B. Its words are the five it holds,
+    # not the cue's six.
+    from dataclasses import replace
+
+    from omnidub.asr import Word
+    from omnidub.script import Script
+    from omnidub.source.analysis import analyse
+    from omnidub.source.heard import heard_line
+    from omnidub.source.lines import assess_line
+
+    def a_clip(b_starts: float, regions: list) -> tuple:
+        said = [("A", 0.5, 3.5), ("B", b_starts, 6.6), ("A", 7, 9), ("B", 10, 12), ("A", 13, 15), ("B", 16, 18)]
+        (tmp_path / f"{b_starts}").mkdir()
+        audio = two_voices(tmp_path / f"{b_starts}", said, 19.0)
+        heard = [(0.5, 3.5), (max(b_starts, 3.5), 6.6)] + [(a, b) for _, a, b in said[2:]]
+        words = []
+        for k, (a, b) in enumerate(heard, 1):
+            step = (b - a) / 6
+            words += [Word(f"l{k}w{j}", a + (j + 0.1) * step, a + (j + 1) * step) for j in range(6)]
+        lines = tuple(
+            heard_line(k, " ".join(f"l{k}w{j}" for j in range(6)), a, b, "en") for k, (a, b) in enumerate(heard, 1)
+        )
+        speech = speech_map(regions + [(a, b) for _, a, b in said[2:]], 19.0)
+        found = analyse(Script(lines, (), (), True), audio, VoiceShare(), speech=speech, heard=True)
+        found = replace(found, words=tuple(words), heard_lines=True)
+        return assess_line(found, 1, VoiceShare()), found.spans[1][1]
+
+    for b_starts, regions in ((3.6, [(0.5, 3.5), (3.6, 6.6)]), (3.15, [(0.5, 6.6)])):
+        clip, edge = a_clip(b_starts, regions)
+        assert clip.problem is None and clip.end == round(edge - 0.6, 3) <= b_starts
+        assert clip.text == "l1w0 l1w1 l1w2 l1w3 l1w4"  # the sixth word is cut off: not in its words

@@ -80,6 +80,8 @@ def judge_none(film, encoder, asr) -> dict:
         "holding_another": [f"clip {c['speaker']}" for c in row["clips"] if not c["pure"]] + row["two_voice_passed"],
         "own": row["own_line"],
         "own_of": row["long_single_voice"],
+        "own_2s": row["own_line_2s"],
+        "own_of_2s": row["long_single_voice_2s"],
     }
 
 

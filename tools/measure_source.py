@@ -136,11 +136,9 @@ def judge_heard(film, encoder, asr) -> dict:
         a, b = row["speech"]
         said = " ".join(line.text for line, _ in written if a - 0.3 <= (line.start + line.end) / 2 <= b + 0.3)
         words.append(round(word_agreement(row["said"], said, "en"), 3))
-    long_single = [
-        line.index
-        for line, _ in written
-        if line.index not in two_voices and analysis.speech_seconds(line.index) >= LONG
-    ]
+    single = [line.index for line, _ in written if line.index not in two_voices]
+    long_single = [i for i in single if analysis.speech_seconds(i) >= LONG]
+    long_single_2s = [i for i in single if analysis.speech_seconds(i) >= 2.0]  # the measure: lines of 2 s+
     return {
         "seed": film.truth["seed"],
         "bed_db": film.truth["bed_db"],
@@ -164,6 +162,8 @@ def judge_heard(film, encoder, asr) -> dict:
         ],
         "long_single_voice": len(long_single),
         "own_line": sum(extraction.line_clips[i].problem is None for i in long_single),
+        "long_single_voice_2s": len(long_single_2s),
+        "own_line_2s": sum(extraction.line_clips[i].problem is None for i in long_single_2s),
         "two_voice_passed": [
             c.index
             for c in extraction.line_clips.values()

@@ -384,6 +384,7 @@ def _evaluate(
     if problem:
         return refused(problem)
     start, end, note = own_edges(analysis, encoder, speaker, start, end)
+    moved = bool(note)
     low, high = options.window
     if end - start < low:
         if end - start < options.shortest:
@@ -425,6 +426,8 @@ def _evaluate(
         squeezed = next((analysis.condensed[i] for i in lines if i in analysis.condensed), None)
         if squeezed:
             return refused(squeezed, note)
+    if heard and moved:
+        text = said_part(text, heard)
     agreement = None if heard is None else word_agreement(text, " ".join(w.text for w in heard), analysis.language)
     if agreement is not None and agreement < MIN_AGREEMENT:
         return refused(f"the ASR hears other words than its cue's ({' '.join(w.text for w in heard)!r})", note)
@@ -472,27 +475,51 @@ def word_agreement(text: str, heard: str, language: str | None) -> float:
     return max(0.0, 1.0 - jiwer.process_words(reference, hypothesis).wer)
 
 
-def spelled(cue: str, heard) -> str:
-    """The words of a clip: the cue's, spelled as it spells them, where the ASR agrees (same words up to case and
-    punctuation, a same-length or similar-sounding run it misheard, "cannot" for "could not", cue words it
-    missed: word times at a clip's edge are loose, or a word or two more: noise or a neighbour's word);
-    where it hears a phrase the cue lacks (a condensed subtitle), the words as heard."""
+def said_part(cue: str, heard) -> str:
+    """What a clip whose edges were moved inside its speech says of its cue: the cue's words from the first to the
+    last the ASR heard in it (or misheard alike), so a clip that keeps the middle of a line is judged, and named,
+    by the words it holds; the whole cue when it heard none of them."""
+    said = cue.split()
+    kept = [
+        (a, b)
+        for tag, a, b, c, d in _aligned(said, [w.text for w in heard])
+        if tag == "equal" or (tag == "replace" and _alike(said[a:b], [w.text for w in heard][c:d]))
+    ]
+    return " ".join(said[kept[0][0] : kept[-1][1]]) if kept else cue
+
+
+def _aligned(said: list[str], got: list[str]) -> list[tuple[str, int, int, int, int]]:
+    """The cue's words against the heard ones, up to case and punctuation (difflib's opcodes)."""
     import difflib
     import re
-
-    said = cue.split()
-    got = [w.text for w in heard]
 
     def plain(word: str) -> str:
         return re.sub(r"[^\w']", "", word.lower())
 
     matcher = difflib.SequenceMatcher(a=[plain(w) for w in said], b=[plain(w) for w in got], autojunk=False)
+    return matcher.get_opcodes()
+
+
+def _alike(said: list[str], got: list[str]) -> bool:
+    """A run the ASR misheard rather than other words: as many words, or similar sounds."""
+    import difflib
+
+    return (
+        len(said) == len(got)
+        or difflib.SequenceMatcher(a=" ".join(said).lower(), b=" ".join(got).lower()).ratio() >= 0.5
+    )
+
+
+def spelled(cue: str, heard) -> str:
+    """The words of a clip: the cue's, spelled as it spells them, where the ASR agrees (same words up to case and
+    punctuation, a same-length or similar-sounding run it misheard, "cannot" for "could not", cue words it
+    missed: word times at a clip's edge are loose, or a word or two more: noise or a neighbour's word);
+    where it hears a phrase the cue lacks (a condensed subtitle), the words as heard."""
+    said = cue.split()
+    got = [w.text for w in heard]
     out = []
-    for tag, a, b, c, d in matcher.get_opcodes():
-        alike = tag == "replace" and (
-            b - a == d - c
-            or difflib.SequenceMatcher(a=" ".join(said[a:b]).lower(), b=" ".join(got[c:d]).lower()).ratio() >= 0.5
-        )
+    for tag, a, b, c, d in _aligned(said, got):
+        alike = tag == "replace" and _alike(said[a:b], got[c:d])
         # A word or two the cue lacks is noise or a neighbour's word at the clip's edge misheard as speech (a
         # loud bed); a subtitle condenses whole phrases.
         slip = (d - c) - (b - a) < CONDENSED_WORDS

@@ -19,6 +19,7 @@ from omnidub.source.clips import (
     MIN_AGREEMENT,
     own_edges,
     own_stretches,
+    said_part,
     spelled,
     voice_problem,
     word_agreement,
@@ -94,10 +95,12 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
         problem = analysis.condensed.get(index)
     if problem is None and heard is not None:
         said = " ".join(w.text for w in heard)
-        if word_agreement(line.text, said, analysis.language) < MIN_AGREEMENT:
+        # Edges moved off another voice keep part of the line: it is judged by the part of its words it holds.
+        text = said_part(line.text, heard) if moved and heard else line.text
+        if word_agreement(text, said, analysis.language) < MIN_AGREEMENT:
             problem = f"the ASR hears other words than its cue's ({said!r})"
         elif heard:
-            return LineClip(index, speaker, start, end, spelled(line.text, heard), None, moved)
+            return LineClip(index, speaker, start, end, spelled(text, heard), None, moved)
     return clip(problem)
 
 
