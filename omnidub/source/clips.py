@@ -479,11 +479,11 @@ def said_part(cue: str, heard) -> str:
     """What a clip whose edges were moved inside its speech says of its cue: the cue's words from the first to the
     last the ASR heard in it (or misheard alike), so a clip that keeps the middle of a line is judged, and named,
     by the words it holds; the whole cue when it heard none of them."""
-    said = cue.split()
+    said, got = cue.split(), [w.text for w in heard]
     kept = [
         (a, b)
-        for tag, a, b, c, d in _aligned(said, [w.text for w in heard])
-        if tag == "equal" or (tag == "replace" and _alike(said[a:b], [w.text for w in heard][c:d]))
+        for tag, a, b, c, d in _aligned(said, got)
+        if tag == "equal" or (tag == "replace" and _alike(said[a:b], got[c:d]))
     ]
     return " ".join(said[kept[0][0] : kept[-1][1]]) if kept else cue
 

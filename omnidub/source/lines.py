@@ -96,7 +96,7 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
     if problem is None and heard is not None:
         said = " ".join(w.text for w in heard)
         # Edges moved off another voice keep part of the line: it is judged by the part of its words it holds.
-        text = said_part(line.text, heard) if moved and heard else line.text
+        text = said_part(line.text, heard) if moved else line.text
         if word_agreement(text, said, analysis.language) < MIN_AGREEMENT:
             problem = f"the ASR hears other words than its cue's ({said!r})"
         elif heard:
