@@ -179,7 +179,7 @@ def scene(*texts_and_slots) -> Script:
     return Script(tuple(lines), (), (), True)
 
 
-LONG = "Esta é uma tradução muito longa que não cabe de modo algum no pouco tempo que a fala original dura"
+LONG = "Esta é uma tradução muito longa que de modo algum cabe no pouco tempo que a fala original dura"
 MEDIUM = "Uma tradução de tamanho médio para a fala"
 SHORT = "Curta"
 

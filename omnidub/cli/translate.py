@@ -142,6 +142,8 @@ def translate(
             device=device,
         )
         show(translated, as_json)
+    if translated.translation.unanswered:  # written, the rest translated; these lines still to ask for
+        raise typer.Exit(1)
 
 
 def run_translate(
@@ -203,7 +205,7 @@ def run_translate(
             return translate_folder(
                 original,
                 out,
-                target=target,
+                target=to,  # with its variant (pt-BR), which the checks and an LLM are told
                 source=source_language,
                 engine=engine,
                 options=options,
@@ -228,17 +230,15 @@ def show(translated, as_json: bool) -> None:
         return
     for line in report["lines"]:
         if line["flags"]:
-            why = []
-            if "overflow" in line["flags"]:
-                why.append(
-                    f"{line['overflow']:.2f} s too long even sped up (the shortest of {len(line['candidates'])})"
-                )
-            if line["dropped"]:
-                why.append(f"drops the glossary's {', '.join(map(repr, line['dropped']))}")
+            why = "; ".join(f"{flag}: {text}" for flag, text in line["checks"].items())
             out.print(
-                f"line {line['index']}: {escape(printable(line['translation']))!r}  ({escape('; '.join(why))})",
+                f"line {line['index']}: {escape(printable(line['translation']))!r}  ({escape(printable(why))})",
                 soft_wrap=True,
             )
+    for flag, indices in report["flagged"].items():
+        out.print(
+            f"[yellow]{len(indices)} line(s) flagged {flag}:[/yellow] {escape(line_list(indices))}", soft_wrap=True
+        )
     fit = report["fit"]
     out.print(
         f"{fit['lines']} lines into {report['to']} with {escape(report['engine'])}: "
@@ -247,3 +247,9 @@ def show(translated, as_json: bool) -> None:
         soft_wrap=True,
     )
     out.print(f"wrote {escape(str(translated.folder / translated.file))} and translate.json", soft_wrap=True)
+
+
+def line_list(indices: list[int], most: int = 12) -> str:
+    """Line numbers as a reader scans them: ``4, 9, 17`` (and how many more past ``most``)."""
+    shown = ", ".join(str(i) for i in indices[:most])
+    return shown + (f" and {len(indices) - most} more" if len(indices) > most else "")

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from omnidub.errors import OmnidubError
-from omnidub.translate.base import Engine, Pair, Progress, language_tag
+from omnidub.translate.base import Engine, Pair, Progress, language_tag, language_variant
 from omnidub.translate.llm import LlmOptions
 from omnidub.translate.run import TranslateOptions, Translation, report, subtitles, translate_script
 
@@ -72,14 +72,17 @@ def translate_folder(
     progress: Progress | None = None,
     input_path: Path | None = None,
 ) -> Translated:
-    """Translate the subtitles or script ``original`` into ``target`` and write ``<stem>.<target>.srt`` and
-    translate.json into ``out``. A translated file someone edited since omnidub wrote it is kept as it is.
-    ``input_path``: what the folder was made from when that is not ``original`` (a source that was transcribed)."""
+    """Translate the subtitles or script ``original`` into ``target`` (a tag, or a variant: ``pt-BR``) and write
+    ``<stem>.<target>.srt`` and translate.json into ``out``; every line is checked (translate.checks), its meaning
+    through the reverse model when there is one. A translated file someone edited since omnidub wrote it is kept
+    as it is, and its lines are what is checked. ``input_path``: what the folder was made from when that is not
+    ``original`` (a source that was transcribed)."""
     from omnidub.folder import TRANSLATE_RECORD, OutputFolder
     from omnidub.script import read_script
     from omnidub.translate.language import detect
 
     original = Path(original)
+    variant = language_variant(target)
     target = language_tag(target, "--to")
     script = read_script(original)
     notes = []
@@ -88,22 +91,28 @@ def translate_folder(
         notes.append(f"the original reads as {source}; --from sets it")
     else:
         source = language_tag(source, "--from")
-    pair = Pair(source, target)
+    pair = Pair(source, target, variant)
     if pair.source == pair.target:
         raise OmnidubError(f"the original is in {source} already: nothing to translate into {target}")
     folder = OutputFolder(Path(out), record=TRANSLATE_RECORD, others=None, made="the translation of")
     folder.claim(input_path or original)
     try:
         name = translated_name(input_path or original, original, target)
-        status(f"loading the {engine} engine for {source}->{target}")
+        status(f"loading the {engine} engine for {source}->{pair.target_name}")
         chosen = open_engine(engine, pair, mt_models=mt_models, llm=llm, status=status)
-        status(f"translating {len(script.lines)} lines")
-        translation = translate_script(script, chosen, pair, options=options, progress=progress)
+        checker, why = checker_for(script, pair, options, mt_models, status)
+        if why:
+            notes.append(why)
         kept = folder.status(name) == "changed"
+        edited = _edited(folder.path / name, script) if kept else {}
+        status(f"translating {len(script.lines)} lines")
+        translation = translate_script(
+            script, chosen, pair, options=options, progress=progress, checker=checker, edited=edited
+        )
         if kept:
             notes.append(
-                f"{name} was edited after omnidub wrote it: kept as it is (its lines below are the engine's; delete "
-                "the file to translate again)"
+                f"{name} was edited after omnidub wrote it: kept as it is, and its lines are what is checked below "
+                "(the engine's candidates beside them; delete the file to translate again)"
             )
         else:
             notes += folder.write_text(name, subtitles(translation))
@@ -120,6 +129,46 @@ def translate_folder(
         return Translated(folder.path, name, translation, data, kept, original)
     finally:
         folder.release()
+
+
+def checker_for(script, pair: Pair, options: TranslateOptions, mt_models: tuple[Path, ...], status) -> tuple:
+    """The checks of a translation of ``script`` and, when meaning cannot be checked, why: the reverse model
+    (target->source) from the --mt-model folders given, else omnidub's cache (fetched on first use)."""
+    from omnidub.translate.checks import Checker, script_names
+    from omnidub.translate.firefox import FirefoxEngine
+
+    why = None
+    back = None
+    try:
+        status(f"loading the {pair.target}->{pair.source} model for the meaning check")
+        reverse = FirefoxEngine(Pair(pair.target, pair.source), tuple(mt_models), status)
+        back = reverse.translate
+    except OmnidubError as exc:
+        how = (
+            f"give a {pair.target}->{pair.source} model folder with --mt-model"
+            if mt_models
+            else "connect once to fetch it"
+        )
+        why = f"meaning not checked (no back-translation): {exc} ({how})"
+    names = script_names([x.text for x in script.lines], [x.speaker for x in script.lines], pair.source)
+    names |= {wanted for term, wanted in options.glossary.terms if term == wanted}
+    return Checker(pair, back=back, glossary=options.glossary, names=frozenset(names), variant=pair.variant), why
+
+
+def _edited(path: Path, script) -> dict[int, str]:
+    """The lines of a translated file someone edited, by the original's line numbers (matched in order; a file
+    whose lines no longer line up with the original's is matched by start time)."""
+    from omnidub.script import read_script
+
+    try:
+        kept = read_script(path).lines
+    except OmnidubError:
+        return {}
+    lines = script.lines
+    if len(kept) == len(lines):
+        return {line.index: k.text for line, k in zip(lines, kept)}
+    starts = {round(k.start, 2): k.text for k in kept}
+    return {line.index: starts[round(line.start, 2)] for line in lines if round(line.start, 2) in starts}
 
 
 def heard_original(

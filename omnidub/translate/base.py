@@ -31,13 +31,25 @@ class Request:
 
 @dataclass(frozen=True)
 class Pair:
-    """The languages of a translation, as short tags (``en``, ``pt``)."""
+    """The languages of a translation, as short tags (``en``, ``pt``), and the target's variant when one was asked
+    for (``pt-BR``, ``pt-PT``, ``es-ES``, ``es-419``; None: either)."""
 
     source: str
     target: str
+    variant: str | None = None
+
+    @property
+    def target_name(self) -> str:
+        """The target as asked for: its variant, else its tag."""
+        return self.variant or self.target
 
 
 Progress = Callable[[int, int], None]
+
+
+class Unanswered(OmnidubError):
+    """An engine gave nothing for a batch of lines after its tries (refused answers, no answer in time): the other
+    lines are translated and these written in the original, flagged."""
 
 
 class Engine(Protocol):
@@ -71,3 +83,22 @@ def language_tag(code: str, where: str) -> str:
     except (ValueError, LookupError):
         pass
     raise OmnidubError(f"{where}: unknown language {code!r} (give a language tag such as en, pt or es)")
+
+
+def language_variant(code: str) -> str | None:
+    """The regional variant a language tag names (``pt-br`` -> ``pt-BR``, ``es-MX`` -> ``es-MX``), or None for a
+    bare language; one line for a tag it cannot read."""
+    import langcodes
+
+    text = (code or "").strip()
+    if "-" not in text and "_" not in text:
+        return None
+    try:
+        language = langcodes.Language.get(text.replace("_", "-"))
+    except (ValueError, LookupError):
+        raise OmnidubError(
+            f"--to: unknown language {code!r} (give a language tag such as pt, pt-BR or es-419)"
+        ) from None
+    if not language.language or not language.territory:
+        return None
+    return f"{language.language}-{language.territory}"

@@ -18,11 +18,15 @@ from omnidub.errors import OmnidubError
 from omnidub.translate.base import Candidate, Pair, Progress, Request
 
 PIVOT = "en"
-# A leading filler a subtitler drops first when a line runs long; only English sources, whose fillers are known.
+# Fillers a subtitler drops first when a line runs long; only English sources, whose fillers are known: one that
+# leads the line ("Well, ..."), one set off by commas inside it ("..., you know, ..."), and a word or two said twice
+# ("I, I think", "No, no, no").
 _FILLER = re.compile(
     r"^(?:well|oh|so|now|okay|ok|yeah|um|uh|er|look|listen|hey|right|you know|i mean)\s*[,.!…]+\s+(?=\w)",
     re.IGNORECASE,
 )
+_INNER_FILLER = re.compile(r",\s*(?:you know|i mean|like|um|uh|er|kind of|sort of)\s*,", re.IGNORECASE)
+_REPEATED = re.compile(r"\b(\w+(?:\s+\w+)?)(?:\s*[,.…-]*\s+\1\b)+", re.IGNORECASE)
 _MODEL_FILE = re.compile(r"^model\.([a-z]{2,3})([a-z]{2,3})\..*bin$")
 
 
@@ -34,13 +38,17 @@ class FirefoxEngine:
     batch = 16
 
     def __init__(
-        self, pair: Pair, folders: tuple[Path, ...] = (), status: Callable[[str], None] = lambda _: None
+        self,
+        pair: Pair,
+        folders: tuple[Path, ...] = (),
+        status: Callable[[str], None] = lambda _: None,
+        fetch: bool = True,
     ) -> None:
         self.pair = pair
-        self._legs, self.model = _load(pair, tuple(Path(f) for f in folders), status)
+        self._legs, self.model = _load(pair, tuple(Path(f) for f in folders), status, fetch)
 
     def settings(self) -> dict:
-        return {"alternatives": ["whole line", "sentence by sentence", "glossary placed", "without filler"]}
+        return {"alternatives": ["whole line", "sentence by sentence", "glossary placed", "without fillers, repeats"]}
 
     def candidates(
         self, requests: list[Request], pair: Pair, glossary, progress: Progress | None = None
@@ -67,11 +75,14 @@ class FirefoxEngine:
         if placed != text:
             add(self._translate(placed, whole=True), "glossary terms placed in the source")
         if self.pair.source == "en":
-            shorter = _FILLER.sub("", text)
-            if shorter != text:
-                dropped = text[: len(text) - len(shorter)].strip()
-                add(self._translate(shorter[:1].upper() + shorter[1:], whole=True), f"source without {dropped!r}")
+            shorter, dropped = without_fillers(text)
+            if dropped:
+                add(self._translate(shorter, whole=True), f"source without {', '.join(map(repr, dropped))}")
         return [Candidate(t, how) for t, how in made.items()]
+
+    def translate(self, texts: list[str]) -> list[str]:
+        """Each text translated whole (the meaning check's back-translation)."""
+        return [self._translate(text, whole=True) for text in texts]
 
     def _translate(self, text: str, whole: bool) -> str:
         for leg in self._legs:
@@ -79,8 +90,31 @@ class FirefoxEngine:
         return text
 
 
-def _load(pair: Pair, folders: tuple[Path, ...], status) -> tuple[list, str]:
-    """The engines for each leg of ``pair`` (one, or two through English) and the models' identity."""
+def without_fillers(text: str) -> tuple[str, list[str]]:
+    """An English line without its fillers and repetitions ("Well, I, I think..." -> "I think..."), and what was
+    dropped (nothing: the line as it is)."""
+    dropped, shorter = [], text
+    while True:
+        lead = _FILLER.match(shorter)
+        if not lead:
+            break
+        dropped.append(lead.group(0).strip())
+        shorter = shorter[lead.end() :]
+    while inner := _INNER_FILLER.search(shorter):  # fillers in a row share their commas: one at a time
+        dropped.append(inner.group(0).strip(" ,"))
+        shorter = shorter[: inner.start()] + "," + shorter[inner.end() :]
+    for repeated in _REPEATED.finditer(shorter):
+        dropped.append(repeated.group(0)[len(repeated.group(1)) :].strip(" ,"))
+    shorter = _REPEATED.sub(lambda m: m.group(1), shorter)
+    shorter = " ".join(shorter.split())
+    if not dropped or not re.search(r"\w", shorter):
+        return text, []
+    return shorter[:1].upper() + shorter[1:], dropped
+
+
+def _load(pair: Pair, folders: tuple[Path, ...], status, fetch: bool = True) -> tuple[list, str]:
+    """The engines for each leg of ``pair`` (one, or two through English) and the models' identity; without
+    ``fetch``, only a model already in omnidub's cache."""
     try:
         import fxtranslate
     except ImportError:
@@ -100,6 +134,8 @@ def _load(pair: Pair, folders: tuple[Path, ...], status) -> tuple[list, str]:
     except (ValueError, OSError):
         cached = set()
     if direct not in cached and not set(pivot) <= cached:
+        if not fetch:
+            raise OmnidubError(f"no Firefox Translations model for {pair.source}->{pair.target} in omnidub's cache")
         status(
             f"fetching the Firefox Translations model {pair.source}->{pair.target} (20-40 MB a direction, once; "
             f"kept in {cache})"
@@ -133,20 +169,37 @@ def _fetch_error(pair: Pair, text: str) -> str:
 
 
 def _from_folders(fxtranslate, pair: Pair, folders: tuple[Path, ...]) -> tuple[list, str]:
-    """Engines from local folders (each a Firefox Translations model: model*.bin, vocab*.spm, lex*.bin), chained in
-    the order given; each folder's direction, read from its model's file name, must lead from --from to --to."""
-    engines, identity, at = [], [], pair.source
+    """Engines from local folders (each a Firefox Translations model: model*.bin, vocab*.spm, lex*.bin): the folder
+    whose model's file name says it translates --from into --to, else two through English. Folders of other
+    directions are passed over (the meaning check reads its way back from them); a single folder whose file names
+    do not say its languages is taken for the pair asked."""
+    named: dict[tuple[str, str], Path] = {}
     for folder in folders:
-        model, vocabs, lexes = _files(folder)
-        named = _MODEL_FILE.match(model.name)
-        if named:
-            if named[1] != at:
-                raise OmnidubError(f"--mt-model {folder}: a {named[1]}->{named[2]} model, where {at}->... is needed")
-            at = named[2]
+        model, _, _ = _files(folder)
+        found = _MODEL_FILE.match(model.name)
+        if found:
+            named.setdefault((found[1], found[2]), folder)
         elif len(folders) == 1:
-            at = pair.target  # a folder whose files do not name their direction: taken for the pair asked
+            return _engines(fxtranslate, folders)
         else:
             raise OmnidubError(f"--mt-model {folder}: its model's file name does not say its languages")
+    if (pair.source, pair.target) in named:
+        chain = [named[pair.source, pair.target]]
+    elif (pair.source, PIVOT) in named and (PIVOT, pair.target) in named:
+        chain = [named[pair.source, PIVOT], named[PIVOT, pair.target]]
+    else:
+        (a, b), folder = next(iter(named.items()))
+        if not any(a == pair.source for a, _ in named):
+            raise OmnidubError(f"--mt-model {folder}: a {a}->{b} model, where {pair.source}->... is needed")
+        given = ", ".join(f"{a}->{b}" for a, b in named)
+        raise OmnidubError(f"--mt-model: the folders translate {given}, none of it {pair.source}->{pair.target}")
+    return _engines(fxtranslate, tuple(chain))
+
+
+def _engines(fxtranslate, chain: tuple[Path, ...]) -> tuple[list, str]:
+    engines, identity = [], []
+    for folder in chain:
+        model, vocabs, lexes = _files(folder)
         # Most pairs share one vocabulary; CJK pairs have a source and a target one (srcvocab*, trgvocab*).
         source_vocab = next((v for v in vocabs if v.name.startswith("srcvocab")), vocabs[0])
         trg_vocab = next((v for v in vocabs if v.name.startswith("trgvocab")), source_vocab)
@@ -163,8 +216,6 @@ def _from_folders(fxtranslate, pair: Pair, folders: tuple[Path, ...]) -> tuple[l
         except ValueError as exc:
             raise OmnidubError(f"--mt-model {folder}: not a Firefox Translations model ({exc})") from None
         identity.append(hashlib.sha256(data).hexdigest()[:16])
-    if at != pair.target:
-        raise OmnidubError(f"--mt-model: the folders translate {pair.source} into {at}, not {pair.target}")
     return engines, "firefox " + " ".join(identity)
 
 

@@ -8,10 +8,14 @@ from dataclasses import dataclass, field, replace
 from omnidub.errors import OmnidubError
 from omnidub.script import DEFAULT_SPEAKER, Line, Script, labelled_srt
 from omnidub.timing import limits
-from omnidub.translate.base import Candidate, Engine, Pair, Progress, Request
+from omnidub.translate.base import Candidate, Engine, Pair, Progress, Request, Unanswered
 from omnidub.translate.cache import LineCache
+from omnidub.translate.checks import FLAGS, Checker, Verdict, script_names
 from omnidub.translate.fit import Choice, Pace, allowed_seconds, choose, size
 from omnidub.translate.glossary import Glossary
+
+NOT_TRANSLATED = "not translated"  # the "how" of a line the engine gave nothing for: written in the original
+EDITED = "edited by hand"  # the "how" of a line's text in a translated file someone edited
 
 CONTEXT = 2  # lines either side given to an engine that reads the scene
 
@@ -37,18 +41,36 @@ class Translation:
     choices: tuple[Choice, ...]
     asked: int  # lines the engine was asked for (the others came from the cache)
     notes: tuple[str, ...] = ()
+    verdicts: tuple[tuple[Verdict, ...], ...] = ()  # the checks of each line's candidates, as ``choices[k].sized``
+    unanswered: tuple[int, ...] = ()  # lines the engine gave nothing for: written in the original, flagged
 
     @property
     def script(self) -> Script:
-        """The translated lines, with the original's times, speakers and indices."""
-        lines = tuple(replace(c.line, text=c.text, language=self.pair.target) for c in self.choices)
+        """The translated lines, with the original's times, speakers and indices (a line the engine gave nothing
+        for keeps its original text and language)."""
+        lines = tuple(
+            c.line if c.line.index in self.unanswered else replace(c.line, text=c.text, language=self.pair.target)
+            for c in self.choices
+        )
         return replace(self.original, lines=lines)
 
+    def verdict(self, k: int, candidate: int | None = None) -> Verdict:
+        """The checks of line ``k``'s chosen candidate (or of candidate ``candidate``)."""
+        if not self.verdicts:
+            return Verdict(None)
+        return self.verdicts[k][self.choices[k].chosen if candidate is None else candidate]
+
     def fit_share(self, chosen: bool = True) -> float:
-        """The share of lines that fit their slot: with the fit choice, or with the engine's first candidate."""
+        """The share of lines that fit their slot: with the fit choice, or with the engine's first candidate. A
+        garbled, empty or untranslated line never fits."""
         if not self.choices:
             return 1.0
-        return sum(c.fits if chosen else c.first_fits for c in self.choices) / len(self.choices)
+        fitting = 0
+        for k, c in enumerate(self.choices):
+            verdict = self.verdict(k, None if chosen else 0)
+            fits = c.fits if chosen else c.first_fits
+            fitting += fits and verdict.readable and c.line.index not in self.unanswered
+        return fitting / len(self.choices)
 
 
 def translate_script(
@@ -60,11 +82,24 @@ def translate_script(
     paces: dict[str, Pace] | None = None,
     cache: LineCache | None = None,
     progress: Progress | None = None,
+    checker: Checker | None = None,
+    edited: dict[int, str] | None = None,
 ) -> Translation:
     """Translate every line of ``script``; lines already translated with the same engine, model, settings, text,
     scene and glossary come from the cache. ``paces``: each speaker's pace (default: each line's own, as the
-    original speaks it in its slot)."""
+    original speaks it in its slot). Every candidate is checked (``checker``; default: every check but meaning,
+    which needs a reverse model) and the fit choice passes over one that is not a translation of its line.
+    ``edited``: lines whose text someone wrote by hand (a kept translated file), checked and sized as they are.
+    A batch the engine refuses leaves its lines in the original, flagged; only when it refuses every line is
+    the translation refused."""
     cache = cache or LineCache()
+    checker = checker or Checker(
+        pair,
+        glossary=options.glossary,
+        names=script_names([x.text for x in script.lines], [x.speaker for x in script.lines], pair.source),
+        variant=pair.variant,
+    )
+    edited = edited or {}
     lines = list(script.lines)
     ends = limits(lines) if script.timed else [None] * len(lines)
     requests = [_request(lines, k, ends[k], options.max_speedup, script.timed) for k in range(len(lines))]
@@ -81,27 +116,83 @@ def translate_script(
     if progress:
         progress(done, len(requests))
     batch = getattr(engine, "batch", 8)
+    unanswered: dict[int, str] = {}
     for at in range(0, len(pending), batch):
         part = pending[at : at + batch]
-        answered = engine.candidates(part, pair, options.glossary)
-        for request in part:
-            cache.put(LineCache.key(engine, pair, request, digest), answered[request.index])
-            found[request.index] = answered[request.index]
+        try:
+            answered = engine.candidates(part, pair, options.glossary)
+        except Unanswered as exc:  # the rest is translated; these lines are named, in the original
+            unanswered.update((request.index, str(exc)) for request in part)
+            answered = {request.index: [Candidate(request.text, NOT_TRANSLATED)] for request in part}
+        else:
+            for request in part:
+                cache.put(LineCache.key(engine, pair, request, digest), answered[request.index])
+        found.update((request.index, answered[request.index]) for request in part)
         done += len(part)
         if progress:
             progress(done, len(requests))
+    if lines and len(unanswered) == len(lines):
+        raise OmnidubError(next(iter(unanswered.values())))
+    for index, text in edited.items():
+        if index in found:
+            found[index] = [Candidate(text, EDITED)] + [c for c in found[index] if c.text != text]
+    verdicts = _verdicts(lines, found, checker, unanswered, pair)
     choices = [
-        _choice(line, found[line.index], end, _pace(line, paces, script.timed), options)
-        for line, end in zip(lines, ends)
+        _choice(line, found[line.index], end, _pace(line, paces, script.timed), options, verdicts[k])
+        for k, (line, end) in enumerate(zip(lines, ends))
     ]
     notes = []
     if options.fit:
         try:
-            choices = _shortened(choices, requests, engine, pair, options, cache, paces, script.timed, ends)
+            choices, verdicts = _shortened(
+                choices,
+                verdicts,
+                requests,
+                engine,
+                pair,
+                options,
+                cache,
+                paces,
+                script.timed,
+                ends,
+                checker,
+                skip=set(unanswered) | set(edited),
+            )
         except OmnidubError as exc:  # the translations stand; only the shorter ones asked for are missing
             notes.append(f"lines too long were not shortened: {exc}")
+    if unanswered:
+        from omnidub.script import line_ranges
+
+        notes.append(
+            f"line(s) {line_ranges(sorted(unanswered))} not translated ({next(iter(unanswered.values()))}): written "
+            "in the original, flagged untranslated; run again to ask for them"
+        )
     notes = tuple(getattr(engine, "notes", ())) + tuple(notes)
-    return Translation(script, pair, engine.name, engine.model, tuple(choices), len(pending), notes)
+    return Translation(
+        script,
+        pair,
+        engine.name,
+        engine.model,
+        tuple(choices),
+        len(pending),
+        notes,
+        tuple(tuple(v) for v in verdicts),
+        tuple(sorted(unanswered)),
+    )
+
+
+def _verdicts(lines, found, checker: Checker, unanswered: dict[int, str], pair: Pair) -> list[list[Verdict]]:
+    """Each line's candidates checked, in one batch; a line the engine gave nothing for is flagged as such."""
+    asked = [(line.text, c.text) for line in lines if line.index not in unanswered for c in found[line.index]]
+    checked = iter(checker.check(asked))
+    verdicts = []
+    for line in lines:
+        if line.index in unanswered:
+            why = f"{NOT_TRANSLATED}: {unanswered[line.index]}"
+            verdicts.append([Verdict(None, (("untranslated", why),))])
+        else:
+            verdicts.append([next(checked) for _ in found[line.index]])
+    return verdicts
 
 
 def _request(lines: list[Line], k: int, limit: float | None, max_speedup: float, timed: bool) -> Request:
@@ -135,16 +226,27 @@ def _pace(line: Line, paces: dict[str, Pace] | None, timed: bool) -> Pace:
     return Pace()
 
 
-def _choice(line: Line, candidates: list[Candidate], limit, pace: Pace, options: TranslateOptions) -> Choice:
+def _choice(
+    line: Line, candidates: list[Candidate], limit, pace: Pace, options: TranslateOptions, verdicts: list[Verdict]
+) -> Choice:
+    """The fit choice among the candidates that pass the checks (among all when none does); a line edited by hand
+    keeps its text."""
     sized = size(candidates, line, limit, pace, options.max_speedup, options.glossary)
-    return Choice(line, tuple(sized), choose(sized, fit=options.fit), allowed_seconds(line, limit, options.max_speedup))
+    allowed = allowed_seconds(line, limit, options.max_speedup)
+    if candidates[0].how == EDITED:
+        return Choice(line, tuple(sized), 0, allowed)
+    passing = [k for k, v in enumerate(verdicts) if v.passes] or list(range(len(sized)))
+    chosen = passing[choose([sized[k] for k in passing], fit=options.fit)]
+    return Choice(line, tuple(sized), chosen, allowed)
 
 
-def _shortened(choices, requests, engine, pair, options, cache, paces, timed, ends) -> list[Choice]:
+def _shortened(
+    choices, verdicts, requests, engine, pair, options, cache, paces, timed, ends, checker, skip
+) -> tuple[list[Choice], list[list[Verdict]]]:
     """Lines none of whose candidates fit asked once more for shorter ones, where the engine can."""
-    over = [k for k, c in enumerate(choices) if not c.fits]
+    over = [k for k, c in enumerate(choices) if not c.fits and c.line.index not in skip]
     if not over:
-        return choices
+        return choices, verdicts
     digest = options.glossary.digest()
     asked = [requests[k] for k in over]
     more: dict[int, list[Candidate]] = {}
@@ -160,27 +262,30 @@ def _shortened(choices, requests, engine, pair, options, cache, paces, timed, en
         part = missing[at : at + batch]
         answered = engine.shorten(part, pair, options.glossary)
         if answered is None:
-            return choices
+            return choices, verdicts
         for request in part:
             cache.put(LineCache.key(engine, pair, request, digest, "shorten"), answered[request.index])
             more[request.index] = answered[request.index]
-    out = list(choices)
+    out, checked = list(choices), list(verdicts)
     for k in over:
         line = choices[k].line
         known = [s.candidate for s in choices[k].sized]
         extra = [c for c in more.get(line.index, []) if c.text not in {x.text for x in known}]
         if extra:
-            out[k] = _choice(line, known + extra, ends[k], _pace(line, paces, timed), options)
+            checked[k] = list(verdicts[k]) + checker.check([(line.text, c.text) for c in extra])
+            out[k] = _choice(line, known + extra, ends[k], _pace(line, paces, timed), options, checked[k])
             # Without the choice a translator keeps the engine's first answer: the share without it is unchanged.
-    return out
+    return out, checked
 
 
 def subtitles(translation: Translation) -> str:
-    """The translation as SRT (timed) or a plain script (untimed), each line labelled with its speaker."""
+    """The translation as SRT (timed) or a plain script (untimed), each line labelled with its speaker. A line's
+    text is one line: nothing inside a translation can add, drop or retime a cue."""
     script = translation.script
+    lines = [replace(line, text=" ".join(line.text.split())) for line in script.lines]
     if not script.timed:
-        return "".join(f"{_label(line)}{line.text}\n" for line in script.lines)
-    return labelled_srt(script.lines, _label)
+        return "".join(f"{_label(line)}{line.text}\n" for line in lines)
+    return labelled_srt(lines, _label)
 
 
 def _label(line: Line) -> str:
@@ -192,13 +297,9 @@ def report(translation: Translation, *, input_path: str, output: str, glossary: 
     fit figures with and without the choice. What a review needs to show a line beside its original and offer
     the next candidate is all here (``original``, ``candidates``, ``chosen``)."""
     lines = []
-    for c in translation.choices:
+    for k, c in enumerate(translation.choices):
         chosen = c.sized[c.chosen]
-        flags = []
-        if not chosen.fits:
-            flags.append("overflow")
-        if chosen.dropped:
-            flags.append("glossary")
+        checks = _checks(chosen, translation.verdict(k))
         lines.append(
             {
                 "index": c.line.index,
@@ -211,21 +312,26 @@ def report(translation: Translation, *, input_path: str, output: str, glossary: 
                 "allowed": c.allowed,
                 "natural": chosen.natural,
                 "speed": chosen.speed,
-                "fits": chosen.fits,
+                "fits": chosen.fits and translation.verdict(k).readable,  # garbled or empty text never fits
                 "overflow": chosen.overflow,
                 "dropped": list(chosen.dropped),
-                "flags": flags,
+                "flags": list(checks),
+                "checks": checks,
+                "back": translation.verdict(k).back,
+                "edited": chosen.candidate.how == EDITED,
                 "candidates": [
                     {
                         "text": s.candidate.text,
                         "how": s.candidate.how,
                         "natural": s.natural,
                         "speed": s.speed,
-                        "fits": s.fits,
+                        "fits": s.fits and translation.verdict(k, j).readable,
                         "overflow": s.overflow,
                         "dropped": list(s.dropped),
+                        "flags": list(_checks(s, translation.verdict(k, j))),
+                        "back": translation.verdict(k, j).back,
                     }
-                    for s in c.sized
+                    for j, s in enumerate(c.sized)
                 ],
             }
         )
@@ -237,6 +343,8 @@ def report(translation: Translation, *, input_path: str, output: str, glossary: 
         "engine": translation.engine,
         "model": translation.model,
         "glossary": glossary,
+        "variant": translation.pair.variant,
+        "flagged": flagged(lines),
         "fit": {
             "lines": len(translation.choices),
             "fit_with_choice": round(translation.fit_share(True), 4),
@@ -246,6 +354,23 @@ def report(translation: Translation, *, input_path: str, output: str, glossary: 
         "notes": list(translation.notes),
         "lines": lines,
     }
+
+
+def _checks(sized, verdict: Verdict) -> dict[str, str]:
+    """{flag: one-line why} of a sized candidate: its fit, its glossary terms, and what the checks found."""
+    found: dict[str, str] = {}
+    if not sized.fits:
+        found["overflow"] = f"{sized.overflow:.2f} s too long even sped up"
+    if sized.dropped:
+        found["glossary"] = f"drops the glossary's {', '.join(map(repr, sized.dropped))}"
+    found.update(verdict.why)
+    return {flag: found[flag] for flag in FLAGS if flag in found}
+
+
+def flagged(lines: list[dict]) -> dict[str, list[int]]:
+    """The lines each flag is on, in the order of ``FLAGS``."""
+    found = {flag: [line["index"] for line in lines if flag in line["flags"]] for flag in FLAGS}
+    return {flag: indices for flag, indices in found.items() if indices}
 
 
 def check_pair(pair: Pair) -> None:
