@@ -8,11 +8,16 @@ from __future__ import annotations
 import json
 import os
 import re
-from dataclasses import dataclass
+import threading
+import time
+from dataclasses import dataclass, replace
 
 from omnidub.errors import OmnidubError
-from omnidub.translate.base import Candidate, Pair, Progress, Request
+from omnidub.translate.base import Candidate, Pair, Progress, Request, Unanswered
 from omnidub.translate.language import wrong_language
+
+# The longest wait a 429 or 503 may ask for (Retry-After) before a batch is given up.
+MAX_RETRY_AFTER = 30.0
 
 KEY_VARIABLE = "OMNIDUB_LLM_KEY"
 SYSTEM = (
@@ -39,7 +44,79 @@ class LlmOptions:
 
 
 class Refused(Exception):
-    """An answer that breaks the rules: what was wrong with it."""
+    """An answer that breaks the rules: what was wrong with it, and how long the endpoint asked to wait."""
+
+    def __init__(self, text: str, wait: float | None = None) -> None:
+        super().__init__(text)
+        self.wait = wait
+
+
+def endpoint(url: str) -> tuple[str, str, bool]:
+    """--llm-url as (the address to write and request, its query to send but never write, whether it held
+    credentials); one line for an address that is not one."""
+    from urllib.parse import urlsplit, urlunsplit
+
+    shown = "--llm-url: give the endpoint's address, e.g. http://127.0.0.1:11434/v1"
+    try:
+        parts = urlsplit((url or "").strip())
+        parts.port  # noqa: B018 - reading it checks it
+        host = parts.hostname
+    except ValueError as exc:
+        raise OmnidubError(f"{shown} ({exc})") from None
+    if parts.scheme not in ("http", "https"):
+        raise OmnidubError(f"{shown} (an http:// or https:// address{', not ' + parts.scheme if parts.scheme else ''})")
+    if not host:
+        raise OmnidubError(f"{shown} (no host)")
+    netloc = parts.netloc.rpartition("@")[2]
+    clean = urlunsplit((parts.scheme, netloc, parts.path.rstrip("/"), "", ""))
+    return clean, parts.query, bool(parts.username or parts.password)
+
+
+def max_tokens(requests: list[Request], alternatives: int) -> int:
+    """An answer's token budget: generous for every alternative of every line (a translation rarely runs past
+    twice the original's characters, a token is at least one character), so only a model that loops hits it."""
+    return 256 + sum(32 + alternatives * 2 * max(len(r.text), r.characters or 0) for r in requests)
+
+
+def _request(url: str, query: str, body: dict, headers: dict, timeout: float, done: dict) -> None:
+    """POST ``body`` and read the answer whole, giving up at the deadline between two reads (the watchdog in
+    ``LlmEngine._post`` bounds a read that never returns)."""
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    try:
+        with httpx.Client(timeout=timeout) as client:
+            params = httpx.QueryParams(query) if query else None
+            with client.stream("POST", url, json=body, headers=headers, params=params) as answer:
+                chunks = []
+                for chunk in answer.iter_bytes():
+                    chunks.append(chunk)
+                    if time.monotonic() > deadline:
+                        done["timeout"] = True
+                        return
+                done.update(status=answer.status_code, retry_after=answer.headers.get("retry-after"))
+                done["body"] = b"".join(chunks)
+    except httpx.TimeoutException:
+        done["timeout"] = True
+    except httpx.HTTPError as exc:
+        done["error"] = _first(exc)
+
+
+def _seconds(retry_after: str | None) -> float | None:
+    """Retry-After in seconds (a number, or an HTTP date), None when absent or unreadable."""
+    if not retry_after:
+        return None
+    try:
+        return max(0.0, float(retry_after))
+    except ValueError:
+        pass
+    from email.utils import parsedate_to_datetime
+
+    try:
+        when = parsedate_to_datetime(retry_after)
+    except (TypeError, ValueError):
+        return None
+    return max(0.0, when.timestamp() - time.time())
 
 
 class LlmEngine:
@@ -50,15 +127,20 @@ class LlmEngine:
     batch = 8
 
     def __init__(self, options: LlmOptions) -> None:
-        if not options.url or not re.match(r"^https?://", options.url):
-            raise OmnidubError(
-                f"--llm-url {options.url!r}: give the endpoint's address, e.g. http://127.0.0.1:11434/v1"
-            )
+        url, query, credentials = endpoint(options.url)
         if not options.model:
             raise OmnidubError("--engine llm needs --llm-model NAME (the model the endpoint serves)")
-        self.options = options
-        self.model = f"{options.model} at {options.url.rstrip('/')}"
+        # The address as written anywhere (translate.json, the cache key, notes, errors): no credentials, no query.
+        self.options = replace(options, url=url)
+        self._query = query  # sent with each request, never written
+        self.model = f"{options.model} at {url}"
         self.notes: list[str] = []  # answers asked again, and why
+        if credentials:
+            self.notes.append(
+                f"--llm-url holds credentials: they are not used (nor written anywhere); the key comes from "
+                f"{KEY_VARIABLE}"
+            )
+        self._gave_up: str | None = None  # the endpoint stopped answering in time: the rest is not asked
 
     def settings(self) -> dict:
         o = self.options
@@ -75,7 +157,7 @@ class LlmEngine:
     def _ask(self, requests: list[Request], pair: Pair, glossary, shorten: bool) -> dict[int, list[Candidate]]:
         payload = {
             "from": pair.source,
-            "to": pair.target,
+            "to": pair.target_name,
             "glossary": {term: wanted for term, wanted in glossary.terms},
             "scene_before": list(requests[0].before),
             "scene_after": list(requests[-1].after),
@@ -96,25 +178,30 @@ class LlmEngine:
                 "Every translation you gave of these lines is too long to say in its seconds: give shorter ones that "
                 "keep the meaning (drop fillers, repetitions and what the picture shows)."
             )
+        if self._gave_up:
+            raise Unanswered(self._gave_up)
         problem = ""
         for attempt in range(1, self.options.tries + 1):
             try:
-                return self._checked(self._post(payload), requests, pair, "shortened" if shorten else "llm")
+                content = self._post(payload, max_tokens(requests, self.options.alternatives))
+                return self._checked(content, requests, pair, "shortened" if shorten else "llm")
             except Refused as exc:
                 problem = str(exc)
                 self.notes.append(f"lines {_span(requests)}: answer {attempt} refused ({problem})")
-        raise OmnidubError(
-            f"the LLM's answers for lines {_span(requests)} were refused {self.options.tries} times (last: {problem}); "
-            "no translation was written for them (lines translated before are kept for the next run)"
-        )
+                if exc.wait is not None:
+                    if exc.wait > MAX_RETRY_AFTER:
+                        break
+                    time.sleep(exc.wait)
+        times = f"{attempt} time{'s' if attempt > 1 else ''}"
+        raise Unanswered(f"the LLM's answers for lines {_span(requests)} were refused {times} (last: {problem})")
 
-    def _post(self, payload: dict) -> str:
-        import httpx
-
+    def _post(self, payload: dict, tokens: int) -> str:
+        """The answer's content, read within --llm-timeout from the request's start to the answer's last byte."""
         o = self.options
         body = {
             "model": o.model,
             "temperature": o.temperature,
+            "max_tokens": tokens,
             "response_format": {"type": "json_object"},
             "messages": [
                 {"role": "system", "content": SYSTEM},
@@ -124,22 +211,38 @@ class LlmEngine:
         headers = {}
         if os.environ.get(KEY_VARIABLE):
             headers["Authorization"] = f"Bearer {os.environ[KEY_VARIABLE]}"
-        url = o.url.rstrip("/") + "/chat/completions"
+        url = o.url + "/chat/completions"
+        # A watchdog: the request runs in a thread that is waited for until the deadline, whatever the server
+        # does (httpx's timeout is per read, so a server dripping a byte a second would never time out).
+        done: dict = {}
+        worker = threading.Thread(target=_request, args=(url, self._query, body, headers, o.timeout, done), daemon=True)
+        worker.start()
+        worker.join(o.timeout)
+        if worker.is_alive() or done.get("timeout"):
+            self._gave_up = f"the LLM at {o.url} did not answer within {o.timeout:g} s"
+            raise Unanswered(self._gave_up)
+        if "error" in done:
+            raise OmnidubError(f"the LLM at {o.url} does not answer ({done['error']})")
+        status, retry_after, data = done["status"], done.get("retry_after"), done["body"]
+        if status in (401, 403):
+            raise OmnidubError(f"the LLM at {o.url} refused the key (HTTP {status}); set {KEY_VARIABLE}")
+        if status == 404:
+            raise OmnidubError(f"the LLM at {o.url} has no chat completions (HTTP 404); is --llm-url right?")
+        if status in (429, 503):
+            wait = _seconds(retry_after)
+            asked = f"asked to wait {wait:g} s" if wait is not None else "no Retry-After"
+            if wait is not None and wait > MAX_RETRY_AFTER:
+                asked += f", longer than the {MAX_RETRY_AFTER:g} s omnidub waits"
+            raise Refused(f"HTTP {status}, {asked}", wait if wait is not None else 1.0)
+        if status >= 400:
+            raise Refused(f"HTTP {status}")
         try:
-            answer = httpx.post(url, json=body, headers=headers, timeout=o.timeout)
-        except httpx.TimeoutException:
-            raise OmnidubError(f"the LLM at {o.url} did not answer within {o.timeout:g} s") from None
-        except httpx.HTTPError as exc:
-            raise OmnidubError(f"the LLM at {o.url} does not answer ({_first(exc)})") from None
-        if answer.status_code in (401, 403):
-            raise OmnidubError(f"the LLM at {o.url} refused the key (HTTP {answer.status_code}); set {KEY_VARIABLE}")
-        if answer.status_code == 404:
-            raise OmnidubError(f"the LLM at {o.url} has no chat completions (HTTP 404 at {url}); is --llm-url right?")
-        if answer.status_code >= 400:
-            raise Refused(f"HTTP {answer.status_code}")
-        try:
-            return str(answer.json()["choices"][0]["message"]["content"])
-        except (ValueError, KeyError, IndexError, TypeError):
+            answer = json.loads(data)
+            choice = answer["choices"][0]
+            if choice.get("finish_reason") == "length":
+                raise Refused(f"cut at max_tokens ({tokens})")
+            return str(choice["message"]["content"])
+        except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise Refused("not a chat completion") from None
 
     def _checked(self, content: str, requests: list[Request], pair: Pair, how: str) -> dict[int, list[Candidate]]:
@@ -167,7 +270,8 @@ class LlmEngine:
                 raise Refused(f"line {index} has no translations")
             kept, why = [], None
             for k, text in enumerate(texts, 1):
-                text = text.strip() if isinstance(text, str) else ""
+                # One cue's text is one line: a newline inside an answer can never become a cue of its own.
+                text = " ".join(text.split()) if isinstance(text, str) else ""
                 why = "empty" if not text else wrong_language(text, asked[index].text, pair)
                 if why is None and text not in [c.text for c in kept]:
                     kept.append(Candidate(text, f"{how} {k}"))
