@@ -162,7 +162,7 @@ class Checker:
         variant: str | None = None,
     ) -> None:
         self.pair, self.back, self.glossary, self.names = pair, back, glossary, names
-        self.variant = variant_family(variant)
+        self.variant = variant_family(variant or pair.variant)
         self._backs: dict[str, str] = {}
 
     def check(self, pairs: list[tuple[str, str]]) -> list[Verdict]:
@@ -403,8 +403,8 @@ def script_names(texts: list[str], speakers: list[str], language: str) -> frozen
 
 
 def line_names(text: str, language: str) -> list[str]:
-    """Capitalised words inside a sentence, and a sentence's first word when a comma follows it and the
-    language's dictionary finds it rare ("Sarah, open the door"); the pronoun I and common words aside."""
+    """Capitalised words inside a sentence that the language's dictionary finds rare, and a sentence's first word
+    when it is rare too ("Sarah, open the door"); the pronoun I and common words aside."""
     found = []
     mine = dictionary(language)
     for sentence in re.split(r"(?<=[.!?…])\s+", text.strip()):
@@ -415,8 +415,9 @@ def line_names(text: str, language: str) -> list[str]:
                 continue
             rare = mine is None or mine.word_usage_frequency(word.casefold()) < 1e-5
             if k == 0:
-                after = sentence[match.end() : match.end() + 1]
-                if after == "," and rare and len(words) > 1:
+                # A sentence's first word is a name when the dictionary finds it rare ("Nora is coming") and it is
+                # not the whole sentence ("Ouch!").
+                if rare and mine is not None and len(words) > 1:
                     found.append(word)
             elif rare:
                 found.append(word)
