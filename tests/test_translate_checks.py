@@ -18,7 +18,7 @@ import srt
 from test_cli import one_error_line, run
 
 from omnidub.script import Line, Script
-from omnidub.translate import Candidate, Pair, TranslateOptions, translate_script
+from omnidub.translate import Candidate, Pair, translate_script
 from omnidub.translate.cache import LineCache
 from omnidub.translate.checks import Checker, script_names
 
