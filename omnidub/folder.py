@@ -29,7 +29,7 @@ from omnidub.files import (
 from omnidub.journal import JOURNAL, Journal
 from omnidub.keys import file_digest
 from omnidub.models import EXPORT_MANIFEST
-from omnidub.records import MANIFEST, LastRender, manifest_entries, read_json
+from omnidub.records import MANIFEST, LastRender, TranslationRecord, manifest_entries, read_json
 
 LEDGER = "ledger.jsonl"
 # The record of each kind of folder omnidub makes: one folder is one kind's, and no other kind writes there (a
@@ -506,3 +506,16 @@ def _older_files(folder: Path, manifest: dict) -> set[str]:
         if any(mark in head for mark in QA_MARKS):
             files.add(name)
     return files
+
+
+def read_translation(input_path) -> "TranslationRecord | None":
+    """omnidub translate's report on the translation a render was made from (translate.json beside the input, as
+    omnidub wrote it: one someone changed is not believed), or None."""
+    from omnidub.records import TranslationRecord
+
+    if not input_path:
+        return None
+    folder = OutputFolder(Path(input_path).parent, record=TRANSLATE_RECORD)
+    if folder.status(TRANSLATE_RECORD) != "ours":
+        return None
+    return TranslationRecord.parse(read_json(folder.path, TRANSLATE_RECORD))

@@ -294,6 +294,18 @@ class TranslationRecord:
         original = (self.lines.get(index) or {}).get("original")
         return original if isinstance(original, str) else None
 
+    def line_for(self, index: int, start: float | None, text: str) -> dict | None:
+        """The record of the line that says ``text`` in the slot at ``start`` (identity: slot and text together;
+        the number only breaks a tie), or None when the line no longer says what the translation wrote."""
+        said = " ".join(str(text).split())
+        found = [
+            line
+            for line in self.lines.values()
+            if " ".join(str(line.get("translation", "")).split()) == said
+            and (start is None or not isinstance(line.get("start"), (int, float)) or abs(line["start"] - start) < 0.01)
+        ]
+        return next((line for line in found if line["index"] == index), found[0] if found else None)
+
     def alternative(self, index: int, current: str) -> str | None:
         """The candidate after the one the line says now (round again after the last; the first when it says none
         of them), or None when the line has no other."""

@@ -26,18 +26,18 @@ DIALOGUE = Path(__file__).parent / "data" / "translate" / "dialogue.tsv"
 PASSWORD = "hunter2secret"
 
 SCENE = [
-    ("ANA", "Good morning, Ben.", "Bom dia, Ben."),
-    ("BEN", "Morning. By the way, did you sleep well?", "Bom dia. Por falar nisso, você dormiu bem?"),
-    ("ANA", "Not really. The baby woke up twice.", "Na verdade, não. O bebê acordou duas vezes."),
-    ("BEN", "The train leaves at 7:30.", "O trem sai às 7:30."),
-    ("ANA", "Then we have forty minutes.", "Então temos quarenta minutos."),
-    ("BEN", "Nora is coming with us.", "Nora vem conosco."),
-    ("ANA", "Does she know the way?", "Ela sabe o caminho?"),
-    ("BEN", "She has been there before.", "Ela já esteve lá antes."),
-    ("ANA", "Let me get my coat.", "Deixe-me pegar meu casaco."),
-    ("BEN", "Don't forget the tickets.", "Não esqueça as passagens."),
-    ("ANA", "I have them right here.", "Eu os tenho bem aqui."),
-    ("BEN", "Perfect, let's go.", "Perfeito, vamos."),
+    ("ALICE", "Good morning, Ben.", "Bom dia, Ben."),
+    ("BOB", "Morning. By the way, did you sleep well?", "Bom dia. Por falar nisso, você dormiu bem?"),
+    ("ALICE", "Not really. The baby woke up twice.", "Na verdade, não. O bebê acordou duas vezes."),
+    ("BOB", "The train leaves at 7:30.", "O trem sai às 7:30."),
+    ("ALICE", "Then we have forty minutes.", "Então temos quarenta minutos."),
+    ("BOB", "Nora is coming with us.", "Nora vem conosco."),
+    ("ALICE", "Does she know the way?", "Ela sabe o caminho?"),
+    ("BOB", "She has been there before.", "Ela já esteve lá antes."),
+    ("ALICE", "Let me get my coat.", "Deixe-me pegar meu casaco."),
+    ("BOB", "Don't forget the tickets.", "Não esqueça as passagens."),
+    ("ALICE", "I have them right here.", "Eu os tenho bem aqui."),
+    ("BOB", "Perfect, let's go.", "Perfeito, vamos."),
 ]
 # Line number -> (the answer that plants the fault, the flag it must raise; None: nothing to flag on the line).
 FAULTS = {
@@ -176,7 +176,7 @@ def test_each_planted_fault_is_flagged_on_its_line_the_file_keeps_its_cues_and_n
     assert [(c.start, c.end, c.content.split(":")[0]) for c in written] == [
         (c.start, c.end, c.content.split(":")[0]) for c in given
     ]
-    assert written[9].content == "BEN: Não esqueça as passagens."
+    assert written[9].content == "BOB: Não esqueça as passagens."
     # The key came from the environment, never from the URL; the query went with the request.
     path, body, _, headers = server.requests[0]
     assert headers["Authorization"] == "Bearer the-key" and path.endswith(f"?api-version={PASSWORD}q")
@@ -264,8 +264,8 @@ def test_retry_after_is_honoured_and_a_refused_batch_leaves_its_lines_untranslat
     )
     assert any("line(s) 9-12 not translated" in note for note in report["notes"])
     written = list(srt.parse((tmp_path / "out" / "scene.pt.srt").read_text(encoding="utf-8")))
-    assert len(written) == 12 and written[0].content == "ANA: Bom dia, Ben."
-    assert written[11].content == "BEN: Perfect, let's go."  # in the original, flagged, for the next run
+    assert len(written) == 12 and written[0].content == "ALICE: Bom dia, Ben."
+    assert written[11].content == "BOB: Perfect, let's go."  # in the original, flagged, for the next run
 
 
 def _busy(handler, seconds: str):
@@ -429,3 +429,32 @@ def test_a_hand_edited_translation_is_checked_as_it_is(models, tmp_path, cache):
     first = json.loads(result.stdout)["lines"][0]
     assert first["edited"] and first["translation"] == "By the way, whatever."
     assert "untranslated" in first["flags"] and first["candidates"][0]["how"] == "edited by hand"
+
+
+# -- QA of a render made from a translation -----------------------------------------------------------------------
+
+
+@pytest.mark.slow  # a render and its QA: about 13 s
+def test_qa_shows_the_translation_flags_of_a_render_made_from_omnidub_s_translation(
+    models, tmp_path, cache, tiny_model_dir, whisper_tiny_en
+):
+    from test_review import render
+
+    server = Server(planted)
+    try:
+        assert translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models).exit_code == 0
+    finally:
+        server.close()
+    dub = tmp_path / "dub"
+    rendered = render(tmp_path / "out" / "scene.pt.srt", dub, "--language", "pt")
+    assert rendered.exit_code == 0, rendered.output
+    result = run("qa", dub, "--asr-model", whisper_tiny_en, "--speaker-model", "none")
+    assert result.exit_code in (0, 1), result.output
+    assert "translation flagged numbers: line(s) 4" in result.stdout
+    qa = json.loads((dub / "qa.json").read_text(encoding="utf-8"))
+    lines = {line["index"]: line for line in qa["lines"]}
+    assert "numbers" in lines[4]["translation"]["flags"] and lines[4]["translation"]["original"].startswith("The train")
+    assert "names" in lines[6]["translation"]["flags"] and lines[1]["translation"]["flags"] == []
+    page = (dub / "qa.html").read_text(encoding="utf-8")
+    assert 'id="translation-flag"' in page and '<option value="names">' in page
+    assert "translation: numbers" in page and 'data-translation=" numbers ' in page

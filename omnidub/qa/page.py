@@ -37,6 +37,7 @@ del{background:#ffcdd2;text-decoration:line-through}ins{background:#c8e6c9;text-
 .ok{color:#2e7d32}.bad{color:#c62828}.warn{color:#9a6700}.small{font-size:.85em;color:#555}.notes li{color:#8a5a00}
 .counts span{margin-right:1em}.length{font-family:ui-monospace,monospace;font-size:.85em;color:#444}
 body.only-to-hear tr.pass{display:none}
+.tflag{display:inline-block;background:#6a1b9a;color:#fff;border-radius:3px;padding:0 .3em;margin:1px;font-size:.85em}
 .player{display:flex;gap:1em;align-items:center;flex-wrap:wrap;margin:.5em 0}.player audio{flex:1;min-width:300px}
 .timeline{display:flex;border:1px solid #ccc;background:#fafafa}
 .names{flex:none;width:8em;border-right:1px solid #ccc}
@@ -218,13 +219,50 @@ def _row_html(c: LineCheck, has_mix: bool) -> str:
     else:
         heard_html = f"<div class=small>heard: {heard if c.transcript.strip() else '<i>nothing</i>'}</div>"
     note = f"<div class=small>why: {html.escape(c.note)}</div>" if c.note else ""
+    note += _translation_html(c)
+    translated = " ".join((c.translation or {}).get("flags", []))
     return (
-        f'<tr class="{_CLASS[c.verdict.outcome]}" id="line-{c.index}" data-verdict="{c.verdict.outcome}">'
+        f'<tr class="{_CLASS[c.verdict.outcome]}" id="line-{c.index}" data-verdict="{c.verdict.outcome}"'
+        f' data-translation=" {html.escape(translated)} ">'
         f"<td>#{c.index}<br>{_verdict_html(c)}<br>{marks}</td>"
         f"<td>{when}<br>{html.escape(c.speaker)}<br><span class=small>{html.escape(c.language or '')}</span></td>"
         f"<td><div>{text}</div>{heard_html}</td>"
         f"<td class=small>{'<br>'.join(html.escape(f) for f in _figures(c))}</td>"
         f"<td>{flags}{note}</td><td>{audio}</td></tr>"
+    )
+
+
+def _translation_html(c: LineCheck) -> str:
+    """The translation's own flags (omnidub translate's checks), what the line translates, and how it reads back."""
+    found = c.translation
+    if not found:
+        return ""
+    flags = "".join(
+        f'<span class="tflag" title="{html.escape(str(found["checks"].get(f, "")))}">translation: {html.escape(f)}'
+        "</span>"
+        for f in found.get("flags", [])
+    )
+    why = "".join(f"<div class=small>{html.escape(f)}: {html.escape(w)}</div>" for f, w in found["checks"].items())
+    original = found.get("original")
+    said = f"<div class=small>translates: &ldquo;{html.escape(str(original))}&rdquo;</div>" if original else ""
+    back = found.get("back") if found.get("flags") else None
+    reads = f"<div class=small>reads back as: &ldquo;{html.escape(back)}&rdquo;</div>" if back else ""
+    return f"<div>{flags}</div>{why}{said}{reads}"
+
+
+def _translation_filter(report: Report) -> str:
+    """A choice of translation flag that shows only the lines carrying it (none when no line was translated)."""
+    flags = sorted({f for c in report.lines if c.translation for f in c.translation.get("flags", [])})
+    if not any(c.translation for c in report.lines):
+        return ""
+    options = "".join(f'<option value="{html.escape(f)}">{html.escape(f)}</option>' for f in flags)
+    script = (
+        "const f=this.value; document.querySelectorAll('tr[data-translation]').forEach(r=>r.hidden=Boolean(f)&&"
+        "!r.dataset.translation.includes(' '+f+' '))"
+    )
+    return (
+        '<label>translation flag <select id="translation-flag" '
+        f'onchange="{html.escape(script)}"><option value="">any line</option>{options}</select></label>\n'
     )
 
 
@@ -345,7 +383,8 @@ def render_html(report: Report) -> str:
         f'<h2>Lines</h2>{_order_html()}<label><input type="checkbox" '
         "onchange=\"document.body.classList.toggle('only-to-hear', this.checked)\"> only lines to hear (failed and "
         "unchecked)</label>\n"
-        "<table><thead><tr><th>line</th><th>start, end / speaker</th><th>said / heard</th><th>figures</th>"
+        + _translation_filter(report)
+        + "<table><thead><tr><th>line</th><th>start, end / speaker</th><th>said / heard</th><th>figures</th>"
         "<th>flags / why</th><th>listen</th></tr></thead><tbody>\n"
         + "\n".join(_row_html(c, report.mix is not None) for c in ordered)
         + f"\n</tbody></table>\n{script}</body></html>\n"

@@ -49,6 +49,14 @@ def print_report(report: Report, console, written: tuple[Path, Path] | None = No
             f"[yellow]edited since the render:[/yellow] line(s) {', '.join(edited)} (checked as they are now; "
             "stems and mix still hold the rendered takes)"
         )
+    translated: dict[str, list[int]] = {}
+    for c in report.lines:
+        for flag in (c.translation or {}).get("flags", []):
+            translated.setdefault(flag, []).append(c.index)
+    for flag, indices in translated.items():
+        console.print(
+            f"[yellow]translation flagged {escape(flag)}:[/yellow] line(s) {line_ranges(indices)}", soft_wrap=True
+        )
     for note in report.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
     voice = (

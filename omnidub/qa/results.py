@@ -109,6 +109,9 @@ class LineCheck:
     voice_skipped: str | None = None
     reference: dict | None = None  # where the line's voice came from (render --source): its clip, words, why
     sha256: str | None = None  # the hash of the audio judged, as the manifest recorded it
+    # omnidub translate's checks of the line's text, when the render's input is its translation and the line still
+    # says what it wrote: {"original", "flags", "checks" ({flag: why}), "back"}. They inform; they fail nothing.
+    translation: dict | None = None
 
     @property
     def flags(self) -> tuple[str, ...]:

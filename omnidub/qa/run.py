@@ -395,6 +395,39 @@ def _unscored_note(checks: tuple[LineCheck, ...], asr) -> list[str]:
     ]
 
 
+def _translation_checks(checks: tuple[LineCheck, ...], input_path) -> tuple[tuple[LineCheck, ...], str | None]:
+    """Each line's translation flags, when the render's input is omnidub translate's output (its translate.json
+    beside it, as omnidub wrote it) and the line still says what the translation wrote; and a note counting them."""
+    from dataclasses import replace
+
+    from omnidub.folder import read_translation
+
+    record = read_translation(input_path) if isinstance(input_path, str) else None
+    if record is None:
+        return checks, None
+    out, flagged = [], 0
+    for c in checks:
+        line = record.line_for(c.index, c.start, c.text)
+        if line is None:
+            out.append(c)
+            continue
+        flags = [f for f in line.get("flags", []) if isinstance(f, str)]
+        checks_ = line.get("checks") if isinstance(line.get("checks"), dict) else {}
+        translation = {
+            "original": line.get("original"),
+            "flags": flags,
+            "checks": {str(k): str(v) for k, v in checks_.items()},
+            "back": line.get("back") if isinstance(line.get("back"), str) else None,
+        }
+        flagged += bool(flags)
+        out.append(replace(c, translation=translation))
+    matched = sum(c.translation is not None for c in out)
+    return tuple(out), (
+        f"{flagged} of {matched} translated line(s) carry translation flags (omnidub translate's checks, from "
+        f"{Path(input_path).parent / 'translate.json'})"
+    )
+
+
 def _length(path: Path) -> float | None:
     try:
         return float(sf.info(str(path)).duration)
@@ -433,7 +466,10 @@ def run_qa(
     rate = manifest.get("sample_rate") if isinstance(manifest.get("sample_rate"), int) else None
     reused = kept.reused if kept is not None else 0
     checks = tuple(_check(out_dir, lines, asr, settings, progress, None, program, rate, encoder, embeddings, kept))
+    checks, translated = _translation_checks(checks, manifest.get("input"))
     notes = _unscored_note(checks, asr)
+    if translated:
+        notes.append(translated)
     if kept is not None and kept.reused > reused:
         notes.append(
             f"{kept.reused - reused} of {len(checks)} line(s) were heard by {asr.name} before with the same audio: "

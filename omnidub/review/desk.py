@@ -751,17 +751,10 @@ def waveform(path) -> dict | None:
 
 
 def translation_of(input_path) -> "TranslationRecord | None":
-    """omnidub translate's report on the translation a render was made from (translate.json beside it, as
-    omnidub wrote it), or None."""
-    from pathlib import Path
+    """omnidub translate's report on the translation a render was made from, or None."""
+    from omnidub.folder import read_translation
 
-    from omnidub.folder import TRANSLATE_RECORD, OutputFolder
-    from omnidub.records import read_json
-
-    folder = OutputFolder(Path(input_path).parent, record=TRANSLATE_RECORD)
-    if folder.status(TRANSLATE_RECORD) != "ours":
-        return None
-    return TranslationRecord.parse(read_json(folder.path, TRANSLATE_RECORD))
+    return read_translation(input_path)
 
 
 def _voice_from(reference: dict, own) -> str | None:
