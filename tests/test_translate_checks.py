@@ -458,3 +458,21 @@ def test_qa_shows_the_translation_flags_of_a_render_made_from_omnidub_s_translat
     page = (dub / "qa.html").read_text(encoding="utf-8")
     assert 'id="translation-flag"' in page and '<option value="names">' in page
     assert "translation: numbers" in page and 'data-translation=" numbers ' in page
+    # In a browser: choosing a translation flag leaves only the lines carrying it.
+    sync_api = pytest.importorskip("playwright.sync_api")
+    if not Path("/usr/bin/chromium").is_file():
+        pytest.skip("Debian's chromium is not installed")
+    with sync_api.sync_playwright() as p:
+        browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox"])
+        try:
+            page = browser.new_page()
+            page.goto((dub / "qa.html").as_uri())
+            rows = page.locator("tbody tr[id^=line-]")
+            assert rows.count() == 12
+            page.get_by_label("translation flag").select_option("names")
+            shown = [rows.nth(k).get_attribute("id") for k in range(12) if rows.nth(k).is_visible()]
+            assert shown == ["line-6"]
+            page.get_by_label("translation flag").select_option("")
+            assert sum(rows.nth(k).is_visible() for k in range(12)) == 12
+        finally:
+            browser.close()

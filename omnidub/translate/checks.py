@@ -410,8 +410,8 @@ def line_names(text: str, language: str) -> list[str]:
     for sentence in re.split(r"(?<=[.!?…])\s+", text.strip()):
         words = list(re.finditer(r"[^\W\d_]+(?:['’-][^\W\d_]+)*", sentence))
         for k, match in enumerate(words):
-            word = match.group(0)
-            if not word[:1].isupper() or word.isupper() and len(word) > 1 or word == "I" or word.startswith("I'"):
+            word = re.split(r"['’]", match.group(0))[0]  # "You're" is "You"; "Sarah's" is "Sarah"
+            if not word[:1].isupper() or word.isupper() and len(word) > 1 or word == "I":
                 continue
             rare = mine is None or mine.word_usage_frequency(word.casefold()) < 1e-5
             if k == 0:
