@@ -304,12 +304,13 @@ def test_the_offline_engine_s_meaning_errors_in_the_labelled_dialogue_are_flagge
     same = [r for r, text in zip(rows, translated) if text == r["portuguese"]]
     if len(same) < 0.8 * len(rows):
         pytest.skip(f"the engine writes other translations on this CPU ({len(same)} of {len(rows)} the same)")
-    checker = Checker(Pair("en", "pt"), back=reverse.translate)
+    checker = Checker(Pair("en", "pt"), back=reverse.translate, forward=forward.translate)
     verdicts = checker.check([(r["english"], r["portuguese"]) for r in same])
     errors = [v for r, v in zip(same, verdicts) if r["label"] == "error"]
     faithful = [v for r, v in zip(same, verdicts) if r["label"] == "ok"]
-    assert sum(bool(v.flags) for v in errors) >= 0.4 * len(errors)
-    assert sum(bool(v.flags) for v in faithful) <= 0.15 * len(faithful)
+    # Measured: 57 % of the errors flagged, 12 % of the faithful lines (docs/translate.md).
+    assert sum(bool(v.flags) for v in errors) >= 0.45 * len(errors)
+    assert sum(bool(v.flags) for v in faithful) <= 0.2 * len(faithful)
     by_english = {r["english"]: v for r, v in zip(same, verdicts)}
     # The issue's own examples.
     for english in ("Honey.", "Can I go play outside?", "Look, can we not do this right now?", "Thank you."):

@@ -100,7 +100,7 @@ def translate_folder(
         name = translated_name(input_path or original, original, target)
         status(f"loading the {engine} engine for {source}->{pair.target_name}")
         chosen = open_engine(engine, pair, mt_models=mt_models, llm=llm, status=status)
-        checker, why = checker_for(script, pair, options, mt_models, status)
+        checker, why = checker_for(script, pair, options, mt_models, status, chosen)
         if why:
             notes.append(why)
         kept = folder.status(name) == "changed"
@@ -131,9 +131,12 @@ def translate_folder(
         folder.release()
 
 
-def checker_for(script, pair: Pair, options: TranslateOptions, mt_models: tuple[Path, ...], status) -> tuple:
+def checker_for(
+    script, pair: Pair, options: TranslateOptions, mt_models: tuple[Path, ...], status, engine=None
+) -> tuple:
     """The checks of a translation of ``script`` and, when meaning cannot be checked, why: the reverse model
-    (target->source) from the --mt-model folders given, else omnidub's cache (fetched on first use)."""
+    (target->source) from the --mt-model folders given, else omnidub's cache (fetched on first use); with the
+    offline ``engine``, how steady its translation of each line is too."""
     from omnidub.translate.checks import Checker, script_names
     from omnidub.translate.firefox import FirefoxEngine
 
@@ -152,7 +155,11 @@ def checker_for(script, pair: Pair, options: TranslateOptions, mt_models: tuple[
         why = f"meaning not checked (no back-translation): {exc} ({how})"
     names = script_names([x.text for x in script.lines], [x.speaker for x in script.lines], pair.source)
     names |= {wanted for term, wanted in options.glossary.terms if term == wanted}
-    return Checker(pair, back=back, glossary=options.glossary, names=frozenset(names), variant=pair.variant), why
+    forward = engine.translate if getattr(engine, "name", None) == "firefox" else None
+    checker = Checker(
+        pair, back=back, glossary=options.glossary, names=frozenset(names), variant=pair.variant, forward=forward
+    )
+    return checker, why
 
 
 def _edited(path: Path, script) -> dict[int, str]:

@@ -39,6 +39,9 @@ SERIOUS = frozenset({"meaning", "language", "garbled", "empty"})
 # with contractions spelled out; under this the line is flagged. Set on the tuning half of the labelled dialogue
 # (tests/data/translate/dialogue.tsv, docs/translate.md); the figures quoted are from the other half.
 MEANING_CHRF = 40.0
+# chrF between the offline engine's translation of a line and of the same line said slightly differently; under
+# this the engine is unsure of it (set on the tune half, like MEANING_CHRF).
+STEADY_CHRF = 35.0
 # A back-translation this many times the original's words (and at least INVENTED_WORDS more) says more than it.
 INVENTED_RATIO = 2.0
 INVENTED_WORDS = 3
@@ -160,9 +163,11 @@ class Checker:
         glossary: Glossary = Glossary(),
         names: frozenset[str] = frozenset(),
         variant: str | None = None,
+        forward: BackTranslate | None = None,
     ) -> None:
         self.pair, self.back, self.glossary, self.names = pair, back, glossary, names
         self.variant = variant_family(variant or pair.variant)
+        self.forward = forward  # the offline engine that made the candidates, for the steadiness check
         self._backs: dict[str, str] = {}
 
     def check(self, pairs: list[tuple[str, str]]) -> list[Verdict]:
@@ -171,7 +176,36 @@ class Checker:
             wanted = list(dict.fromkeys(t for _, t in pairs if t.strip() and t not in self._backs))
             if wanted:
                 self._backs.update(zip(wanted, self.back(wanted), strict=True))
-        return [self.one(source, text, self._backs.get(text)) for source, text in pairs]
+        verdicts = [self.one(source, text, self._backs.get(text)) for source, text in pairs]
+        if self.forward is None:
+            return verdicts
+        unsteady = self._unsteady(list(dict.fromkeys(source for source, _ in pairs)))
+        return [
+            Verdict(v.back, v.problems + (("meaning", unsteady[source][1]),))
+            if source in unsteady and text == unsteady[source][0] and "meaning" not in v.flags
+            else v
+            for (source, text), v in zip(pairs, verdicts)
+        ]
+
+    def _unsteady(self, sources: list[str]) -> dict[str, tuple[str, str]]:
+        """{source: (the engine's translation of it, why)} for lines whose translation by the offline engine changes
+        when the line is said slightly differently (without its end mark, in lower case, led by "And"): the engine
+        is unsure of it, as it is of the idioms and calques it renders word for word."""
+        sources = [s for s in sources if _WORD.search(s)]
+        said = [_reworded(s, self.pair.source) for s in sources]
+        flat = self.forward(sources + [v for variants in said for v in variants])
+        whole, others = flat[: len(sources)], iter(flat[len(sources) :])
+        found = {}
+        for source, text, variants in zip(sources, whole, said):
+            scores = []
+            for variant in variants:
+                other = next(others)
+                scores.append((chrf(other.casefold(), text.casefold()), variant, other))
+            score, variant, other = min(scores)
+            if score < STEADY_CHRF:
+                why = f"the engine is unsure of it: {variant!r} comes out as {other!r} (chrF {score:.0f})"
+                found[source] = (text, why)
+        return found
 
     def one(self, source: str, text: str, back: str | None) -> Verdict:
         problems: list[tuple[str, str]] = []
@@ -443,6 +477,14 @@ def _other_variant(variant: str) -> str | None:
 
 def _negations(text: str, words: set[str]) -> list[str]:
     return [w for w in text.split() if w in words]
+
+
+def _reworded(text: str, language: str) -> list[str]:
+    """The line said slightly differently: without its end mark, in lower case, and (English) led by "And"."""
+    variants = [text.rstrip(".!?…"), text.lower()]
+    if language == "en":
+        variants.append("And " + text[:1].lower() + text[1:])
+    return variants
 
 
 def _mostly_words_of(text: str, language: str) -> bool:
