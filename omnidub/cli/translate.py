@@ -69,7 +69,13 @@ def translate(
         show_default=False,
         help="Subtitles (.srt, .vtt) or a script (.txt), or a source video/audio to transcribe first.",
     ),
-    to: str = typer.Option(..., "--to", metavar="LANG", show_default=False, help="The language to translate into."),
+    to: str = typer.Option(
+        ...,
+        "--to",
+        metavar="LANG",
+        show_default=False,
+        help="The language to translate into (a variant too: pt-BR, pt-PT, es-ES, es-419).",
+    ),
     source_language: Optional[str] = typer.Option(
         None, "--from", metavar="LANG", show_default=False, help="The original's language. [default: detected]"
     ),
@@ -79,8 +85,8 @@ def translate(
         "--mt-model",
         metavar="DIR",
         show_default=False,
-        help="A local Firefox Translations model folder (model*.bin, vocab*.spm, lex*.bin); twice to go through "
-        "English. [default: fetched on first use into omnidub's cache]",
+        help="A local Firefox Translations model folder (model*.bin, vocab*.spm, lex*.bin); again to go through "
+        "English, and the way back for the meaning check. [default: fetched on first use into omnidub's cache]",
     ),
     llm_url: Optional[str] = typer.Option(
         None, "--llm-url", metavar="URL", show_default=False, help="The endpoint, e.g. http://127.0.0.1:11434/v1."
@@ -88,7 +94,9 @@ def translate(
     llm_model: Optional[str] = typer.Option(
         None, "--llm-model", metavar="NAME", show_default=False, help="The model the endpoint serves."
     ),
-    llm_timeout: float = typer.Option(60.0, "--llm-timeout", min=1, metavar="SECONDS", help="Wait for an answer."),
+    llm_timeout: float = typer.Option(
+        60.0, "--llm-timeout", min=1, metavar="SECONDS", help="The longest wait for one answer, its last byte included."
+    ),
     glossary: Optional[Path] = typer.Option(
         None, "--glossary", metavar="FILE", show_default=False, help="TOML: keep = [names]; [LANG] term = translation."
     ),
