@@ -208,6 +208,7 @@ class Checker:
         return found
 
     def one(self, source: str, text: str, back: str | None) -> Verdict:
+        """The verdict of one translation, given its back-translation (None: meaning without one)."""
         problems: list[tuple[str, str]] = []
         flat = " ".join(text.split())
         if not _LETTER.search(flat) and not re.search(r"\d", flat):
@@ -331,8 +332,8 @@ class Checker:
             return None  # said in words the target's list does not know, and read back the same
         gone = sorted((said - translated).elements())
         added = sorted((translated - said).elements())
-        parts = [f"{_number(n)} not in the translation" for n in gone[:2]]
-        parts += [f"{_number(n)} added" for n in added[:2]]
+        parts = [f"{n} not in the translation" for n in gone[:2]]
+        parts += [f"{n} added" for n in added[:2]]
         return "; ".join(parts) or "the numbers changed"
 
     def _names(self, source: str, text: str, back: str | None) -> str | None:
@@ -418,10 +419,6 @@ def numbers_in(text: str, language: str) -> Counter:
 def _number_words(language: str) -> dict[str, int]:
     spelled = _NUMBER_WORDS.get(language, "").split()
     return {form: value for forms, value in zip(spelled, _VALUES) for form in forms.split("/")}
-
-
-def _number(n: int) -> str:
-    return str(n)
 
 
 def script_names(texts: list[str], speakers: list[str], language: str) -> frozenset[str]:
