@@ -477,3 +477,22 @@ def test_qa_shows_the_translation_flags_of_a_render_made_from_omnidub_s_translat
             assert sum(rows.nth(k).is_visible() for k in range(12)) == 12
         finally:
             browser.close()
+
+
+def test_the_way_back_is_found_beside_the_model_folder_given(models, tmp_path, cache):
+    from conftest import EXAMPLES
+
+    result = run(
+        "translate",
+        EXAMPLES / "dialogue.srt",
+        "--to",
+        "pt",
+        "--mt-model",
+        models[0],
+        "--out",
+        tmp_path / "out",
+        "--json",
+    )
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert all(line["back"] for line in report["lines"]) and "meaning not checked" not in result.stderr

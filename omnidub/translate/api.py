@@ -144,7 +144,7 @@ def checker_for(
     back = None
     try:
         status(f"loading the {pair.target}->{pair.source} model for the meaning check")
-        reverse = FirefoxEngine(Pair(pair.target, pair.source), tuple(mt_models), status)
+        reverse = FirefoxEngine(Pair(pair.target, pair.source), tuple(mt_models), status, beside=True)
         back = reverse.translate
     except OmnidubError as exc:
         how = (

@@ -42,10 +42,10 @@ class FirefoxEngine:
         pair: Pair,
         folders: tuple[Path, ...] = (),
         status: Callable[[str], None] = lambda _: None,
-        fetch: bool = True,
+        beside: bool = False,
     ) -> None:
         self.pair = pair
-        self._legs, self.model = _load(pair, tuple(Path(f) for f in folders), status, fetch)
+        self._legs, self.model = _load(pair, tuple(Path(f) for f in folders), status, beside)
 
     def settings(self) -> dict:
         return {"alternatives": ["whole line", "sentence by sentence", "glossary placed", "without fillers, repeats"]}
@@ -112,9 +112,9 @@ def without_fillers(text: str) -> tuple[str, list[str]]:
     return shorter[:1].upper() + shorter[1:], dropped
 
 
-def _load(pair: Pair, folders: tuple[Path, ...], status, fetch: bool = True) -> tuple[list, str]:
-    """The engines for each leg of ``pair`` (one, or two through English) and the models' identity; without
-    ``fetch``, only a model already in omnidub's cache."""
+def _load(pair: Pair, folders: tuple[Path, ...], status, beside: bool = False) -> tuple[list, str]:
+    """The engines for each leg of ``pair`` (one, or two through English) and the models' identity; ``beside``:
+    a model folder lying beside one of ``folders`` will do (the meaning check's way back)."""
     try:
         import fxtranslate
     except ImportError:
@@ -124,7 +124,7 @@ def _load(pair: Pair, folders: tuple[Path, ...], status, fetch: bool = True) -> 
     if pair.source == pair.target:
         raise OmnidubError(f"--from and --to are both {pair.source}: nothing to translate")
     if folders:
-        return _from_folders(fxtranslate, pair, folders)
+        return _from_folders(fxtranslate, pair, folders, beside)
     from omnidub.files import cache_home
 
     cache = cache_home() / "translate" / "firefox"
@@ -134,8 +134,6 @@ def _load(pair: Pair, folders: tuple[Path, ...], status, fetch: bool = True) -> 
     except (ValueError, OSError):
         cached = set()
     if direct not in cached and not set(pivot) <= cached:
-        if not fetch:
-            raise OmnidubError(f"no Firefox Translations model for {pair.source}->{pair.target} in omnidub's cache")
         status(
             f"fetching the Firefox Translations model {pair.source}->{pair.target} (20-40 MB a direction, once; "
             f"kept in {cache})"
@@ -168,7 +166,7 @@ def _fetch_error(pair: Pair, text: str) -> str:
     return f"the Firefox Translations model for {where} could not be fetched: {text.splitlines()[0][:200]}"
 
 
-def _from_folders(fxtranslate, pair: Pair, folders: tuple[Path, ...]) -> tuple[list, str]:
+def _from_folders(fxtranslate, pair: Pair, folders: tuple[Path, ...], beside: bool = False) -> tuple[list, str]:
     """Engines from local folders (each a Firefox Translations model: model*.bin, vocab*.spm, lex*.bin): the folder
     whose model's file name says it translates --from into --to, else two through English. Folders of other
     directions are passed over (the meaning check reads its way back from them); a single folder whose file names
@@ -183,17 +181,31 @@ def _from_folders(fxtranslate, pair: Pair, folders: tuple[Path, ...]) -> tuple[l
             return _engines(fxtranslate, folders)
         else:
             raise OmnidubError(f"--mt-model {folder}: its model's file name does not say its languages")
-    if (pair.source, pair.target) in named:
-        chain = [named[pair.source, pair.target]]
-    elif (pair.source, PIVOT) in named and (PIVOT, pair.target) in named:
-        chain = [named[pair.source, PIVOT], named[PIVOT, pair.target]]
-    else:
+    chain = _chain(pair, named)
+    if chain is None and beside:
+        # Model folders usually sit side by side (enpt-*, pten-*): the way back is looked for beside those given.
+        for folder in folders:
+            for sibling in sorted(p for p in folder.resolve().parent.iterdir() if p.is_dir()):
+                found = _MODEL_FILE.match(next(iter(sorted(sibling.glob("model*.bin"))), Path("-")).name)
+                if found and (found[1], found[2]) not in named and list(sibling.glob("*.spm")):
+                    named[found[1], found[2]] = sibling
+        chain = _chain(pair, named)
+    if chain is None:
         (a, b), folder = next(iter(named.items()))
         if not any(a == pair.source for a, _ in named):
             raise OmnidubError(f"--mt-model {folder}: a {a}->{b} model, where {pair.source}->... is needed")
         given = ", ".join(f"{a}->{b}" for a, b in named)
         raise OmnidubError(f"--mt-model: the folders translate {given}, none of it {pair.source}->{pair.target}")
     return _engines(fxtranslate, tuple(chain))
+
+
+def _chain(pair: Pair, named: dict[tuple[str, str], Path]) -> list[Path] | None:
+    """The folders that translate ``pair``: one direct, else two through English, else None."""
+    if (pair.source, pair.target) in named:
+        return [named[pair.source, pair.target]]
+    if (pair.source, PIVOT) in named and (PIVOT, pair.target) in named:
+        return [named[pair.source, PIVOT], named[PIVOT, pair.target]]
+    return None
 
 
 def _engines(fxtranslate, chain: tuple[Path, ...]) -> tuple[list, str]:
