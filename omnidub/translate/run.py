@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from omnidub.errors import OmnidubError
+from omnidub.pace import unavailable as pace_unavailable
 from omnidub.script import DEFAULT_SPEAKER, Line, Script, labelled_srt
 from omnidub.timing import limits
 from omnidub.translate.base import Candidate, Engine, Pair, Progress, Request
@@ -62,8 +63,8 @@ def translate_script(
     progress: Progress | None = None,
 ) -> Translation:
     """Translate every line of ``script``; lines already translated with the same engine, model, settings, text,
-    scene and glossary come from the cache. ``paces``: each speaker's pace (default: each line's own, as the
-    original speaks it in its slot)."""
+    scene and glossary come from the cache. ``paces``: each speaker's pace, the clip its lines are cloned from
+    (default: each line's own, as the original speaks it in its slot; a pace without a language is the source's)."""
     cache = cache or LineCache()
     lines = list(script.lines)
     ends = limits(lines) if script.timed else [None] * len(lines)
@@ -91,10 +92,10 @@ def translate_script(
         if progress:
             progress(done, len(requests))
     choices = [
-        _choice(line, found[line.index], end, _pace(line, paces, script.timed), options)
+        _choice(line, found[line.index], end, _pace(line, paces, script.timed, pair), options, pair)
         for line, end in zip(lines, ends)
     ]
-    notes = []
+    notes = [said] if (said := pace_unavailable()) else []
     if options.fit:
         try:
             choices = _shortened(choices, requests, engine, pair, options, cache, paces, script.timed, ends)
@@ -126,17 +127,20 @@ def _request(lines: list[Line], k: int, limit: float | None, max_speedup: float,
     )
 
 
-def _pace(line: Line, paces: dict[str, Pace] | None, timed: bool) -> Pace:
+def _pace(line: Line, paces: dict[str, Pace] | None, timed: bool, pair: Pair) -> Pace:
     if paces and line.speaker in paces:
-        return paces[line.speaker]
+        given = paces[line.speaker]
+        return given if given.language else replace(given, language=pair.source)
     if timed and line.end > line.start:
         # The original line as spoken in its slot: render --source clones a line from that very clip.
-        return Pace(line.text, line.end - line.start)
+        return Pace(line.text, line.end - line.start, pair.source)
     return Pace()
 
 
-def _choice(line: Line, candidates: list[Candidate], limit, pace: Pace, options: TranslateOptions) -> Choice:
-    sized = size(candidates, line, limit, pace, options.max_speedup, options.glossary)
+def _choice(
+    line: Line, candidates: list[Candidate], limit, pace: Pace, options: TranslateOptions, pair: Pair
+) -> Choice:
+    sized = size(candidates, line, limit, pace, options.max_speedup, options.glossary, pair.target)
     return Choice(line, tuple(sized), choose(sized, fit=options.fit), allowed_seconds(line, limit, options.max_speedup))
 
 
@@ -170,7 +174,7 @@ def _shortened(choices, requests, engine, pair, options, cache, paces, timed, en
         known = [s.candidate for s in choices[k].sized]
         extra = [c for c in more.get(line.index, []) if c.text not in {x.text for x in known}]
         if extra:
-            out[k] = _choice(line, known + extra, ends[k], _pace(line, paces, timed), options)
+            out[k] = _choice(line, known + extra, ends[k], _pace(line, paces, timed, pair), options, pair)
             # Without the choice a translator keeps the engine's first answer: the share without it is unchanged.
     return out
 
