@@ -121,9 +121,12 @@ def _phoneme_seconds(text: str, language: str | None, pace: Pace) -> float | Non
         return None
     if clip is None:
         return line
-    own = base_seconds(clip, pace.language or language)
-    if not own:
-        return None
+    clip_language = pace.language or language
+    own = base_seconds(clip, clip_language)
+    if own is None:
+        return None  # a clip in a language espeak-ng does not speak: characters for both, as upstream paces them
+    if not sum(features(clip, clip_language)[:2]):
+        return line  # a transcript with no sounds in it ("...") says nothing of a pace
     return line * pace.seconds / own
 
 

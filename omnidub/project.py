@@ -999,10 +999,14 @@ def _quoted(text: str, most: int = 40) -> str:
 
 
 def _same_line(old: LineEntry, new: LineEntry) -> bool:
-    """Whether two records are of one line as said: its words, speaker and slot."""
-    return (old.text, old.speaker) == (new.text, new.speaker) and max(
-        abs(old.start - new.start), abs(old.end - new.end)
-    ) < 0.005
+    """Whether two records are of one line as said: its words, speaker and slot. A line of an untimed script has no
+    slot of its own (its place follows the lengths predicted for the lines before it, which another pace model
+    changes), so there its words and speaker say it."""
+    if (old.text, old.speaker) != (new.text, new.speaker):
+        return False
+    if old.slot is None and new.slot is None:
+        return True
+    return max(abs(old.start - new.start), abs(old.end - new.end)) < 0.005
 
 
 def _plain(value):
