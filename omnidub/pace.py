@@ -76,7 +76,7 @@ def unavailable() -> str | None:
         return None
     return (
         f"{espeak.missing}: line lengths are predicted from characters (upstream OmniVoice's estimator), not "
-        "phonemes; pip install phonemizer espeakng-loader (or apt install espeak-ng) to predict them from sounds"
+        f"phonemes; {espeak.fix} to predict them from sounds"
     )
 
 
@@ -154,6 +154,7 @@ class _Espeak:
     version: str = ""
     phonemizer: str = ""
     missing: str = ""
+    fix: str = ""
 
 
 @lru_cache(maxsize=1)
@@ -163,7 +164,7 @@ def _espeak() -> _Espeak:
         from phonemizer.backend import EspeakBackend
         from phonemizer.backend.espeak.wrapper import EspeakWrapper
     except ImportError:
-        return _Espeak(None, missing="the phonemizer package is not installed")
+        return _Espeak(None, missing="the phonemizer package is not installed", fix="pip install phonemizer")
     try:
         import espeakng_loader
     except ImportError:
@@ -176,7 +177,12 @@ def _espeak() -> _Espeak:
         version = ".".join(str(part) for part in EspeakBackend.version())
         known = EspeakBackend.supported_languages()
     except (RuntimeError, OSError) as exc:
-        return _Espeak(None, missing=f"espeak-ng cannot be loaded ({str(exc).splitlines()[0][:120]})")
+        reason = (str(exc).splitlines() or [type(exc).__name__])[0][:120]
+        return _Espeak(
+            None,
+            missing=f"espeak-ng cannot be loaded ({reason})",
+            fix="pip install espeakng-loader (or apt install espeak-ng)",
+        )
     import logging
 
     quiet = logging.getLogger("omnidub.pace.phonemizer")

@@ -133,8 +133,19 @@ def test_the_plan_and_the_fit_choice_give_one_length_for_one_text_and_clip(tmp_p
         assert sized.natural == pytest.approx(planned["natural"], abs=1e-6)
 
 
-def test_without_espeak_ng_lengths_come_from_characters_and_one_line_says_so(tmp_path, monkeypatch):
-    monkeypatch.setitem(sys.modules, "phonemizer", None)  # as if it were not installed
+@pytest.mark.parametrize(
+    "missing, said",
+    [("phonemizer", "phonemizer package is not installed"), ("espeak-ng", "espeak-ng cannot be loaded")],
+)
+def test_without_espeak_ng_lengths_come_from_characters_and_one_line_says_so(missing, said, tmp_path, monkeypatch):
+    if missing == "phonemizer":
+        monkeypatch.setitem(sys.modules, "phonemizer", None)  # as if it were not installed
+    else:  # no wheel's library, and the system's not where it is looked for
+        monkeypatch.setitem(sys.modules, "espeakng_loader", None)
+        monkeypatch.setenv("PHONEMIZER_ESPEAK_LIBRARY", str(tmp_path / "libespeak-ng.so.1"))
+        from phonemizer.backend.espeak.wrapper import EspeakWrapper
+
+        monkeypatch.setattr(EspeakWrapper, "_ESPEAK_LIBRARY", None)
     for cached in (pace._espeak, pace._phonemes):
         cached.cache_clear()
     try:
@@ -149,8 +160,8 @@ def test_without_espeak_ng_lengths_come_from_characters_and_one_line_says_so(tmp
             "render", script, *voice, "--model", "synthetic:tiny", "--out", tmp_path / "o", "--dry-run", "--json"
         )
         assert result.exit_code == 0, result.output
-        said = [line for line in result.stderr.splitlines() if "predicted from characters" in line]
-        assert len(said) == 1 and "phonemizer package is not installed" in said[0], result.stderr
+        lines = [line for line in result.stderr.splitlines() if "predicted from characters" in line]
+        assert len(lines) == 1 and said in lines[0], result.stderr
         plan = json.loads(result.stdout)
         assert plan["pace"] == pace.CHARACTERS
         seconds = sf.info(str(DATA / "alice-3s.wav")).duration
