@@ -173,6 +173,20 @@ def test_without_espeak_ng_lengths_come_from_characters_and_one_line_says_so(mis
             cached.cache_clear()
 
 
+def test_each_line_is_sized_at_the_clip_it_will_be_cloned_from():
+    """``paces`` by line index (the clip each line is cloned from) before the speaker's: a line cloned from a quick
+    clip keeps the faithful long candidate that a slower clip would have passed over."""
+    original = "I really do not know what to tell you about it."
+    lines = tuple(Line(k, "A", original, 3.0 * k, 3.0 * k + 2.0, "en") for k in (1, 2, 3, 4))  # 4: the last runs on
+    long = "Eu realmente não sei o que te dizer sobre isso, sinceramente."
+    engine = _Answers({original: [long, "Não sei o que dizer."]})
+    slow = pace.Pace(original, 4.0)  # no language: the source's
+    quick = pace.Pace("Good morning, everyone. Thanks for coming in early.", 1.6, "en")
+    chosen = translate_script(Script(lines, (), (), True), engine, Pair("en", "pt"), paces={"A": slow, 2: quick})
+    assert [c.text for c in chosen.choices[:3]] == ["Não sei o que dizer.", long, "Não sei o que dizer."]
+    assert chosen.choices[1].sized[0].natural < chosen.choices[0].sized[0].natural / 2
+
+
 class _Answers:
     name, model, uses_context, batch = "scripted", "scripted-1", False, 8
 
@@ -185,7 +199,8 @@ class _Answers:
     def candidates(self, requests, pair, glossary, progress=None):
         from omnidub.translate import Candidate
 
-        return {r.index: [Candidate(self.answers[r.text], "engine")] for r in requests}
+        found = {r.index: self.answers[r.text] for r in requests}
+        return {k: [Candidate(t, "engine") for t in ([a] if isinstance(a, str) else a)] for k, a in found.items()}
 
     def shorten(self, requests, pair, glossary):
         return None

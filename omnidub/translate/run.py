@@ -58,13 +58,14 @@ def translate_script(
     pair: Pair,
     *,
     options: TranslateOptions = TranslateOptions(),
-    paces: dict[str, Pace] | None = None,
+    paces: dict[str | int, Pace] | None = None,
     cache: LineCache | None = None,
     progress: Progress | None = None,
 ) -> Translation:
     """Translate every line of ``script``; lines already translated with the same engine, model, settings, text,
-    scene and glossary come from the cache. ``paces``: each speaker's pace, the clip its lines are cloned from
-    (default: each line's own, as the original speaks it in its slot; a pace without a language is the source's)."""
+    scene and glossary come from the cache. ``paces``: the pace of the clip a line will be cloned from, by line
+    index (int) or by speaker (str), the line's own first (default: the original line as spoken in its slot; a pace
+    without a language is the source's)."""
     cache = cache or LineCache()
     lines = list(script.lines)
     ends = limits(lines) if script.timed else [None] * len(lines)
@@ -127,9 +128,9 @@ def _request(lines: list[Line], k: int, limit: float | None, max_speedup: float,
     )
 
 
-def _pace(line: Line, paces: dict[str, Pace] | None, timed: bool, pair: Pair) -> Pace:
-    if paces and line.speaker in paces:
-        given = paces[line.speaker]
+def _pace(line: Line, paces: dict[str | int, Pace] | None, timed: bool, pair: Pair) -> Pace:
+    given = (paces or {}).get(line.index) or (paces or {}).get(line.speaker)
+    if given is not None:
         return given if given.language else replace(given, language=pair.source)
     if timed and line.end > line.start:
         # The original line as spoken in its slot: render --source clones a line from that very clip.
