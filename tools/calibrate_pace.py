@@ -6,9 +6,10 @@
 
 The synthesizers come from Debian (main: espeak-ng, flite, festival with kal/ked/slt; contrib and non-free:
 mbrola with its br1, br4, es1, es3, us1, us2 voices, festvox-ellpc11k (festival's Spanish), rhvoice with
-rhvoice-english and rhvoice-brazilian-portuguese, libttspico-utils). A voice whose program is missing is skipped
-and said. Speech length is the synthesized file with leading and trailing silence trimmed by upstream OmniVoice's
-rule (-50 dBFS), the rule omnidub applies to its own renders.
+rhvoice-english and rhvoice-brazilian-portuguese, libttspico-utils: add `contrib non-free` to the apt sources'
+components first). A voice whose program or voice files are missing is skipped and said (a later `measure --voice`
+adds it, keeping the others). Speech length is the synthesized file with leading and trailing silence trimmed by
+upstream OmniVoice's rule (-50 dBFS), the rule omnidub applies to its own renders.
 """
 
 from __future__ import annotations
@@ -102,6 +103,11 @@ def measure(args) -> None:
                 print(f"{voice}: {command[0]} is not installed; skipped", file=sys.stderr)
                 continue
             texts = [line[language] for line in lines]
+            try:
+                synthesize(voice, texts[0], Path(tmp))
+            except subprocess.CalledProcessError as exc:  # the program is here, the voice is not
+                print(f"{voice}: {exc.stderr.decode(errors='replace').strip()[:200]}; skipped", file=sys.stderr)
+                continue
             with ThreadPoolExecutor(args.jobs) as pool:
                 seconds = list(pool.map(synthesize, [voice] * len(texts), texts, [Path(tmp)] * len(texts)))
             voices[voice] = {"synthesizer": synthesizer, "language": language, "seconds": seconds}
