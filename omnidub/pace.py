@@ -1,12 +1,13 @@
 """A line's natural spoken length from its phonemes in its language, at the pace of the clip it is cloned from.
 
 Phonemes come from espeak-ng through the phonemizer package (espeak-ng's library from the espeakng-loader wheel
-where it is installed, else the system's). Each language's weights (seconds per consonant, vowel, long vowel or
-diphthong, stressed vowel, word and pause) were fitted to real speech of several synthesizers
-(``tools/calibrate_pace.py``; docs/translate.md, "Pace"). A line cloned from a clip is spoken at that clip's pace:
-the clip's seconds over what its own transcript takes at its language's base rate, so a clip in another language
-than the line (OmniVoice clones across languages) carries its pace over. Without espeak-ng, or for a language it
-does not speak, lengths come from upstream OmniVoice's character-count estimator, and :func:`model` says so.
+where it is installed, else the system's). Each language's weights (seconds per consonant, vowel, word, pause
+and line; long vowels and stress were measured and weigh nothing) were fitted to real speech of several
+synthesizers (``tools/calibrate_pace.py``; docs/translate.md, "Pace"). A line cloned from a clip is spoken at
+that clip's pace: the clip's seconds over what its own transcript takes at its language's base rate, so a clip in
+another language than the line (OmniVoice clones across languages) carries its pace over. Without espeak-ng, or
+for a language it does not speak, lengths come from upstream OmniVoice's character-count estimator, and
+:func:`model` says so.
 
 The fit choice of a translation and the render's plan both ask :func:`natural_seconds`, so a line is predicted
 one way wherever it is predicted. No torch, no model.
@@ -31,7 +32,7 @@ _SHORT_PAUSE = re.compile(r"[,;:]|\s[-–—]+\s")
 _FULL_STOP = re.compile(r"[.!?…]+(?=[\s\"'”»)]|$)")
 _LAST_STOP = re.compile(r"[.!?…]+[\"'”»)]*\s*$")
 # Languages as espeak-ng names them where the plain tag would pick another variant than the one most dubbed.
-_ESPEAK_NAMES = {"pt": "pt-br", "en": "en-us", "pt-pt": "pt", "es-419": "es-419", "es-mx": "es-419", "en-gb": "en-gb"}
+_ESPEAK_NAMES = {"pt": "pt-br", "en": "en-us", "pt-pt": "pt", "es-mx": "es-419"}
 CHARACTERS = "characters (upstream OmniVoice's rule-based estimator)"
 
 
