@@ -30,6 +30,7 @@ class RenderRecord:
     notes: tuple[str, ...]
     entries: tuple[LineEntry, ...]
     request: dict | None = None  # how the render was asked for (model, preset, voices, source, delivery)
+    pace: str | None = None  # the model that predicted each line's natural length (omnidub.pace.model)
 
 
 def compose(record: RenderRecord) -> tuple[str, list[str]]:
@@ -48,6 +49,7 @@ def compose(record: RenderRecord) -> tuple[str, list[str]]:
         "settings": record.settings,
         "sample_rate": MODEL_SAMPLE_RATE,
         "program_seconds": None if record.program is None else round(record.program, 3),
+        "pace": record.pace,
         "format": record.fmt,
         "stems": parts.get("stems") or {},
         "mix": parts.get("mix"),

@@ -12,10 +12,11 @@ from dataclasses import dataclass, replace
 
 from omnidub.backends.base import Prompt
 from omnidub.config import TimingOptions
-from omnidub.duration import natural_seconds
 from omnidub.errors import OmnidubError
 from omnidub.journal import LineEntry
 from omnidub.keys import line_key, line_seed
+from omnidub.pace import Pace, natural_seconds
+from omnidub.pace import model as pace_model
 from omnidub.script import Script
 from omnidub.timing import Fit, Target, plan
 from omnidub.voices import Voice, voice_for
@@ -35,14 +36,21 @@ class Speaker:
     ref_seconds: float | None
     estimated: bool = False  # paced by the whole reference because the prompt is not prepared yet
 
+    @property
+    def pace(self) -> Pace:
+        """The pace its lines are spoken at: its reference's transcript, length and language, and the voice's speed."""
+        return Pace(self.ref_text, self.ref_seconds, self.voice.spoken, self.voice.speed or 1.0)
+
 
 @dataclass(frozen=True)
 class Plan:
-    """Every line's entry (timing, file, key; nothing rendered yet) and the programme's length."""
+    """Every line's entry (timing, file, key; nothing rendered yet), the programme's length, and the model that
+    predicted each line's natural length (:func:`omnidub.pace.model`)."""
 
     entries: list[LineEntry]
     targets: list[Target]
     program: float
+    pace: str = ""
 
 
 @dataclass(frozen=True)
@@ -70,10 +78,7 @@ def plan_lines(
     ``fits``: lines with fitting rules of their own (an editor's speed cap, borrowing the gap)."""
     lines = lines or {}
     voice = {line.index: lines.get(line.index) or speakers[line.speaker] for line in script.lines}
-    naturals = []
-    for line in script.lines:
-        s = voice[line.index]
-        naturals.append(natural_seconds(line.text, s.ref_text, s.ref_seconds, s.voice.speed or 1.0))
+    naturals = [natural_seconds(line.text, line.language, voice[line.index].pace) for line in script.lines]
     targets = plan(
         list(script.lines), naturals, max_speedup=timing.max_speedup, timed=script.timed, gap=timing.gap, fits=fits
     )
@@ -84,7 +89,7 @@ def plan_lines(
             f"raise max_program_hours in a preset if that is right"
         )
     entries = [_entry(t, voice[t.line.index], names, script.timed, keys) for t in targets]
-    return Plan(entries, targets, program)
+    return Plan(entries, targets, program, pace_model())
 
 
 def _entry(target: Target, speaker: Speaker, names: dict[str, str], timed: bool, keys: KeyContext) -> LineEntry:

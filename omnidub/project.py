@@ -23,6 +23,7 @@ from omnidub.manifest import RenderRecord, compose
 from omnidub.names import file_names
 from omnidub.outputs.deliver import DeliveryOptions, check
 from omnidub.outputs.mix import Placement
+from omnidub.pace import unavailable as pace_unavailable
 from omnidub.plan import KeyContext, Plan, Speaker, assign_languages, key_for, language_note, plan_lines, segment_name
 from omnidub.progress import Listener, Summary
 from omnidub.records import MANIFEST, LastRender, LineEntry, verdicts
@@ -99,6 +100,7 @@ class Project:
         self.speakers: dict[str, Speaker] = {}
         self.names: dict[str, str] = {}
         self.program: float | None = None
+        self.pace = ""  # the model that predicted the lines' natural lengths (omnidub.pace.model)
         self.planned: tuple[dict, dict] | None = None  # what the keys say renders: checked once the model loads
         self.generation: Generation | None = None
         self._planned_length = 0.0  # the programme's length as planned (assembly may make it longer); keys use it
@@ -272,7 +274,10 @@ class Project:
             entry.note, entry.look_again = marks.get(entry.index, (None, False))
         if self.cast is not None:
             self._record_references(made.entries)
-        self.targets, self.program = made.targets, made.program
+        self.targets, self.program, self.pace = made.targets, made.program, made.pace
+        fallback = pace_unavailable()
+        if fallback:
+            self.note(fallback)
         self._planned_length = made.program or 0.0
         # The lines' own records (numbered as the lines are now), then this run's; every record's audio counts by key.
         records = self.recorded + tuple(e for e in self.entries if e.done)
@@ -927,6 +932,7 @@ class Project:
             notes=notes,
             entries=tuple(self.entries),
             request=self.asked_json(),
+            pace=self.pace or None,
         )
 
     def asked_json(self) -> dict:
@@ -993,10 +999,14 @@ def _quoted(text: str, most: int = 40) -> str:
 
 
 def _same_line(old: LineEntry, new: LineEntry) -> bool:
-    """Whether two records are of one line as said: its words, speaker and slot."""
-    return (old.text, old.speaker) == (new.text, new.speaker) and max(
-        abs(old.start - new.start), abs(old.end - new.end)
-    ) < 0.005
+    """Whether two records are of one line as said: its words, speaker and slot. A line of an untimed script has no
+    slot of its own (its place follows the lengths predicted for the lines before it, which another pace model
+    changes), so there its words and speaker say it."""
+    if (old.text, old.speaker) != (new.text, new.speaker):
+        return False
+    if old.slot is None and new.slot is None:
+        return True
+    return max(abs(old.start - new.start), abs(old.end - new.end)) < 0.005
 
 
 def _plain(value):

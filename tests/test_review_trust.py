@@ -105,6 +105,41 @@ def test_a_line_whose_key_the_models_at_hand_would_change_keeps_the_audio_its_re
         desk.close(deliver=False)
 
 
+def test_a_folder_whose_lines_were_timed_by_another_pace_model_reopens_with_the_audio_it_recorded(folder, monkeypatch):
+    """A folder rendered before the pace model changed (its natural lengths, so its targets and keys, were predicted
+    otherwise): a review opens every line with the audio and key its render recorded."""
+    _reopens_as_recorded_under_another_pace(folder, monkeypatch)
+
+
+@pytest.mark.slow  # a render of its own (about 8 s idle): pytest -m slow runs it, as CI does
+def test_an_untimed_script_whose_lines_were_timed_by_another_pace_model_reopens_with_its_audio(tmp_path, monkeypatch):
+    """In an untimed script every line's place follows the lengths predicted before it, so another pace model moves
+    every line: the review still opens each with the audio its render recorded."""
+    script = tmp_path / "scene.txt"
+    script.write_text(
+        "ALICE: Did you bring the map this time?\nBOB: It is in the car, under the seat.\nALICE: Then we are fine.\n"
+    )
+    result = render(script, tmp_path / "out")
+    assert result.exit_code == 0, result.output
+    _reopens_as_recorded_under_another_pace(tmp_path / "out", monkeypatch)
+
+
+def _reopens_as_recorded_under_another_pace(folder: Path, monkeypatch) -> None:
+    import omnidub.plan
+
+    recorded = {i: (line["key"], line["start"]) for i, line in lines(folder).items()}
+    predicted = omnidub.plan.natural_seconds
+    monkeypatch.setattr(omnidub.plan, "natural_seconds", lambda *a, **k: predicted(*a, **k) * 1.3)
+    desk = open_desk(folder)
+    try:
+        state = desk.state()
+        assert all(line["audio"] and not line["missing"] for line in state["lines"]), state["lines"]
+        assert {line["index"]: (line["key"], line["start"]) for line in state["lines"]} == recorded
+        assert any("are as rendered" in note for note in desk.project.notes)  # the new model would have keyed them anew
+    finally:
+        desk.close(deliver=False)
+
+
 def test_a_missing_segment_is_named_and_delivery_refuses_to_drop_it(folder):
     (folder / "segments" / sorted(segments(folder))[1]).unlink()
     from omnidub.folder import OutputFolder

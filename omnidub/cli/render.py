@@ -525,7 +525,7 @@ def _print_plans(job, as_json: bool) -> int:
         err.print(f"[bold red]error:[/] {escape(printable(error_text(run.error)))}", soft_wrap=True)
     if not job.many:
         project, entries = plans[0]
-        print_plan(entries, project.estimated, as_json, project.selected)
+        print_plan(entries, project.estimated, as_json, project.selected, project.pace)
         return 0
     if as_json:
         print_json(
@@ -534,7 +534,7 @@ def _print_plans(job, as_json: bool) -> int:
                     {
                         "input": str(p.input_path),
                         "out_dir": str(p.out_dir),
-                        **plan_json(entries, p.estimated, p.selected),
+                        **plan_json(entries, p.estimated, p.selected, p.pace),
                     }
                     for p, entries in plans
                 ]

@@ -12,7 +12,7 @@ from rich.table import Table
 from omnidub.cli.app import out, print_json, printable
 
 
-def plan_json(entries, estimated: bool, selected=lambda index: True) -> dict:
+def plan_json(entries, estimated: bool, selected=lambda index: True, pace: str = "") -> dict:
     rows = [
         {
             "index": e.index,
@@ -31,11 +31,11 @@ def plan_json(entries, estimated: bool, selected=lambda index: True) -> dict:
         }
         for e in entries
     ]
-    return {"estimated": estimated, "lines": rows}
+    return {"estimated": estimated, "pace": pace or None, "lines": rows}
 
 
-def print_plan(entries, estimated: bool, as_json: bool, selected=lambda index: True) -> None:
-    plan = plan_json(entries, estimated, selected)
+def print_plan(entries, estimated: bool, as_json: bool, selected=lambda index: True, pace: str = "") -> None:
+    plan = plan_json(entries, estimated, selected, pace)
     if as_json:
         print_json(plan)
         return

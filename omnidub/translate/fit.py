@@ -1,24 +1,16 @@
-"""The fit choice: each candidate's spoken length predicted by omnidub's own estimator at the speaker's pace, and
-the most faithful one that fits its slot with the speed-up allowed (else the shortest, flagged)."""
+"""The fit choice: each candidate's spoken length predicted by omnidub's pace model (its phonemes in its language, at
+the pace of the clip the line is cloned from: the render's own prediction), and the most faithful one that fits its
+slot with the speed-up allowed (else the shortest, flagged)."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
 
-from omnidub.duration import natural_seconds
+from omnidub.pace import Pace, natural_seconds  # Pace: the render's, so translate.fit.Pace is the same one
 from omnidub.script import Line
 from omnidub.timing import fit_line
 from omnidub.translate.base import Candidate
 from omnidub.translate.glossary import Glossary
-
-
-@dataclass(frozen=True)
-class Pace:
-    """How fast the line's voice speaks: a reference's transcript and length (None: upstream's default pace)."""
-
-    ref_text: str | None = None
-    ref_seconds: float | None = None
-    speed: float = 1.0
 
 
 @dataclass(frozen=True)
@@ -66,11 +58,13 @@ def size(
     pace: Pace,
     max_speedup: float,
     glossary: Glossary,
+    language: str | None = None,
 ) -> list[Sized]:
-    """Each candidate's length at ``pace`` fitted to ``line``'s slot as a render would fit it."""
+    """Each candidate's length in ``language`` (the translation's) at ``pace`` fitted to ``line``'s slot as a render
+    would fit it."""
     sized = []
     for candidate in candidates:
-        natural = natural_seconds(candidate.text, pace.ref_text, pace.ref_seconds, pace.speed)
+        natural = natural_seconds(candidate.text, language, pace)
         target = fit_line(line, natural, limit, max_speedup)
         dropped = tuple(glossary.dropped(line.text, candidate.text))
         sized.append(Sized(candidate, round(natural, 3), round(target.speed, 3), round(target.overflow, 3), dropped))

@@ -6,6 +6,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, replace
 
 from omnidub.errors import OmnidubError
+from omnidub.pace import unavailable as pace_unavailable
 from omnidub.script import DEFAULT_SPEAKER, Line, Script, labelled_srt
 from omnidub.timing import limits
 from omnidub.translate.base import Candidate, Engine, Pair, Progress, Request, Unanswered
@@ -79,15 +80,16 @@ def translate_script(
     pair: Pair,
     *,
     options: TranslateOptions = TranslateOptions(),
-    paces: dict[str, Pace] | None = None,
+    paces: dict[str | int, Pace] | None = None,
     cache: LineCache | None = None,
     progress: Progress | None = None,
     checker: Checker | None = None,
     edited: dict[int, str] | None = None,
 ) -> Translation:
     """Translate every line of ``script``; lines already translated with the same engine, model, settings, text,
-    scene and glossary come from the cache. ``paces``: each speaker's pace (default: each line's own, as the
-    original speaks it in its slot). Every candidate is checked (``checker``; default: every check but meaning,
+    scene and glossary come from the cache. ``paces``: the pace of the clip a line will be cloned from, by line
+    index (int) or by speaker (str), the line's own first (default: the original line as spoken in its slot; a pace
+    without a language is the source's). Every candidate is checked (``checker``; default: every check but meaning,
     which needs a reverse model) and the fit choice passes over one that is not a translation of its line.
     ``edited``: lines whose text someone wrote by hand (a kept translated file), checked and sized as they are.
     A batch the engine refuses leaves its lines in the original, flagged; only when it refuses every line is
@@ -138,10 +140,10 @@ def translate_script(
             found[index] = [Candidate(text, EDITED)] + [c for c in found[index] if c.text != text]
     verdicts = _verdicts(lines, found, checker, unanswered, pair)
     choices = [
-        _choice(line, found[line.index], end, _pace(line, paces, script.timed), options, verdicts[k])
+        _choice(line, found[line.index], end, _pace(line, paces, script.timed, pair), options, pair, verdicts[k])
         for k, (line, end) in enumerate(zip(lines, ends))
     ]
-    notes = []
+    notes = [said] if (said := pace_unavailable()) else []
     if options.fit:
         try:
             choices, verdicts = _shortened(
@@ -217,21 +219,28 @@ def _request(lines: list[Line], k: int, limit: float | None, max_speedup: float,
     )
 
 
-def _pace(line: Line, paces: dict[str, Pace] | None, timed: bool) -> Pace:
-    if paces and line.speaker in paces:
-        return paces[line.speaker]
+def _pace(line: Line, paces: dict[str | int, Pace] | None, timed: bool, pair: Pair) -> Pace:
+    given = (paces or {}).get(line.index) or (paces or {}).get(line.speaker)
+    if given is not None:
+        return given if given.language else replace(given, language=pair.source)
     if timed and line.end > line.start:
         # The original line as spoken in its slot: render --source clones a line from that very clip.
-        return Pace(line.text, line.end - line.start)
+        return Pace(line.text, line.end - line.start, pair.source)
     return Pace()
 
 
 def _choice(
-    line: Line, candidates: list[Candidate], limit, pace: Pace, options: TranslateOptions, verdicts: list[Verdict]
+    line: Line,
+    candidates: list[Candidate],
+    limit,
+    pace: Pace,
+    options: TranslateOptions,
+    pair: Pair,
+    verdicts: list[Verdict],
 ) -> Choice:
     """The fit choice among the candidates that pass the checks (among all when none does); a line edited by hand
     keeps its text."""
-    sized = size(candidates, line, limit, pace, options.max_speedup, options.glossary)
+    sized = size(candidates, line, limit, pace, options.max_speedup, options.glossary, pair.target)
     allowed = allowed_seconds(line, limit, options.max_speedup)
     if candidates[0].how == EDITED:
         return Choice(line, tuple(sized), 0, allowed)
@@ -273,7 +282,7 @@ def _shortened(
         extra = [c for c in more.get(line.index, []) if c.text not in {x.text for x in known}]
         if extra:
             checked[k] = list(verdicts[k]) + checker.check([(line.text, c.text) for c in extra])
-            out[k] = _choice(line, known + extra, ends[k], _pace(line, paces, timed), options, checked[k])
+            out[k] = _choice(line, known + extra, ends[k], _pace(line, paces, timed, pair), options, pair, checked[k])
             # Without the choice a translator keeps the engine's first answer: the share without it is unchanged.
     return out, checked
 
