@@ -145,6 +145,19 @@ def opened(browser, url, **options):
     return page
 
 
+def fetched(page, path: str) -> dict:
+    """A read as the page itself makes it (its fetch: the browser's cookie and Sec-Fetch-Site): the status, the
+    content type and the first four bytes."""
+    return page.evaluate(
+        """async (path) => {
+          const r = await fetch(path), bytes = new Uint8Array(await r.arrayBuffer());
+          const head = String.fromCharCode(...bytes.slice(0, 4));
+          return {status: r.status, type: r.headers.get("content-type"), head};
+        }""",
+        path,
+    )
+
+
 def rows(page):
     return page.get_by_role("listbox", name="Lines")
 
@@ -374,12 +387,11 @@ def test_each_decision_is_undone_a_note_and_a_flag_reach_the_manifest_and_ab_kee
     desk, url, folder, stop = review
     page = opened(browser, url)
     # The reads the page makes as it needs them, with the page's own cookie.
-    base = url.split("/?")[0]
-    heard = page.request.get(base + "/context/1")
-    assert heard.ok and heard.headers["content-type"] == "audio/wav" and heard.body()[:4] == b"RIFF"
-    assert page.request.get(base + "/files/manifest.json").ok
-    assert page.request.get(base + "/files/scene.srt").status == 404  # the input: not the folder's own file
-    assert page.request.get(base + "/own-original/1").status == 404  # no source: the page offers none
+    heard = fetched(page, "/context/1")
+    assert heard["status"] == 200 and heard["type"] == "audio/wav" and heard["head"] == "RIFF"
+    assert fetched(page, "/files/manifest.json")["status"] == 200
+    assert fetched(page, "/files/scene.srt")["status"] == 404  # the input: not the folder's own file
+    assert fetched(page, "/own-original/1")["status"] == 404  # no source: the page offers none
     assert page.get_by_label("Original of line 1", exact=True).count() == 0
     pick = lambda n: rows(page).get_by_role("option", name=re.compile(rf"^Line {n}, ")).click()  # noqa: E731
 

@@ -129,11 +129,12 @@ def test_a_missing_segment_is_named_and_delivery_refuses_to_drop_it(folder):
 def test_stopping_delivers_only_what_changed(folder):
     manifest = (folder / "manifest.json").stat().st_mtime_ns
     desk = open_desk(folder)
-    assert desk.close() is False  # nothing changed: nothing is assembled or written
+    assert desk.close() is None  # nothing changed: nothing is assembled or written
     assert (folder / "manifest.json").stat().st_mtime_ns == manifest
     desk = open_desk(folder)
     do(desk, "approve", 1, key=desk.state()["lines"][0]["key"])
-    assert desk.close() is True
+    delivery = desk.close()
+    assert delivery is not None and delivery.approved == (1,) and not delivery.audio
     assert lines(folder)[1]["approved"]
 
 
