@@ -47,10 +47,10 @@ VERBS = {
     "approve": Verb("approve", True, "approving"),
     "mark": Verb("mark", True, "a note or flag on"),
     "translate": Verb("translate", True, "another translation of"),
-    "undo": Verb("undo", False, "undo"),  # also about one line: its last decision (see Editor.undo)
-    "retake-failed": Verb("retake_failed", False, "retake every failed line"),
-    "approve-passed": Verb("approve_passed", False, "approve every passed line"),
-    "deliver": Verb("deliver", False, "deliver"),
+    "undo": Verb("undo", False, "undoing the last decision"),  # also of one line: its last (see Editor.undo)
+    "retake-failed": Verb("retake_failed", False, "retaking every failed line"),
+    "approve-passed": Verb("approve_passed", False, "approving every passed line"),
+    "deliver": Verb("deliver", False, "delivering"),
 }
 QUICK = ("approve", "mark", "approve-passed")  # verbs that render nothing: still run when a stop drops the queue
 
@@ -58,6 +58,8 @@ QUICK = ("approve", "mark", "approve-passed")  # verbs that render nothing: stil
 def describe(verb: str, index: int | None) -> str:
     """How a verb on a line is named while it runs ("a retake of line 3")."""
     doing = VERBS[verb].doing if verb in VERBS else verb.replace("-", " ")
+    if verb == "undo":
+        return f"undoing the last decision about line {index}" if index is not None else doing
     return f"{doing} line {index}" if index is not None else doing
 
 

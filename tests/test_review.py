@@ -79,12 +79,6 @@ def render_scene(folder: Path, asr_model: Path) -> Path:
     return out
 
 
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory, tiny_model_dir, whisper_tiny_en) -> Path:
-    """The rendered and checked scene each test copies."""
-    return render_scene(tmp_path_factory.mktemp("rendered"), whisper_tiny_en)
-
-
 def copy_of(rendered: Path, tmp_path: Path) -> Path:
     """A copy of a rendered folder of a test's own (times kept, so the ledger still knows every file)."""
     copy = tmp_path / "out"

@@ -135,7 +135,13 @@ def _stop(desk, *, deliver: bool) -> None:
         raise OmnidubError(f"not delivered: {exc} (every take and decision is saved)") from exc
     finally:
         signal.signal(signal.SIGINT, previous)
-    if delivery is None:
+    if delivery is None and desk.deliveries:
+        err.print(
+            f"omnidub review: stopped; the outputs hold every line as it stands (delivered {len(desk.deliveries)} "
+            "time(s) during the review)",
+            soft_wrap=True,
+        )
+    elif delivery is None:
         err.print("omnidub review: stopped; nothing changed since the outputs were assembled", soft_wrap=True)
     else:
         err.print(f"omnidub review: delivered {escape(delivery.said())}", soft_wrap=True)

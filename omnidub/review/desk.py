@@ -40,6 +40,7 @@ class _Events(Listener):
 
     def __init__(self, publish: Callable[[dict], None]):
         self.publish = publish
+        self.deliveries: list[Delivery] = []  # every delivery of this review, oldest first
 
     def step(self, text: str) -> None:
         self.publish({"type": "progress", "text": text})
@@ -51,6 +52,7 @@ class _Events(Listener):
         self.publish({"type": "rendering", "index": entry.index})
 
     def delivered(self, delivery: Delivery) -> None:
+        self.deliveries.append(delivery)
         self.publish({"type": "delivered", "files": list(delivery.files), "said": delivery.said()})
 
 
@@ -77,6 +79,11 @@ class Review:
         self._spans: dict[int, tuple[float, float] | None] = {}  # each line's own span of the source
         self._folder: dict = {}  # the folder's own view: title, speakers, programme, the mix's file
         self._status: dict = {"busy": None, "queued": 0}
+
+    @property
+    def deliveries(self) -> list[Delivery]:
+        """Every delivery this review made, oldest first."""
+        return self.job.listener.deliveries
 
     # -- the folder ----------------------------------------------------------------------------------------
     def open(self) -> None:
