@@ -305,13 +305,10 @@ class Editor:
         other); refused, saying why, when the line is not the one translate.json records at its time, or no other
         candidate passed."""
         entry = project.line(index)
-        record = project.translation
-        if record is None:
-            raise OmnidubError(f"line {index}: omnidub translate made no record of this input's translation")
-        found, why = record.find(entry.start, entry.end, project.input_text(index))
+        found, why = project.translated(entry)
         if found is None:
             raise OmnidubError(f"line {index}: {why}")
-        other, why = record.again(found, entry.text)
+        other, why = project.translation.again(found, entry.text)
         if other is None:
             raise OmnidubError(f"line {index}: {why}")
         self._remember(project, describe("translate", index), [index])

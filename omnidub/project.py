@@ -189,6 +189,14 @@ class Project:
                     found[name].append(entry.index)
         return {name: tuple(lines) for name, lines in found.items()}
 
+    def translated(self, entry: LineEntry) -> tuple[dict | None, str | None]:
+        """omnidub translate's record of the line (found by its slot and the input's text for it, never by its
+        number) and None; or None and why it has none."""
+        record = self.translation
+        if record is None:
+            return None, "omnidub translate made no record of this input's translation"
+        return record.find(entry.start, entry.end, self.input_text(entry.index), timed=self.script.timed)
+
     @property
     def translation(self) -> TranslationRecord | None:
         """omnidub translate's record of the translation this input is (translate.json beside it, as omnidub wrote

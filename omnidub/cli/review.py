@@ -117,7 +117,7 @@ def _stop(desk, *, deliver: bool) -> None:
     from omnidub.errors import OmnidubError
 
     if not deliver:
-        desk.close(deliver=False)
+        desk.close(deliver=False, wait=False)
         err.print("omnidub review: stopped without delivering (every take and decision is saved)", soft_wrap=True)
         return
     err.print("omnidub review: stopping (Ctrl-C again quits without delivering)", soft_wrap=True)

@@ -98,11 +98,13 @@ class Review:
             self._publish({"type": "note", "text": "the last delivery was cut short: finishing it"})
             self._queue(Action("deliver"))
 
-    def close(self, deliver: bool = True) -> Delivery | None:
+    def close(self, deliver: bool = True, *, wait: bool = True) -> Delivery | None:
         """Stop: a long action stops at its next line, actions queued behind it that would render are dropped
         (named), the action in flight is finished; then (``deliver``) the outputs are assembled from the lines as
         they stand when they are not those lines already (decided from the outputs, not from what happened here),
-        and the folder and the workers are let go. Returns what it delivered, or None."""
+        and the folder and the workers are let go. Returns what it delivered, or None. Without ``wait`` (quitting at
+        once) an action still in flight is left to the process's end, which lets go of the folder: nothing is
+        delivered, and every decision is in the journal already."""
         self.closing.set()
         self.editor.cancel()
         dropped = self._drop(keep=QUICK)
@@ -112,11 +114,13 @@ class Review:
         busy = self.status()["busy"]
         if busy:
             self._publish({"type": "progress", "text": f"finishing {busy} first"})
+        if self._worker is not None:
+            self._actions.put(None)
+            self._worker.join(None if wait else 0.5)  # a Ctrl-C meanwhile leaves the folder held, as a crash would
+            if self._worker.is_alive():
+                return None
+            self._worker = None
         try:
-            if self._worker is not None:
-                self._actions.put(None)
-                self._worker.join()
-                self._worker = None
             if deliver and self.editor.outstanding(self.project) is not None:
                 return self.editor.deliver(self.project)
             return None

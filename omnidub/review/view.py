@@ -113,9 +113,7 @@ class Views:
         record = self.project.translation
         if record is None:
             return {"translated_from": None, "translation": None, "translate_again": False, "translate_why": None}
-        found, why = record.find(
-            entry.start, entry.end, self.project.input_text(entry.index), timed=self.project.script.timed
-        )
+        found, why = self.project.translated(entry)
         judged = record.judged(found, entry.text) if found is not None else None
         again = None
         if found is not None:
