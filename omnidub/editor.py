@@ -181,11 +181,7 @@ class Editor:
     def outstanding(self, project: Project) -> str | None:
         """What a stop must deliver, in words, or None when the folder's outputs and manifest are the lines as
         they stand: decided from the outputs themselves (the assembly against the lines' audio) and the journal."""
-        try:
-            assembled = project.assembled()
-        except OSError:  # a file the assembly's key reads went away: the outputs cannot be these lines'
-            assembled = None
-        if assembled is None:
+        if _assembled(project) is None:
             return "the outputs are not the lines as they stand"
         if project.journal.pending():
             return "decisions are saved in the journal, not yet in the manifest"
@@ -194,7 +190,7 @@ class Editor:
     def cut_short(self, project: Project) -> bool:
         """Whether a delivery (or a render's assembly) was cut short: the manifest records no assembly while every
         line has audio. Opening the folder finishes it."""
-        return project.last.assembly is None and project.assembled() is None and all(e.done for e in project.entries)
+        return project.last.assembly is None and _assembled(project) is None and all(e.done for e in project.entries)
 
     # -- the verbs -------------------------------------------------------------------------------------------
     def run(self, project: Project, verb: str, index: int | None = None, args: dict | None = None) -> list[int]:
@@ -487,3 +483,12 @@ class Editor:
             return
         self.job.listener.step("checking the delivered lines (only audio not heard before is transcribed)")
         self.job.check([project])
+
+
+def _assembled(project: Project):
+    """The project's outputs while they are the lines as they stand, else None (also when a file the assembly's key
+    reads went away: then they cannot be these lines')."""
+    try:
+        return project.assembled()
+    except OSError:
+        return None

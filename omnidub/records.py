@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 
 MANIFEST = "manifest.json"
@@ -357,7 +358,9 @@ class TranslationRecord:
         found by its text alone, when one record says it."""
         said = _words(text)
         if timed:
-            here = [r for r in self.lines if _slot(r) is not None and same_slot(_slot(r), (start, end))]
+            near = self._by_start.get(round(start * 100), ()) + self._by_start.get(round(start * 100) + 1, ())
+            near += self._by_start.get(round(start * 100) - 1, ())
+            here = [r for r in near if same_slot(_slot(r), (start, end))]
             if not here:
                 return None, "omnidub translate recorded no line at its time (a cue added to the translation by hand)"
         else:
@@ -372,6 +375,16 @@ class TranslationRecord:
             "its text is not what omnidub translate wrote for it (the translation was edited by hand), so its "
             "record is not offered"
         )
+
+    @cached_property
+    def _by_start(self) -> dict[int, tuple[dict, ...]]:
+        """The records by their start in hundredths of a second (found in one look, for an episode's lines)."""
+        found: dict[int, tuple[dict, ...]] = {}
+        for record in self.lines:
+            slot = _slot(record)
+            if slot is not None:
+                found[round(slot[0] * 100)] = found.get(round(slot[0] * 100), ()) + (record,)
+        return found
 
     @staticmethod
     def judged(record: dict, text: str) -> dict | None:

@@ -47,10 +47,11 @@ MAX_DEPTH = 4  # an action's body is one flat object
 
 
 class Guard:
-    """ASGI middleware: the token and Host checks in front of every route."""
+    """ASGI middleware: the token and Host checks in front of every route; ``closing`` is set when the server
+    stops."""
 
-    def __init__(self, app, token: str, hosts: set[str]):
-        self.app, self.token, self.hosts = app, token, hosts
+    def __init__(self, app, token: str, hosts: set[str], closing: threading.Event):
+        self.app, self.token, self.hosts, self.closing = app, token, hosts, closing
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -83,7 +84,13 @@ class Guard:
                 message = {**message, "headers": list(message.get("headers", [])) + extra}
             await send(message)
 
-        return await self.app(scope, receive, send_with_cookie)
+        try:
+            return await self.app(scope, receive, send_with_cookie)
+        except asyncio.CancelledError:
+            # The server stopped and gave up waiting for this response (a player that paused the download of a
+            # long mix): it ends here, quietly, not as a traceback on the terminal.
+            if not self.closing.is_set():
+                raise
 
 
 def _same_origin(headers: dict, hosts: set[str]) -> bool:
@@ -222,7 +229,7 @@ def build_app(review: Review, hosts: set[str]):
         Route("/context/{index:int}", context),
         Route("/files/{name:path}", lambda request: _file(review.delivered(request.path_params["name"]))),
     ]
-    return Guard(Starlette(routes=routes), review.token, hosts)
+    return Guard(Starlette(routes=routes), review.token, hosts, review.closing)
 
 
 class _Refused(Exception):
