@@ -29,6 +29,14 @@ def line_saying(state: dict, text: str) -> dict:
     return found
 
 
+@pytest.fixture
+def folder(rendered, tmp_path):
+    """A copy of the rendered scene; its input (shared with every copy) is put back as it was after the test."""
+    script = Path(json.loads((rendered / "manifest.json").read_text())["input"])
+    yield copy_of(rendered, tmp_path)
+    script.write_text(SCENE, encoding="utf-8")
+
+
 def reopen(folder: Path, script: str) -> dict:
     """The review's state over ``folder`` once its input says ``script``."""
     Path(json.loads((folder / "manifest.json").read_text())["input"]).write_text(script, encoding="utf-8")
@@ -58,8 +66,7 @@ def test_follow_knows_a_line_by_its_slot_and_its_text_together():
     assert follow(before, [(1, "a", 0, 1), (2, "new", 1.5, 2.5)]) == {1: 1}
 
 
-def test_cues_moved_past_each_other_keep_every_decision_through_a_delivery_and_a_stop_without_one(rendered, tmp_path):
-    folder = copy_of(rendered, tmp_path)
+def test_cues_moved_past_each_other_keep_every_decision_through_a_delivery_and_a_stop_without_one(folder):
     desk = open_desk(folder)
     try:
         state = desk.state()["lines"]
@@ -94,8 +101,7 @@ def test_cues_moved_past_each_other_keep_every_decision_through_a_delivery_and_a
     assert line_saying(state, "Then we are not lost at all.")["approved"]
 
 
-def test_an_identical_line_inserted_above_is_another_line(rendered, tmp_path):
-    folder = copy_of(rendered, tmp_path)
+def test_an_identical_line_inserted_above_is_another_line(folder):
     desk = open_desk(folder)
     try:
         do(desk, "mark", 4, note="the last word, softer", look_again=True)
