@@ -71,6 +71,7 @@
   function translationFlags(line) { return (line.translation && line.translation.flags) || []; }
   function deliver() {
     // Deliver names what an editor may not mean to deliver yet, and asks once; with nothing to name it delivers.
+    if (!state) return;
     const lines = state.lines, ask = [];
     const open = lines.filter((l) => !l.approved).map((l) => l.index);
     const flagged = lines.filter((l) => l.look_again).map((l) => l.index);
