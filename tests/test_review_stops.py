@@ -66,7 +66,10 @@ def folder(bedded, tmp_path) -> Path:
 
 
 class Server:
-    """A real omnidub review process over ``folder``: its address, its events, and what it said on stderr."""
+    """A real omnidub review process over ``folder``: its address, its events, and what it said on stderr. Every
+    one started is killed when the test ends, whatever happened (see ``servers``)."""
+
+    started: list[subprocess.Popen] = []
 
     def __init__(self, folder: Path, slow: float = 0.0, context: str = "context"):
         self.process = subprocess.Popen(
@@ -76,6 +79,7 @@ class Server:
             text=True,
             env={**os.environ, "OMP_NUM_THREADS": "1"},
         )
+        Server.started.append(self.process)
         self.said: list[str] = []
         while True:
             row = self.process.stderr.readline()
@@ -126,6 +130,17 @@ class Server:
             if self.process.poll() is None:
                 self.process.kill()
         return "".join(self.said) + rest
+
+
+@pytest.fixture(autouse=True)
+def servers():
+    """No server outlives its test (a test that fails before its Ctrl-C leaves none running)."""
+    yield
+    while Server.started:
+        process = Server.started.pop()
+        if process.poll() is None:
+            process.kill()
+            process.wait(30)
 
 
 def sha(path: Path) -> str:
