@@ -274,6 +274,11 @@ def _recorded_request(out_dir: Path):
             f"run the render that made it again with the same flags and --out {out_dir} (its lines are cached; the "
             "edits and approvals its journal holds are kept), then open it"
         )
+    if not last.exists and (out_dir / "render" / MANIFEST).is_file():  # omnidub dub's folder of stages
+        raise OmnidubError(
+            f"{out_dir} is omnidub dub's folder; its render is in {out_dir / 'render'}: "
+            f"omnidub review {out_dir / 'render'}"
+        )
     if not last.exists:
         raise OmnidubError(
             f"{out_dir} holds no render of omnidub's; render into it first (omnidub render ... --out {out_dir})"

@@ -21,7 +21,6 @@ from omnidub.folder import QA_FILES
 from omnidub.progress import Listener, Summary
 from omnidub.project import Project
 from omnidub.records import LineEntry
-from omnidub.retakes import attempt_record
 from omnidub.scheduler import Failure
 
 # The second pass of --voice-match auto, as its progress bar names it.
@@ -313,59 +312,63 @@ class Job:
     def _retake(self, reports: dict, encoder) -> list[Project]:
         """Render the failing lines again until they pass or have had ``retakes`` takes; returns the projects
         whose audio changed (the others keep their outputs, their attempts recorded in the manifest)."""
-        from omnidub.qa import check_lines
-        from omnidub.retakes import rank, to_retake
+        from omnidub.takes import rank, take_of, to_retake
 
-        lines = {}  # (project, index) -> [entry, best check, attempts]
+        lines = {}  # (project, index) -> [entry, best check, the best take (None: the line's own), its takes]
         for project, report in reports.items():
             entries = {e.index: e for e in project.entries}
             for check in to_retake(report, entries, project.selected):
-                lines[(project, check.index)] = [
-                    entries[check.index],
-                    check,
-                    [attempt_record(entries[check.index], check)],
-                ]
-        changed: set = set()
+                entry = entries[check.index]
+                lines[(project, check.index)] = [entry, check, None, [take_of(entry, check)]]
         for attempt in range(1, self.qa.retakes + 1):
             open_lines = [(key, state) for key, state in lines.items() if not state[1].passed]
             if not open_lines or self.stopping:
                 break
             takes = []
-            for (project, _), (entry, best, _) in open_lines:
+            for (project, _), (entry, best, *_) in open_lines:
                 self.listener.step(f"retake {attempt} of line {entry.index} ({', '.join(best.flags)})")
                 takes.append((project, entry, project.take(entry, project.base_seed(entry) + attempt)))
             self.render_takes([(project, take) for project, _, take in takes if take.status == "pending"])
             for project, entry, take in takes:
-                if take.status not in ("rendered", "cached"):
+                if not take.done:
                     continue
-                report = reports[project]
-                thresholds = dict(
-                    max_wer=report.settings.max_wer,
-                    max_cer=report.settings.max_cer,
-                    min_voice_similarity=report.settings.min_voice_similarity,
-                )
-                [heard] = check_lines(
-                    project.out_dir,
-                    [take.to_json()],
-                    self.engine.judge(),
-                    all_lines=[e.to_json() for e in project.entries],
-                    program_seconds=report.program_seconds,
-                    encoder=encoder,
-                    references=speaker_references(project),
-                    kept=self.engine.transcripts(),
-                    **thresholds,
-                )
+                [heard] = self.hear(project, [take], encoder=encoder)
                 state = lines[(project, entry.index)]
-                state[2].append(attempt_record(take, heard))
+                state[3].append(take_of(take, heard))
                 if rank(heard) < rank(state[1]):
-                    state[1] = heard
-                    project.adopt(entry, take)
-                    changed.add(project)
-        for (project, _), (entry, _, attempts) in lines.items():
-            project.keep_attempts(entry, attempts)
+                    state[1], state[2] = heard, take
+        changed: set = set()
+        for (project, _), (entry, _, best, takes) in lines.items():
+            if best is None:
+                project.keep_attempts(entry, takes)
+            else:
+                project.adopt(entry, best, takes)  # the best take and every take, in one journal record
+                changed.add(project)
         for project in {project for project, _ in lines} - changed:
             project.save_manifest()  # the attempts are recorded; stems and mix are unchanged
         return [p for p in reports if p in changed]
+
+    def hear(self, project: Project, entries: list[LineEntry], *, encoder=None) -> list:
+        """QA of lines' audio (takes or the lines themselves) as it is now, against the lines around them: the
+        engine's ASR and speaker encoder, loaded once, and what it heard before (``engine.transcripts``)."""
+        from omnidub.qa import check_lines
+
+        qa = project.preset.qa
+        if encoder is None:
+            encoder = self.engine.speaker_encoder(self.qa.speaker_model if self.qa else None)
+        return check_lines(
+            project.out_dir,
+            [e.to_json() for e in entries],
+            self.engine.judge(),
+            all_lines=[e.to_json() for e in project.entries],
+            program_seconds=project.program,
+            encoder=encoder,
+            references=speaker_references(project),
+            max_wer=qa.max_wer,
+            max_cer=qa.max_cer,
+            min_voice_similarity=qa.min_voice_similarity,
+            kept=self.engine.transcripts(),
+        )
 
     def render_takes(self, takes: list[tuple[Project, LineEntry]]) -> None:
         """Render takes through the executor (one request per distinct key) and store their audio."""

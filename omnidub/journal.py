@@ -28,6 +28,13 @@ class Journal:
     def close(self) -> None:
         self.log.close(quietly=True)
 
+    def pending(self) -> bool:
+        """Whether it holds records the manifest does not hold yet (a run in progress, or one that stopped)."""
+        try:
+            return self.log.path.stat().st_size > 0
+        except OSError:
+            return False
+
     def entries(self) -> list[LineEntry]:
         return [e for e in map(entry_of, self.log.records()) if e is not None]
 

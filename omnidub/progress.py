@@ -61,3 +61,6 @@ class Listener:
 
     def checked(self, report, written) -> None:
         """QA of the current input is done; ``written``: the paths of qa.json and qa.html."""
+
+    def delivered(self, delivery) -> None:
+        """A review delivered (``editor.Delivery``: the files it wrote and the lines that changed)."""

@@ -26,7 +26,7 @@ from omnidub.outputs.mix import Placement
 from omnidub.pace import unavailable as pace_unavailable
 from omnidub.plan import KeyContext, Plan, Speaker, assign_languages, key_for, language_note, plan_lines, segment_name
 from omnidub.progress import Listener, Summary
-from omnidub.records import MANIFEST, LastRender, LineEntry, verdicts
+from omnidub.records import MANIFEST, LastRender, LineEntry, TranslationRecord, same_slot, verdicts
 from omnidub.scheduler import Failure, Outcome
 from omnidub.script import Script, line_ranges
 from omnidub.source.cast import SourceOptions
@@ -93,6 +93,8 @@ class Project:
         self._edits: dict[int, dict] | None = None  # line -> the editor's changes (read from the last render once)
         self._recorded: tuple[LineEntry, ...] | None = None  # the last render's records, numbered as lines are now
         self._gone: tuple[LineEntry, ...] = ()  # its records of lines the input no longer has (their old numbers)
+        self._delivered: tuple[LineEntry, ...] = ()  # the manifest's own records, numbered as lines are now
+        self._translation: TranslationRecord | None | bool = False  # translate.json beside the input (False: unread)
         self._approved_before: set[int] = set()
         self.stopping = False
         self.entries: list[LineEntry] = []
@@ -136,30 +138,76 @@ class Project:
 
     @property
     def recorded(self) -> tuple[LineEntry, ...]:
-        """The last render's line records, each numbered as its line is in the input now: a cue inserted or deleted
-        above a line moves its number, and its edit, approval and takes follow it (see ``script.follow``). Records
-        of lines the input no longer has are left out (their keyed audio still counts)."""
+        """The last render's line records, each numbered as its line is in the input now: a line is known by its
+        slot and its text together, so a cue inserted, deleted or moved elsewhere moves its number, and its edit,
+        approval, note and takes follow it (see ``script.follow``). Records of lines the input no longer has are
+        left out (their keyed audio still counts)."""
         if self._recorded is None:
-            moved = self._renumbering()
-            self._recorded = tuple(replace(e, index=moved[e.index]) for e in self.last.records if e.index in moved)
-            self._gone = tuple(e for e in self.last.records if e.index not in moved)
+            # The manifest's records and the journal's are numbered apart: a run that stopped may have journaled
+            # under another numbering than the manifest's.
+            kept, gone, shifted = [], [], set()
+            for records in (self.last.entries, self.last.journal):
+                moved = self._renumbering(records)
+                shifted |= {new for old, new in moved.items() if old != new}
+                kept.append(tuple(replace(e, index=moved[e.index]) for e in records if e.index in moved))
+                gone += [e for e in records if e.index not in moved]
+            self._delivered, self._recorded, self._gone = kept[0], kept[0] + kept[1], tuple(gone)
+            if shifted:
+                self.note(
+                    f"cues were inserted, removed or moved since the last render: line(s) "
+                    f"{line_ranges(sorted(shifted))} moved, and their edits, approvals, notes and takes moved with them"
+                )
         return self._recorded
 
-    def _renumbering(self) -> dict[int, int]:
-        """Each recorded line's number now (see :attr:`recorded`); said once when lines moved."""
+    def _renumbering(self, records) -> dict[int, int]:
+        """Each recorded line's number now (see :attr:`recorded`)."""
         from omnidub.script import follow
 
-        latest = {e.index: e for e in self.last.records}
+        latest = {e.index: e for e in records}
         before = [(i, (e.edit or {}).get("from", e.text), e.start, e.end) for i, e in sorted(latest.items())]
         now = [(line.index, line.text, line.start, line.end) for line in self.dub.lines]
-        moved = follow(before, now)
-        shifted = sorted(new for old, new in moved.items() if old != new)
-        if shifted:
-            self.note(
-                f"cues were inserted or removed since the last render: line(s) {line_ranges(shifted)} moved, and "
-                "their edits, approvals and takes moved with them"
-            )
-        return moved
+        return follow(before, now)
+
+    def since_delivery(self) -> dict[str, tuple[int, ...]]:
+        """The lines that changed since the manifest was last written (a delivery, a render), by what changed:
+        ``audio``, ``edited`` (text, speaker, speed cap, gap, clip), ``approved`` (given or taken back),
+        ``marked`` (a note or the look-again flag)."""
+        _ = self.recorded
+        was = {e.index: e for e in self._delivered}
+        found: dict[str, list[int]] = {"audio": [], "edited": [], "approved": [], "marked": []}
+        for entry in self.entries:
+            old = was.get(entry.index)
+            if old is None:
+                if entry.done:
+                    found["audio"].append(entry.index)
+                continue
+            for name, now, then in (
+                ("audio", entry.sha256 if entry.done else None, old.sha256 if old.done else None),
+                ("edited", entry.edit or {}, old.edit or {}),
+                ("approved", entry.approved, old.approved),
+                ("marked", (entry.note, entry.look_again), (old.note, old.look_again)),
+            ):
+                if now != then:
+                    found[name].append(entry.index)
+        return {name: tuple(lines) for name, lines in found.items()}
+
+    def translated(self, entry: LineEntry) -> tuple[dict | None, str | None]:
+        """omnidub translate's record of the line (found by its slot and the input's text for it, never by its
+        number) and None; or None and why it has none."""
+        record = self.translation
+        if record is None:
+            return None, "omnidub translate made no record of this input's translation"
+        return record.find(entry.start, entry.end, self.input_text(entry.index), timed=self.script.timed)
+
+    @property
+    def translation(self) -> TranslationRecord | None:
+        """omnidub translate's record of the translation this input is (translate.json beside it, as omnidub wrote
+        it), read once; None when it is not one."""
+        if self._translation is False:
+            from omnidub.folder import read_translation
+
+            self._translation = read_translation(self.input_path)
+        return self._translation
 
     def _make_assembly(self) -> None:
         video = self.options.delivery.video
@@ -381,7 +429,7 @@ class Project:
             return entry
         old = by_base.get((entry.index, entry.key)) or by_base.get(entry.key)
         if old is not None:
-            entry.key, entry.seed, entry.attempts = old.key, old.seed, list(old.attempts)
+            entry.key, entry.seed, entry.attempts = old.key, old.seed, tuple(old.attempts)
         record = by_key.get(entry.key)
         own = by_key.get((entry.index, entry.key))  # this line's own record of this audio
         stored, problem = self.store.find(entry.key, entry.target, repair=repair)
@@ -663,9 +711,7 @@ class Project:
             self.note(
                 f"{relative} was changed after omnidub wrote it, so it was kept although this render no longer uses it"
             )
-        keys = {e.key for e in self.entries} | {
-            a["key"] for e in self.entries for a in e.attempts if isinstance(a, dict) and isinstance(a.get("key"), str)
-        }
+        keys = {e.key for e in self.entries} | {take.key for e in self.entries for take in e.attempts}
         if self.options.only is None:
             self.store.prune(keys)
 
@@ -714,9 +760,10 @@ class Project:
         """The line's own seed, before any retake."""
         return line_seed(self.preset.seed, entry.speaker, entry.text, entry.language)
 
-    def take(self, entry: LineEntry, seed: int) -> LineEntry:
-        """The line at another seed, as a take: its key, and its audio when the store has it already (status
-        "cached"; else "pending", to render). Not yet adopted."""
+    def take(self, entry: LineEntry, seed: int | None = None) -> LineEntry:
+        """The line at another seed (None: one none of its takes used), as a take: its key, and its audio when the
+        store has it already (status "cached"; else "pending", to render). Not yet adopted."""
+        seed = self.next_seed(entry) if seed is None else seed
         target = self.targets[self.entries.index(entry)]
         key = key_for(target, self.voice_of(entry), seed, KeyContext(*self.engine.keyed_by, self.preset.seed))
         take = replace(
@@ -726,7 +773,7 @@ class Project:
             status="pending",
             duration=None,
             sha256=None,
-            attempts=[],
+            attempts=(),
             flags=list(entry.flags),
         )
         stored, _ = self.store.find(key, entry.target)
@@ -748,10 +795,11 @@ class Project:
         take.file, take.duration, take.sha256 = stored.path.as_posix(), stored.seconds, stored.sha256
         take.status, take.render_seconds = "rendered", round(outcome.seconds, 3)
 
-    def adopt(self, entry: LineEntry, take: LineEntry) -> None:
-        """Make a take the line's audio; the line's base key stays, so reruns keep the take. An approval was of
-        the audio before it, and goes. A segment edited by hand is the editor's: it is moved aside (said) so that
-        the take is what the segment, the mix and the manifest hold."""
+    def adopt(self, entry: LineEntry, take: LineEntry, takes) -> None:
+        """Make a take the line's audio and ``takes`` (``records.Take``, oldest first) its attempts, in one journal
+        record; the line's base key stays, so reruns keep the take. An approval was of the audio before it, and
+        goes. A segment edited by hand is the editor's: it is moved aside (said) so that the take is what the
+        segment, the mix and the manifest hold."""
         adopted = replace(
             entry,
             key=take.key,
@@ -760,13 +808,19 @@ class Project:
             sha256=take.sha256,
             approved=False,
             flags=[f for f in entry.flags if f != "edited"],
+            attempts=_chosen(takes, take.key),
         )
         self._place(adopted, asked=True)
         self._journaled(entry, adopted)
 
-    def keep_attempts(self, entry: LineEntry, attempts: list[dict]) -> None:
-        """Record the takes a line had (``retakes.attempt_record``), the one it uses marked chosen."""
-        self._journaled(entry, replace(entry, attempts=[{**r, "chosen": r["key"] == entry.key} for r in attempts]))
+    def keep_attempts(self, entry: LineEntry, takes) -> None:
+        """Record the takes a line had (``records.Take``, oldest first), the one it uses marked chosen."""
+        self._journaled(entry, replace(entry, attempts=_chosen(takes, entry.key)))
+
+    def note_verdicts(self, entry: LineEntry, takes) -> None:
+        """Give the line's takes the verdicts qa.json records of their audio: kept in memory (qa.json holds them
+        already) and written with the next manifest, so a verdict outlives the qa.json a new take removes."""
+        entry.attempts = _chosen(takes, entry.key)
 
     def _journaled(self, entry: LineEntry, changed: LineEntry) -> None:
         """Make ``changed`` the line's state once the journal holds it: a write that fails changes nothing."""
@@ -899,9 +953,7 @@ class Project:
 
     def next_seed(self, entry: LineEntry) -> int:
         """A seed no take of the line has used: one past the highest of its own and its takes'."""
-        seeds = [entry.seed, self.base_seed(entry)] + [
-            a["seed"] for a in entry.attempts if isinstance(a.get("seed"), int)
-        ]
+        seeds = [entry.seed, self.base_seed(entry)] + [take.seed for take in entry.attempts]
         return max(seeds) + 1
 
     def close(self) -> None:
@@ -993,6 +1045,11 @@ class Project:
         return {e.index: (e.note, e.look_again) for e in [*self.recorded, *self.entries]}
 
 
+def _chosen(takes, key: str) -> tuple:
+    """The takes, the one whose audio is ``key`` marked chosen."""
+    return tuple(replace(take, chosen=take.key == key) for take in takes)
+
+
 def _quoted(text: str, most: int = 40) -> str:
     """A line's words as a note names them (cut short)."""
     return f"'{text}'" if len(text) <= most else f"'{text[: most - 1]}…'"
@@ -1006,7 +1063,7 @@ def _same_line(old: LineEntry, new: LineEntry) -> bool:
         return False
     if old.slot is None and new.slot is None:
         return True
-    return max(abs(old.start - new.start), abs(old.end - new.end)) < 0.005
+    return same_slot((old.start, old.end), (new.start, new.end))
 
 
 def _plain(value):

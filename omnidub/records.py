@@ -10,10 +10,53 @@ from __future__ import annotations
 
 import json
 from dataclasses import asdict, dataclass, field, fields
+from functools import cached_property
 from pathlib import Path
 
 MANIFEST = "manifest.json"
 DONE = ("rendered", "cached")
+
+
+@dataclass(frozen=True)
+class Take:
+    """One take of a line as the manifest's ``attempts`` records it: what it is (its seed and key, the text and
+    the editor's changes it was made with, its audio's length and hash), QA's verdict on it (``verdict`` None: not
+    judged; ``reasons`` then says why) and whether it is the line's audio now (``chosen``)."""
+
+    seed: int
+    key: str
+    base_key: str | None = None
+    text: str | None = None
+    edit: dict | None = None
+    duration: float | None = None
+    sha256: str | None = None
+    verdict: str | None = None
+    severity: str | None = None
+    passed: bool | None = None
+    flags: tuple[str, ...] = ()
+    error_rate: float | None = None
+    voice_similarity: float | None = None
+    reasons: tuple[str, ...] = ()
+    chosen: bool = False
+
+    @property
+    def judged(self) -> bool:
+        return self.verdict is not None
+
+    def to_json(self) -> dict:
+        return {**asdict(self), "flags": list(self.flags), "reasons": list(self.reasons)}
+
+    @classmethod
+    def from_json(cls, data) -> "Take | None":
+        """A take from its record (None for one that names no seed and key: damaged, or of another version)."""
+        if not isinstance(data, dict) or type(data.get("seed")) is not int or not isinstance(data.get("key"), str):
+            return None
+        known = {f.name for f in fields(cls)}
+        values = {k: v for k, v in data.items() if k in known}
+        values["flags"] = tuple(str(f) for f in values.get("flags") or ())
+        values["reasons"] = tuple(str(r) for r in values.get("reasons") or () if r is not None)
+        values["edit"] = values.get("edit") if isinstance(values.get("edit"), dict) else None
+        return cls(**values)
 
 
 @dataclass
@@ -43,7 +86,7 @@ class LineEntry:
     sha256: str | None = None
     error: str | None = None
     render_seconds: float = 0.0
-    attempts: list[dict] = field(default_factory=list)  # its takes (QA retakes, review), each with its verdict
+    attempts: tuple[Take, ...] = ()  # its takes (QA retakes, review), each with its verdict
     reference: dict | None = None  # where this line's voice came from, when it is not its speaker's voice
     # A person approved this audio (its key): kept while its text, voice and settings stay the same.
     approved: bool = False
@@ -66,13 +109,18 @@ class LineEntry:
         return None if self.duration is None else round(self.start + self.duration, 3)
 
     def to_json(self) -> dict:
-        return {**asdict(self), "rendered_end": self.rendered_end}
+        return {**asdict(self), "attempts": [t.to_json() for t in self.attempts], "rendered_end": self.rendered_end}
 
     @classmethod
     def from_json(cls, data: dict) -> "LineEntry":
         """An entry from a manifest or journal record (unknown keys ignored; a missing field raises)."""
         known = {f.name for f in fields(cls)}
-        return cls(**{k: v for k, v in data.items() if k in known})
+        values = {k: v for k, v in data.items() if k in known}
+        attempts = values.get("attempts")
+        values["attempts"] = tuple(
+            take for take in map(Take.from_json, attempts if isinstance(attempts, list) else ()) if take is not None
+        )
+        return cls(**values)
 
 
 def entry_of(record) -> LineEntry | None:
@@ -266,15 +314,27 @@ def _mapping(value) -> dict:
     return value if isinstance(value, dict) else {}
 
 
+# A candidate with one of these flags says something else than the original, or nothing: never offered again.
+UNSAYABLE = ("meaning", "language", "garbled", "empty")
+SAME_SLOT = 0.005  # seconds: two lines whose starts and ends are this close are in one slot
+
+
+def same_slot(a: tuple[float, float], b: tuple[float, float]) -> bool:
+    """Whether two (start, end) are one slot of the programme."""
+    return abs(a[0] - b[0]) < SAME_SLOT and abs(a[1] - b[1]) < SAME_SLOT
+
+
 @dataclass(frozen=True)
 class TranslationRecord:
-    """What omnidub translate recorded beside the translation it wrote (translate.json), typed: each line's
-    original and the candidates it chose among, by line number."""
+    """What omnidub translate recorded beside the translation it wrote (translate.json), typed: each line's record
+    as written (its slot, original, the translation chosen, the candidates, and the checks' ``flags``, ``checks``
+    and back-translation ``back`` where the file has them). A record is found for a line by its slot and its text,
+    never by its number: a cue added to or removed from the translation by hand moves every number after it."""
 
     source_language: str | None
     target_language: str | None
     engine: str | None
-    lines: dict[int, dict]
+    lines: tuple[dict, ...]
 
     @classmethod
     def parse(cls, data) -> "TranslationRecord | None":
@@ -282,38 +342,104 @@ class TranslationRecord:
         if not isinstance(data, dict) or not isinstance(data.get("lines"), list):
             return None
         text = lambda name: data[name] if isinstance(data.get(name), str) else None  # noqa: E731
-        lines = {
-            line["index"]: line
+        lines = tuple(
+            line
             for line in data["lines"]
-            if isinstance(line, dict) and type(line.get("index")) is int and isinstance(line.get("candidates"), list)
-        }
+            if isinstance(line, dict)
+            and isinstance(line.get("candidates"), list)
+            and isinstance(line.get("original"), str)
+            and isinstance(line.get("translation"), str)
+        )
         return cls(text("from"), text("to"), text("engine"), lines)
 
-    def original(self, index: int) -> str | None:
-        """The line's original text (what it translates)."""
-        original = (self.lines.get(index) or {}).get("original")
-        return original if isinstance(original, str) else None
+    def find(self, start: float, end: float, text: str, *, timed: bool = True) -> tuple[dict | None, str | None]:
+        """The record of the line at ``start``-``end`` whose input says ``text`` (the translation chosen, or one of
+        its candidates), and None; or None and why there is none. An untimed script has no slots: its line is
+        found by its text alone, when one record says it."""
+        said = _words(text)
+        if timed:
+            near = self._by_start.get(round(start * 100), ()) + self._by_start.get(round(start * 100) + 1, ())
+            near += self._by_start.get(round(start * 100) - 1, ())
+            here = [r for r in near if same_slot(_slot(r), (start, end))]
+            if not here:
+                return None, "omnidub translate recorded no line at its time (a cue added to the translation by hand)"
+        else:
+            here = list(self.lines)
+        for texts in (lambda r: [r["translation"]], _texts):
+            matching = [r for r in here if said in map(_words, texts(r))]
+            if len(matching) == 1 or (matching and timed):
+                return matching[0], None
+            if len(matching) > 1:
+                return None, "several lines of the translation say this; which record is its cannot be told"
+        return None, (
+            "its text is not what omnidub translate wrote for it (the translation was edited by hand), so its "
+            "record is not offered"
+        )
 
-    def line_for(self, index: int, start: float | None, text: str) -> dict | None:
-        """The record of the line that says ``text`` in the slot at ``start`` (identity: slot and text together;
-        the number only breaks a tie), or None when the line no longer says what the translation wrote."""
-        said = " ".join(str(text).split())
-        found = [
-            line
-            for line in self.lines.values()
-            if " ".join(str(line.get("translation", "")).split()) == said
-            and (start is None or not isinstance(line.get("start"), (int, float)) or abs(line["start"] - start) < 0.01)
-        ]
-        return next((line for line in found if line["index"] == index), found[0] if found else None)
+    @cached_property
+    def _by_start(self) -> dict[int, tuple[dict, ...]]:
+        """The records by their start in hundredths of a second (found in one look, for an episode's lines)."""
+        found: dict[int, tuple[dict, ...]] = {}
+        for record in self.lines:
+            slot = _slot(record)
+            if slot is not None:
+                found[round(slot[0] * 100)] = found.get(round(slot[0] * 100), ()) + (record,)
+        return found
 
-    def alternative(self, index: int, current: str) -> str | None:
+    @staticmethod
+    def judged(record: dict, text: str) -> dict | None:
+        """The checks' verdict on ``text`` as the record has it: {"flags", "checks", "back"} (the chosen
+        translation's, or a candidate's), or None when the record does not hold that text."""
+        said = _words(text)
+        if _words(record["translation"]) == said:
+            source = record
+        else:
+            source = next(
+                (c for c in record["candidates"] if isinstance(c, dict) and _words(c.get("text")) == said), None
+            )
+            if source is None:
+                return None
+        checks = record.get("checks") if source is record and isinstance(record.get("checks"), dict) else {}
+        return {
+            "flags": [str(f) for f in source.get("flags") or () if isinstance(f, str)],
+            "checks": {str(k): str(v) for k, v in checks.items() if isinstance(v, str)},
+            "back": source["back"] if isinstance(source.get("back"), str) else None,
+        }
+
+    @staticmethod
+    def again(record: dict, current: str) -> tuple[str | None, str | None]:
         """The candidate after the one the line says now (round again after the last; the first when it says none
-        of them), or None when the line has no other."""
-        texts = [c["text"] for c in (self.lines.get(index) or {}).get("candidates", []) if isinstance(c, dict)]
-        texts = [t for t in dict.fromkeys(texts) if isinstance(t, str) and t.strip()]
-        others = [t for t in texts if t != current]
+        of them) among those whose checks found nothing UNSAYABLE, and None; or None and why there is none."""
+        candidates = [c for c in record["candidates"] if isinstance(c, dict) and _words(c.get("text"))]
+        texts = list(dict.fromkeys(c["text"] for c in candidates))
+        if not [t for t in texts if _words(t) != _words(current)]:
+            return None, "omnidub translate gave no other translation of it"
+        refused = {c["text"]: sorted(set(c.get("flags") or ()) & set(UNSAYABLE)) for c in candidates}
+        fine = [t for t in texts if not refused.get(t)]
+        others = [t for t in fine if _words(t) != _words(current)]
         if not others:
-            return None
-        if current not in texts:
-            return others[0]
-        return texts[(texts.index(current) + 1) % len(texts)]
+            flags = sorted({f for t in texts if _words(t) != _words(current) for f in refused.get(t, ())})
+            return None, (
+                f"none of omnidub translate's other translations of it passed its checks ({', '.join(flags)})"
+            )
+        at = next((k for k, t in enumerate(texts) if _words(t) == _words(current)), None)
+        if at is None:
+            return others[0], None
+        after = texts[at + 1 :] + texts[: at + 1]
+        return next(t for t in after if t in others), None
+
+
+def _words(text) -> str:
+    return " ".join(text.split()) if isinstance(text, str) else ""
+
+
+def _texts(record: dict) -> list[str]:
+    return [record["translation"]] + [
+        c["text"] for c in record["candidates"] if isinstance(c, dict) and isinstance(c.get("text"), str)
+    ]
+
+
+def _slot(record: dict) -> tuple[float, float] | None:
+    start, end = record.get("start"), record.get("end")
+    ok = all(isinstance(t, (int, float)) and not isinstance(t, bool) for t in (start, end))
+    return (float(start), float(end)) if ok else None

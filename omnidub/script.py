@@ -40,6 +40,7 @@ from omnidub.inputs import (
     read_input_text,
 )
 from omnidub.lightweight import omnivoice_module
+from omnidub.records import same_slot as slot_of_both
 
 __all__ = [
     "DEFAULT_SPEAKER",
@@ -240,23 +241,42 @@ def labelled_srt(lines, label) -> str:
 
 def follow(before, now) -> dict[int, int]:
     """Where each line of an earlier version of an input is now: ``before`` and ``now`` are (number, text, start,
-    end) in order. Lines are aligned by their text (difflib), so a cue inserted or deleted elsewhere only moves the
-    lines after it; a line whose text changed in place keeps its place among its neighbours (where the count
-    around it changed too, its slot decides). Returns {earlier number: number now}; lines gone are left out."""
-    import difflib
-
+    end). A line is known by its slot and its text together: first every line whose slot and text are both as they
+    were (a cue inserted, deleted or moved elsewhere only renumbers it, and the same words in another slot are
+    another line); then a line whose words moved to another slot, where no other line left says them; then a line
+    whose text changed in its own slot. A line with neither its slot nor its words is gone. Returns {earlier
+    number: number now}."""
     found: dict[int, int] = {}
-    matcher = difflib.SequenceMatcher(None, [b[1] for b in before], [n[1] for n in now], autojunk=False)
-    for tag, i1, i2, j1, j2 in matcher.get_opcodes():
-        if tag == "equal" or (tag == "replace" and i2 - i1 == j2 - j1):
-            found.update((before[i1 + k][0], now[j1 + k][0]) for k in range(i2 - i1))
-        elif tag == "replace":
-            free = list(now[j1:j2])
-            for number, _, start, end in before[i1:i2]:
-                same = next((n for n in free if abs(n[2] - start) < 0.005 and abs(n[3] - end) < 0.005), None)
-                if same is not None:
-                    found[number] = same[0]
-                    free.remove(same)
+    left_before, left_now = list(before), list(now)
+
+    def pair(old, new) -> None:
+        found[old[0]] = new[0]
+        left_before.remove(old)
+        left_now.remove(new)
+
+    def same_slot(a, b) -> bool:
+        return slot_of_both((a[2], a[3]), (b[2], b[3]))
+
+    def words(line) -> str:
+        return " ".join(line[1].split())
+
+    for old in list(left_before):  # the same words in the same slot
+        new = next((n for n in left_now if same_slot(old, n) and words(n) == words(old)), None)
+        if new is not None:
+            pair(old, new)
+    # The same words in another slot (a cue retimed, or the file shifted): paired in time order where each side
+    # has as many lines saying them; where the counts differ, which one moved where cannot be told.
+    said = {words(line) for line in left_before}
+    for text in sorted(said):
+        olds = sorted((b for b in left_before if words(b) == text), key=lambda line: line[2])
+        news = sorted((n for n in left_now if words(n) == text), key=lambda line: line[2])
+        if len(olds) == len(news):
+            for old, new in zip(olds, news):
+                pair(old, new)
+    for old in list(left_before):  # another text in the same slot: the line was changed where it is
+        new = next((n for n in left_now if same_slot(old, n)), None)
+        if new is not None:
+            pair(old, new)
     return found
 
 

@@ -96,6 +96,15 @@ def whisper_tiny_en() -> Path:
     return folder
 
 
+@pytest.fixture(scope="session")
+def rendered(tmp_path_factory, tiny_model_dir, whisper_tiny_en) -> Path:
+    """The review tests' scene (test_review.SCENE) rendered with synthetic:tiny and checked by QA with tiny.en, once a
+    session: each test that changes it works on a copy."""
+    from test_review import render_scene
+
+    return render_scene(tmp_path_factory.mktemp("rendered"), whisper_tiny_en)
+
+
 def make_video(
     path: Path,
     seconds: float,

@@ -17,7 +17,7 @@ from typer.testing import CliRunner
 
 from omnidub.cli import app
 from omnidub.qa.verdict import OUTCOMES
-from omnidub.retakes import RETAKE_FLAGS
+from omnidub.takes import RETAKE_FLAGS
 
 runner = CliRunner()
 ALICE_TEXT = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."

@@ -263,6 +263,7 @@ class TakesFromFlite:
     through a stand-in executor."""
 
     def __init__(self, out_dir: Path, takes: dict[int, str], whisper, encoder) -> None:
+        from omnidub.config import Preset
         from omnidub.folder import OutputFolder
         from omnidub.records import LineEntry
         from omnidub.voices import Voice
@@ -276,6 +277,8 @@ class TakesFromFlite:
             "BOB": Voice("BOB", BOB_REF, None, "en", None, None),
         }
         self.rendered: list[list[int]] = []  # the seeds of each stream the executor was given
+        self.preset = Preset()  # QA's thresholds: the preset's, as a project's
+        self.program = self.manifest.get("program_seconds")
 
     # -- the engine ---------------------------------------------------------------------------------------
     def asr(self):
@@ -312,7 +315,7 @@ class TakesFromFlite:
         return True
 
     def take(self, entry, seed):
-        return dataclasses.replace(entry, key=f"key-{seed}", seed=seed, status="pending", attempts=[])
+        return dataclasses.replace(entry, key=f"key-{seed}", seed=seed, status="pending", attempts=())
 
     def request(self, take, id):
         from omnidub.backends.base import Request
@@ -324,13 +327,14 @@ class TakesFromFlite:
         sf.write(self.out_dir / take.file, outcome.audio, outcome.sample_rate)
         take.duration, take.status = round(len(outcome.audio) / outcome.sample_rate, 3), "rendered"
 
-    def adopt(self, entry, take):
+    def adopt(self, entry, take, takes):
         shutil.copy(self.out_dir / take.file, self.out_dir / entry.file)
         entry.key, entry.seed, entry.duration = take.key, take.seed, take.duration
+        self.keep_attempts(entry, takes)
         self.save_manifest()
 
-    def keep_attempts(self, entry, attempts):
-        entry.attempts = [{**record, "chosen": record["key"] == entry.key} for record in attempts]
+    def keep_attempts(self, entry, takes):
+        entry.attempts = tuple(dataclasses.replace(take, chosen=take.key == entry.key) for take in takes)
 
     def save_manifest(self):
         self.manifest["lines"] = [e.to_json() for e in self.entries]
@@ -367,11 +371,11 @@ def test_retakes_retry_a_line_in_the_wrong_voice_through_the_executor(tmp_path, 
     [report] = job.check([flite]).values()
     assert report.passed  # the render's voices were used: the manifest records none
     attempts = flite.entries[0].attempts
-    assert [a["seed"] for a in attempts] == [0, 1, 2]  # stopped at the first take that passed
-    assert [a["flags"] for a in attempts] == [["voice"], ["voice"], []]
-    assert [a["chosen"] for a in attempts] == [False, False, True]
-    assert attempts[2]["voice_similarity"] >= MIN_VOICE_SIMILARITY
-    assert flite.entries[1].attempts == []
+    assert [a.seed for a in attempts] == [0, 1, 2]  # stopped at the first take that passed
+    assert [a.flags for a in attempts] == [("voice",), ("voice",), ()]
+    assert [a.chosen for a in attempts] == [False, False, True]
+    assert attempts[2].voice_similarity >= MIN_VOICE_SIMILARITY
+    assert flite.entries[1].attempts == ()
     assert flite.rendered == [[1], [2]]  # each retake went through the executor, once
     assert json.loads((tmp_path / "qa.json").read_text())["passed"] is True
 

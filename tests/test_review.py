@@ -20,7 +20,7 @@ from conftest import EXAMPLES, ROOT
 from typer.testing import CliRunner
 
 from omnidub.cli import app
-from omnidub.review.desk import WAVE_BINS, waveform
+from omnidub.review.view import WAVE_BINS, waveform
 
 runner = CliRunner()
 SCENE = """1
@@ -77,12 +77,6 @@ def render_scene(folder: Path, asr_model: Path) -> Path:
     result = render(folder / "scene.srt", out, "--asr-model", asr_model, "--qa", "--speaker-model", "none")
     assert result.exit_code in (0, 1), result.output  # QA fails the noise the random weights speak
     return out
-
-
-@pytest.fixture(scope="module")
-def rendered(tmp_path_factory, tiny_model_dir, whisper_tiny_en) -> Path:
-    """The rendered and checked scene each test copies."""
-    return render_scene(tmp_path_factory.mktemp("rendered"), whisper_tiny_en)
 
 
 def copy_of(rendered: Path, tmp_path: Path) -> Path:
@@ -422,11 +416,13 @@ def test_every_request_needs_the_token_and_the_servers_own_host(folder):
             client.get(f"/?token={desk.token}", headers={"Host": f"evil.example:{HOST.split(':')[1]}"}).status_code
             == 403
         )
-        # Media: the line's segment plays (with byte ranges, so a player can seek); nothing else is served.
-        audio = client.get("/media/line/1", headers={"Range": "bytes=0-99"})
+        # Media: the line's segment plays to the page's own player (with byte ranges, so a player can seek);
+        # nothing else is served.
+        player = {"Sec-Fetch-Site": "same-origin"}
+        audio = client.get("/media/line/1", headers={"Range": "bytes=0-99", **player})
         assert audio.status_code == 206 and len(audio.content) == 100
-        assert client.get("/media/line/99").status_code == 404
-        assert client.get("/media/line/..%2F..%2Fmanifest.json").status_code == 404
+        assert client.get("/media/line/99", headers=player).status_code == 404
+        assert client.get("/media/line/..%2F..%2Fmanifest.json", headers=player).status_code == 404
         assert client.get("/static/../../manifest.json").status_code in (403, 404)
         # Bad actions are one line, 400, and queue nothing (the page's own origin, as a browser sends it).
         page_origin = {"Origin": f"http://{HOST}"}
@@ -628,7 +624,11 @@ def test_the_editor_retakes_edits_and_approves_from_the_page_in_a_browser(served
     expect(page.get_by_role("button", name="Approve line 4", exact=True)).to_have_attribute("aria-pressed", "true")
 
     page.get_by_role("button", name="Deliver", exact=True).click()
-    expect(page.get_by_role("status")).to_have_text(re.compile("Delivered"), timeout=60_000)
+    # Lines 2 and 3 are not approved: Deliver names them and asks once.
+    asked = page.get_by_role("dialog", name="Deliver now?")
+    expect(asked).to_contain_text("2 of 4 lines not approved: 2-3")
+    asked.get_by_role("button", name="Deliver anyway").click()
+    expect(page.locator("#status")).to_have_text(re.compile("Delivered"), timeout=60_000)
     recorded = lines(folder)
     assert recorded[1]["approved"] and recorded[4]["approved"] and recorded[3]["text"] == "Then we are never lost."
     assert recorded[4]["speaker"] == "ALICE" and (folder / recorded[4]["file"]).name == "0004-ALICE.wav"

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
-from test_review import CHROMIUM, browser, do, open_desk, rendered, run, settle  # noqa: F401 - fixtures
+from test_review import CHROMIUM, browser, do, open_desk, run, settle  # noqa: F401 - fixtures
 
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
 LOST = "the review server is not answering; run omnidub review OUT_DIR again"
@@ -62,6 +62,15 @@ def line(i: int) -> dict:
         "heard": None,
         "diff": None,
         "voice_from": None,
+        # every 19th line's translation flagged by the checks, with why and its back-translation
+        "translated_from": f"Line {i} says the map is in the car",
+        "translation": {
+            "flags": ["meaning"] if i % 19 == 0 else [],
+            "checks": {"meaning": f"the back-translation misses line {i}'s words"} if i % 19 == 0 else {},
+            "back": f"Line {i} says the map is elsewhere",
+        },
+        "translate_again": i % 19 != 0,
+        "translate_why": None if i % 19 else "none passed its checks",
     }
 
 
@@ -143,6 +152,19 @@ def opened(browser, url, **options):
     page.goto(url)
     expect(page.locator("body[data-ready=true]")).to_have_count(1, timeout=60_000)
     return page
+
+
+def fetched(page, path: str) -> dict:
+    """A read as the page itself makes it (its fetch: the browser's cookie and Sec-Fetch-Site): the status, the
+    content type and the first four bytes."""
+    return page.evaluate(
+        """async (path) => {
+          const r = await fetch(path), bytes = new Uint8Array(await r.arrayBuffer());
+          const head = String.fromCharCode(...bytes.slice(0, 4));
+          return {status: r.status, type: r.headers.get("content-type"), head};
+        }""",
+        path,
+    )
 
 
 def rows(page):
@@ -374,12 +396,11 @@ def test_each_decision_is_undone_a_note_and_a_flag_reach_the_manifest_and_ab_kee
     desk, url, folder, stop = review
     page = opened(browser, url)
     # The reads the page makes as it needs them, with the page's own cookie.
-    base = url.split("/?")[0]
-    heard = page.request.get(base + "/context/1")
-    assert heard.ok and heard.headers["content-type"] == "audio/wav" and heard.body()[:4] == b"RIFF"
-    assert page.request.get(base + "/files/manifest.json").ok
-    assert page.request.get(base + "/files/scene.srt").status == 404  # the input: not the folder's own file
-    assert page.request.get(base + "/own-original/1").status == 404  # no source: the page offers none
+    heard = fetched(page, "/context/1")
+    assert heard["status"] == 200 and heard["type"] == "audio/wav" and heard["head"] == "RIFF"
+    assert fetched(page, "/files/manifest.json")["status"] == 200
+    assert fetched(page, "/files/scene.srt")["status"] == 404  # the input: not the folder's own file
+    assert fetched(page, "/own-original/1")["status"] == 404  # no source: the page offers none
     assert page.get_by_label("Original of line 1", exact=True).count() == 0
     pick = lambda n: rows(page).get_by_role("option", name=re.compile(rf"^Line {n}, ")).click()  # noqa: E731
 
@@ -598,4 +619,131 @@ def test_undo_passes_over_a_decision_that_changed_nothing(rendered, tmp_path):
         [refused] = [e for e in do(desk, "undo") if e["type"] == "error"]
         assert refused["text"] == "nothing to undo"
     finally:
+        desk.close(deliver=False)
+
+
+@needs_chromium
+def test_the_cancel_button_stops_retake_every_failed_line_at_its_next_line(review, browser, monkeypatch):
+    from playwright.sync_api import expect
+
+    from omnidub.job import Job
+
+    real = Job.render_takes
+
+    def slow(self, takes):
+        time.sleep(1.5)  # a slower machine's take: Cancel is pressed while the first renders
+        return real(self, takes)
+
+    monkeypatch.setattr(Job, "render_takes", slow)
+    desk, url, folder, stop = review
+    failed = [x["index"] for x in desk.state()["lines"] if x["verdict"] == "failed"]
+    assert len(failed) >= 2, "tiny.en fails the noise the random weights speak"
+    page = opened(browser, url)
+    page.get_by_role("button", name="Retake every failed line", exact=True).click()
+    expect(page.locator("#status")).to_contain_text(f"a retake of line {failed[0]} (1 of {len(failed)}", timeout=60_000)
+    page.get_by_role("button", name="Cancel", exact=True).click()
+    expect(page.locator("#notice")).to_have_text(f"cancelled after 1 of {len(failed)} retakes", timeout=60_000)
+    expect(page.locator("#error-box")).to_be_hidden()
+    page.close()
+    stop()
+    desk.close(deliver=False)
+    retaken = [x["index"] for x in desk.state()["lines"] if len(x["takes"]) > 1]
+    assert retaken == failed[:1]
+
+
+@needs_chromium
+def test_undo_says_on_the_page_which_line_it_took_back_until_dismissed(review, browser):
+    from playwright.sync_api import expect
+
+    desk, url, folder, stop = review
+    page = opened(browser, url)
+    pick = lambda n: rows(page).get_by_role("option", name=re.compile(rf"^Line {n}, ")).click()  # noqa: E731
+    for n in (1, 2):
+        pick(n)
+        page.get_by_role("button", name=f"Approve line {n}", exact=True).click()
+        expect(page.get_by_role("button", name=f"Approve line {n}", exact=True)).to_have_attribute(
+            "aria-pressed", "true"
+        )
+    pick(1)  # the line in view: its own last decision is taken back, not line 2's
+    page.get_by_role("button", name="Undo", exact=True).click()
+    notice = page.locator("#notice")
+    expect(notice).to_have_text("undone on line 1: approving line 1")
+    expect(page.get_by_role("button", name="Approve line 1", exact=True)).to_have_attribute("aria-pressed", "false")
+    expect(page.locator("#status")).to_have_text("Ready.")
+    expect(notice).to_be_visible()  # the answer stays once the desk is idle again
+    assert next(x for x in desk.state()["lines"] if x["index"] == 2)["approved"]
+    # A note is a decision too: undone from the keyboard.
+    pick(3)
+    page.get_by_label("Note on line 3", exact=True).fill("softer")
+    page.get_by_role("listbox", name="Lines").focus()  # the change saves the note (blur)
+    expect(rows(page).get_by_role("option", name=re.compile(r"^Line 3, .*note"))).to_be_visible()
+    page.keyboard.press("z")
+    expect(notice).to_have_text("undone on line 3: a note or flag on line 3")
+    expect(page.get_by_label("Note on line 3", exact=True)).to_have_value("")
+    page.get_by_role("button", name="Dismiss the note", exact=True).click()
+    expect(notice).to_be_hidden()
+    page.close()
+    stop()
+    desk.close(deliver=False)
+
+
+@needs_chromium
+def test_translation_flags_are_shown_beside_the_line_with_its_back_translation_and_can_be_filtered(episode, browser):
+    from playwright.sync_api import expect
+
+    _, url, _ = episode
+    page = opened(browser, url)
+    flagged = [i for i in range(1, EPISODE + 1) if line(i)["translation"]["flags"]]
+    page.get_by_label("Show").select_option("translation")
+    expect(page.get_by_text(f"{len(flagged)} of {EPISODE} lines shown")).to_be_visible()
+    rows(page).get_by_role("option", name=re.compile(rf"^Line {flagged[0]}, .*translation: meaning")).click()
+    reasons = page.get_by_role("list", name=f"Translation flags of line {flagged[0]}")
+    expect(reasons).to_have_text(f"translation: meaning: the back-translation misses line {flagged[0]}'s words")
+    expect(page.locator("#detail")).to_contain_text(f"Back-translation: Line {flagged[0]} says the map is elsewhere")
+    expect(page.locator("#detail")).to_contain_text("Translate again: not offered (none passed its checks)")
+    page.close()
+
+
+HOSTILE_PLAYER = """<!doctype html><title>another local app</title><body>
+<audio id="a" preload="metadata" src="{review}/media/line/1"></audio>
+<script>
+const a = document.getElementById("a");
+a.addEventListener("loadedmetadata", () => {{ document.title = "read " + a.duration; }});
+a.addEventListener("error", () => {{ document.title = "refused"; }});
+</script>"""
+
+
+@needs_chromium
+def test_a_page_on_another_local_port_cannot_play_or_time_a_line(review, browser):
+    import http.server
+
+    desk, url, folder, stop = review
+    hostile = HOSTILE_PLAYER.format(review=url.split("/?")[0]).encode()
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(hostile)
+
+        def log_message(self, *args):
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        context = browser.new_context()
+        mine = context.new_page()
+        mine.goto(url)  # the editor's tab: the cookie is set for 127.0.0.1, every port
+        mine.wait_for_selector("body[data-ready=true]")
+        assert mine.evaluate("document.querySelector('#detail audio, #mix') !== null")
+        evil = context.new_page()
+        evil.goto(f"http://127.0.0.1:{other.server_address[1]}/")
+        evil.wait_for_function("document.title !== 'another local app'", timeout=30_000)
+        assert evil.title() == "refused"
+        context.close()
+    finally:
+        other.shutdown()
+        stop()
         desk.close(deliver=False)

@@ -10,11 +10,12 @@ import re
 import signal
 import subprocess
 import sys
+import threading
 from pathlib import Path
 
 import pytest
 from conftest import ROOT
-from test_review import HOST, SCENE, copy_of, do, lines, open_desk, render, render_scene, run, segments, settle
+from test_review import HOST, SCENE, copy_of, do, lines, open_desk, render, run, segments, settle
 
 from omnidub.errors import OmnidubError
 from omnidub.review import Action
@@ -22,15 +23,10 @@ from omnidub.review import Action
 SOURCE = Path(__file__).parent / "data" / "source"
 
 
-@pytest.fixture(scope="module")
-def scene(tmp_path_factory, tiny_model_dir, whisper_tiny_en) -> Path:
-    """The rendered and checked scene of test_review, rendered once for this module."""
-    return render_scene(tmp_path_factory.mktemp("scene"), whisper_tiny_en)
-
-
 @pytest.fixture
-def folder(scene, tmp_path) -> Path:
-    return copy_of(scene, tmp_path)
+def folder(rendered, tmp_path) -> Path:
+    """A copy of the rendered and checked scene (conftest's ``rendered``)."""
+    return copy_of(rendered, tmp_path)
 
 
 # -- opened as rendered --------------------------------------------------------------------------------------------
@@ -164,11 +160,12 @@ def test_a_missing_segment_is_named_and_delivery_refuses_to_drop_it(folder):
 def test_stopping_delivers_only_what_changed(folder):
     manifest = (folder / "manifest.json").stat().st_mtime_ns
     desk = open_desk(folder)
-    assert desk.close() is False  # nothing changed: nothing is assembled or written
+    assert desk.close() is None  # nothing changed: nothing is assembled or written
     assert (folder / "manifest.json").stat().st_mtime_ns == manifest
     desk = open_desk(folder)
     do(desk, "approve", 1, key=desk.state()["lines"][0]["key"])
-    assert desk.close() is True
+    delivery = desk.close()
+    assert delivery is not None and delivery.approved == (1,) and not delivery.audio
     assert lines(folder)[1]["approved"]
 
 
@@ -487,3 +484,182 @@ def test_a_page_on_another_local_port_cannot_change_anything_even_with_the_cooki
         stop[0]()
         server.join(30)
         desk.close(deliver=False)
+
+
+# -- every route the page calls, as the page calls it ------------------------------------------------------------
+
+PAGE = Path(__file__).parent.parent / "omnidub" / "review" / "page" / "review.js"
+BODIES = {"approve": {"approved": True, "key": "k"}, "edit": {"text": "x", "was": "y"}, "choose": {"take": 1}}
+BODIES |= {"mark": {"note": "n"}}
+
+
+class Recorder:
+    """A stand-in desk that records what the routes hand it."""
+
+    token = "t" * 32
+    closing = threading.Event()
+
+    def __init__(self):
+        self.submitted: list[Action] = []
+        self.cancelled = 0
+
+    def submit(self, action: Action) -> None:
+        self.submitted.append(action)
+
+    def cancel(self) -> None:
+        self.cancelled += 1
+
+    def status(self) -> dict:
+        return {"busy": None, "queued": len(self.submitted)}
+
+
+def test_every_action_the_page_sends_reaches_the_desk_as_that_action():
+    from starlette.testclient import TestClient
+
+    from omnidub.editor import VERBS
+    from omnidub.review.app import build_app
+
+    script = PAGE.read_text(encoding="utf-8")
+    folder_wide = set(re.findall(r'post\("/api/([\w-]+)"', script))
+    per_line = set(re.findall(r'lineAction\([^,()]+, "([\w-]+)"', script))
+    assert {"cancel", "undo", "deliver", "retake-failed", "approve-passed"} <= folder_wide
+    assert {"approve", "retake", "render", "edit", "choose", "mark", "translate", "undo"} <= per_line
+    desk = Recorder()
+    client = TestClient(build_app(desk, {HOST}), base_url=f"http://{HOST}")
+    page = {"Origin": f"http://{HOST}", "Cookie": f"omnidub_review={desk.token}"}
+    for verb in sorted(folder_wide):
+        assert client.post(f"/api/{verb}", json={}, headers=page).status_code == 202, verb
+    for verb in sorted(per_line):
+        assert client.post(f"/api/lines/3/{verb}", json=BODIES.get(verb, {}), headers=page).status_code == 202, verb
+    # Cancel acts at once (it is not queued behind what it cancels); everything else is an editor's verb.
+    assert desk.cancelled == 1 and "cancel" not in {a.kind for a in desk.submitted}
+    assert {a.kind for a in desk.submitted} == (folder_wide - {"cancel"}) | per_line <= set(VERBS)
+    assert all(a.index == 3 for a in desk.submitted if a.kind in per_line - folder_wide)
+
+
+def test_cancel_through_its_route_answers_at_once(folder):
+    from starlette.testclient import TestClient
+
+    from omnidub.review.app import build_app
+
+    desk = open_desk(folder)
+    try:
+        client = TestClient(build_app(desk, {HOST}), base_url=f"http://{HOST}")
+        client.get(f"/?token={desk.token}")
+        answer = client.post("/api/cancel", json={}, headers={"Origin": f"http://{HOST}"})
+        assert answer.status_code == 202 and answer.json()["cancelled"] is True
+    finally:
+        desk.close(deliver=False)
+
+
+def test_text_that_is_not_utf8_is_refused_before_it_is_queued(folder):
+    from starlette.testclient import TestClient
+
+    from omnidub.review.app import build_app
+
+    desk = open_desk(folder)
+    try:
+        client = TestClient(build_app(desk, {HOST}), base_url=f"http://{HOST}")
+        client.get(f"/?token={desk.token}")
+        was = desk.state()["lines"][2]["text"]
+        body = '{"text": "Then we are \\ud800 lost.", "was": %s}' % json.dumps(
+            was
+        )  # a lone surrogate, as JSON sends it
+        headers = {"Origin": f"http://{HOST}", "Content-Type": "application/json"}
+        answer = client.post("/api/lines/3/edit", content=body.encode(), headers=headers)
+        assert answer.status_code == 400 and "lone surrogate" in answer.json()["error"]
+        note = '{"note": "\\udfff"}'
+        assert client.post("/api/lines/3/mark", content=note.encode(), headers=headers).status_code == 400
+        assert desk.status() == {"busy": None, "queued": 0}
+        assert desk.state()["lines"][2]["text"] == was and desk.state()["lines"][2]["note"] is None
+    finally:
+        desk.close(deliver=False)
+
+
+def test_a_speaker_move_from_a_stale_tab_is_refused(folder):
+    from starlette.testclient import TestClient
+
+    from omnidub.review.app import build_app
+
+    desk = open_desk(folder)
+    try:
+        client = TestClient(build_app(desk, {HOST}), base_url=f"http://{HOST}")
+        client.get(f"/?token={desk.token}")
+        own = {"Origin": f"http://{HOST}"}
+        move = {"speaker": "BOB", "was_speaker": "ALICE"}
+        assert client.post("/api/lines/3/edit", json=move, headers=own).status_code == 202  # one tab
+        settle(desk)
+        stale = client.post("/api/lines/3/edit", json=move, headers=own)  # the other, which still shows ALICE
+        assert stale.status_code == 409 and "it is BOB's now" in stale.json()["error"]
+        assert client.post("/api/lines/3/edit", json={"speaker": "ALICE"}, headers=own).status_code == 400
+    finally:
+        desk.close(deliver=False)
+
+
+def test_audio_and_files_play_only_to_the_page_itself(folder):
+    from starlette.testclient import TestClient
+
+    from omnidub.review.app import build_app
+
+    desk = open_desk(folder)
+    try:
+        client = TestClient(build_app(desk, {HOST}), base_url=f"http://{HOST}")
+        client.get(f"/?token={desk.token}")  # the cookie rides along on every port of the host, as a browser's does
+        for path in ("/media/line/1", "/media/mix", "/context/1", "/files/manifest.json", "/media/take/1/1"):
+            # A page on another local port: the same site, another origin. Its <audio> would play what it asked for.
+            assert client.get(path, headers={"Sec-Fetch-Site": "same-site"}).status_code == 403, path
+            assert client.get(path, headers={"Sec-Fetch-Site": "cross-site"}).status_code == 403, path
+            assert client.get(path).status_code == 403, path  # no browser's word on where it came from
+            assert client.get(path, headers={"Sec-Fetch-Site": "same-origin"}).status_code == 200, path
+            assert client.get(f"{path}?token={desk.token}").status_code == 200, path  # a player given the address
+        # The state is no audio: it stays readable with the cookie alone (no CORS header lets another page read it).
+        assert client.get("/api/state", headers={"Sec-Fetch-Site": "same-site"}).status_code == 200
+    finally:
+        desk.close(deliver=False)
+
+
+def test_undo_takes_back_the_last_decision_of_the_line_asked_for_notes_and_flags_too(folder):
+    from starlette.testclient import TestClient
+
+    from omnidub.review.app import build_app
+
+    desk = open_desk(folder)
+    events: list[dict] = []
+    stop = desk.subscribe(events.append)
+    try:
+        client = TestClient(build_app(desk, {HOST}), base_url=f"http://{HOST}")
+        client.get(f"/?token={desk.token}")
+        own = {"Origin": f"http://{HOST}"}
+        keys = [line["key"] for line in desk.state()["lines"]]
+        for n in (1, 2):
+            assert client.post(f"/api/lines/{n}/approve", json={"key": keys[n - 1]}, headers=own).status_code == 202
+        assert (
+            client.post("/api/lines/3/mark", json={"note": "softer", "look_again": True}, headers=own).status_code
+            == 202
+        )
+        settle(desk)
+        assert client.post("/api/lines/1/undo", json={}, headers=own).status_code == 202  # line 1's, not line 3's
+        settle(desk)
+        state = desk.state()["lines"]
+        assert not state[0]["approved"] and state[1]["approved"] and state[2]["note"] == "softer"
+        assert {"type": "note", "text": "undone on line 1: approving line 1"} in events
+        assert client.post("/api/lines/3/undo", json={}, headers=own).status_code == 202
+        settle(desk)
+        state = desk.state()["lines"]
+        assert (state[2]["note"], state[2]["look_again"]) == (None, False)
+        assert {"type": "note", "text": "undone on line 3: a note or flag on line 3"} in events
+        assert client.post("/api/lines/3/undo", json={}, headers=own).status_code == 202
+        settle(desk)
+        assert {"type": "error", "index": 3, "text": "nothing to undo on line 3"} in events
+    finally:
+        stop()
+        desk.close(deliver=False)
+
+
+def test_review_of_a_dub_folder_names_its_render_folder(rendered, tmp_path):
+    import shutil
+
+    dub = tmp_path / "dub" / "scene"
+    shutil.copytree(rendered, dub / "render", symlinks=True)
+    result = run("review", dub, "--no-browser")
+    assert result.exit_code == 2 and f"omnidub review {dub / 'render'}" in result.stderr, result.output

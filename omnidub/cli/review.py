@@ -109,27 +109,39 @@ def _say(event: dict) -> None:
 
 
 def _stop(desk, *, deliver: bool) -> None:
-    """Stop the desk: deliver what changed since the outputs were last assembled (a Ctrl-C during it quits
-    without delivering; every line and decision is saved already), or quit at once."""
+    """Stop the desk: finish the action in flight (a long one stops at its next line), then deliver what the
+    outputs do not hold yet and say what was delivered; a Ctrl-C meanwhile quits without delivering (every line and
+    decision is saved already). Without ``deliver``, quit at once."""
     import signal
 
+    from omnidub.errors import OmnidubError
+
     if not deliver:
-        desk.close(deliver=False)
+        desk.close(deliver=False, wait=False)
         err.print("omnidub review: stopped without delivering (every take and decision is saved)", soft_wrap=True)
         return
-    if not desk.changed:
-        desk.close(deliver=False)
-        err.print("omnidub review: stopped; nothing changed since the outputs were assembled", soft_wrap=True)
-        return
-    err.print("omnidub review: stopping; delivering what changed (Ctrl-C quits without delivering)", soft_wrap=True)
+    err.print("omnidub review: stopping (Ctrl-C again quits without delivering)", soft_wrap=True)
 
     def quit_now(signum, frame):
         raise KeyboardInterrupt
 
     previous = signal.signal(signal.SIGINT, quit_now)
     try:
-        desk.close()
+        delivery = desk.close()
     except KeyboardInterrupt:
         err.print("omnidub review: stopped without delivering (every take and decision is saved)", soft_wrap=True)
+        return
+    except OmnidubError as exc:
+        raise OmnidubError(f"not delivered: {exc} (every take and decision is saved)") from exc
     finally:
         signal.signal(signal.SIGINT, previous)
+    if delivery is None and desk.deliveries:
+        err.print(
+            f"omnidub review: stopped; the outputs hold every line as it stands (delivered {len(desk.deliveries)} "
+            "time(s) during the review)",
+            soft_wrap=True,
+        )
+    elif delivery is None:
+        err.print("omnidub review: stopped; nothing changed since the outputs were assembled", soft_wrap=True)
+    else:
+        err.print(f"omnidub review: delivered {escape(delivery.said())}", soft_wrap=True)

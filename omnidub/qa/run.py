@@ -407,7 +407,7 @@ def _translation_checks(checks: tuple[LineCheck, ...], input_path) -> tuple[tupl
         return checks, None
     out, flagged = [], 0
     for c in checks:
-        line = record.line_for(c.index, c.start, c.text)
+        line, _ = record.find(c.start, c.start + c.slot, c.text)
         if line is None:
             out.append(c)
             continue

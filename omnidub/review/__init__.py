@@ -1,8 +1,10 @@
 """``omnidub review``: a local web app over a rendered folder, where an editor hears each line beside the original,
 retakes, edits, approves and delivers, rendering through the same job, store and lock as ``omnidub render``.
 
-``desk`` holds the folder and runs the actions; ``app`` is the ASGI app (routes, the token, Host and origin
-checks, live events); ``page/`` is the page. :func:`open_folder` opens a folder with a session (the library knows
+Every verb is the editor's (``omnidub.editor``); ``desk`` queues the page's actions and runs them through it on
+one worker, and publishes each line's view (``view``); ``previews`` makes what the page hears beside a line (its
+original, the line in context); ``app`` is the ASGI app (routes, the token, Host and origin checks, live events);
+``page/`` is the page. :func:`open_folder` opens a folder with a session (the library knows
 nothing of the web app); :func:`serve` runs it on a loopback address until it is stopped.
 """
 
@@ -13,6 +15,8 @@ from omnidub.review.desk import Action, Review
 __all__ = ["Action", "Review", "address", "open_folder", "serve"]
 
 WILDCARDS = ("0.0.0.0", "::", "")
+# What uvicorn says of responses still open when it stops (a player's paused download): expected once stopping.
+CUT_AT_STOP = ("Cancel ", "ASGI callable returned without completing response")
 
 
 def open_folder(
@@ -41,6 +45,7 @@ def serve(review: Review, *, host: str = "127.0.0.1", port: int = 0, on_ready=la
     """Serve ``review`` on ``host``:``port`` (0: a free port) until the process is told to stop (Ctrl-C or
     SIGTERM) or ``stop`` is called: open event streams end at once, requests in flight get two seconds.
     ``on_ready(url, stop)`` hears the URL once the socket listens. Returns True when told twice (quit now)."""
+    import logging
     import signal
     import socket
 
@@ -86,7 +91,17 @@ def serve(review: Review, *, host: str = "127.0.0.1", port: int = 0, on_ready=la
         review.closing.set()
         server.should_exit = True
 
+    def expected(record) -> bool:
+        # A player that paused its download of a long mix keeps its response open; once the server stops it is cut
+        # after the grace period, which is what stopping means: said as nothing, not as an error.
+        return not (review.closing.is_set() and record.getMessage().startswith(CUT_AT_STOP))
+
+    log = logging.getLogger("uvicorn.error")
+    log.addFilter(expected)
     sock.listen(128)  # a client that comes as soon as the address is printed waits in the backlog
     on_ready(address(host, port, review.token), stop)
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    finally:
+        log.removeFilter(expected)
     return server.force_exit

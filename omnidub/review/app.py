@@ -5,8 +5,9 @@ file responses with byte ranges (so a player can seek), streamed server-sent eve
 nothing the page does not need (FastAPI's request models and generated API documentation).
 
 Every request must carry the run's token (in the URL the server prints, then a same-site cookie) and come to the
-address the server listens on (the Host header), or it is refused with 403; no CORS header is ever sent. Nothing a
-request sends becomes a path or a command: lines and takes are numbers, looked up in the project.
+address the server listens on (the Host header), or it is refused with 403; no CORS header is ever sent. A request
+that changes something, or reads audio or a file, must come from the page itself. Nothing a request sends becomes a
+path or a command: lines and takes are numbers, looked up in the project.
 """
 
 from __future__ import annotations
@@ -14,6 +15,7 @@ from __future__ import annotations
 import asyncio
 import json
 import secrets
+import threading
 from http.cookies import SimpleCookie
 from importlib import resources
 
@@ -24,6 +26,10 @@ from starlette.routing import Route
 
 from omnidub.errors import OmnidubError
 from omnidub.review.desk import Action, Review, Stale
+
+# Routes that read audio, video or the folder's files: a page elsewhere could play them (an <audio> element sends
+# the cookie of every port of the host), so they answer only the page itself, or a request carrying the token.
+MEDIA = ("/media/", "/own-original/", "/context/", "/picture", "/files/")
 
 COOKIE = "omnidub_review"
 # What the page may load and talk to: itself only.
@@ -41,10 +47,11 @@ MAX_DEPTH = 4  # an action's body is one flat object
 
 
 class Guard:
-    """ASGI middleware: the token and Host checks in front of every route."""
+    """ASGI middleware: the token and Host checks in front of every route; ``closing`` is set when the server
+    stops."""
 
-    def __init__(self, app, token: str, hosts: set[str]):
-        self.app, self.token, self.hosts = app, token, hosts
+    def __init__(self, app, token: str, hosts: set[str], closing: threading.Event):
+        self.app, self.token, self.hosts, self.closing = app, token, hosts, closing
 
     async def __call__(self, scope, receive, send):
         if scope["type"] != "http":
@@ -63,6 +70,10 @@ class Guard:
             return await _refuse("only the review page itself can act (the request came from another origin)")(
                 scope, receive, send
             )
+        if scope["path"].startswith(MEDIA) and query.get("token") != self.token and not _own_read(headers):
+            return await _refuse("only the review page itself can play this (the request came from elsewhere)")(
+                scope, receive, send
+            )
         set_cookie = query.get("token") == self.token
 
         async def send_with_cookie(message):
@@ -73,7 +84,13 @@ class Guard:
                 message = {**message, "headers": list(message.get("headers", [])) + extra}
             await send(message)
 
-        return await self.app(scope, receive, send_with_cookie)
+        try:
+            return await self.app(scope, receive, send_with_cookie)
+        except asyncio.CancelledError:
+            # The server stopped and gave up waiting for this response (a player that paused the download of a
+            # long mix): it ends here, quietly, not as a traceback on the terminal.
+            if not self.closing.is_set():
+                raise
 
 
 def _same_origin(headers: dict, hosts: set[str]) -> bool:
@@ -84,6 +101,13 @@ def _same_origin(headers: dict, hosts: set[str]) -> bool:
     if origin is not None:
         return origin.lower() in {f"http://{host}" for host in hosts}
     return headers.get("sec-fetch-site") == "same-origin"
+
+
+def _own_read(headers: dict) -> bool:
+    """Whether a read of audio or a file comes from the page itself (``Sec-Fetch-Site`` same-origin) or from the
+    user (none: typed, or a bookmark). A browser sends it on every request; a request without it must carry the
+    token in its URL."""
+    return headers.get("sec-fetch-site") in ("same-origin", "none")
 
 
 def _pairs(query: str):
@@ -175,26 +199,37 @@ def build_app(review: Review, hosts: set[str]):
     async def no_icon(request: Request) -> Response:
         return Response(status_code=204)  # the page has no icon; a browser asks anyway
 
+    async def cancel(request: Request) -> Response:
+        """Stop the long action in flight and drop the queue: at once, not queued behind them."""
+        review.cancel()
+        return JSONResponse({"cancelled": True, "status": review.status()}, status_code=202)
+
+    async def own_original(request: Request) -> Response:
+        return _wav(await _aside(review, review.own_original, request.path_params["index"]))
+
+    async def context(request: Request) -> Response:
+        return _wav(await _aside(review, review.context, request.path_params["index"]))
+
     routes = [
         Route("/", index),
         Route("/favicon.ico", no_icon),
         Route("/static/{name}", static),
         Route("/api/state", state),
         Route("/api/events", events),
+        Route("/api/cancel", cancel, methods=["POST"]),  # before /api/{action}, which would take it for an action
         Route("/api/lines/{index:int}/{action}", act, methods=["POST"]),
         Route("/api/{action}", act, methods=["POST"]),
         Route("/media/mix", mix),
         Route("/media/{what}/{index:int}", media),
         Route("/media/{what}/{index:int}/{take:int}", media),
-        # The desk's reads the page asks for as they are needed (sync: run in Starlette's thread pool, as the first
-        # own original decodes the source and a context reads segments and the bed).
-        Route("/own-original/{index:int}", lambda request: _wav(review.own_original(request.path_params["index"]))),
+        # The desk's reads the page asks for as they are needed (the first own original decodes the source, a
+        # context reads segments and the bed): made aside, so that stopping the server never waits for them.
+        Route("/own-original/{index:int}", own_original),
         Route("/picture", lambda request: _file(review.picture())),
-        Route("/context/{index:int}", lambda request: _wav(review.context(request.path_params["index"]))),
-        Route("/api/cancel", lambda request: _cancel(review, request), methods=["POST"]),
+        Route("/context/{index:int}", context),
         Route("/files/{name:path}", lambda request: _file(review.delivered(request.path_params["name"]))),
     ]
-    return Guard(Starlette(routes=routes), review.token, hosts)
+    return Guard(Starlette(routes=routes), review.token, hosts, review.closing)
 
 
 class _Refused(Exception):
@@ -262,6 +297,7 @@ ARGUMENTS = {
         "borrow": (bool,),
         "voice": (str, type(None)),
         "speaker": (str,),
+        "was_speaker": (str,),
     },
     "choose": {"take": (int,)},
     "approve": {"approved": (bool,), "key": (str,)},
@@ -279,11 +315,18 @@ def _arguments(kind: str, body: dict) -> dict:
             raise OmnidubError(f"{kind} takes no {name!r}" if allowed else f"{kind} takes no arguments")
         if not isinstance(value, allowed[name]) or (isinstance(value, bool) and bool not in allowed[name]):
             raise OmnidubError(f"{name} cannot be {value!r}")
+        if isinstance(value, str):
+            try:
+                value.encode("utf-8")
+            except UnicodeEncodeError:  # JSON's \ud800 escapes make text no file or terminal can hold
+                raise OmnidubError(f"{name} is not text (it holds a lone surrogate, {value!r:.40})") from None
     if kind == "edit":
-        if not set(body) - {"was"}:
+        if not set(body) - {"was", "was_speaker"}:
             raise OmnidubError("an edit needs text, max_speedup, borrow, voice or speaker")
         if "text" in body and "was" not in body:
             raise OmnidubError("an edit of the text names the text it replaces (was)")
+        if "speaker" in body and "was_speaker" not in body:
+            raise OmnidubError("a move to another speaker names the speaker it moves the line from (was_speaker)")
     if kind == "choose" and "take" not in body:
         raise OmnidubError("choose a take by its number")
     if kind == "mark":
@@ -307,8 +350,10 @@ def _mark_arguments(body: dict) -> dict:
     return found
 
 
-def _wav(data: bytes | None) -> Response:
-    """WAV bytes the desk made (a line's own original, a line in context), or 404."""
+def _wav(data) -> Response:
+    """WAV bytes the desk made (a line's own original, a line in context), or 404 (503 while stopping)."""
+    if data is STOPPING:
+        return Response("the review is stopping\n", status_code=503, media_type="text/plain")
     if data is None:
         return Response("not found\n", status_code=404, media_type="text/plain")
     return Response(data, media_type="audio/wav")
@@ -321,7 +366,35 @@ def _file(path) -> Response:
     return FileResponse(path)
 
 
-def _cancel(review: Review, request: Request) -> Response:
-    """Stop the long action in flight and drop the queue: at once, not queued behind them."""
-    review.cancel()
-    return JSONResponse({"cancelled": True, "status": review.status()}, status_code=202)
+STOPPING = object()  # what a read made aside answers when the server stops before it is done
+
+
+async def _aside(review: Review, read, *args):
+    """``read(*args)`` on a thread of its own (a daemon: a decode in flight never holds the process when it
+    stops), awaited until it is done or the server stops (then STOPPING)."""
+    loop = asyncio.get_running_loop()
+    done: asyncio.Future = loop.create_future()
+
+    def settle(outcome, failed: bool) -> None:
+        if not done.done():
+            (done.set_exception if failed else done.set_result)(outcome)
+
+    def work() -> None:
+        try:
+            result = read(*args)
+        except Exception as exc:  # noqa: BLE001 - handed to the request, which answers it
+            loop.call_soon_threadsafe(settle, exc, True)
+        else:
+            loop.call_soon_threadsafe(settle, result, False)
+
+    threading.Thread(target=work, name="omnidub review read", daemon=True).start()
+    while not done.done():
+        if review.closing.is_set():
+            return STOPPING
+        try:
+            await asyncio.wait_for(asyncio.shield(done), timeout=0.25)
+        except asyncio.TimeoutError:
+            continue
+        except asyncio.CancelledError:
+            return STOPPING
+    return done.result()

@@ -35,13 +35,19 @@
     if (line.verdict === "failed" && line.severity) text += " (" + line.severity + ")";
     return text;
   }
+  // What the server answered that the editor must read (a refusal, what an undo took back, a note) stays on the
+  // page until it is dismissed or the next answer replaces it.
+  function say(id, text) {
+    $(id).textContent = text;
+    $(id + "-box").hidden = !text;
+  }
   function showLost(yes) {
     lost = yes;
-    if (yes) { $("error").textContent = LOST; $("status").textContent = "Not connected."; }
-    else if ($("error").textContent === LOST) $("error").textContent = "";
+    if (yes) { say("error", LOST); $("status").textContent = "Not connected."; }
+    else if ($("error").textContent === LOST) say("error", "");
   }
   async function post(path, body) {
-    $("error").textContent = "";
+    say("error", "");
     let response;
     try {
       response = await fetch(path, {method: "POST", headers: {"Content-Type": "application/json"},
@@ -52,13 +58,40 @@
     }
     if (!response.ok) {
       const data = await response.json().catch(() => ({}));
-      $("error").textContent = data.error || ("refused: " + response.status);
+      say("error", data.error || ("refused: " + response.status));
       if (response.status === 409) reload();  // the line changed since this page showed it
       return false;
     }
     return true;
   }
   function lineAction(index, action, body) { return post("/api/lines/" + index + "/" + action, body); }
+  // Undo takes back the last decision about the line in view (the page says which it took back); with no line
+  // selected, the last decision of all.
+  function undo() { return selected === null ? post("/api/undo") : lineAction(selected, "undo"); }
+  function translationFlags(line) { return (line.translation && line.translation.flags) || []; }
+  function deliver() {
+    // Deliver names what an editor may not mean to deliver yet, and asks once; with nothing to name it delivers.
+    if (!state) return;
+    const lines = state.lines, ask = [];
+    const open = lines.filter((l) => !l.approved).map((l) => l.index);
+    const flagged = lines.filter((l) => l.look_again).map((l) => l.index);
+    const translated = lines.filter((l) => translationFlags(l).length).map((l) => l.index);
+    if (open.length) ask.push(open.length + " of " + lines.length + " lines not approved: " + ranges(open));
+    if (flagged.length) ask.push(flagged.length + " flagged to look at again: " + ranges(flagged));
+    if (translated.length) ask.push(translated.length + " with translation flags: " + ranges(translated));
+    if (!ask.length) return post("/api/deliver");
+    $("deliver-lines").replaceChildren(...ask.map((text) => el("li", {text})));
+    $("deliver-ask").showModal();
+  }
+  function ranges(numbers) {
+    // 1, 2, 3, 5 -> "1-3, 5", as the terminal says lines.
+    const parts = [];
+    for (const n of numbers) {
+      const last = parts[parts.length - 1];
+      if (last && n === last[1] + 1) last[1] = n; else parts.push([n, n]);
+    }
+    return parts.map(([a, b]) => a === b ? String(a) : a + "-" + b).join(", ");
+  }
   function approve(line) { return lineAction(line.index, "approve", {approved: !line.approved, key: line.key ?? null}); }
 
   // -- which lines are shown -------------------------------------------------------------------------------------
@@ -72,6 +105,7 @@
     unchecked: (l) => l.verdict === "unchecked",
     unapproved: (l) => !l.approved,
     flagged: (l) => l.look_again,
+    translation: (l) => translationFlags(l).length > 0,
     changed,
   };
   function filter() {
@@ -118,7 +152,8 @@
     else box.removeAttribute("aria-activedescendant");
   }
   function row(line, k) {
-    const marks = [line.approved ? "approved" : "", line.look_again ? "look again" : "", line.note ? "note" : ""]
+    const marks = [line.approved ? "approved" : "", line.look_again ? "look again" : "", line.note ? "note" : "",
+                   translationFlags(line).length ? "translation: " + translationFlags(line).join(" ") : ""]
       .filter(Boolean);
     const label = "Line " + line.index + ", " + line.speaker + ", " + verdictText(line) +
                   (marks.length ? ", " + marks.join(", ") : "") + ": " + line.text;
@@ -207,11 +242,20 @@
     if (line.input_text !== line.text) article.append(el("p", {class: "small", text: "Input: " + line.input_text}));
     if (line.translated_from && !line.original_text)
       article.append(el("p", {class: "small", text: "Translated from: " + line.translated_from}));
+    if (translationFlags(line).length) {
+      const checks = line.translation.checks || {};
+      article.append(el("ul", {class: "reasons translation", "aria-label": "Translation flags of line " + i},
+        ...translationFlags(line).map((f) => el("li", {text: "translation: " + f + (checks[f] ? ": " + checks[f] : "")}))));
+    }
+    if (line.translation && line.translation.back && (translationFlags(line).length || line.translate_why))
+      article.append(el("p", {class: "small", text: "Back-translation: " + line.translation.back}));
+    if (line.translate_why)
+      article.append(el("p", {class: "small", text: "Translate again: not offered (" + line.translate_why + ")"}));
     const cap = el("input", {type: "number", id: "cap-" + i, min: "1", max: "4", step: "0.05",
                              placeholder: String(state.max_speedup), value: line.max_speedup || ""});
     const borrow = el("input", {type: "checkbox", id: "borrow-" + i, checked: line.borrow});
     const voices = [...new Set([line.input_speaker, line.speaker, ...state.speakers])];
-    const who = el("select", {id: "speaker-" + i},
+    const who = el("select", {id: "speaker-" + i, "data-speaker": line.speaker},
                    ...voices.map((v) => el("option", {value: v, text: v, selected: v === line.speaker})));
     article.append(el("div", {class: "line-row"}, el("label", {for: "speaker-" + i, text: "Speaker of line " + i}), who,
       line.speaker !== line.input_speaker ? el("span", {class: "small", text: "Input: " + line.input_speaker}) : null));
@@ -353,7 +397,7 @@
     if (cap !== (line.max_speedup || null)) change.max_speedup = cap;
     if (borrow !== line.borrow) change.borrow = borrow;
     const speaker = $("speaker-" + n).value;
-    if (speaker !== line.speaker) change.speaker = speaker;
+    if (speaker !== line.speaker) { change.speaker = speaker; change.was_speaker = $("speaker-" + n).dataset.speaker; }
     if (Object.keys(change).length) return lineAction(n, "edit", change);
     if (!line.audio) return lineAction(n, "render");
     $("status").textContent = "line " + n + ": nothing changed to render (Retake line " + n + " makes a new take)";
@@ -494,7 +538,7 @@
       j: () => step(1), ArrowDown: () => step(1), k: () => step(-1), ArrowUp: () => step(-1),
       f: () => seek(1, (l) => l.verdict === "failed"), F: () => seek(-1, (l) => l.verdict === "failed"),
       u: () => seek(1, (l) => !l.approved), U: () => seek(-1, (l) => !l.approved),
-      "?": () => $("help").showModal(), "/": () => $("search").focus(), z: () => post("/api/undo"),
+      "?": () => $("help").showModal(), "/": () => $("search").focus(), z: undo,
     };
     const onLine = {
       p: () => play("Dub of line " + line.index), o: () => play("Original of line " + line.index),
@@ -536,10 +580,14 @@
       playPicture(Math.max(0, line.start - 2) + e.target.currentTime);
   }, true);
   $("detail").addEventListener("pause", () => { if ($("mix").paused) picture.pause(); }, true);
-  $("undo").addEventListener("click", () => post("/api/undo"));
+  $("undo").addEventListener("click", undo);
+  $("error-close").addEventListener("click", () => say("error", ""));
+  $("notice-close").addEventListener("click", () => say("notice", ""));
   $("retake-failed").addEventListener("click", () => post("/api/retake-failed"));
   $("approve-passed").addEventListener("click", () => post("/api/approve-passed"));
-  $("deliver").addEventListener("click", () => post("/api/deliver"));
+  $("deliver").addEventListener("click", deliver);
+  $("deliver-yes").addEventListener("click", () => { $("deliver-ask").close(); post("/api/deliver"); });
+  $("deliver-no").addEventListener("click", () => $("deliver-ask").close());
   $("cancel").addEventListener("click", () => post("/api/cancel"));
   $("help-open").addEventListener("click", () => $("help").showModal());
   $("help-close").addEventListener("click", () => $("help").close());
@@ -585,8 +633,10 @@
     if (event.type === "line") replaceLine(event.line);
     else if (event.type === "counts") showCounts(event.counts);
     else if (event.type === "status") showStatus(event);
-    else if (event.type === "error") $("error").textContent = (event.index ? "line " + event.index + ": " : "") + event.text;
-    else if (event.type === "progress" || event.type === "note") $("status").textContent = event.text;
+    else if (event.type === "error")
+      say("error", (event.index && !event.text.startsWith("line ") ? "line " + event.index + ": " : "") + event.text);
+    else if (event.type === "note") say("notice", event.text);
+    else if (event.type === "progress") $("status").textContent = event.text;
     else if (event.type === "mix" && event.mix !== state.mix) { state.mix = event.mix; loadMix(); }
     else if (event.type === "rendering") {
       const article = document.getElementById("line-" + event.index);
@@ -597,7 +647,7 @@
       fetch("/api/state", {credentials: "same-origin"}).then((r) => r.json()).then((fresh) => {
         state.mix = fresh.mix; state.program_seconds = fresh.program_seconds; loadMix();
       }).catch(() => showLost(true));
-      done = "Delivered: " + event.files.length + " files written.";
+      done = "Delivered: " + (event.said || event.files.length + " files written.");
       $("status").textContent = done;
       $("delivered").replaceChildren(...event.files.map((f) =>
         el("li", {}, el("a", {href: "/files/" + f.split("/").map(encodeURIComponent).join("/"), target: "_blank",
