@@ -13,7 +13,6 @@ from omnidub.script import Script
 from omnidub.source.analysis import Analysis, analyse, labelled
 from omnidub.source.audio import SourceAudio
 from omnidub.source.clips import (
-    FALLBACK_SPEECH,
     Candidate,
     ClipOptions,
     clip_samples,
@@ -22,6 +21,7 @@ from omnidub.source.clips import (
     word_agreement,
 )
 from omnidub.source.heard import Heard
+from omnidub.source.identity import JOIN_LEAST, guarded, joined_candidate
 from omnidub.source.lines import (
     LINE_FLOOR,
     LineClip,
@@ -68,9 +68,9 @@ class Extraction:
     notes: tuple[str, ...]
     heard: Heard | None = None  # the source as transcribed, when it came without subtitles
 
-    def clip(self, start: float, end: float) -> np.ndarray:
-        """A clip's samples (float32 at the clip rate), cut as the extraction cuts them."""
-        return clip_samples(self.analysis, start, end)
+    def clip(self, start: float, end: float, parts=()) -> np.ndarray:
+        """A clip's samples (float32 at the clip rate), cut as the extraction cuts them (a joined one's parts)."""
+        return clip_samples(self.analysis, start, end, parts)
 
     def speaker_clips(self) -> dict[str, tuple[float, float, str]]:
         """speaker -> (start, end, text) of its chosen clip."""
@@ -154,16 +154,21 @@ def extract_voices(
         if found and found[0].problem is None:
             chosen[speaker] = found[0]
             continue
-        fallback = fallback_candidate(analysis, speaker, encoder, _why_none(found))
+        fallback = fallback_candidate(analysis, speaker, encoder, _why_none(found)) or joined_candidate(
+            analysis, speaker, encoder, _why_none(found)
+        )
         if fallback is not None:
             chosen[speaker] = fallback
         else:
-            missing[speaker] = f"{_why_none(found)}; and no stretch of {FALLBACK_SPEECH:g} s of its own speech alone"
+            missing[speaker] = (
+                f"{_why_none(found)}; and not {JOIN_LEAST:g} s of its own speech alone, even joined across its lines"
+            )
     line_clips = {}
     if options.assess_lines:
         line_clips = {
             line.index: assess_line(analysis, line.index, encoder, options.line_floor) for line in original.lines
         }
+        line_clips = guarded(analysis, encoder, line_clips, chosen)
     return Extraction(analysis, candidates, chosen, missing, line_clips, separation, tuple(notes), heard)
 
 
