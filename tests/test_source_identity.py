@@ -206,3 +206,39 @@ def test_a_joined_clip_is_kept_and_read_back_from_the_summary(tmp_path):
     samples = found.clip(0, 0, found.chosen["C"].parts)
     assert samples.size == pytest.approx(RATE * (3 * 0.65 + 2 * 0.2), abs=RATE * 0.05)
     assert again.clip_path(0, 0, found.chosen["C"].parts).is_file()
+
+
+def test_speech_the_asr_wrote_no_words_for_is_a_line_grouped_by_voice_and_never_a_clip(tmp_path):
+    # Heard without subtitles: the ASR writes nothing for a whisper under the bed (C at 9-12 s). That speech is a
+    # line of its own, grouped by its voice, so a dubbed line over it takes C's voice and never the line before's;
+    # with no transcript it is never a clip.
+    from omnidub.asr import Transcript, Word
+    from omnidub.source.analysis import NO_WORDS
+    from omnidub.source.heard import Heard, heard_lines
+
+    said = TURNS
+    text = "We go there now please.".split()
+    words = [
+        Word(w, a + k * (b - a) / 5, a + (k + 0.8) * (b - a) / 5)
+        for who, a, b in said
+        if who != "C"
+        for k, w in enumerate(text)
+    ]
+    regions = [(a, b) for _, a, b in said]
+    heard = heard_lines(Transcript("", "en", tuple(words), (0,)), speech_map(regions, 24.0))
+    unheard = [line for line in heard.lines if line.text == NO_WORDS]
+    assert [(line.start, line.end) for line in unheard] == [(9.0, 12.0), (19.5, 22.5)]
+    audio = voices(tmp_path, said, 24.0)
+    found = extract_voices(
+        audio,
+        heard,
+        encoder=Levels(),
+        asr=None,
+        options=ExtractOptions(assess_lines=True),
+        heard=Heard(Transcript("", "en", tuple(words), (0,)), heard, speech_map(regions, 24.0)),
+    )
+    groups = found.analysis.speakers
+    first, second = (line.index for line in unheard)
+    assert groups[first] == groups[second] and len(set(groups.values())) == 3
+    assert found.line_clips[first].problem.startswith("speech the ASR wrote no words for")
+    assert groups[first] not in found.chosen or holds(said, parts(found.chosen[groups[first]])) == {"C"}

@@ -58,6 +58,8 @@ UNCLAIMED_REACH = 0.6
 # touch, or overlap by a frame or two); one inside the other for APART_INSIDE of its time is spoken over it.
 APART_OVERLAP = 0.25
 APART_INSIDE = 0.8
+# The text of a line heard as speech that the ASR wrote no words for: grouped by voice, never a clip (no transcript).
+NO_WORDS = "(no words heard)"
 
 
 @dataclass(frozen=True, eq=False)
@@ -124,6 +126,10 @@ class Analysis:
     def lines(self) -> dict[int, Line]:
         """The original lines by index."""
         return {line.index: line for line in self.original.lines}
+
+    def wordless(self, index: int) -> bool:
+        """Whether the line is speech heard with no words written for it (see NO_WORDS)."""
+        return self.lines[index].text == NO_WORDS
 
     def speech_seconds(self, index: int) -> float:
         span = self.spans.get(index)

@@ -119,7 +119,7 @@ def own_speech(analysis: Analysis, index: int, encoder) -> tuple[tuple[float, fl
     """The line's own speech with every other voice's cue and speech cut away (the longest piece), one voice by
     the calibrated windows, and its words; None when under OWN_LEAST s of speech is left."""
     voiced = analysis.voiced.get(index)
-    if voiced is None:
+    if voiced is None or analysis.wordless(index):
         return None
     speaker = analysis.speakers[index]
     for a, b in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN):
@@ -237,6 +237,8 @@ def joined_candidate(analysis: Analysis, speaker: str, encoder, why: str) -> Can
     for line in analysis.original.lines:
         voiced = analysis.voiced.get(line.index)
         if analysis.speakers[line.index] != speaker or not voiced or spoken_over(analysis, line.index):
+            continue
+        if analysis.wordless(line.index):
             continue
         for a, b in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN):
             if b - a >= JOIN_PART and not (b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b)):

@@ -91,6 +91,9 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
     def clip(problem: str | None) -> LineClip:
         return LineClip(index, speaker, start, end, line.text, problem, moved)
 
+    if analysis.wordless(index):
+        return clip("speech the ASR wrote no words for: a clip needs its transcript")
+
     for other in analysis.original.lines:
         if analysis.speakers[other.index] != speaker and other.start < end and other.end > start:
             problem = f"overlaps line {other.index} of {analysis.speakers[other.index]}"
