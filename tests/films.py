@@ -102,6 +102,11 @@ class Film:
         """Who truly speaks between start and end (any overlap of 50 ms or more)."""
         return {t["speaker"] for t in self.truth["speech"] if min(t["end"], end) - max(t["start"], start) > 0.05}
 
+    def clip_voices(self, clip) -> set[str]:
+        """Who truly speaks in a clip (in each part of a joined one: the silence between them holds nobody)."""
+        parts = getattr(clip, "parts", ()) or ((clip.start, clip.end),)
+        return set().union(*(self.speakers_in(a, b) for a, b in parts))
+
     def voice_in(self, start: float, end: float) -> str | None:
         """The voice that truly speaks most between start and end (None: nobody does)."""
         spoken = {}

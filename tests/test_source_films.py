@@ -54,7 +54,7 @@ def test_similar_voices_are_told_apart_when_the_original_is_unlabelled(film, enc
     assert len(grouping.speakers) == 4 and set(names.values()) == set(film.truth["cast"]), grouping.how
     assert sum(names[found[i]] != truth[i] for i in truth) <= 1  # at most one line in sixteen misplaced
     for group, clip in extraction.chosen.items():
-        assert film.speakers_in(clip.start, clip.end) == {names[group]}
+        assert film.clip_voices(clip) == {names[group]}
 
 
 def test_long_single_voice_lines_keep_their_own_clip_under_music(film, labelled):
@@ -71,7 +71,7 @@ def test_long_single_voice_lines_keep_their_own_clip_under_music(film, labelled)
 def test_no_clip_holding_two_voices_passes(film, labelled):
     usable = [c for c in labelled.line_clips.values() if c.problem is None]
     usable += [c for found in labelled.candidates.values() for c in found if c.problem is None]
-    assert usable and all(len(film.speakers_in(c.start, c.end)) == 1 for c in usable)
+    assert usable and all(len(film.clip_voices(c)) == 1 for c in usable)
     [reply] = [row["line"] for row in film.lines if "uncued" in row]  # its cue runs on into another voice
     problem = labelled.line_clips[reply].problem
     assert problem.startswith("another voice at"), problem
@@ -90,7 +90,7 @@ def test_a_condensed_cue_is_refused_without_an_asr_model(film, labelled):
 def test_every_speakers_clip_is_that_speaker_alone(film, labelled):
     assert set(labelled.chosen) == set(film.truth["cast"])
     for speaker, clip in labelled.chosen.items():
-        assert film.speakers_in(clip.start, clip.end) == {speaker}
+        assert film.clip_voices(clip) == {speaker}
 
 
 def test_subtitles_ten_seconds_off_are_refused_with_the_offset(tmp_path):

@@ -194,7 +194,11 @@ def main() -> None:
                 rows.append(row)
     if args.json:
         args.json.write_text(
-            json.dumps({"cpu": cpu_name(), "options": vars(args) | {"json": str(args.json)}, "scenes": rows}, indent=1, default=float)
+            json.dumps(
+                {"cpu": cpu_name(), "options": vars(args) | {"json": str(args.json)}, "scenes": rows},
+                indent=1,
+                default=float,
+            )
             + "\n",
             encoding="utf-8",
         )

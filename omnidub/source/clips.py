@@ -245,7 +245,9 @@ def voices_inside(analysis: Analysis, encoder, speaker: str, start: float, end: 
     theirs = [c for name, c in analysis.centroids.items() if name != speaker]
     if own is None or not theirs or end - start < EDGE_WINDOW + INSIDE_STEP:
         return []
-    starts = [round(float(a), 3) for a in np.arange(start, end - EDGE_WINDOW + 1e-6, INSIDE_STEP)]
+    # On one grid for the whole source: a line's own clip and a speaker clip holding it hear the same windows.
+    first = np.ceil(start / INSIDE_STEP - 1e-6) * INSIDE_STEP
+    starts = [round(float(a), 3) for a in np.arange(first, end - EDGE_WINDOW + 1e-6, INSIDE_STEP)]
     found = analysis.windows_at(encoder, starts, EDGE_WINDOW)
     stack = np.stack(theirs)
     margins = [(a, float(np.dot(e, own)) - float(np.max(stack @ e))) for a, e in zip(starts, found) if e is not None]
@@ -264,6 +266,17 @@ def voices_inside(analysis: Analysis, encoder, speaker: str, start: float, end: 
         else:
             merged.append((a, b))
     return [(round(a, 3), round(min(b, end), 3)) for a, b in merged]
+
+
+def leans_own(analysis: Analysis, encoder, speaker: str, start: float, end: float) -> bool:
+    """Whether the span, heard whole, is INSIDE_MARGIN more like its speaker than like any other voice: what each
+    part left once another voice is cut out of a clip must be (the windows place that voice only to within one)."""
+    own = analysis.centroids.get(speaker)
+    found = encoder.embed(analysis.track.cut(start, end), analysis.track.sample_rate)
+    if own is None or found is None:
+        return False
+    others = [float(np.dot(found[0], c)) for name, c in analysis.centroids.items() if name != speaker]
+    return float(np.dot(found[0], own)) - max(others, default=-1.0) >= INSIDE_MARGIN
 
 
 def without(start: float, end: float, cut: list[tuple[float, float]], least: float) -> list[tuple[float, float]]:

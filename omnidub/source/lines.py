@@ -19,6 +19,7 @@ from omnidub.source.clips import (
     MIN_AGREEMENT,
     inside_problem,
     joined_seconds,
+    leans_own,
     own_edges,
     own_stretches,
     said_part,
@@ -108,7 +109,10 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
         parts = without(start, end, inside, MIN_PIECE)
         if analysis.words is None and index in analysis.condensed:
             return clip(analysis.condensed[index])
-        if joined_seconds(parts) >= floor and not any(voice_problem(analysis, encoder, speaker, *p) for p in parts):
+        if joined_seconds(parts) >= floor and all(
+            leans_own(analysis, encoder, speaker, *p) and not voice_problem(analysis, encoder, speaker, *p)
+            for p in parts
+        ):
             cut = ", ".join(f"{a:.2f}-{b:.2f} s" for a, b in inside)
             found = _parts_clip(analysis, index, parts, f"another voice heard spoken over it at {cut}")
             if found is not None:
@@ -149,7 +153,10 @@ def _cut_own(
         return None
     longest = max(pieces, key=lambda p: p[1] - p[0])
     parts = [longest] if longest[1] - longest[0] >= floor else pieces
-    if joined_seconds(parts) < floor or any(voice_problem(analysis, encoder, speaker, a, b) for a, b in parts):
+    if joined_seconds(parts) < floor or any(
+        voice_problem(analysis, encoder, speaker, a, b) or not leans_own(analysis, encoder, speaker, a, b)
+        for a, b in parts
+    ):
         return None
     return _parts_clip(analysis, index, parts, why)
 
