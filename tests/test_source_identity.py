@@ -242,3 +242,20 @@ def test_speech_the_asr_wrote_no_words_for_is_a_line_grouped_by_voice_and_never_
     assert groups[first] == groups[second] and len(set(groups.values())) == 3
     assert found.line_clips[first].problem.startswith("speech the ASR wrote no words for")
     assert groups[first] not in found.chosen or holds(said, parts(found.chosen[groups[first]])) == {"C"}
+
+
+def test_two_groups_the_lines_cannot_tell_apart_are_said_with_their_lines_not_guessed():
+    # Four lines of two voices alike (0.09 apart, two lines each: too few to split on) and a voice apart: one group,
+    # said to be perhaps two voices, naming every line of it; and a split says the margin it was made by.
+    from omnidub.source.speakers import group_lines
+
+    def at(angle, axis=(1.0, 0.0, 0.0)):
+        return np.array([np.cos(angle), np.sin(angle), 0.0]) if axis[0] else np.array([0.0, 0.0, 1.0])
+
+    embeddings = {1: at(0.0), 2: at(0.2), 3: at(0.45), 4: at(0.65)}
+    embeddings.update({k: at(0, axis=(0.0,)) for k in (5, 6, 7)})
+    speech = dict.fromkeys(embeddings, 3.0)
+    grouping = group_lines(sorted(embeddings), embeddings, speech, None)
+    assert len(grouping.speakers) == 2
+    assert set(grouping.doubts) == {1, 2, 3, 4}
+    assert "may be two voices alike: its lines 1, 2 and 3, 4 come 0.09 apart" in grouping.doubts[1]

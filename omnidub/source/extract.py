@@ -123,6 +123,8 @@ def extract_voices(
         analysis = analysed(original)
     if options.names:
         analysis = renamed(analysis, options.names)
+    if analysis.grouping is not None:  # two voices the lines cannot tell apart: said, with the lines, not guessed
+        notes += list(dict.fromkeys(analysis.grouping.doubts.values()))
     if heard is not None:  # its lines are the words heard: nothing to check them against
         if analysis.language is None:
             notes.append(f"language {heard.transcript.language!r}, as the ASR heard it; --language sets it")

@@ -95,11 +95,14 @@ def grouping_doubt(analysis: Analysis, index: int) -> str | None:
 
 
 def grouping_guess(analysis: Analysis, index: int) -> str:
-    """How an unlabelled line was placed when its place is a guess, sure or not ("" when it is not one)."""
+    """How an unlabelled line was placed when its place is a guess, sure or not, or why its group may be two voices
+    ("" when neither)."""
     if analysis.grouping is None:
         return ""
     line = next((g for g in analysis.grouping.lines if g.index == index), None)
-    return f"its voice was placed by a rule: {line.note}" if line is not None and "a guess" in line.note else ""
+    if line is not None and "a guess" in line.note:
+        return f"its voice was placed by a rule: {line.note}"
+    return analysis.grouping.doubts.get(index, "")
 
 
 def spoken_over(analysis: Analysis, index: int) -> int | None:

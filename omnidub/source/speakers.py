@@ -32,6 +32,9 @@ SPLIT_LINES = 2  # each sub-group needs this many lines
 # 0.007 nearer its own.
 SPLIT_GAP_CLEAR = 0.08
 CLEAR_LINES = 3
+# Sub-groups this far apart but not split are said to be perhaps two voices, their lines named: one voice's lines
+# split at best 0.02-0.05 apart on the films, one voice in two accents 0.10-0.13.
+UNTOLD_GAP = 0.06
 # A group with less speech than this, all its lines together, is one short line's noisy embedding (a 1.1 s "Yes,
 # of course." stood alone on a film), not a voice: found by the data, its lines join the nearest group. Unless its
 # lines are unlike every other group (under SLIGHT_APART to the nearest centroid, each): a character who only
@@ -86,6 +89,7 @@ class Grouping:
     speakers: tuple[str, ...]
     lines: tuple[LineSpeaker, ...]
     how: str
+    doubts: dict[int, str] = field(default_factory=dict)  # line -> why its group may be two voices alike
 
 
 @dataclass(frozen=True)
@@ -208,6 +212,7 @@ def group_lines(
                 f"; {len(slight)} group{'s' if len(slight) > 1 else ''} of under {GROUP_SPEECH:g} s of speech "
                 "joined the nearest"
             )
+    close = untold(vectors, labels) if speakers is None else []
     # Names in order of first appearance.
     names: dict[int, str] = {}
     for label in labels:
@@ -226,7 +231,20 @@ def group_lines(
         previous = result[-1].speaker
     if apart:
         result = keep_apart(result, embeddings, centroids, apart, speech)
-    return Grouping(tuple(centroids), tuple(result), how)
+    doubts = {}
+    for a, b, gap in close:
+        group = names.get(int(labels[a[0]]))
+        if group is None:
+            continue
+        one, two = sorted((sorted(core[j] for j in a), sorted(core[j] for j in b)))
+        why = (
+            f"{group} may be two voices alike: its lines {', '.join(map(str, one))} and "
+            f"{', '.join(map(str, two))} come {gap:.2f} apart, not enough to split them ({SPLIT_GAP:g}, or "
+            f"{SPLIT_GAP_CLEAR:g} with {CLEAR_LINES} lines a side each nearer its own); listen to them, and label "
+            "the original's cues if they are two"
+        )
+        doubts.update(dict.fromkeys(one + two, why))
+    return Grouping(tuple(centroids), tuple(result), how, doubts)
 
 
 def _unlike_the_rest(vectors: np.ndarray, labels: np.ndarray, group: int) -> bool:
@@ -324,22 +342,25 @@ def _cluster(vectors: np.ndarray, speakers: int | None) -> tuple[np.ndarray, str
         )
     else:
         how = f"{best_k} speakers: the grouping with the best silhouette ({best:.2f}) from 2 to {MAX_SPEAKERS}"
-    labels, splits = split_tight(vectors, best_labels)
-    if splits:
+    labels, gaps = split_tight(vectors, best_labels)
+    if gaps:
         count = len(set(labels))
         first = best_k if best >= SILHOUETTE_FLOOR else 1
         how = (
             f"{count} speakers: the grouping with the best silhouette ({max(best, 0.0):.2f}) gave {first}, "
-            f"and {splits} group{'s' if splits > 1 else ''} whose lines form two tight sub-groups "
-            f"{'were' if splits > 1 else 'was'} split"
+            f"and {len(gaps)} group{'s' if len(gaps) > 1 else ''} whose lines form two tight sub-groups "
+            f"{'were' if len(gaps) > 1 else 'was'} split (their sub-groups "
+            + ", ".join(f"{g:.2f}" for g in gaps)
+            + " apart)"
         )
     return labels, how
 
 
-def split_tight(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, int]:
+def split_tight(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, list[float]]:
     """Split every group whose lines form two tight sub-groups (see SPLIT_GAP), again while any does; returns the
-    new labels and how many splits were made."""
-    labels, splits = np.asarray(labels).copy(), 0
+    new labels and the gap of each split made (the margin the two voices were told apart by)."""
+    labels, gaps = np.asarray(labels).copy(), []
+    splits = 0
     similarity = vectors @ vectors.T
     queue = list(dict.fromkeys(int(k) for k in labels))
     while queue and splits < MAX_SPEAKERS:
@@ -358,8 +379,24 @@ def split_tight(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, in
         new = int(labels.max()) + 1
         labels[b] = new
         splits += 1
+        gaps.append(round(gap, 3))
         queue += [group, new]
-    return labels, splits
+    return labels, gaps
+
+
+def untold(vectors: np.ndarray, labels: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """Groups whose lines come near splitting in two (their two sub-groups UNTOLD_GAP or more apart, but not as far
+    as a split needs): each as (lines of one side, of the other, the gap); two voices alike may be there, or one
+    voice heard in two ways, and the lines cannot say which."""
+    similarity, found = vectors @ vectors.T, []
+    for group in dict.fromkeys(int(k) for k in labels):
+        members = np.nonzero(labels == group)[0]
+        if len(members) < 2 * SPLIT_LINES:
+            continue
+        best = _best_halves(similarity, members)
+        if best is not None and best[2] >= UNTOLD_GAP:
+            found.append(best)
+    return found
 
 
 def _best_halves(similarity: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:
