@@ -147,6 +147,35 @@ def measure(film, encoder, asr) -> dict:
     return result
 
 
+def table(rows: list[dict]) -> str:
+    """The figures per language and kind of subtitles, summed over the scenes, as a Markdown table."""
+    out = [
+        "| scenes | subtitles | characters voiced | lines grouped right | references holding another voice (s) | "
+        "references of another character | own speech, lines of 2 s+ | lines left unrendered | lines flagged |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for language in dict.fromkeys(row["language"] for row in rows):
+        mine = [row for row in rows if row["language"] == language]
+        for condition, name in (("labelled", "labelled"), ("unlabelled", "unlabelled"), ("none", "none (tiny.en)")):
+            found = [row[condition] for row in mine if condition in row]
+            if not found:
+                continue
+            cast = 6 * len(found)
+
+            def total(key, found=found):
+                return sum(len(f[key]) if isinstance(f[key], list) else f[key] for f in found)
+
+            right = "by label" if condition == "labelled" else f"{total('right')}/{total('lines')}"
+            if condition == "none":
+                right += f" ({sum(f['heard_right'] for f in found)}/{sum(f['heard_lines'] for f in found)} heard)"
+            out.append(
+                f"| {language} ×{len(found)} | {name} | {total('voiced')}/{cast} | {right} | "
+                f"{total('holding_other')} ({total('other_seconds'):.1f} s) | {total('another_character')} | "
+                f"{total('own_long')}/{total('long')} | {total('unrendered')} | {total('review')} |"
+            )
+    return "\n".join(out)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=2)
@@ -192,6 +221,7 @@ def main() -> None:
                 }
                 print(json.dumps({"language": language, "seed": seed, **brief}, default=float), flush=True)
                 rows.append(row)
+    print(table(rows))
     if args.json:
         args.json.write_text(
             json.dumps(
