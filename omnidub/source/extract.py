@@ -21,7 +21,7 @@ from omnidub.source.clips import (
     word_agreement,
 )
 from omnidub.source.heard import Heard
-from omnidub.source.identity import JOIN_LEAST, guarded, joined_candidate
+from omnidub.source.identity import JOIN_LEAST, cue_joined_candidate, guarded, joined_candidate
 from omnidub.source.lines import (
     LINE_FLOOR,
     LineClip,
@@ -148,8 +148,12 @@ def extract_voices(
     candidates, chosen, missing = {}, {}, {}
     for speaker in dict.fromkeys(analysis.speakers[line.index] for line in original.lines):
         if speaker not in analysis.centroids:
-            missing[speaker] = "none of its lines has enough speech to know the voice"
             candidates[speaker] = ()
+            heard = cue_joined_candidate(analysis, speaker) if labelled(original) else None
+            if heard is not None:
+                chosen[speaker] = heard
+            else:
+                missing[speaker] = "none of its lines has enough speech to know the voice"
             continue
         found = tuple(speaker_candidates(analysis, speaker, encoder, asr, options.clips))
         candidates[speaker] = found

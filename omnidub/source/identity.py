@@ -232,6 +232,32 @@ def guarded(
     return result
 
 
+def cue_joined_candidate(analysis: Analysis, speaker: str) -> Candidate | None:
+    """A labelled voice whose speech voice activity does not hear at all (a whisper under a loud bed): its cues' time
+    joined across its lines, every other voice's cue and speech cut away (the label says who speaks there, and no
+    other voice is left in it), at least JOIN_LEAST s in all, its words the cues' in proportion to the time kept;
+    None when too little is left. Labelled as what it is."""
+    pieces = []
+    for line in analysis.original.lines:
+        if analysis.speakers[line.index] != speaker or not line.text.strip() or analysis.wordless(line.index):
+            continue
+        for a, b in own_stretches(analysis, speaker, line.start, line.end, FALLBACK_MARGIN):
+            if b - a >= JOIN_PART:
+                words = line.text.split()
+                first = round(len(words) * (a - line.start) / (line.end - line.start))
+                last = round(len(words) * (b - line.start) / (line.end - line.start))
+                pieces.append((line.index, a, b, " ".join(words[first:last] or words)))
+    return _joined(
+        speaker,
+        pieces,
+        lambda which, total, _: (
+            f"joined: {speaker}'s cues' time from {which} ({total:.1f} s), other voices cut away: voice activity "
+            f"hears no speech of {speaker} to know the voice by (a whisper, or a voice under a loud bed); its words "
+            "are the cues' in proportion to the time kept, a guess"
+        ),
+    )
+
+
 def joined_candidate(analysis: Analysis, speaker: str, encoder, why: str) -> Candidate | None:
     """A voice without one clean stretch long enough: its own speech joined across its lines (every other voice's cue
     and speech cut away, each part one voice where windows can judge it), at least JOIN_LEAST s in all; None when it
@@ -247,29 +273,30 @@ def joined_candidate(analysis: Analysis, speaker: str, encoder, why: str) -> Can
             if b - a >= JOIN_PART and not (b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b)):
                 whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
                 pieces.append((line.index, a, b, stretch_words(analysis, line.index, a, b, whole)[0]))
+    return _joined(
+        speaker,
+        pieces,
+        lambda which, total, count: (
+            f"joined: {speaker}'s own speech from {which} ({total:.1f} s in {count} part{'s' if count > 1 else ''}), "
+            f"for want of one clean clip: {why}"
+        ),
+    )
+
+
+def _joined(speaker: str, pieces: list, describe) -> Candidate | None:
+    """A clip of (line, start, end, words) pieces, the longest first up to JOIN_MOST s, heard in time order; None
+    under JOIN_LEAST. ``describe(which lines, seconds, parts)`` labels it."""
     kept, total = [], 0.0
-    for piece in sorted(pieces, key=lambda p: p[1] - p[2]):  # the longest first
-        if total + piece[2] - piece[1] > JOIN_MOST:
-            continue
-        kept.append(piece)
-        total += piece[2] - piece[1]
+    for piece in sorted(pieces, key=lambda p: p[1] - p[2]):
+        if total + piece[2] - piece[1] <= JOIN_MOST:
+            kept.append(piece)
+            total += piece[2] - piece[1]
     if not kept or joined_seconds([(a, b) for _, a, b, _ in kept]) < JOIN_LEAST:
         return None
     kept.sort(key=lambda p: p[1])
     parts = tuple((a, b) for _, a, b, _ in kept)
     lines = tuple(dict.fromkeys(i for i, *_ in kept))
-    label = (
-        f"joined: {speaker}'s own speech from line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))} "
-        f"({total:.1f} s in {len(parts)} part{'s' if len(parts) > 1 else ''}), for want of one clean clip: {why}"
-    )
-    return Candidate(
-        speaker,
-        lines,
-        parts[0][0],
-        parts[-1][1],
-        " ".join(t for *_, t in kept),
-        None,
-        None,
-        fallback=label,
-        parts=parts,
-    )
+    which = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
+    words = " ".join(t for *_, t in kept)
+    label = describe(which, total, len(parts))
+    return Candidate(speaker, lines, parts[0][0], parts[-1][1], words, None, None, fallback=label, parts=parts)
