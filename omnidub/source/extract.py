@@ -160,8 +160,10 @@ def extract_voices(
         if found and found[0].problem is None:
             chosen[speaker] = found[0]
             continue
-        fallback = fallback_candidate(analysis, speaker, encoder, _why_none(found)) or joined_candidate(
-            analysis, speaker, encoder, _why_none(found)
+        fallback = (
+            fallback_candidate(analysis, speaker, encoder, _why_none(found))
+            or joined_candidate(analysis, speaker, encoder, _why_none(found))
+            or (cue_joined_candidate(analysis, speaker) if labelled(original) else None)
         )
         if fallback is not None:
             chosen[speaker] = fallback

@@ -233,7 +233,7 @@ def guarded(
 
 
 def cue_joined_candidate(analysis: Analysis, speaker: str) -> Candidate | None:
-    """A labelled voice whose speech voice activity does not hear at all (a whisper under a loud bed): its cues' time
+    """A labelled voice whose speech voice activity hears too little of (a whisper under a loud bed): its cues' time
     joined across its lines, every other voice's cue and speech cut away (the label says who speaks there, and no
     other voice is left in it), at least JOIN_LEAST s in all, its words the cues' in proportion to the time kept;
     None when too little is left. Labelled as what it is."""
@@ -252,7 +252,7 @@ def cue_joined_candidate(analysis: Analysis, speaker: str) -> Candidate | None:
         pieces,
         lambda which, total, _: (
             f"joined: {speaker}'s cues' time from {which} ({total:.1f} s), other voices cut away: voice activity "
-            f"hears no speech of {speaker} to know the voice by (a whisper, or a voice under a loud bed); its words "
+            f"hears too little of {speaker}'s speech for a clip (a whisper, or a voice under a loud bed); its words "
             "are the cues' in proportion to the time kept, a guess"
         ),
     )
