@@ -261,18 +261,19 @@ def test_two_groups_the_lines_cannot_tell_apart_are_said_with_their_lines_not_gu
     assert "may be two voices alike: its lines 1, 2 and 3, 4 come 0.09 apart" in grouping.doubts[1]
 
 
-def test_a_labelled_voice_whose_speech_voice_activity_never_hears_still_gets_a_voice(tmp_path):
-    # C whispers under the bed: voice activity hears none of it, so there is no embedding to know C by. Its cues,
-    # every other voice cut away, are its voice, labelled as what they are; before, C was left with no voice at all.
+def test_a_labelled_voice_whose_speech_voice_activity_hardly_hears_still_gets_a_voice(tmp_path):
+    # C whispers under the bed: voice activity hears 0.2 s of each of its lines, too little to embed, so there is
+    # nothing to know C by. Its cues, every other voice cut away, are its voice, labelled as what they are; before,
+    # C was left with no voice at all.
     from unittest import mock
 
     said = TURNS
     audio = voices(tmp_path, said, 24.0)
-    speech = speech_map([(a, b) for who, a, b in said if who != "C"], 24.0)
+    speech = speech_map(sorted((a, b if who != "C" else a + 0.2) for who, a, b in said), 24.0)
     with mock.patch("omnidub.source.analysis.find_speech", return_value=speech):
         found = extract_voices(
             audio, script(said), encoder=Levels(), asr=None, options=ExtractOptions(assess_lines=True)
         )
-    assert "C" not in found.analysis.centroids and "C" not in found.missing
+    assert "C" not in found.missing
     clip = found.chosen["C"]
     assert clip.fallback.startswith("joined: C's cues' time from lines 3, 6") and holds(said, clip.parts) == {"C"}

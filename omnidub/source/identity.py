@@ -236,7 +236,8 @@ def cue_joined_candidate(analysis: Analysis, speaker: str) -> Candidate | None:
     """A labelled voice whose speech voice activity hears too little of (a whisper under a loud bed): its cues' time
     joined across its lines, every other voice's cue and speech cut away (the label says who speaks there, and no
     other voice is left in it), at least JOIN_LEAST s in all, its words the cues' in proportion to the time kept;
-    None when too little is left. Labelled as what it is."""
+    None when too little is left, or when voice activity hears under OWN_LEAST s of speech in it. Labelled as what
+    it is."""
     pieces = []
     for line in analysis.original.lines:
         if analysis.speakers[line.index] != speaker or not line.text.strip() or analysis.wordless(line.index):
@@ -247,6 +248,8 @@ def cue_joined_candidate(analysis: Analysis, speaker: str) -> Candidate | None:
                 first = round(len(words) * (a - line.start) / (line.end - line.start))
                 last = round(len(words) * (b - line.start) / (line.end - line.start))
                 pieces.append((line.index, a, b, " ".join(words[first:last] or words)))
+    if sum(analysis.speech.speech_seconds(a, b) for _, a, b, _ in pieces) < OWN_LEAST:
+        return None  # no speech heard in them at all: cues over silence, or vocals a separator lost
     return _joined(
         speaker,
         pieces,
