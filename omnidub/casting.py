@@ -76,12 +76,12 @@ def cast_from_source(
         )
     voices = {**cast.voices, **given}
     script = assign_speakers(dub, cast)
-    unvoiced = unvoiced_lines(script, voices, summary)
+    unvoiced = unvoiced_lines(script, voices, summary, cast)
     if unvoiced and len(unvoiced) == len(script.lines):
-        raise OmnidubError(f"{input_path}: {unvoiced_note(unvoiced, summary)[0].partition(': ')[2]}")
+        raise OmnidubError(f"{input_path}: {unvoiced_note(unvoiced, summary, cast)[0].partition(': ')[2]}")
     script = replace(script, lines=tuple(line for line in script.lines if line.index not in unvoiced))
     check_source_cast(script, voices, summary, input_path)
-    notes += tuple(unvoiced_note(unvoiced, summary))
+    notes += tuple(unvoiced_note(unvoiced, summary, cast))
     review = sorted(i for i, r in cast.references.items() if r.review and i not in unvoiced)
     if review:
         notes += (
@@ -106,7 +106,9 @@ def reference_clips(cast: SourceCast) -> dict[str, Path]:
     as heard when the source came without subtitles."""
     files = reference_files(cast)
     found = {
-        relative: cast.summary.clip_path(cast.references[index].start, cast.references[index].end)
+        relative: cast.summary.clip_path(
+            cast.references[index].start, cast.references[index].end, cast.references[index].parts
+        )
         for index, relative in files.items()
     }
     if cast.heard is not None:
@@ -150,7 +152,11 @@ def _own_clip(cast: SourceCast, index: int) -> str | None:
     if not reference.original:
         return None
     own = cast.summary.line_clips.get(reference.original[0])
-    return cast.summary.hashes.get((own.start, own.end)) if own is not None and own.problem is None else None
+    if own is None or own.problem is not None:
+        return None
+    from omnidub.source.clips import clip_key
+
+    return cast.summary.hashes.get(clip_key(own.start, own.end, own.parts))
 
 
 def voice_check(

@@ -3,7 +3,9 @@
 Label and cleanup rules, in the order they apply to each cue:
 
 - Markup is removed: HTML-style tags (<i>, <b>, <u>, <font ...>), ASS overrides ({\\an8}), VTT timestamps;
-  entities (&amp;) are decoded and a leading dialogue dash ("- ") is dropped.
+  entities (&amp;) are decoded and a leading dialogue dash ("- ") is dropped. A cue whose rows after the first open
+  with a dash ("- Ready?\n- Yes.") holds several speakers' lines: each dashed row is a line of its own (an unlabelled
+  one is not the row before's speaker), the cue's time shared by estimated length, and a note says so.
 - A speaker label is `<v NAME>` (WebVTT), `NAME: text` or `[NAME] text`, only at the start of a cue line.
   `NAME:` is at most 3 words and 32 characters with no sentence punctuation (a title like "Dr." is fine), and
   in subtitles every word starts with a capital letter (so "so: what now" and "Well, note this: ..." stay
@@ -167,6 +169,12 @@ def read_script(path, *, language: str | None = None, gap: float = 0.4, speakers
                     f"{path}: {cue.where}: {len(words):,} characters of text; a line may hold at most "
                     f"{MAX_LINE_CHARACTERS:,} (split it into shorter lines)"
                 )
+        if len(parts) > 1 and dialogue_dashes(cue.body) and any(s == DEFAULT_SPEAKER for s, _ in parts):
+            # Labelled rows say who speaks; unlabelled ones are new lines the reader should know were made.
+            notes.append(
+                f"{cue.where}: dialogue dashes: {len(parts)} speakers' lines, read as {len(parts)} lines, the cue's "
+                "time shared by how long each takes to say"
+            )
         for (speaker, words), (start, end) in zip(parts, _share_time(cue, [w for _, w in parts])):
             pieces.append((cue, speaker, words, start, end))
     if not pieces:
@@ -345,8 +353,9 @@ def _speech_parts(
 ) -> tuple[list[tuple[str, str]], str]:
     """Split a cue into (speaker, clean text) parts, or return no parts and why it was skipped. ``cast`` maps
     folded names to the cast's own; ``by_cast`` collects labels that only the cast made labels."""
-    parts: list[list] = []  # [speaker, [texts]]
+    parts: list[list] = []  # [speaker, [texts], opened by a dialogue dash]
     body = _CONTROL_RE.sub("", body.replace("\t", " "))  # never spoken, never printed
+    dialogue = dialogue_dashes(body)
     for raw in _ASS_RE.sub("", body).split("\n"):
         if _MUSIC_RE.search(raw):
             continue  # SDH marks sung lyrics with music notes; they are not dubbed as speech
@@ -354,7 +363,9 @@ def _speech_parts(
         voice = _VOICE_RE.match(raw)
         if voice:
             speaker, raw = voice.group(1).strip(), raw[voice.end() :]
-        row = _DASH_RE.sub("", html.unescape(_TAG_RE.sub("", raw)))
+        plain = html.unescape(_TAG_RE.sub("", raw))
+        dash = dialogue and bool(_DASH_RE.match(plain))
+        row = _DASH_RE.sub("", plain)
         if speaker is None:
             speaker, row = _cast_label(
                 row, cast or {}, by_cast if by_cast is not None else {}, where, capitalised_labels
@@ -362,17 +373,19 @@ def _speech_parts(
         if speaker is None:
             speaker, row = _split_label(row, capitalised_labels)
         row = _clean(row)
-        if speaker is not None and (not parts or parts[-1][0] != speaker):
-            parts.append([speaker, []])
+        if dash or (speaker is not None and (not parts or parts[-1][0] != speaker)):
+            parts.append([speaker, [], dash])
         elif not parts:
-            parts.append([None, []])
+            parts.append([None, [], dialogue])
         if row:
             parts[-1][1].append(row)
     result = []
-    for speaker, texts in parts:
+    for speaker, texts, dash in parts:
         text = " ".join(texts)
         if _SPEAKABLE_RE.search(_NONVERBAL_RE.sub("", text)):
-            result.append((speaker or (result[-1][0] if result else DEFAULT_SPEAKER), text))
+            # An unlabelled row after a dialogue dash is another voice than the row before: who, the source says.
+            carried = DEFAULT_SPEAKER if dash or not result else result[-1][0]
+            result.append((speaker or carried, text))
     if result:
         return result, ""
     if _NONVERBAL_RE.search(body):
@@ -382,6 +395,13 @@ def _speech_parts(
     if _SOUND_RE.search(body):
         return [], "sound description only"
     return [], "nothing speakable"
+
+
+def dialogue_dashes(body: str) -> bool:
+    """Whether a cue holds two or more speakers' lines marked by dialogue dashes ("- Ready?\\n- Yes.", or a dash on
+    the second row only): a row after the first opens with a dash."""
+    rows = [html.unescape(_TAG_RE.sub("", _ASS_RE.sub("", row))) for row in body.split("\n") if row.strip()]
+    return any(_DASH_RE.match(row) for row in rows[1:])
 
 
 def _cast_label(row: str, cast: dict[str, str], by_cast: dict, where: str, capitalised: bool) -> tuple[str | None, str]:

@@ -39,6 +39,19 @@ VOICES = {
     "ROSS": ("espeak-ng", "en-gb+m4"),
     "CRAIG": ("espeak-ng", "en-gb-scotland+m4"),
     "JUNE": ("espeak-ng", "en-us+f1"),
+    # The scenes' cast (tests/scenes.py): synthesizers and voices the films above do not use.
+    "ABE": ("flite", "awb"),
+    "PHIL": ("espeak-ng", "en-us+m2"),
+    "ECHO": ("espeak-ng", "en-gb+Annie"),
+    "WREN": ("espeak-ng", "en-us+whisperf"),
+    "GRETA": ("espeak-ng", "de+f2"),
+    "ELIO": ("festival", "el_diphone"),
+    "PACO": ("festival", "el_diphone"),
+    "LUCIA": ("espeak-ng", "es+f3"),
+    "TOMAS": ("espeak-ng", "es-419+m3"),
+    "ROSA": ("espeak-ng", "es+Annie"),
+    "NIEVES": ("espeak-ng", "es+whisper"),
+    "JORGE": ("espeak-ng", "pt-br+m6"),
 }
 CAST = ("NORA", "OWEN", "BRUNO", "KEN")
 
@@ -89,6 +102,11 @@ class Film:
         """Who truly speaks between start and end (any overlap of 50 ms or more)."""
         return {t["speaker"] for t in self.truth["speech"] if min(t["end"], end) - max(t["start"], start) > 0.05}
 
+    def clip_voices(self, clip) -> set[str]:
+        """Who truly speaks in a clip (in each part of a joined one: the silence between them holds nobody)."""
+        parts = getattr(clip, "parts", ()) or ((clip.start, clip.end),)
+        return set().union(*(self.speakers_in(a, b) for a, b in parts))
+
     def voice_in(self, start: float, end: float) -> str | None:
         """The voice that truly speaks most between start and end (None: nobody does)."""
         spoken = {}
@@ -117,7 +135,8 @@ def speak(voice: str, texts: list[str]) -> list[np.ndarray]:
             f'(utt.save.wave (utt.synth (Utterance Text "{t}")) "{tmp[p]}" \'riff)' for t, p in todo
         ]
         commands = CACHE / f"{os.getpid()}.scm"
-        commands.write_text("\n".join(script) + "\n", encoding="utf-8")
+        # Festival reads its scripts as Latin-1: a Spanish voice's accents in UTF-8 are spelled out byte by byte.
+        commands.write_text("\n".join(script) + "\n", encoding="latin-1", errors="replace")
         subprocess.run(["festival", "--batch", str(commands)], check=True, capture_output=True)
         commands.unlink()
     for t, p in todo:

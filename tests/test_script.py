@@ -66,7 +66,22 @@ def test_markup_is_stripped_and_whitespace_normalised(tmp_path):
 - Again?
 """
     script = read_script(write(tmp_path, "in.srt", srt))
-    assert [line.text for line in script.lines] == ["Look out, it's coming!", "Fish & chips? Again?"]
+    assert [line.text for line in script.lines] == ["Look out, it's coming!", "Fish & chips?", "Again?"]
+
+
+@pytest.mark.parametrize("body", ["- Ready?\n- Yes.", "Ready?\n- Yes.", "<i>- Ready?</i>\n<i>- Yes.</i>"])
+def test_a_dialogue_dash_cue_is_two_lines_for_two_speakers(tmp_path, body):
+    # Two voices in one cue: one line each, neither taken for the other's speaker, the cue's time shared by length
+    # and said; a cue whose only row opens with a dash, or whose second row merely goes on, stays one line.
+    srt = f"1\n00:00:10,000 --> 00:00:12,000\n{body}\n\n2\n00:00:13,000 --> 00:00:14,000\n- Well,\nmaybe not.\n"
+    script = read_script(write(tmp_path, "in.srt", srt))
+    ready, yes, well = script.lines
+    assert (ready.text, yes.text, well.text) == ("Ready?", "Yes.", "Well, maybe not.")
+    assert ready.speaker == yes.speaker == DEFAULT_SPEAKER and ready.where == yes.where == "cue 1"
+    assert ready.start == 10.0 and ready.end == yes.start and yes.end == 12.0 and 10.5 < ready.end < 11.5
+    assert any("cue 1: dialogue dashes: 2 speakers' lines, read as 2 lines" in w for w in script.warnings)
+    labelled = read_script(write(tmp_path, "l.srt", "1\n00:00:10,000 --> 00:00:12,000\nANN: Ready?\n- Yes.\n"))
+    assert [(line.speaker, line.text) for line in labelled.lines] == [("ANN", "Ready?"), (DEFAULT_SPEAKER, "Yes.")]
 
 
 def test_sound_only_cues_are_skipped_and_reported(tmp_path):

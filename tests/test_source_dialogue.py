@@ -45,7 +45,7 @@ def test_every_voice_gets_a_clip_of_its_own_voice_alone_and_a_fallback_says_what
     # Every line sits within 0.15 s of another voice: no clip is clean by the 0.1 s rule, none is refused for it.
     assert set(labelled.chosen) == set(film.truth["cast"]) and not labelled.missing
     for speaker, clip in labelled.chosen.items():
-        assert film.speakers_in(clip.start, clip.end) == {speaker}, (speaker, clip)
+        assert film.clip_voices(clip) == {speaker}, (speaker, clip)
         clean = any(c.problem is None for c in labelled.candidates[speaker])
         assert clean or (
             clip.fallback.startswith(f"line {clip.lines[0]}: ") and "for want of a clean clip" in clip.fallback
@@ -54,7 +54,7 @@ def test_every_voice_gets_a_clip_of_its_own_voice_alone_and_a_fallback_says_what
 
 def test_no_usable_line_clip_holds_another_voice(film, labelled):
     usable = [c for c in labelled.line_clips.values() if c.problem is None]
-    assert len(usable) >= 6 and all(film.speakers_in(c.start, c.end) == {c.speaker} for c in usable)
+    assert len(usable) >= 6 and all(film.clip_voices(c) == {c.speaker} for c in usable)
     for row in film.lines:
         if row.get("overlapped"):  # spoken over the line before: no own clip holds both
             assert labelled.line_clips[row["line"]].problem or film.speakers_in(
@@ -109,7 +109,7 @@ def test_lines_of_a_voice_alike_to_another_are_still_cloned_from_themselves(acce
     # voice's own windows lean, its long lines keep their own clips, and none holds another voice.
     found = extract_labelled(accents, source_voice_encoder)
     usable = [c for c in found.line_clips.values() if c.problem is None]
-    assert all(accents.speakers_in(c.start, c.end) == {c.speaker} for c in usable)
+    assert all(accents.clip_voices(c) == {c.speaker} for c in usable)
     long = [
         row["line"]
         for row in accents.lines

@@ -88,11 +88,9 @@ def judge_none(film, encoder, asr) -> dict:
 def _impure(film, found, names: dict) -> list:
     """Usable clips (speaker clips, fallbacks included, and own-line clips) holding 50 ms or more of a voice
     other than their speaker's."""
-    bad = [f"clip {s}" for s, c in found.chosen.items() if film.speakers_in(c.start, c.end) - {names.get(s)}]
+    bad = [f"clip {s}" for s, c in found.chosen.items() if film.clip_voices(c) - {names.get(s)}]
     bad += [
-        c.index
-        for c in found.line_clips.values()
-        if c.problem is None and film.speakers_in(c.start, c.end) - {names.get(c.speaker)}
+        c.index for c in found.line_clips.values() if c.problem is None and film.clip_voices(c) - {names.get(c.speaker)}
     ]
     return bad
 

@@ -52,7 +52,7 @@ def judge_film(film, encoder, asr) -> dict:
             {
                 "speaker": speaker,
                 "lines": list(clip.lines),
-                "pure": film.speakers_in(clip.start, clip.end) == {speaker},
+                "pure": film.clip_voices(clip) == {speaker},
                 "words": round(word_agreement(clip.text, said, "en"), 3),
             }
         )
@@ -64,11 +64,9 @@ def judge_film(film, encoder, asr) -> dict:
     ]
     own = [i for i in long_single if labelled.line_clips[i].problem is None]
     two_voice_passed = [
-        c.index for c in labelled.line_clips.values() if c.problem is None and len(film.speakers_in(c.start, c.end)) > 1
+        c.index for c in labelled.line_clips.values() if c.problem is None and len(film.clip_voices(c)) > 1
     ]
-    two_voice_passed += [
-        f"clip {c.speaker}" for c in labelled.chosen.values() if len(film.speakers_in(c.start, c.end)) > 1
-    ]
+    two_voice_passed += [f"clip {c.speaker}" for c in labelled.chosen.values() if len(film.clip_voices(c)) > 1]
     condensed = [i for i, row in lines.items() if row.get("condensed")]
     unlabelled = extract_voices(audio, read_script(film.unlabelled), encoder=encoder, asr=None)
     grouping = unlabelled.analysis.grouping
@@ -156,7 +154,7 @@ def judge_heard(film, encoder, asr) -> dict:
             {
                 "speaker": speaker,
                 "voice": names.get(speaker),
-                "pure": film.speakers_in(c.start, c.end) == {names.get(speaker)},
+                "pure": film.clip_voices(c) == {names.get(speaker)},
             }
             for speaker, c in extraction.chosen.items()
         ],
@@ -165,9 +163,7 @@ def judge_heard(film, encoder, asr) -> dict:
         "long_single_voice_2s": len(long_single_2s),
         "own_line_2s": sum(extraction.line_clips[i].problem is None for i in long_single_2s),
         "two_voice_passed": [
-            c.index
-            for c in extraction.line_clips.values()
-            if c.problem is None and len(film.speakers_in(c.start, c.end)) > 1
+            c.index for c in extraction.line_clips.values() if c.problem is None and len(film.clip_voices(c)) > 1
         ],
         "language": heard.transcript.language,
     }

@@ -273,7 +273,13 @@ def _original_html(c: LineCheck) -> str:
     if not isinstance(reference.get("file"), str):
         return ""
     span, seconds = "", None
-    if isinstance(reference.get("start"), (int, float)) and isinstance(reference.get("end"), (int, float)):
+    parts = reference.get("parts")
+    if isinstance(parts, list) and parts and all(isinstance(p, list) and len(p) == 2 for p in parts):
+        from omnidub.source.clips import joined_seconds
+
+        span = " " + ", ".join(f"{a:.2f}-{b:.2f}" for a, b in parts) + " s, joined"
+        seconds = joined_seconds(parts)  # its pieces heard one after another, silence between
+    elif isinstance(reference.get("start"), (int, float)) and isinstance(reference.get("end"), (int, float)):
         span = f" {reference['start']:.2f}-{reference['end']:.2f} s"
         seconds = max(0.0, reference["end"] - reference["start"])  # the clip is cut at that span
     whose = "its own line" if reference.get("kind") == "line" else f"{reference.get('speaker') or 'its speaker'}'s clip"

@@ -54,6 +54,12 @@ CONDENSED_SPEECH = 2.0
 CONDENSED_CUES = 3
 # A line heard (no subtitles) too short to embed is embedded from the speech no other line claims this near it.
 UNCLAIMED_REACH = 0.6
+# Two unlabelled cues sharing this much time are two voices (one person says one line at a time; one voice's cues
+# touch, or overlap by a frame or two); one inside the other for APART_INSIDE of its time is spoken over it.
+APART_OVERLAP = 0.25
+APART_INSIDE = 0.8
+# The text of a line heard as speech that the ASR wrote no words for: grouped by voice, never a clip (no transcript).
+NO_WORDS = "(no words heard)"
 
 
 @dataclass(frozen=True, eq=False)
@@ -86,6 +92,18 @@ class Analysis:
             self._windows[(start, end)] = window_embeddings(encoder, self.track.cut(start, end))
         return self._windows[(start, end)]
 
+    def windows_at(self, encoder, starts: list[float], seconds: float) -> list[np.ndarray | None]:
+        """Embeddings of windows of ``seconds`` from each start (None where too short to embed), computed once."""
+        key = (round(seconds, 3),)
+        todo = [a for a in dict.fromkeys(round(float(a), 3) for a in starts) if key + (a,) not in self._windows]
+        if todo:
+            many = getattr(encoder, "embed_many", None)
+            pieces = [self.track.cut(a, a + seconds) for a in todo]
+            found = many(pieces, ANALYSIS_RATE) if many else [encoder.embed(p, ANALYSIS_RATE) for p in pieces]
+            for a, e in zip(todo, found):
+                self._windows[key + (a,)] = None if e is None else e[0]
+        return [self._windows[key + (round(float(a), 3),)] for a in starts]
+
     def speech_windows(self, encoder, start: float, end: float) -> list[tuple[float, np.ndarray]]:
         """The windows of the span that are mostly speech (all of them when none is)."""
         found = self.windows(encoder, start, end)
@@ -108,6 +126,10 @@ class Analysis:
     def lines(self) -> dict[int, Line]:
         """The original lines by index."""
         return {line.index: line for line in self.original.lines}
+
+    def wordless(self, index: int) -> bool:
+        """Whether the line is speech heard with no words written for it (see NO_WORDS)."""
+        return self.lines[index].text == NO_WORDS
 
     def speech_seconds(self, index: int) -> float:
         span = self.spans.get(index)
@@ -137,6 +159,7 @@ def analyse(
     speech = speech if speech is not None else find_speech(track)
     if speech.regions or not separated:  # isolated vocals without speech: each cue says so (a model's failure)
         check_fit(original, audio, speech)
+    original = dash_lines_at_pause(original, speech)
     order = [line.index for line in sorted(original.lines, key=lambda item: (item.start, item.index))]
     voiced, spans = line_spans(original.lines, speech)
     embeddings: dict[int, np.ndarray | None] = {}
@@ -153,7 +176,7 @@ def analyse(
     if labelled(original):
         who = {line.index: line.speaker for line in original.lines}
     else:
-        grouping = group_lines(order, embeddings, seconds, speakers)
+        grouping = group_lines(order, embeddings, seconds, speakers, apart_lines(original))
         who = {entry.index: entry.speaker for entry in grouping.lines}
     centroids = speaker_centroids(who, embeddings, seconds)
     typical = {
@@ -170,6 +193,46 @@ def analyse(
     found.calibration.update(calibrate(_own_windows(found, encoder, seconds), centroids))
     found.condensed.update(condensed_cues(original, voiced, speech))
     return found
+
+
+def apart_lines(original: Script) -> dict[tuple[int, int], str]:
+    """Pairs of unlabelled lines that cannot be one voice, each with why (``{line}`` names the other line): their
+    cues share APART_OVERLAP s or more (one inside the other: spoken over it), or one dialogue-dash cue holds both."""
+    lines = sorted((o for o in original.lines if o.speaker == DEFAULT_SPEAKER), key=lambda o: (o.start, o.index))
+    found = {}
+    for k, a in enumerate(lines):
+        for b in lines[k + 1 :]:
+            if b.start >= a.end:
+                break
+            shared = min(a.end, b.end) - max(a.start, b.start)
+            inside = shared >= APART_INSIDE * min(a.end - a.start, b.end - b.start)
+            if a.where and a.where == b.where and a.where.startswith("cue"):
+                found[(a.index, b.index)] = "shares a dialogue-dash cue with line {line}"
+            elif shared >= APART_OVERLAP:
+                found[(a.index, b.index)] = "spoken over line {line}" if inside else "overlaps line {line}"
+    return found
+
+
+def dash_lines_at_pause(original: Script, speech: SpeechMap) -> Script:
+    """The original with the lines of each dialogue-dash cue meeting at the silence heard between them nearest where
+    the cue's time was shared by length (no silence heard: as shared)."""
+    from dataclasses import replace
+
+    lines = list(original.lines)
+    changed = False
+    for k in range(len(lines) - 1):
+        a, b = lines[k], lines[k + 1]
+        if not (a.where and a.where == b.where and a.where.startswith("cue") and abs(a.end - b.start) < 1e-3):
+            continue
+        inside = [(x, y) for x, y in speech.regions if y > a.start and x < b.end]
+        gaps = [(y, x2) for (_, y), (x2, _) in zip(inside, inside[1:]) if a.start < y and x2 < b.end]
+        if not gaps:
+            continue
+        low, high = min(gaps, key=lambda g: abs((g[0] + g[1]) / 2 - a.end))
+        middle = round((low + high) / 2, 3)
+        lines[k], lines[k + 1] = replace(a, end=middle), replace(b, start=middle)
+        changed = True
+    return replace(original, lines=tuple(lines)) if changed else original
 
 
 def condensed_cues(original: Script, voiced: dict, speech: SpeechMap) -> dict[int, str]:

@@ -146,7 +146,7 @@ def _extract(
         extraction = replace(extraction, notes=extraction.notes + (asr_note,))
     clip_files = {speaker: f"{name}.wav" for speaker, name in file_names(extraction.chosen).items()}
     for speaker, chosen in extraction.chosen.items():
-        files[clip_files[speaker]] = wav_bytes(extraction.clip(chosen.start, chosen.end), CLIP_RATE)
+        files[clip_files[speaker]] = wav_bytes(extraction.clip(chosen.start, chosen.end, chosen.parts), CLIP_RATE)
     if extraction.chosen:
         files[VOICES_NAME] = voices_toml(extraction, clip_files, source=source.name).encode()
     heard_file = None

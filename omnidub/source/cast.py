@@ -24,7 +24,7 @@ from omnidub.source.summary import SourceSummary, load, save, summarize
 from omnidub.voices import Voice
 
 MATCHES = ("auto", "line", "speaker")
-VERSION = 5  # of the analysis: a new one analyses every source again
+VERSION = 6  # of the analysis: a new one analyses every source again
 
 
 @dataclass(frozen=True)
@@ -213,28 +213,38 @@ def source_cast(
                 clip.sha256 if clip else None,
                 why,
                 review,
+                parts=clip.parts if clip else (),
             )
         references[reference.index] = reference
     voices = {
-        name: clip_voice(summary, name, clip.start, clip.end, clip.text)
+        name: clip_voice(summary, name, clip.start, clip.end, clip.text, clip.parts)
         for name, clip in summary.speaker_clips.items()
         if name not in given
     }
     lines = {}
     for index, reference in references.items():
         if reference.kind == "line" and reference.speaker not in given:
-            lines[index] = clip_voice(summary, reference.speaker, reference.start, reference.end, reference.text)
+            lines[index] = clip_voice(
+                summary, reference.speaker, reference.start, reference.end, reference.text, reference.parts
+            )
     return SourceCast(summary, references, voices, lines)
 
 
-def unvoiced_lines(script: Script, voices: dict[str, Voice], summary: SourceSummary) -> dict[int, str]:
-    """Dubbed lines whose speaker the source gives no usable speech and the user no voice: line -> its speaker.
-    They are left unrendered; every other line is rendered."""
+def unvoiced_lines(
+    script: Script, voices: dict[str, Voice], summary: SourceSummary, cast: SourceCast | None = None
+) -> dict[int, str]:
+    """Dubbed lines whose speaker the source gives no usable speech and the user no voice, or whose own voice cannot
+    be told and no voice of the source may stand in for it (``cast``: its references): line -> its speaker. They are
+    left unrendered; every other line is rendered."""
     from omnidub.voices import voice_for
 
     found = {}
     for line in script.lines:
-        if line.speaker in summary.missing:
+        reference = cast.references.get(line.index) if cast is not None else None
+        refused = reference is not None and reference.kind == "none" and reference.speaker in summary.speaker_clips
+        if refused and reference.speaker in cast.voices:  # a voice the user gave stands in: the line is theirs
+            found[line.index] = line.speaker
+        elif line.speaker in summary.missing:
             try:
                 voice_for(line.speaker, voices)
             except OmnidubError:
@@ -242,11 +252,19 @@ def unvoiced_lines(script: Script, voices: dict[str, Voice], summary: SourceSumm
     return found
 
 
-def unvoiced_note(unvoiced: dict[int, str], summary: SourceSummary) -> list[str]:
-    """One line per speaker left without a voice: its lines, why, and the flag that gives it one."""
+def unvoiced_note(unvoiced: dict[int, str], summary: SourceSummary, cast: SourceCast | None = None) -> list[str]:
+    """One line per speaker left without a voice: its lines, why, and the flag that gives it one; one per line whose
+    own voice cannot be told."""
     notes = []
-    for speaker in dict.fromkeys(unvoiced.values()):
-        lines = line_ranges([i for i, s in unvoiced.items() if s == speaker])
+    refused = {i for i in unvoiced if cast is not None and i in cast.references and unvoiced[i] not in summary.missing}
+    for index in sorted(refused):
+        reference = cast.references[index]
+        notes.append(
+            f"line(s) {index} not rendered: no voice of the source is surely its own ({reference.fallback}); label "
+            "its cue in the original subtitles, or give it a voice with --voice SPEAKER=FILE"
+        )
+    for speaker in dict.fromkeys(s for i, s in unvoiced.items() if i not in refused):
+        lines = line_ranges([i for i, s in unvoiced.items() if s == speaker and i not in refused])
         notes.append(
             f"line(s) {lines} not rendered: the source gives {speaker} no usable speech "
             f"({summary.missing[speaker]}); give {speaker} a voice with --voice {speaker}=FILE"
@@ -289,9 +307,9 @@ def check_source_cast(script: Script, voices: dict[str, Voice], summary: SourceS
         )
 
 
-def clip_voice(summary: SourceSummary, speaker: str, start: float, end: float, text: str) -> Voice:
+def clip_voice(summary: SourceSummary, speaker: str, start: float, end: float, text: str, parts=()) -> Voice:
     """A voice whose reference is a clip of the source, with the original cue's words as its transcript."""
-    return Voice(speaker, summary.clip_path(start, end), text, None, None, None)
+    return Voice(speaker, summary.clip_path(start, end, parts), text, None, None, None)
 
 
 def assign_speakers(dub: Script, cast: SourceCast) -> Script:
@@ -319,5 +337,6 @@ def reference_record(reference: LineReference, file: str | None) -> dict:
         "fallback": reference.fallback,
         "review": reference.review,
         **({"note": reference.note} if reference.note else {}),
+        **({"parts": [list(p) for p in reference.parts]} if reference.parts else {}),
         "file": file,
     }

@@ -13,7 +13,6 @@ from omnidub.script import Script
 from omnidub.source.analysis import Analysis, analyse, labelled
 from omnidub.source.audio import SourceAudio
 from omnidub.source.clips import (
-    FALLBACK_SPEECH,
     Candidate,
     ClipOptions,
     clip_samples,
@@ -22,6 +21,7 @@ from omnidub.source.clips import (
     word_agreement,
 )
 from omnidub.source.heard import Heard
+from omnidub.source.identity import JOIN_LEAST, cue_joined_candidate, guarded, joined_candidate
 from omnidub.source.lines import (
     LINE_FLOOR,
     LineClip,
@@ -68,9 +68,9 @@ class Extraction:
     notes: tuple[str, ...]
     heard: Heard | None = None  # the source as transcribed, when it came without subtitles
 
-    def clip(self, start: float, end: float) -> np.ndarray:
-        """A clip's samples (float32 at the clip rate), cut as the extraction cuts them."""
-        return clip_samples(self.analysis, start, end)
+    def clip(self, start: float, end: float, parts=()) -> np.ndarray:
+        """A clip's samples (float32 at the clip rate), cut as the extraction cuts them (a joined one's parts)."""
+        return clip_samples(self.analysis, start, end, parts)
 
     def speaker_clips(self) -> dict[str, tuple[float, float, str]]:
         """speaker -> (start, end, text) of its chosen clip."""
@@ -123,6 +123,8 @@ def extract_voices(
         analysis = analysed(original)
     if options.names:
         analysis = renamed(analysis, options.names)
+    if analysis.grouping is not None:  # two voices the lines cannot tell apart: said, with the lines, not guessed
+        notes += list(dict.fromkeys(analysis.grouping.doubts.values()))
     if heard is not None:  # its lines are the words heard: nothing to check them against
         if analysis.language is None:
             notes.append(f"language {heard.transcript.language!r}, as the ASR heard it; --language sets it")
@@ -146,24 +148,35 @@ def extract_voices(
     candidates, chosen, missing = {}, {}, {}
     for speaker in dict.fromkeys(analysis.speakers[line.index] for line in original.lines):
         if speaker not in analysis.centroids:
-            missing[speaker] = "none of its lines has enough speech to know the voice"
             candidates[speaker] = ()
+            heard = cue_joined_candidate(analysis, speaker) if labelled(original) else None
+            if heard is not None:
+                chosen[speaker] = heard
+            else:
+                missing[speaker] = "none of its lines has enough speech to know the voice"
             continue
         found = tuple(speaker_candidates(analysis, speaker, encoder, asr, options.clips))
         candidates[speaker] = found
         if found and found[0].problem is None:
             chosen[speaker] = found[0]
             continue
-        fallback = fallback_candidate(analysis, speaker, encoder, _why_none(found))
+        fallback = (
+            fallback_candidate(analysis, speaker, encoder, _why_none(found))
+            or joined_candidate(analysis, speaker, encoder, _why_none(found))
+            or (cue_joined_candidate(analysis, speaker) if labelled(original) else None)
+        )
         if fallback is not None:
             chosen[speaker] = fallback
         else:
-            missing[speaker] = f"{_why_none(found)}; and no stretch of {FALLBACK_SPEECH:g} s of its own speech alone"
+            missing[speaker] = (
+                f"{_why_none(found)}; and not {JOIN_LEAST:g} s of its own speech alone, even joined across its lines"
+            )
     line_clips = {}
     if options.assess_lines:
         line_clips = {
             line.index: assess_line(analysis, line.index, encoder, options.line_floor) for line in original.lines
         }
+        line_clips = guarded(analysis, encoder, line_clips, chosen)
     return Extraction(analysis, candidates, chosen, missing, line_clips, separation, tuple(notes), heard)
 
 

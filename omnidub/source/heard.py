@@ -54,6 +54,9 @@ CHANGE_MARGIN = 0.05
 CHANGE_WEAK = 0.03
 CHANGE_CLEAR = 0.2
 CHANGE_PASSES = 3
+# Speech heard with no words written for it, this long or more and this far from every line, is a line of its own.
+UNHEARD = 0.5
+UNHEARD_GAP = 0.1
 _SENTENCE_END = re.compile(r"[.?!…。？！]['\"’”)\]]*$")
 _CLAUSE_END = re.compile(r"[,;:、，；：]['\"’”)\]]*$")
 _SPOKEN = re.compile(r"\w")
@@ -228,7 +231,23 @@ def heard_lines(transcript: Transcript, speech: SpeechMap, language: str | None 
             end = max(end, start + 0.05)
         previous = end
         lines.append(heard_line(len(lines) + 1, _joined(part), round(start, 3), round(end, 3), language))
-    return Script(tuple(lines), (), (), True)
+    return Script(tuple(_with_unheard(lines, speech, language)), (), (), True)
+
+
+def _with_unheard(lines: list[Line], speech: SpeechMap, language: str | None) -> list[Line]:
+    """The lines and, between them, each stretch of speech of UNHEARD s or more that voice activity hears and the ASR
+    wrote no words for (a voice it could not follow under a bed, a whisper): a line that says NO_WORDS, grouped by its
+    voice like any other, so a dubbed line over it takes that voice rather than the nearest line's."""
+    from omnidub.source.analysis import NO_WORDS
+
+    spans = [(line.start, line.end, line.text) for line in lines]
+    for a, b in speech.regions:
+        pieces = [(a, b)]
+        for x, y, _ in spans:
+            pieces = [p for s, e in pieces for p in ((s, min(e, x - UNHEARD_GAP)), (max(s, y + UNHEARD_GAP), e))]
+        spans += [(round(s, 3), round(e, 3), NO_WORDS) for s, e in pieces if e - s >= UNHEARD]
+    spans.sort()
+    return [heard_line(k, text, s, e, language) for k, (s, e, text) in enumerate(spans, 1)]
 
 
 def voice_changes(

@@ -17,11 +17,17 @@ from omnidub.source.analysis import Analysis
 from omnidub.source.clips import (
     FALLBACK_MARGIN,
     MIN_AGREEMENT,
+    inside_problem,
+    joined_seconds,
+    leans_own,
     own_edges,
     own_stretches,
     said_part,
     spelled,
+    stretch_words,
     voice_problem,
+    voices_inside,
+    without,
     word_agreement,
 )
 from omnidub.source.match import LineMatch, match_lines
@@ -34,6 +40,8 @@ from omnidub.source.match import LineMatch, match_lines
 # model to measure; VoiceStudio uses 3 s.
 LINE_FLOOR = 2.0
 LINE_CEILING = 20.0  # over this, cloning degrades (FACTS: references of 3-10 s work best)
+# A line spoken over in its middle keeps the parts before and after, each at least this long, joined.
+MIN_PIECE = 0.8
 
 
 @dataclass(frozen=True)
@@ -47,6 +55,9 @@ class LineClip:
     text: str
     problem: str | None
     note: str = ""  # what was done to it: another voice's speech cut away
+    parts: tuple[tuple[float, float], ...] = ()  # joined: the line's own speech and its speaker's nearest clean speech
+    review: str = ""  # why a person should listen to a line voiced from it (or from its speaker's clip)
+    voiceless: str = ""  # why not even its speaker's clip may voice the line (its voice is a guess): none does
 
 
 @dataclass(frozen=True)
@@ -65,6 +76,7 @@ class LineReference:
     fallback: str | None  # why it is not the line's own clip
     review: str | None = None  # why a person should listen to the line: its voice is a guess or a fallback
     note: str = ""  # what was done to its own clip (another voice's speech cut away)
+    parts: tuple[tuple[float, float], ...] = ()  # a joined clip's pieces of the source (else start..end)
 
 
 def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLOOR) -> LineClip:
@@ -80,6 +92,9 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
     def clip(problem: str | None) -> LineClip:
         return LineClip(index, speaker, start, end, line.text, problem, moved)
 
+    if analysis.wordless(index):
+        return clip("speech the ASR wrote no words for: a clip needs its transcript")
+
     for other in analysis.original.lines:
         if analysis.speakers[other.index] != speaker and other.start < end and other.end > start:
             problem = f"overlaps line {other.index} of {analysis.speakers[other.index]}"
@@ -89,6 +104,20 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
         return clip(f"{end - start:.1f} s, shorter than the {floor:g} s floor")
     if end - start > LINE_CEILING:
         return clip(f"{end - start:.1f} s, longer than {LINE_CEILING:g} s")
+    inside = voices_inside(analysis, encoder, speaker, start, end)
+    if inside:  # another voice spoken over it, no cue saying so: cut out, the parts either side joined
+        parts = without(start, end, inside, MIN_PIECE)
+        if analysis.words is None and index in analysis.condensed:
+            return clip(analysis.condensed[index])
+        if joined_seconds(parts) >= floor and all(
+            leans_own(analysis, encoder, speaker, *p) and not voice_problem(analysis, encoder, speaker, *p)
+            for p in parts
+        ):
+            cut = ", ".join(f"{a:.2f}-{b:.2f} s" for a, b in inside)
+            found = _parts_clip(analysis, index, parts, f"another voice heard spoken over it at {cut}")
+            if found is not None:
+                return found
+        return clip(inside_problem(inside))
     problem = voice_problem(analysis, encoder, speaker, start, end)
     heard = analysis.heard(start, end)
     if problem is None and heard is None:
@@ -107,20 +136,47 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
 def _cut_own(
     analysis: Analysis, index: int, encoder, start: float, end: float, floor: float, why: str
 ) -> LineClip | None:
-    """A line's clip with another voice's cue and speech cut away, when the ASR heard the words of what is left
-    (a cut clip's words are not its cue's) and it is still long enough and one voice; None otherwise."""
-    if analysis.words is None:
-        return None
+    """A line's clip with another voice's cue and speech cut away (its edges moved off that voice as any clip's
+    are), still long enough and one voice; the part before and the part after a voice spoken over the middle of it
+    joined when neither is long enough alone. Its words are the ASR's; without an ASR model, the cue's words in
+    proportion to the time kept (a guess, said in its note; a condensed cue's are not known at all). None when
+    nothing usable is left."""
     speaker = analysis.speakers[index]
-    pieces = own_stretches(analysis, speaker, start, end, FALLBACK_MARGIN)
-    if not pieces or pieces[0][1] - pieces[0][0] < floor:
+    if analysis.words is None and index in analysis.condensed:
         return None
-    a, b = pieces[0]
-    heard = analysis.heard(a, b)
-    if not heard or voice_problem(analysis, encoder, speaker, a, b):
+    pieces = []
+    for a, b in sorted(own_stretches(analysis, speaker, start, end, FALLBACK_MARGIN)[:2]):
+        a, b, _ = own_edges(analysis, encoder, speaker, a, b)
+        if b - a >= MIN_PIECE:
+            pieces.append((a, b))
+    if not pieces:
         return None
-    said = " ".join(w.text for w in heard)
-    return LineClip(index, speaker, a, b, said, None, f"{why}: cut to {a:.2f}-{b:.2f} s, the words as heard")
+    longest = max(pieces, key=lambda p: p[1] - p[0])
+    parts = [longest] if longest[1] - longest[0] >= floor else pieces
+    if joined_seconds(parts) < floor or any(
+        voice_problem(analysis, encoder, speaker, a, b) or not leans_own(analysis, encoder, speaker, a, b)
+        for a, b in parts
+    ):
+        return None
+    return _parts_clip(analysis, index, parts, why)
+
+
+def _parts_clip(analysis: Analysis, index: int, parts: list[tuple[float, float]], why: str) -> LineClip | None:
+    """A line's clip made of parts of its speech (joined when more than one), its words the ASR's, else the cue's in
+    proportion to the time kept; None when an ASR model heard nothing in them."""
+    voiced = analysis.voiced[index]
+    said, how = [], set()
+    for a, b in parts:
+        words, known = stretch_words(analysis, index, a, b, a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05)
+        said.append(words)
+        how.add(known)
+    if analysis.words is not None and not any(analysis.heard(a, b) for a, b in parts):
+        return None
+    cut = " and ".join(f"{a:.2f}-{b:.2f} s" for a, b in parts)
+    note = f"{why}: cut to {cut}, {' and '.join(sorted(how))}"
+    joined = tuple(parts) if len(parts) > 1 else ()
+    speaker = analysis.speakers[index]
+    return LineClip(index, speaker, parts[0][0], parts[-1][1], " ".join(said), None, note, joined)
 
 
 def samples_hash(samples: np.ndarray, sample_rate: int) -> str:
@@ -153,13 +209,24 @@ def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
                         own.start,
                         own.end,
                         own.text,
-                        summary.clip_hash(own.start, own.end),
+                        summary.clip_hash(own.start, own.end, own.parts),
                         None,
+                        own.review or None,
                         note=own.note,
+                        parts=own.parts,
                     )
                 )
                 continue
             fallback = f"line {own.index}'s clip: {own.problem}"
+            if own.voiceless:
+                why = f"{fallback}; and not {speaker}'s clip either: {own.voiceless}"
+                result.append(
+                    LineReference(
+                        match.index, speaker, match.original, match.how, "none", None, None, None, None, why, why
+                    )
+                )
+                continue
+            review = "; ".join(filter(None, (review, own.review))) or None
         chosen = summary.speaker_clips.get(speaker) if speaker else None
         if chosen is None:
             why = f"{fallback}; {speaker} has no clip" if speaker else fallback
@@ -184,6 +251,7 @@ def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
                 chosen.sha256,
                 fallback,
                 review,
+                parts=chosen.parts,
             )
         )
     return tuple(result)

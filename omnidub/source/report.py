@@ -40,6 +40,8 @@ def candidate_json(candidate: Candidate) -> dict:
         data["note"] = candidate.note
     if candidate.fallback:
         data["fallback"] = candidate.fallback
+    if candidate.parts:  # a joined clip: its pieces of the source, in the order they are heard
+        data["parts"] = [list(p) for p in candidate.parts]
     return data
 
 

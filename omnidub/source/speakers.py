@@ -32,9 +32,16 @@ SPLIT_LINES = 2  # each sub-group needs this many lines
 # 0.007 nearer its own.
 SPLIT_GAP_CLEAR = 0.08
 CLEAR_LINES = 3
+# Sub-groups this far apart but not split are said to be perhaps two voices, their lines named: one voice's lines
+# split at best 0.02-0.05 apart on the films, one voice in two accents 0.10-0.13.
+UNTOLD_GAP = 0.06
 # A group with less speech than this, all its lines together, is one short line's noisy embedding (a 1.1 s "Yes,
-# of course." stood alone on a film), not a voice: found by the data, its lines join the nearest group.
+# of course." stood alone on a film), not a voice: found by the data, its lines join the nearest group. Unless its
+# lines are unlike every other group (under SLIGHT_APART to the nearest centroid, each): a character who only
+# whispers, or speaks in short replies, is a voice of its own. On the scenes (tests/scenes.py) a whisperer's lines
+# came 0.29-0.33 to the nearest other voice, one voice's short lines 0.5 and more to their own.
 GROUP_SPEECH = 2.5
+SLIGHT_APART = 0.45
 # Lines with less speech than this give embeddings too noisy to shape the groups; they join the nearest group.
 CLUSTER_SPEECH = 1.0
 # Confidence is a softmax over a line's similarity to each group's centroid, at this temperature: a line 0.1
@@ -82,6 +89,7 @@ class Grouping:
     speakers: tuple[str, ...]
     lines: tuple[LineSpeaker, ...]
     how: str
+    doubts: dict[int, str] = field(default_factory=dict)  # line -> why its group may be two voices alike
 
 
 @dataclass(frozen=True)
@@ -175,9 +183,15 @@ def window_embeddings(encoder, clip: np.ndarray) -> list[tuple[float, np.ndarray
 
 
 def group_lines(
-    order: list[int], embeddings: dict[int, np.ndarray | None], speech: dict[int, float], speakers: int | None
+    order: list[int],
+    embeddings: dict[int, np.ndarray | None],
+    speech: dict[int, float],
+    speakers: int | None,
+    apart: dict[tuple[int, int], str] | None = None,
 ) -> Grouping:
-    """Group lines (indices in time order) by voice into `speakers` groups, or as many as the data shows."""
+    """Group lines (indices in time order) by voice into `speakers` groups, or as many as the data shows. ``apart``:
+    pairs of lines that cannot be one voice (their cues overlap, or one dialogue-dash cue holds both), each with why;
+    a pair grouped together anyway is parted (see :func:`keep_apart`)."""
     core = [i for i in order if embeddings.get(i) is not None and speech.get(i, 0.0) >= CLUSTER_SPEECH]
     if not core:
         core = [i for i in order if embeddings.get(i) is not None]
@@ -190,6 +204,7 @@ def group_lines(
         # A group of a short line or two is no voice of its own: its lines join the nearest group.
         seconds = {int(k): sum(speech.get(core[j], 0.0) for j in np.nonzero(labels == k)[0]) for k in set(labels)}
         slight = {k for k, total in seconds.items() if total < GROUP_SPEECH}
+        slight = {k for k in slight if not _unlike_the_rest(vectors, labels, k)}
         if slight and len(slight) < len(seconds):
             kept = [j for j in range(len(core)) if int(labels[j]) not in slight]
             core, vectors, labels = [core[j] for j in kept], vectors[kept], labels[kept]
@@ -197,6 +212,7 @@ def group_lines(
                 f"; {len(slight)} group{'s' if len(slight) > 1 else ''} of under {GROUP_SPEECH:g} s of speech "
                 "joined the nearest"
             )
+    close = untold(vectors, labels) if speakers is None else []
     # Names in order of first appearance.
     names: dict[int, str] = {}
     for label in labels:
@@ -213,7 +229,70 @@ def group_lines(
         else:
             result.append(_assign(i, embedding, centroids, short=i not in core))
         previous = result[-1].speaker
-    return Grouping(tuple(centroids), tuple(result), how)
+    if apart:
+        result = keep_apart(result, embeddings, centroids, apart, speech)
+    doubts = {}
+    for a, b, gap in close:
+        group = names.get(int(labels[a[0]]))
+        if group is None:
+            continue
+        one, two = sorted((sorted(core[j] for j in a), sorted(core[j] for j in b)))
+        why = (
+            f"{group} may be two voices alike: its lines {', '.join(map(str, one))} and "
+            f"{', '.join(map(str, two))} come {gap:.2f} apart, not enough to split them ({SPLIT_GAP:g}, or "
+            f"{SPLIT_GAP_CLEAR:g} with {CLEAR_LINES} lines a side each nearer its own); listen to them, and label "
+            "the original's cues if they are two"
+        )
+        doubts.update(dict.fromkeys(one + two, why))
+    return Grouping(tuple(centroids), tuple(result), how, doubts)
+
+
+def _unlike_the_rest(vectors: np.ndarray, labels: np.ndarray, group: int) -> bool:
+    """Whether every line of a group is under SLIGHT_APART to every other group's centroid."""
+    mine = labels == group
+    others = [centroid(list(vectors[labels == k])) for k in set(labels.tolist()) if k != group]
+    return bool(others) and bool((vectors[mine] @ np.stack(others).T < SLIGHT_APART).all())
+
+
+def keep_apart(
+    lines: list[LineSpeaker],
+    embeddings: dict[int, np.ndarray | None],
+    centroids: dict[str, np.ndarray],
+    apart: dict[tuple[int, int], str],
+    speech: dict[int, float],
+) -> list[LineSpeaker]:
+    """The grouping with every pair of lines that cannot be one voice in two groups: the line with less speech (a
+    back-channel spoken over a sentence, a one-word answer) goes to its nearest group that none of the lines it is
+    apart from is in. A line spoken over another (its cue inside the other's) is heard mostly as that other voice,
+    so it is placed by what its embedding holds beyond the other line's (its own less the other's direction). The
+    line is noted as a guess."""
+    by = {line.index: line for line in lines}
+    for (i, j), why in sorted(apart.items()):
+        if i not in by or j not in by or by[i].speaker != by[j].speaker:
+            continue
+        mover, stay = (j, i) if speech.get(j, 0.0) <= speech.get(i, 0.0) else (i, j)
+        embedding, other = embeddings.get(mover), embeddings.get(stay)
+        barred = {by[k].speaker for pair in apart for k in pair if mover in pair and k != mover}
+        choices = {name: c for name, c in centroids.items() if name not in barred}
+        if not choices:
+            continue
+        if embedding is not None and other is not None and "spoken over" in why:
+            embedding = unit(embedding - float(np.dot(embedding, other)) * other)
+        if embedding is None:
+            name = next(iter(choices))
+            moved = LineSpeaker(mover, name, 0.0, None, None, None)
+        else:
+            moved = _assign(mover, embedding, choices, short=False)
+        by[mover] = LineSpeaker(
+            mover,
+            moved.speaker,
+            moved.confidence,
+            moved.similarity,
+            moved.nearest,
+            moved.nearest_similarity,
+            f"{why.format(line=stay)}, so not {by[stay].speaker}; placed with the nearest other voice (a guess)",
+        )
+    return [by[line.index] for line in lines]
 
 
 def _assign(index: int, embedding: np.ndarray, centroids: dict[str, np.ndarray], short: bool) -> LineSpeaker:
@@ -263,22 +342,25 @@ def _cluster(vectors: np.ndarray, speakers: int | None) -> tuple[np.ndarray, str
         )
     else:
         how = f"{best_k} speakers: the grouping with the best silhouette ({best:.2f}) from 2 to {MAX_SPEAKERS}"
-    labels, splits = split_tight(vectors, best_labels)
-    if splits:
+    labels, gaps = split_tight(vectors, best_labels)
+    if gaps:
         count = len(set(labels))
         first = best_k if best >= SILHOUETTE_FLOOR else 1
         how = (
             f"{count} speakers: the grouping with the best silhouette ({max(best, 0.0):.2f}) gave {first}, "
-            f"and {splits} group{'s' if splits > 1 else ''} whose lines form two tight sub-groups "
-            f"{'were' if splits > 1 else 'was'} split"
+            f"and {len(gaps)} group{'s' if len(gaps) > 1 else ''} whose lines form two tight sub-groups "
+            f"{'were' if len(gaps) > 1 else 'was'} split (their sub-groups "
+            + ", ".join(f"{g:.2f}" for g in gaps)
+            + " apart)"
         )
     return labels, how
 
 
-def split_tight(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, int]:
+def split_tight(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, list[float]]:
     """Split every group whose lines form two tight sub-groups (see SPLIT_GAP), again while any does; returns the
-    new labels and how many splits were made."""
-    labels, splits = np.asarray(labels).copy(), 0
+    new labels and the gap of each split made (the margin the two voices were told apart by)."""
+    labels, gaps = np.asarray(labels).copy(), []
+    splits = 0
     similarity = vectors @ vectors.T
     queue = list(dict.fromkeys(int(k) for k in labels))
     while queue and splits < MAX_SPEAKERS:
@@ -297,8 +379,24 @@ def split_tight(vectors: np.ndarray, labels: np.ndarray) -> tuple[np.ndarray, in
         new = int(labels.max()) + 1
         labels[b] = new
         splits += 1
+        gaps.append(round(gap, 3))
         queue += [group, new]
-    return labels, splits
+    return labels, gaps
+
+
+def untold(vectors: np.ndarray, labels: np.ndarray) -> list[tuple[np.ndarray, np.ndarray, float]]:
+    """Groups whose lines come near splitting in two (their two sub-groups UNTOLD_GAP or more apart, but not as far
+    as a split needs): each as (lines of one side, of the other, the gap); two voices alike may be there, or one
+    voice heard in two ways, and the lines cannot say which."""
+    similarity, found = vectors @ vectors.T, []
+    for group in dict.fromkeys(int(k) for k in labels):
+        members = np.nonzero(labels == group)[0]
+        if len(members) < 2 * SPLIT_LINES:
+            continue
+        best = _best_halves(similarity, members)
+        if best is not None and best[2] >= UNTOLD_GAP:
+            found.append(best)
+    return found
 
 
 def _best_halves(similarity: np.ndarray, members: np.ndarray) -> tuple[np.ndarray, np.ndarray, float] | None:

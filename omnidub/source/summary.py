@@ -16,10 +16,11 @@ import soundfile as sf
 from omnidub.files import write_bytes_atomic, write_text_atomic
 from omnidub.script import Script
 from omnidub.source.audio import CLIP_RATE, wav_bytes
+from omnidub.source.clips import clip_key
 from omnidub.source.lines import LineClip, samples_hash
 from omnidub.source.speakers import VoiceCalibration
 
-FORMAT = 2
+FORMAT = 3
 HEARD_NAME = "original.srt"  # a source without subtitles: the original as heard, each line labelled
 
 
@@ -32,6 +33,7 @@ class SpeakerClip:
     text: str
     sha256: str
     fallback: str | None = None  # not a clean clip: what it is and why (the lines voiced from it are reviewed)
+    parts: tuple[tuple[float, float], ...] = ()  # a joined clip's pieces of the source (else start..end)
 
 
 @dataclass(frozen=True, eq=False)
@@ -43,7 +45,7 @@ class SourceSummary:
     centroids: dict[str, np.ndarray]  # speaker -> its voice (GE2E), the identity every line is held to
     line_clips: dict[int, LineClip]  # original line -> its own clip (and why it cannot be used)
     speaker_clips: dict[str, SpeakerClip]
-    hashes: dict[tuple[float, float], str]  # clip span -> hash of its samples (every usable clip)
+    hashes: dict[tuple, str]  # clip key (its span, or its parts when joined) -> hash of its samples (every usable clip)
     folder: Path | None  # where the clips' samples are (``clip_path``); None: held in memory only
     language: str | None
     notes: tuple[str, ...]
@@ -52,30 +54,35 @@ class SourceSummary:
     missing: dict[str, str] = field(default_factory=dict)  # speaker -> why the source gives it no clip
     heard: Path | None = None  # a source without subtitles: the original as heard, each line labelled (SRT)
 
-    def clip_hash(self, start: float, end: float) -> str:
-        return self.hashes[(start, end)]
+    def clip_hash(self, start: float, end: float, parts=()) -> str:
+        return self.hashes[clip_key(start, end, parts)]
 
-    def clip_path(self, start: float, end: float) -> Path:
+    def clip_path(self, start: float, end: float, parts=()) -> Path:
         """The clip's samples as a WAV file (float32 at the clip rate): what a voice prompt is made from."""
-        return self.folder / "clips" / f"{self.clip_hash(start, end)}.wav"
+        return self.folder / "clips" / f"{self.clip_hash(start, end, parts)}.wav"
 
 
 def summarize(extraction, folder: Path | None = None) -> SourceSummary:
     """Reduce an extraction to its summary, writing every usable clip's samples into ``folder`` (when given)."""
     analysis = extraction.analysis
-    spans = [(c.start, c.end) for c in extraction.line_clips.values() if c.problem is None]
-    spans += [(c.start, c.end) for c in extraction.chosen.values()]
+    clips = [c for c in extraction.line_clips.values() if c.problem is None]
+    clips += list(extraction.chosen.values())
     hashes = {}
     if folder is not None:
         (folder / "clips").mkdir(parents=True, exist_ok=True)
-    for span in dict.fromkeys(spans):
-        samples = extraction.clip(*span)
+    for c in clips:
+        span = clip_key(c.start, c.end, c.parts)
+        if span in hashes:
+            continue
+        samples = extraction.clip(c.start, c.end, c.parts)
         hashes[span] = samples_hash(samples, CLIP_RATE)
         path = folder / "clips" / f"{hashes[span]}.wav" if folder is not None else None
         if path is not None and not path.is_file():  # no write time in it: the same clip is always the same bytes
             write_bytes_atomic(path, wav_bytes(samples, CLIP_RATE, subtype="FLOAT"))
     speaker_clips = {
-        name: SpeakerClip(c.start, c.end, c.text, hashes[(c.start, c.end)], c.fallback or None)
+        name: SpeakerClip(
+            c.start, c.end, c.text, hashes[clip_key(c.start, c.end, c.parts)], c.fallback or None, c.parts
+        )
         for name, c in extraction.chosen.items()
     }
     accompaniment = None
@@ -124,11 +131,15 @@ def save(summary: SourceSummary) -> None:
                 "text": c.text,
                 "problem": c.problem,
                 "note": c.note,
+                "parts": [list(p) for p in c.parts],
+                "review": c.review,
+                "voiceless": c.voiceless,
             }
             for c in summary.line_clips.values()
         ],
         "speaker_clips": {name: vars(c) for name, c in summary.speaker_clips.items()},
-        "hashes": [[a, b, sha] for (a, b), sha in summary.hashes.items()],
+        # A clip's span [start, end, hash], or a joined clip's [[[start, end], ...], hash].
+        "hashes": [[*key, sha] if not isinstance(key[0], tuple) else [key, sha] for key, sha in summary.hashes.items()],
         "language": summary.language,
         "notes": list(summary.notes),
         "accompaniment": summary.accompaniment.name if summary.accompaniment else None,
@@ -175,18 +186,32 @@ def load(folder: Path, original: Script | None) -> SourceSummary | None:
         if (folder / "centroids.npz").is_file():
             with np.load(folder / "centroids.npz") as stored:
                 centroids = {name: np.array(stored[name]) for name in stored.files}
-        hashes = {(a, b): sha for a, b, sha in data["hashes"]}
+        hashes = {
+            clip_key(*row[:2]) if len(row) == 3 else clip_key(None, None, row[0]): row[-1] for row in data["hashes"]
+        }
         for sha in set(hashes.values()):
             samples, _ = sf.read(str(folder / "clips" / f"{sha}.wav"), dtype="float32")
             if samples_hash(samples, CLIP_RATE) != sha:
                 return None
         line_clips = {
             c["index"]: LineClip(
-                c["index"], c["speaker"], c["start"], c["end"], c["text"], c["problem"], c.get("note", "")
+                c["index"],
+                c["speaker"],
+                c["start"],
+                c["end"],
+                c["text"],
+                c["problem"],
+                c.get("note", ""),
+                tuple(tuple(p) for p in c.get("parts", ())),
+                c.get("review", ""),
+                c.get("voiceless", ""),
             )
             for c in data["line_clips"]
         }
-        speaker_clips = {name: SpeakerClip(**c) for name, c in data["speaker_clips"].items()}
+        speaker_clips = {
+            name: SpeakerClip(**{**c, "parts": tuple(tuple(p) for p in c.get("parts", ()))})
+            for name, c in data["speaker_clips"].items()
+        }
         calibration = {name: VoiceCalibration(**c) for name, c in data["calibration"].items()}
         missing = {str(k): str(v) for k, v in data["missing"].items()}
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, zipfile.BadZipFile):

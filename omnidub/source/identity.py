@@ -1,0 +1,305 @@
+"""Whose voice a line is cloned from, checked against the line's own speech.
+
+A line whose own clip cannot be used is voiced from its speaker's clip. That clip was chosen as its speaker's voice
+alone, but the speaker is a guess where the original is unlabelled (a short reply, a line spoken over another, two
+voices alike), and a clip of a different voice is the one failure a dub must never make silently. So before a line
+is given its speaker's clip, the clip is heard against the line's own speech, both ways: the line's speech must be
+nearer this clip than any other voice's clip, and as like it as the speaker's own lines in this source are (the
+voice check's floor, :class:`omnidub.source.speakers.VoiceCalibration`). Where it is not, or where the grouping is
+unsure of the line, the line is voiced from its own speech instead (cleared of every other voice's cue and
+speech; padded with its speaker's nearest clean speech where the speaker is known, and labelled `joined`), flagged
+for review with why; where it has none to give, it is voiced from nothing rather than from a voice that may be
+another character's (unlabelled), or from its speaker's clip, flagged (labelled: the label says who speaks).
+
+A voice with no clean clip at all is given its own speech joined across its lines (clean parts only, labelled
+`joined`), never no voice.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import numpy as np
+
+from omnidub.source.analysis import Analysis
+from omnidub.source.audio import ANALYSIS_RATE
+from omnidub.source.clips import (
+    FALLBACK_MARGIN,
+    JOIN_GAP,
+    Candidate,
+    joined_seconds,
+    own_stretches,
+    stretch_words,
+    voice_problem,
+)
+from omnidub.source.lines import LINE_FLOOR, LineClip
+
+# A line of an unlabelled original grouped with less confidence than this (two groups close), or placed as a guess
+# (spoken over another line, or apart from a line of its group), is unsure of its voice.
+SURE = 0.9
+# A line's own speech of at least this long (OmniVoice distorts under it) may voice it alone.
+OWN_ALONE = 1.0
+# Own speech of at least this much is worth padding with the speaker's nearest clean speech, up to LINE_FLOOR.
+OWN_LEAST = 0.3
+PAD_MOST = 6.0  # seconds a padded clip holds at most
+# A voice's joined clip: parts of at least JOIN_PART s each, up to JOIN_MOST s in all, at least FALLBACK_FLOOR.
+JOIN_PART = 0.4
+JOIN_MOST = 6.0
+JOIN_LEAST = 1.0
+
+
+def embed_parts(analysis: Analysis, encoder, parts) -> np.ndarray | None:
+    """The speaker embedding of a clip's parts heard together."""
+    gap = np.zeros(int(JOIN_GAP * ANALYSIS_RATE), np.float32)
+    pieces = [piece for a, b in parts for piece in (analysis.track.cut(a, b), gap)][:-1]
+    found = encoder.embed(np.concatenate(pieces), ANALYSIS_RATE) if pieces else None
+    return None if found is None else found[0]
+
+
+def clip_doubt(analysis: Analysis, index: int, clips: dict[str, np.ndarray]) -> str | None:
+    """Why the speaker's clip may not be line ``index``'s voice, heard against the line's own speech both ways
+    (``clips``: each voice's clip embedding); None when it is its voice, or the line has too little speech to tell."""
+    own, speaker = analysis.embeddings.get(index), analysis.speakers[index]
+    mine = clips.get(speaker)
+    if own is None or mine is None:
+        return None
+    here = float(np.dot(own, mine))
+    others = {name: float(np.dot(own, c)) for name, c in clips.items() if name != speaker}
+    nearest = max(others, key=others.get) if others else None
+    if nearest is not None and others[nearest] > here:
+        return f"its own speech is nearer {nearest}'s clip ({others[nearest]:.2f}) than {speaker}'s ({here:.2f})"
+    calibration = analysis.calibration.get(speaker)
+    if calibration is not None and here < calibration.floor:
+        return (
+            f"its own speech is {here:.2f} like {speaker}'s clip, under {calibration.floor:.2f}, the least "
+            f"{speaker}'s own lines in this source are like {speaker}"
+        )
+    return None
+
+
+def grouping_doubt(analysis: Analysis, index: int) -> str | None:
+    """Why an unlabelled line's voice is unsure (None: it is not, or the original is labelled)."""
+    if analysis.grouping is None:
+        return None
+    line = next((g for g in analysis.grouping.lines if g.index == index), None)
+    if line is None:
+        return None
+    if "too little speech to embed" in line.note:
+        return f"its voice is a guess: {line.note}"
+    if line.confidence < SURE and line.nearest is not None:
+        return (
+            f"its voice is unsure: {line.similarity:.2f} like {line.speaker}, {line.nearest_similarity:.2f} like "
+            f"{line.nearest} ({line.confidence:.0%} sure)" + (f"; {line.note}" if "a guess" in line.note else "")
+        )
+    return None
+
+
+def grouping_guess(analysis: Analysis, index: int) -> str:
+    """How an unlabelled line was placed when its place is a guess, sure or not, or why its group may be two voices
+    ("" when neither)."""
+    if analysis.grouping is None:
+        return ""
+    line = next((g for g in analysis.grouping.lines if g.index == index), None)
+    if line is not None and "a guess" in line.note:
+        return f"its voice was placed by a rule: {line.note}"
+    return analysis.grouping.doubts.get(index, "")
+
+
+def spoken_over(analysis: Analysis, index: int) -> int | None:
+    """The line of another speaker whose cue holds most of this line's (a back-channel spoken over a sentence):
+    its own speech is the other voice's too. None when there is none."""
+    line = analysis.lines[index]
+    for other in analysis.original.lines:
+        if other.index == index or analysis.speakers[other.index] == analysis.speakers[index]:
+            continue
+        shared = min(other.end, line.end) - max(other.start, line.start)
+        if shared >= 0.8 * (line.end - line.start) and other.end - other.start > line.end - line.start:
+            return other.index
+    return None
+
+
+def own_speech(analysis: Analysis, index: int, encoder) -> tuple[tuple[float, float], str] | None:
+    """The line's own speech with every other voice's cue and speech cut away (the longest piece), one voice by
+    the calibrated windows, and its words; None when under OWN_LEAST s of speech is left."""
+    voiced = analysis.voiced.get(index)
+    if voiced is None or analysis.wordless(index):
+        return None
+    speaker = analysis.speakers[index]
+    for a, b in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN):
+        if analysis.speech.speech_seconds(a, b) < OWN_LEAST:
+            break
+        if b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b):  # windows judge 1.6 s and more
+            continue
+        whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
+        text, _ = stretch_words(analysis, index, a, b, whole)
+        return (a, b), text
+    return None
+
+
+def padded(
+    analysis: Analysis,
+    index: int,
+    encoder,
+    usable: dict[int, LineClip],
+    doubt: str,
+    pad: bool,
+    clips: dict[str, np.ndarray],
+) -> LineClip | None:
+    """The line voiced from its own speech (see :func:`own_speech`), padded with its speaker's nearest clean speech
+    (usable own clips of its other lines, nearest in time first, each nearer the line's own speech than any other
+    voice's clip is) up to LINE_FLOOR when ``pad``; alone it must last OWN_ALONE. Labelled `joined` when padded,
+    flagged for review with ``doubt``."""
+    found = own_speech(analysis, index, encoder)
+    if found is None:
+        return None
+    (a, b), text = found
+    speaker = analysis.speakers[index]
+    parts, texts, used = [(a, b)], [text], []
+    own = embed_parts(analysis, encoder, [(a, b)])
+    others = [c for name, c in clips.items() if name != speaker]
+    if pad and b - a < LINE_FLOOR and own is not None:
+        mine = sorted(
+            (c for c in usable.values() if c.speaker == speaker and c.index != index and not c.parts),
+            key=lambda c: abs((c.start + c.end) / 2 - (a + b) / 2),
+        )
+        for clip in mine:
+            if joined_seconds(parts) >= LINE_FLOOR:
+                break
+            if joined_seconds([*parts, (clip.start, clip.end)]) > PAD_MOST:
+                continue
+            theirs = analysis.embeddings.get(clip.index)
+            if theirs is None or any(float(np.dot(own, c)) >= float(np.dot(own, theirs)) for c in others):
+                continue  # not plainly the voice of the line's own speech
+            parts.append((clip.start, clip.end))
+            texts.append(clip.text)
+            used.append(clip.index)
+    if joined_seconds(parts) < (LINE_FLOOR if used else OWN_ALONE):
+        return None
+    order = sorted(range(len(parts)), key=lambda k: parts[k][0])
+    parts, texts = [parts[k] for k in order], [texts[k] for k in order]
+    how = f"its own speech ({b - a:.1f} s)"
+    if used:
+        how += f" joined with {speaker}'s nearest clean speech (line{'s' if len(used) > 1 else ''} "
+        how += ", ".join(map(str, used)) + ")"
+    return LineClip(
+        index,
+        speaker,
+        parts[0][0],
+        parts[-1][1],
+        " ".join(texts),
+        None,
+        ("joined: " if used else "") + how,
+        tuple(parts) if used else (),
+        f"{doubt}; voiced from {how}",
+    )
+
+
+def guarded(
+    analysis: Analysis, encoder, line_clips: dict[int, LineClip], chosen: dict[str, Candidate]
+) -> dict[int, LineClip]:
+    """Each line's clip, where its own cannot be used and its speaker's clip may not be its voice (see the module's
+    docstring) made its own speech, or refused with why (``refuse``): the line is then voiced from nothing."""
+    clips = {}
+    for name, candidate in chosen.items():
+        parts = candidate.parts or ((candidate.start, candidate.end),)
+        found = embed_parts(analysis, encoder, parts)
+        if found is not None:
+            clips[name] = found
+    usable = {i: c for i, c in line_clips.items() if c.problem is None}
+    result = dict(line_clips)
+    for index, clip in line_clips.items():
+        if clip.problem is None:
+            continue
+        over = spoken_over(analysis, index)
+        unsure = grouping_doubt(analysis, index)
+        doubt = unsure or (None if over is not None else clip_doubt(analysis, index, clips))
+        if doubt is None:
+            guess = grouping_guess(analysis, index)
+            if guess:  # placed by a rule, surely: its speaker's clip voices it, flagged
+                result[index] = replace(clip, review=guess)
+            continue
+        own = None
+        if over is None:
+            own = padded(analysis, index, encoder, usable, doubt, pad=unsure is None, clips=clips)
+        if own is not None:
+            result[index] = own
+        elif analysis.grouping is not None:
+            # Unlabelled: no speech of its own to voice it, and its voice a guess: voiced from nothing, said.
+            why = doubt + (f"; spoken over line {over}, so its own speech holds that voice too" if over else "")
+            result[index] = replace(clip, voiceless=why)
+        else:  # labelled: the label says who speaks; the speaker's clip voices it, flagged
+            result[index] = replace(clip, review=doubt)
+    return result
+
+
+def cue_joined_candidate(analysis: Analysis, speaker: str) -> Candidate | None:
+    """A labelled voice whose speech voice activity hears too little of (a whisper under a loud bed): its cues' time
+    joined across its lines, every other voice's cue and speech cut away (the label says who speaks there, and no
+    other voice is left in it), at least JOIN_LEAST s in all, its words the cues' in proportion to the time kept;
+    None when too little is left, or when voice activity hears under OWN_LEAST s of speech in it. Labelled as what
+    it is."""
+    pieces = []
+    for line in analysis.original.lines:
+        if analysis.speakers[line.index] != speaker or not line.text.strip() or analysis.wordless(line.index):
+            continue
+        for a, b in own_stretches(analysis, speaker, line.start, line.end, FALLBACK_MARGIN):
+            if b - a >= JOIN_PART:
+                words = line.text.split()
+                first = round(len(words) * (a - line.start) / (line.end - line.start))
+                last = round(len(words) * (b - line.start) / (line.end - line.start))
+                pieces.append((line.index, a, b, " ".join(words[first:last] or words)))
+    if sum(analysis.speech.speech_seconds(a, b) for _, a, b, _ in pieces) < OWN_LEAST:
+        return None  # no speech heard in them at all: cues over silence, or vocals a separator lost
+    return _joined(
+        speaker,
+        pieces,
+        lambda which, total, _: (
+            f"joined: {speaker}'s cues' time from {which} ({total:.1f} s), other voices cut away: voice activity "
+            f"hears too little of {speaker}'s speech for a clip (a whisper, or a voice under a loud bed); its words "
+            "are the cues' in proportion to the time kept, a guess"
+        ),
+    )
+
+
+def joined_candidate(analysis: Analysis, speaker: str, encoder, why: str) -> Candidate | None:
+    """A voice without one clean stretch long enough: its own speech joined across its lines (every other voice's cue
+    and speech cut away, each part one voice where windows can judge it), at least JOIN_LEAST s in all; None when it
+    has too little speech of its own."""
+    pieces = []
+    for line in analysis.original.lines:
+        voiced = analysis.voiced.get(line.index)
+        if analysis.speakers[line.index] != speaker or not voiced or spoken_over(analysis, line.index):
+            continue
+        if analysis.wordless(line.index):
+            continue
+        for a, b in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN):
+            if b - a >= JOIN_PART and not (b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b)):
+                whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
+                pieces.append((line.index, a, b, stretch_words(analysis, line.index, a, b, whole)[0]))
+    return _joined(
+        speaker,
+        pieces,
+        lambda which, total, count: (
+            f"joined: {speaker}'s own speech from {which} ({total:.1f} s in {count} part{'s' if count > 1 else ''}), "
+            f"for want of one clean clip: {why}"
+        ),
+    )
+
+
+def _joined(speaker: str, pieces: list, describe) -> Candidate | None:
+    """A clip of (line, start, end, words) pieces, the longest first up to JOIN_MOST s, heard in time order; None
+    under JOIN_LEAST. ``describe(which lines, seconds, parts)`` labels it."""
+    kept, total = [], 0.0
+    for piece in sorted(pieces, key=lambda p: p[1] - p[2]):
+        if total + piece[2] - piece[1] <= JOIN_MOST:
+            kept.append(piece)
+            total += piece[2] - piece[1]
+    if not kept or joined_seconds([(a, b) for _, a, b, _ in kept]) < JOIN_LEAST:
+        return None
+    kept.sort(key=lambda p: p[1])
+    parts = tuple((a, b) for _, a, b, _ in kept)
+    lines = tuple(dict.fromkeys(i for i, *_ in kept))
+    which = f"line{'s' if len(lines) > 1 else ''} {', '.join(map(str, lines))}"
+    words = " ".join(t for *_, t in kept)
+    label = describe(which, total, len(parts))
+    return Candidate(speaker, lines, parts[0][0], parts[-1][1], words, None, None, fallback=label, parts=parts)

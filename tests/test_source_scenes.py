@@ -1,0 +1,92 @@
+"""Voices from a scene built differently from the films (tests/scenes.py): a telephone voice, one in a stairwell, a
+whisperer 10 dB under the others, back-channels spoken over a sentence (one in no cue), full-level overlaps, a
+dialogue-dash cue of two voices, a laugh and a cough inside lines, a jazz bed 8 dB under. Judged against the
+generator's truth, per dubbed line: the clip each line would be cloned from.
+
+Needs Debian's flite, festival (festvox-kallpc16k, festvox-ellpc11k) and espeak-ng.
+"""
+
+from __future__ import annotations
+
+import pytest
+from films import available
+from scenes import make_scene
+
+from omnidub.script import read_script
+
+pytestmark = pytest.mark.skipif(not available(), reason="needs Debian's flite, festival and espeak-ng")
+
+OTHER = 0.1  # seconds of another voice that make a reference hold it
+
+
+@pytest.fixture(scope="module")
+def scene(tmp_path_factory):
+    return make_scene(tmp_path_factory.mktemp("scene"), seed=0, lines=10, overlaps=2)
+
+
+def other_voice(scene, reference, speaker: str) -> float:
+    """Seconds of a voice other than ``speaker`` in the reference's clip."""
+    parts = reference.parts or ((reference.start, reference.end),)
+    return sum(
+        max(0.0, min(t["end"], b) - max(t["start"], a))
+        for a, b in parts
+        for t in scene.truth["speech"]
+        if t["speaker"] != speaker
+    )
+
+
+def speaker_of(scene, line) -> str:
+    same = [row for row in scene.lines if row["said"] == line.text] or scene.lines
+    return max(same, key=lambda row: min(row["cue"][1], line.end) - max(row["cue"][0], line.start))["speaker"]
+
+
+def test_the_scene_is_built_differently(scene):
+    rows = scene.lines
+    assert sum(bool(row.get("backchannel")) for row in rows) == 2 and any("uncued" in row for row in rows)
+    assert sum(bool(row.get("dash")) for row in rows) == 2 and sum(bool(row.get("whisper")) for row in rows) == 3
+    assert {row.get("noise") for row in rows} >= {"laugh", "cough"}
+    assert "- Ready?\n- Yes." in scene.unlabelled.read_text()
+
+
+@pytest.mark.slow  # a minute or more of CPU: pytest -m slow runs it, as CI does
+@pytest.mark.parametrize("subs", ["labelled", "unlabelled"])
+def test_no_line_is_cloned_from_another_voice_and_every_character_has_one(scene, subs, source_voice_encoder):
+    from omnidub.source import ExtractOptions, extract_voices, read_source
+
+    path = scene.subs if subs == "labelled" else scene.unlabelled
+    found = extract_voices(
+        read_source(scene.audio),
+        read_script(path),
+        encoder=source_voice_encoder,
+        asr=None,
+        options=ExtractOptions(assess_lines=True),
+    )
+    dub = read_script(path)
+    references = found.references(dub)
+    lines = {line.index: line for line in dub.lines}
+    truth = {i: speaker_of(scene, line) for i, line in lines.items()}
+    holding = {r.index: round(other_voice(scene, r, truth[r.index]), 2) for r in references if r.kind != "none"}
+    holding = {i: seconds for i, seconds in holding.items() if seconds > OTHER}
+    # The back-channel in no cue, heard only by the windows inside a clip, by a narrow margin (docs/source.md):
+    [host] = [row for row in scene.lines if "uncued" in row]
+    a, b = host["uncued"]["speech"]
+    missed = {
+        r.index
+        for r in references
+        if r.index in holding and any(min(y, b) - max(x, a) > OTHER for x, y in (r.parts or ((r.start, r.end),)))
+    }
+    assert set(holding) == missed, holding  # no other voice in any reference but that back-channel
+    voiced = {truth[r.index] for r in references if r.kind != "none"}
+    assert voiced == set(scene.truth["cast"]), voiced
+    if subs == "unlabelled":
+        groups, by_group = found.analysis.speakers, {}
+        for i, group in groups.items():
+            by_group.setdefault(group, []).append(truth[i])
+        names = {group: max(set(voices), key=voices.count) for group, voices in by_group.items()}
+        right = sum(names[group] == truth[i] for i, group in groups.items())
+        assert right >= 0.9 * len(groups), (right, len(groups), found.analysis.grouping.how)
+    long = [row["line"] for row in scene.lines if row["speech"][1] - row["speech"][0] >= 2.0]
+    own = [r.index for r in references if r.index in long and r.kind == "line"]
+    assert len(own) >= 0.7 * len(long), {r.index: r.fallback for r in references if r.index in long}
+    if missed:
+        pytest.xfail(f"the back-channel in no cue was not heard inside line(s) {sorted(missed)}'s reference")

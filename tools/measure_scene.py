@@ -1,0 +1,238 @@
+"""Measure cloning from the source on scenes built differently from the tests' films (tests/scenes.py: a telephone
+voice, one in a stairwell, a whisperer 10 dB under, back-channels over the other voice, full-level overlaps, a
+dialogue-dash cue of two voices, laughter and a cough inside lines, a jazz bed), judged against the generator's
+truth per dubbed line: the reference each line of the dub (the scene's own cues) is cloned from, with labelled
+subtitles, unlabelled ones, and none (heard with --asr-model; English only).
+
+Per condition: every character voiced (no line of it left without a reference), voices found, lines grouped right,
+references holding more than 0.1 s of another voice (and the seconds), references that are another character
+altogether (the voice most heard in them), the own-line share of lines of 2 s or more (the reference holds 1 s or
+more of the line's own speech and nothing of another voice), lines flagged for review.
+
+Usage: python tools/measure_scene.py [--seeds 2] [--languages en,es] [--asr-model PATH] [--json FILE]
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import warnings
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+sys.path.insert(0, str(HERE.parent / "tests"))
+sys.path.insert(0, str(HERE))
+
+OWN = 2.0  # seconds of speech: a line this long should be cloned from its own speech
+OTHER = 0.1  # seconds of another voice that make a reference hold it
+
+
+def parts_of(reference) -> tuple[tuple[float, float], ...]:
+    parts = getattr(reference, "parts", None)
+    return tuple(parts) if parts else ((reference.start, reference.end),)
+
+
+def voices_in(film, parts) -> dict[str, float]:
+    """Seconds of each true voice inside the parts."""
+    found = {}
+    for a, b in parts:
+        for t in film.truth["speech"]:
+            shared = min(t["end"], b) - max(t["start"], a)
+            if shared > 0:
+                found[t["speaker"]] = found.get(t["speaker"], 0.0) + shared
+    return found
+
+
+def row_of(film, line) -> dict:
+    """The scene's line a dubbed line is (its words and its cue's time)."""
+
+    def shared(row):
+        return min(row["cue"][1], line.end) - max(row["cue"][0], line.start)
+
+    same = [row for row in film.lines if row["said"].strip() == line.text.strip()]
+    return max(same or film.lines, key=shared)
+
+
+def judge(film, extraction, dub, names: dict[str, str] | None) -> dict:
+    """Each dubbed line's reference against the truth; ``names``: group -> the voice it mostly is (None: labels)."""
+    lines = []
+    for reference in extraction.references(dub):
+        line = next(item for item in dub.lines if item.index == reference.index)
+        row = row_of(film, line)
+        true = row["speaker"]
+        given = reference.speaker if names is None else names.get(reference.speaker)
+        entry = {
+            "line": line.index,
+            "speaker": true,
+            "given": given,
+            "kind": reference.kind,
+            "review": bool(reference.review),
+        }
+        if reference.kind != "none":
+            inside = voices_in(film, parts_of(reference))
+            other = sum(s for v, s in inside.items() if v != true)
+            own = sum(max(0.0, min(b, row["speech"][1]) - max(a, row["speech"][0])) for a, b in parts_of(reference))
+            entry.update(
+                other=round(other, 2),
+                voice=max(inside, key=inside.get) if inside else None,
+                own=round(own, 2),
+                seconds=round(sum(b - a for a, b in parts_of(reference)), 2),
+            )
+        entry["long"] = row["speech"][1] - row["speech"][0] >= OWN
+        lines.append(entry)
+    cast = film.truth["cast"]
+    voiced = [c for c in cast if any(e["kind"] != "none" for e in lines if e["speaker"] == c)]
+    long = [e for e in lines if e["long"]]
+    return {
+        "lines": len(lines),
+        "voiced": len(voiced),
+        "unvoiced": [c for c in cast if c not in voiced],
+        "unrendered": [e["line"] for e in lines if e["kind"] == "none"],
+        "right": sum(e["given"] == e["speaker"] for e in lines),
+        "holding_other": [e["line"] for e in lines if e.get("other", 0) > OTHER],
+        "other_seconds": round(sum(e.get("other", 0) for e in lines if e.get("other", 0) > OTHER), 2),
+        "another_character": [e["line"] for e in lines if e.get("voice") not in (None, e["speaker"])],
+        "long": len(long),
+        "own_long": sum(e.get("own", 0) >= 1.0 and e.get("other", 0) <= OTHER for e in long),
+        "review": sum(e["review"] for e in lines),
+        "per_line": lines,
+    }
+
+
+def group_names(film, analysis) -> dict[str, str]:
+    """Each group found -> the voice that truly speaks most in its lines."""
+    spoken = {}
+    for line in analysis.original.lines:
+        voice = film.voice_in(line.start, line.end)
+        if voice:
+            spoken.setdefault(analysis.speakers[line.index], []).append(voice)
+    return {g: max(set(v), key=v.count) for g, v in spoken.items()}
+
+
+def measure(film, encoder, asr) -> dict:
+    from omnidub.script import read_script
+    from omnidub.source import ExtractOptions, extract_voices, read_source
+
+    audio = read_source(film.audio)
+    result = {}
+    labelled = extract_voices(
+        audio, read_script(film.subs), encoder=encoder, asr=None, options=ExtractOptions(assess_lines=True)
+    )
+    result["labelled"] = judge(film, labelled, read_script(film.subs), None)
+    unlabelled = extract_voices(
+        audio, read_script(film.unlabelled), encoder=encoder, asr=None, options=ExtractOptions(assess_lines=True)
+    )
+    names = group_names(film, unlabelled.analysis)
+    result["unlabelled"] = judge(film, unlabelled, read_script(film.unlabelled), names)
+    result["unlabelled"]["voices_found"] = len(set(names.values()))
+    result["unlabelled"]["grouping"] = unlabelled.analysis.grouping.how
+    if asr is not None and film.truth.get("language", "en") == "en":
+        from omnidub.source.heard import hear_source
+
+        heard = hear_source(audio, asr, source=film.audio)
+        none = extract_voices(
+            audio, heard.original, encoder=encoder, asr=asr, options=ExtractOptions(assess_lines=True), heard=heard
+        )
+        names = group_names(film, none.analysis)
+        result["none"] = judge(film, none, read_script(film.unlabelled), names)
+        result["none"]["voices_found"] = len(set(names.values()))
+        heard_lines = [(line, none.analysis.speakers[line.index]) for line in none.analysis.original.lines]
+        result["none"]["heard_lines"] = len(heard_lines)
+        result["none"]["heard_right"] = sum(
+            names.get(group) == film.voice_in(line.start, line.end) for line, group in heard_lines
+        )
+    return result
+
+
+def table(rows: list[dict]) -> str:
+    """The figures per language and kind of subtitles, summed over the scenes, as a Markdown table."""
+    out = [
+        "| scenes | subtitles | characters voiced | lines grouped right | references holding another voice (s) | "
+        "references of another character | own speech, lines of 2 s+ | lines left unrendered | lines flagged |",
+        "|---|---|---|---|---|---|---|---|---|",
+    ]
+    for language in dict.fromkeys(row["language"] for row in rows):
+        mine = [row for row in rows if row["language"] == language]
+        for condition, name in (("labelled", "labelled"), ("unlabelled", "unlabelled"), ("none", "none (tiny.en)")):
+            found = [row[condition] for row in mine if condition in row]
+            if not found:
+                continue
+            cast = 6 * len(found)
+
+            def total(key, found=found):
+                return sum(len(f[key]) if isinstance(f[key], list) else f[key] for f in found)
+
+            right = "by label" if condition == "labelled" else f"{total('right')}/{total('lines')}"
+            if condition == "none":
+                right += f" ({sum(f['heard_right'] for f in found)}/{sum(f['heard_lines'] for f in found)} heard)"
+            out.append(
+                f"| {language} ×{len(found)} | {name} | {total('voiced')}/{cast} | {right} | "
+                f"{total('holding_other')} ({total('other_seconds'):.1f} s) | {total('another_character')} | "
+                f"{total('own_long')}/{total('long')} | {total('unrendered')} | {total('review')} |"
+            )
+    return "\n".join(out)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--seeds", type=int, default=2)
+    parser.add_argument("--first-seed", type=int, default=0)
+    parser.add_argument("--languages", default="en,es")
+    parser.add_argument("--bed", type=float, default=8.0)
+    parser.add_argument("--asr-model", help="hear the English scenes without subtitles too")
+    parser.add_argument("--json", type=Path)
+    args = parser.parse_args()
+    warnings.simplefilter("ignore")
+    from scenes import make_scene
+
+    from omnidub.asr import Asr
+    from omnidub.embedding import source_encoder
+    from omnidub.hardware import cpu_name
+
+    encoder = source_encoder()
+    asr = Asr(args.asr_model, "cpu") if args.asr_model else None
+    rows = []
+    with tempfile.TemporaryDirectory() as tmp:
+        for language in args.languages.split(","):
+            for seed in range(args.first_seed, args.first_seed + args.seeds):
+                film = make_scene(Path(tmp) / f"{language}-{seed}", seed=seed, language=language, bed_db=args.bed)
+                row = {"language": language, "seed": seed, "load": os.getloadavg()[0], **measure(film, encoder, asr)}
+                brief = {
+                    k: {
+                        m: v[m]
+                        for m in (
+                            "voiced",
+                            "right",
+                            "lines",
+                            "holding_other",
+                            "other_seconds",
+                            "another_character",
+                            "own_long",
+                            "long",
+                            "review",
+                            "unrendered",
+                        )
+                    }
+                    for k, v in row.items()
+                    if isinstance(v, dict)
+                }
+                print(json.dumps({"language": language, "seed": seed, **brief}, default=float), flush=True)
+                rows.append(row)
+    print(table(rows))
+    if args.json:
+        args.json.write_text(
+            json.dumps(
+                {"cpu": cpu_name(), "options": vars(args) | {"json": str(args.json)}, "scenes": rows},
+                indent=1,
+                default=float,
+            )
+            + "\n",
+            encoding="utf-8",
+        )
+
+
+if __name__ == "__main__":
+    main()
