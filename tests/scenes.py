@@ -10,6 +10,8 @@ generator knows the truth: who speaks where (each voice's sound as it reaches th
 
 from __future__ import annotations
 
+import shutil
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -22,6 +24,19 @@ SCENE_CAST = ("ABE", "PHIL", "ECHO", "WREN", "GRETA", "ELIO")
 ESCENA_CAST = ("PACO", "TOMAS", "ROSA", "NIEVES", "LUCIA", "JORGE")
 CHANNELS = {"PHIL": "phone", "ECHO": "room", "WREN": "whisper", "TOMAS": "phone", "ROSA": "room", "NIEVES": "whisper"}
 WHISPER_DB = 10.0
+
+
+def available() -> bool:
+    """Whether every synthesizer and voice the scenes need is installed: the films' tools, and festival's Spanish
+    diphone voice (Debian's festvox-ellpc11k, in non-free: CI installs it; without it the scenes are skipped)."""
+    from films import available as tools
+
+    if not tools() or not shutil.which("festival"):
+        return False
+    listed = subprocess.run(
+        ["festival", "--batch", "(print (voice.list))"], capture_output=True, text=True, timeout=60
+    ).stdout
+    return "el_diphone" in listed
 
 WORDS = {
     "en": {

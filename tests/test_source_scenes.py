@@ -9,12 +9,11 @@ Needs Debian's flite, festival (festvox-kallpc16k, festvox-ellpc11k) and espeak-
 from __future__ import annotations
 
 import pytest
-from films import available
-from scenes import make_scene
+from scenes import available, make_scene
 
 from omnidub.script import read_script
 
-pytestmark = pytest.mark.skipif(not available(), reason="needs Debian's flite, festival and espeak-ng")
+pytestmark = pytest.mark.skipif(not available(), reason="needs Debian's flite, festival (with festvox-ellpc11k) and espeak-ng")
 
 OTHER = 0.1  # seconds of another voice that make a reference hold it
 
