@@ -13,6 +13,7 @@ import hashlib
 import re
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from omnidub.files import cache_home
@@ -142,6 +143,70 @@ def compare(checkpoint: ModelSource, exported: ModelSource, say=lambda text: Non
         f"CFG), logits within {diff:.1e}" + ("" if lossless else " (NOT lossless: torch stays the choice)")
     )
     return value
+
+
+@dataclass(frozen=True)
+class ExportStatus:
+    """Where a model's export for ``--backend auto`` stands on this machine: whether it is built (``folder``),
+    and what comparing it with torch in float32 found on this CPU kind (``measured``: choice, seconds, logits
+    figures; None when never compared here)."""
+
+    model: str
+    folder: Path
+    present: bool
+    measured: dict | None
+    can_build: bool
+
+    @property
+    def used(self) -> bool:
+        """True when ``--backend auto`` renders float32 on this CPU with it: built, and measured faster here."""
+        return self.present and (self.measured or {}).get("choice") == "onnxruntime"
+
+    def summary(self) -> str:
+        """One line for a person: built or not, and what auto does with it on this CPU."""
+        if not self.present:
+            how = "" if self.can_build else "pip install 'omnidub[onnx]', then "
+            return (
+                f"ONNX Runtime export of {self.model}: not built ({how}omnidub export --cache builds it: {EXPORT_COST})"
+            )
+        if self.measured is None:
+            return (
+                f"ONNX Runtime export of {self.model}: built ({self.folder}), not yet measured on this CPU "
+                "(the next fp32 render measures it once)"
+            )
+        seconds = self.measured.get("seconds") or {}
+        ratio = seconds.get("torch", 0) / seconds["onnxruntime"] if seconds.get("onnxruntime") else 0.0
+        verdict = (
+            f"--backend auto renders fp32 with it here ({ratio:.2f}x torch's step, same tokens)"
+            if self.used
+            else f"torch is faster here in fp32 ({1 / ratio if ratio else 0:.2f}x): --backend auto keeps torch"
+        )
+        return f"ONNX Runtime export of {self.model}: built ({self.folder}); {verdict}"
+
+
+def status(source: ModelSource) -> ExportStatus:
+    """Where ``source``'s export stands here (torch-free, builds nothing): for ``omnidub models`` and the like."""
+    return ExportStatus(
+        source.spec, folder(source), cached(source) is not None, backend_choice(model_shape(source)), can_export()
+    )
+
+
+def prepare(source: ModelSource, say=lambda text: None) -> ExportStatus:
+    """Make ``source``'s export ready for ``--backend auto`` on this CPU: build it when it is not built (minutes
+    and gigabytes: only on a user's explicit request), and compare it with torch here when this CPU kind never
+    did. Returns the status after."""
+    from omnidub.errors import OmnidubError
+
+    exported = cached(source)
+    if exported is None:
+        if not can_export():
+            raise OmnidubError("building an ONNX export needs the onnx package: pip install 'omnidub[onnx]'")
+        build(source, say)
+    elif backend_choice(model_shape(source)) is None:
+        compare(source, exported, say)
+    else:
+        say(f"the export of {source.spec} is built and was measured on this CPU: nothing to do")
+    return status(source)
 
 
 def can_export() -> bool:
