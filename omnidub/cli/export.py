@@ -27,7 +27,7 @@ from omnidub.errors import OmnidubError
 def export(
     out_dir: Optional[Path] = typer.Argument(
         None,
-        metavar="[OUT_DIR]",
+        metavar="OUT_DIR",
         show_default=False,
         help="Folder to write the ONNX graphs, export.json and parity.json into (not with --cache).",
     ),
