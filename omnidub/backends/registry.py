@@ -118,8 +118,8 @@ def _auto(source: ModelSource, device: str, dtype: str) -> BackendChoice:
         can = cache.can_export()
         how = "" if can else "pip install 'omnidub[onnx]', then "
         note = (
-            f"fp32 on this CPU: ONNX Runtime may be faster; {how}--backend onnx builds an export once "
-            f"({cache.EXPORT_COST}) and measures it against torch"
+            f"fp32 on this CPU: ONNX Runtime may be faster; {how}omnidub export --cache (or --backend onnx) builds "
+            f"an export once ({cache.EXPORT_COST}) and measures it against torch; --backend auto then takes the faster"
         )
         return BackendChoice(TORCH, source, "ONNX Runtime not measured on this CPU", note=note, could_export=can)
     seconds = measured.get("seconds") or {}
