@@ -218,8 +218,10 @@ class Engine:
         its lines again when ``settings`` moved); with ``adopt_probe=False`` this engine keeps rendering in the
         layout it reported before loading, and later projects get the measured one."""
         if self._backend is None:
-            from omnidub.backends.registry import load, prepare
+            from omnidub.backends.registry import load, measure_export, prepare
 
+            if measure_export(self.backend_choice, say=self.on_note):
+                self._choice = None  # chosen again from what was just measured (lines are keyed again if it moved)
             planned = self.layout_status().layout
             self._choice = prepare(self.backend_choice, say=self.on_note)  # an export asked for is built first
             with self.on_load(f"the TTS model {self.model_spec}"):
@@ -243,9 +245,11 @@ class Engine:
         """What renders lines: the resident backend here, or a pool of Ray workers (started on first call)."""
         if self._executor is None:
             if self.executor_options.kind == "ray":
-                from omnidub.backends.registry import load, prepare
+                from omnidub.backends.registry import load, measure_export, prepare
                 from omnidub.cluster import RayExecutor
 
+                if measure_export(self.backend_choice, say=self.on_note):
+                    self._choice = None
                 # Workers load the folder this machine resolved (no hub access or download races in workers), with
                 # the layout this machine keyed the lines with.
                 self._choice = prepare(self.backend_choice, say=self.on_note)

@@ -50,9 +50,55 @@ def isa_limits() -> str:
     return ", ".join(f"{name}={os.environ[name]}" for name in ISA_LIMITS if os.environ.get(name))
 
 
+# What each limit's value leaves usable, as a rank: 0 no AVX2, 1 AVX2 (no AVX-512), 2 AVX-512 without bf16,
+# 3 AVX512-BF16 without AMX, 4 everything. Values are the libraries' own (oneDNN's cpu_isa names, ATen's
+# capabilities, MKL's instruction sets); one not listed limits nothing. Only oneDNN runs torch's bf16 GEMMs, so
+# only its names below AVX512_CORE_BF16 take bf16 away; ATen's and MKL's "avx512" limit nothing that matters here.
+_ISA_RANKS = {
+    "default": 0, "sse41": 0, "sse4_2": 0, "avx": 0,
+    "avx2": 1, "avx2_vnni": 1, "avx2_vnni_2": 1,
+    "avx512_core": 2, "avx512_core_vnni": 2,
+    "avx512_core_bf16": 3, "avx10_1_512": 3, "avx512_core_fp16": 3,
+}  # fmt: skip
+# The flags each rank no longer lets the libraries use.
+_DROPPED = (
+    ("avx2", "fma", "avx512", "amx", "avx10"),
+    ("avx512", "amx", "avx10"),
+    ("avx512_bf16", "amx"),
+    ("amx",),
+)
+
+
+def usable_flags() -> frozenset[str]:
+    """The CPU's flags less those its libraries are held from by an instruction-set limit in the environment
+    (``ONEDNN_MAX_CPU_ISA=AVX2`` on a CPU with AVX512-BF16: its bf16 GEMMs fall to generic code, so bf16 is not
+    this process's fast path). The lowest limit set wins."""
+    ranks = [_ISA_RANKS.get(os.environ[name].strip().lower(), 4) for name in ISA_LIMITS if os.environ.get(name)]
+    rank = min(ranks, default=4)
+    if rank >= len(_DROPPED):
+        return cpu_flags()
+    return frozenset(f for f in cpu_flags() if not f.startswith(_DROPPED[rank]))
+
+
+def cpu_kind() -> str:
+    """The CPU as the speed choices see it, for headers and tables: its name and best matrix instructions its
+    libraries may use ("AMD EPYC with AVX512-BF16"), and any limit that holds them lower."""
+    flags = usable_flags()
+    best = next(
+        (label for flag, label in _KINDS if flag in flags),
+        "no AVX2",
+    )
+    held = f" (held there: {isa_limits()})" if isa_limits() else ""
+    return f"{cpu_name()} with {best}{held}"
+
+
+_KINDS = (("amx_bf16", "AMX"), ("avx512_bf16", "AVX512-BF16"), ("avx512f", "AVX-512, no bf16"), ("avx2", "AVX2 only"))
+
+
 def native_bf16() -> bool:
-    """True when the CPU multiplies bf16 in hardware (AMX or AVX512-BF16), where bf16 beats fp32 by 2-7x."""
-    return bool({"amx_bf16", "avx512_bf16"} & cpu_flags())
+    """True when the CPU multiplies bf16 in hardware (AMX or AVX512-BF16), where bf16 beats fp32 by 2-7x, and no
+    instruction-set limit holds its libraries from it."""
+    return bool({"amx_bf16", "avx512_bf16"} & usable_flags())
 
 
 @functools.lru_cache(maxsize=1)

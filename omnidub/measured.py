@@ -18,7 +18,7 @@ from pathlib import Path
 
 from omnidub.config import LAYOUTS
 from omnidub.files import cache_home, write_text_atomic
-from omnidub.hardware import cpu_flags, cpu_name, device_kind, isa_limits
+from omnidub.hardware import cpu_name, device_kind, isa_limits, usable_flags
 
 FILE = "measured.json"
 
@@ -42,8 +42,8 @@ def probe_key(device: str, dtype: str, backend: str = "torch", shape: str = "", 
 
 
 def matrix_units() -> str:
-    """The CPU's best matrix feature: amx_bf16, avx512_bf16, avx512f, avx2 or no-avx2."""
-    flags = cpu_flags()
+    """The CPU's best matrix feature its libraries may use: amx_bf16, avx512_bf16, avx512f, avx2 or no-avx2."""
+    flags = usable_flags()
     for flag in ("amx_bf16", "avx512_bf16", "avx512f", "avx2"):
         if flag in flags:
             return flag

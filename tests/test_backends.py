@@ -80,10 +80,46 @@ def test_auto_keeps_torch_unless_onnxruntime_measured_a_lossless_win(checkpoint,
     assert choice.name == "onnxruntime" and "2.00x faster than torch in fp32" in registry.header(
         choice, "cpu", "float32"
     )
+    assert cache.status(checkpoint).used and "renders fp32 with it here (2.00x" in cache.status(checkpoint).summary()
+    # Built, but this CPU kind never compared it (a cache shared with another machine): torch until the engine
+    # compares them once the model loads (no question, no bench).
+    data = measured.load()
+    data.pop("backend")
+    (tmp_path / "measured.json").write_text(json.dumps(data))
+    unmeasured = registry.choose_backend("auto", checkpoint, "cpu", "float32")
+    assert unmeasured.name == "torch" and unmeasured.measure_export and "once the model loads" in unmeasured.reason
+    assert not cache.status(checkpoint).used and "not yet measured" in cache.status(checkpoint).summary()
+    measured.record("backend", key, {"choice": "onnxruntime", "seconds": {"torch": 2.0, "onnxruntime": 1.0}})
     # A project rendered with torch stays with torch: a faster path never changes its audio.
     assert registry.choose_backend("auto", checkpoint, "cpu", "float32", pinned="torch").name == "torch"
     measured.record("backend", key, {"choice": "torch", "seconds": {"torch": 1.0, "onnxruntime": 2.0}})
     assert registry.choose_backend("auto", checkpoint, "cpu", "float32").name == "torch"
+
+
+def test_an_instruction_set_limit_in_the_environment_holds_bf16_and_names_another_cpu_kind(monkeypatch):
+    from omnidub import measured
+    from omnidub.hardware import ISA_LIMITS
+
+    for name in ISA_LIMITS:
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setattr(hardware, "cpu_name", lambda: "AMD EPYC")
+    monkeypatch.setattr(hardware, "cpu_flags", lambda: frozenset({"avx2", "fma", "avx512f", "avx512_bf16"}))
+    assert hardware.dtype_for("auto", "cpu") == "bfloat16" and measured.matrix_units() == "avx512_bf16"
+    native = measured.machine_key("cpu", "float32")
+    # Held to AVX2 (an AVX2-only CPU's kernels): oneDNN has no bf16 kernels then, so fp32 is the fast path.
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    assert not hardware.native_bf16() and hardware.dtype_for("auto", "cpu") == "float32"
+    assert measured.matrix_units() == "avx2" and "avx512f" not in hardware.usable_flags()
+    assert measured.machine_key("cpu", "float32") != native
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "avx512_core")  # AVX-512 without bf16; values are case-blind
+    assert not hardware.native_bf16() and measured.matrix_units() == "avx512f"
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX512_CORE_BF16")
+    assert hardware.native_bf16()
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx2")  # the lowest limit set wins
+    assert not hardware.native_bf16()
+    monkeypatch.setenv("ATEN_CPU_CAPABILITY", "avx512")
+    monkeypatch.setenv("MKL_ENABLE_INSTRUCTIONS", "SOMETHING_NEW")  # a value not known limits nothing
+    assert hardware.native_bf16() and hardware.usable_flags() == hardware.cpu_flags()
 
 
 def test_explicit_and_pinned_backends(checkpoint, export_dir, tmp_path, monkeypatch):
@@ -198,7 +234,11 @@ def test_an_engine_plans_without_probing_and_follows_a_projects_pin(tiny_model_d
     assert backend.layout == "packed" and engine.settings["cfg"] == "packed"
     measured = json.loads((tmp_path / "measured.json").read_text())
     assert "layout" not in measured and len(measured["gemm"]) == 1
-    assert engine.backend_reason() == f"torch on cpu ({backend.dtype}): as this project was rendered"
+    # The header names the CPU kind and the GEMM library the probe chose, then why this backend.
+    gemm = "oneDNN GEMMs with weights packed once" if backend.gemm == "onednn" else "GEMMs, "
+    reason = engine.backend_reason()
+    assert reason.startswith(f"torch on cpu ({hardware.cpu_kind()}; {backend.dtype}; ") and gemm in reason
+    assert reason.endswith("here): as this project was rendered")
 
 
 def test_the_probe_is_recorded_and_used_at_once_or_kept_for_later_projects(tiny_model_dir, tmp_path, monkeypatch):
@@ -271,3 +311,64 @@ def test_a_render_at_a_terminal_asks_once_before_building_an_export_and_then_fol
     assert cache.cached(checkpoint) is not None and "ONNX Runtime vs torch here in float32" in yes.output
     [found] = measured.load()["backend"].values()
     assert json.loads((tmp_path / "yes" / "manifest.json").read_text())["model"]["backend"] == found["choice"]
+
+
+@pytest.mark.slow  # an export built and measured twice: pytest -m slow runs it, as CI does
+def test_export_cache_prepares_the_export_once_and_auto_follows_what_this_cpu_measured(
+    checkpoint, own_cache, monkeypatch
+):
+    from typer.testing import CliRunner
+
+    from omnidub import measured
+    from omnidub.backends.onnx import cache
+    from omnidub.cli import app
+    from omnidub.engine import Engine
+
+    pytest.importorskip("onnx")
+    monkeypatch.setattr(hardware, "native_bf16", lambda: False)  # fp32 is this CPU's path: ONNX Runtime may pay
+    runner = CliRunner()
+    # The explicit one-time command: builds the export into omnidub's cache and compares it with torch here.
+    built = runner.invoke(app, ["export", "--cache", "--model", "synthetic:tiny"], catch_exceptions=False)
+    assert built.exit_code == 0, built.output
+    assert "ONNX Runtime vs torch here in float32" in built.output and cache.cached(checkpoint) is not None
+    [found] = measured.load()["backend"].values()
+    assert found["argmax_identical"] and found["max_abs_logit_diff"] <= 1e-3
+    assert cache.status(checkpoint).summary() in " ".join(built.output.split())
+    again = runner.invoke(app, ["export", "--cache", "--model", "synthetic:tiny"], catch_exceptions=False)
+    said = " ".join(again.output.split())
+    assert again.exit_code == 0 and "nothing to do" in said and "exporting" not in said
+    # A render with no question and no bench: auto renders with what this CPU measured faster.
+    engine = Engine("synthetic:tiny", "cpu", "fast", backend="auto")
+    assert engine.backend().name == found["choice"]
+    why = "faster than torch in fp32" if found["choice"] == "onnxruntime" else "torch measured faster than ONNX Runtime"
+    assert why in engine.backend_reason()
+    # The same cache on another kind of CPU (here: this one held to AVX2 by oneDNN's limit): never compared there,
+    # so the engine compares once as it loads, records it for that kind, and follows it.
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    notes: list[str] = []
+    other = Engine("synthetic:tiny", "cpu", "fast", backend="auto")
+    other.on_note = notes.append
+    assert other.backend_choice.measure_export and other.backend_choice.name == "torch"
+    loaded = other.backend()
+    assert any("comparing one fp32 step now" in n for n in notes)
+    assert len(measured.load()["backend"]) == 2
+    from omnidub.models import model_shape
+
+    recorded = cache.backend_choice(model_shape(checkpoint))
+    assert loaded.name == recorded["choice"] and not other.backend_choice.measure_export
+
+
+def test_export_says_in_one_line_what_it_needs(tmp_path):
+    from typer.testing import CliRunner
+
+    from omnidub.cli import app
+
+    runner = CliRunner()
+    for args, said in (
+        (["export"], "give OUT_DIR"),
+        (["export", str(tmp_path / "out"), "--cache"], "--cache builds the fp32 export"),
+        (["export", "--cache", "--quantize", "int8"], "it takes --model only"),
+    ):
+        result = runner.invoke(app, args)
+        assert result.exit_code == 2, result.output
+        assert said in result.output and "Traceback" not in result.output

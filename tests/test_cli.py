@@ -356,6 +356,15 @@ def test_bench_quick_reports_every_row(tmp_path, own_cache):
     # drift of omnidub's loop to report) and omnidub through Session.
     assert "from_pretrained" in data["headline"]["peer"] and "Session" in data["headline"]["omnidub"]
     assert rows["peer"]["drift"] is None and rows["peer-dtype"]["drift"] is None and "Session" in rows["auto"]["title"]
+    # Which path a render takes here and why, as its header says it: the CPU kind, the GEMM library the probe
+    # chose, the backend's reason; and where the ONNX export stands for --backend auto.
+    from omnidub.hardware import cpu_kind
+
+    path = data["paths"]["render (float32)"]
+    assert path.startswith(f"torch on cpu ({cpu_kind()}; float32; ") and "GEMMs" in path
+    assert ("oneDNN GEMMs" in path) == (chosen["gemm"] == "onednn") and data["machine"]["kind"] == cpu_kind()
+    assert "ONNX Runtime export of synthetic:tiny: not built" in data["paths"]["onnx export"]
+    assert "path here, render (float32): torch on cpu" in " ".join(result.stdout.split())
     # Lossless means the ladder's precision or float32; the bf16 and int8 rows carry their drift against fp32.
     assert rows["fused"]["lossless"] and not rows["dtype"]["lossless"] and not rows["int8"]["lossless"]
     assert 0.5 < rows["int8"]["drift"]["argmax_agreement"] <= 1.0

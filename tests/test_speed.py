@@ -181,7 +181,6 @@ def _on_cpu(monkeypatch, name: str, flags: set[str]):
     import omnidub.measured as measured
 
     monkeypatch.setattr(measured, "cpu_name", lambda: name)
-    monkeypatch.setattr(measured, "cpu_flags", lambda: frozenset(flags))
 
 
 def test_cfg_auto_follows_what_was_measured_on_this_processor_only(tmp_path, monkeypatch):

@@ -36,6 +36,9 @@ class BackendChoice:
     note: str = ""
     # ONNX Runtime was never measured here in fp32 and its export could be built now: a render at a terminal asks.
     could_export: bool = False
+    # The export is built but was never compared with torch on this CPU kind: the engine compares them once when it
+    # loads the model, and renders with the faster (see measure_export).
+    measure_export: bool = False
 
 
 def choose_backend(
@@ -105,12 +108,18 @@ def _auto(source: ModelSource, device: str, dtype: str) -> BackendChoice:
     exported = cache.cached(source)
     if measured is None:
         if exported is not None:
-            return BackendChoice(TORCH, source, "ONNX Runtime not measured on this CPU")
+            return BackendChoice(
+                TORCH,
+                source,
+                "ONNX Runtime's export is built but not yet measured on this CPU: compared with torch once the model "
+                "loads",
+                measure_export=True,
+            )
         can = cache.can_export()
         how = "" if can else "pip install 'omnidub[onnx]', then "
         note = (
-            f"fp32 on this CPU: ONNX Runtime may be faster; {how}--backend onnx builds an export once "
-            f"({cache.EXPORT_COST}) and measures it against torch"
+            f"fp32 on this CPU: ONNX Runtime may be faster; {how}omnidub export --cache (or --backend onnx) builds "
+            f"an export once ({cache.EXPORT_COST}) and measures it against torch; --backend auto then takes the faster"
         )
         return BackendChoice(TORCH, source, "ONNX Runtime not measured on this CPU", note=note, could_export=can)
     seconds = measured.get("seconds") or {}
@@ -142,8 +151,33 @@ def spec(name: str) -> BackendSpec:
 
 
 def header(choice: BackendChoice, device: str, dtype: str) -> str:
-    """The clause the render's header line gives the backend: what runs and why."""
-    return f"{spec(choice.name).label} on {device} ({dtype}): {choice.reason}"
+    """The clause the render's header line gives the backend: what runs, on which kind of CPU, with which GEMM
+    library, and why."""
+    if device_kind(device) != "cpu":
+        return f"{spec(choice.name).label} on {device} ({dtype}): {choice.reason}"
+    from omnidub.hardware import cpu_kind
+
+    how = dtype
+    if choice.name == TORCH and dtype in ("float32", "bfloat16"):
+        how += "; " + gemm_clause(device, dtype, model_shape(choice.source))
+    return f"{spec(choice.name).label} on cpu ({cpu_kind()}; {how}): {choice.reason}"
+
+
+def gemm_clause(device: str, dtype: str, shape: str) -> str:
+    """Which library runs torch's GEMMs here, as measured (torch-free): for the header and the bench."""
+    from omnidub.measured import gemm_choice
+
+    found = gemm_choice(device, dtype, shape)
+    if found is None:
+        return "GEMM library chosen by a probe when the model loads"
+    seconds = found.get("seconds") or {}
+    # torch's own linear runs MKL's SGEMM in float32, and oneDNN with a weight reorder per call in bfloat16.
+    torchs = "MKL" if dtype == "float32" else "torch's own"
+    if found["choice"] == "onednn":
+        ratio = seconds.get("aten", 0) / seconds["onednn"] if seconds.get("onednn") else 0
+        return f"oneDNN GEMMs with weights packed once, {ratio:.2f}x {torchs} here"
+    ratio = seconds.get("onednn", 0) / seconds["aten"] if seconds.get("aten") else 0
+    return f"{torchs} GEMMs, {ratio:.2f}x oneDNN's here"
 
 
 def identity(choice: BackendChoice, device: str, dtype: str) -> dict:
@@ -165,6 +199,21 @@ def available(name: str) -> str | None:
 
     module = spec(name).module
     return None if importlib.util.find_spec(module) is not None else f"{module} is not installed"
+
+
+def measure_export(choice: BackendChoice, say=lambda text: None) -> bool:
+    """Compare a built export with torch on this CPU when ``choice`` asks for it (seconds, once per CPU kind and
+    model shape, recorded): True when it ran, and the backend must then be chosen again."""
+    if not choice.measure_export:
+        return False
+    from omnidub.backends.onnx import cache
+
+    exported = cache.cached(choice.source)
+    if exported is None:
+        return False
+    say("ONNX Runtime's export is built but this CPU never compared it with torch: comparing one fp32 step now, once")
+    cache.compare(choice.source, exported, say)
+    return True
 
 
 def prepare(choice: BackendChoice, say=lambda text: None) -> BackendChoice:

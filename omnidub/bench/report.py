@@ -69,6 +69,8 @@ def notes(data: dict, bold=lambda text: text) -> list[str]:
                 "path: this run's peer row ran upstream's generate on the model omnidub had loaded and fused, "
                 "and its omnidub row probed inside the bench; docs/speed.md has what a user gets."
             )
+    for what, said in (data.get("paths") or {}).items():
+        out.append(f"path here, {what}: {said}" if what.startswith("render") else f"{said}.")
     for row in data["rows"]:
         drift = row.get("drift")
         if drift:

@@ -198,6 +198,7 @@ class Setup:
         self.export_dir = export_dir
         self._alt_engine = None
         self.probes: dict[str, list] = {}  # dtype -> the first-use probe's results (auto rows)
+        self.paths: dict[str, str] = {}  # dtype -> the header's clause for the auto row's backend
 
     def lossless(self, dtype: str) -> bool:
         """The ladder's own precision, or float32 (never less exact than the reference)."""
@@ -226,8 +227,11 @@ class Setup:
         preset = load_preset("fast").with_overrides(dtype=dtype, compile=False, steps=self.fast_steps)
         self.say(f"→ loading omnidub through Session ({dtype}); its first-use probe runs on an empty cache")
         with scratch_cache():  # as on a machine that never measured anything, whatever this one recorded
-            backend = Session(self.engine.source.spec, self.device, preset, source=self.engine.source).backend()
+            session = Session(self.engine.source.spec, self.device, preset, source=self.engine.source)
+            backend = session.backend()
             found = measured.load()
+            # What the render's header says of this path: the backend on this CPU kind, its GEMMs, and why.
+            self.paths[dtype] = session.engine.backend_reason()
         key = measured.probe_key(self.device, backend.dtype, "torch", backend.shape)
         self.probes[dtype] = [
             ProbeResult(what, entry["seconds"], entry["choice"], entry["evidence"])

@@ -47,6 +47,8 @@ class BenchResult:
     date: str = ""
     matmul_size: int = 2048
     options: dict = field(default_factory=dict)
+    # What a render takes here and why (the header's clause per dtype), and where the ONNX export stands.
+    paths: dict = field(default_factory=dict)
 
     def to_json(self) -> dict:
         rows = []
@@ -78,6 +80,7 @@ class BenchResult:
             "ceiling": "best",
             "headline": HEADLINE_PATHS,
             "options": self.options,
+            "paths": self.paths,
             "rows": rows,
         }
 
@@ -165,7 +168,19 @@ def run_bench(options: BenchOptions, console=None, warn=None) -> BenchResult:
         time.strftime("%Y-%m-%d"),
         size,
         {k: str(v) if isinstance(v, Path) else v for k, v in asdict(options).items()},
+        _paths(setup, source, device),
     )
+
+
+def _paths(setup: Setup, source, device: str) -> dict:
+    """The header's clause for each auto row (backend, CPU kind, GEMM library, why) and, on a CPU, where the
+    model's ONNX export stands for --backend auto (built or not, measured faster here or not)."""
+    out = {f"render ({dtype})": said for dtype, said in setup.paths.items()}
+    if device == "cpu" and source.backend != "onnx":
+        from omnidub.backends.onnx import cache
+
+        out["onnx export"] = cache.status(source).summary()
+    return out
 
 
 def _ratios(setup: Setup, live: list[Row], by_name: dict[str, Row], matmul: dict) -> None:
@@ -401,11 +416,12 @@ def machine(device: str, load_before) -> dict:
     """The machine a run measured on: CPU, flags, cores, threads, torch, load average before and after."""
     import torch
 
-    from omnidub.hardware import cpu_flags, cpu_name, isa_limits
+    from omnidub.hardware import cpu_flags, cpu_kind, cpu_name, isa_limits
     from omnidub.measured import matrix_units
 
     return {
         "cpu": cpu_name(),
+        "kind": cpu_kind(),
         "matrix_units": matrix_units(),
         "cpu_flags": sorted(f for f in cpu_flags() if f.startswith(("avx", "amx", "fma", "sse4"))),
         "isa_limits": isa_limits(),

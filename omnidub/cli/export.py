@@ -25,11 +25,11 @@ from omnidub.errors import OmnidubError
 
 @app.command(cls=Command)
 def export(
-    out_dir: Path = typer.Argument(
-        ...,
+    out_dir: Optional[Path] = typer.Argument(
+        None,
         metavar="OUT_DIR",
         show_default=False,
-        help="Folder to write the ONNX graphs, export.json and parity.json into.",
+        help="Folder to write the ONNX graphs, export.json and parity.json into (not with --cache).",
     ),
     model: str = typer.Option("k2-fsa/OmniVoice", "--model", metavar="ID|PATH", help=MODEL_HELP),
     opset: int = typer.Option(18, "--opset", min=14, max=21, metavar="N", help="ONNX opset of the graphs."),
@@ -42,13 +42,35 @@ def export(
     no_check: bool = typer.Option(False, "--no-check", help="Skip the parity check against torch."),
     check_only: bool = typer.Option(False, "--check-only", help="Only run the parity check of an existing export."),
     as_json: bool = typer.Option(False, "--json", help="Print the parity report as JSON."),
+    in_cache: bool = typer.Option(
+        False,
+        "--cache",
+        help="Build the fp32 export in omnidub's cache instead, once per model, and compare it with torch on this "
+        "CPU: --backend auto then renders fp32 with ONNX Runtime wherever it was measured faster.",
+    ),
     debug: bool = DebugOption,
 ) -> None:
     """Export the model as ONNX graphs for the ONNX Runtime backend (--model OUT_DIR), then check them against
-    torch in fp32 on the CPU (exit 1 when a parity bound is missed)."""
+    torch in fp32 on the CPU (exit 1 when a parity bound is missed). With --cache, build it where --backend auto
+    finds it."""
     with user_errors(debug):
         from omnidub.backends.onnx.parity import check, print_parity
 
+        if in_cache:
+            if out_dir is not None or quantize is not None or no_check or check_only:
+                raise OmnidubError("--cache builds the fp32 export in omnidub's cache: it takes --model only")
+            from omnidub.backends.onnx import cache
+            from omnidub.models import resolve_model
+
+            warn_synthetic(model)
+            status = cache.prepare(resolve_model(model), say=lambda text: err.print(f"→ {escape(text)}"))
+            if as_json:
+                print_json({**status.__dict__, "folder": str(status.folder), "used": status.used})
+            else:
+                out.print(escape(status.summary()), soft_wrap=True)
+            raise typer.Exit(0)
+        if out_dir is None:
+            raise OmnidubError("give OUT_DIR, the folder to export into (or --cache for omnidub's cache)")
         if check_only and (no_check or quantize is not None):
             raise OmnidubError("--check-only checks an existing export: it takes neither --no-check nor --quantize")
         if not check_only:

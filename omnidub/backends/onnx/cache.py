@@ -13,6 +13,7 @@ import hashlib
 import re
 import shutil
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 from omnidub.files import cache_home
@@ -21,6 +22,10 @@ from omnidub.models import EXPORT_MANIFEST, ModelSource, model_shape, resolve_mo
 # What a user is told before an export is built. Measured exporting synthetic:full (OmniVoice's real shapes) on a
 # shared 2-core Intel Xeon with AMX: 93 s with the int8 graph too, 9 GB peak memory; fp32 graphs 3.2 GB on disk.
 EXPORT_COST = "about 2 minutes on 2 CPU cores, 9 GB of memory while exporting and 3.2 GB of disk for OmniVoice"
+# --backend auto takes ONNX Runtime only where one step's logits agree with torch's within float32 rounding: the
+# bound every lossless lever of the torch backend meets against upstream (the export's own parity bound, 1e-3 over
+# whole renders, is looser; --backend onnx stays available beyond this one).
+AUTO_MAX_LOGIT_DIFF = 1e-5
 # Audio-shaping files of a local checkpoint: their content names the export.
 _CONTENT = ("config.json", "model.safetensors", "tokenizer.json", "tokenizer_config.json", "audio_tokenizer")
 
@@ -127,7 +132,7 @@ def compare(checkpoint: ModelSource, exported: ModelSource, say=lambda text: Non
         f"{item.target_len} tokens, {torch.get_num_threads()} threads, torch in {ours.layout} CFG with "
         f"{ours.gemm} GEMMs, ONNX Runtime in {ort.layout} CFG",
     )
-    lossless = agree and diff <= BOUNDS["transformer_max_abs_logit_diff"]
+    lossless = agree and diff <= min(AUTO_MAX_LOGIT_DIFF, BOUNDS["transformer_max_abs_logit_diff"])
     value = {
         "choice": result.choice if lossless else "torch",
         "seconds": result.seconds,
@@ -139,9 +144,74 @@ def compare(checkpoint: ModelSource, exported: ModelSource, say=lambda text: Non
     ratio = seconds["torch"] / seconds["onnxruntime"]
     say(
         f"ONNX Runtime vs torch here in float32: {ratio:.2f}x per step ({ort.layout} against torch's {ours.layout} "
-        f"CFG), logits within {diff:.1e}" + ("" if lossless else " (NOT lossless: torch stays the choice)")
+        f"CFG), logits within {diff:.1e}"
+        + ("" if lossless else f" (not within {AUTO_MAX_LOGIT_DIFF:.0e} with the same argmax: torch stays the choice)")
     )
     return value
+
+
+@dataclass(frozen=True)
+class ExportStatus:
+    """Where a model's export for ``--backend auto`` stands on this machine: whether it is built (``folder``),
+    and what comparing it with torch in float32 found on this CPU kind (``measured``: choice, seconds, logits
+    figures; None when never compared here)."""
+
+    model: str
+    folder: Path
+    present: bool
+    measured: dict | None
+    can_build: bool
+
+    @property
+    def used(self) -> bool:
+        """True when ``--backend auto`` renders float32 on this CPU with it: built, and measured faster here."""
+        return self.present and (self.measured or {}).get("choice") == "onnxruntime"
+
+    def summary(self) -> str:
+        """One line for a person: built or not, and what auto does with it on this CPU."""
+        if not self.present:
+            how = "" if self.can_build else "pip install 'omnidub[onnx]', then "
+            return (
+                f"ONNX Runtime export of {self.model}: not built ({how}omnidub export --cache builds it: {EXPORT_COST})"
+            )
+        if self.measured is None:
+            return (
+                f"ONNX Runtime export of {self.model}: built ({self.folder}), not yet measured on this CPU "
+                "(the next fp32 render measures it once)"
+            )
+        seconds = self.measured.get("seconds") or {}
+        ratio = seconds.get("torch", 0) / seconds["onnxruntime"] if seconds.get("onnxruntime") else 0.0
+        verdict = (
+            f"--backend auto renders fp32 with it here ({ratio:.2f}x torch's step, same tokens)"
+            if self.used
+            else f"torch is faster here in fp32 ({1 / ratio if ratio else 0:.2f}x): --backend auto keeps torch"
+        )
+        return f"ONNX Runtime export of {self.model}: built ({self.folder}); {verdict}"
+
+
+def status(source: ModelSource) -> ExportStatus:
+    """Where ``source``'s export stands here (torch-free, builds nothing): for ``omnidub models`` and the like."""
+    return ExportStatus(
+        source.spec, folder(source), cached(source) is not None, backend_choice(model_shape(source)), can_export()
+    )
+
+
+def prepare(source: ModelSource, say=lambda text: None) -> ExportStatus:
+    """Make ``source``'s export ready for ``--backend auto`` on this CPU: build it when it is not built (minutes
+    and gigabytes: only on a user's explicit request), and compare it with torch here when this CPU kind never
+    did. Returns the status after."""
+    from omnidub.errors import OmnidubError
+
+    exported = cached(source)
+    if exported is None:
+        if not can_export():
+            raise OmnidubError("building an ONNX export needs the onnx package: pip install 'omnidub[onnx]'")
+        build(source, say)
+    elif backend_choice(model_shape(source)) is None:
+        compare(source, exported, say)
+    else:
+        say(f"the export of {source.spec} is built and was measured on this CPU: nothing to do")
+    return status(source)
 
 
 def can_export() -> bool:
