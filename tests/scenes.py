@@ -38,6 +38,7 @@ def available() -> bool:
     ).stdout
     return "el_diphone" in listed
 
+
 WORDS = {
     "en": {
         "sentences": SENTENCES,

@@ -13,7 +13,9 @@ from scenes import available, make_scene
 
 from omnidub.script import read_script
 
-pytestmark = pytest.mark.skipif(not available(), reason="needs Debian's flite, festival (with festvox-ellpc11k) and espeak-ng")
+pytestmark = pytest.mark.skipif(
+    not available(), reason="needs Debian's flite, festival (with festvox-ellpc11k) and espeak-ng"
+)
 
 OTHER = 0.1  # seconds of another voice that make a reference hold it
 
