@@ -250,6 +250,7 @@ class Checker:
     def _steadiness(self, sources: list[str]) -> None:
         """How the offline engine's translation of each line holds when the line is said slightly differently
         (_reworded): the engine is unsure of the idioms and calques it renders word for word."""
+        self._steady.update((s, None) for s in sources if not _WORD.search(s))  # nothing to say differently
         sources = [s for s in sources if _WORD.search(s)]
         said = [_reworded(s, self.pair.source) for s in sources]
         flat = self.forward(sources + [v for variants in said for v in variants]) if sources else []
