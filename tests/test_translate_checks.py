@@ -292,32 +292,88 @@ def labelled() -> list[dict]:
         return list(csv.DictReader((row for row in handle if not row.startswith("#")), delimiter="\t"))
 
 
-def test_the_offline_engine_s_meaning_errors_in_the_labelled_dialogue_are_flagged_and_few_faithful_lines(models):
+def test_the_offline_engine_s_meaning_errors_in_the_held_out_dialogue_are_flagged_and_few_faithful_lines(models):
     from omnidub.translate.firefox import FirefoxEngine
 
     rows = labelled()
-    assert len(rows) >= 240 and {r["label"] for r in rows} == {"ok", "error"}
+    assert len(rows) >= 400 and {r["label"] for r in rows} == {"ok", "error"}
+    held = [r for r in rows if r["set"] in ("held-out", "held-out-2")]
+    assert len(held) >= 230
     forward = FirefoxEngine(Pair("en", "pt"), models)
     reverse = FirefoxEngine(Pair("pt", "en"), models)
-    translated = forward.translate([r["english"] for r in rows])
+    translated = forward.translate([r["english"] for r in held])
     # The labels hold for the text they were given on; a CPU whose engine writes another text is not judged.
-    same = [r for r, text in zip(rows, translated) if text == r["portuguese"]]
-    if len(same) < 0.8 * len(rows):
-        pytest.skip(f"the engine writes other translations on this CPU ({len(same)} of {len(rows)} the same)")
+    same = [r for r, text in zip(held, translated) if text == r["portuguese"]]
+    if len(same) < 0.8 * len(held):
+        pytest.skip(f"the engine writes other translations on this CPU ({len(same)} of {len(held)} the same)")
     checker = Checker(Pair("en", "pt"), back=reverse.translate, forward=forward.translate)
     verdicts = checker.check([(r["english"], r["portuguese"]) for r in same])
     errors = [v for r, v in zip(same, verdicts) if r["label"] == "error"]
     faithful = [v for r, v in zip(same, verdicts) if r["label"] == "ok"]
-    # Measured: 57 % of the errors flagged, 12 % of the faithful lines (docs/translate.md).
-    assert sum(bool(v.flags) for v in errors) >= 0.45 * len(errors)
-    assert sum(bool(v.flags) for v in faithful) <= 0.2 * len(faithful)
-    by_english = {r["english"]: v for r, v in zip(same, verdicts)}
-    # The issue's own examples.
-    for english in ("Honey.", "Can I go play outside?", "Look, can we not do this right now?", "Thank you."):
-        if english in by_english:
-            assert "meaning" in by_english[english].flags, english
-    if "Cheers!" in by_english:
-        assert "untranslated" in by_english["Cheers!"].flags
+    # Measured on the two held-out sets (docs/translate.md): 24 of 68 errors flagged `meaning` (19 before the
+    # meaning score), 18 of 162 faithful lines flagged at all.
+    assert sum("meaning" in v.flags for v in errors) >= 0.32 * len(errors)
+    assert sum(bool(v.flags) for v in faithful) <= 0.15 * len(faithful)
+
+
+def test_the_issue_s_own_examples_are_flagged_meaning(models):
+    from omnidub.translate.firefox import FirefoxEngine
+
+    forward = FirefoxEngine(Pair("en", "pt"), models)
+    reverse = FirefoxEngine(Pair("pt", "en"), models)
+    checker = Checker(Pair("en", "pt"), back=reverse.translate, forward=forward.translate)
+    examples = [
+        ("Can I go play outside?", "Posso jogar fora?"),  # "can I throw it away?"
+        ("Honey.", "Mel."),  # the food
+        ("Honey, I'm home!", "Mel, eu estou em casa!"),
+        ("Fine.", "Fino."),  # thin, refined
+        ("Look, can we not do this right now?", "Olha, não podemos fazer isso agora?"),  # its opposite
+        ("Thank you.", "Obrigado por enviar uma edição."),  # an invented sentence
+    ]
+    for (english, portuguese), verdict in zip(examples, checker.check(examples)):
+        assert "meaning" in verdict.flags, (english, portuguese, verdict)
+    assert "untranslated" in checker.check([("Cheers!", "Cheers!")])[0].flags
+
+
+def scripted(table: dict[str, str]):
+    """A translation model that answers from ``table``."""
+    return lambda texts: [table[text] for text in texts]
+
+
+def test_a_line_one_round_trip_reads_closely_is_not_flagged_for_another_that_reads_loosely():
+    # The reverse model reads "Vamos nessa." loosely as it is and closely in lower case: the best round trip counts.
+    back = {
+        "Vamos nessa.": "Let's go in this one.",
+        "Vamos nessa": "Let's go in this one",
+        "vamos nessa.": "Let's do it.",
+    }
+    verdict = Checker(Pair("en", "pt"), back=scripted(back)).check([("Let's do it.", "Vamos nessa.")])[0]
+    assert verdict.back == "Let's go in this one."  # what translate.json shows: the translation's own round trip
+    assert "meaning" not in verdict.flags
+    # Had the reverse model read every wording loosely, the line is flagged.
+    loose = {text: "Let's go in this one." for text in back}
+    assert (
+        "meaning" in Checker(Pair("en", "pt"), back=scripted(loose)).check([("Let's do it.", "Vamos nessa.")])[0].flags
+    )
+
+
+def test_an_engine_that_wobbles_on_a_line_said_slightly_differently_is_flagged_though_it_reads_back_well():
+    # Each rewording stays close to the engine's own translation (chrF 60-69), but it wobbles on every one of them
+    # ("sou"/"estou"): the score flags what no single comparison does; another engine's text is not judged by it.
+    source, text = "I'm beat.", "Eu sou batido."
+    forward = {
+        source: text,
+        "I'm beat": "Eu estou batido",
+        "i'm beat.": "Estou batido",
+        "And i'm beat.": "E eu estou batido.",
+    }
+    back = {"Eu sou batido.": "I'm beaten.", "Eu sou batido": "I'm beaten", "eu sou batido.": "I'm beaten."}
+    checker = Checker(Pair("en", "pt"), back=scripted(back), forward=scripted(forward))
+    verdict = checker.check([(source, text)])[0]
+    assert "meaning" in verdict.flags
+    assert "'Estou batido'" in verdict.why["meaning"] or "'Eu estou batido'" in verdict.why["meaning"]
+    alone = Checker(Pair("en", "pt"), back=scripted(back)).check([(source, text)])[0]
+    assert "meaning" not in alone.flags
 
 
 # -- the checks one by one ---------------------------------------------------------------------------------------
