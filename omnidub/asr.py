@@ -110,6 +110,32 @@ def _offline_hint() -> str:
     )
 
 
+NO_JUDGE = "none"  # --judge-model none: QA checks a dub's timing, level and voice, and leaves its words unchecked
+
+
+class NoJudge:
+    """QA's judge where none here hears the dub's language: every line's words are left unchecked, ``why`` saying
+    so once (lines unchecked for want of a judge are no failure: see ``qa.verdict.Tally.exit_code``)."""
+
+    name = NO_JUDGE
+    given = True
+
+    def __init__(self, why: str = "--judge-model none") -> None:
+        self.why = why
+
+    def available(self) -> bool:
+        return True
+
+    def hears(self, language: str | None) -> bool:
+        return False
+
+    def english_only(self) -> bool:
+        return False
+
+    def identity(self) -> str:
+        return NO_JUDGE
+
+
 def default_asr_model(device: str) -> str:
     """The faster-whisper model used when none is given: large-v3 on CUDA, small elsewhere."""
     return "large-v3" if device.startswith("cuda") else "small"
@@ -261,8 +287,19 @@ class Asr:
         return self.name
 
     def english_only(self) -> bool:
-        """True for English-only models (tiny.en ...), which hear English words in any language."""
+        """True for English-only models (tiny.en ...), which hear English words in any language. A size name says
+        it without loading anything; a folder or hub id is loaded to ask."""
+        if self.name in _STANDARD_REPO and not Path(self.name).expanduser().is_dir():
+            return self.name.endswith(".en")
         return not self._load().model.is_multilingual
+
+    def hears(self, language: str | None) -> bool:
+        """Whether this model can hear ``language`` (None: any, detected): Whisper knows it, and the model is not
+        English-only unless the language is English."""
+        if not language:
+            return True
+        code = whisper_language(language)
+        return code is not None and (code == "en" or not self.english_only())
 
     def transcribe(
         self,

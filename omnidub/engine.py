@@ -47,7 +47,8 @@ class Engine:
         self.preset = load_preset(preset) if isinstance(preset, str) else preset
         self.asr_model = asr_model
         # QA's ASR when it is another than the one the render decides with (a review hears its takes with the model
-        # the folder's QA used, while the references stay as the render cut them).
+        # the folder's QA used, while the references stay as the render cut them; a dub's judge hears its language).
+        # "none", or an asr.NoJudge saying why: no judge here, the lines' words are left unchecked.
         self.judge_model = judge_model if judge_model != asr_model else None
         self._judge = None
         self._source = source
@@ -289,13 +290,19 @@ class Engine:
         return self._asr
 
     def judge(self):
-        """The ASR model QA hears lines with: ``judge_model`` when given, else :meth:`asr`'s."""
-        from omnidub.asr import Asr
+        """The ASR model QA hears lines with: ``judge_model`` when given, else :meth:`asr`'s (an ``asr.NoJudge``
+        for "none": the lines' words are left unchecked, and QA says why)."""
+        from omnidub.asr import NO_JUDGE, Asr, NoJudge
 
         if self.judge_model is None:
             return self.asr()
         if self._judge is None:
-            self._judge = Asr(self.judge_model, device=self.tools_device)
+            if isinstance(self.judge_model, NoJudge):
+                self._judge = self.judge_model
+            elif self.judge_model == NO_JUDGE:
+                self._judge = NoJudge()
+            else:
+                self._judge = Asr(self.judge_model, device=self.tools_device)
         return self._judge
 
     def transcripts(self):
