@@ -65,7 +65,7 @@ class Transcript:
 
 
 # faster-whisper's hub repositories for its plain size names (the rest are looked up through faster-whisper).
-_STANDARD_REPO = {
+STANDARD_REPO = {
     **{
         f"{size}{en}": f"Systran/faster-whisper-{size}{en}"
         for size in ("tiny", "base", "small", "medium")
@@ -83,8 +83,14 @@ TINY_EN_EXTRA = "omnidub[tiny-en]"
 
 
 def installed_model(name: str) -> Path | None:
-    """The folder of a Whisper model installed from PyPI under this name (``tiny.en`` with the ``tiny-en``
-    extra), or None. Found without importing anything heavy and without the hub."""
+    """The folder of a Whisper model installed under this name: imported from another machine (``omnidub models
+    import``), or from PyPI (``tiny.en`` with the ``tiny-en`` extra); else None. Found without importing anything
+    heavy and without the hub."""
+    from omnidub.inventory import imported
+
+    folder = imported("asr", name)
+    if folder is not None and (folder / "model.bin").is_file():
+        return folder
     entry = INSTALLED_MODELS.get(name)
     if entry is None:
         return None
@@ -99,6 +105,18 @@ def installed_model(name: str) -> Path | None:
         return None
     path = Path(next(iter(spec.submodule_search_locations))) / folder
     return path if (path / "model.bin").is_file() else None
+
+
+def hub_folder(name: str) -> Path | None:
+    """The hub cache's snapshot of a faster-whisper size name (or hub id), when downloaded; looked up in the cache's
+    layout directly (importing faster-whisper costs more than a cached rerun)."""
+    repo = STANDARD_REPO.get(name, name if "/" in name and not _looks_like_path(name) else None)
+    if repo is None:
+        return None
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    snapshots = Path(HF_HUB_CACHE) / ("models--" + repo.replace("/", "--")) / "snapshots"
+    return next((s for s in sorted(snapshots.glob("*")) if (s / "model.bin").is_file()), None)
 
 
 def _offline_hint() -> str:
@@ -221,13 +239,8 @@ class Asr:
             return (folder / "model.bin").is_file()
         if _looks_like_path(self.name):
             return False
-        repo = _STANDARD_REPO.get(self.name, self.name if "/" in self.name else None)
-        if repo is not None:
-            # Look in the hub's cache layout directly: importing faster-whisper costs more than a cached rerun.
-            from huggingface_hub.constants import HF_HUB_CACHE
-
-            snapshots = Path(HF_HUB_CACHE) / ("models--" + repo.replace("/", "--")) / "snapshots"
-            return any((s / "model.bin").is_file() for s in snapshots.glob("*"))
+        if STANDARD_REPO.get(self.name, self.name if "/" in self.name else None) is not None:
+            return hub_folder(self.name) is not None
         from faster_whisper import download_model
 
         try:
@@ -249,8 +262,13 @@ class Asr:
             except Exception as exc:  # hub errors, offline mode, corrupt files: all fixable by the user
                 reason = first_line(exc)
                 hint = "it is not downloaded and the model hub is unreachable or offline" if from_hub else reason
+                fetch = ""
+                if from_hub and self.name in STANDARD_REPO:
+                    from omnidub.inventory import fetch_hint
+
+                    fetch = "; or " + fetch_hint("asr", self.name)
                 raise ArgumentError(
-                    "asr_model", f"cannot load ASR model {self.name!r}: {hint}; " + _offline_hint()
+                    "asr_model", f"cannot load ASR model {self.name!r}: {hint}; " + _offline_hint() + fetch
                 ) from None
             return self._model
 
@@ -278,6 +296,12 @@ class Asr:
         """What names the model's weights, for cache keys: the name, and for a model on disk the size and time of
         its weights (an installed package's version)."""
         if self.installed is not None:
+            from omnidub.inventory import imported, imported_revision
+
+            if imported("asr", self.name) == self.installed:
+                weights = (self.installed / "model.bin").stat()
+                revision = imported_revision(self.installed) or f"{weights.st_size} bytes"
+                return f"{self.name} (imported, {revision})"
             distribution, version, *_ = INSTALLED_MODELS[self.name]
             return f"{self.name} ({distribution} {version})"
         weights = Path(self.name).expanduser() / "model.bin"
@@ -289,7 +313,7 @@ class Asr:
     def english_only(self) -> bool:
         """True for English-only models (tiny.en ...), which hear English words in any language. A size name says
         it without loading anything; a folder or hub id is loaded to ask."""
-        if self.name in _STANDARD_REPO and not Path(self.name).expanduser().is_dir():
+        if self.name in STANDARD_REPO and not Path(self.name).expanduser().is_dir():
             return self.name.endswith(".en")
         return not self._load().model.is_multilingual
 
