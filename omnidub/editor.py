@@ -153,7 +153,7 @@ class Editor:
     def unheard(self) -> str | None:
         """Why QA cannot hear a take here (no ASR model), or None."""
         asr = self.job.engine.judge()
-        return None if asr.available() else f"not checked: no ASR model ({asr.name}) here to hear it"
+        return None if asr.available() else f"not checked: no ASR model ({asr.name}) here to hear it (omnidub models)"
 
     def _judged(self, project: Project, entry: LineEntry) -> dict:
         """The line's audio as a take, with QA's verdict on it (or why there is none)."""

@@ -130,5 +130,5 @@ def _untrimmed(engine, speakers: dict[str, Speaker]) -> list[str]:
         return []
     return [
         f"no ASR model ({engine.asr_name}) to find word boundaries, so the samples of {', '.join(whole)} are kept "
-        "whole; pass --asr-model with a local faster-whisper folder to trim them"
+        "whole; pass --asr-model with a local faster-whisper folder to trim them (omnidub models lists those here)"
     ]
