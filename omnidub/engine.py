@@ -51,6 +51,7 @@ class Engine:
         # "none", or an asr.NoJudge saying why: no judge here, the lines' words are left unchecked.
         self.judge_model = judge_model if judge_model != asr_model else None
         self._judge = None
+        self._judges: dict = {}  # language -> the judge chosen for it (no judge_model given)
         self._source = source
         self._pinned: dict = {}  # what the project was rendered with: {"cfg": layout, "backend": name}
         self._choice = None
@@ -289,13 +290,27 @@ class Engine:
             self._asr = Asr(self.asr_model, device=self.tools_device)
         return self._asr
 
-    def judge(self):
-        """The ASR model QA hears lines with: ``judge_model`` when given, else :meth:`asr`'s (an ``asr.NoJudge``
-        for "none": the lines' words are left unchecked, and QA says why)."""
+    def judge(self, language: str | None = None):
+        """The ASR model QA hears lines with: ``judge_model`` when given (an ``asr.NoJudge`` for "none": the lines'
+        words are left unchecked, and QA says why); else :meth:`asr`'s when it hears ``language`` (the lines'), else
+        the default model when it is here and does; else :meth:`asr`'s still, whose lines QA then leaves unchecked
+        for want of a judge of their language, or, with no ASR model here at all, an ``asr.NoJudge`` saying so."""
         from omnidub.asr import NO_JUDGE, Asr, NoJudge
 
         if self.judge_model is None:
-            return self.asr()
+            asr = self.asr()
+            usable = asr.given or asr.available()  # a model named must load (a wrong one is one line, exit 2)
+            if language is None or (usable and asr.hears(language)):
+                return asr
+            if language not in self._judges:
+                default = Asr(None, device=self.tools_device)
+                if default.name != asr.name and default.available() and default.hears(language):
+                    self._judges[language] = default
+                elif usable:
+                    self._judges[language] = asr  # it says, line by line, that it cannot hear them
+                else:
+                    self._judges[language] = NoJudge(f"{asr.name}, the default, is not on this machine")
+            return self._judges[language]
         if self._judge is None:
             if isinstance(self.judge_model, NoJudge):
                 self._judge = self.judge_model

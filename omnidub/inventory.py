@@ -479,13 +479,18 @@ def fetch(wanted: list[Need], *, into: Path | None, say: Say) -> tuple[list[Foun
     with an index ``import`` reads); returns what is here now and one line per model that could not be fetched."""
     errors, done, index = [], [], []
     for need in wanted:
+        if need.optional:  # a judge a dub runs without: fetched when named (--judge-model), not unasked
+            continue
         kind = KINDS[need.kind]
         found = kind.find(need.name, need.role)
+        if not found.fetchable:  # built where it runs (synthetic), or in a wheel (speakers): never packed
+            if found.here or found.optional:
+                done.append(found)
+            else:
+                errors.append(f"cannot fetch {need.kind} {need.name}: {found.how}")
+            continue
         if found.here and into is None:
             done.append(found)
-            continue
-        if not found.fetchable and not found.here:
-            errors.append(f"cannot fetch {need.kind} {need.name}: {found.how}")
             continue
         target = into / need.kind / folder_name(need.name) if into is not None else None
         try:

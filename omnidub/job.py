@@ -288,7 +288,7 @@ class Job:
         def check(project: Project):
             return run_qa(
                 project.out_dir,
-                asr=self.engine.judge(),
+                asr=self.engine.judge(project.options.language),
                 progress=self.listener.checking,
                 encoder=encoder,
                 references=speaker_references(project),
@@ -347,7 +347,7 @@ class Job:
                 [heard] = check_lines(
                     project.out_dir,
                     [take.to_json()],
-                    self.engine.judge(),
+                    self.engine.judge(project.options.language),
                     all_lines=[e.to_json() for e in project.entries],
                     program_seconds=report.program_seconds,
                     encoder=encoder,

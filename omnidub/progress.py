@@ -61,3 +61,10 @@ class Listener:
 
     def checked(self, report, written) -> None:
         """QA of the current input is done; ``written``: the paths of qa.json and qa.html."""
+
+    def stage(self, name: str, text: str) -> None:
+        """A dub's stage begins (``hear``, ``voices``, ``translate``, ``render``, ``check``); ``text`` says what it
+        does."""
+
+    def translating(self, done: int, total: int) -> None:
+        """A dub has translated ``done`` of ``total`` lines (asked of the engine, or from the cache)."""

@@ -71,10 +71,12 @@ def translate_folder(
     status: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
     input_path: Path | None = None,
+    paces: dict | None = None,
 ) -> Translated:
     """Translate the subtitles or script ``original`` into ``target`` and write ``<stem>.<target>.srt`` and
     translate.json into ``out``. A translated file someone edited since omnidub wrote it is kept as it is.
-    ``input_path``: what the folder was made from when that is not ``original`` (a source that was transcribed)."""
+    ``input_path``: what the folder was made from when that is not ``original`` (a source that was transcribed);
+    ``paces``: the pace each line is judged at (see :func:`translate_script`)."""
     from omnidub.folder import TRANSLATE_RECORD, OutputFolder
     from omnidub.script import read_script
     from omnidub.translate.language import detect
@@ -98,7 +100,7 @@ def translate_folder(
         status(f"loading the {engine} engine for {source}->{target}")
         chosen = open_engine(engine, pair, mt_models=mt_models, llm=llm, status=status)
         status(f"translating {len(script.lines)} lines")
-        translation = translate_script(script, chosen, pair, options=options, progress=progress)
+        translation = translate_script(script, chosen, pair, options=options, paces=paces, progress=progress)
         kept = folder.status(name) == "changed"
         if kept:
             notes.append(

@@ -51,19 +51,54 @@ class Translation:
         return sum(c.fits if chosen else c.first_fits for c in self.choices) / len(self.choices)
 
 
+@dataclass(frozen=True)
+class Predicted:
+    """A translated line as the fit choice left it: its text and slot (the line's identity), its spoken length as
+    predicted, and the pace it was judged at. What a dub hands its render beside the lines."""
+
+    text: str
+    start: float
+    end: float
+    natural: float
+    pace: Pace
+
+    @property
+    def identity(self) -> tuple[str, float, float]:
+        return identity(self.text, self.start, self.end)
+
+    def to_json(self) -> dict:
+        pace = self.pace
+        return {
+            "natural": self.natural,
+            "pace": {"text": pace.ref_text, "seconds": pace.ref_seconds, "speed": pace.speed},
+        }
+
+
+def identity(text: str, start: float, end: float) -> tuple[str, float, float]:
+    """A line's identity across files: its words and its slot (never its number)."""
+    return (" ".join(text.split()), round(start, 3), round(end, 3))
+
+
+def predictions(translation: Translation) -> tuple[Predicted, ...]:
+    """Every translated line's prediction (see :class:`Predicted`)."""
+    return tuple(
+        Predicted(c.text, c.line.start, c.line.end, c.sized[c.chosen].natural, c.pace) for c in translation.choices
+    )
+
+
 def translate_script(
     script: Script,
     engine: Engine,
     pair: Pair,
     *,
     options: TranslateOptions = TranslateOptions(),
-    paces: dict[str, Pace] | None = None,
+    paces: dict[int | str, Pace] | None = None,
     cache: LineCache | None = None,
     progress: Progress | None = None,
 ) -> Translation:
     """Translate every line of ``script``; lines already translated with the same engine, model, settings, text,
-    scene and glossary come from the cache. ``paces``: each speaker's pace (default: each line's own, as the
-    original speaks it in its slot)."""
+    scene and glossary come from the cache. ``paces``: the pace a line is spoken at, by line index (the clip it
+    will be cloned from), else by speaker; default: each line's own, as the original speaks it in its slot."""
     cache = cache or LineCache()
     lines = list(script.lines)
     ends = limits(lines) if script.timed else [None] * len(lines)
@@ -126,7 +161,9 @@ def _request(lines: list[Line], k: int, limit: float | None, max_speedup: float,
     )
 
 
-def _pace(line: Line, paces: dict[str, Pace] | None, timed: bool) -> Pace:
+def _pace(line: Line, paces: dict[int | str, Pace] | None, timed: bool) -> Pace:
+    if paces and line.index in paces:
+        return paces[line.index]
     if paces and line.speaker in paces:
         return paces[line.speaker]
     if timed and line.end > line.start:
@@ -137,7 +174,8 @@ def _pace(line: Line, paces: dict[str, Pace] | None, timed: bool) -> Pace:
 
 def _choice(line: Line, candidates: list[Candidate], limit, pace: Pace, options: TranslateOptions) -> Choice:
     sized = size(candidates, line, limit, pace, options.max_speedup, options.glossary)
-    return Choice(line, tuple(sized), choose(sized, fit=options.fit), allowed_seconds(line, limit, options.max_speedup))
+    chosen = choose(sized, fit=options.fit)
+    return Choice(line, tuple(sized), chosen, allowed_seconds(line, limit, options.max_speedup), pace)
 
 
 def _shortened(choices, requests, engine, pair, options, cache, paces, timed, ends) -> list[Choice]:
@@ -210,6 +248,7 @@ def report(translation: Translation, *, input_path: str, output: str, glossary: 
                 "chosen": c.chosen,
                 "allowed": c.allowed,
                 "natural": chosen.natural,
+                "pace": {"text": c.pace.ref_text, "seconds": c.pace.ref_seconds, "speed": c.pace.speed},
                 "speed": chosen.speed,
                 "fits": chosen.fits,
                 "overflow": chosen.overflow,
