@@ -134,7 +134,7 @@ class Dubbing:
         elif self.stage == "render":
             kept.append(f"every line rendered so far is kept in {self.folder / RENDER}")
         elif self.stage == "check":
-            kept.append(f"QA did not finish: omnidub qa {self.folder / RENDER} checks it")
+            kept.append(f"the dub is in {self.folder / RENDER}, unchecked: omnidub qa {self.folder / RENDER} checks it")
         return "; ".join(kept) or "nothing yet"
 
     def _enter(self, stage: str, text: str | None = None) -> None:
@@ -197,10 +197,6 @@ class Dubbing:
         if self.options.voice_match not in MATCHES:
             raise OmnidubError(f"--voice-match {self.options.voice_match}: use {', '.join(MATCHES)}")
         check(self.options.delivery)
-        if self.options.separate:
-            from omnidub.source.separate import load_separator
-
-            load_separator(self.options.separate, self.engine.tools_device)  # a model that is not here: one line
 
     def _source_options(self, subs: Path | None, language: str | None):
         from omnidub.source.cast import SourceOptions
@@ -220,12 +216,18 @@ class Dubbing:
         """The original as heard, in voices/<stem>.original.srt: written from the source's analysis (kept in
         omnidub's cache), or read as it is when someone corrected it since. Returns it and the source's options
         (without subtitles while it is as heard: the render then reuses that very analysis)."""
-        from omnidub.folder import HEARD_RECORD, OutputFolder
+        from omnidub.folder import EXTRACT_RECORD, HEARD_RECORD, OutputFolder
         from omnidub.source.cast import source_summary
 
         name = _heard_name(self.source)
+        # A dub of an older omnidub heard the source with `voices extract` into this folder: it stays that kind.
+        older = (self.folder / VOICES / EXTRACT_RECORD).is_file()
         folder = OutputFolder(
-            self.folder / VOICES, record=HEARD_RECORD, others=None, input_key="source", made="the original as heard of"
+            self.folder / VOICES,
+            record=EXTRACT_RECORD if older else HEARD_RECORD,
+            others=None,
+            input_key="source",
+            made="the voices of" if older else "the original as heard of",
         )
         folder.claim(self.source)
         try:
@@ -252,7 +254,8 @@ class Dubbing:
                 "language": summary.language,
                 "lines": len(summary.original.lines),
             }
-            folder.write_text(HEARD_RECORD, json.dumps(record, indent=2) + "\n")
+            if not older:
+                folder.write_text(HEARD_RECORD, json.dumps(record, indent=2) + "\n")
         finally:
             folder.release()
         self._done["hear"] = f"the original as heard: {folder.path / name}"
