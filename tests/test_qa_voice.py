@@ -276,12 +276,15 @@ class TakesFromFlite:
             "BOB": Voice("BOB", BOB_REF, None, "en", None, None),
         }
         self.rendered: list[list[int]] = []  # the seeds of each stream the executor was given
+        from omnidub.project import ProjectOptions
+
+        self.options = ProjectOptions(language="en")  # the lines' language, which QA's judge is chosen for
 
     # -- the engine ---------------------------------------------------------------------------------------
     def asr(self):
         return self.whisper
 
-    def judge(self):  # QA's ASR: the render's here
+    def judge(self, language=None):  # QA's ASR: the render's here
         return self.whisper
 
     def speaker_encoder(self, name=None):
