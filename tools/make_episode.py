@@ -89,8 +89,10 @@ def make_episode(folder: Path, *, lines: int = 300, minutes: float = 22.0, seed:
     spoken: dict[int, np.ndarray] = {}
     for voice in CAST:
         mine = [k for k in range(lines) if order[k] == voice]
-        for k, audio in zip(mine, speak(voice, [texts[k] for k in mine])):
-            spoken[k] = audio
+        said = list(dict.fromkeys(texts[k] for k in mine))  # a reply said twice is spoken once (speak wants each once)
+        audio = dict(zip(said, speak(voice, said)))
+        for k in mine:
+            spoken[k] = audio[texts[k]]
     speech = sum(a.size for a in spoken.values()) / RATE
     # Gaps share out what the speech leaves of the running time, each between 0.3 s and several seconds.
     room = max(minutes * 60 - speech - 2.0, lines * 0.3)
