@@ -15,9 +15,11 @@ ACTIONS = ("list", "fetch", "import")
 
 @app.command(cls=Command)
 def models(
-    action: str = typer.Argument("list", metavar="[list|fetch|import]", help="What to do. [default: list]"),
+    action: str = typer.Argument(
+        "list", metavar="list|fetch|import", show_default=False, help="What to do. [default: list]"
+    ),
     folder: Optional[Path] = typer.Argument(
-        None, metavar="[DIR]", show_default=False, help="import: the folder to import (made by fetch --into)."
+        None, metavar="DIR", show_default=False, help="import: the folder to import (made by fetch --into)."
     ),
     model: str = typer.Option(
         "k2-fsa/OmniVoice", "--model", metavar="ID|PATH", help="The TTS model a dub speaks with."
