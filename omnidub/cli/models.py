@@ -129,7 +129,8 @@ def _row(item, needed: bool = True) -> str:
     state = "here" if item.here else "optional" if item.optional else "MISSING"
     where = f"{item.how}, {human(item.size)}: {item.path}" if item.here else item.how
     role = item.role if needed else "also here"
-    return escape(printable(f"{item.kind:<8} {item.name:<20} {state:<8}  {role}; {where}"))
+    said = f"{role}; {where}" if role else where
+    return escape(printable(f"{item.kind:<8} {item.name:<20} {state:<8}  {said}"))
 
 
 def _json(item) -> dict:
