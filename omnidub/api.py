@@ -1,12 +1,14 @@
-"""The library face: a session renders, checks and reopens projects with one engine (the resident model).
+"""The library face: its verbs, each one call, and the session they share.
 
-    from omnidub import Session
-    session = Session(model="synthetic:tiny")
-    summary = session.render("dialogue.srt", voices="voices.toml")
+    from omnidub import api
+    summary = api.render("dialogue.srt", voices="voices.toml", model="synthetic:tiny")
+    report = api.qa("output/dialogue", judge_model="tiny.en")
+    translated = api.translate("episode.en.srt", to="pt")
+    dubbed = api.dub("episode.mkv", to="pt", asr_model="tiny.en")   # hear, cast, translate, render, check
 
-Nothing here installs a signal handler or changes process-wide state; the command line does that itself. The
-model, the ASR and the speaker encoder live in the session's :class:`~omnidub.engine.Engine` and load on first use,
-so planning and fully cached reruns never pay for them.
+A :class:`Session` holds one engine (the model, the ASR, the speaker encoders) for many calls: a notebook or a
+server keeps one. Nothing here asks a question, installs a signal handler or changes process-wide state; the
+command line does that itself. Models load on first use, so planning and fully cached reruns never pay for them.
 """
 
 from __future__ import annotations
@@ -139,13 +141,16 @@ class Session:
         allow_other_files: bool = False,
         source=None,
         voice_map=None,
+        predicted=(),
     ):
         """One input and its output folder (default ``output/<input stem>``): plan it, render it, or both.
         ``only`` ("3,8-10") limits what it renders; ``delivery`` (an ``outputs.deliver.DeliveryOptions``) sets
         the rate, loudness, bed, video and timelines; ``cache_dir`` is a line cache shared with other inputs;
         ``allow_other_files`` lets it render into a folder that holds files omnidub did not write; ``source`` (an
         ``omnidub.source.cast.SourceOptions``) takes the voices from the original video or audio; ``voice_map``
-        (speaker -> ``voices.Voice``) gives the voices as they are instead of ``voices``/``voice``."""
+        (speaker -> ``voices.Voice``) gives the voices as they are instead of ``voices``/``voice``;
+        ``predicted`` (``translate.run.Predicted``) each translated line's length as its translation predicted it,
+        matched to the lines by their words and slot and kept in the manifest beside what the render made of it."""
         from omnidub.inputs import default_out_dir
         from omnidub.outputs.deliver import DeliveryOptions
         from omnidub.plan import select_lines
@@ -168,7 +173,16 @@ class Session:
             language=language,
         )
         out = Path(out_dir) if out_dir else default_out_dir(input_path)
-        return Project(self.engine, script, voice_map, out, input_path=input_path, options=options, listener=listener)
+        return Project(
+            self.engine,
+            script,
+            voice_map,
+            out,
+            input_path=input_path,
+            options=options,
+            listener=listener,
+            predicted=predicted,
+        )
 
     def job(
         self,
@@ -225,6 +239,18 @@ class Session:
             self.close()
         return runs[0].result() if isinstance(inputs, (str, Path)) else runs
 
+    def dubbing(self, source, to: str, *, out_dir=None, listener=None, **options):
+        """A dub of ``source`` into ``to``, ready to run (``.run()``) and to stop (``.request_stop()``); options
+        are those of :class:`omnidub.dubbing.DubOptions`; ``out_dir`` defaults to ``dub/<source stem>``."""
+        from omnidub.dubbing import Dubbing, DubOptions
+
+        return Dubbing(self, source, DubOptions(to=to, **options), out_dir=out_dir, listener=listener)
+
+    def dub(self, source, to: str, **options):
+        """Dub ``source`` into ``to`` (see :meth:`dubbing`); returns the ``dubbing.Dubbed``: what each stage did,
+        QA's report, and its exit code."""
+        return self.dubbing(source, to, **options).run()
+
     def qa(self, out_dir, *, max_wer: float | None = None, progress=None, speaker_model: str | None = None, note=None):
         """Check a rendered folder; returns the QA Report (written to qa.json and qa.html). ``speaker_model``
         names the voice check's encoder (default resemblyzer; "none" skips the check); ``note`` hears where a
@@ -249,6 +275,90 @@ class Session:
         finally:
             folder.release()
         return report
+
+
+# -- the verbs, each one call ---------------------------------------------------------------------------------------
+
+
+def render(inputs, *, model: str = DEFAULT_MODEL, device: str = "auto", preset="fast", asr_model=None, **options):
+    """Render one input (returns its Summary) or many (a list: their InputRuns); options are
+    :meth:`Session.job`'s."""
+    return Session(model, device, preset, asr_model).render(inputs, **options)
+
+
+def qa(out_dir, *, judge_model: str | None = None, device: str = "auto", **options):
+    """Check a rendered folder with ``judge_model`` (default: small on CPU); returns the QA Report (qa.json and
+    qa.html are written). Options are :meth:`Session.qa`'s."""
+    return Session(device=device, asr_model=judge_model).qa(out_dir, **options)
+
+
+def translate(
+    input_path,
+    to: str,
+    *,
+    out_dir=None,
+    source_language: str | None = None,
+    engine: str = "firefox",
+    mt_models=(),
+    llm=None,
+    glossary=None,
+    fit: bool = True,
+    preset="fast",
+    paces=None,
+    status=lambda _: None,
+    progress=None,
+):
+    """Translate subtitles or a script into ``to``, each line's translation chosen to fit its slot; writes
+    ``<stem>.<to>.srt`` and translate.json into ``out_dir`` (default ``translations/<stem>``) and returns the
+    ``translate.Translated``."""
+    from omnidub.config import load_preset
+    from omnidub.translate import TranslateOptions, language_tag, load_glossary, translate_folder
+
+    input_path = Path(input_path)
+    if not input_path.is_file():
+        raise OmnidubError(f"{input_path}: no such file")
+    target = language_tag(to, "--to")
+    speedup = (load_preset(preset) if isinstance(preset, str) else preset).timing.max_speedup
+    options = TranslateOptions(fit=fit, max_speedup=speedup, glossary=load_glossary(glossary, target))
+    return translate_folder(
+        input_path,
+        Path(out_dir) if out_dir is not None else Path("translations") / input_path.stem,
+        target=target,
+        source=source_language,
+        engine=engine,
+        options=options,
+        glossary_file=Path(glossary) if glossary else None,
+        mt_models=tuple(Path(m) for m in mt_models),
+        llm=llm,
+        status=status,
+        progress=progress,
+        paces=paces,
+    )
+
+
+def dub(
+    source,
+    to: str,
+    *,
+    model: str = DEFAULT_MODEL,
+    device: str = "auto",
+    preset="fast",
+    asr_model: str | None = None,
+    judge_model: str | None = None,
+    backend: str = "auto",
+    **options,
+):
+    """Dub ``source`` into ``to`` in one call: hear it (unless ``source_subs`` gives its original subtitles), cast
+    its voices, translate each line to fit its slot at the pace of the clip it is cloned from, render it in those
+    voices, and check it. ``asr_model`` hears the source; ``judge_model`` judges the dub (default: the same when it
+    hears ``to``, else the default model when it is here, else none: the lines' words go unchecked, said once).
+    Returns the ``dubbing.Dubbed`` (``.exit_code`` as the command's). Options are :class:`dubbing.DubOptions`'s,
+    and ``out_dir``, ``listener``."""
+    session = Session(model, device, preset, asr_model, backend=backend, judge_model=judge_model)
+    try:
+        return session.dub(source, to, **options)
+    finally:
+        session.close()
 
 
 def _recorded_request(out_dir: Path):
@@ -280,6 +390,9 @@ def _recorded_request(out_dir: Path):
             f"omnidub review {out_dir / 'render'}"
         )
     if not last.exists:
+        render = out_dir / "render"
+        if (render / MANIFEST).is_file():  # a dub's folder: its render is one floor down
+            raise OmnidubError(f"{out_dir} is a dub's folder: its render is {render} (omnidub review {render})")
         raise OmnidubError(
             f"{out_dir} holds no render of omnidub's; render into it first (omnidub render ... --out {out_dir})"
         )

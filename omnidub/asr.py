@@ -65,7 +65,7 @@ class Transcript:
 
 
 # faster-whisper's hub repositories for its plain size names (the rest are looked up through faster-whisper).
-_STANDARD_REPO = {
+STANDARD_REPO = {
     **{
         f"{size}{en}": f"Systran/faster-whisper-{size}{en}"
         for size in ("tiny", "base", "small", "medium")
@@ -83,8 +83,14 @@ TINY_EN_EXTRA = "omnidub[tiny-en]"
 
 
 def installed_model(name: str) -> Path | None:
-    """The folder of a Whisper model installed from PyPI under this name (``tiny.en`` with the ``tiny-en``
-    extra), or None. Found without importing anything heavy and without the hub."""
+    """The folder of a Whisper model installed under this name: imported from another machine (``omnidub models
+    import``), or from PyPI (``tiny.en`` with the ``tiny-en`` extra); else None. Found without importing anything
+    heavy and without the hub."""
+    from omnidub.inventory import imported
+
+    folder = imported("asr", name)
+    if folder is not None and (folder / "model.bin").is_file():
+        return folder
     entry = INSTALLED_MODELS.get(name)
     if entry is None:
         return None
@@ -101,6 +107,18 @@ def installed_model(name: str) -> Path | None:
     return path if (path / "model.bin").is_file() else None
 
 
+def hub_folder(name: str) -> Path | None:
+    """The hub cache's snapshot of a faster-whisper size name (or hub id), when downloaded; looked up in the cache's
+    layout directly (importing faster-whisper costs more than a cached rerun)."""
+    repo = STANDARD_REPO.get(name, name if "/" in name and not _looks_like_path(name) else None)
+    if repo is None:
+        return None
+    from huggingface_hub.constants import HF_HUB_CACHE
+
+    snapshots = Path(HF_HUB_CACHE) / ("models--" + repo.replace("/", "--")) / "snapshots"
+    return next((s for s in sorted(snapshots.glob("*")) if (s / "model.bin").is_file()), None)
+
+
 def _offline_hint() -> str:
     """How to point the argument at a model that loads without the hub ({arg} is where its name goes)."""
     tiny = "installed" if installed_model("tiny.en") else f"pip install '{TINY_EN_EXTRA}'"
@@ -108,6 +126,32 @@ def _offline_hint() -> str:
         f"pass {{arg}}PATH to a local faster-whisper model folder, or {{arg}}tiny.en "
         f"(English only: lines in other languages go unchecked; {tiny})"
     )
+
+
+NO_JUDGE = "none"  # --judge-model none: QA checks a dub's timing, level and voice, and leaves its words unchecked
+
+
+class NoJudge:
+    """QA's judge where none here hears the dub's language: every line's words are left unchecked, ``why`` saying
+    so once (lines unchecked for want of a judge are no failure: see ``qa.verdict.Tally.exit_code``)."""
+
+    name = NO_JUDGE
+    given = True
+
+    def __init__(self, why: str = "--judge-model none") -> None:
+        self.why = why
+
+    def available(self) -> bool:
+        return True
+
+    def hears(self, language: str | None) -> bool:
+        return False
+
+    def english_only(self) -> bool:
+        return False
+
+    def identity(self) -> str:
+        return NO_JUDGE
 
 
 def default_asr_model(device: str) -> str:
@@ -195,13 +239,8 @@ class Asr:
             return (folder / "model.bin").is_file()
         if _looks_like_path(self.name):
             return False
-        repo = _STANDARD_REPO.get(self.name, self.name if "/" in self.name else None)
-        if repo is not None:
-            # Look in the hub's cache layout directly: importing faster-whisper costs more than a cached rerun.
-            from huggingface_hub.constants import HF_HUB_CACHE
-
-            snapshots = Path(HF_HUB_CACHE) / ("models--" + repo.replace("/", "--")) / "snapshots"
-            return any((s / "model.bin").is_file() for s in snapshots.glob("*"))
+        if STANDARD_REPO.get(self.name, self.name if "/" in self.name else None) is not None:
+            return hub_folder(self.name) is not None
         from faster_whisper import download_model
 
         try:
@@ -223,8 +262,13 @@ class Asr:
             except Exception as exc:  # hub errors, offline mode, corrupt files: all fixable by the user
                 reason = first_line(exc)
                 hint = "it is not downloaded and the model hub is unreachable or offline" if from_hub else reason
+                fetch = ""
+                if from_hub and self.name in STANDARD_REPO:
+                    from omnidub.inventory import fetch_hint
+
+                    fetch = "; or " + fetch_hint("asr", self.name)
                 raise ArgumentError(
-                    "asr_model", f"cannot load ASR model {self.name!r}: {hint}; " + _offline_hint()
+                    "asr_model", f"cannot load ASR model {self.name!r}: {hint}; " + _offline_hint() + fetch
                 ) from None
             return self._model
 
@@ -252,6 +296,12 @@ class Asr:
         """What names the model's weights, for cache keys: the name, and for a model on disk the size and time of
         its weights (an installed package's version)."""
         if self.installed is not None:
+            from omnidub.inventory import imported, imported_revision
+
+            if imported("asr", self.name) == self.installed:
+                weights = (self.installed / "model.bin").stat()
+                revision = imported_revision(self.installed) or f"{weights.st_size} bytes"
+                return f"{self.name} (imported, {revision})"
             distribution, version, *_ = INSTALLED_MODELS[self.name]
             return f"{self.name} ({distribution} {version})"
         weights = Path(self.name).expanduser() / "model.bin"
@@ -261,8 +311,19 @@ class Asr:
         return self.name
 
     def english_only(self) -> bool:
-        """True for English-only models (tiny.en ...), which hear English words in any language."""
+        """True for English-only models (tiny.en ...), which hear English words in any language. A size name says
+        it without loading anything; a folder or hub id is loaded to ask."""
+        if self.name in STANDARD_REPO and not Path(self.name).expanduser().is_dir():
+            return self.name.endswith(".en")
         return not self._load().model.is_multilingual
+
+    def hears(self, language: str | None) -> bool:
+        """Whether this model can hear ``language`` (None: any, detected): Whisper knows it, and the model is not
+        English-only unless the language is English."""
+        if not language:
+            return True
+        code = whisper_language(language)
+        return code is not None and (code == "en" or not self.english_only())
 
     def transcribe(
         self,

@@ -62,12 +62,26 @@ def cast_from_source(
     ``checks``: the voice check's verdicts so far (a line that failed with its own clip uses its speaker's);
     ``chosen``: the clip ("line" or "speaker") an editor chose for a line; ``progress``: the source's
     transcription (seconds done, in all), when it came without subtitles."""
+    asr, trusted = engine.asr(), ()
+    if options.subs is not None and options.language and asr.available() and not asr.hears(options.language):
+        # An English-only model would hear English words in any speech: the subtitles are taken as they are.
+        trusted = (
+            f"{Path(options.source).name} speaks {options.language}, which {asr.name} (--asr-model) does not hear: "
+            f"its subtitles ({Path(options.subs).name}) are taken as they are, not checked against the audio",
+        )
+        asr = None
     summary = source_summary(
-        options, engine.preset.voice, asr=engine.asr(), device=engine.device, status=step, progress=progress
+        options, engine.preset.voice, asr=asr, device=engine.device, status=step, progress=progress
     )
-    notes = tuple(f"{Path(options.source).name}: {note}" for note in summary.notes)
+    notes = trusted + tuple(f"{Path(options.source).name}: {note}" for note in summary.notes)
     cast = source_cast(summary, dub, options.match, given, checks, chosen)
-    if summary.heard is not None:
+    if summary.heard is not None and options.heard_at is not None:
+        notes += (
+            f"{Path(options.source).name} came without subtitles: {options.heard_at} is the original as "
+            f"{engine.asr().name} heard it, {len(summary.original.lines)} lines, each labelled with its voice; "
+            "check it, correct its words and labels there, and run again",
+        )
+    elif summary.heard is not None:
         cast = replace(cast, heard=(heard_file(options), summary.heard))
         notes += (
             f"{Path(options.source).name} came without subtitles: {cast.heard[0]} is the original as "

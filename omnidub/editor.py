@@ -433,19 +433,19 @@ class Editor:
     def hear(self, project: Project, entry: LineEntry):
         """QA of one line's audio (or a take's) as it is now; None when no ASR model is here to hear it
         (:meth:`unheard` says why)."""
-        if self.unheard() is not None:
+        if self.unheard(project) is not None:
             return None
         [check] = self.job.hear(project, [entry])
         return check
 
-    def unheard(self) -> str | None:
-        """Why QA cannot hear a take here (no ASR model), or None."""
-        asr = self.job.engine.judge()
-        return None if asr.available() else f"not checked: no ASR model ({asr.name}) here to hear it"
+    def unheard(self, project: Project) -> str | None:
+        """Why QA cannot hear a take here (no ASR model for the project's lines), or None."""
+        asr = self.job.engine.judge(project.options.language)
+        return None if asr.available() else f"not checked: no ASR model ({asr.name}) here to hear it (omnidub models)"
 
     def _judged(self, project: Project, entry: LineEntry):
         """The audio ``entry`` names (a line, or a take) as a take, with QA's verdict on it (or why there is none)."""
-        return take_of(entry, self.hear(project, entry), self.unheard())
+        return take_of(entry, self.hear(project, entry), self.unheard(project))
 
     # -- delivering ------------------------------------------------------------------------------------------
     def deliver(self, project: Project) -> Delivery:
@@ -475,10 +475,11 @@ class Editor:
         # Written again where the assembly removed them (the audio changed); one someone changed is moved aside.
         if self.job.qa is None or project.folder.status(QA_FILES[0]) != "absent":
             return
-        if self.unheard() is not None:
+        if self.unheard(project) is not None:
             self.job.listener.note(
                 f"{' and '.join(QA_FILES)} were removed, since the audio changed; no ASR model "
-                f"({self.job.engine.judge().name}) here to check it again (omnidub qa --asr-model NAME|PATH)"
+                f"({self.job.engine.judge(project.options.language).name}) here to check it again (omnidub qa "
+                "--asr-model NAME|PATH; omnidub models lists those here)"
             )
             return
         self.job.listener.step("checking the delivered lines (only audio not heard before is transcribed)")

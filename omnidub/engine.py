@@ -47,9 +47,11 @@ class Engine:
         self.preset = load_preset(preset) if isinstance(preset, str) else preset
         self.asr_model = asr_model
         # QA's ASR when it is another than the one the render decides with (a review hears its takes with the model
-        # the folder's QA used, while the references stay as the render cut them).
+        # the folder's QA used, while the references stay as the render cut them; a dub's judge hears its language).
+        # "none", or an asr.NoJudge saying why: no judge here, the lines' words are left unchecked.
         self.judge_model = judge_model if judge_model != asr_model else None
         self._judge = None
+        self._judges: dict = {}  # language -> the judge chosen for it (no judge_model given)
         self._source = source
         self._pinned: dict = {}  # what the project was rendered with: {"cfg": layout, "backend": name}
         self._choice = None
@@ -292,14 +294,34 @@ class Engine:
             self._asr = Asr(self.asr_model, device=self.tools_device)
         return self._asr
 
-    def judge(self):
-        """The ASR model QA hears lines with: ``judge_model`` when given, else :meth:`asr`'s."""
-        from omnidub.asr import Asr
+    def judge(self, language: str | None = None):
+        """The ASR model QA hears lines with: ``judge_model`` when given (an ``asr.NoJudge`` for "none": the lines'
+        words are left unchecked, and QA says why); else :meth:`asr`'s when it hears ``language`` (the lines'), else
+        the default model when it is here and does; else :meth:`asr`'s still, whose lines QA then leaves unchecked
+        for want of a judge of their language, or, with no ASR model here at all, an ``asr.NoJudge`` saying so."""
+        from omnidub.asr import NO_JUDGE, Asr, NoJudge
 
         if self.judge_model is None:
-            return self.asr()
+            asr = self.asr()
+            usable = asr.given or asr.available()  # a model named must load (a wrong one is one line, exit 2)
+            if language is None or (usable and asr.hears(language)):
+                return asr
+            if language not in self._judges:
+                default = Asr(None, device=self.tools_device)
+                if default.name != asr.name and default.available() and default.hears(language):
+                    self._judges[language] = default
+                elif usable:
+                    self._judges[language] = asr  # it says, line by line, that it cannot hear them
+                else:
+                    self._judges[language] = NoJudge(f"{asr.name}, the default, is not on this machine")
+            return self._judges[language]
         if self._judge is None:
-            self._judge = Asr(self.judge_model, device=self.tools_device)
+            if isinstance(self.judge_model, NoJudge):
+                self._judge = self.judge_model
+            elif self.judge_model == NO_JUDGE:
+                self._judge = NoJudge()
+            else:
+                self._judge = Asr(self.judge_model, device=self.tools_device)
         return self._judge
 
     def transcripts(self):

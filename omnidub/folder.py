@@ -36,11 +36,13 @@ LEDGER = "ledger.jsonl"
 # render's clean-up would delete an export's graphs or an extract's clips as files it no longer needs).
 EXTRACT_RECORD = "extract.json"
 TRANSLATE_RECORD = "translate.json"
+HEARD_RECORD = "heard.json"  # a dub's voices/: the original as heard, for a person to correct
 RECORDS = {
     MANIFEST: "a render",
     EXTRACT_RECORD: "a voices extract",
     EXPORT_MANIFEST: "an ONNX export",
     TRANSLATE_RECORD: "a translation",
+    HEARD_RECORD: "a dub's original as heard",
 }
 LOCK = "lock"
 QA_FILES = ("qa.json", "qa.html")

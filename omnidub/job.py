@@ -287,7 +287,7 @@ class Job:
         def check(project: Project):
             return run_qa(
                 project.out_dir,
-                asr=self.engine.judge(),
+                asr=self.engine.judge(project.options.language),
                 progress=self.listener.checking,
                 encoder=encoder,
                 references=speaker_references(project),
@@ -359,7 +359,7 @@ class Job:
         return check_lines(
             project.out_dir,
             [e.to_json() for e in entries],
-            self.engine.judge(),
+            self.engine.judge(project.options.language),
             all_lines=[e.to_json() for e in project.entries],
             program_seconds=project.program,
             encoder=encoder,

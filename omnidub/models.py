@@ -79,6 +79,11 @@ def resolve_model(spec: str = DEFAULT_MODEL, *, download: bool = True) -> ModelS
         return ModelSource(spec=str(local.resolve()), path=local.resolve(), revision=_fingerprint(local))
     if not _HUB_ID.match(spec):
         raise OmnidubError(f"model folder not found: {spec}")
+    from omnidub.inventory import imported, imported_revision
+
+    copied = imported("tts", spec)  # brought from another machine by `omnidub models import`
+    if copied is not None:
+        return ModelSource(spec=spec, path=copied, revision=imported_revision(copied) or _fingerprint(copied, False))
     path = _download(spec) if download else _cached(spec)
     return ModelSource(spec=spec, path=path, revision=_snapshot_revision(path))
 
@@ -207,7 +212,9 @@ def _cached(repo_id: str) -> Path:
         with _hub_quiet():
             return Path(snapshot_download(repo_id, local_files_only=True))
     except Exception as exc:  # LocalEntryNotFoundError, or a cache the hub cannot read
-        raise NotDownloaded(f"model {repo_id} is not downloaded (a render downloads it)") from exc
+        raise NotDownloaded(
+            f"model {repo_id} is not downloaded (a render downloads it; omnidub models fetch gets it now)"
+        ) from exc
 
 
 def _download(repo_id: str) -> Path:
@@ -225,9 +232,11 @@ def _download(repo_id: str) -> Path:
         with _hub_quiet():
             return Path(snapshot_download(repo_id))
     except Exception as exc:  # the hub raises many types: offline, DNS, 401, 404, local cache misses
+        from omnidub.inventory import fetch_hint
+
         raise OmnidubError(
             f"cannot load model {repo_id} from the model hub ({type(exc).__name__}): "
-            f"download it with `hf download {repo_id} --local-dir DIR` and pass --model DIR, "
+            f"{fetch_hint('tts', repo_id)}; or pass a local checkpoint with --model DIR, "
             f"or use --model synthetic:tiny to try omnidub offline"
         ) from exc
 
@@ -254,13 +263,15 @@ def _size(size: int) -> str:
     return f"{size} B"
 
 
-def _fingerprint(folder: Path) -> str:
-    """Names, sizes and modification times of a local checkpoint's files: new weights, new renders."""
+def _fingerprint(folder: Path, times: bool = True) -> str:
+    """Names, sizes and (``times``) modification times of a local checkpoint's files: new weights, new renders. An
+    imported copy is named by names and sizes alone, since copying changes the times."""
     digest = hashlib.sha256()
-    for path in sorted(p for p in folder.rglob("*") if p.is_file()):
+    for path in sorted(p for p in folder.rglob("*") if p.is_file() and p.name != "omnidub-model.json"):
         stat = path.stat()
-        digest.update(f"{path.relative_to(folder).as_posix()}\0{stat.st_size}\0{stat.st_mtime_ns}\n".encode())
-    return "local-" + digest.hexdigest()[:16]
+        when = stat.st_mtime_ns if times else 0
+        digest.update(f"{path.relative_to(folder).as_posix()}\0{stat.st_size}\0{when}\n".encode())
+    return ("local-" if times else "imported-") + digest.hexdigest()[:16]
 
 
 def _snapshot_revision(path: Path) -> str | None:

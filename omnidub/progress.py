@@ -64,3 +64,10 @@ class Listener:
 
     def delivered(self, delivery) -> None:
         """A review delivered (``editor.Delivery``: the files it wrote and the lines that changed)."""
+
+    def stage(self, name: str, text: str) -> None:
+        """A dub's stage begins (``hear``, ``voices``, ``translate``, ``render``, ``check``); ``text`` says what it
+        does."""
+
+    def translating(self, done: int, total: int) -> None:
+        """A dub has translated ``done`` of ``total`` lines (asked of the engine, or from the cache)."""

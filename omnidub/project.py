@@ -66,6 +66,7 @@ class Project:
         input_path: Path,
         options: ProjectOptions = ProjectOptions(),
         listener: Listener | None = None,
+        predicted=(),
     ):
         if options.source is not None:
             options.source.check()  # the cast is known once the source is analysed (see casting)
@@ -108,6 +109,8 @@ class Project:
         self._planned_length = 0.0  # the programme's length as planned (assembly may make it longer); keys use it
         self.notes: list[str] = []  # said once on the console, and kept in the manifest
         self.left_out: list[int] = []  # lines --only leaves without audio
+        # A dub's translation: each line's predicted length and pace, by the line's words and slot.
+        self.predicted = {p.identity: p for p in predicted}
 
     @property
     def out_dir(self) -> Path:
@@ -317,9 +320,11 @@ class Project:
             fits=fits,
         )
         marks = self._marks()
+        said = self._predicted()
         for entry in made.entries:
             entry.edit = self.edits.get(entry.index)
             entry.note, entry.look_again = marks.get(entry.index, (None, False))
+            entry.predicted = said.get(entry.index)
         if self.cast is not None:
             self._record_references(made.entries)
         self.targets, self.program, self.pace = made.targets, made.program, made.pace
@@ -347,6 +352,20 @@ class Project:
         if late:
             self.note(late)
         return self.entries
+
+    def _predicted(self) -> dict[int, dict]:
+        """Each input line's prediction from its translation (matched by its words and slot, as read from the
+        input: an edit in review renders other words, whose length the translation never predicted)."""
+        if not self.predicted:
+            return {}
+        from omnidub.translate.run import identity
+
+        found = {}
+        for line in self.script.lines:
+            made = self.predicted.get(identity(line.text, line.start, line.end))
+            if made is not None and line.index not in self.edits:
+                found[line.index] = made.to_json()
+        return found
 
     def _keep_unasked(self, records, by_base: dict, by_key: dict, repair: bool) -> None:
         """``--only``: a line it does not ask for keeps the audio it has, even when its text, timing or voice

@@ -98,6 +98,9 @@ class LineEntry:
     # whatever its audio, and never part of its key.
     note: str | None = None
     look_again: bool = False
+    # A dub's line: its spoken length as the translation's fit choice predicted it, and the pace (the clip's
+    # transcript and seconds) it was judged at; never part of its key.
+    predicted: dict | None = None
 
     @property
     def done(self) -> bool:

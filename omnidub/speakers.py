@@ -108,13 +108,20 @@ def _speaker(
         if text:
             note(f"{voice.speaker}: {text}")
     if prompt is None:
-        seconds = None
-        try:
-            seconds = sf.info(str(voice.audio)).duration
-        except (RuntimeError, OSError):
-            pass  # not readable by libsndfile (mp3/m4a): upstream's default pace
-        return Speaker(voice, key, None, voice.text, seconds, estimated=True)
+        text, seconds = reference_pace(voice)
+        return Speaker(voice, key, None, text, seconds, estimated=True)
     return Speaker(voice, key, prompt, prompt.text, prompt.seconds)
+
+
+def reference_pace(voice: Voice) -> tuple[str | None, float | None]:
+    """A voice's pace before its prompt is prepared: its whole reference's transcript and length (None, None for a
+    designed voice; the length None when libsndfile cannot read it, mp3/m4a: upstream's default pace)."""
+    if voice.audio is None:
+        return None, None
+    try:
+        return voice.text, sf.info(str(voice.audio)).duration
+    except (RuntimeError, OSError):
+        return voice.text, None
 
 
 def _untrimmed(engine, speakers: dict[str, Speaker]) -> list[str]:
@@ -130,5 +137,5 @@ def _untrimmed(engine, speakers: dict[str, Speaker]) -> list[str]:
         return []
     return [
         f"no ASR model ({engine.asr_name}) to find word boundaries, so the samples of {', '.join(whole)} are kept "
-        "whole; pass --asr-model with a local faster-whisper folder to trim them"
+        "whole; pass --asr-model with a local faster-whisper folder to trim them (omnidub models lists those here)"
     ]

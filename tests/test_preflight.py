@@ -303,7 +303,10 @@ def test_a_plan_resolves_a_hub_model_from_the_cache_alone_without_transformers(t
     env.update(HF_HOME=str(tmp_path / "hf"), PYTHONPATH=str(ROOT))
     result = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, env=env, timeout=60)
     assert result.returncode == 0, result.stderr
-    assert result.stdout.splitlines() == ["model k2-fsa/OmniVoice is not downloaded (a render downloads it)", "[]"]
+    assert result.stdout.splitlines() == [
+        "model k2-fsa/OmniVoice is not downloaded (a render downloads it; omnidub models fetch gets it now)",
+        "[]",
+    ]
 
 
 def test_a_plan_never_builds_a_synthetic_model(tmp_path, monkeypatch):

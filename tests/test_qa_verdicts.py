@@ -69,9 +69,27 @@ def test_spanish_lines_with_an_english_only_model_are_unchecked_and_the_folder_n
     report = run_qa(_make_output(tmp_path, lines), asr=_EnglishOnly(FOX, "en"))
     assert [c.verdict.outcome for c in report.lines] == [UNCHECKED, UNCHECKED]
     assert not any(c.passed for c in report.lines) and not report.passed
-    assert report.tally == Tally(passed=0, failed=0, unchecked=2) and report.tally.exit_code == 1
-    assert "passed" not in report.tally.headline() and "2 unchecked" in report.tally.headline()
+    # Unchecked for want of a judge of Spanish here: no failure (exit 0), never called passed, said in one note.
+    assert report.tally == Tally(passed=0, failed=0, unchecked=2, unjudged=2) and report.tally.exit_code == 0
+    assert "passed" not in report.tally.headline() and "2 unchecked (no judge" in report.tally.headline()
     assert "tiny.en is an English-only model" in report.lines[0].verdict.reasons[0].text
+    [note] = report.notes
+    assert "no judge for es here" in note and "--judge-model small" in note and "omnidub models fetch" in note
+
+
+def test_a_line_no_speech_was_heard_in_is_still_a_line_to_hear_beside_unjudged_ones(tmp_path):
+    lines = [
+        {"index": 1, "text": "¿Vamos a la costa?", "language": "es", "start": 0.0, "end": 4.0, "audio": "fox"},
+        {"index": 2, "text": FOX, "start": 5.0, "end": 9.0, "audio": "fox"},
+    ]
+
+    class BrokenEnglishOnly(_BrokenAsr, _EnglishOnly):
+        pass
+
+    report = run_qa(_make_output(tmp_path, lines), asr=BrokenEnglishOnly("", "en"))
+    assert report.lines[0].verdict.unjudged and not report.lines[1].verdict.unjudged
+    # Line 2's ASR could not run: its words are unchecked for a reason a person must look at (exit 1).
+    assert report.tally == Tally(passed=0, failed=0, unchecked=2, unjudged=1) and report.tally.exit_code == 1
 
 
 def test_an_asr_that_cannot_run_leaves_the_line_unchecked_with_its_error(tmp_path):
@@ -234,7 +252,7 @@ def test_the_page_headline_never_says_passed_while_a_line_is_unchecked(tmp_path)
             assert "the line passed" in headline and "class=ok" in headline
 
 
-def test_omnidub_qa_exits_1_on_an_unchecked_line_and_0_only_when_every_line_passed(tmp_path, whisper_tiny_en):
+def test_omnidub_qa_exits_0_when_nothing_failed_and_never_calls_an_unjudged_line_passed(tmp_path, whisper_tiny_en):
     from omnidub.cli import app
 
     runner = CliRunner()
@@ -244,12 +262,14 @@ def test_omnidub_qa_exits_1_on_an_unchecked_line_and_0_only_when_every_line_pass
     manifest = json.loads((spanish / "manifest.json").read_text())
     manifest["lines"][0]["language"] = "es"
     (spanish / "manifest.json").write_text(json.dumps(manifest))
-    args = ["--asr-model", str(whisper_tiny_en), "--speaker-model", "none"]
+    args = ["--judge-model", str(whisper_tiny_en), "--speaker-model", "none"]  # --judge-model: qa's --asr-model
     result = runner.invoke(app, ["qa", str(spanish), *args])
-    assert result.exit_code == 1, result.output
+    assert result.exit_code == 0, result.output  # no judge of Spanish here: unchecked, no failure
     assert "unchecked: line(s) 1" in result.output and "the line passed" not in result.output
+    assert "no judge for es here" in " ".join(result.output.split())
     data = json.loads((spanish / "qa.json").read_text())
     assert data["passed"] is False and data["verdicts"] == {"failed": 0, "unchecked": 1, "passed": 0}
+    assert data["unjudged"] == 1
     result = runner.invoke(app, ["qa", str(english), *args])
     assert result.exit_code == 0, result.output
     assert "the line passed" in result.output

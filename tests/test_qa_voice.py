@@ -279,12 +279,15 @@ class TakesFromFlite:
         self.rendered: list[list[int]] = []  # the seeds of each stream the executor was given
         self.preset = Preset()  # QA's thresholds: the preset's, as a project's
         self.program = self.manifest.get("program_seconds")
+        from omnidub.project import ProjectOptions
+
+        self.options = ProjectOptions(language="en")  # the lines' language, which QA's judge is chosen for
 
     # -- the engine ---------------------------------------------------------------------------------------
     def asr(self):
         return self.whisper
 
-    def judge(self):  # QA's ASR: the render's here
+    def judge(self, language=None):  # QA's ASR: the render's here
         return self.whisper
 
     def speaker_encoder(self, name=None):

@@ -305,7 +305,9 @@ def test_a_source_video_is_the_dubbed_video_and_the_header_says_what_it_carries(
     result = run("render", DATA / "dub.srt", *common, "--out", out)
     assert result.exit_code == 0, result.output
     notes = " ".join(result.stderr.split())  # the console wraps long notes
-    assert "the dub goes into scene.mp4, the --source video (--video was left out)" in notes
+    # The source is named as what is read, the new file as what is written: never as if scene.mp4 were overwritten.
+    assert f"the dubbed video will be {out / 'scene.dub.mp4'}: scene.mp4's picture with the dub as its sound" in notes
+    assert "scene.mp4 itself is only read" in notes
     assert "the dubbed video carries the dialogue only" in notes
     assert all(flag in notes for flag in ("--bed FILE", "--separate MODEL", "--keep-original"))
     assert (out / "scene.dub.mp4").is_file() and manifest(out)["delivery"]["source_video"].endswith("scene.mp4")
@@ -314,7 +316,7 @@ def test_a_source_video_is_the_dubbed_video_and_the_header_says_what_it_carries(
     result = run("render", DATA / "dub.srt", *common, "--video", scene_video, "--keep-original", "--out", out)
     assert result.exit_code == 0, result.output
     notes = " ".join(result.stderr.split())
-    assert "the dub goes into" not in notes and "dialogue only" not in notes
+    assert "the dubbed video will be" not in notes and "dialogue only" not in notes
     assert (out / "scene.dub.mp4").is_file()
 
 

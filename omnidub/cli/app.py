@@ -26,6 +26,8 @@ warnings.filterwarnings("ignore", message="Couldn't find ffmpeg or avconv")
 err = Console(stderr=True, highlight=False, emoji=False)  # text like "cuda:x:" is shown as written, never as an emoji
 out = Console(highlight=False, emoji=False)
 
+INTERRUPTED = 130  # the exit code of a run stopped by Ctrl-C (128 + SIGINT), whatever stage it was in
+
 # Typer ships its own copy of click; its exception classes are reached through the one it exports.
 _ClickException = next(c for c in typer.BadParameter.__mro__ if c.__name__ == "ClickException")
 
@@ -46,9 +48,9 @@ class _Group(typer.core.TyperGroup):
                 where = f" (see '{exc.ctx.command_path} --help')" if getattr(exc, "ctx", None) is not None else ""
                 err.print(f"[bold red]error:[/] {escape(_usage_message(exc))}{escape(where)}", soft_wrap=True)
                 code = exc.exit_code
-        except typer.Abort:
-            err.print("aborted")
-            code = 1
+        except typer.Abort:  # Ctrl-C, or EOF at a question: what finished is kept
+            err.print("stopped at once (Ctrl-C, or EOF at a question): what finished is kept; run it again to go on")
+            code = INTERRUPTED
         if not standalone_mode:
             return code
         sys.exit(code if isinstance(code, int) else 0)
@@ -245,14 +247,15 @@ def warn_synthetic(model: str) -> None:
 
 @contextlib.contextmanager
 def stop_on_ctrl_c(work):
-    """First Ctrl-C: ``work`` (a job, an eval) finishes the lines in flight, then stops cleanly. A second one stops
-    at once."""
+    """First Ctrl-C: ``work`` (a job, an eval, a dub) finishes the lines in flight, then stops cleanly (where its
+    ``request_stop`` says it cannot, False, it stops at once). A second one stops at once."""
 
     def handler(signum, frame):
         if work.stopping:
             # The journal already holds every finished line; only the lines in flight are dropped.
             raise KeyboardInterrupt
-        work.request_stop()
+        if work.request_stop() is False:  # what is running cannot stop cleanly midway: stop it now
+            raise KeyboardInterrupt
         err.print("[yellow]note:[/] stopping after the line in flight (Ctrl-C again to stop now)")
 
     previous = signal.signal(signal.SIGINT, handler)

@@ -30,7 +30,12 @@ def qa(
         ..., metavar="OUT_DIR", show_default=False, help="A folder written by omnidub render."
     ),
     asr_model: Optional[str] = typer.Option(
-        None, "--asr-model", metavar="NAME|PATH", show_default=False, help=f"{ASR_HELP} [default: {ASR_DEFAULT}]"
+        None,
+        "--asr-model",
+        "--judge-model",
+        metavar="NAME|PATH",
+        show_default=False,
+        help=f"The judge that hears the lines (either name). {ASR_HELP} [default: {ASR_DEFAULT}]",
     ),
     max_wer: Optional[float] = typer.Option(
         None,
@@ -47,8 +52,11 @@ def qa(
     as_json: bool = typer.Option(False, "--json", help="Print the report as JSON."),
     debug: bool = DebugOption,
 ) -> None:
-    """Transcribe every rendered line, compare its voice with its speaker's, and report what to listen to
-    (exit 0 only when every line was checked and passed; 1 when a line failed or its words could not be scored).
+    """Transcribe every rendered line, compare its voice with its speaker's, and report what to listen to.
+
+    Exit codes: 0 no line failed and every line was checked (a line in a language no judge here hears is left
+    unchecked and said in one note, never called passed); 1 lines to hear (one failed, or its words could not be
+    scored); 2 bad input; 130 interrupted.
 
     \b
     Examples:

@@ -12,6 +12,7 @@ from rich.markup import escape
 from omnidub.cli.app import (
     ASR_DEFAULT,
     ASR_HELP,
+    INTERRUPTED,
     MODEL_HELP,
     SPEAKER_MODEL_HELP,
     Cfg,
@@ -31,6 +32,128 @@ from omnidub.cli.app import (
 from omnidub.cli.show import ProgressListener, plan_json, print_json, print_plan, print_summary, summary_json
 from omnidub.errors import OmnidubError
 
+# The render flags a dub takes too (omnidub dub): defined once, so both say and check them alike.
+JUDGE_MODEL_OPTION = typer.Option(
+    None,
+    "--judge-model",
+    metavar="NAME|PATH|none",
+    show_default=False,
+    help="The ASR that judges the dub in QA, when another than --asr-model (which cuts the references and hears the "
+    "source); none: no judge, the lines' words go unchecked. [default: --asr-model when it hears the lines' "
+    "language, else the default model when it is here, else --asr-model, whose unheard lines QA leaves unchecked]",
+)
+NO_INPUT_OPTION = typer.Option(
+    False, "--no-input", help="Never ask a question (none is asked when stdin or stderr is not a terminal)."
+)
+VOICE_OPTION = typer.Option(
+    [],
+    "--voice",
+    metavar="[SPEAKER=]REF",
+    show_default=False,
+    help="Reference audio for the default voice, or for one speaker.",
+)
+VOICE_TEXT_OPTION = typer.Option(
+    [], "--voice-text", metavar="[SPEAKER=]TEXT", show_default=False, help="Exact transcript of a reference."
+)
+VOICE_MATCH_OPTION = typer.Option(
+    None,
+    "--voice-match",
+    metavar="auto|line|speaker",
+    show_default=False,
+    help="line: each line cloned from the original line it translates; "
+    "speaker: one clip per character; auto: line, and lines that "
+    "sound like someone else again from their speaker's clip. "
+    "[default: auto with --source]",
+)
+NAMES_OPTION = typer.Option(
+    None,
+    "--names",
+    metavar="S1=NAME,...",
+    show_default=False,
+    help="Name the voices found in an unlabelled --source-subs (S1=NORA,S2=OWEN).",
+)
+SEPARATE_OPTION = typer.Option(
+    None,
+    "--separate",
+    metavar="MODEL",
+    show_default=False,
+    help="Cut the clips from the vocals a Demucs model isolates (htdemucs, or "
+    "a model file); the rest becomes the --bed unless one is given. "
+    "Needs omnidub[separate].",
+)
+BACKEND_OPTION = typer.Option(
+    "auto",
+    "--backend",
+    metavar="auto|torch|onnx",
+    help="torch, or ONNX Runtime from an export built once in omnidub's cache (--backend onnx "
+    "builds it). [default: auto: ONNX Runtime where it measured faster here in fp32, "
+    "with the same tokens; else torch]",
+)
+SEED_OPTION = typer.Option(
+    None,
+    "--seed",
+    min=0,
+    metavar="N",
+    show_default=False,
+    help="Run seed; each line's seed derives from it. [default: 0]",
+)
+FORMAT_OPTION = typer.Option(
+    Format.wav, "--format", metavar="wav|flac|mp3", help="Format of stems and mix (segments stay WAV)."
+)
+SAMPLE_RATE_OPTION = typer.Option(
+    48000,
+    "--sample-rate",
+    min=8000,
+    max=192000,
+    metavar="HZ",
+    help="Rate of stems and mixes (segments stay at the model's).",
+)
+LOUDNESS_OPTION = typer.Option(
+    "-23", "--loudness", metavar="LUFS|off", help="Loudness target (EBU R128: -23; streaming: -16), or off."
+)
+TRUE_PEAK_OPTION = typer.Option(-1.0, "--true-peak", metavar="DBTP", help="Ceiling for the true peak.")
+BED_OPTION = typer.Option(
+    None,
+    "--bed",
+    metavar="FILE",
+    show_default=False,
+    help="Music-and-effects or original audio (any audio or video file) to mix under the dub.",
+)
+DUCK_OPTION = typer.Option(12.0, "--duck", min=0.0, metavar="DB", help="How far the bed drops while a line plays.")
+VIDEO_OPTION = typer.Option(
+    None,
+    "--video",
+    metavar="FILE",
+    show_default=False,
+    help="Video to put the dub into (picture copied, not re-encoded). [default: the --source, when it is a video]",
+)
+KEEP_ORIGINAL_OPTION = typer.Option(False, "--keep-original", help="Keep the video's own audio as a second track.")
+FPS_OPTION = typer.Option(
+    None,
+    "--fps",
+    metavar="FPS",
+    show_default=False,
+    help="Frame rate of timecodes, timelines and subtitles, e.g. 25 or 30000/1001. [default: the video's, else 25]",
+)
+TIMELINE_OPTION = typer.Option(
+    "otio", "--timeline", metavar="LIST", help="Timelines to write: otio, edl, fcpxml (comma-separated), or none."
+)
+SUBTITLE_SPEAKERS_OPTION = typer.Option(
+    False,
+    "--subtitle-speakers",
+    help="Start each cue of the dubbed .srt with 'NAME:' (the .vtt always names the speaker).",
+)
+FORCE_OPTION = typer.Option(False, "--force", help="Render every line (of --only) again, ignoring the cache.")
+ALLOW_OTHER_FILES_OPTION = typer.Option(
+    False,
+    "--allow-other-files",
+    help="Render into a folder that also holds files omnidub did not write (they are never touched).",
+)
+RETAKES_OPTION = typer.Option(
+    0, "--retakes", min=0, metavar="N", help="Render lines that fail QA again, up to N times (implies --qa)."
+)
+SPEAKER_MODEL_OPTION = typer.Option("resemblyzer", "--speaker-model", metavar="NAME|PATH", help=SPEAKER_MODEL_HELP)
+
 
 @app.command(cls=Command)
 def render(
@@ -41,16 +164,8 @@ def render(
         help="Subtitles (.srt, .vtt) or scripts (.txt: 'SPEAKER: text' per line), "
         "or folders of them; all render with one model.",
     ),
-    voice: List[str] = typer.Option(
-        [],
-        "--voice",
-        metavar="[SPEAKER=]REF",
-        show_default=False,
-        help="Reference audio for the default voice, or for one speaker.",
-    ),
-    voice_text: List[str] = typer.Option(
-        [], "--voice-text", metavar="[SPEAKER=]TEXT", show_default=False, help="Exact transcript of a reference."
-    ),
+    voice: List[str] = VOICE_OPTION,
+    voice_text: List[str] = VOICE_TEXT_OPTION,
     voices: Optional[Path] = typer.Option(
         None, "--voices", metavar="FILE", help="voices.toml mapping speakers to references."
     ),
@@ -72,32 +187,9 @@ def render(
         "the source is transcribed with the ASR model, and the original "
         "as heard written as references/<stem>.original.srt]",
     ),
-    voice_match: Optional[str] = typer.Option(
-        None,
-        "--voice-match",
-        metavar="auto|line|speaker",
-        show_default=False,
-        help="line: each line cloned from the original line it translates; "
-        "speaker: one clip per character; auto: line, and lines that "
-        "sound like someone else again from their speaker's clip. "
-        "[default: auto with --source]",
-    ),
-    names: Optional[str] = typer.Option(
-        None,
-        "--names",
-        metavar="S1=NAME,...",
-        show_default=False,
-        help="Name the voices found in an unlabelled --source-subs (S1=NORA,S2=OWEN).",
-    ),
-    separate: Optional[str] = typer.Option(
-        None,
-        "--separate",
-        metavar="MODEL",
-        show_default=False,
-        help="Cut the clips from the vocals a Demucs model isolates (htdemucs, or "
-        "a model file); the rest becomes the --bed unless one is given. "
-        "Needs omnidub[separate].",
-    ),
+    voice_match: Optional[str] = VOICE_MATCH_OPTION,
+    names: Optional[str] = NAMES_OPTION,
+    separate: Optional[str] = SEPARATE_OPTION,
     language: Optional[str] = typer.Option(
         None,
         "--language",
@@ -116,14 +208,7 @@ def render(
         show_default=False,
         help="Diffusion steps. [default: 12 in fast, 32 in quality]",
     ),
-    backend: str = typer.Option(
-        "auto",
-        "--backend",
-        metavar="auto|torch|onnx",
-        help="torch, or ONNX Runtime from an export built once in omnidub's cache (--backend onnx "
-        "builds it). [default: auto: ONNX Runtime where it measured faster here in fp32, "
-        "with the same tokens; else torch]",
-    ),
+    backend: str = BACKEND_OPTION,
     cfg: Optional[Cfg] = typer.Option(
         None,
         "--cfg",
@@ -219,60 +304,18 @@ def render(
         show_default=False,
         help="CPUs (and threads) per Ray worker. [default: 1]",
     ),
-    seed: Optional[int] = typer.Option(
-        None,
-        "--seed",
-        min=0,
-        metavar="N",
-        show_default=False,
-        help="Run seed; each line's seed derives from it. [default: 0]",
-    ),
-    format: Format = typer.Option(
-        Format.wav, "--format", metavar="wav|flac|mp3", help="Format of stems and mix (segments stay WAV)."
-    ),
-    sample_rate: int = typer.Option(
-        48000,
-        "--sample-rate",
-        min=8000,
-        max=192000,
-        metavar="HZ",
-        help="Rate of stems and mixes (segments stay at the model's).",
-    ),
-    loudness: str = typer.Option(
-        "-23", "--loudness", metavar="LUFS|off", help="Loudness target (EBU R128: -23; streaming: -16), or off."
-    ),
-    true_peak: float = typer.Option(-1.0, "--true-peak", metavar="DBTP", help="Ceiling for the true peak."),
-    bed: Optional[Path] = typer.Option(
-        None,
-        "--bed",
-        metavar="FILE",
-        show_default=False,
-        help="Music-and-effects or original audio (any audio or video file) to mix under the dub.",
-    ),
-    duck: float = typer.Option(12.0, "--duck", min=0.0, metavar="DB", help="How far the bed drops while a line plays."),
-    video: Optional[Path] = typer.Option(
-        None,
-        "--video",
-        metavar="FILE",
-        show_default=False,
-        help="Video to put the dub into (picture copied, not re-encoded). [default: the --source, when it is a video]",
-    ),
-    keep_original: bool = typer.Option(False, "--keep-original", help="Keep the video's own audio as a second track."),
-    fps: Optional[str] = typer.Option(
-        None,
-        "--fps",
-        metavar="FPS",
-        show_default=False,
-        help="Frame rate of timecodes, timelines and subtitles, e.g. 25 or 30000/1001. [default: the video's, else 25]",
-    ),
-    timeline: str = typer.Option(
-        "otio", "--timeline", metavar="LIST", help="Timelines to write: otio, edl, fcpxml (comma-separated), or none."
-    ),
-    subtitle_speakers: bool = typer.Option(
-        False,
-        "--subtitle-speakers",
-        help="Start each cue of the dubbed .srt with 'NAME:' (the .vtt always names the speaker).",
-    ),
+    seed: Optional[int] = SEED_OPTION,
+    format: Format = FORMAT_OPTION,
+    sample_rate: int = SAMPLE_RATE_OPTION,
+    loudness: str = LOUDNESS_OPTION,
+    true_peak: float = TRUE_PEAK_OPTION,
+    bed: Optional[Path] = BED_OPTION,
+    duck: float = DUCK_OPTION,
+    video: Optional[Path] = VIDEO_OPTION,
+    keep_original: bool = KEEP_ORIGINAL_OPTION,
+    fps: Optional[str] = FPS_OPTION,
+    timeline: str = TIMELINE_OPTION,
+    subtitle_speakers: bool = SUBTITLE_SPEAKERS_OPTION,
     only: Optional[str] = typer.Option(
         None,
         "--only",
@@ -280,27 +323,29 @@ def render(
         show_default=False,
         help="Render just these lines, e.g. 3,8-10; the others keep their audio. [default: every line]",
     ),
-    force: bool = typer.Option(False, "--force", help="Render every line (of --only) again, ignoring the cache."),
-    allow_other_files: bool = typer.Option(
-        False,
-        "--allow-other-files",
-        help="Render into a folder that also holds files omnidub did not write (they are never touched).",
-    ),
+    force: bool = FORCE_OPTION,
+    allow_other_files: bool = ALLOW_OTHER_FILES_OPTION,
     dry_run: bool = typer.Option(
         False, "--dry-run", help="Plan only: timing, keys and what is cached; loads no model."
     ),
     qa: bool = typer.Option(False, "--qa", help="Run the QA checks after rendering."),
-    retakes: int = typer.Option(
-        0, "--retakes", min=0, metavar="N", help="Render lines that fail QA again, up to N times (implies --qa)."
-    ),
+    retakes: int = RETAKES_OPTION,
     asr_model: Optional[str] = typer.Option(
         None, "--asr-model", metavar="NAME|PATH", show_default=False, help=f"{ASR_HELP} [default: {ASR_DEFAULT}]"
     ),
-    speaker_model: str = typer.Option("resemblyzer", "--speaker-model", metavar="NAME|PATH", help=SPEAKER_MODEL_HELP),
+    judge_model: Optional[str] = JUDGE_MODEL_OPTION,
+    speaker_model: str = SPEAKER_MODEL_OPTION,
+    no_input: bool = NO_INPUT_OPTION,
     as_json: bool = typer.Option(False, "--json", help="Print the plan or the summary as JSON."),
     debug: bool = DebugOption,
 ) -> None:
     """Render each INPUT into timed stems per speaker plus a mix, with one model for all of them.
+
+    Exit codes: 0 rendered (with --qa: and nothing failed); 1 lines to hear (a line failed to render, or QA found
+    one); 2 bad input, said in one line before any work; 130 interrupted (what is done is kept: run it again).
+
+    Licence: the default weights (k2-fsa/OmniVoice) are CC-BY-NC-4.0, for non-commercial use only; a paid dub needs
+    other weights (--model). The README's Licence section says more.
 
     \b
     Examples:
@@ -342,23 +387,27 @@ def _render(**o) -> int:
     executor = ExecutorOptions(
         o["executor"].value, o["ray_address"], o["workers"], o["gpus_per_worker"], o["cpus_per_worker"] or 1
     )
-    session = Session(o["model"], o["device"], settings, o["asr_model"], executor=executor, backend=o["backend"])
-    if not o["dry_run"] and not o["as_json"] and o["backend"] == "auto" and interactive():
+    session = Session(
+        o["model"],
+        o["device"],
+        settings,
+        o["asr_model"],
+        executor=executor,
+        backend=o["backend"],
+        judge_model=o["judge_model"],
+    )
+    if not o["dry_run"] and not o["as_json"] and o["backend"] == "auto" and not o["no_input"] and interactive():
         _offer_export(session.engine, o["model"])
     listener = ProgressListener(err, reports=not o["as_json"])
     source, delivery = _source(o), _delivery(o)
     o["delivery_notes"] = []
-    if source is not None and delivery.video is None and _has_picture(source.source):
-        from dataclasses import replace
+    if source is not None:
+        from omnidub.inputs import default_out_dir
+        from omnidub.outputs.deliver import from_source
 
-        delivery = replace(delivery, video=source.source)
-        o["delivery_notes"].append(f"the dub goes into {source.source.name}, the --source video (--video was left out)")
-    if delivery.video is not None and delivery.bed is None and not delivery.keep_original and not o["separate"]:
-        o["delivery_notes"].append(
-            "the dubbed video carries the dialogue only: --bed FILE mixes music and effects "
-            "under it, --separate MODEL takes them from the source, --keep-original adds the "
-            "original audio as a second track"
-        )
+        one = len(o["inputs"]) == 1 and not Path(o["inputs"][0]).is_dir()
+        out = (o["out_dir"] or default_out_dir(o["inputs"][0])) if one else None
+        delivery, o["delivery_notes"] = from_source(delivery, source.source, out, separate=bool(o["separate"]))
     job = session.job(
         o["inputs"],
         voices=o["voices"],
@@ -420,8 +469,12 @@ def _run(o: dict, engine, settings, job, listener) -> int:
 
 
 def interactive() -> bool:
-    """True when a person answers at a terminal (a script or CI never gets a question)."""
-    return sys.stdin.isatty() and err.is_terminal
+    """True when a person answers at a terminal: stdin and stderr both are one (a script, CI, or a closed stdin
+    never gets a question)."""
+    try:
+        return sys.stdin is not None and not sys.stdin.closed and sys.stdin.isatty() and err.is_terminal
+    except (ValueError, OSError):
+        return False
 
 
 def _offer_export(engine, model: str) -> None:
@@ -441,7 +494,16 @@ def _offer_export(engine, model: str) -> None:
         f"fp32 on this CPU: ONNX Runtime may render faster than torch with the same tokens. Export "
         f"{model} for it now and measure both ({cache.EXPORT_COST}, once per model)?"
     )
-    if not typer.confirm(question, default=False, err=True):
+    try:
+        answer = typer.confirm(question, default=False, err=True)
+    except typer.Abort:  # Ctrl-C or EOF at the question
+        err.print()  # off the question's line
+        err.print(
+            "interrupted at the export question, before anything was rendered or written; run the same command "
+            "again (--no-input never asks)"
+        )
+        raise typer.Exit(INTERRUPTED) from None
+    if not answer:
         cache.decline(engine.source)
         err.print(
             "[cyan]note:[/] not asked again on this CPU; --backend onnx builds the export whenever you want it",
@@ -453,7 +515,15 @@ def _offer_export(engine, model: str) -> None:
 
 
 def _header(o: dict, engine, settings, job) -> None:
-    """The line that says what renders: model, backend and why, preset, layout, compile, inputs, workers."""
+    for line in header(o["model"], engine, settings, inputs=len(job.projects) if job.many else 1):
+        err.print(line, soft_wrap=True)
+    for note in o.get("delivery_notes", ()):
+        err.print(f"[cyan]note:[/] {escape(printable(note))}", soft_wrap=True)
+
+
+def header(model: str, engine, settings, *, inputs: int = 1) -> list[str]:
+    """The lines that say what renders (rich markup): model, backend and why, preset, layout, compile, inputs,
+    workers; then the backend's note and what is approximate."""
     from omnidub.config import approximations
 
     options = engine.preset.engine
@@ -462,29 +532,26 @@ def _header(o: dict, engine, settings, job) -> None:
     cached = f", prefix cache every {refresh} steps (approximate)" if approximations(options) else ""
     layout = engine.layout_status()
     unmeasured = "" if layout.measured else " (not measured here yet: a short probe runs once the model loads)"
-    err.print(
-        f"omnidub: model [bold]{escape(printable(o['model']))}[/], {escape(engine.backend_reason())}; "
+    lines = [
+        f"omnidub: model [bold]{escape(printable(model))}[/], {escape(engine.backend_reason())}; "
         f"preset {settings.name}: {options.decode.steps} steps, "
         f"cfg {layout.layout}{unmeasured}"
         f"{compiling}"
         + cached
-        + (f", {len(job.projects)} inputs" if job.many else "")
-        + (", on Ray workers" if engine.executor_options.kind == "ray" else ""),
-        soft_wrap=True,
-    )
+        + (f", {inputs} inputs" if inputs > 1 else "")
+        + (", on Ray workers" if engine.executor_options.kind == "ray" else "")
+    ]
     if engine.backend_choice.note:
-        err.print(f"[cyan]note:[/] {escape(engine.backend_choice.note)}", soft_wrap=True)
-    for said in approximations(options):
-        err.print(f"[yellow]approximate:[/] {escape(said)}", soft_wrap=True)
-    for note in o.get("delivery_notes", ()):
-        err.print(f"[cyan]note:[/] {escape(printable(note))}", soft_wrap=True)
+        lines.append(f"[cyan]note:[/] {escape(engine.backend_choice.note)}")
+    lines += [f"[yellow]approximate:[/] {escape(said)}" for said in approximations(options)]
+    return lines
 
 
 def _report(runs, many: bool, as_json: bool) -> int:
-    """Each input's summary (and error), and the exit code: 1 when a line or input failed, or QA did not pass every
-    line (a line failed, or its words could not be scored)."""
+    """Each input's summary (and error), and the exit code: 1 when a line or input failed, or QA found lines to hear
+    (a line failed, or its words could not be scored; a line no judge here hears is no failure)."""
     summaries = [run.summary for run in runs if run.summary is not None]
-    qa_failed = {run.out_dir for run in runs if run.report is not None and not run.report.passed}
+    qa_failed = {run.out_dir for run in runs if run.report is not None and run.report.tally.exit_code}
     if not many:
         print_summary(summaries[0], as_json)
         return 1 if summaries[0].failed or qa_failed else 0
@@ -573,16 +640,6 @@ def _source(o: dict):
     )
     source.check()
     return source
-
-
-def _has_picture(path: Path) -> bool:
-    """Whether a file has a video stream (an unreadable one is said by the source's own checks, later)."""
-    from omnidub.outputs.video import probe
-
-    try:
-        return probe(path).fps is not None
-    except OmnidubError:
-        return False
 
 
 def _delivery(o: dict):

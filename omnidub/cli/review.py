@@ -71,9 +71,9 @@ def review(
         desk.subscribe(_say)  # what the desk does, on the terminal too (opening, actions, delivery)
         err.print(f"omnidub review: opening {escape(str(out_dir))} ({len(project.script.lines)} lines)", soft_wrap=True)
         desk.open()
-        if desk.editor.unheard():
+        if unheard := desk.editor.unheard(project):
             err.print(
-                f"[yellow]note:[/] {escape(desk.editor.unheard())}: takes rendered here go unchecked; pass "
+                f"[yellow]note:[/] {escape(unheard)}: takes rendered here go unchecked; pass "
                 "--asr-model (tiny.en, or a local faster-whisper folder) to hear them",
                 soft_wrap=True,
             )

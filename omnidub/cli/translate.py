@@ -11,8 +11,8 @@ from rich.markup import escape
 from omnidub.cli.app import ASR_HELP, Command, DebugOption, app, err, out, print_json, printable, user_errors
 
 ENGINE_HELP = (
-    "firefox: Mozilla's Firefox Translations models, offline (fetched once, or --mt-model DIR); llm: any "
-    "OpenAI-compatible endpoint (--llm-url, --llm-model; key from OMNIDUB_LLM_KEY)."
+    "firefox: Mozilla's Firefox Translations models, offline (fetched once: omnidub models; or --mt-model DIR); "
+    "llm: any OpenAI-compatible endpoint (--llm-url, --llm-model; key from OMNIDUB_LLM_KEY)."
 )
 
 
@@ -86,7 +86,8 @@ def translate(
         metavar="DIR",
         show_default=False,
         help="A local Firefox Translations model folder (model*.bin, vocab*.spm, lex*.bin); again to go through "
-        "English, and the way back for the meaning check. [default: fetched on first use into omnidub's cache]",
+        "English, and the way back for the meaning check. [default: one on this machine (omnidub models lists "
+        "them), else fetched on first use into omnidub's cache]",
     ),
     llm_url: Optional[str] = typer.Option(
         None, "--llm-url", metavar="URL", show_default=False, help="The endpoint, e.g. http://127.0.0.1:11434/v1."
@@ -254,7 +255,10 @@ def show(translated, as_json: bool) -> None:
         f"first candidate); {report['asked']} asked, {fit['lines'] - report['asked']} from the cache",
         soft_wrap=True,
     )
-    out.print(f"wrote {escape(str(translated.folder / translated.file))} and translate.json", soft_wrap=True)
+    if translated.kept:  # the note above said it was kept: it was not written
+        out.print(f"wrote translate.json ({escape(translated.file)} kept as edited)", soft_wrap=True)
+    else:
+        out.print(f"wrote {escape(str(translated.folder / translated.file))} and translate.json", soft_wrap=True)
 
 
 def line_list(indices: list[int], most: int = 12) -> str:

@@ -177,3 +177,34 @@ def _opened(label: str, path: Path, probe) -> Media:
     except OmnidubError as exc:
         cause = str(exc).split(": ", 1)[-1]
         raise OmnidubError(f"{label} {path}: not an audio or video file omnidub can read ({cause})") from None
+
+
+def from_source(
+    options: DeliveryOptions, source: Path, out_dir: Path | None, *, separate: bool
+) -> tuple[DeliveryOptions, list]:
+    """The delivery of a render whose voices come from ``source``: with no video given and a picture in the source,
+    the dubbed video is made from it (a new file in ``out_dir``; the source is only read). Returns the options and
+    what to say about them."""
+    from dataclasses import replace
+
+    from omnidub.outputs.video import dubbed_path, probe
+
+    notes = []
+    if options.video is None:
+        try:
+            picture = probe(Path(source)).fps is not None
+        except OmnidubError:  # an unreadable source is said by the source's own checks, later
+            picture = False
+        if picture:
+            options = replace(options, video=Path(source))
+            made = dubbed_path(out_dir, Path(source)) if out_dir is not None else dubbed_path(Path(), Path(source))
+            notes.append(
+                f"the dubbed video will be {made}: {Path(source).name}'s picture with the dub as its sound "
+                f"({Path(source).name} itself is only read; --video FILE picks another picture)"
+            )
+    if options.video is not None and options.bed is None and not options.keep_original and not separate:
+        notes.append(
+            "the dubbed video carries the dialogue only: --bed FILE mixes music and effects under it, "
+            "--separate MODEL takes them from the source, --keep-original adds the original audio as a second track"
+        )
+    return options, notes

@@ -27,7 +27,7 @@ def _corpus_json(figure: CorpusFigure) -> dict:
 
 
 def _findings(findings) -> list[dict]:
-    return [{"check": f.check, "text": f.text} for f in findings]
+    return [{"check": f.check, "text": f.text, **({"no_judge": True} if f.no_judge else {})} for f in findings]
 
 
 def line_json(check: LineCheck) -> dict:
@@ -60,6 +60,7 @@ def report_json(report: Report) -> dict:
         "passed": report.passed,  # every line checked and passed
         "failed": tally.failed,
         "unchecked": tally.unchecked,
+        "unjudged": tally.unjudged,  # of the unchecked: no judge here hears their language (no failure)
         "total": tally.total,
         "verdicts": tally.counts(),
         "settings": {k: _rounded(v) for k, v in dataclasses.asdict(report.settings).items()},

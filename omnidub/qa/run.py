@@ -10,7 +10,7 @@ from typing import Callable
 import numpy as np
 import soundfile as sf
 
-from omnidub.asr import Asr, whisper_language
+from omnidub.asr import NO_JUDGE, Asr, default_asr_model, whisper_language
 from omnidub.config import QaOptions
 from omnidub.errors import OmnidubError, first_line
 from omnidub.qa.kept import KeptTranscripts
@@ -143,10 +143,15 @@ class Heard:
     score: Score
     diff: tuple[tuple[str, str, str], ...]
     unscored: str | None  # why the words were not scored
+    no_judge: bool = False  # not scored because no judge here hears the line's language
 
 
 def english_only_reason(asr_name: str, language: str | None) -> str:
     return f"words not scored: {asr_name} is an English-only model and the line is in {language}"
+
+
+def no_judge_reason(language: str | None, why: str) -> str:
+    return f"words not scored: no judge for {language or 'its language'} here ({why})"
 
 
 def _labelled(language: str | None) -> bool:
@@ -172,16 +177,18 @@ def hear(
     ``kept`` (if given) answers for audio this model heard before, and keeps what it hears now."""
     code = whisper_language(language)
 
-    def unscored(why: str) -> Heard:
-        return Heard(language, None, Score(metric_for(code), 0, 0), (), why)
+    def unscored(why: str, no_judge: bool = False) -> Heard:
+        return Heard(language, None, Score(metric_for(code), 0, 0), (), why, no_judge)
 
     if silence is not None:
         return unscored(f"words not scored: no speech heard (nothing above {silence:g} dBFS)")
     if code is None and _labelled(language):
-        return unscored(f"words not scored: no ASR model for its language ({language}: Whisper has none)")
+        return unscored(f"words not scored: no ASR model for its language ({language}: Whisper has none)", True)
+    if asr.name == NO_JUDGE:
+        return unscored(no_judge_reason(language, getattr(asr, "why", "--judge-model none")), True)
     if code not in (None, "en") and english_only():
         # An English-only model would hear English words in any speech and score them as errors.
-        return unscored(english_only_reason(asr.name, language))
+        return unscored(english_only_reason(asr.name, language), True)
     try:
         heard = asr.transcribe(mono, rate, language=code) if kept is None else kept.transcribe(asr, mono, rate, code)
     except OmnidubError:
@@ -225,7 +232,7 @@ def _check_one(entry: dict, context: _Context) -> LineCheck:
     )
     if heard.unscored:
         marks.append("unscored")
-        unmeasured.append(Finding(WORDS, heard.unscored))
+        unmeasured.append(Finding(WORDS, heard.unscored, heard.no_judge))
     if entry.get("look_again"):  # the editor's own flag and note (omnidub review), said beside QA's findings
         marks.append("look-again")
     if entry.get("note"):
@@ -382,16 +389,22 @@ def _voice_references(
 
 
 def _unscored_note(checks: tuple[LineCheck, ...], asr) -> list[str]:
-    """What scores the lines an English-only model left unscored (each line's verdict says why it was not)."""
-    english = [
-        c for c in checks if any(f.text == english_only_reason(asr.name, c.language) for f in c.verdict.unmeasured)
-    ]
-    if not english:
+    """One line for the lines whose words no judge here could hear: why, and the model that would check them (each
+    line's verdict says why it was not)."""
+    unjudged = [c for c in checks if any(f.no_judge for f in c.verdict.unmeasured)]
+    whisper = [c for c in unjudged if whisper_language(c.language) is not None]
+    if not whisper:
         return []
-    languages = ", ".join(sorted({c.language or "?" for c in english}))
+    languages = ", ".join(sorted({c.language or "?" for c in whisper}))
+    if asr.name == NO_JUDGE:
+        why = getattr(asr, "why", "--judge-model none")
+    else:
+        why = f"{asr.name} is English-only: it hears English words in any speech"
+    model = default_asr_model("cpu")
     return [
-        f"{len(english)} line(s) in {languages} not scored: ASR model {asr.name} is English-only (it hears "
-        "English words in any speech); a multilingual model (e.g. small) scores them"
+        f"{len(whisper)} line(s) in {languages} unchecked for their words: no judge for {languages} here ({why}); "
+        f"a multilingual Whisper checks them: --judge-model {model} (if it is not on this machine: omnidub models "
+        f"fetch --judge-model {model})"
     ]
 
 

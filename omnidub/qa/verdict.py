@@ -45,6 +45,9 @@ class Finding:
 
     check: str
     text: str
+    # Words not scored because no judge here hears the line's language (an English-only model, none asked for, or a
+    # language Whisper has no model of): counted as unchecked, but not as something to fix (the exit code).
+    no_judge: bool = False
 
 
 @dataclass(frozen=True)
@@ -66,6 +69,11 @@ class Verdict:
         if self.outcome == UNCHECKED:
             return tuple(f for f in self.unmeasured if f.check == WORDS)
         return ()
+
+    @property
+    def unjudged(self) -> bool:
+        """Unchecked only because no judge here hears its language (nothing found wrong, nothing left to fix)."""
+        return self.outcome == UNCHECKED and all(f.no_judge for f in self.reasons)
 
     @property
     def label(self) -> str:
@@ -111,11 +119,14 @@ class Tally:
     passed: int
     failed: int
     unchecked: int
+    unjudged: int = 0  # of the unchecked: those only for want of a judge of their language here
 
     @classmethod
     def of(cls, verdicts) -> "Tally":
+        verdicts = list(verdicts)
         outcomes = [v.outcome for v in verdicts]
-        return cls(outcomes.count(PASSED), outcomes.count(FAILED), outcomes.count(UNCHECKED))
+        unjudged = sum(v.unjudged for v in verdicts)
+        return cls(outcomes.count(PASSED), outcomes.count(FAILED), outcomes.count(UNCHECKED), unjudged)
 
     @property
     def total(self) -> int:
@@ -128,8 +139,9 @@ class Tally:
 
     @property
     def exit_code(self) -> int:
-        """omnidub qa's: 0 when every line was checked and passed, else 1."""
-        return 0 if self.all_passed else 1
+        """The exit code of qa, render and dub: 0 when no line failed and every line was checked (or left unchecked
+        only for want of a judge of its language here, which the report says in one line), else 1."""
+        return 0 if self.failed == 0 and self.unchecked == self.unjudged else 1
 
     def headline(self) -> str:
         """The folder's verdict in a phrase; it says "passed" only when every line was checked and passed."""
@@ -137,9 +149,15 @@ class Tally:
             return "no rendered line to check"
         if self.all_passed:
             return "all lines passed" if self.total > 1 else "the line passed"
+        unscored = self.unchecked - self.unjudged
+        unjudged = f"{self.unjudged} unchecked (no judge for their language here)"
+        if not self.failed and not unscored:
+            return f"nothing failed; {unjudged}"
         parts = [f"{self.failed} failed"] if self.failed else []
-        if self.unchecked:
-            parts.append(f"{self.unchecked} unchecked (words not scored)")
+        if unscored:
+            parts.append(f"{unscored} unchecked (words not scored)")
+        if self.unjudged:
+            parts.append(unjudged)
         return f"{self.failed + self.unchecked} of {_lines(self.total)} to hear: " + ", ".join(parts)
 
     def counts(self) -> dict[str, int]:

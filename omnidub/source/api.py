@@ -46,7 +46,8 @@ def open_asr(model: str | None, device: str, language: str | None) -> tuple[Asr 
     if model is None and not asr.available():
         return None, (
             f"no ASR model: the default ({asr.name}) is not downloaded, so clips are not checked against "
-            "their words and clips over the window are not cut; pass --asr-model NAME|PATH"
+            "their words and clips over the window are not cut; pass --asr-model NAME|PATH (omnidub models lists "
+            "those here)"
         )
     # Asking loads the model: one the user named that cannot load is theirs to fix, said before any work.
     english_only = asr.english_only()

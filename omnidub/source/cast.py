@@ -43,6 +43,9 @@ class SourceOptions:
     speakers: int | None = None  # voices in an unlabelled original (None: chosen by the data)
     language: str | None = None  # spoken in the source
     names: tuple[tuple[str, str], ...] = ()  # --names: voices found in the source -> the dub's names
+    # Without subtitles: where a person corrects the original as heard (a dub's voices/<stem>.original.srt); None:
+    # the render places it beside the clips (references/<stem>.original.srt).
+    heard_at: Path | None = None
 
     def check(self) -> None:
         if self.match not in MATCHES:

@@ -83,6 +83,7 @@ def transcriber(asr: Asr | None, language: str | None, subs_flag: str) -> Asr:
     if not asr.given and not asr.available():
         raise OmnidubError(
             f"no original subtitles, and the default ASR model ({asr.name}) is not downloaded to hear the source: {fix}"
+            f"; or omnidub models fetch --asr-model {asr.name}"
         )
     code = whisper_language(language)
     if code not in (None, "en") and asr.english_only():  # a model the user named loads here, or is one line

@@ -71,12 +71,14 @@ def translate_folder(
     status: Callable[[str], None] = lambda _: None,
     progress: Progress | None = None,
     input_path: Path | None = None,
+    paces: dict | None = None,
 ) -> Translated:
     """Translate the subtitles or script ``original`` into ``target`` (a tag, or a variant: ``pt-BR``) and write
     ``<stem>.<target>.srt`` and translate.json into ``out``; every line is checked (translate.checks), its meaning
     through the reverse model when there is one. A translated file someone edited since omnidub wrote it is kept
     as it is, and its lines are what is checked. ``input_path``: what the folder was made from when that is not
-    ``original`` (a source that was transcribed)."""
+    ``original`` (a source that was transcribed); ``paces``: the pace each line is judged at (see
+    :func:`~omnidub.translate.run.translate_script`)."""
     from omnidub.folder import TRANSLATE_RECORD, OutputFolder
     from omnidub.script import read_script
     from omnidub.translate.language import detect
@@ -107,7 +109,7 @@ def translate_folder(
         edited = _edited(folder.path / name, script) if kept else {}
         status(f"translating {len(script.lines)} lines")
         translation = translate_script(
-            script, chosen, pair, options=options, progress=progress, checker=checker, edited=edited
+            script, chosen, pair, options=options, paces=paces, progress=progress, checker=checker, edited=edited
         )
         if kept:
             notes.append(

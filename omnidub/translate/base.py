@@ -75,13 +75,19 @@ def language_tag(code: str, where: str) -> str:
     from omnidub.lightweight import omnivoice_module
 
     text = (code or "").strip()
-    named = omnivoice_module("lang_map").LANG_NAME_TO_ID.get(text.lower())
+    names = omnivoice_module("lang_map").LANG_NAME_TO_ID
+    named = names.get(text.lower())
     try:
         language = langcodes.Language.get(named or text)
         if language.language and language.is_valid():
             return language.language
     except (ValueError, LookupError):
         pass
+    import difflib
+
+    close = difflib.get_close_matches(text.lower(), list(names), n=1, cutoff=0.75) if len(text) > 3 else []
+    if close:
+        raise OmnidubError(f"{where}: unknown language {code!r}; did you mean {names[close[0]]} ({close[0]})?")
     raise OmnidubError(f"{where}: unknown language {code!r} (give a language tag such as en, pt or es)")
 
 

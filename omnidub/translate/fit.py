@@ -36,6 +36,7 @@ class Choice:
     sized: tuple[Sized, ...]
     chosen: int
     allowed: float | None  # the longest spoken length that fits, sped up as allowed (None: nothing follows)
+    pace: Pace = Pace()  # the pace every candidate's length was predicted at
 
     @property
     def text(self) -> str:

@@ -74,6 +74,46 @@ class Translation:
         return fitting / len(self.choices)
 
 
+@dataclass(frozen=True)
+class Predicted:
+    """A translated line as the fit choice left it: its text and slot (the line's identity), its spoken length as
+    predicted, and the pace it was judged at. What a dub hands its render beside the lines."""
+
+    text: str
+    start: float
+    end: float
+    natural: float
+    pace: Pace
+
+    @property
+    def identity(self) -> tuple[str, float, float]:
+        return identity(self.text, self.start, self.end)
+
+    def to_json(self) -> dict:
+        pace = self.pace
+        return {
+            "natural": self.natural,
+            "pace": pace_json(pace),
+        }
+
+
+def pace_json(pace: Pace) -> dict:
+    """A pace as translate.json and the manifest record it: the clip's words, seconds and language, the speed."""
+    return {"text": pace.text, "seconds": pace.seconds, "language": pace.language, "speed": pace.speed}
+
+
+def identity(text: str, start: float, end: float) -> tuple[str, float, float]:
+    """A line's identity across files: its words and its slot (never its number)."""
+    return (" ".join(text.split()), round(start, 3), round(end, 3))
+
+
+def predictions(translation: Translation) -> tuple[Predicted, ...]:
+    """Every translated line's prediction (see :class:`Predicted`)."""
+    return tuple(
+        Predicted(c.text, c.line.start, c.line.end, c.sized[c.chosen].natural, c.pace) for c in translation.choices
+    )
+
+
 def translate_script(
     script: Script,
     engine: Engine,
@@ -243,10 +283,10 @@ def _choice(
     sized = size(candidates, line, limit, pace, options.max_speedup, options.glossary, pair.target)
     allowed = allowed_seconds(line, limit, options.max_speedup)
     if candidates[0].how == EDITED:
-        return Choice(line, tuple(sized), 0, allowed)
+        return Choice(line, tuple(sized), 0, allowed, pace)
     passing = [k for k, v in enumerate(verdicts) if v.passes] or list(range(len(sized)))
     chosen = passing[choose([sized[k] for k in passing], fit=options.fit)]
-    return Choice(line, tuple(sized), chosen, allowed)
+    return Choice(line, tuple(sized), chosen, allowed, pace)
 
 
 def _shortened(
@@ -320,6 +360,7 @@ def report(translation: Translation, *, input_path: str, output: str, glossary: 
                 "chosen": c.chosen,
                 "allowed": c.allowed,
                 "natural": chosen.natural,
+                "pace": pace_json(c.pace),
                 "speed": chosen.speed,
                 "fits": chosen.fits and translation.verdict(k).readable,  # garbled or empty text never fits
                 "overflow": chosen.overflow,
