@@ -60,7 +60,7 @@ def test_a_line_is_judged_at_its_own_clips_pace_before_its_speakers(tmp_path):
 
     script = scene(("Hello there, how are you?", 1.5), ("How are you, hello there?", 1.5), ("Bye.", 0.5))
     engine = Scripted({line.text: [LONG, MEDIUM, SHORT] for line in script.lines})
-    fast, slow = Pace(LONG, 1.0), Pace(SHORT, 2.0)  # a fast speaker's clip; a slow clip of line 2's own
+    fast, slow = Pace(LONG, 1.0, "pt"), Pace(SHORT, 2.0, "pt")  # a fast speaker's clip; a slow clip of line 2's own
     chosen = translate_script(
         script, engine, Pair("en", "pt"), paces={"A": fast, 2: slow}, cache=LineCache(tmp_path / "c")
     )

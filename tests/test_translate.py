@@ -373,7 +373,9 @@ def test_lines_that_cannot_be_shortened_keep_the_shortest_flagged(endpoint, tmp_
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     first = report["lines"][0]
-    assert first["translation"] == long["Good morning everyone."][0] and first["flags"] == ["overflow"]
+    assert first["translation"] == long["Good morning everyone."][0] and first["flags"][0] == "overflow"
+    # Where the way back (en<->pt) is on the machine, a line said three times over is also flagged for its meaning.
+    assert set(first["flags"]) <= {"overflow", "meaning"}
     assert any("not shortened" in note and "malformed JSON" in note for note in report["notes"])
 
 
