@@ -325,7 +325,7 @@ class Dubbing:
     def _render(self, translated, source_options, given, target):
         """The render of the translation, its lines as the file reads (the render's input of record: a rerun, a
         review and a hand edit read it so), each with the length its translation predicted and the pace it was
-        judged at (matched by words and slot: a line edited by hand has none), then QA."""
+        judged at (matched by words and slot; a line edited by hand is sized as it reads), then QA."""
         from omnidub.job import Job, QaOptions
         from omnidub.translate.run import predictions
 

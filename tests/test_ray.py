@@ -241,4 +241,4 @@ def test_retakes_go_through_the_pool_every_inputs_failing_lines_together(
     for run in runs:
         for entry in read_entries(run.out_dir):
             if entry.attempts:
-                assert len(entry.attempts) == 2 and sum(a["chosen"] for a in entry.attempts) == 1
+                assert len(entry.attempts) == 2 and sum(a.chosen for a in entry.attempts) == 1
