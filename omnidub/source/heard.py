@@ -243,9 +243,15 @@ def _with_unheard(lines: list[Line], speech: SpeechMap, language: str | None) ->
 
     spans = [(line.start, line.end, line.text) for line in lines]
     for a, b in speech.regions:
-        pieces = [(a, b)]
+        pieces = [(a, b)]  # the region less every span (widened by UNHEARD_GAP) that reaches into it
         for x, y, _ in spans:
-            pieces = [p for s, e in pieces for p in ((s, min(e, x - UNHEARD_GAP)), (max(s, y + UNHEARD_GAP), e))]
+            if x - UNHEARD_GAP < b and y + UNHEARD_GAP > a:
+                pieces = [
+                    (s, e)
+                    for piece in pieces
+                    for s, e in ((piece[0], min(piece[1], x - UNHEARD_GAP)), (max(piece[0], y + UNHEARD_GAP), piece[1]))
+                    if e > s
+                ]
         spans += [(round(s, 3), round(e, 3), NO_WORDS) for s, e in pieces if e - s >= UNHEARD]
     spans.sort()
     return [heard_line(k, text, s, e, language) for k, (s, e, text) in enumerate(spans, 1)]
