@@ -8,8 +8,6 @@ reads it, and in Chromium by the panel's buttons."""
 from __future__ import annotations
 
 import json
-import re
-import shutil
 import threading
 import urllib.error
 import urllib.parse
@@ -73,8 +71,8 @@ def write_translation(folder: Path) -> None:
             {"index": int(number), "speaker": speaker, "start": start, "end": end, "original": original,
              "translation": translation, "chosen": 0, "flags": [], "candidates": candidates}
         )  # fmt: skip
-    record = {"input": str(folder.parent / "scene.srt"), "output": str(folder / "scene.en.srt"), "from": "pt", "to": "en",
-              "engine": "firefox", "lines": lines}  # fmt: skip
+    record = {"input": str(folder.parent / "scene.srt"), "output": str(folder / "scene.en.srt"), "from": "pt",
+              "to": "en", "engine": "firefox", "lines": lines}  # fmt: skip
     out = OutputFolder(folder, record=TRANSLATE_RECORD, others=None, made="the translation of")
     out.claim(folder.parent / "scene.srt")
     try:

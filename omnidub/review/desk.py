@@ -12,11 +12,11 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
+from omnidub import remedies
 from omnidub.editor import QUICK, VERBS, Delivery, Editor, Stale, describe, stale
 from omnidub.errors import OmnidubError
 from omnidub.job import Job, QaOptions
 from omnidub.progress import Listener
-from omnidub import remedies
 from omnidub.records import LineEntry
 from omnidub.remedies import Fitting
 from omnidub.review.previews import Previews
