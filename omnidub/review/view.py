@@ -10,7 +10,7 @@ from omnidub.folder import QA_FILES
 from omnidub.records import LineEntry, QaRecord
 from omnidub.remedies import Fitting
 from omnidub.script import Line
-from omnidub.takes import current, failed_on_timing, takes_of
+from omnidub.takes import TIMING_FLAGS, current, takes_of
 from omnidub.timing import Fit
 
 WAVE_BINS = 96  # bars in a line's waveform on the page
@@ -72,7 +72,8 @@ class Views:
             "approved": entry.approved,
             "verdict": verdict,
             "severity": now.severity if now else None,
-            "failed_on_timing": failed_on_timing(now),  # a retake keeps its length: the page offers Fix timing
+            # The timing checks its take failed (a retake keeps its length: the page offers to fix its timing).
+            "timing_failures": sorted(TIMING_FLAGS.intersection(now.flags)) if now and now.verdict == "failed" else [],
             "reasons": reasons,
             "error_rate": now.error_rate if now else None,
             "voice_similarity": now.voice_similarity if now else None,
