@@ -282,3 +282,23 @@ def test_the_fix_timing_panel_offers_each_remedy_with_its_length_and_its_button_
     expect(page.locator("#fix-timing")).to_be_hidden(timeout=60_000)  # it fits now
     assert line_view(desk, 2)["text"] == SHORT
     page.close()
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
+def test_axe_core_finds_no_violation_in_the_fix_timing_panel_in_light_and_dark(served, browser):
+    from playwright.sync_api import expect
+
+    axe = pytest.importorskip("axe_playwright_python")  # the test extra pins it
+    _, url, _ = served
+    script = (Path(axe.__file__).parent / "axe.min.js").read_text(encoding="utf-8")
+    for scheme in ("light", "dark"):
+        page = browser.new_page(bypass_csp=True, color_scheme=scheme)  # axe is injected as a script
+        page.goto(url)
+        page.locator("#row-2").click()
+        expect(page.locator("#fix-timing button").first).to_be_visible(timeout=30_000)
+        page.get_by_label("Words to try on line 2").fill(CANDIDATES[2]["text"])
+        expect(page.locator("#fix-timing-preview")).to_contain_text("too late", timeout=30_000)
+        page.add_script_tag(content=script)
+        found = page.evaluate("async () => (await axe.run(document.getElementById('fix-timing'))).violations")
+        assert [(v["id"], [n["target"] for n in v["nodes"]][:3]) for v in found] == [], scheme
+        page.close()
