@@ -229,6 +229,8 @@ def test_a_remedy_sent_through_the_pages_door_renders_the_line_to_fit(served):
     settled(desk)
     line = line_view(desk, 2)
     assert line["text"] == SHORT and line["input_text"] == CANDIDATES[0]["text"] and not line["timing_failures"]
+    # Only the page itself reads a line's remedies (a page on another local port, which the cookie follows, cannot).
+    assert client.get("/remedies/2", **{"Sec-Fetch-Site": "same-site"})[0] == 403
     # A remedy for a line the folder does not have, or words with nothing to say, is refused in one line.
     assert client.get("/remedies/9")[0] == 404
     status, refused = client.get("/remedies/2?text=" + urllib.parse.quote("[music]"))
