@@ -66,9 +66,19 @@ def takes_of(entry: LineEntry) -> tuple[Take, ...]:
     return takes
 
 
+def timing_only(flags) -> bool:
+    """Whether the checks a line failed (``flags``) are all timing ones: a retake cannot fix them."""
+    return bool(flags) and set(flags) <= TIMING_FLAGS
+
+
 def failed_on_timing(take: Take | None) -> bool:
-    """Whether a take failed QA on timing alone (every failed check a timing one): a retake cannot fix it."""
-    return take is not None and take.verdict == "failed" and bool(take.flags) and set(take.flags) <= TIMING_FLAGS
+    """Whether a take failed QA on timing alone (every failed check a timing one)."""
+    return take is not None and take.verdict == "failed" and timing_only(take.flags)
+
+
+def on_timing(report: Report, selected=lambda index: True) -> list[int]:
+    """The lines of a QA report that failed on timing alone (``selected``: --only): what a retake cannot fix."""
+    return [c.index for c in report.lines if not c.passed and timing_only(c.flags) and selected(c.index)]
 
 
 def current(entry: LineEntry) -> Take | None:

@@ -304,3 +304,20 @@ def test_axe_core_finds_no_violation_in_the_fix_timing_panel_in_light_and_dark(s
         found = page.evaluate("async () => (await axe.run(document.getElementById('fix-timing'))).violations")
         assert [(v["id"], [n["target"] for n in v["nodes"]][:3]) for v in found] == [], scheme
         page.close()
+
+
+def test_a_render_with_retakes_says_which_lines_failed_on_timing_and_retakes_none_of_them(
+    tight, tmp_path, whisper_tiny_en
+):
+    folder = copy_of(tight, tmp_path)
+    script = Path(json.loads((folder / "manifest.json").read_text())["input"])
+    before = {x["index"]: x for x in json.loads((folder / "manifest.json").read_text())["lines"]}
+    result = render(
+        script, folder, "--preset", tight.parent / "relaxed.toml", "--asr-model", whisper_tiny_en, "--retakes", "2",
+        "--speaker-model", "none",
+    )  # fmt: skip
+    assert result.exit_code == 1, result.output  # line 2 still fails: a new seed gives it the same length
+    said = " ".join(result.output.split())
+    assert "not retaken, line(s) 2 that failed on timing: a retake keeps their length; fix their timing" in said
+    after = {x["index"]: x for x in json.loads((folder / "manifest.json").read_text())["lines"]}
+    assert after[2]["seed"] == before[2]["seed"] and not after[2].get("attempts")
