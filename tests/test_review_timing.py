@@ -282,6 +282,8 @@ def test_the_fix_timing_panel_offers_each_remedy_with_its_length_and_its_button_
     expect(page.locator("#line-2 h2")).to_be_visible()
     expect(page.get_by_label("Text of line 2", exact=True)).to_have_value(SHORT, timeout=60_000)
     expect(page.locator("#fix-timing")).to_be_hidden(timeout=60_000)  # it fits now
+    expect(rows := page.get_by_role("listbox", name="Lines")).to_be_focused()  # the focus is back in the list
+    expect(rows.get_by_role("option", name=re.compile(r"^Line 2, BOB, Passed"))).to_be_visible()
     assert line_view(desk, 2)["text"] == SHORT
     page.close()
 

@@ -118,7 +118,7 @@ class Views:
         project = self.project
         if not project.script.timed:
             return None
-        found, _ = project.translated(entry) if project.translation is not None else (None, None)
+        found, _ = project.translated(entry)
         edit = entry.edit or {}
         return Fitting(
             Line(entry.index, entry.speaker, entry.text, entry.start, entry.end, entry.language),

@@ -457,8 +457,11 @@
   // sent as the edit it is, through the one door every action takes.
   let fixing = null, trying = null;  // the line (and its state) the panel was filled for; the words being tried
   function fixTiming(line) {
+    // QA failed it on timing, or (a take QA has not judged) the plan says it runs past the last moment it may end.
     const panel = $("fix-timing");
-    if (!line || !(line.timing_failures || []).length) {
+    const planned = line && line.verdict === "unchecked" && (line.flags || []).includes("overflow");
+    if (!line || !((line.timing_failures || []).length || planned)) {
+      if (panel.contains(document.activeElement)) $("rows").focus({preventScroll: true});  // fixed: back to the list
       panel.hidden = true;
       fixing = null;
       return;
@@ -487,8 +490,8 @@
   function predicted(found) {
     // "0.92 s: fits" or "1.60 s: 0.65 s too late", at the speed-up it would be said at.
     const speed = found.speed > 1.0005 ? " at " + found.speed.toFixed(2) + "×" : "";
-    return el("span", {class: found.fits ? "fits" : "late",
-                       text: seconds(found.length) + speed + (found.fits ? ": fits" : ": " + seconds(found.over) + " too late")});
+    const verdict = found.fits ? ": fits" : ": " + seconds(found.over) + " too late";
+    return el("span", {class: found.fits ? "fits" : "late", text: seconds(found.length) + speed + verdict});
   }
   function showRemedies(line, data) {
     const n = line.index;
@@ -514,10 +517,14 @@
         said = "Borrow the " + seconds(remedy.gap) + " gap after its slot: ";
         name = "Let line " + n + " borrow the gap";
       }
-      return el("li", {}, said, predicted(remedy), remedy.why ? el("span", {class: "small", text: " (" + remedy.why + ")"}) : null,
-                remedy.why ? null : " ", remedy.why ? null : el("button", {type: "button", text: name, onclick: () => send(remedy)}));
+      // A remedy that changes nothing says why, with no button.
+      if (remedy.why)
+        return el("li", {}, said, predicted(remedy), el("span", {class: "small", text: " (" + remedy.why + ")"}));
+      const button = el("button", {type: "button", text: name, onclick: () => send(remedy)});
+      return el("li", {}, said, predicted(remedy), " ", button);
     });
-    if (!items.length) items.push(el("li", {text: "No shorter translation, cap or gap is on offer: try other words below."}));
+    if (!items.length)
+      items.push(el("li", {text: "No shorter translation, cap or gap is on offer: try other words below."}));
     $("fix-timing-remedies").replaceChildren(...items);
     if ($("fix-timing-text").value !== line.text) tryWords();
   }
