@@ -18,7 +18,7 @@ from omnidub.job import Job
 from omnidub.project import Project
 from omnidub.records import LineEntry, QaRecord
 from omnidub.script import line_ranges
-from omnidub.takes import current, judged_by_qa, take_of, takes_of
+from omnidub.takes import current, failed_on_timing, judged_by_qa, take_of, takes_of
 
 UNDO_DEPTH = 100  # decisions an editor can take back, newest first
 # What an edit may change; each is put back by an undo.
@@ -312,18 +312,29 @@ class Editor:
 
     def retake_failed(self, project: Project) -> list[int]:
         """A retake of every line whose take in use failed QA, one line after another; :meth:`cancel` stops it
-        at its next line."""
-        failed = [e.index for e in project.entries if (current(e) or take_of(e)).verdict == "failed"]
+        at its next line. A line that failed on timing alone is skipped, and said so: a retake keeps its length."""
+        takes = [(e.index, current(e) or take_of(e)) for e in project.entries]
+        timing = [index for index, take in takes if failed_on_timing(take)]
+        failed = [index for index, take in takes if take.verdict == "failed" and index not in timing]
+        skipped = (
+            f"skipped {_lines(len(timing))} that failed on timing ({line_ranges(timing)}): a retake keeps their "
+            "length; fix their timing (Fix timing, on each line)"
+            if timing
+            else ""
+        )
         if not failed:
-            self.job.listener.note("no line failed QA: nothing to retake")
+            self.job.listener.note(skipped or "no line failed QA: nothing to retake")
             return []
         asked = self._cancels
         for k, index in enumerate(failed, 1):
             if self._cancels != asked:
-                self.job.listener.note(f"cancelled after {k - 1} of {len(failed)} retakes")
-                break
+                said = f"cancelled after {k - 1} of {len(failed)} retakes"
+                self.job.listener.note(f"{said}; {skipped}" if skipped else said)
+                return failed
             self.working(f"a retake of line {index} ({k} of {len(failed)} failed lines)")
             self.retake(project, index)
+        if skipped:
+            self.job.listener.note(f"retook {_lines(len(failed))}; {skipped}")
         return failed
 
     def approve_passed(self, project: Project) -> list[int]:
@@ -484,6 +495,10 @@ class Editor:
             return
         self.job.listener.step("checking the delivered lines (only audio not heard before is transcribed)")
         self.job.check([project])
+
+
+def _lines(n: int) -> str:
+    return f"{n} line" if n == 1 else f"{n} lines"
 
 
 def _assembled(project: Project):

@@ -312,11 +312,19 @@ class Job:
     def _retake(self, reports: dict, encoder) -> list[Project]:
         """Render the failing lines again until they pass or have had ``retakes`` takes; returns the projects
         whose audio changed (the others keep their outputs, their attempts recorded in the manifest)."""
-        from omnidub.takes import rank, take_of, to_retake
+        from omnidub.script import line_ranges
+        from omnidub.takes import on_timing, rank, take_of, to_retake
 
         lines = {}  # (project, index) -> [entry, best check, the best take (None: the line's own), its takes]
         for project, report in reports.items():
             entries = {e.index: e for e in project.entries}
+            timing = on_timing(report, project.selected)
+            if timing:
+                where = f"{project.input_path.name}: " if self.many else ""
+                self.listener.note(
+                    f"{where}not retaken, line(s) {line_ranges(timing)} that failed on timing: a retake keeps their "
+                    "length; fix their timing (shorter words, a higher speed cap: omnidub review's Fix timing)"
+                )
             for check in to_retake(report, entries, project.selected):
                 entry = entries[check.index]
                 lines[(project, check.index)] = [entry, check, None, [take_of(entry, check)]]

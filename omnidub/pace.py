@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import re
+import threading
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib import resources
@@ -199,16 +200,24 @@ def _espeak() -> _Espeak:
     return _Espeak(backend, version, phonemizer.__version__)
 
 
+# espeak-ng's library holds one state for the whole process: one phonemization at a time (the review predicts an
+# editor's words on a request's thread while its worker plans).
+_SPEAKING = threading.Lock()
+
+
 @lru_cache(maxsize=8192)
 def _phonemes(text: str, language: str) -> tuple[str, ...] | None:
     # Cached: a line's candidates, retakes and replans ask for the same words again and again.
     espeak = _espeak()
-    backend = espeak.backend(_tag(language)) if espeak.backend is not None else None
-    if backend is None:
+    if espeak.backend is None:
         return None
     from phonemizer.separator import Separator
 
-    said = backend.phonemize([text], separator=Separator(phone=" ", word=" | ", syllable=None), strip=True)
+    with _SPEAKING:
+        backend = espeak.backend(_tag(language))
+        if backend is None:
+            return None
+        said = backend.phonemize([text], separator=Separator(phone=" ", word=" | ", syllable=None), strip=True)
     return tuple(p for p in said[0].split() if p != "|") if said else ()
 
 

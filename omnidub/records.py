@@ -410,16 +410,20 @@ class TranslationRecord:
         }
 
     @staticmethod
+    def sayable(record: dict) -> list[str]:
+        """The record's candidates (most faithful first) whose checks found nothing UNSAYABLE: what a review may
+        offer the line instead."""
+        texts, refused = _candidates(record)
+        return [t for t in texts if not refused.get(t)]
+
+    @staticmethod
     def again(record: dict, current: str) -> tuple[str | None, str | None]:
         """The candidate after the one the line says now (round again after the last; the first when it says none
         of them) among those whose checks found nothing UNSAYABLE, and None; or None and why there is none."""
-        candidates = [c for c in record["candidates"] if isinstance(c, dict) and _words(c.get("text"))]
-        texts = list(dict.fromkeys(c["text"] for c in candidates))
+        texts, refused = _candidates(record)
         if not [t for t in texts if _words(t) != _words(current)]:
             return None, "omnidub translate gave no other translation of it"
-        refused = {c["text"]: sorted(set(c.get("flags") or ()) & set(UNSAYABLE)) for c in candidates}
-        fine = [t for t in texts if not refused.get(t)]
-        others = [t for t in fine if _words(t) != _words(current)]
+        others = [t for t in TranslationRecord.sayable(record) if _words(t) != _words(current)]
         if not others:
             flags = sorted({f for t in texts if _words(t) != _words(current) for f in refused.get(t, ())})
             return None, (
@@ -430,6 +434,13 @@ class TranslationRecord:
             return others[0], None
         after = texts[at + 1 :] + texts[: at + 1]
         return next(t for t in after if t in others), None
+
+
+def _candidates(record: dict) -> tuple[list[str], dict[str, list[str]]]:
+    """A record's candidate texts in its order (each once), and the flags of each that change what it says."""
+    candidates = [c for c in record["candidates"] if isinstance(c, dict) and _words(c.get("text"))]
+    refused = {c["text"]: sorted(set(c.get("flags") or ()) & set(UNSAYABLE)) for c in candidates}
+    return list(dict.fromkeys(c["text"] for c in candidates)), refused
 
 
 def _words(text) -> str:

@@ -11,6 +11,9 @@ from omnidub.records import LineEntry, Take
 
 # Only failures a new seed can fix are retaken: timing and level flags come from the plan or the reference.
 RETAKE_FLAGS = {"wer", "cer", "voice", "silent", "nan", "clipping"}
+# Failures of timing: a new seed gives the line the same length; a shorter text, a wider slot or a higher speed-up
+# cap fixes them (omnidub.remedies).
+TIMING_FLAGS = frozenset({"overflow", "overlap"})
 
 
 def to_retake(report: Report, entries: dict[int, LineEntry], selected=lambda index: True) -> list[LineCheck]:
@@ -61,6 +64,21 @@ def takes_of(entry: LineEntry) -> tuple[Take, ...]:
     if entry.done and not any(t.key == entry.key for t in takes):
         takes += (take_of(entry),)
     return takes
+
+
+def timing_only(flags) -> bool:
+    """Whether the checks a line failed (``flags``) are all timing ones: a retake cannot fix them."""
+    return bool(flags) and set(flags) <= TIMING_FLAGS
+
+
+def failed_on_timing(take: Take | None) -> bool:
+    """Whether a take failed QA on timing alone (every failed check a timing one)."""
+    return take is not None and take.verdict == "failed" and timing_only(take.flags)
+
+
+def on_timing(report: Report, selected=lambda index: True) -> list[int]:
+    """The lines of a QA report that failed on timing alone (``selected``: --only): what a retake cannot fix."""
+    return [c.index for c in report.lines if not c.passed and timing_only(c.flags) and selected(c.index)]
 
 
 def current(entry: LineEntry) -> Take | None:

@@ -359,7 +359,9 @@ def test_a_rerun_keeps_a_hand_edit_of_the_translation_and_renders_only_its_line(
     manifest = json.loads((out / "render" / "manifest.json").read_text())
     edited_line = next(line for line in manifest["lines"] if line["index"] == 1)
     # The hand edit is sized as it reads: its prediction is the one translate.json gives the edited text.
-    record = next(r for r in json.loads((out / "translation" / "translate.json").read_text())["lines"] if r["index"] == 1)
+    record = next(
+        r for r in json.loads((out / "translation" / "translate.json").read_text())["lines"] if r["index"] == 1
+    )
     assert record["edited"] and edited_line["text"] == "Olá a todos, bem-vindos."
     assert edited_line["predicted"]["natural"] == record["natural"]
     # The rerun cast as the last render left the lines: each is judged at the clip it is cloned from now, those the

@@ -28,8 +28,9 @@ from omnidub.errors import OmnidubError
 from omnidub.review.desk import Action, Review, Stale
 
 # Routes that read audio, video or the folder's files: a page elsewhere could play them (an <audio> element sends
-# the cookie of every port of the host), so they answer only the page itself, or a request carrying the token.
-MEDIA = ("/media/", "/own-original/", "/context/", "/picture", "/files/")
+# the cookie of every port of the host), so they answer only the page itself, or a request carrying the token. The
+# remedies too: each runs the pace model, which no other page may keep busy.
+MEDIA = ("/media/", "/own-original/", "/context/", "/picture", "/files/", "/remedies/")
 
 COOKIE = "omnidub_review"
 # What the page may load and talk to: itself only.
@@ -210,6 +211,19 @@ def build_app(review: Review, hosts: set[str]):
     async def context(request: Request) -> Response:
         return _wav(await _aside(review, review.context, request.path_params["index"]))
 
+    async def remedies(request: Request) -> Response:
+        """What would make a line fit its slot (``?text=``: the length of words the editor typed, in its voice)."""
+        index, text = request.path_params["index"], request.query_params.get("text")
+        try:
+            found = await _aside(review, review.remedies, index, text)
+        except OmnidubError as exc:
+            return JSONResponse({"error": str(exc)}, status_code=400)
+        if found is STOPPING:
+            return JSONResponse({"error": "the review is stopping"}, status_code=503)
+        if found is None:
+            return JSONResponse({"error": f"no line {index} in this folder"}, status_code=404)
+        return JSONResponse(found)
+
     routes = [
         Route("/", index),
         Route("/favicon.ico", no_icon),
@@ -227,6 +241,7 @@ def build_app(review: Review, hosts: set[str]):
         Route("/own-original/{index:int}", own_original),
         Route("/picture", lambda request: _file(review.picture())),
         Route("/context/{index:int}", context),
+        Route("/remedies/{index:int}", remedies),
         Route("/files/{name:path}", lambda request: _file(review.delivered(request.path_params["name"]))),
     ]
     return Guard(Starlette(routes=routes), review.token, hosts, review.closing)

@@ -12,11 +12,13 @@ import threading
 from dataclasses import dataclass, field
 from typing import Callable
 
+from omnidub import remedies
 from omnidub.editor import QUICK, VERBS, Delivery, Editor, Stale, describe, stale
 from omnidub.errors import OmnidubError
 from omnidub.job import Job, QaOptions
 from omnidub.progress import Listener
 from omnidub.records import LineEntry
+from omnidub.remedies import Fitting
 from omnidub.review.previews import Previews
 from omnidub.review.view import Views, counts
 
@@ -77,6 +79,7 @@ class Review:
         self._lines: dict[int, dict] = {}  # the page's view of each line
         self._media: dict[int, dict] = {}  # line -> the files it may play: "line", "original", "takes"
         self._spans: dict[int, tuple[float, float] | None] = {}  # each line's own span of the source
+        self._fittings: dict[int, Fitting | None] = {}  # what each line's timing is predicted from
         self._folder: dict = {}  # the folder's own view: title, speakers, programme, the mix's file
         self._status: dict = {"busy": None, "queued": 0}
 
@@ -240,8 +243,9 @@ class Review:
             except OmnidubError:
                 continue
             line, files, span = self.views.line(entry)
+            fitting = self.views.fitting(entry)
             with self._lock:
-                self._media[index], self._spans[index] = files, span
+                self._media[index], self._spans[index], self._fittings[index] = files, span, fitting
                 if self._lines.get(index) == line:
                     continue
                 self._lines[index] = line
@@ -309,6 +313,22 @@ class Review:
 
     def picture(self):
         return self.previews.picture()
+
+    def remedies(self, index: int, text: str | None = None) -> dict | None:
+        """What would make the line fit its slot, each predicted as the plan would render it (``text``: words the
+        editor typed, predicted in the line's voice instead), from what the worker last published; None for a line
+        this folder does not have. An untimed script's lines have no slot to fit: refused, saying so."""
+        with self._lock:
+            known, fitting = index in self._lines, self._fittings.get(index)
+        if not known:
+            return None
+        if fitting is None:
+            raise OmnidubError(f"line {index} has no slot to fit (the script is untimed)")
+        if text is not None:
+            from omnidub.script import edited_text
+
+            return remedies.preview(fitting, edited_text(text, f"line {index}"))
+        return remedies.offer(fitting)
 
     def delivered(self, name: str):
         """A file of the folder the page may link to: one the ledger lists as omnidub's, or None."""

@@ -8,7 +8,10 @@ import math
 
 from omnidub.folder import QA_FILES
 from omnidub.records import LineEntry, QaRecord
-from omnidub.takes import current, takes_of
+from omnidub.remedies import Fitting
+from omnidub.script import Line
+from omnidub.takes import TIMING_FLAGS, current, takes_of
+from omnidub.timing import Fit
 
 WAVE_BINS = 96  # bars in a line's waveform on the page
 
@@ -69,6 +72,8 @@ class Views:
             "approved": entry.approved,
             "verdict": verdict,
             "severity": now.severity if now else None,
+            # The timing checks its take failed (a retake keeps its length: the page offers to fix its timing).
+            "timing_failures": sorted(TIMING_FLAGS.intersection(now.flags)) if now and now.verdict == "failed" else [],
             "reasons": reasons,
             "error_rate": now.error_rate if now else None,
             "voice_similarity": now.voice_similarity if now else None,
@@ -106,6 +111,23 @@ class Views:
             **self._translation(entry),
         }
         return view, self._files(entry, takes), (own[0], own[1]) if own else None
+
+    def fitting(self, entry: LineEntry) -> Fitting | None:
+        """What the line's timing is predicted from (see :mod:`omnidub.remedies`), with the candidates omnidub
+        translate offers for it; None in an untimed script (its lines are laid out at their natural length)."""
+        project = self.project
+        if not project.script.timed:
+            return None
+        found, _ = project.translated(entry)
+        edit = entry.edit or {}
+        return Fitting(
+            Line(entry.index, entry.speaker, entry.text, entry.start, entry.end, entry.language),
+            entry.limit_at,
+            project.voice_of(entry).pace,
+            project.preset.timing.max_speedup,
+            Fit(edit.get("max_speedup"), bool(edit.get("borrow"))),
+            tuple(project.translation.sayable(found)) if found is not None else (),
+        )
 
     def _translation(self, entry: LineEntry) -> dict:
         """What omnidub translate recorded of the line (its original, the checks' flags on what it says now and

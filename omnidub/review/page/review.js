@@ -179,6 +179,7 @@
   // -- the selected line, in full ---------------------------------------------------------------------------------
   function detail() {
     const line = selected === null ? null : byIndex.get(selected);
+    fixTiming(line);
     const old = $("detail").querySelector("article");
     if (!line) { $("detail").replaceChildren(el("p", {class: "small", text: "Select a line."})); return; }
     // The players of the same audio stay as they are (one playing goes on playing while the line is approved).
@@ -448,6 +449,108 @@
     if (ruled) ruled.show(line.start);
     drawBlocks();
   }
+
+  // -- Fix timing: a line that failed on timing is offered what would make it fit ---------------------------------
+  // A retake keeps a line's length (it is planned from its words and its voice's pace), so the panel offers what
+  // changes it, each predicted as the render would make it (GET /remedies/N): omnidub translate's shorter
+  // translations, the speed-up cap it would need, the gap after its slot, and words the editor types. A remedy is
+  // sent as the edit it is, through the one door every action takes.
+  let fixing = null, trying = null;  // the line (and its state) the panel was filled for; the words being tried
+  function fixTiming(line) {
+    // QA failed it on timing, or (a take QA has not judged) the plan says it runs past the last moment it may end.
+    const panel = $("fix-timing");
+    const planned = line && line.verdict === "unchecked" && (line.flags || []).includes("overflow");
+    if (!line || !((line.timing_failures || []).length || planned)) {
+      if (panel.contains(document.activeElement)) $("rows").focus({preventScroll: true});  // fixed: back to the list
+      panel.hidden = true;
+      fixing = null;
+      return;
+    }
+    const asked = JSON.stringify([line.index, line.key, line.text, line.max_speedup, line.borrow]);
+    if (asked === fixing) return;
+    const moved = !fixing || JSON.parse(fixing)[0] !== line.index;
+    fixing = asked;
+    const n = line.index;
+    panel.hidden = false;
+    $("fix-timing-title").textContent = "Fix timing of line " + n;
+    $("fix-timing-label").textContent = "Words to try on line " + n;
+    $("fix-timing-say").textContent = "Say these words on line " + n;
+    if (moved) { $("fix-timing-text").value = line.text; $("fix-timing-preview").textContent = ""; }
+    $("fix-timing-said").textContent = "Working out what would make it fit…";
+    $("fix-timing-remedies").replaceChildren();
+    fetch("/remedies/" + n, {credentials: "same-origin"})
+      .then((r) => r.json().catch(() => ({})).then((data) => [r.ok, data]))
+      .then(([ok, data]) => {
+        if (fixing !== asked) return;  // another line (or this one changed) since it was asked
+        if (!ok) { $("fix-timing-said").textContent = data.error || "no remedy could be worked out"; return; }
+        showRemedies(line, data);
+      })
+      .catch(() => showLost(true));
+  }
+  function predicted(found) {
+    // "0.92 s: fits" or "1.60 s: 0.65 s too late", at the speed-up it would be said at.
+    const speed = found.speed > 1.0005 ? " at " + found.speed.toFixed(2) + "×" : "";
+    const verdict = found.fits ? ": fits" : ": " + seconds(found.over) + " too late";
+    return el("span", {class: found.fits ? "fits" : "late", text: seconds(found.length) + speed + verdict});
+  }
+  function showRemedies(line, data) {
+    const n = line.index;
+    const room = data.room === null ? "" : " in the " + seconds(data.room) + " it may take (its " + seconds(data.slot) +
+                 " slot and the silence after it)";
+    $("fix-timing-said").textContent = "Its words take " + seconds(data.natural) + "; at its speed-up cap of " +
+      data.cap + " it lasts " + seconds(data.length) + room + ". A retake keeps its length.";
+    const send = (remedy) => {
+      const args = Object.assign({}, remedy.args);
+      if ("text" in args) args.was = line.text;
+      return lineAction(n, remedy.action, args);
+    };
+    const items = data.remedies.map((remedy) => {
+      let said, name;
+      if (remedy.kind === "text") {
+        said = "Shorter translation “" + remedy.text + "”: ";
+        name = "Say “" + remedy.text + "” on line " + n;
+      } else if (remedy.kind === "speed") {
+        said = "Speed-up cap " + remedy.max_speedup + (remedy.needed > remedy.max_speedup ? " (it would need " +
+               remedy.needed + ")" : "") + ": ";
+        name = "Set the speed cap of line " + n + " to " + remedy.max_speedup;
+      } else {
+        said = "Borrow the " + seconds(remedy.gap) + " gap after its slot: ";
+        name = "Let line " + n + " borrow the gap";
+      }
+      // A remedy that changes nothing says why, with no button.
+      if (remedy.why)
+        return el("li", {}, said, predicted(remedy), el("span", {class: "small", text: " (" + remedy.why + ")"}));
+      const button = el("button", {type: "button", text: name, onclick: () => send(remedy)});
+      return el("li", {}, said, predicted(remedy), " ", button);
+    });
+    if (!items.length)
+      items.push(el("li", {text: "No shorter translation, cap or gap is on offer: try other words below."}));
+    $("fix-timing-remedies").replaceChildren(...items);
+    if ($("fix-timing-text").value !== line.text) tryWords();
+  }
+  function tryWords() {
+    // The typed words' length in the line's voice, asked once typing pauses.
+    if (selected === null) return;
+    const n = selected, words = $("fix-timing-text").value;
+    clearTimeout(trying);
+    trying = setTimeout(() => {
+      fetch("/remedies/" + n + "?text=" + encodeURIComponent(words), {credentials: "same-origin"})
+        .then((r) => r.json().catch(() => ({})).then((data) => [r.ok, data]))
+        .then(([ok, data]) => {
+          if (selected !== n || $("fix-timing-text").value !== words) return;
+          $("fix-timing-preview").replaceChildren(ok ? predicted(data) : data.error || "cannot be said");
+        })
+        .catch(() => showLost(true));
+    }, 250);
+  }
+  $("fix-timing-text").addEventListener("input", tryWords);
+  $("fix-timing-say").addEventListener("click", () => {
+    const line = selected === null ? null : byIndex.get(selected);
+    const words = $("fix-timing-text").value;
+    if (!line) return;
+    if (words === line.text) { $("fix-timing-preview").textContent = "these are the words it says now"; return; }
+    lineAction(line.index, "edit", {text: words, was: line.text});
+  });
 
   // -- the whole page ------------------------------------------------------------------------------------------
   function showCounts(counts) {
