@@ -264,6 +264,7 @@ def voice_changes(
     (``analysed``: the source's analysis of a set of lines); grouped again and looked at again while a pass cuts a
     line (two voices alike may be told apart only once the lines holding both are cut), `passes` times at most.
     Returns the lines and their analysis."""
+    encoder = _Remembered(encoder)  # a line no pass cut is looked at again at the same cuts: each side embedded once
     for _ in range(passes):
         original = heard.original
         grouped = analysed(original)
@@ -279,6 +280,21 @@ def voice_changes(
             return heard, grouped
         heard = Heard(heard.transcript, Script(tuple(lines), (), (), True), heard.speech)
     return heard, analysed(heard.original)
+
+
+class _Remembered:
+    """A speaker encoder that embeds each clip once (known by its samples), however often it is asked."""
+
+    def __init__(self, encoder):
+        self.encoder = encoder
+        self._seen: dict[bytes, object] = {}
+
+    def embed(self, audio: np.ndarray, sample_rate: int):
+        samples = np.ascontiguousarray(audio).tobytes()
+        key = hashlib.blake2b(samples, digest_size=16, person=b"%d" % sample_rate).digest()
+        if key not in self._seen:
+            self._seen[key] = self.encoder.embed(audio, sample_rate)
+        return self._seen[key]
 
 
 def _cut_at_change(
