@@ -283,6 +283,7 @@
     }
     const article = lineArticle(line, keep);
     $("detail").replaceChildren(article);
+    showDraft(line);
     for (const [id, [value, was]] of Object.entries(typed)) if ($(id).dataset.text === was) $(id).value = value;
     if (focused && document.getElementById(focused)) document.getElementById(focused).focus({preventScroll: true});
     applyPlayers();
