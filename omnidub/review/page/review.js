@@ -143,6 +143,7 @@
   function checkDrafts(lines) {
     // A line that now says its draft was rendered: the draft is done. A line changed under its draft (another
     // tab's edit, an undo) keeps the draft, and the page says so.
+    if (!Object.keys(drafts).length) return;
     const said = [];
     let changed = false;
     for (const line of lines) {
@@ -274,6 +275,8 @@
     if (old && old.dataset.index === String(line.index))
       old.querySelectorAll("audio[data-keep]").forEach((a) => keep.set(a.dataset.keep, a));
     const focused = old && old.contains(document.activeElement) ? document.activeElement.id : null;
+    const caret = focused && document.activeElement.tagName === "TEXTAREA"
+      ? [document.activeElement.selectionStart, document.activeElement.selectionEnd] : null;
     // A note typed and not sent yet stays, unless the server's own value of it changed meanwhile (the text's
     // unsent typing is its draft).
     const typed = {};
@@ -285,7 +288,11 @@
     $("detail").replaceChildren(article);
     showDraft(line);
     for (const [id, [value, was]] of Object.entries(typed)) if ($(id).dataset.text === was) $(id).value = value;
-    if (focused && document.getElementById(focused)) document.getElementById(focused).focus({preventScroll: true});
+    if (focused && document.getElementById(focused)) {
+      const again = document.getElementById(focused);
+      again.focus({preventScroll: true});
+      if (caret && again.tagName === "TEXTAREA") again.setSelectionRange(...caret);  // typing goes on where it was
+    }
     applyPlayers();
   }
   function lineArticle(line, keep) {
