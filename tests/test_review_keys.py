@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import re
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -182,16 +183,34 @@ def test_loop_and_speed_reach_every_player_of_the_line_and_the_mix(review, brows
 
 
 class Heard(Desk):
-    """The stand-in episode whose every line plays one tone of 1.4 s, over a picture."""
+    """The stand-in episode whose every line plays a tone of 1.4 s, over a picture; its own original (from 0.3 s
+    before the line) and its context are tones too, the context made slowly, as a cold one is."""
 
     def __init__(self, sound, video):
         super().__init__()
         self.sound, self.video = sound, video
         for i, entry in self.lines.items():
-            self.lines[i] = {**entry, "audio": f"/media/line/{i}?v=1", "missing": None}
+            self.lines[i] = {**entry, "audio": f"/media/line/{i}?v=1", "missing": None,
+                             "own_original": f"/own-original/{i}", "own_start": entry["start"] - 0.3}  # fmt: skip
 
     def media(self, what, index=None, take=None):
         return self.sound if what == "line" else None
+
+    def own_original(self, index):
+        return tone(2.1)
+
+    def context(self, index):
+        time.sleep(1.5)  # the source and the bed decoded first
+        return tone(5.4)
+
+
+def tone(seconds: float) -> bytes:
+    import io
+
+    t = np.arange(int(seconds * 48000)) / 48000
+    data = io.BytesIO()
+    sf.write(data, (0.2 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), 48000, format="WAV")
+    return data.getvalue()
 
 
 @pytest.fixture
@@ -201,8 +220,7 @@ def heard(tmp_path):
     from omnidub.review import serve
 
     sound, video = tmp_path / "tone.wav", tmp_path / "picture.webm"
-    t = np.arange(int(1.4 * 48000)) / 48000
-    sf.write(sound, (0.2 * np.sin(2 * np.pi * 220 * t)).astype(np.float32), 48000)
+    sound.write_bytes(tone(1.4))
     make_video(video, 24, codec="libvpx", audio="libopus", rate=48000)
     desk, ready, found = Heard(sound, video), threading.Event(), []
     thread = threading.Thread(
@@ -266,6 +284,25 @@ def test_the_picture_plays_with_the_line_heard_from_when_its_sound_starts_and_th
     # Stopped with its sound.
     page.keyboard.press("p")
     page.wait_for_function("() => document.getElementById('picture').paused")
+    # The line in context, made slowly: the picture waits for its sound, then plays where it is (2 s before the
+    # line); the line's own original from where that starts in the programme.
+    for key, label, start in (("c", "Line 5 in context", 8.0), ("o", "Original of line 5", 9.7)):
+        page.evaluate("() => { order.length = 0; }")
+        page.keyboard.press(key)
+        page.wait_for_function("() => !document.getElementById('picture').paused")
+        order = page.evaluate("() => order")
+        assert order.index("sound") < order.index("picture asked"), (key, order)
+        page.wait_for_function(
+            """([label, start]) => {
+              const heard = document.querySelector(`[aria-label="${label}"]`);
+              const picture = document.getElementById('picture'), at = start + heard.currentTime;
+              return !heard.paused && !picture.paused && Math.abs(picture.currentTime - at) < 0.15;
+            }""",
+            arg=[label, start],
+        )
+        expect(page.locator("#picture-with")).to_have_text(f"Playing with {label}")
+        page.keyboard.press(key)
+        page.wait_for_function("() => document.getElementById('picture').paused")
     page.keyboard.press("v")
     page.wait_for_function("() => document.fullscreenElement && document.fullscreenElement.id === 'picture-box'")
     page.close()
