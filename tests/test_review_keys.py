@@ -303,6 +303,16 @@ def test_the_picture_plays_with_the_line_heard_from_when_its_sound_starts_and_th
         expect(page.locator("#picture-with")).to_have_text(f"Playing with {label}")
         page.keyboard.press(key)
         page.wait_for_function("() => document.getElementById('picture').paused")
+    # Any size by dragging its corner; Escape from its controls back to the list.
+    box = page.locator("#picture-box").bounding_box()
+    page.mouse.move(box["x"] + box["width"] - 3, box["y"] + box["height"] - 3)
+    page.mouse.down()
+    page.mouse.move(box["x"] + box["width"] + 150, box["y"] + box["height"] + 60, steps=5)
+    page.mouse.up()
+    assert page.locator("#picture-box").bounding_box()["width"] > box["width"] + 100
+    page.get_by_role("button", name="Picture: medium").focus()
+    page.keyboard.press("Escape")
+    back_in_the_list(page)
     page.keyboard.press("v")
     page.wait_for_function("() => document.fullscreenElement && document.fullscreenElement.id === 'picture-box'")
     page.close()

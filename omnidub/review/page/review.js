@@ -736,7 +736,11 @@
       Promise.resolve(renderLine(Number(inLine.dataset.index))).finally(backToList);
       return;
     }
-    if (inLine && e.key === "Escape" && !e.ctrlKey && !e.metaKey && !e.altKey) {
+    // Escape from any control of the page (a player, the picture's, the timeline's) goes back to the list too; the
+    // dialogs, the search box (Escape empties it) and full screen keep theirs.
+    const away = state && e.key === "Escape" && !e.ctrlKey && !e.metaKey && !e.altKey && !document.fullscreenElement &&
+                 !document.querySelector("dialog[open]") && e.target !== $("search") && e.target !== $("rows");
+    if (away) {
       e.preventDefault();
       backToList();
       return;
