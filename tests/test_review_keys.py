@@ -213,25 +213,66 @@ def tone(seconds: float) -> bytes:
     return data.getvalue()
 
 
-@pytest.fixture
-def heard(tmp_path):
-    from conftest import make_video
-
+def serving(desk):
+    """``desk`` served on a free loopback port: yields its address, stops it after."""
     from omnidub.review import serve
 
-    sound, video = tmp_path / "tone.wav", tmp_path / "picture.webm"
-    sound.write_bytes(tone(1.4))
-    make_video(video, 24, codec="libvpx", audio="libopus", rate=48000)
-    desk, ready, found = Heard(sound, video), threading.Event(), []
+    ready, found = threading.Event(), []
     thread = threading.Thread(
         target=serve, args=(desk,), kwargs={"on_ready": lambda u, s: (found.append((u, s)), ready.set())}, daemon=True
     )
     thread.start()
     assert ready.wait(30)
     url, stop = found[0]
-    yield desk, url
+    yield url
     stop()
     thread.join(30)
+
+
+@pytest.fixture
+def heard(tmp_path):
+    from conftest import make_video
+
+    sound, video = tmp_path / "tone.wav", tmp_path / "picture.webm"
+    sound.write_bytes(tone(1.4))
+    make_video(video, 24, codec="libvpx", audio="libopus", rate=48000)
+    desk = Heard(sound, video)
+    for url in serving(desk):
+        yield desk, url
+
+
+class Editing(Desk):
+    """The stand-in episode whose edits are applied at once, their text read as the server reads a cue's (here:
+    its spaces made single)."""
+
+    def submit(self, action) -> None:
+        if action.kind != "edit":
+            return super().submit(action)
+        self.lines[action.index] = {**self.lines[action.index], "text": " ".join(action.args["text"].split())}
+        for send in list(self.subscribers):
+            send({"type": "line", "line": self.lines[action.index]})
+
+
+@needs_chromium
+def test_a_draft_rendered_as_the_server_reads_it_is_done_not_said_changed_elsewhere(browser):
+    from playwright.sync_api import expect
+
+    desk = Editing()
+    for url in serving(desk):
+        page = opened(browser, url)
+        rows(page).focus()
+        page.keyboard.press("j")
+        page.keyboard.press("Enter")
+        page.keyboard.press("Control+a")
+        page.keyboard.type("Two  spaces   here")
+        page.keyboard.press("Control+Enter")
+        back_in_the_list(page)
+        expect(page.locator("#notice")).to_have_text("line 1 was rendered as “Two spaces here”")
+        expect(page.get_by_label("Text of line 1", exact=True)).to_have_value("Two spaces here")
+        expect(rows(page).get_by_role("option", name=re.compile(r"^Line 1, "))).not_to_have_attribute(
+            "aria-label", re.compile("unsent|sent text")
+        )
+        page.close()
 
 
 @needs_chromium

@@ -149,8 +149,13 @@
     for (const line of lines) {
       const key = identity(line), draft = drafts[key];
       if (!draft) continue;
-      if (line.text === draft.text) { delete drafts[key]; sending.delete(key); changed = true; }
-      else if (line.text !== draft.was) {
+      if (line.text === draft.text || (sending.has(key) && line.text !== draft.was)) {
+        // Rendered: as typed, or as the server reads a cue's text (markup and sound descriptions dropped).
+        if (line.text !== draft.text) said.push("line " + line.index + " was rendered as “" + line.text + "”");
+        delete drafts[key];
+        sending.delete(key);
+        changed = true;
+      } else if (line.text !== draft.was) {
         Object.assign(draft, {was: line.text, clash: line.text});
         sending.delete(key);
         changed = true;
@@ -502,8 +507,11 @@
     const speaker = $("speaker-" + n).value;
     if (speaker !== line.speaker) { change.speaker = speaker; change.was_speaker = $("speaker-" + n).dataset.speaker; }
     if (Object.keys(change).length) {
+      // Marked sent before it is: the line's event may come back before the answer to the request does.
+      const key = identity(line), sent = change.text !== undefined && Boolean(draftOf(line));
+      if (sent) { sending.add(key); drawRows(); showDraft(line); }
       return lineAction(n, "edit", change).then((queued) => {
-        if (queued && change.text !== undefined && draftOf(line)) { sending.add(identity(line)); drawRows(); showDraft(line); }
+        if (!queued && sent && sending.delete(key)) { drawRows(); showDraft(line); }
         return queued;
       });
     }
