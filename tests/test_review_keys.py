@@ -174,6 +174,16 @@ def test_loop_and_speed_reach_every_player_of_the_line_and_the_mix(review, brows
     assert dub2.evaluate("a => [a.loop, a.playbackRate]") == [True, 0.5]
     page.get_by_label("Playback speed", exact=True).select_option("2")
     assert dub2.evaluate("a => a.playbackRate") == 2
+    # The mix played from the line (m) goes back to the line's start at its end, while looping.
+    start = next(x for x in desk.state()["lines"] if x["index"] == 2)["start"]
+    mix = page.locator("#mix")
+    mix.evaluate("m => { m.back = []; m.addEventListener('seeked', () => m.back.push(m.currentTime)); }")
+    page.keyboard.press("m")
+    page.wait_for_function(
+        f"() => document.getElementById('mix').back.filter(t => Math.abs(t - {start}) < 0.05).length >= 2",
+        timeout=30_000,
+    )
+    mix.evaluate("m => m.pause()")
     page.keyboard.press("l")
     expect(page.get_by_role("button", name="Loop the line (l)")).to_have_attribute("aria-pressed", "false")
     assert dub2.evaluate("a => a.loop") is False
@@ -314,6 +324,9 @@ def test_the_picture_plays_with_the_line_heard_from_when_its_sound_starts_and_th
     }"""
     page.wait_for_function(in_sync)
     expect(page.locator("#picture-with")).to_have_text("Playing with Dub of line 5")
+    # Pushed a second off (a decoder that fell behind): put back while it plays.
+    page.evaluate("() => { document.getElementById('picture').currentTime += 1; }")
+    page.wait_for_function(in_sync)
     # The playhead follows the dub where it is in the programme (line 5 at 10 s of 3,002 s).
     page.wait_for_function(
         """() => {
