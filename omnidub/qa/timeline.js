@@ -1,6 +1,6 @@
 // omnidub's timeline, one for qa.html and the review page: a programme's lanes at a zoom, a ruler, a playhead
-// that follows a player, and a click on the lanes that seeks the player. Its pages draw the blocks, placed in
-// percent of the programme, so a zoom only changes the lanes' width.
+// that follows a player (or whatever media element is heard, told by follow()), and a click on the lanes that seeks
+// the player. Its pages draw the blocks, placed in percent of the programme, so a zoom only changes the lanes' width.
 window.omnidubTimeline = function (options) {
   "use strict";
   const {lanes, ruler, playhead, scroll, player} = options;
@@ -35,14 +35,24 @@ window.omnidubTimeline = function (options) {
     if (x < scroll.scrollLeft || x > scroll.scrollLeft + scroll.clientWidth - 20)
       scroll.scrollLeft = Math.max(0, x - scroll.clientWidth / 3);
   }
+  // What the playhead follows: the player, or another media element with its start in the programme (at()).
+  let heard = player || null, at = () => 0;
   function place() {
-    const t = player ? player.currentTime : 0;
+    const t = heard ? at() + heard.currentTime : 0;
     playhead.style.left = (100 * t / program) + "%";
-    if (player && !player.paused) show(t);
+    if (heard && !heard.paused) show(t);
+  }
+  function follow(media, start) {
+    if (heard) heard.removeEventListener("timeupdate", place);
+    heard = media || player || null;
+    at = typeof start === "function" ? start : () => start || 0;
+    if (heard) heard.addEventListener("timeupdate", place);
+    place();
   }
   function seek(t, play) {
     if (!player || !player.getAttribute("src")) return;
     player.currentTime = t;
+    if (heard !== player) follow(player, 0);
     place();
     if (play) player.play();
   }
@@ -51,11 +61,12 @@ window.omnidubTimeline = function (options) {
     const box = lanes.getBoundingClientRect();
     seek(program * (e.clientX - box.left) / box.width, false);
   });
-  if (player) player.addEventListener("timeupdate", place);
+  if (heard) heard.addEventListener("timeupdate", place);
   window.addEventListener("resize", layout);
   layout();
   return {
-    layout, seek, show,
+    layout, seek, show, place,
+    follow,  // follow(media, start): the playhead follows media, whose 0 s is at `start` (seconds, or a function)
     zoom(z) {  // a number of pixels a second, "in" or "out" (twice or half what is shown), or "fit"
       const now = width() / program;
       pps = z === "fit" ? 0 : z === "in" ? now * 2 : z === "out" ? Math.max(0.05, now / 2) : z;

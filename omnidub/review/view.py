@@ -107,6 +107,7 @@ class Views:
             "diff": heard["diff"] if heard else None,
             "original_text": own[2] if own else None,
             "own_original": f"/own-original/{entry.index}" if own else None,
+            "own_start": own[0] if own else None,  # where the own original starts in the programme (the picture)
             "voice_from": _voice_from(reference),
             **self._translation(entry),
         }

@@ -8,6 +8,11 @@
   const $ = (id) => document.getElementById(id);
   let state = null, byIndex = new Map(), view = [], at = new Map(), selected = null;
   let ruled = null, mixBusted = 0, done = "", drawn = false, lost = false;  // ruled: the shared timeline
+  let playing = null;  // the media element heard now (the mix, a line's player): the picture and the playhead follow it
+  const RATES = [0.5, 0.75, 0.9, 1, 1.1, 1.25, 1.5, 2];
+  let rate = 1, looping = false;  // every player's playback rate; whether the selected line loops
+  const OVER = 0.01;  // seconds a take may pass its slot before it is said to overflow (its length's rounding)
+  const DRIFT = 0.08;  // seconds the picture may drift from the sound before it is put back (two frames at 25/s)
 
   // -- helpers -------------------------------------------------------------------------------------------------
   function el(tag, attrs, ...children) {
@@ -94,6 +99,84 @@
   }
   function approve(line) { return lineAction(line.index, "approve", {approved: !line.approved, key: line.key ?? null}); }
 
+  // -- unsent text ------------------------------------------------------------------------------------------------
+  // What the editor typed into a line's text and has not rendered is the line's draft: kept in this browser by the
+  // folder and the line's identity (its slot and its input text, which an edit leaves as it was), so moving to
+  // another line, a reload or another tab's edit of the line never drops it silently. It ends when the line says it
+  // (rendered), or when it is discarded.
+  let drafts = {};  // identity -> {text, was (the line's text it was typed over), clash (text changed under it)}
+  const sending = new Set();  // identities of drafts sent and not yet heard back
+  function draftStore() { return "omnidub-drafts:" + state.title + ":" + state.input; }
+  function identity(line) { return JSON.stringify([line.start, line.end, line.input_text]); }
+  function draftOf(line) { return drafts[identity(line)] || null; }
+  function draftMark(line) { return !draftOf(line) ? "" : sending.has(identity(line)) ? "sent" : "unsent"; }
+  function loadDrafts() {
+    try { drafts = JSON.parse(localStorage.getItem(draftStore()) || "{}") || {}; } catch (e) { drafts = {}; }
+  }
+  function saveDrafts() {
+    try {
+      if (Object.keys(drafts).length) localStorage.setItem(draftStore(), JSON.stringify(drafts));
+      else localStorage.removeItem(draftStore());
+    } catch (e) {
+      $("status").textContent = "unsent text kept in this page only: the browser's storage refused it";
+    }
+  }
+  function setDraft(line, text) {
+    const key = identity(line), had = drafts[key];
+    if (text === line.text) delete drafts[key];
+    else drafts[key] = {text, was: had ? had.was : line.text, clash: had ? had.clash : null};
+    sending.delete(key);
+    saveDrafts();
+    if (Boolean(had) !== Boolean(drafts[key])) drawRows();
+    showDraft(line);
+  }
+  function discard(line) {
+    delete drafts[identity(line)];
+    sending.delete(identity(line));
+    saveDrafts();
+    const box = $("text-" + line.index);
+    if (box) box.value = line.text;
+    drawRows();
+    showDraft(line);
+    $("status").textContent = "line " + line.index + ": unsent text discarded";
+  }
+  function checkDrafts(lines) {
+    // A line that now says its draft was rendered: the draft is done. A line changed under its draft (another
+    // tab's edit, an undo) keeps the draft, and the page says so.
+    if (!Object.keys(drafts).length) return;
+    const said = [];
+    let changed = false;
+    for (const line of lines) {
+      const key = identity(line), draft = drafts[key];
+      if (!draft) continue;
+      if (line.text === draft.text || (sending.has(key) && line.text !== draft.was)) {
+        // Rendered: as typed, or as the server reads a cue's text (markup and sound descriptions dropped).
+        if (line.text !== draft.text) said.push("line " + line.index + " was rendered as “" + line.text + "”");
+        delete drafts[key];
+        sending.delete(key);
+        changed = true;
+      } else if (line.text !== draft.was) {
+        Object.assign(draft, {was: line.text, clash: line.text});
+        sending.delete(key);
+        changed = true;
+        said.push("line " + line.index + " was changed elsewhere to “" + line.text + "” under your unsent text, " +
+                  "which is kept: Render line " + line.index + " sends it over the change, or discard it");
+      }
+    }
+    if (changed) saveDrafts();
+    if (said.length) say("notice", said.join("; "));
+  }
+  function showDraft(line) {
+    const box = $("draft-" + line.index), draft = draftOf(line);
+    if (!box) return;
+    if (!draft) { box.replaceChildren(); return; }
+    box.replaceChildren(
+      el("span", {text: (sending.has(identity(line)) ? "Sent, rendering" : "Unsent: not rendered yet (Ctrl+Enter renders it)") +
+                        (draft.clash ? ". The line was changed elsewhere meanwhile to “" + draft.clash + "”." : ".")}),
+      " ", el("button", {type: "button", onclick: () => discard(byIndex.get(line.index)),
+                         text: "Discard unsent text of line " + line.index}));
+  }
+
   // -- which lines are shown -------------------------------------------------------------------------------------
   function changed(line) {
     return Boolean(line.input_text !== line.text || line.speaker !== line.input_speaker || line.max_speedup ||
@@ -107,7 +190,13 @@
     flagged: (l) => l.look_again,
     translation: (l) => translationFlags(l).length > 0,
     changed,
+    overflowing: (l) => overflow(l) > OVER,
+    unsent: (l) => Boolean(draftOf(l)),
   };
+  function overflow(line) {
+    // How much longer the line's take is than its slot (seconds; 0 without a take or a slot).
+    return line.duration && line.slot ? line.duration - line.slot : 0;
+  }
   function filter() {
     const show = SHOW[$("show").value] || SHOW.all, speaker = $("speaker").value;
     const words = $("search").value.trim().toLowerCase();
@@ -133,11 +222,11 @@
     const last = Math.min(view.length, Math.ceil((box.scrollTop + height) / ROW) + 4);
     const wanted = [];
     for (let k = first; k < last; k++) {
-      const line = byIndex.get(view[k]), kept = inPage.get(line.index);
-      if (kept && kept.line === line) {
+      const line = byIndex.get(view[k]), kept = inPage.get(line.index), draft = draftMark(line);
+      if (kept && kept.line === line && kept.draft === draft) {
         kept.node.style.top = (k * ROW) + "px";
         wanted.push(kept);
-      } else wanted.push({line, node: row(line, k)});
+      } else wanted.push({line, draft, node: row(line, k)});
     }
     const nodes = new Set(wanted.map((w) => w.node));
     for (const [index, kept] of inPage) if (!nodes.has(kept.node)) { kept.node.remove(); inPage.delete(index); }
@@ -153,7 +242,9 @@
   }
   function row(line, k) {
     const marks = [line.approved ? "approved" : "", line.look_again ? "look again" : "", line.note ? "note" : "",
-                   translationFlags(line).length ? "translation: " + translationFlags(line).join(" ") : ""]
+                   translationFlags(line).length ? "translation: " + translationFlags(line).join(" ") : "",
+                   overflow(line) > OVER ? "overflows its slot by " + seconds(overflow(line)) : "",
+                   draftMark(line) ? draftMark(line) + " text" : ""]
       .filter(Boolean);
     const label = "Line " + line.index + ", " + line.speaker + ", " + verdictText(line) +
                   (marks.length ? ", " + marks.join(", ") : "") + ": " + line.text;
@@ -164,7 +255,10 @@
       el("span", {text: clock(line.start).replace(/\.\d\d$/, "")}),
       el("span", {class: "t", text: line.text}),
       el("span", {class: "v", text: verdictText(line) + (line.approved ? " ✓" : "") + (line.look_again ? " ⚑" : "")}),
-      el("span", {class: "o", text: line.original_text || (line.input_text !== line.text ? line.input_text : "")}));
+      el("span", {class: "o", text: line.original_text || (line.input_text !== line.text ? line.input_text : "")}),
+      el("span", {class: "over", title: "longer than its slot by",
+                  text: overflow(line) > OVER ? "+" + overflow(line).toFixed(2) + " s" : ""}),
+      el("span", {class: "unsent", text: draftMark(line)}));
     node.addEventListener("click", () => { select(line.index, true); $("rows").focus({preventScroll: true}); });
     return node;
   }
@@ -187,16 +281,25 @@
     if (old && old.dataset.index === String(line.index))
       old.querySelectorAll("audio[data-keep]").forEach((a) => keep.set(a.dataset.keep, a));
     const focused = old && old.contains(document.activeElement) ? document.activeElement.id : null;
-    // What the editor typed and has not sent yet stays, unless the server's own value of it changed meanwhile.
+    const caret = focused && document.activeElement.tagName === "TEXTAREA"
+      ? [document.activeElement.selectionStart, document.activeElement.selectionEnd] : null;
+    // A note typed and not sent yet stays, unless the server's own value of it changed meanwhile (the text's
+    // unsent typing is its draft).
     const typed = {};
-    for (const id of ["text-" + line.index, "note-" + line.index]) {
+    for (const id of ["note-" + line.index]) {
       const box = old && old.dataset.index === String(line.index) ? $(id) : null;
       if (box && box.value !== box.dataset.text) typed[id] = [box.value, box.dataset.text];
     }
     const article = lineArticle(line, keep);
     $("detail").replaceChildren(article);
+    showDraft(line);
     for (const [id, [value, was]] of Object.entries(typed)) if ($(id).dataset.text === was) $(id).value = value;
-    if (focused && document.getElementById(focused)) document.getElementById(focused).focus({preventScroll: true});
+    if (focused && document.getElementById(focused)) {
+      const again = document.getElementById(focused);
+      again.focus({preventScroll: true});
+      if (caret && again.tagName === "TEXTAREA") again.setSelectionRange(...caret);  // typing goes on where it was
+    }
+    applyPlayers();
   }
   function lineArticle(line, keep) {
     const i = line.index, id = "line-" + i;
@@ -219,17 +322,17 @@
                         ...line.reasons.map((r) => el("li", {text: r}))));
     if (line.heard !== null && line.heard !== undefined) article.append(heard(line));
     if (line.audio) {
-      article.append(player("Dub of line " + i, line.audio, line.duration, keep));
+      article.append(player("Dub of line " + i, line.audio, line.duration, keep, "", "", line.start));
       // The line among its neighbours as they stand now, over the bed: assembled by the server when played.
       const around = "/context/" + i + "?v=" + encodeURIComponent(line.audio);
       article.append(player("Line " + i + " in context", around, null, keep, " (2 s before and after, over the bed)",
-                            "none"));
+                            "none", Math.max(0, line.start - 2)));
     }
     else article.append(el("p", {class: "small", text: "No audio: " + (line.missing || "not rendered yet")}));
     if (line.waveform) article.append(wave(i, line.waveform, line.duration, line.slot));
     if (line.own_original) {
       article.append(player("Original of line " + i, line.own_original, line.end - line.start, keep,
-                            line.original_text ? " (" + line.original_text + ")" : ""));
+                            line.original_text ? " (" + line.original_text + ")" : "", "", line.own_start ?? line.start));
     }
     if (line.original && !(line.reference && line.reference.kind === "line" && line.own_original)) {
       article.append(player("Voice clip of line " + i, line.original, null, keep,
@@ -238,9 +341,13 @@
     const textId = "text-" + i;
     article.append(el("label", {for: textId, text: "Text of line " + i}));
     const text = el("textarea", {id: textId, rows: 2, "data-text": line.text});
-    text.value = line.text;
-    article.append(text);
+    const draft = draftOf(line);
+    text.value = draft ? draft.text : line.text;
+    text.addEventListener("input", () => setDraft(byIndex.get(i), text.value));
+    article.append(text, el("div", {id: "draft-" + i, class: "draft", "aria-live": "polite"}));
     if (line.input_text !== line.text) article.append(el("p", {class: "small", text: "Input: " + line.input_text}));
+    if (overflow(line) > OVER)
+      article.append(el("p", {class: "small", text: "The take is " + seconds(overflow(line)) + " longer than its slot."}));
     if (line.translated_from && !line.original_text)
       article.append(el("p", {class: "small", text: "Translated from: " + line.translated_from}));
     if (translationFlags(line).length) {
@@ -328,7 +435,7 @@
     other.value = String(others[others.length - 1].number);
     const audio = keep.get("ab:" + n) || el("audio", {controls: true, preload: "metadata", src: inUse.audio,
                                                        "aria-label": "A/B player of line " + n, "data-keep": "ab:" + n,
-                                                       "data-take": String(inUse.number)});
+                                                       "data-take": String(inUse.number), "data-at": line.start});
     const hearing = el("span", {id: "hearing-" + n, class: "small", "aria-live": "polite",
                                 text: "Hearing take " + audio.dataset.take});
     const button = el("button", {type: "button", id: "ab-" + n, text: "Switch A/B of line " + n,
@@ -336,12 +443,12 @@
     button.addEventListener("click", () => {
       const want = audio.dataset.take === String(inUse.number) ? Number(other.value) : inUse.number;
       const take = line.takes.find((t) => t.number === want);
-      const position = audio.currentTime, playing = !audio.paused;
+      const position = audio.currentTime, going = !audio.paused;
       audio.dataset.take = String(want);
       audio.src = take.audio;
       audio.addEventListener("loadedmetadata", () => {
         audio.currentTime = Math.min(position, audio.duration || position);
-        if (playing) audio.play();
+        if (going) audio.play();
       }, {once: true});
       hearing.textContent = "Hearing take " + want;
       button.setAttribute("aria-pressed", want === inUse.number ? "false" : "true");
@@ -379,12 +486,13 @@
     });
     return svg;
   }
-  function player(label, src, length, keep, extra, preload) {
+  function player(label, src, length, keep, extra, preload, at) {
+    // `at`: where the player's 0 s is in the programme (the picture and the playhead follow it there).
     const shown = el("span", {class: "length", text: length ? seconds(length) : ""});
     let audio = keep.get(label);
     if (!audio || audio.getAttribute("src") !== src) {
       audio = el("audio", {controls: true, preload: preload || "metadata", src, "aria-label": label,
-                           "data-keep": label});
+                           "data-keep": label, "data-at": at ?? null});
       audio.addEventListener("loadedmetadata", () => { shown.textContent = seconds(audio.duration); });
     } else if (audio.duration) shown.textContent = seconds(audio.duration);
     return el("div", {class: "line-row"}, el("span", {text: label + (extra || "")}), audio, shown);
@@ -399,7 +507,15 @@
     if (borrow !== line.borrow) change.borrow = borrow;
     const speaker = $("speaker-" + n).value;
     if (speaker !== line.speaker) { change.speaker = speaker; change.was_speaker = $("speaker-" + n).dataset.speaker; }
-    if (Object.keys(change).length) return lineAction(n, "edit", change);
+    if (Object.keys(change).length) {
+      // Marked sent before it is: the line's event may come back before the answer to the request does.
+      const key = identity(line), sent = change.text !== undefined && Boolean(draftOf(line));
+      if (sent) { sending.add(key); drawRows(); showDraft(line); }
+      return lineAction(n, "edit", change).then((queued) => {
+        if (!queued && sent && sending.delete(key)) { drawRows(); showDraft(line); }
+        return queued;
+      });
+    }
     if (!line.audio) return lineAction(n, "render");
     $("status").textContent = "line " + n + ": nothing changed to render (Retake line " + n + " makes a new take)";
   }
@@ -572,6 +688,7 @@
     if (!before) return;
     byIndex.set(line.index, line);
     state.lines[state.lines.indexOf(before)] = line;
+    checkDrafts([line]);
     if (before.speaker !== line.speaker) timeline();
     filter();
     drawBlocks();
@@ -584,18 +701,108 @@
     drawRows();
     detail();
     follow(byIndex.get(index));
-    if ($("mix").paused) showPicture(byIndex.get(index).start);
+    if (!playing || playing.paused) showPicture(byIndex.get(index).start);
   }
-  // -- the picture: the video at the selected line, playing with the mix or with the line's own players --------
+  // -- what is heard, and the picture with it ---------------------------------------------------------------------
+  // Whichever plays (the mix, a line's dub, its original, its context, an A/B take) is what the picture and the
+  // playhead follow: the picture waits for the sound to start (a context is assembled when asked for, which takes
+  // a while), then plays from where the sound is in the programme, at its rate, put back when it drifts.
+  function startOf(media) {
+    // Where the media element's 0 s is in the programme, or null for one not of the programme (a voice clip).
+    if (media === $("mix")) {
+      const span = /\/programme\?(?:.*&)?start=([0-9.]+)/.exec(media.getAttribute("src") || "");
+      return span ? Number(span[1]) : 0;
+    }
+    const at = media.dataset ? media.dataset.at : undefined;
+    return at === undefined || at === "" ? null : Number(at);
+  }
+  function pictureOn() { return !$("picture-box").hidden; }
   function showPicture(t) {
     const picture = $("picture");
-    if (!picture.hidden && picture.readyState > 0) picture.currentTime = t;
+    if (pictureOn() && picture.readyState > 0) picture.currentTime = t;
   }
-  function playPicture(t) {
+  function syncPicture(play) {
     const picture = $("picture");
-    if (picture.hidden) return;
-    picture.currentTime = t;
-    picture.play().catch(() => {});
+    if (!playing || !pictureOn()) return;
+    const t = startOf(playing) + playing.currentTime;
+    if (Math.abs(picture.currentTime - t) > DRIFT / 2) picture.currentTime = t;
+    picture.playbackRate = playing.playbackRate;
+    if (play) picture.play().catch(() => {});
+  }
+  function hear(media) {
+    playing = media;
+    if (ruled) ruled.follow(media, () => startOf(media));
+    const name = media === $("mix") ? "the mix" : media.getAttribute("aria-label");
+    $("picture-with").textContent = "Playing with " + name;
+  }
+  function tick() {
+    // Ten times a second while something plays: the mix looped over the selected line, the picture kept in sync.
+    if (!playing || playing.paused) return;
+    const mix = $("mix"), line = selected === null ? null : byIndex.get(selected);
+    if (looping && playing === mix && line) {
+      const end = line.start + Math.max(line.duration || 0, line.end - line.start);
+      if (startOf(mix) + mix.currentTime >= end) mix.currentTime = Math.max(0, line.start - startOf(mix));
+    }
+    const picture = $("picture");
+    if (!pictureOn() || picture.paused || picture.seeking || playing.readyState < 3) return;
+    const t = startOf(playing) + playing.currentTime;
+    if (Math.abs(picture.currentTime - t) > DRIFT) picture.currentTime = t;
+  }
+  function applyPlayers() {
+    // The rate to every player (kept over a new source by its default rate) and the loop to the line's players.
+    for (const media of document.querySelectorAll("audio")) {
+      media.defaultPlaybackRate = rate;
+      if (media.playbackRate !== rate) media.playbackRate = rate;
+    }
+    for (const media of $("detail").querySelectorAll("audio")) media.loop = looping;
+    $("picture").defaultPlaybackRate = rate;
+    $("loop").setAttribute("aria-pressed", looping ? "true" : "false");
+    $("rate").value = String(rate);
+  }
+  function setRate(to) {
+    rate = Math.min(2, Math.max(0.5, to));
+    applyPlayers();
+    $("status").textContent = "playing at " + rate + "×";
+  }
+  function faster(by) {
+    const k = RATES.findIndex((r) => r >= rate - 1e-9);
+    setRate(RATES[Math.min(RATES.length - 1, Math.max(0, (k < 0 ? RATES.length - 1 : k) + by))]);
+  }
+  function loop() {
+    looping = !looping;
+    applyPlayers();
+    $("status").textContent = looping ? "looping the selected line" : "not looping";
+  }
+  const SIZES = ["small", "medium", "large"];
+  function pictureSize(size) {
+    const box = $("picture-box");
+    box.classList.remove(...SIZES);
+    box.classList.add(size);
+    box.style.width = box.style.height = "";  // a size dragged by its corner gives way to the one asked for
+    $("picture-size").textContent = "Picture: " + size;
+    try { localStorage.setItem("omnidub-picture-size", size); } catch (e) { /* kept for this page only */ }
+  }
+  function fullScreen() {
+    const box = $("picture-box");
+    if (box.hidden) { $("status").textContent = "no picture: the folder has no video"; return; }
+    if (document.fullscreenElement) document.exitFullscreen().catch(() => {});
+    else box.requestFullscreen().catch((e) => { $("status").textContent = "full screen refused: " + e.message; });
+  }
+  // -- editing by keyboard ----------------------------------------------------------------------------------------
+  function editText(line) {
+    const box = $("text-" + line.index);
+    if (!box) return;
+    box.focus();
+    box.setSelectionRange(box.value.length, box.value.length);
+  }
+  function backToList() {
+    const line = selected === null ? null : byIndex.get(selected);
+    $("rows").focus({preventScroll: true});
+    if (line) {
+      reveal(line.index);
+      drawRows();
+      if (draftOf(line)) $("status").textContent = "line " + line.index + ": your text is kept, unsent (Enter goes back to it)";
+    }
   }
   function stepTo(found) {
     if (found === undefined) { $("status").textContent = "no such line among those shown"; return; }
@@ -633,15 +840,32 @@
   const OWN_KEYS = new Set(["input", "textarea", "select", "audio", "video", "dialog"]);
   document.addEventListener("keydown", (e) => {
     const tag = (e.target.tagName || "").toLowerCase();
+    // In the selected line (its text box, any of its controls): Ctrl+Enter renders, Escape goes back to the list.
+    const inLine = state && !$("help").open && e.target.closest ? e.target.closest("#detail article") : null;
+    if (inLine && e.key === "Enter" && (e.ctrlKey || e.metaKey) && !e.altKey) {
+      e.preventDefault();
+      Promise.resolve(renderLine(Number(inLine.dataset.index))).finally(backToList);
+      return;
+    }
+    // Escape from any control of the page (a player, the picture's, the timeline's) goes back to the list too; the
+    // dialogs, the search box (Escape empties it) and full screen keep theirs.
+    const away = state && e.key === "Escape" && !e.ctrlKey && !e.metaKey && !e.altKey && !document.fullscreenElement &&
+                 !document.querySelector("dialog[open]") && e.target !== $("search") && e.target !== $("rows");
+    if (away) {
+      e.preventDefault();
+      backToList();
+      return;
+    }
     if (OWN_KEYS.has(tag) || e.target.isContentEditable || e.ctrlKey || e.metaKey || e.altKey || !state) return;
     if ($("help").open) return;
-    if (tag === "button" && (e.key === " " || e.key === "Enter")) return;
+    if ((tag === "button" || tag === "a") && (e.key === " " || e.key === "Enter")) return;
     const line = selected === null ? null : byIndex.get(selected);
     const keys = {
       j: () => step(1), ArrowDown: () => step(1), k: () => step(-1), ArrowUp: () => step(-1),
       f: () => seek(1, (l) => l.verdict === "failed"), F: () => seek(-1, (l) => l.verdict === "failed"),
       u: () => seek(1, (l) => !l.approved), U: () => seek(-1, (l) => !l.approved),
       "?": () => $("help").showModal(), "/": () => $("search").focus(), z: undo,
+      "[": () => faster(-1), "]": () => faster(1), v: fullScreen,
     };
     const onLine = {
       p: () => play("Dub of line " + line.index), o: () => play("Original of line " + line.index),
@@ -650,6 +874,7 @@
       a: () => approve(line), r: () => lineAction(line.index, "retake"),
       g: () => lineAction(line.index, "mark", {look_again: !line.look_again}),
       m: () => { seekMix(line.start); $("mix").play(); },
+      Enter: () => editText(line), e: () => editText(line), l: loop,
     };
     const run = keys[e.key] || (line && onLine[e.key]);
     if (!run) return;
@@ -667,22 +892,41 @@
   });
   const picture = $("picture");
   picture.addEventListener("loadedmetadata", () => {
-    picture.hidden = false;
+    $("picture-box").hidden = false;
     if (selected !== null) showPicture(byIndex.get(selected).start);
   });
   picture.src = "/picture";  // a folder without a video answers 404: the player stays hidden
-  $("mix").addEventListener("play", () => playPicture($("mix").currentTime));
-  $("mix").addEventListener("pause", () => picture.pause());
-  $("mix").addEventListener("seeked", () => { if (!picture.hidden) picture.currentTime = $("mix").currentTime; });
-  // A line's own players move the picture to where they play in the programme (media events do not bubble).
-  $("detail").addEventListener("play", (e) => {
-    const line = selected === null ? null : byIndex.get(selected);
-    const label = e.target.getAttribute("aria-label") || "";
-    if (line && /^(Dub|A\/B player) of line/.test(label)) playPicture(line.start + e.target.currentTime);
-    else if (line && / in context$/.test(label))
-      playPicture(Math.max(0, line.start - 2) + e.target.currentTime);
+  // Media events do not bubble: they are caught on their way down. One player heard at a time.
+  document.addEventListener("play", (e) => {
+    const media = e.target;
+    if (media === picture || startOf(media) === null) return;
+    for (const other of document.querySelectorAll("audio")) if (other !== media && !other.paused) other.pause();
+    if (media.playbackRate !== rate) media.playbackRate = rate;
+    hear(media);
+    picture.pause();  // until the sound starts
   }, true);
-  $("detail").addEventListener("pause", () => { if ($("mix").paused) picture.pause(); }, true);
+  document.addEventListener("playing", (e) => { if (e.target === playing) syncPicture(true); }, true);
+  for (const type of ["waiting", "pause", "ended", "seeked"]) {
+    document.addEventListener(type, (e) => {
+      if (e.target !== playing || e.target === picture) return;
+      if (playing.paused || type === "waiting") picture.pause();
+      syncPicture(false);
+    }, true);
+  }
+  document.addEventListener("ratechange", (e) => { if (e.target === playing) picture.playbackRate = playing.playbackRate; }, true);
+  setInterval(tick, 100);
+  $("loop").addEventListener("click", loop);
+  $("rate").addEventListener("change", () => setRate(Number($("rate").value)));
+  $("picture-size").addEventListener("click", () => {
+    const now = SIZES.find((size) => $("picture-box").classList.contains(size)) || SIZES[0];
+    pictureSize(SIZES[(SIZES.indexOf(now) + 1) % SIZES.length]);
+  });
+  $("picture-full").addEventListener("click", fullScreen);
+  document.addEventListener("fullscreenchange", () => {
+    $("picture-full").textContent = document.fullscreenElement ? "Leave full screen (v)" : "Full screen (v)";
+  });
+  try { pictureSize(SIZES.includes(localStorage.getItem("omnidub-picture-size")) ?
+                    localStorage.getItem("omnidub-picture-size") : "small"); } catch (e) { pictureSize("small"); }
   $("undo").addEventListener("click", undo);
   $("error-close").addEventListener("click", () => say("error", ""));
   $("notice-close").addEventListener("click", () => say("notice", ""));
@@ -707,8 +951,11 @@
       return;
     }
     showLost(false);
+    const first = state === null;
     state = fresh;
     byIndex = new Map(state.lines.map((l) => [l.index, l]));
+    if (first) loadDrafts();
+    checkDrafts(state.lines);
     document.title = "omnidub review: " + state.title;
     $("title").textContent = "Review of " + state.title + " (" + state.input + ")";
     const speaker = $("speaker").value;
@@ -722,6 +969,7 @@
     timeline();
     detail();
     loadMix();
+    applyPlayers();
     if (!drawn) {
       drawn = true;
       document.body.dataset.ready = "true";
@@ -736,9 +984,11 @@
     if (event.type === "line") replaceLine(event.line);
     else if (event.type === "counts") showCounts(event.counts);
     else if (event.type === "status") showStatus(event);
-    else if (event.type === "error")
+    else if (event.type === "error") {
+      const line = event.index ? byIndex.get(event.index) : null;
+      if (line && sending.delete(identity(line))) { drawRows(); showDraft(line); }
       say("error", (event.index && !event.text.startsWith("line ") ? "line " + event.index + ": " : "") + event.text);
-    else if (event.type === "note") say("notice", event.text);
+    } else if (event.type === "note") say("notice", event.text);
     else if (event.type === "progress") $("status").textContent = event.text;
     else if (event.type === "mix" && event.mix !== state.mix) { state.mix = event.mix; loadMix(); }
     else if (event.type === "rendering") {
