@@ -3,7 +3,7 @@ cache, a rerun with nothing changed, a rerun after three lines of the translatio
 render), and a real SIGINT in each stage, each followed by the run that goes on.
 
 Usage: python tools/measure_episode.py EPISODE_DIR --work DIR [--asr-model tiny.en] [--preset fast]
-       [--interrupts] [--json FILE]
+       [--interrupts | --only-interrupts] [--json FILE]
 
 Runs offline (HF_HUB_OFFLINE) with --model synthetic:tiny, each part in a cache of its own under DIR (the synthetic
 model linked in), so that the cold run hears, analyses, translates, renders and checks everything. The timed runs
@@ -179,6 +179,7 @@ def main() -> None:
     parser.add_argument("--asr-model", default="tiny.en")
     parser.add_argument("--preset", default="fast")
     parser.add_argument("--interrupts", action="store_true", help="also stop the command in each stage")
+    parser.add_argument("--only-interrupts", action="store_true", help="only stop the command in each stage")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -198,6 +199,10 @@ def main() -> None:
         "asr_model": args.asr_model,
         "preset": args.preset,
     }
+    if args.only_interrupts:
+        print("SIGINT in each stage, each run going on from the last", flush=True)
+        result["interrupts"] = interrupted_runs(video, args.work, args)
+        return report(result, args)
     os.environ["OMNIDUB_CACHE"] = str(fresh_cache(args.work / "cache"))
     out = args.work / "dub"
     shutil.rmtree(out, ignore_errors=True)
@@ -224,6 +229,10 @@ def main() -> None:
     if args.interrupts:
         print("SIGINT in each stage, each run going on from the last", flush=True)
         result["interrupts"] = interrupted_runs(video, args.work, args)
+    report(result, args)
+
+
+def report(result: dict, args) -> None:
     result["load_after"] = [round(x, 2) for x in os.getloadavg()]
     text = json.dumps(result, indent=2, ensure_ascii=False)
     print(text)
