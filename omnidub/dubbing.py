@@ -126,7 +126,7 @@ class Dubbing:
 
     def on_disk(self) -> str:
         """What the stages that finished left on disk, and what the one in flight keeps, in a phrase."""
-        kept = list(self._done.values())
+        kept = [said for stage, said in self._done.items() if not (stage == "render" and self.stage == "check")]
         if self.stage == "hear":
             kept.append("a finished transcription is kept in omnidub's cache")
         elif self.stage == "translate":
@@ -168,7 +168,7 @@ class Dubbing:
         casting, given = self._cast(source_options, original)
         translated = self._translate(original, source_options.language, target, casting)
         summary, report, job = self._render(translated, source_options, given, target)
-        stopped = "render" if summary is not None and summary.interrupted else None
+        stopped = "render" if summary is not None and summary.interrupted else ("check" if job.unchecked else None)
         entries = job.projects[0].entries if job.projects else []
         misjudged = tuple(e.index for e in entries if _misjudged(e))
         return Dubbed(

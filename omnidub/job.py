@@ -76,6 +76,7 @@ class Job:
         self.listener = listener or Listener()
         self.qa = qa
         self.stopping = False
+        self.unchecked = False  # a stop came while QA was hearing the lines: the outputs are whole, QA is not
         self._shown: Project | None = None
         self._pinned = False
 
@@ -185,7 +186,11 @@ class Job:
                 runs[id(project)] = self._failed(project, exc)
         if self.qa is not None and not self.stopping:
             checked = [p for p in live if runs[id(p)].summary is not None]
-            for project, report in self.check(checked).items():
+            try:
+                reports = self.check(checked)
+            except _Stopped:
+                self.unchecked, reports = True, {}
+            for project, report in reports.items():
                 run = runs[id(project)]
                 runs[id(project)] = InputRun(run.input, run.out_dir, summary=run.summary, report=report)
         self.engine.close()
@@ -284,11 +289,16 @@ class Job:
 
         encoder = self.engine.speaker_encoder(self.qa.speaker_model)
 
+        def heard(done: int, total: int, index: int) -> None:
+            if self.stopping:  # a stop while QA hears the lines: the outputs are whole, the check ends here
+                raise _Stopped
+            self.listener.checking(done, total, index)
+
         def check(project: Project):
             return run_qa(
                 project.out_dir,
                 asr=self.engine.judge(project.options.language),
-                progress=self.listener.checking,
+                progress=heard,
                 encoder=encoder,
                 references=speaker_references(project),
                 kept=self.engine.transcripts(),
@@ -421,3 +431,7 @@ def speaker_references(project: Project) -> dict[str, Path]:
 
 def _identity_text(identity: dict) -> str:
     return f"{identity.get('backend')} on {identity.get('device')} in {identity.get('dtype')}"
+
+
+class _Stopped(Exception):
+    """A stop requested while QA hears the lines (see Job.unchecked)."""

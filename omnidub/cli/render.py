@@ -465,6 +465,10 @@ def _run(o: dict, engine, settings, job, listener) -> int:
         done = sum(s.rendered + s.cached for s in summaries)
         err.print(f"interrupted: {done} of {sum(s.lines for s in summaries)} lines are done; rerun to finish.")
         return 130
+    if job.unchecked:
+        folders = " ".join(str(run.out_dir) for run in runs if run.summary is not None)
+        err.print(f"interrupted while checking: the outputs are whole; QA did not finish: omnidub qa {folders}")
+        return 130
     return _report(runs, many, o["as_json"])
 
 
