@@ -36,11 +36,13 @@ window.omnidubTimeline = function (options) {
       scroll.scrollLeft = Math.max(0, x - scroll.clientWidth / 3);
   }
   function place() {
-    const t = player ? player.currentTime : 0;
+    // A player holding a span of the programme (the review's programme) says where it starts with `offset`.
+    const t = player ? player.currentTime + (options.offset ? options.offset() : 0) : 0;
     playhead.style.left = (100 * t / program) + "%";
     if (player && !player.paused) show(t);
   }
   function seek(t, play) {
+    if (options.seek) return options.seek(t, play);  // the page loads what plays second t itself
     if (!player || !player.getAttribute("src")) return;
     player.currentTime = t;
     place();

@@ -17,10 +17,10 @@ from omnidub.errors import OmnidubError
 from omnidub.job import Job, QaOptions
 from omnidub.progress import Listener
 from omnidub.records import LineEntry
-from omnidub.review.previews import Previews
+from omnidub.review.previews import NotReady, Previews, Span
 from omnidub.review.view import Views, counts
 
-__all__ = ["Action", "Review", "Stale"]
+__all__ = ["Action", "NotReady", "Review", "Span", "Stale"]
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class Review:
         project.listener = self.job.listener  # what the project notes (a hand edit moved aside) reaches the page
         self.editor = Editor(self.job, working=self._working)
         self.views = Views(project, self.editor)
-        self.previews = Previews(project)
+        self.previews = Previews(project, on_ready=lambda what: self._publish({"type": "media", "ready": what}))
         self.closing = threading.Event()  # set when the server stops: live event streams end
         self._subscribers: list[Callable[[dict], None]] = []
         self._lock = threading.Lock()
@@ -79,6 +79,8 @@ class Review:
         self._spans: dict[int, tuple[float, float] | None] = {}  # each line's own span of the source
         self._folder: dict = {}  # the folder's own view: title, speakers, programme, the mix's file
         self._status: dict = {"busy": None, "queued": 0}
+        self._generation = 0  # counts the changes published to lines: a programme heard is of one generation
+        self._heard: dict = {}  # the last few programmes assembled, by span and generation
 
     @property
     def deliveries(self) -> list[Delivery]:
@@ -90,6 +92,7 @@ class Review:
         """Hold the folder (voices prepared, stored lines placed; nothing renders), publish every line and start
         the worker. A delivery a killed review (or render) left half-done is finished first."""
         self.editor.hold()
+        self.previews.start()  # the source and the bed decoded meanwhile (once: cached on disk)
         self._publish_folder()
         self._refresh([e.index for e in self.project.entries], quietly=True)
         self._worker = threading.Thread(target=self._work, name="omnidub review", daemon=True)
@@ -245,6 +248,7 @@ class Review:
                 if self._lines.get(index) == line:
                     continue
                 self._lines[index] = line
+                self._generation += 1
             if not quietly:
                 self._publish({"type": "line", "line": line})
         if not quietly:
@@ -275,7 +279,14 @@ class Review:
         with self._lock:
             lines = [self._lines[i] for i in sorted(self._lines)]
             view = {k: v for k, v in self._folder.items() if k != "mix_file"}
-        return {**view, "mix": self._mix_url(), "lines": lines, "counts": self.counts(), "status": self.status()}
+        return {
+            **view,
+            "mix": self._mix_url(),
+            "media_ready": self.previews.ready.is_set(),
+            "lines": lines,
+            "counts": self.counts(),
+            "status": self.status(),
+        }
 
     # -- files the page may play -----------------------------------------------------------------------------
     def media(self, what: str, index: int | None = None, take: int | None = None):
@@ -294,18 +305,36 @@ class Review:
         return files.get(what) if what in ("line", "original") else None
 
     def own_original(self, index: int) -> bytes | None:
-        """The line's own span of the source as WAV bytes (decoded from the source once), or None."""
+        """The line's own span of the source as WAV bytes (decoded from the source once), or None; NotReady while
+        the source is being decoded."""
         with self._lock:
             span = self._spans.get(index)
         return self.previews.own_original(span)
 
     def context(self, index: int) -> bytes | None:
         """The line in context (see ``Previews.context``) as the lines were last published; None for an unknown
-        line."""
+        line; NotReady while the bed is being decoded."""
         with self._lock:
             line = self._lines.get(index)
             placed = [(view, self._media.get(i, {}).get("line")) for i, view in self._lines.items()]
         return None if line is None else self.previews.context(line, placed)
+
+    def programme(self, span: Span) -> bytes:
+        """The programme over ``span`` as the lines were last published (see ``Previews.programme``), as WAV bytes:
+        what the page plays while the delivered mix is not the lines as they stand. The last few are kept, so
+        that a player reading one in pieces (byte ranges) has it assembled once."""
+        with self._lock:
+            key = (span, self._generation)
+            if key in self._heard:
+                return self._heard[key]
+            placed = [(view, self._media.get(i, {}).get("line")) for i, view in self._lines.items()]
+        data = self.previews.programme(span, placed)
+        with self._lock:
+            self._heard = {k: v for k, v in self._heard.items() if k[1] == self._generation and k != key}
+            while len(self._heard) >= 3:
+                self._heard.pop(next(iter(self._heard)))
+            self._heard[key] = data
+        return data
 
     def picture(self):
         return self.previews.picture()
