@@ -67,6 +67,11 @@ class Previews:
     def start(self) -> threading.Thread:
         """Decode the source and the bed on a thread of their own, at a low priority (the page's actions and the
         renders come first); ``on_ready(what)`` is called as each is there ("all" once both are)."""
+        with self._lock:  # what is not there is known at once: a folder without a source or a bed never waits
+            if self._source_path() is None:
+                self._decoded["source"] = None
+            if self._bed_path() is None:
+                self._decoded["bed"] = None
         thread = threading.Thread(target=self.prepare, name="omnidub review media", daemon=True)
         thread.start()
         return thread

@@ -528,7 +528,7 @@
     mix.preload = play ? "auto" : "none";  // assembled when it is played, not when the page opens
     mix.src = programmeUrl(mixFrom);
     $("mix-length").textContent = NOT_DELIVERED;
-    if (play) mix.play().catch(() => {});
+    if (play) start(mix, "the programme");
   }
   function seekMix(t, play) {
     // Second t of the programme in the mix player: the delivered mix while it is current, else the programme.
@@ -566,13 +566,16 @@
   function play(label) {
     const audio = document.querySelector('#detail audio[aria-label="' + label + '"]');
     if (!audio) return;
-    if (!audio.paused) return audio.pause();
-    if (audio.error && !state.media_ready) {
-      waiting = audio;  // played once the desk says the source and the bed are ready
+    if (audio.paused) start(audio, label); else audio.pause();
+  }
+  function start(audio, label) {
+    // Play; a player the server could not answer yet (the source or the bed still being decoded) is played once
+    // the desk says they are ready.
+    audio.play().catch(() => {
+      if (state.media_ready) return;
+      waiting = audio;
       $("status").textContent = "the source is still being prepared: " + label + " plays once it is ready";
-      return;
-    }
-    audio.play().catch(() => {});
+    });
   }
 
   // Keys never act inside a control that takes typing, a choice or a player's own keys.
