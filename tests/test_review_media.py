@@ -166,6 +166,8 @@ def test_an_own_original_and_a_context_are_served_in_byte_ranges_and_the_origina
 
 def test_the_programme_holds_a_retake_at_once_without_a_delivery(rendered, tmp_path):
     """GET /programme over a line's span, as the page's mix player asks for it, before and after a retake."""
+    import json
+
     from starlette.testclient import TestClient
 
     from omnidub.review.app import build_app
@@ -181,11 +183,14 @@ def test_the_programme_holds_a_retake_at_once_without_a_delivery(rendered, tmp_p
         segment = folder / "segments" / "0002-BOB.wav"
         mix = (folder / "mix.wav").read_bytes()
 
+        gain = 10 ** (json.loads((folder / "manifest.json").read_text())["loudness"]["mix"]["gain"] / 20)
+
         def distance(audio: bytes, wav: Path) -> float:
+            """How far the programme, where the line plays, is from the segment at the mix's loudness gain."""
             heard, rate = sf.read(io.BytesIO(audio), dtype="float32")
             samples, _ = sf.read(str(wav), dtype="float32")
             piece = heard[int(round(rate)) :][: samples.size]  # the line starts one second in
-            return float(np.abs(piece - samples[: piece.size]).mean())
+            return float(np.abs(piece - gain * samples[: piece.size]).mean())
 
         (tmp_path / "first.wav").write_bytes(segment.read_bytes())
         before = client.get(span, headers=page)
@@ -298,3 +303,42 @@ def test_a_page_on_another_local_port_cannot_play_the_programme(rendered, tmp_pa
     finally:
         other.shutdown()
         stop()
+
+
+def test_the_programme_over_a_bed_is_ducked_as_the_delivered_mix_ducks_it(rendered, tmp_path):
+    """The scene rendered again over a bed (its lines from the line store): the programme the page plays before a
+    delivery is the mix over the bed the render delivered, but for the mix's loudness gain."""
+    import json
+
+    from starlette.testclient import TestClient
+    from test_review import render
+
+    from omnidub.media import load_audio
+    from omnidub.review.app import build_app
+
+    folder = tmp_path / "out"
+    shutil.copytree(rendered, folder, symlinks=True)
+    script = Path(json.loads((folder / "manifest.json").read_text())["input"])
+    result = render(script, folder, "--bed", SOURCE / "scene.opus")
+    assert result.exit_code in (0, 1), result.output
+    delivered = load_audio(folder / "mix-bed.wav", 24000)  # both channels, as the programme hears the bed
+    desk = open_desk(folder)
+    try:
+        assert desk.previews.ready.wait(60)
+        client = TestClient(build_app(desk, {"testserver"}), cookies={"omnidub_review": desk.token})
+        page = {"Sec-Fetch-Site": "same-origin"}
+
+        def residue(query: str) -> tuple[float, float]:
+            """What is left of the delivered mix (0 to 11 s) once the programme, at its best gain, is taken away
+            (a share of the mix's energy), and that gain."""
+            heard, rate = sf.read(io.BytesIO(client.get(f"/programme?start=0&end=11{query}", headers=page).content))
+            mix = delivered[: heard.size]
+            gain = float(heard @ mix) / float(heard @ heard)
+            return float(np.sum((mix - gain * heard) ** 2) / np.sum(mix**2)), gain
+
+        (ducked, level), (dub_alone, _), (bed_alone, _) = residue(""), residue("&bed=0"), residue("&dub=0")
+        # What is left is the two resamplings' (the mix at 48 kHz heard at 24 kHz) and the limiter's, not the bed's.
+        assert ducked < 0.05 and dub_alone > 1.5 * ducked and bed_alone > 0.5, (ducked, dub_alone, bed_alone)
+        assert 0.8 < level < 1.25  # at the delivered mix's level (the dub there is 25 dB up, the whole 3.7 dB down)
+    finally:
+        desk.close(deliver=False)

@@ -278,7 +278,7 @@ class Review:
         """The whole page's data: the folder, its speakers, the programme, and every line (as last published)."""
         with self._lock:
             lines = [self._lines[i] for i in sorted(self._lines)]
-            view = {k: v for k, v in self._folder.items() if k != "mix_file"}
+            view = {k: v for k, v in self._folder.items() if k not in ("mix_file", "mix_gains")}
         return {
             **view,
             "mix": self._mix_url(),
@@ -317,7 +317,8 @@ class Review:
         with self._lock:
             line = self._lines.get(index)
             placed = [(view, self._media.get(i, {}).get("line")) for i, view in self._lines.items()]
-        return None if line is None else self.previews.context(line, placed)
+            gains = self._folder.get("mix_gains", (0.0, None))
+        return None if line is None else self.previews.context(line, placed, gains)
 
     def programme(self, span: Span) -> bytes:
         """The programme over ``span`` as the lines were last published (see ``Previews.programme``), as WAV bytes:
@@ -328,7 +329,8 @@ class Review:
             if key in self._heard:
                 return self._heard[key]
             placed = [(view, self._media.get(i, {}).get("line")) for i, view in self._lines.items()]
-        data = self.previews.programme(span, placed)
+            gains = self._folder.get("mix_gains", (0.0, None))
+        data = self.previews.programme(span, placed, gains)
         with self._lock:
             self._heard = {k: v for k, v in self._heard.items() if k[1] == self._generation and k != key}
             while len(self._heard) >= 3:

@@ -141,16 +141,19 @@ class Previews:
         samples = self._read("source", start, int(round((end - start) * RATE)))
         return None if samples is None else wav_bytes(samples, RATE)
 
-    def context(self, line: dict, placed: list[tuple[dict, object]]) -> bytes:
+    def context(self, line: dict, placed: list[tuple[dict, object]], gains=(0.0, None)) -> bytes:
         """The line (its view) with CONTEXT_SECONDS before and after, as the lines stand now, over the bed: the
         programme around it (see :meth:`programme`)."""
         start = max(0.0, line["start"] - CONTEXT_SECONDS)
-        return self.programme(Span(start, line["end"] + CONTEXT_SECONDS), placed)
+        return self.programme(Span(start, line["end"] + CONTEXT_SECONDS), placed, gains)
 
-    def programme(self, span: Span, placed: list[tuple[dict, object]]) -> bytes:
+    def programme(self, span: Span, placed: list[tuple[dict, object]], gains=(0.0, None)) -> bytes:
         """The programme from ``span.start`` to ``span.end`` as the lines stand now, as WAV bytes: every placed
         segment (each line's view and the path of its segment) at its place, over the bed ducked under the lines as
-        the mix ducks it, with the source's own audio when asked; NotReady while what it needs is being decoded."""
+        the mix ducks it, with the source's own audio when asked; NotReady while what it needs is being decoded.
+
+        ``gains``: the dB the last assembly gave the dub and the mix over the bed (None: no bed then), so that the
+        programme plays at the delivered mix's level (its look-ahead limiter is left out)."""
         import numpy as np
         import soundfile as sf
 
@@ -189,8 +192,10 @@ class Previews:
             a = int(round((placement.start - start) * RATE))
             piece = samples[max(0, -a) : max(0, frames - a)]
             out[max(a, 0) : max(a, 0) + piece.size] += piece
+        out *= 10 ** (gains[0] / 20)
         if bed is not None:
             out += bed * self._duck(speaking, start, frames, delivery.duck)
+            out *= 10 ** ((gains[1] or 0.0) / 20)
         if source is not None:
             out += source
         return wav_bytes(np.clip(out, -1.0, 1.0), RATE)
