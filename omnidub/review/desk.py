@@ -317,8 +317,7 @@ class Review:
         with self._lock:
             line = self._lines.get(index)
             placed = [(view, self._media.get(i, {}).get("line")) for i, view in self._lines.items()]
-            gains = self._folder.get("mix_gains", (0.0, None))
-        return None if line is None else self.previews.context(line, placed, gains)
+        return None if line is None else self.previews.context(line, placed)
 
     def programme(self, span: Span) -> bytes:
         """The programme over ``span`` as the lines were last published (see ``Previews.programme``), as WAV bytes:

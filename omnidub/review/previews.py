@@ -141,11 +141,11 @@ class Previews:
         samples = self._read("source", start, int(round((end - start) * RATE)))
         return None if samples is None else wav_bytes(samples, RATE)
 
-    def context(self, line: dict, placed: list[tuple[dict, object]], gains=(0.0, None)) -> bytes:
+    def context(self, line: dict, placed: list[tuple[dict, object]]) -> bytes:
         """The line (its view) with CONTEXT_SECONDS before and after, as the lines stand now, over the bed: the
-        programme around it (see :meth:`programme`)."""
+        programme around it (see :meth:`programme`) at the level of the line's own player (the segments')."""
         start = max(0.0, line["start"] - CONTEXT_SECONDS)
-        return self.programme(Span(start, line["end"] + CONTEXT_SECONDS), placed, gains)
+        return self.programme(Span(start, line["end"] + CONTEXT_SECONDS), placed)
 
     def programme(self, span: Span, placed: list[tuple[dict, object]], gains=(0.0, None)) -> bytes:
         """The programme from ``span.start`` to ``span.end`` as the lines stand now, as WAV bytes: every placed
