@@ -342,3 +342,40 @@ def test_the_programme_over_a_bed_is_ducked_as_the_delivered_mix_ducks_it(render
         assert 0.8 < level < 1.25  # at the delivered mix's level (the dub there is 25 dB up, the whole 3.7 dB down)
     finally:
         desk.close(deliver=False)
+
+
+# What a browser does to a page whose tab goes to the background (headless pages are never hidden on their own).
+HIDE = """() => {
+  Object.defineProperty(document, "visibilityState", {value: "hidden", configurable: true});
+  document.dispatchEvent(new Event("visibilitychange"));
+}"""
+SHOW = """() => {
+  Object.defineProperty(document, "visibilityState", {value: "visible", configurable: true});
+  document.dispatchEvent(new Event("visibilitychange"));
+}"""
+
+
+@needs_chromium
+def test_a_sixth_tab_loads_while_five_others_are_open_in_the_background(rendered, tmp_path, browser):
+    from playwright.sync_api import expect
+
+    desk, url, _, stop = serve_copy(rendered, tmp_path)
+    try:
+        context = browser.new_context(viewport={"width": 1280, "height": 720})
+        streams: list[str] = []
+        context.on("request", lambda request: streams.append(request.url) if "/api/events" in request.url else None)
+        tabs = []
+        for _ in range(6):  # a browser opens six connections to one server: one stream a tab would take them all
+            tab = context.new_page()
+            tab.goto(url)
+            expect(tab.locator("body[data-ready=true]")).to_have_count(1, timeout=30_000)
+            tab.evaluate(HIDE)  # the next tab comes to the front
+            tabs.append(tab)
+        assert len(streams) == 6  # one event stream a page
+        # Back in front, a tab listens again and reads what changed meanwhile.
+        do(desk, "approve", 1, approved=True, key=desk.state()["lines"][0]["key"])
+        tabs[0].evaluate(SHOW)
+        expect(rows(tabs[0]).get_by_role("option", name=re.compile(r"^Line 1, .*approved"))).to_be_visible()
+        context.close()
+    finally:
+        stop()
