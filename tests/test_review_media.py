@@ -305,6 +305,7 @@ def test_a_page_on_another_local_port_cannot_play_the_programme(rendered, tmp_pa
         stop()
 
 
+@pytest.mark.slow  # over 10 s: the scene is assembled again over the bed (its lines from the line store)
 def test_the_programme_over_a_bed_is_ducked_as_the_delivered_mix_ducks_it(rendered, tmp_path):
     """The scene rendered again over a bed (its lines from the line store): the programme the page plays before a
     delivery is the mix over the bed the render delivered, but for the mix's loudness gain."""
