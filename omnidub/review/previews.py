@@ -18,11 +18,12 @@ from pathlib import Path
 from typing import Callable
 
 from omnidub.errors import OmnidubError
+from omnidub.source.audio import CLIP_RATE
 
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm")
 CONTEXT_SECONDS = 2.0  # heard before and after a line played in context
 PROGRAMME_SECONDS = 120.0  # the longest span of the programme assembled at once
-RATE = 24000  # the previews' rate: the source's clips' (CLIP_RATE) and the voices'
+RATE = CLIP_RATE  # the previews' rate: the source's clips' and the voices'
 DECODED_VERSION = 1  # of the decoded files' layout: a new one decodes every source again
 
 
