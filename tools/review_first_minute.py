@@ -2,7 +2,7 @@
 opened as soon as the review is, then for each of the first lines its own original (o), its context (c), the mix
 or programme (m) and the approval (a), in Debian's Chromium (Playwright).
 
-    python tools/review_first_minute.py FOLDER [--lines 10] [--warm] [--json FILE]
+    python tools/review_first_minute.py FOLDER [--lines 10] [--listen 1] [--warm] [--json FILE]
 
 Without ``--warm`` the review's decoded copies of the source and the bed are removed from omnidub's cache first
 (``<cache>/review/``), as on a first review; the source's analysis stays (it is the render's). Times are from the
@@ -21,9 +21,9 @@ import threading
 import time
 from pathlib import Path
 
-# In the page: for each line, select it, press o, c and m, then a, and time the approval; meanwhile the first line's
-# original is read until the server answers it.
-FIRST_LINES = """async ([lines]) => {
+# In the page: for each line, select it, press o, c and m, listen a moment, then a, and time the approval; meanwhile
+# the first line's original is read until the server answers it.
+FIRST_LINES = """async ([lines, listen]) => {
   const key = (k) => document.dispatchEvent(new KeyboardEvent("keydown", {key: k}));
   const wait = async (test) => { while (!test()) await new Promise((r) => setTimeout(r, 2)); };
   const approvals = [], began = performance.now();
@@ -39,6 +39,9 @@ FIRST_LINES = """async ([lines]) => {
     document.getElementById("row-" + i).click();
     await wait(() => document.getElementById("line-" + i));
     key("o"); key("c"); key("m");
+    // The editor listens a moment (up to `listen` seconds for the original to play) before approving.
+    const player = document.querySelector('[aria-label="Original of line ' + i + '"]'), heard0 = performance.now();
+    await wait(() => (player && !player.paused && player.readyState >= 3) || performance.now() - heard0 > listen);
     const t = performance.now();
     key("a");
     await wait(() => {
@@ -58,6 +61,7 @@ def main() -> None:
     parser.add_argument("folder", type=Path)
     parser.add_argument("--lines", type=int, default=10)
     parser.add_argument("--warm", action="store_true", help="keep the decoded source and bed in the cache")
+    parser.add_argument("--listen", type=float, default=1.0, help="seconds the editor waits to hear the original")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     from playwright.sync_api import expect, sync_playwright
@@ -88,7 +92,7 @@ def main() -> None:
             expect(page.locator("body[data-ready=true]")).to_have_count(1, timeout=300_000)
             figures["page_load_seconds"] = round(time.perf_counter() - began, 2)
             lines = [line["index"] for line in desk.state()["lines"][: args.lines]]
-            timed = page.evaluate(FIRST_LINES, [lines])
+            timed = page.evaluate(FIRST_LINES, [lines, args.listen * 1000])
             browser.close()
     finally:
         stop[0]()
