@@ -574,6 +574,7 @@ def test_a_lines_own_original_is_its_own_span_of_the_source_whichever_clip_its_v
     source = read_source(SOURCE / "scene.opus", CLIP_RATE)
     desk = open_desk(out)
     try:
+        assert desk.previews.ready.wait(120)  # decoded in the background from the moment the review opened
         for line in desk.state()["lines"][:4]:
             n = line["index"]
             # Every voice here is its speaker's one clip, from elsewhere in the scene: the page says which.

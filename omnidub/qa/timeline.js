@@ -35,8 +35,10 @@ window.omnidubTimeline = function (options) {
     if (x < scroll.scrollLeft || x > scroll.scrollLeft + scroll.clientWidth - 20)
       scroll.scrollLeft = Math.max(0, x - scroll.clientWidth / 3);
   }
-  // What the playhead follows: the player, or another media element with its start in the programme (at()).
-  let heard = player || null, at = () => 0;
+  // What the playhead follows: the player, or another media element with its start in the programme (at()). A
+  // player holding a span of the programme (the review's programme) says where it starts with `offset`.
+  const offset = options.offset || (() => 0);
+  let heard = player || null, at = offset;
   function place() {
     const t = heard ? at() + heard.currentTime : 0;
     playhead.style.left = (100 * t / program) + "%";
@@ -45,14 +47,15 @@ window.omnidubTimeline = function (options) {
   function follow(media, start) {
     if (heard) heard.removeEventListener("timeupdate", place);
     heard = media || player || null;
-    at = typeof start === "function" ? start : () => start || 0;
+    at = typeof start === "function" ? start : start === undefined && heard === player ? offset : () => start || 0;
     if (heard) heard.addEventListener("timeupdate", place);
     place();
   }
   function seek(t, play) {
+    if (options.seek) return options.seek(t, play);  // the page loads what plays second t itself
     if (!player || !player.getAttribute("src")) return;
     player.currentTime = t;
-    if (heard !== player) follow(player, 0);
+    if (heard !== player) follow(player);
     place();
     if (play) player.play();
   }

@@ -25,12 +25,15 @@ from starlette.responses import FileResponse, JSONResponse, Response, StreamingR
 from starlette.routing import Route
 
 from omnidub.errors import OmnidubError
-from omnidub.review.desk import Action, Review, Stale
+from omnidub.review.desk import Action, NotReady, Review, Span, Stale
+from omnidub.review.previews import PROGRAMME_SECONDS
 
 # Routes that read audio, video or the folder's files: a page elsewhere could play them (an <audio> element sends
 # the cookie of every port of the host), so they answer only the page itself, or a request carrying the token. The
 # remedies too: each runs the pace model, which no other page may keep busy.
-MEDIA = ("/media/", "/own-original/", "/context/", "/picture", "/files/", "/remedies/")
+MEDIA = ("/media/", "/own-original/", "/context/", "/programme", "/picture", "/files/", "/remedies/")
+MEDIA_AT_ONCE = 2  # previews assembled at the same time; more wait their turn (each takes milliseconds)
+RETRY_SECONDS = 2  # what a preview asked for before the source is decoded says to wait (the page waits for the event)
 
 COOKIE = "omnidub_review"
 # What the page may load and talk to: itself only.
@@ -205,11 +208,24 @@ def build_app(review: Review, hosts: set[str]):
         review.cancel()
         return JSONResponse({"cancelled": True, "status": review.status()}, status_code=202)
 
+    turns = asyncio.Semaphore(MEDIA_AT_ONCE)  # made in the server's loop on the first request that needs it
+
+    async def preview(request: Request, read, *args) -> Response:
+        async with turns:
+            return _wav(request, await _aside(review, read, *args))
+
     async def own_original(request: Request) -> Response:
-        return _wav(await _aside(review, review.own_original, request.path_params["index"]))
+        return await preview(request, review.own_original, request.path_params["index"])
 
     async def context(request: Request) -> Response:
-        return _wav(await _aside(review, review.context, request.path_params["index"]))
+        return await preview(request, review.context, request.path_params["index"])
+
+    async def programme(request: Request) -> Response:
+        try:
+            span = _span(request.query_params)
+        except _Refused as exc:
+            return Response(f"{exc.status}: {exc.why}\n", status_code=exc.status, media_type="text/plain")
+        return await preview(request, review.programme, span)
 
     async def remedies(request: Request) -> Response:
         """What would make a line fit its slot (``?text=``: the length of words the editor typed, in its voice)."""
@@ -242,6 +258,8 @@ def build_app(review: Review, hosts: set[str]):
         Route("/picture", lambda request: _file(review.picture())),
         Route("/context/{index:int}", context),
         Route("/remedies/{index:int}", remedies),
+        # The programme as the lines stand, over any span: what the page plays while the mix is not delivered.
+        Route("/programme", programme),
         Route("/files/{name:path}", lambda request: _file(review.delivered(request.path_params["name"]))),
     ]
     return Guard(Starlette(routes=routes), review.token, hosts, review.closing)
@@ -365,13 +383,70 @@ def _mark_arguments(body: dict) -> dict:
     return found
 
 
-def _wav(data) -> Response:
-    """WAV bytes the desk made (a line's own original, a line in context), or 404 (503 while stopping)."""
+def _span(query) -> Span:
+    """The span of the programme a request asks for: ``start`` and ``end`` in seconds (at most PROGRAMME_SECONDS
+    apart), and ``dub``, ``original`` and ``bed`` each 1 (in) or 0 (out)."""
+    import math
+
+    for name in query:
+        if name not in ("start", "end", "dub", "original", "bed", "v", "token"):
+            raise _Refused(400, f"the programme takes start, end, dub, original and bed, not {name!r}")
+    try:
+        start, end = float(query.get("start", "")), float(query.get("end", ""))
+    except ValueError:
+        raise _Refused(400, "give the programme's span as start=SECONDS&end=SECONDS") from None
+    if not (math.isfinite(start) and math.isfinite(end)) or start < 0 or end <= start:
+        raise _Refused(400, f"the programme's span must run forward from 0 or later (not {start:g} to {end:g})")
+    if end - start > PROGRAMME_SECONDS:
+        raise _Refused(400, f"the programme is heard {PROGRAMME_SECONDS:g} s at a time (asked for {end - start:g} s)")
+    flags = {}
+    for name, default in (("dub", "1"), ("original", "0"), ("bed", "1")):
+        value = query.get(name, default)
+        if value not in ("0", "1"):
+            raise _Refused(400, f"{name} is 1 (heard) or 0 (left out), not {value!r}")
+        flags[name] = value == "1"
+    return Span(start, end, **flags)
+
+
+def _wav(request: Request, data) -> Response:
+    """WAV bytes the desk made (a line's own original, a line in context, the programme), with byte ranges (a
+    player seeks), or 404; 503 at once while the source or the bed is being decoded (the page plays it again when
+    the desk says they are ready), and while stopping."""
     if data is STOPPING:
         return Response("the review is stopping\n", status_code=503, media_type="text/plain")
+    if isinstance(data, NotReady):
+        return Response(
+            f"{data}; played once it is ready\n",
+            status_code=503,
+            media_type="text/plain",
+            headers={"Retry-After": str(RETRY_SECONDS)},
+        )
     if data is None:
         return Response("not found\n", status_code=404, media_type="text/plain")
-    return Response(data, media_type="audio/wav")
+    return _ranged(request, data, "audio/wav")
+
+
+def _ranged(request: Request, data: bytes, media_type: str) -> Response:
+    """``data``, or the one byte range the request asks for (206); a range past its end is 416. A header this
+    does not read (several ranges) gets the whole (200), as HTTP allows."""
+    import re
+
+    size = len(data)
+    asked = re.fullmatch(r"\s*bytes\s*=\s*(\d*)\s*-\s*(\d*)\s*", request.headers.get("range", ""))
+    if asked is None or asked[1] == asked[2] == "":
+        return Response(data, media_type=media_type, headers={"Accept-Ranges": "bytes"})
+    if asked[1] == "":  # the last N bytes
+        first, last = max(0, size - int(asked[2])), size - 1
+    else:
+        first, last = int(asked[1]), min(size - 1, int(asked[2])) if asked[2] else size - 1
+    if first >= size or last < first:
+        return Response(status_code=416, headers={"Content-Range": f"bytes */{size}", "Accept-Ranges": "bytes"})
+    return Response(
+        data[first : last + 1],
+        status_code=206,
+        media_type=media_type,
+        headers={"Content-Range": f"bytes {first}-{last}/{size}", "Accept-Ranges": "bytes"},
+    )
 
 
 def _file(path) -> Response:
@@ -397,6 +472,8 @@ async def _aside(review: Review, read, *args):
     def work() -> None:
         try:
             result = read(*args)
+        except NotReady as exc:  # answered at once: the request does not wait for the decoding
+            loop.call_soon_threadsafe(settle, exc, False)
         except Exception as exc:  # noqa: BLE001 - handed to the request, which answers it
             loop.call_soon_threadsafe(settle, exc, True)
         else:

@@ -19,10 +19,10 @@ from omnidub.job import Job, QaOptions
 from omnidub.progress import Listener
 from omnidub.records import LineEntry
 from omnidub.remedies import Fitting
-from omnidub.review.previews import Previews
+from omnidub.review.previews import NotReady, Previews, Span
 from omnidub.review.view import Views, counts
 
-__all__ = ["Action", "Review", "Stale"]
+__all__ = ["Action", "NotReady", "Review", "Span", "Stale"]
 
 
 @dataclass(frozen=True)
@@ -69,7 +69,7 @@ class Review:
         project.listener = self.job.listener  # what the project notes (a hand edit moved aside) reaches the page
         self.editor = Editor(self.job, working=self._working)
         self.views = Views(project, self.editor)
-        self.previews = Previews(project)
+        self.previews = Previews(project, on_ready=lambda what: self._publish({"type": "media", "ready": what}))
         self.closing = threading.Event()  # set when the server stops: live event streams end
         self._subscribers: list[Callable[[dict], None]] = []
         self._lock = threading.Lock()
@@ -82,6 +82,8 @@ class Review:
         self._fittings: dict[int, Fitting | None] = {}  # what each line's timing is predicted from
         self._folder: dict = {}  # the folder's own view: title, speakers, programme, the mix's file
         self._status: dict = {"busy": None, "queued": 0}
+        self._generation = 0  # counts the changes published to lines: a programme heard is of one generation
+        self._heard: dict = {}  # the last few programmes assembled, by span and generation
 
     @property
     def deliveries(self) -> list[Delivery]:
@@ -93,6 +95,7 @@ class Review:
         """Hold the folder (voices prepared, stored lines placed; nothing renders), publish every line and start
         the worker. A delivery a killed review (or render) left half-done is finished first."""
         self.editor.hold()
+        self.previews.start()  # the source and the bed decoded meanwhile (once: cached on disk)
         self._publish_folder()
         self._refresh([e.index for e in self.project.entries], quietly=True)
         self._worker = threading.Thread(target=self._work, name="omnidub review", daemon=True)
@@ -249,6 +252,7 @@ class Review:
                 if self._lines.get(index) == line:
                     continue
                 self._lines[index] = line
+                self._generation += 1
             if not quietly:
                 self._publish({"type": "line", "line": line})
         if not quietly:
@@ -278,8 +282,15 @@ class Review:
         """The whole page's data: the folder, its speakers, the programme, and every line (as last published)."""
         with self._lock:
             lines = [self._lines[i] for i in sorted(self._lines)]
-            view = {k: v for k, v in self._folder.items() if k != "mix_file"}
-        return {**view, "mix": self._mix_url(), "lines": lines, "counts": self.counts(), "status": self.status()}
+            view = {k: v for k, v in self._folder.items() if k not in ("mix_file", "mix_gains")}
+        return {
+            **view,
+            "mix": self._mix_url(),
+            "media_ready": self.previews.ready.is_set(),
+            "lines": lines,
+            "counts": self.counts(),
+            "status": self.status(),
+        }
 
     # -- files the page may play -----------------------------------------------------------------------------
     def media(self, what: str, index: int | None = None, take: int | None = None):
@@ -298,18 +309,37 @@ class Review:
         return files.get(what) if what in ("line", "original") else None
 
     def own_original(self, index: int) -> bytes | None:
-        """The line's own span of the source as WAV bytes (decoded from the source once), or None."""
+        """The line's own span of the source as WAV bytes (decoded from the source once), or None; NotReady while
+        the source is being decoded."""
         with self._lock:
             span = self._spans.get(index)
         return self.previews.own_original(span)
 
     def context(self, index: int) -> bytes | None:
         """The line in context (see ``Previews.context``) as the lines were last published; None for an unknown
-        line."""
+        line; NotReady while the bed is being decoded."""
         with self._lock:
             line = self._lines.get(index)
             placed = [(view, self._media.get(i, {}).get("line")) for i, view in self._lines.items()]
         return None if line is None else self.previews.context(line, placed)
+
+    def programme(self, span: Span) -> bytes:
+        """The programme over ``span`` as the lines were last published (see ``Previews.programme``), as WAV bytes:
+        what the page plays while the delivered mix is not the lines as they stand. The last few are kept, so
+        that a player reading one in pieces (byte ranges) has it assembled once."""
+        with self._lock:
+            key = (span, self._generation)
+            if key in self._heard:
+                return self._heard[key]
+            placed = [(view, self._media.get(i, {}).get("line")) for i, view in self._lines.items()]
+            gains = self._folder.get("mix_gains", (0.0, None))
+        data = self.previews.programme(span, placed, gains)
+        with self._lock:
+            self._heard = {k: v for k, v in self._heard.items() if k[1] == self._generation and k != key}
+            while len(self._heard) >= 3:
+                self._heard.pop(next(iter(self._heard)))
+            self._heard[key] = data
+        return data
 
     def picture(self):
         return self.previews.picture()

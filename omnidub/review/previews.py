@@ -1,92 +1,218 @@
-"""What the review page hears beside a line, made when it asks: the line's own span of the source, the line in
-context (its neighbours as they stand, over the bed) and the picture. Each reads the source, the segments and
-the bed, never the project's state (the worker publishes the lines these read)."""
+"""What the review page hears beside a line, made when it asks: the line's own span of the source, the programme
+over any span (the lines as they stand over the bed, ducked as the mix ducks it, with the source mixed in when
+asked; a line in context is the programme around it) and the picture. Each reads the source, the segments and the
+bed, never the project's state (the worker publishes the lines these read).
+
+The source and the bed are decoded once, in the background from the moment a review opens, into WAV files in
+omnidub's cache (``<cache>/review/``), from which a span is read without decoding again: a later review of the same
+source starts with them ready. Until they are, a preview that needs one raises :class:`NotReady` at once, never
+waiting (a request held open would hold one of the browser's few connections to the server)."""
 
 from __future__ import annotations
 
+import hashlib
+import os
+import threading
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Callable
+
 from omnidub.errors import OmnidubError
+from omnidub.source.audio import CLIP_RATE
 
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm")
 CONTEXT_SECONDS = 2.0  # heard before and after a line played in context
+PROGRAMME_SECONDS = 120.0  # the longest span of the programme assembled at once
+RATE = CLIP_RATE  # the previews' rate: the source's clips' and the voices'
+DECODED_VERSION = 1  # of the decoded files' layout: a new one decodes every source again
+
+
+class NotReady(Exception):
+    """The source or the bed is still being decoded (``what`` says which)."""
+
+    def __init__(self, what: str):
+        super().__init__(f"the {what} is still being prepared")
+        self.what = what
+
+
+@dataclass(frozen=True)
+class Span:
+    """A span of the programme to hear: from ``start`` to ``end`` seconds, with the dub, the source's own audio
+    and the bed each in or out."""
+
+    start: float
+    end: float
+    dub: bool = True
+    original: bool = False
+    bed: bool = True
+
+
+@dataclass(frozen=True)
+class _Placed:
+    start: float
+    path: Path
 
 
 class Previews:
-    """The previews of one project; the source and the bed are decoded once, when first asked for."""
+    """The previews of one project. :meth:`prepare` decodes the source and the bed (once, cached on disk); a
+    preview reads spans of them."""
 
-    def __init__(self, project):
+    def __init__(self, project, on_ready: Callable[[str], None] = lambda what: None):
         self.project = project
-        self._source = None  # the source's audio
-        self._bed_samples = None  # (rate, samples) of the bed
+        self.on_ready = on_ready
+        self._decoded: dict[str, Path | None] = {}  # "source", "bed" -> the decoded WAV, or None (none, unreadable)
+        self._lock = threading.Lock()
+        self.ready = threading.Event()  # both decoded (or found to be absent)
 
-    def own_original(self, span: tuple[float, float] | None) -> bytes | None:
-        """A span of the source as WAV bytes, or None (no span, no source, or one that cannot be read)."""
-        from omnidub.source.audio import CLIP_RATE, read_source, wav_bytes
+    # -- decoding, once --------------------------------------------------------------------------------------
+    def start(self) -> threading.Thread:
+        """Decode the source and the bed on a thread of their own, at a low priority (the page's actions and the
+        renders come first); ``on_ready(what)`` is called as each is there ("all" once both are)."""
+        with self._lock:  # what is not there is known at once: a folder without a source or a bed never waits
+            if self._source_path() is None:
+                self._decoded["source"] = None
+            if self._bed_path() is None:
+                self._decoded["bed"] = None
+        thread = threading.Thread(target=self.prepare, name="omnidub review media", daemon=True)
+        thread.start()
+        return thread
 
+    def prepare(self) -> None:
+        """Decode the source, then the bed, into omnidub's cache unless they are there already."""
+        _lower_priority()
+        wanted = {"source": self._source_path(), "bed": self._bed_path()}
+        with self._lock:  # what is not there is known at once
+            self._decoded.update({what: None for what, path in wanted.items() if path is None})
+        try:
+            for what, path in wanted.items():
+                if path is None:
+                    continue
+                try:
+                    found = decoded(path)
+                except OmnidubError:
+                    found = None  # unreadable: that preview is not offered (the render said why)
+                with self._lock:
+                    self._decoded[what] = found
+                if what != list(wanted)[-1]:
+                    self.on_ready(what)
+        finally:
+            with self._lock:
+                self._decoded.update({what: None for what in wanted if what not in self._decoded})
+            self.ready.set()
+            self.on_ready("all")
+
+    def _source_path(self) -> Path | None:
         options = self.project.options.source
-        if span is None or options is None:
-            return None
-        if self._source is None:
-            try:
-                self._source = read_source(options.source, CLIP_RATE)
-            except OmnidubError:
-                return None
-        return wav_bytes(self._source.cut(span[0], span[1]), CLIP_RATE)
+        return Path(options.source) if options is not None else None
 
-    def context(self, line: dict, placed: list[tuple[dict, object]]) -> bytes:
-        """The line (its view) with CONTEXT_SECONDS before and after, as the lines stand now: every placed segment
-        (each line's view and the path of its segment) at its place over the bed, ducked under the lines as the
-        mix ducks it, as WAV bytes."""
+    def _bed_path(self) -> Path | None:
+        project = self.project
+        path = project.options.delivery.bed or (project.casting.bed if project.casting is not None else None)
+        return Path(path) if path is not None and Path(path).is_file() else None
+
+    def _read(self, what: str, start: float, frames: int):
+        """``frames`` samples of the decoded source or bed from ``start`` seconds (zeros past its end), or None
+        when there is none; NotReady while it is being decoded."""
         import numpy as np
         import soundfile as sf
 
+        with self._lock:
+            if what not in self._decoded:
+                raise NotReady(what)
+            path = self._decoded[what]
+        if path is None:
+            return None
+        first = max(0, int(round(start * RATE)))
+        try:
+            samples, _ = sf.read(str(path), start=first, frames=frames, dtype="float32", always_2d=True)
+        except (OSError, RuntimeError, sf.LibsndfileError):
+            return None  # removed from the cache under it: left out
+        samples = samples[:, 0]
+        return np.pad(samples, (0, frames - samples.size))
+
+    # -- what the page hears ---------------------------------------------------------------------------------
+    def own_original(self, span: tuple[float, float] | None) -> bytes | None:
+        """A span of the source as WAV bytes, or None (no span, no source, or one that cannot be read); NotReady
+        while the source is being decoded."""
+        from omnidub.source.audio import wav_bytes
+
+        if span is None or self.project.options.source is None:
+            return None
+        start, end = max(0.0, span[0]), max(span[0], span[1])
+        samples = self._read("source", start, int(round((end - start) * RATE)))
+        return None if samples is None else wav_bytes(samples, RATE)
+
+    def context(self, line: dict, placed: list[tuple[dict, object]]) -> bytes:
+        """The line (its view) with CONTEXT_SECONDS before and after, as the lines stand now, over the bed: the
+        programme around it (see :meth:`programme`) at the level of the line's own player (the segments')."""
+        start = max(0.0, line["start"] - CONTEXT_SECONDS)
+        return self.programme(Span(start, line["end"] + CONTEXT_SECONDS), placed)
+
+    def programme(self, span: Span, placed: list[tuple[dict, object]], gains=(0.0, None)) -> bytes:
+        """The programme from ``span.start`` to ``span.end`` as the lines stand now, as WAV bytes: every placed
+        segment (each line's view and the path of its segment) at its place, over the bed ducked under the lines as
+        the mix ducks it, with the source's own audio when asked; NotReady while what it needs is being decoded.
+
+        ``gains``: the dB the last assembly gave the dub and the mix over the bed (None: no bed then), so that the
+        programme plays at the delivered mix's level (its look-ahead limiter is left out)."""
+        import numpy as np
+        import soundfile as sf
+
+        from omnidub.outputs.mix import Bed
         from omnidub.source.audio import wav_bytes
 
         delivery = self.project.options.delivery
-        start, end = max(0.0, line["start"] - CONTEXT_SECONDS), line["end"] + CONTEXT_SECONDS
-        parts = []
+        start, end = span.start, span.end
+        frames = int(round((end - start) * RATE))
+        bed = self._read("bed", start, frames) if span.bed else None
+        source = self._read("source", start, frames) if span.original and self._source_path() else None
+        out = np.zeros(frames, dtype=np.float32)
+        reach = Bed(Path()).release + 1.0  # lines just outside the span still duck the bed inside it
+        near = []
         for view, path in placed:
             ends = view["start"] + (view["duration"] or 0.0)
-            if path is None or view["start"] > end or max(ends, view["end"]) < start:
+            if path is None or view["start"] > end + reach or max(ends, view["end"]) < start - reach:
                 continue
+            near.append(_Placed(view["start"], Path(path)))
+        speaking = []
+        for placement in near:
+            if not span.dub and bed is None:
+                break
             try:
-                data, rate = sf.read(str(path), dtype="float32", always_2d=True)
+                data, rate = sf.read(str(placement.path), dtype="float32", always_2d=True)
             except (OSError, RuntimeError, sf.LibsndfileError):
                 continue  # replaced under it: left out of this preview
-            parts.append((view["start"], data.mean(axis=1), rate))
-        rate = parts[0][2] if parts else delivery.sample_rate
-        out = np.zeros(int(round((end - start) * rate)), dtype=np.float32)
-        speech = np.zeros(out.size, dtype=bool)
-        for at, samples, own_rate in parts:
-            if own_rate != rate:
+            speaking.append(placement)
+            if not span.dub:
+                continue
+            samples = data.mean(axis=1)
+            if rate != RATE:
                 from omnidub.media import resample
 
-                samples = resample(samples, own_rate, rate)
-            a = int(round((at - start) * rate))
-            piece = samples[max(0, -a) : max(0, out.size - a)]
+                samples = resample(samples, rate, RATE)
+            a = int(round((placement.start - start) * RATE))
+            piece = samples[max(0, -a) : max(0, frames - a)]
             out[max(a, 0) : max(a, 0) + piece.size] += piece
-            speech[max(a, 0) : max(a, 0) + piece.size] = True
-        bed = self._bed(start, out.size, rate)
+        out *= 10 ** (gains[0] / 20)
         if bed is not None:
-            out += np.where(speech, bed * 10 ** (-delivery.duck / 20), bed)
-        return wav_bytes(np.clip(out, -1.0, 1.0), rate)
+            out += bed * self._duck(speaking, start, frames, delivery.duck)
+            out *= 10 ** ((gains[1] or 0.0) / 20)
+        if source is not None:
+            out += source
+        return wav_bytes(np.clip(out, -1.0, 1.0), RATE)
 
-    def _bed(self, start: float, frames: int, rate: int):
-        """The bed's samples from ``start`` (mono, at ``rate``), or None without a bed."""
-        import numpy as np
+    @staticmethod
+    def _duck(placements: list[_Placed], start: float, frames: int, depth: float):
+        """The bed's gain over the span, as the mix ducks it (the same speech spans, attack and release)."""
+        from omnidub.outputs.bed import duck_curve, speech_spans
+        from omnidub.outputs.mix import Bed
 
-        from omnidub.media import load_audio
-
-        project = self.project
-        path = project.options.delivery.bed or (project.casting.bed if project.casting is not None else None)
-        if path is None or not path.is_file():
-            return None
-        if self._bed_samples is None or self._bed_samples[0] != rate:
-            try:
-                self._bed_samples = (rate, load_audio(path, rate))  # decoded once
-            except OmnidubError:
-                return None
-        samples = self._bed_samples[1][int(round(start * rate)) :][:frames]
-        return np.pad(samples, (0, frames - samples.size))
+        shape = Bed(Path(), duck=depth)
+        try:
+            spans = speech_spans(placements, shape.attack, shape.release)
+        except (OSError, RuntimeError):
+            spans = []
+        return duck_curve(spans, int(round(start * RATE)), frames, RATE, shape.duck, shape.attack, shape.release)
 
     def picture(self):
         """The video the page shows beside the lines (the one the render delivers over, else a source that is a
@@ -96,3 +222,35 @@ class Previews:
         if video is None and source is not None and source.source.suffix.lower() in VIDEO_SUFFIXES:
             video = source.source
         return video if video is not None and video.is_file() else None
+
+
+def decoded(path: Path) -> Path:
+    """The audio of ``path`` (any audio or video file) decoded to mono 16-bit WAV at RATE in omnidub's cache,
+    decoding it only when the cache has no copy of this version of the file (its path, size and time)."""
+    from omnidub.files import atomic_path, cache_home
+    from omnidub.source.audio import read_source
+
+    path = Path(path).resolve()
+    try:
+        stat = path.stat()
+    except OSError as exc:
+        raise OmnidubError(f"{path}: {exc.strerror or exc}") from exc
+    key = f"omnidub-decoded-v{DECODED_VERSION}\0{path}\0{stat.st_size}\0{stat.st_mtime_ns}\0{RATE}"
+    target = cache_home() / "review" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.wav"
+    if target.is_file():
+        return target
+    audio = read_source(path, RATE)
+    target.parent.mkdir(parents=True, exist_ok=True)
+    import soundfile as sf
+
+    with atomic_path(target) as temp:
+        sf.write(str(temp), audio.samples, RATE, subtype="PCM_16", format="WAV")
+    return target
+
+
+def _lower_priority() -> None:
+    """Run the calling thread at a lower priority where the system allows it (Linux: a thread is its own task)."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except (AttributeError, OSError):
+        pass

@@ -28,7 +28,7 @@ class Views:
 
     def folder(self) -> dict:
         """The folder's own view: title, input, programme, speakers, whether it has a source, the preset's speed
-        cap, and the mix's file (while it is the lines as they stand)."""
+        cap, the mix's file (while it is the lines as they stand) and its gains."""
         project = self.project
         return {
             "title": project.out_dir.name,
@@ -38,7 +38,16 @@ class Views:
             "source": project.cast is not None,
             "max_speedup": project.preset.timing.max_speedup,
             "mix_file": self.listed(self._mix_file()),
+            "mix_gains": self._mix_gains(),
         }
+
+    def _mix_gains(self) -> tuple[float, float | None]:
+        """The gains (dB) the last assembly gave the dub and the mix over the bed (None without one): what the
+        programme heard before a delivery is given, so that it plays at the delivered mix's level."""
+        generation = self.project.generation
+        loudness = (generation.parts.get("loudness") or {}) if generation is not None else {}
+        dub, bed = loudness.get("mix") or {}, loudness.get("bed_mix") or {}
+        return float(dub.get("gain") or 0.0), float(bed["gain"]) if bed.get("gain") is not None else None
 
     def line(self, entry: LineEntry) -> tuple[dict, dict, tuple[float, float] | None]:
         """The line's view, the files it may play ("line", "original", "takes") and its own span of the source."""

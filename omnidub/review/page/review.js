@@ -13,6 +13,12 @@
   let rate = 1, looping = false;  // every player's playback rate; whether the selected line loops
   const OVER = 0.01;  // seconds a take may pass its slot before it is said to overflow (its length's rounding)
   const DRIFT = 0.08;  // seconds the picture may drift from the sound before it is put back (two frames at 25/s)
+  // The mix player plays the delivered mix while it is the lines as they stand, else the programme as it stands,
+  // assembled by the server a span at a time: mixFrom is where the span loaded in it starts in the programme.
+  const PROGRAMME = 120;  // seconds of the programme a span holds (the server's limit)
+  const NOT_DELIVERED = "the programme as it stands (not delivered)";
+  const tracks = {dub: 1, original: 0, bed: 1};  // what the programme mixes in (1) or leaves out (0)
+  let mixFrom = 0, changes = 0, waiting = null;  // changes: lines changed here; waiting: a player asked to play
 
   // -- helpers -------------------------------------------------------------------------------------------------
   function el(tag, attrs, ...children) {
@@ -532,6 +538,7 @@
     if (ruled === null) {
       ruled = window.omnidubTimeline({program, pps: Number($("zoom").value), player: $("mix"), lanes: box,
                                       ruler: $("ruler"), playhead: $("playhead"), scroll: $("scroll"),
+                                      offset: () => mixFrom, seek: (t, play) => seekMix(t, play),
                                       picked: pickBlock, onLayout: () => drawBlocks()});
       drawBlocks();
     } else ruled.setProgram(program);
@@ -732,7 +739,8 @@
   function hear(media) {
     playing = media;
     if (ruled) ruled.follow(media, () => startOf(media));
-    const name = media === $("mix") ? "the mix" : media.getAttribute("aria-label");
+    const mixed = (media.getAttribute("src") || "").startsWith("/programme") ? "the programme" : "the mix";
+    const name = media === $("mix") ? mixed : media.getAttribute("aria-label");
     $("picture-with").textContent = "Playing with " + name;
   }
   function tick() {
@@ -818,22 +826,67 @@
     for (let j = k + by; j >= 0 && j < view.length; j += by) if (test(byIndex.get(view[j]))) return stepTo(view[j]);
     stepTo(undefined);
   }
-  function seekMix(t) { if ($("mix").src) $("mix").currentTime = t; }
+  function programmeUrl(start) {
+    // The span of the programme from `start`, as the lines stand now (`changes` makes a changed line heard).
+    const end = Math.max(Math.min(start + PROGRAMME, state.program_seconds), start + 0.5);
+    return "/programme?start=" + start.toFixed(3) + "&end=" + end.toFixed(3) + "&dub=" + tracks.dub +
+           "&original=" + tracks.original + "&bed=" + tracks.bed + "&v=" + changes;
+  }
+  function hearProgramme(t, play) {
+    // The programme from second t in the mix player (its picture follows from mixFrom + the player's time).
+    const mix = $("mix");
+    mixFrom = Math.max(0, t);
+    mix.preload = play ? "auto" : "none";  // assembled when it is played, not when the page opens
+    mix.src = programmeUrl(mixFrom);
+    $("mix-length").textContent = NOT_DELIVERED;
+    if (play) start(mix, "the programme");
+  }
+  function seekMix(t, play) {
+    // Second t of the programme in the mix player: the delivered mix while it is current, else the programme.
+    const mix = $("mix");
+    if (!state.mix) {
+      const loaded = mix.getAttribute("src") || "";
+      const inside = loaded === programmeUrl(mixFrom) && t >= mixFrom && t < mixFrom + (mix.duration || 0);
+      if (!inside) return hearProgramme(t, play);
+      mix.currentTime = t - mixFrom;
+    } else if (mix.getAttribute("src")) mix.currentTime = t;
+    if (play) mix.play().catch(() => {});
+  }
   function loadMix() {
     const mix = $("mix");
     if (!state.mix) {
-      mix.removeAttribute("src");
-      $("mix-length").textContent = "not assembled from the lines as they are: Deliver assembles it";
+      if (!(mix.getAttribute("src") || "").startsWith("/programme") || mix.paused)
+        hearProgramme(selected === null ? 0 : byIndex.get(selected).start, false);
       return;
     }
     const src = state.mix + "?v=" + mixBusted;
     if (mix.getAttribute("src") === src) return;  // the same mix already loaded (and maybe playing)
+    mixFrom = 0;
+    mix.preload = "metadata";
     mix.src = src;
     mix.addEventListener("loadedmetadata", () => { $("mix-length").textContent = seconds(mix.duration); }, {once: true});
   }
+  function mediaReady() {
+    // The source and the bed are decoded: the players that asked before play now (one the editor played, again).
+    for (const audio of document.querySelectorAll("audio")) {
+      if (!audio.error) continue;
+      audio.load();
+      if (audio === waiting) audio.play().then(() => { if (waiting === audio) waiting = null; }).catch(() => {});
+    }
+  }
   function play(label) {
     const audio = document.querySelector('#detail audio[aria-label="' + label + '"]');
-    if (audio) { if (audio.paused) audio.play(); else audio.pause(); }
+    if (!audio) return;
+    if (audio.paused) start(audio, label); else audio.pause();
+  }
+  function start(audio, label) {
+    // Play; a player the server could not answer yet (the source or the bed still being decoded) is played once
+    // the desk says they are ready.
+    audio.play().catch(() => {
+      if (state.media_ready) return;
+      waiting = audio;
+      $("status").textContent = "the source is still being prepared: " + label + " plays once it is ready";
+    });
   }
 
   // Keys never act inside a control that takes typing, a choice or a player's own keys.
@@ -873,7 +926,7 @@
       b: () => { const ab = $("ab-" + line.index); if (ab) ab.click(); },
       a: () => approve(line), r: () => lineAction(line.index, "retake"),
       g: () => lineAction(line.index, "mark", {look_again: !line.look_again}),
-      m: () => { seekMix(line.start); $("mix").play(); },
+      m: () => seekMix(line.start, true),
       Enter: () => editText(line), e: () => editText(line), l: loop,
     };
     const run = keys[e.key] || (line && onLine[e.key]);
@@ -896,6 +949,10 @@
     if (selected !== null) showPicture(byIndex.get(selected).start);
   });
   picture.src = "/picture";  // a folder without a video answers 404: the player stays hidden
+  $("mix").addEventListener("ended", () => {  // the programme goes on with its next span
+    const next = mixFrom + ($("mix").duration || PROGRAMME);
+    if (!state.mix && next < state.program_seconds - 0.05) hearProgramme(next, true);
+  });
   // Media events do not bubble: they are caught on their way down. One player heard at a time.
   document.addEventListener("play", (e) => {
     const media = e.target;
@@ -975,13 +1032,27 @@
       document.body.dataset.ready = "true";
     }
   }
-  const events = new EventSource("/api/events");
-  events.onopen = () => reload();
-  events.onerror = () => { if (events.readyState !== EventSource.OPEN) showLost(true); };
-  events.onmessage = (message) => {
+  // One event stream a page, and none while its tab is hidden: a browser opens at most six connections to the
+  // server, so tabs in the background must not hold them from the one in front (it reads the state again when
+  // it is shown).
+  let events = null;
+  function listen() {
+    if (events) return;
+    events = new EventSource("/api/events");
+    events.onopen = () => reload();
+    events.onerror = () => { if (events && events.readyState !== EventSource.OPEN) showLost(true); };
+    events.onmessage = onEvent;
+  }
+  document.addEventListener("visibilitychange", () => {
+    if (document.visibilityState === "visible") listen();
+    else if (events) { events.close(); events = null; }
+  });
+  listen();
+  function onEvent(message) {
     const event = JSON.parse(message.data);
     if (!state) return;  // the state read on opening has it
-    if (event.type === "line") replaceLine(event.line);
+    if (event.type === "media") { state.media_ready = event.ready === "all"; mediaReady(); }
+    else if (event.type === "line") { changes += 1; replaceLine(event.line); }
     else if (event.type === "counts") showCounts(event.counts);
     else if (event.type === "status") showStatus(event);
     else if (event.type === "error") {
@@ -1006,5 +1077,5 @@
         el("li", {}, el("a", {href: "/files/" + f.split("/").map(encodeURIComponent).join("/"), target: "_blank",
                               rel: "noopener", text: f}))));
     }
-  };
+  }
 })();
