@@ -124,9 +124,38 @@ def test_a_bad_glossary_is_one_line(tmp_path, cache):
     )
 
 
-def test_a_translation_edited_by_hand_is_kept_and_a_rerun_asks_the_engine_for_nothing(en_pt, cache, tmp_path):
+class Counted:
+    """A model's leg that notes every text it decodes."""
+
+    def __init__(self, leg, decoded: list[str]):
+        self.leg, self.decoded = leg, decoded
+
+    def translate(self, text: str) -> str:
+        self.decoded.append(text)
+        return self.leg.translate(text)
+
+    def translate_long(self, text: str) -> str:
+        self.decoded.append(text)
+        return self.leg.translate_long(text)
+
+
+def test_a_translation_edited_by_hand_is_kept_and_a_rerun_asks_the_engine_for_nothing(
+    en_pt, cache, tmp_path, monkeypatch
+):
+    from omnidub.translate import firefox
+
+    decoded: list[str] = []
+    loaded = firefox._load
+
+    def counted(*args, **kwargs):
+        legs, model = loaded(*args, **kwargs)
+        return [Counted(leg, decoded) for leg in legs], model
+
+    monkeypatch.setattr(firefox, "_load", counted)
     out = tmp_path / "out"
     assert run("translate", ORIGINAL, "--to", "pt", "--mt-model", en_pt, "--out", out).exit_code == 0
+    assert decoded  # the lines, their rewordings and the round trips of the meaning check
+    decoded.clear()
     first = json.loads((out / "translate.json").read_text())
     assert first["asked"] == len(first["lines"])
     translated = out / "original.pt.srt"
@@ -137,6 +166,8 @@ def test_a_translation_edited_by_hand_is_kept_and_a_rerun_asks_the_engine_for_no
     assert translated.read_text() == edited and "edited after omnidub wrote it: kept" in result.stderr
     report = json.loads(result.stdout)
     assert report["kept"] and report["asked"] == 0  # every line from the cache
+    # Nor is a model asked again for the checks: only the line edited by hand is translated back, as it now reads.
+    assert decoded and {text.rstrip(".").lower() for text in decoded} == {"ótimo"}, decoded
     # A folder holding someone else's files is refused.
     other = tmp_path / "other"
     other.mkdir()

@@ -16,6 +16,7 @@ from pathlib import Path
 
 from omnidub.errors import OmnidubError
 from omnidub.translate.base import Candidate, Pair, Progress, Request
+from omnidub.translate.cache import SentenceCache
 
 PIVOT = "en"
 # Fillers a subtitler drops first when a line runs long; only English sources, whose fillers are known: one that
@@ -46,6 +47,7 @@ class FirefoxEngine:
     ) -> None:
         self.pair = pair
         self._legs, self.model = _load(pair, tuple(Path(f) for f in folders), status, beside)
+        self._said = SentenceCache(self.model)  # what it said for a text before: a rerun decodes nothing again
 
     def settings(self) -> dict:
         return {"alternatives": ["whole line", "sentence by sentence", "glossary placed", "without fillers, repeats"]}
@@ -85,9 +87,14 @@ class FirefoxEngine:
         return [self._translate(text, whole=True) for text in texts]
 
     def _translate(self, text: str, whole: bool) -> str:
-        for leg in self._legs:
-            text = leg.translate(text) if whole else leg.translate_long(text)
-        return text
+        how = "whole" if whole else "sentences"
+        said = self._said.get(how, text)
+        if said is None:
+            said = text
+            for leg in self._legs:
+                said = leg.translate(said) if whole else leg.translate_long(said)
+            self._said.put(how, text, said)
+        return said
 
 
 def without_fillers(text: str) -> tuple[str, list[str]]:
