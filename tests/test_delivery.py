@@ -147,3 +147,47 @@ def test_after_an_edit_posted_as_the_page_does_deliver_writes_the_new_mix(folder
     assert how(folder)["how"] == "patched" and how(folder)["rewritten"] == ["mix.wav", "stems/BOB.wav"]
     assert (folder / "mix.wav").read_bytes() != before
     assert lines(folder)[4]["text"] == "We never were, not once."
+
+
+def test_a_change_that_moves_the_loudness_past_the_tolerance_is_delivered_whole_and_says_why(tmp_path):
+    from omnidub.outputs.mix import Placement, deliver_audio
+    from omnidub.outputs.patch import MixState
+
+    rate, rng = 24000, np.random.default_rng(3)
+    segments = tmp_path / "segments"
+    segments.mkdir()
+
+    def line(index: int, level: float) -> Placement:
+        path = segments / f"{index}.wav"
+        sf.write(path, (level * rng.standard_normal(rate * 2)).astype(np.float32), rate)
+        return Placement(path, 3.0 * index, "A" if index % 2 else "B", 2.0, "", index)
+
+    stems = {"A": tmp_path / "stems" / "A.wav", "B": tmp_path / "stems" / "B.wav"}
+    (tmp_path / "stems").mkdir()
+
+    def deliver(placements, fmt="wav"):
+        mix = tmp_path / f"mix.{fmt}"
+        made = deliver_audio(
+            placements,
+            {s: p.with_suffix(f".{fmt}") for s, p in stems.items()},
+            mix,
+            30.0,
+            sample_rate=rate,
+            fmt=fmt,
+            previous=MixState.load(tmp_path),
+            frame="same",
+            out_dir=tmp_path,
+        )
+        made.state.save(tmp_path)
+        return made
+
+    placements = [line(i, 0.05) for i in range(8)]
+    assert deliver(placements).how["how"] == "whole"
+    placements[3] = line(3, 0.051)  # a little louder: within the tolerance, the gain is kept
+    quiet = deliver(placements).how
+    assert quiet["how"] == "patched" and "kept" in quiet["loudness"], quiet
+    placements[5] = line(5, 0.5)  # twenty dB louder: the whole mix's gain moves
+    loud = deliver(placements).how
+    assert loud["how"] == "whole" and "past 0.1 dB" in loud["why"], loud
+    placements[2] = line(2, 0.04)
+    assert deliver(placements, "flac").how["how"] == "whole"  # another format: other files
