@@ -19,6 +19,7 @@ from omnidub.files import atomic_path
 from omnidub.outputs.loudness import MAKEUP_MAX, Level, Meter, plan_gain
 from omnidub.outputs.patch import (
     MARGIN,
+    MOST,
     MixState,
     Patched,
     Whole,
@@ -213,6 +214,8 @@ def _patch(previous, placements, spans, lines, stems, mix, out_dir, relatives, l
     margin = int(MARGIN * rate)
     warm = -(-margin // unit) * unit
     dirty, speakers = changed_spans(previous, lines, unit, margin)
+    if sum(hi - lo for lo, hi in dirty) > total * MOST:
+        raise Whole("most of the programme changed")
     by_speaker = {speaker: path for speaker, path in stems.items()}
 
     def raw_signal(lo, hi):

@@ -5,9 +5,10 @@ line as it was placed, the mix's loudness measurements before and after its gain
 per-millisecond peaks), the gain, and each audio file's size and time as written. The next delivery re-mixes only
 the spans whose lines changed (with a margin the loudness filters and the limiter settle in), measures those spans
 again and splices them into the measurements. The loudness gain is global: the one delivered is kept while the
-mix's gain as planned afresh moves less than ``GAIN_TOLERANCE``; past it, or when anything but lines changed (format,
-rate, options, speakers, length, a file not as written), the delivery is made whole. Patched files are copies
-written in full and renamed into place together at the end, so a crash leaves the last delivery as it was.
+mix's gain as planned afresh moves less than ``GAIN_TOLERANCE``; past it, when anything but lines changed (format,
+rate, options, speakers, length, a file not as written), or when most of the programme did, the delivery is made
+whole. Patched files are copies written in full and renamed into place together at the end, so a crash leaves the
+last delivery as it was.
 """
 
 from __future__ import annotations
@@ -31,6 +32,7 @@ from omnidub.outputs.loudness import LIMIT_MARGIN, Gain, Measurement, Meter, lim
 STATE_FILE = f"{STATE}/mix-state.npz"
 GAIN_TOLERANCE = 0.1  # dB: a kept gain this close to the planned one is well under what a listener or a meter notes
 MARGIN = 0.5  # seconds re-mixed and measured around each changed line: the K-weighting filters settle well within it
+MOST = 0.5  # past this share of the programme changed, writing it whole costs less than patching it
 STATE_VERSION = 1
 
 
