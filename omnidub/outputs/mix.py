@@ -197,14 +197,14 @@ def deliver_audio(
             why = str(exc)
     elif out_dir is not None:
         why = whole or "no earlier delivery recorded to patch"
+    keep = lines if bed is None and out_dir is not None else None
     dub, over_bed, state = _whole(
-        placements, stems, mix, total, sample_rate, fmt, loudness, true_peak, bed, bed_mix, lines
+        placements, stems, mix, total, sample_rate, fmt, loudness, true_peak, bed, bed_mix, keep
     )
     if state is not None and out_dir is not None:
         state.frame = frame
         state.stamp(out_dir, relatives)
-    kept = state if bed is None and out_dir is not None else None
-    return Delivered(dub, over_bed, kept, {"how": "whole", "why": why})
+    return Delivered(dub, over_bed, state, {"how": "whole", "why": why})
 
 
 def _patch(previous, placements, spans, lines, stems, mix, out_dir, relatives, loudness, true_peak) -> Delivered:
@@ -265,6 +265,8 @@ def _whole(placements, stems, mix, total, sample_rate, fmt, loudness, true_peak,
         meter.feed(_sum(blocks, frames))
     raw = meter.finish()
     gain = plan_gain(raw, loudness, true_peak)
+    if lines is None:  # no state to keep: the measurement is let go before the next pass builds its own
+        raw = None
     dub_scale = 10 ** (gain.db / 20)  # the dub's level inside the bed mix: the gain without the limiter
 
     # Pass 2: write stems and mix with that gain; measure what is written, and the bed mix if there is one.
@@ -296,7 +298,7 @@ def _whole(placements, stems, mix, total, sample_rate, fmt, loudness, true_peak,
     dub_result = Mastered(
         mix, gain.db, gain.limited, level, short_of_target(mix, level, loudness, true_peak, gain.limited)
     )
-    state = MixState("", sample_rate, total, gain.db, raw, measured, lines)
+    state = MixState("", sample_rate, total, gain.db, raw, measured, lines) if lines is not None else None
     if not over_bed:
         return dub_result, None, state
 
