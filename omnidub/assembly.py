@@ -149,9 +149,12 @@ class Assembly:
         parts = {name: previous.parts.get(name) for name in ("stems", "mix", "loudness", "delivery")}
         return Generation(key, parts, dict(record.files), previous.past_video, reused=True)
 
-    def write(self, programme: Programme, key: str, note: Callable[[str], None]) -> Generation:
-        """Write every output (the caller has cleared the manifest's assembly record)."""
-        programme = replace(programme, note=note)  # what a writer wants the user to know
+    def write(
+        self, programme: Programme, key: str, note: Callable[[str], None], *, whole: str | None = None
+    ) -> Generation:
+        """Write every output (the caller has cleared the manifest's assembly record); the audio patches the last
+        delivery where only lines changed, unless ``whole`` says why it may not."""
+        programme = replace(programme, note=note, whole=whole)  # note: what a writer wants the user to know
         options = self.options
         parts: dict = {
             "delivery": {
@@ -183,6 +186,7 @@ class Assembly:
     ) -> None:
         """One writer: its files made way for, written and recorded; its part merged into the manifest's."""
         paths = writer.paths(programme)
+        before = {relative: self._as_written(relative) for relative in paths}
         try:
             for said in self.folder.make_way(paths):
                 note(said)
@@ -198,8 +202,19 @@ class Assembly:
         _merge(parts, output.record)
         for relative in dict.fromkeys([*paths, *output.files]):
             if (self.folder.path / relative).is_file():
-                self.folder.record(relative)
+                # A file the writer left as it was (a patched delivery keeps most) is not hashed again.
+                stat = (self.folder.path / relative).stat()
+                was = before.get(relative)
+                self.folder.record(relative, was[0] if was and was[1:] == (stat.st_size, stat.st_mtime_ns) else None)
                 generation.files[relative] = self.folder.ledger.files[relative].sha256
+
+    def _as_written(self, relative: str) -> tuple[str, int, int] | None:
+        """(hash, size, time) of a file as the ledger knows it while it still holds that; else None."""
+        if self.folder.status(relative) != "ours":
+            return None
+        written = self.folder.ledger.files[relative]
+        stat = (self.folder.path / relative).stat()
+        return (written.sha256, stat.st_size, stat.st_mtime_ns)
 
 
 def _merge(parts: dict, record: dict) -> None:

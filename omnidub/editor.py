@@ -106,6 +106,7 @@ class Delivery:
     edited: tuple[int, ...] = ()
     approved: tuple[int, ...] = ()
     marked: tuple[int, ...] = ()
+    mixed: dict | None = None  # how the audio was made: patched where lines changed, or whole (and why)
 
     @property
     def lines(self) -> tuple[int, ...]:
@@ -128,6 +129,12 @@ class Delivery:
             if parts
             else ("no line changed since the last delivery")
         )
+        mixed = self.mixed or {}
+        if mixed.get("how") == "patched":
+            spans = len(mixed["spans"])
+            lines += f"; the audio patched over {spans} span(s), {len(mixed['rewritten'])} file(s) rewritten"
+        elif mixed.get("how") == "whole":
+            lines += f"; the audio made whole ({mixed['why']})"
         return f"{lines}; {len(self.files)} file(s) written"
 
 
@@ -478,7 +485,9 @@ class Editor:
             self._check_again(project)
         files = tuple(sorted(project.generation.files)) if project.generation else ()
         files += tuple(name for name in QA_FILES if project.folder.status(name) == "ours")
-        delivery = Delivery(files, **changed)
+        generation = project.generation
+        mixed = generation.parts["delivery"].get("audio") if generation and not generation.reused else None
+        delivery = Delivery(files, **changed, mixed=mixed)
         self.job.listener.delivered(delivery)
         return delivery
 

@@ -696,7 +696,8 @@ class Project:
             self.listener.step("assembling stems and mix")
             placements = self.assembly.placements(self.entries)
             programme = self.assembly.programme(placements, self.names, self._planned_length)
-            self.generation = self.assembly.write(programme, key, self.note)
+            whole = "asked for with --force" if self.options.force else None
+            self.generation = self.assembly.write(programme, key, self.note, whole=whole)
             self.program = programme.seconds
         for entry in self.entries:
             if entry.index in self.generation.past_video and "past-video" not in entry.flags:

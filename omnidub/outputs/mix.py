@@ -17,6 +17,22 @@ import soundfile as sf
 
 from omnidub.files import atomic_path
 from omnidub.outputs.loudness import MAKEUP_MAX, Level, Meter, plan_gain
+from omnidub.outputs.patch import (
+    MARGIN,
+    MOST,
+    MixState,
+    Patched,
+    Whole,
+    changed_spans,
+    check,
+    identity,
+    kept_gain,
+    limiter_moved,
+    merge,
+    remeasure,
+    rewrite,
+    unit_of,
+)
 
 BLOCK_SECONDS = 10.0
 FORMATS = {"wav": ("WAV", "PCM_24"), "flac": ("FLAC", "PCM_24"), "mp3": ("MP3", "MPEG_LAYER_III")}
@@ -119,12 +135,138 @@ def assemble(
 
     The dub mix gets one gain (to ``loudness`` LUFS, None keeps the level) and, only where its true peak would
     pass ``true_peak`` dBTP, a look-ahead limiter; the stems get the same, so they still sum to the mix."""
+    made = deliver_audio(
+        placements,
+        stems,
+        mix,
+        seconds,
+        sample_rate=sample_rate,
+        fmt=fmt,
+        loudness=loudness,
+        true_peak=true_peak,
+        bed=bed,
+        bed_mix=bed_mix,
+    )
+    return made.dub, made.over_bed
+
+
+@dataclass
+class Delivered:
+    """What :func:`deliver_audio` wrote: the dub mix and the bed mix, the state the next delivery patches from
+    (None with a bed), and how it was made (patched, or whole and why)."""
+
+    dub: Mastered
+    over_bed: Mastered | None
+    state: MixState | None
+    how: dict
+
+
+def deliver_audio(
+    placements: list[Placement],
+    stems: dict[str, Path],
+    mix: Path,
+    seconds: float,
+    *,
+    sample_rate: int = 48000,
+    fmt: str = "wav",
+    loudness: float | None = -23.0,
+    true_peak: float = -1.0,
+    bed: Bed | None = None,
+    bed_mix: Path | None = None,
+    previous: MixState | None = None,
+    frame: str = "",
+    out_dir: Path | None = None,
+    whole: str | None = None,
+) -> Delivered:
+    """:func:`assemble`, patching the last delivery (``previous``, checked against the files in ``out_dir``) where
+    only lines changed since, else writing everything whole."""
     total = int(round(seconds * sample_rate))
+    spans = _spans(placements, sample_rate)
+    lines = {identity(p): (p.speaker, first, last) for first, last, _, p in spans}
+    relatives = [path.relative_to(out_dir).as_posix() for path in [*stems.values(), mix]] if out_dir else []
+    why = ""
+    if out_dir is not None and previous is not None:
+        try:
+            if bed is not None:
+                raise Whole("a bed is mixed under the dub (its mix is made whole)")
+            if fmt != "wav":
+                raise Whole(f"{fmt} files cannot be patched in place")
+            check(previous, out_dir, frame, sample_rate, total, relatives)
+            return _patch(previous, placements, spans, lines, stems, mix, out_dir, relatives, loudness, true_peak)
+        except Whole as exc:
+            why = str(exc)
+    elif out_dir is not None:
+        why = whole or "no earlier delivery recorded to patch"
+    keep = lines if bed is None and out_dir is not None else None
+    dub, over_bed, state = _whole(
+        placements, stems, mix, total, sample_rate, fmt, loudness, true_peak, bed, bed_mix, keep
+    )
+    if state is not None and out_dir is not None:
+        state.frame = frame
+        state.stamp(out_dir, relatives)
+    return Delivered(dub, over_bed, state, {"how": "whole", "why": why})
+
+
+def _patch(previous, placements, spans, lines, stems, mix, out_dir, relatives, loudness, true_peak) -> Delivered:
+    """Re-mix only the spans around lines that changed (see :mod:`omnidub.outputs.patch`)."""
+    rate, total = previous.rate, previous.frames
+    unit = unit_of(previous.raw)
+    margin = int(MARGIN * rate)
+    warm = -(-margin // unit) * unit
+    dirty, speakers = changed_spans(previous, lines, unit, margin)
+    if sum(hi - lo for lo, hi in dirty) > total * MOST:
+        raise Whole("most of the programme changed")
+    by_speaker = {speaker: path for speaker, path in stems.items()}
+
+    def raw_signal(lo, hi):
+        return _sum(_range(spans, lo, hi, rate), hi - lo)
+
+    raw = remeasure(previous.raw, dirty, raw_signal, 1, warm)
+    gain, old_gain, said = kept_gain(previous, raw, loudness, true_peak)
+    moved = limiter_moved(gain, old_gain, len(raw.peaks))
+    if moved:
+        speakers = set(stems)  # the limiter works on every stem alike
+    spans_out = merge([*dirty, *moved], unit, total)
+
+    def written_signal(lo, hi):
+        return raw_signal(lo, hi) * gain.curve(lo, hi - lo)
+
+    written = remeasure(previous.written, spans_out, written_signal, 1, warm)
+    targets = {mix: None, **{by_speaker[s]: s for s in sorted(speakers) if s in by_speaker}}
+
+    def block(path, lo, hi):
+        curve = gain.curve(lo, hi - lo)
+        if targets[path] is None:
+            return np.clip(raw_signal(lo, hi) * curve, -1.0, 1.0)
+        part = _range(spans, lo, hi, rate).get(targets[path])
+        return np.zeros(hi - lo, np.float32) if part is None else np.clip(part * curve, -1.0, 1.0)
+
+    if spans_out:
+        rewrite([(path, spans_out) for path in targets], block)
+    rewritten = [path.relative_to(out_dir).as_posix() for path in targets] if spans_out else []
+    state = MixState(previous.frame, rate, total, previous.gain_db, raw, written, lines, dict(previous.files))
+    state.stamp(out_dir, rewritten)
+    level = written.level()
+    dub = Mastered(mix, gain.db, gain.limited, level, short_of_target(mix, level, loudness, true_peak, gain.limited))
+    patched = Patched(
+        tuple((lo / rate, hi / rate) for lo, hi in spans_out),
+        tuple(rewritten),
+        tuple(r for r in relatives if r not in rewritten),
+        said,
+    )
+    return Delivered(dub, None, state, patched.as_dict())
+
+
+def _whole(placements, stems, mix, total, sample_rate, fmt, loudness, true_peak, bed, bed_mix, lines):
+    """Every file written whole: the dub mix, the stems and (with a bed) the mix over the bed."""
     # Pass 1: measure the dub mix.
     meter = Meter(sample_rate, 1)
     for _, frames, blocks in _program(placements, sample_rate, total):
         meter.feed(_sum(blocks, frames))
-    gain = plan_gain(meter.finish(), loudness, true_peak)
+    raw = meter.finish()
+    gain = plan_gain(raw, loudness, true_peak)
+    if lines is None:  # no state to keep: the measurement is let go before the next pass builds its own
+        raw = None
     dub_scale = 10 ** (gain.db / 20)  # the dub's level inside the bed mix: the gain without the limiter
 
     # Pass 2: write stems and mix with that gain; measure what is written, and the bed mix if there is one.
@@ -151,12 +293,14 @@ def assemble(
             sinks[-1].write(np.clip(out, -1.0, 1.0))
             if over_bed:
                 bed_meter.feed(_over_bed(dub * dub_scale, bed_source.read(frames), spans, start, sample_rate, bed))
-    level = written.finish().level()
+    measured = written.finish()
+    level = measured.level()
     dub_result = Mastered(
         mix, gain.db, gain.limited, level, short_of_target(mix, level, loudness, true_peak, gain.limited)
     )
+    state = MixState("", sample_rate, total, gain.db, raw, measured, lines) if lines is not None else None
     if not over_bed:
-        return dub_result, None
+        return dub_result, None, state
 
     # Pass 3: the mix over the bed, with its own gain.
     bed_gain = plan_gain(bed_meter.finish(), loudness, true_peak)
@@ -168,7 +312,8 @@ def assemble(
         if silenced
         else None,
     ]
-    return dub_result, Mastered(bed_mix, bed_gain.db, bed_gain.limited, level, "; ".join(filter(None, notes)) or None)
+    over = Mastered(bed_mix, bed_gain.db, bed_gain.limited, level, "; ".join(filter(None, notes)) or None)
+    return dub_result, over, None
 
 
 def _write_over_bed(
@@ -222,12 +367,8 @@ def _sum(blocks: dict[str, np.ndarray], frames: int) -> np.ndarray:
     return out
 
 
-def _program(placements: list[Placement], sample_rate: int, total: int):
-    """Yield (first frame, frames, {speaker: block}) over the programme at ``sample_rate``; speakers silent in a block
-    are left out. Each segment is read and resampled once (soxr), when the first block it touches comes."""
-    import soxr
-
-    block_len = int(BLOCK_SECONDS * sample_rate)
+def _spans(placements: list[Placement], sample_rate: int) -> list[tuple[int, int, int, Placement]]:
+    """(first frame, end frame, order, placement) of each segment at ``sample_rate``, in the order they start."""
     spans = []
     for i, placement in enumerate(placements):
         info = sf.info(str(placement.path))
@@ -235,6 +376,39 @@ def _program(placements: list[Placement], sample_rate: int, total: int):
         frames = int(round(info.frames * sample_rate / info.samplerate))
         spans.append((first, first + frames, i, placement))
     spans.sort(key=lambda s: (s[0], s[2]))
+    return spans
+
+
+def _segment(placement: Placement, frames: int, sample_rate: int) -> np.ndarray:
+    """A segment's audio, mono at ``sample_rate`` (soxr), exactly ``frames`` long."""
+    import soxr
+
+    audio, rate = sf.read(str(placement.path), dtype="float32", always_2d=True)
+    # A segment edited by hand may hold samples that are not numbers (QA flags them): silence in the mix.
+    audio = np.nan_to_num(audio.mean(axis=1), nan=0.0, posinf=0.0, neginf=0.0)
+    if rate != sample_rate:
+        audio = soxr.resample(audio, rate, sample_rate, quality="HQ")
+    return np.pad(audio, (0, max(0, frames - len(audio))))[:frames]
+
+
+def _range(spans, lo: int, hi: int, sample_rate: int) -> dict[str, np.ndarray]:
+    """{speaker: samples lo..hi} of the segments that reach into that stretch (speakers silent there left out)."""
+    blocks: dict[str, np.ndarray] = {}
+    for first, last, _, placement in spans:
+        a, b = max(first, lo), min(last, hi)
+        if a >= b:
+            continue
+        audio = _segment(placement, last - first, sample_rate)
+        block = blocks.setdefault(placement.speaker, np.zeros(hi - lo, np.float32))
+        block[a - lo : b - lo] += audio[a - first : b - first]
+    return blocks
+
+
+def _program(placements: list[Placement], sample_rate: int, total: int):
+    """Yield (first frame, frames, {speaker: block}) over the programme at ``sample_rate``; speakers silent in a block
+    are left out. Each segment is read and resampled once (soxr), when the first block it touches comes."""
+    block_len = int(BLOCK_SECONDS * sample_rate)
+    spans = _spans(placements, sample_rate)
     # The spans that can still reach the current block, with their audio: each span enters once (read and
     # resampled then) and leaves once, so the work grows with the lines, not with lines times blocks.
     active: list[tuple[int, int, Placement, np.ndarray]] = []
@@ -244,14 +418,7 @@ def _program(placements: list[Placement], sample_rate: int, total: int):
         while upcoming < len(spans) and spans[upcoming][0] < block_end:
             first, last, _, placement = spans[upcoming]
             upcoming += 1
-            audio, rate = sf.read(str(placement.path), dtype="float32", always_2d=True)
-            # A segment edited by hand may hold samples that are not numbers (QA flags them): silence in the mix.
-            audio = np.nan_to_num(audio.mean(axis=1), nan=0.0, posinf=0.0, neginf=0.0)
-            if rate != sample_rate:
-                audio = soxr.resample(audio, rate, sample_rate, quality="HQ")
-            active.append(
-                (first, last, placement, np.pad(audio, (0, max(0, last - first - len(audio))))[: last - first])
-            )
+            active.append((first, last, placement, _segment(placement, last - first, sample_rate)))
         active = [span for span in active if span[1] > block_start]
         blocks: dict[str, np.ndarray] = {}
         for first, last, placement, audio in active:

@@ -9,12 +9,15 @@ manifest records its ``empty`` part.
 
 from __future__ import annotations
 
+import hashlib
+import json
 from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable, Protocol
 
 from omnidub.outputs.deliver import DeliveryOptions
-from omnidub.outputs.mix import Bed, Placement, assemble
+from omnidub.outputs.mix import Bed, Placement, deliver_audio
+from omnidub.outputs.patch import MixState
 
 
 @dataclass(frozen=True)
@@ -30,6 +33,7 @@ class Programme:
     name: str  # the stem of the dub's own files (the video's, else the input's)
     video_seconds: float | None = None
     note: Callable[[str], None] = print  # what a writer wants the user to know
+    whole: str | None = None  # why the audio must be written whole (else the last delivery is patched where it can)
 
     def past_video(self) -> tuple[int, ...]:
         """The lines whose audio ends after the video's picture (none without a video)."""
@@ -74,7 +78,7 @@ class AudioWriter:
         stems = {speaker: out / "stems" / f"{name}.{options.fmt}" for speaker, name in programme.speakers.items()}
         bed_mix = out / f"mix-bed.{options.fmt}" if options.bed else None
         (out / "stems").mkdir(exist_ok=True)
-        dub, over_bed = assemble(
+        made = deliver_audio(
             programme.placements,
             stems,
             out / f"mix.{options.fmt}",
@@ -85,7 +89,14 @@ class AudioWriter:
             true_peak=options.true_peak,
             bed=Bed(options.bed, duck=options.duck) if options.bed else None,
             bed_mix=bed_mix,
+            previous=None if programme.whole else MixState.load(out),
+            frame=self.frame(programme),
+            out_dir=out,
+            whole=programme.whole,
         )
+        dub, over_bed = made.dub, made.over_bed
+        if made.state is not None:
+            made.state.save(out)
         for mastered in (dub, over_bed):
             if mastered is not None and mastered.note:  # held under its loudness target: by how much and why
                 programme.note(mastered.note)
@@ -98,10 +109,18 @@ class AudioWriter:
                 "mix": dub.as_dict(),
                 "bed_mix": over_bed.as_dict() if over_bed else None,
             },
-            "delivery": {"bed_mix": f"mix-bed.{options.fmt}" if over_bed else None},
+            "delivery": {"bed_mix": f"mix-bed.{options.fmt}" if over_bed else None, "audio": made.how},
         }
         files = [*record["stems"].values(), record["mix"]] + ([record["delivery"]["bed_mix"]] if over_bed else [])
         return Output(files, record)
+
+    @staticmethod
+    def frame(programme: Programme) -> str:
+        """A key over what the audio depends on besides the lines: a delivery may patch one of the same key."""
+        from omnidub import __version__
+
+        payload = [__version__, repr(programme.options), sorted(programme.speakers.items()), programme.seconds]
+        return hashlib.sha256(json.dumps(payload, default=str).encode()).hexdigest()
 
 
 class VideoWriter:
