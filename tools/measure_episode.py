@@ -3,7 +3,7 @@ cache, a rerun with nothing changed, a rerun after three lines of the translatio
 render), and a real SIGINT in each stage, each followed by the run that goes on.
 
 Usage: python tools/measure_episode.py EPISODE_DIR --work DIR [--asr-model tiny.en] [--preset fast]
-       [--interrupts | --only-interrupts] [--json FILE]
+       [--interrupts | --only-interrupts | --again] [--json FILE]
 
 Runs offline (HF_HUB_OFFLINE) with --model synthetic:tiny, each part in a cache of its own under DIR (the synthetic
 model linked in), so that the cold run hears, analyses, translates, renders and checks everything. The timed runs
@@ -101,12 +101,14 @@ def timed_dub(video: Path, out: Path, args) -> tuple[dict, object]:
     return recorder.close(), dubbed
 
 
-def statuses(render: Path) -> dict[str, int]:
+def statuses(render: Path) -> dict:
     from omnidub.journal import read_entries
 
-    counted: dict[str, int] = {}
+    counted: dict = {}
     for entry in read_entries(render):
         counted[entry.status] = counted.get(entry.status, 0) + 1
+        if entry.status != "cached":
+            counted.setdefault("lines", []).append(entry.index)
     return counted
 
 
@@ -180,6 +182,7 @@ def main() -> None:
     parser.add_argument("--preset", default="fast")
     parser.add_argument("--interrupts", action="store_true", help="also stop the command in each stage")
     parser.add_argument("--only-interrupts", action="store_true", help="only stop the command in each stage")
+    parser.add_argument("--again", action="store_true", help="only the reruns, in the folder a cold run left in --work")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     os.environ["HF_HUB_OFFLINE"] = "1"
@@ -203,8 +206,11 @@ def main() -> None:
         print("SIGINT in each stage, each run going on from the last", flush=True)
         result["interrupts"] = interrupted_runs(video, args.work, args)
         return report(result, args)
-    os.environ["OMNIDUB_CACHE"] = str(fresh_cache(args.work / "cache"))
     out = args.work / "dub"
+    if args.again:
+        os.environ["OMNIDUB_CACHE"] = str(args.work / "cache")
+        return reruns(video, out, args, result)
+    os.environ["OMNIDUB_CACHE"] = str(fresh_cache(args.work / "cache"))
     shutil.rmtree(out, ignore_errors=True)
     print("cold run", flush=True)
     result["cold"], dubbed = timed_dub(video, out, args)
@@ -219,6 +225,11 @@ def main() -> None:
     }
     heard = (out / "voices" / "episode.original.srt").read_text(encoding="utf-8")
     result["cold"]["heard_lines"] = len(re.findall(r"^\d+$", heard, re.M))
+    reruns(video, out, args, result)
+
+
+def reruns(video: Path, out: Path, args, result: dict) -> None:
+    """A rerun with nothing changed, then one after three lines of the translation were edited by hand."""
     print("rerun, nothing changed", flush=True)
     result["rerun"], _ = timed_dub(video, out, args)
     result["rerun"]["journal"] = statuses(out / "render")
