@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import atexit
+import contextlib
 import hashlib
 import os
 import shutil
 import sys
 import tempfile
+import threading
 from pathlib import Path
 
 # Compiled modules are kept in __pycache__ (ignored by git) even where PYTHONDONTWRITEBYTECODE is set: the suite
@@ -103,6 +105,25 @@ def rendered(tmp_path_factory, tiny_model_dir, whisper_tiny_en) -> Path:
     from test_review import render_scene
 
     return render_scene(tmp_path_factory.mktemp("rendered"), whisper_tiny_en)
+
+
+@contextlib.contextmanager
+def serving(desk):
+    """``desk`` served on a free loopback port, as ``omnidub review`` serves it: (url, stop); stopped after."""
+    from omnidub.review import serve
+
+    ready, found = threading.Event(), []
+    thread = threading.Thread(
+        target=serve, args=(desk,), kwargs={"on_ready": lambda u, s: (found.append((u, s)), ready.set())}, daemon=True
+    )
+    thread.start()
+    assert ready.wait(30)
+    url, stop = found[0]
+    try:
+        yield url, stop
+    finally:
+        stop()
+        thread.join(30)
 
 
 def make_video(

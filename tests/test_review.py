@@ -11,12 +11,11 @@ import shutil
 import subprocess
 import sys
 import textwrap
-import threading
 import time
 from pathlib import Path
 
 import pytest
-from conftest import EXAMPLES, ROOT
+from conftest import EXAMPLES, ROOT, serving
 from typer.testing import CliRunner
 
 from omnidub.cli import app
@@ -532,26 +531,12 @@ CHROMIUM = Path("/usr/bin/chromium")
 
 @pytest.fixture
 def served(rendered, tmp_path):
-    """The review of a copy of the rendered scene, served on a free loopback port; yields (desk, url)."""
-    from omnidub.review import serve
-
+    """The review of a copy of the rendered scene, served on a free loopback port; yields (desk, url, folder)."""
     folder = tmp_path / "out"
     shutil.copytree(rendered, folder, symlinks=True)
     desk = open_desk(folder)
-    ready, stop = threading.Event(), []
-    url = []
-
-    def on_ready(address, stopper):
-        url.append(address)
-        stop.append(stopper)
-        ready.set()
-
-    thread = threading.Thread(target=serve, args=(desk,), kwargs={"on_ready": on_ready}, daemon=True)
-    thread.start()
-    assert ready.wait(30)
-    yield desk, url[0], folder
-    stop[0]()
-    thread.join(30)
+    with serving(desk) as (url, _):
+        yield desk, url, folder
     desk.close()
 
 

@@ -7,12 +7,12 @@ and playback rate on every player; the overflow column and filter."""
 from __future__ import annotations
 
 import re
-import threading
 import time
 
 import numpy as np
 import pytest
 import soundfile as sf
+from conftest import serving
 from test_review import browser  # noqa: F401 - a fixture
 from test_review_page import EPISODE, Desk, episode, line, needs_chromium, opened, review, rows, selected  # noqa: F401
 
@@ -223,22 +223,6 @@ def tone(seconds: float) -> bytes:
     return data.getvalue()
 
 
-def serving(desk):
-    """``desk`` served on a free loopback port: yields its address, stops it after."""
-    from omnidub.review import serve
-
-    ready, found = threading.Event(), []
-    thread = threading.Thread(
-        target=serve, args=(desk,), kwargs={"on_ready": lambda u, s: (found.append((u, s)), ready.set())}, daemon=True
-    )
-    thread.start()
-    assert ready.wait(30)
-    url, stop = found[0]
-    yield url
-    stop()
-    thread.join(30)
-
-
 @pytest.fixture
 def heard(tmp_path):
     from conftest import make_video
@@ -247,7 +231,7 @@ def heard(tmp_path):
     sound.write_bytes(tone(1.4))
     make_video(video, 24, codec="libvpx", audio="libopus", rate=48000)
     desk = Heard(sound, video)
-    for url in serving(desk):
+    with serving(desk) as (url, _):
         yield desk, url
 
 
@@ -268,7 +252,7 @@ def test_a_draft_rendered_as_the_server_reads_it_is_done_not_said_changed_elsewh
     from playwright.sync_api import expect
 
     desk = Editing()
-    for url in serving(desk):
+    with serving(desk) as (url, _):
         page = opened(browser, url)
         rows(page).focus()
         page.keyboard.press("j")

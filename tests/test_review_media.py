@@ -5,6 +5,7 @@ original and its context, and the programme as the lines stand, heard without a 
 
 from __future__ import annotations
 
+import contextlib
 import io
 import re
 import shutil
@@ -14,6 +15,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 import soundfile as sf
+from conftest import serving
 from test_review import CHROMIUM, browser, do, open_desk, run  # noqa: F401 - fixtures
 from test_review_page import fetched, opened, rows
 
@@ -23,21 +25,14 @@ SOURCE = Path(__file__).parent / "data" / "source"
 
 def serve_copy(rendered: Path, tmp_path: Path):
     """A copy of a rendered folder under review on a free loopback port: (desk, url, folder, stop)."""
-    from omnidub.review import serve
-
     folder = tmp_path / "out"
     shutil.copytree(rendered, folder, symlinks=True)
-    desk, ready, found = open_desk(folder), threading.Event(), []
-    thread = threading.Thread(
-        target=serve, args=(desk,), kwargs={"on_ready": lambda u, s: (found.append((u, s)), ready.set())}, daemon=True
-    )
-    thread.start()
-    assert ready.wait(30)
-    url, stop = found[0]
+    desk = open_desk(folder)
+    server = contextlib.ExitStack()
+    url, _ = server.enter_context(serving(desk))
 
     def stopped():
-        stop()
-        thread.join(30)
+        server.close()
         desk.close(deliver=False)
 
     return desk, url, folder, stopped

@@ -14,6 +14,7 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import serving
 from test_review import CHROMIUM, browser, do, open_desk, run, settle  # noqa: F401 - fixtures
 
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
@@ -129,18 +130,9 @@ Desk.video = None  # no picture unless a test gives one
 @pytest.fixture
 def episode():
     """The stand-in episode served on a free loopback port: (desk, url, stop)."""
-    from omnidub.review import serve
-
-    desk, ready, found = Desk(), threading.Event(), []
-    thread = threading.Thread(
-        target=serve, args=(desk,), kwargs={"on_ready": lambda u, s: (found.append((u, s)), ready.set())}, daemon=True
-    )
-    thread.start()
-    assert ready.wait(30)
-    url, stop = found[0]
-    yield desk, url, stop
-    stop()
-    thread.join(30)
+    desk = Desk()
+    with serving(desk) as (url, stop):
+        yield desk, url, stop
 
 
 def opened(browser, url, **options):
@@ -371,20 +363,11 @@ def test_the_page_reads_the_state_again_whenever_its_event_stream_reconnects(epi
 def review(rendered, tmp_path):
     """The review of a copy of the rendered scene on a free port: (desk, url, folder, stop); the test closes the
     desk (to open it again), the server is stopped after it."""
-    from omnidub.review import serve
-
     folder = tmp_path / "out"
     shutil.copytree(rendered, folder, symlinks=True)
-    desk, ready, found = open_desk(folder), threading.Event(), []
-    thread = threading.Thread(
-        target=serve, args=(desk,), kwargs={"on_ready": lambda u, s: (found.append((u, s)), ready.set())}, daemon=True
-    )
-    thread.start()
-    assert ready.wait(30)
-    url, stop = found[0]
-    yield desk, url, folder, stop
-    stop()
-    thread.join(30)
+    desk = open_desk(folder)
+    with serving(desk) as (url, stop):
+        yield desk, url, folder, stop
 
 
 @needs_chromium

@@ -9,13 +9,13 @@ from __future__ import annotations
 
 import json
 import re
-import threading
 import urllib.error
 import urllib.parse
 import urllib.request
 from pathlib import Path
 
 import pytest
+from conftest import serving
 from test_review import CHROMIUM, browser, copy_of, open_desk, render  # noqa: F401 - fixtures
 
 # Line 2's slot is 0.4 s and line 3 starts 1 s after it: its words take about 2 s, more than its speed-up cap makes
@@ -114,19 +114,10 @@ def tight(tmp_path_factory, tiny_model_dir, whisper_tiny_en) -> Path:
 @pytest.fixture
 def served(tight, tmp_path):
     """The review of a copy of the tight scene on a free port: (desk, url, folder)."""
-    from omnidub.review import serve
-
     folder = copy_of(tight, tmp_path)
-    desk, ready, found = open_desk(folder), threading.Event(), []
-    thread = threading.Thread(
-        target=serve, args=(desk,), kwargs={"on_ready": lambda u, s: (found.append((u, s)), ready.set())}, daemon=True
-    )
-    thread.start()
-    assert ready.wait(30)
-    url, stop = found[0]
-    yield desk, url, folder
-    stop()
-    thread.join(30)
+    desk = open_desk(folder)
+    with serving(desk) as (url, _):
+        yield desk, url, folder
     desk.close(deliver=False)
 
 

@@ -4,6 +4,7 @@ saved before it counts, and decisions follow their line when cues move."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -14,7 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import ROOT
+from conftest import ROOT, serving
 from test_review import HOST, SCENE, copy_of, do, lines, open_desk, render, run, segments, settle
 
 from omnidub.errors import OmnidubError
@@ -431,44 +432,34 @@ Promise.allSettled([
 @pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium (apt-get install chromium)")
 def test_a_page_on_another_local_port_cannot_change_anything_even_with_the_cookie(folder):
     import http.server
-    import threading
 
     playwright = pytest.importorskip("playwright.sync_api")
-    from omnidub.review import serve
-
     desk = open_desk(folder)
-    ready, stop, url = threading.Event(), [], []
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(desk.close, deliver=False)
+        url, _ = cleanup.enter_context(serving(desk))
+        review = url.split("/?")[0]
+        line = desk.state()["lines"]
+        hostile = HOSTILE.format(review=review, key=line[0]["key"], was=line[2]["text"]).encode()
 
-    def on_ready(address, stopper):
-        url.append(address)
-        stop.append(stopper)
-        ready.set()
+        class Page(http.server.BaseHTTPRequestHandler):
+            def do_GET(self):
+                self.send_response(200)
+                self.send_header("Content-Type", "text/html")
+                self.end_headers()
+                self.wfile.write(hostile)
 
-    server = threading.Thread(target=serve, args=(desk,), kwargs={"on_ready": on_ready}, daemon=True)
-    server.start()
-    assert ready.wait(30)
-    review = url[0].split("/?")[0]
-    line = desk.state()["lines"]
-    hostile = HOSTILE.format(review=review, key=line[0]["key"], was=line[2]["text"]).encode()
+            def log_message(self, *args):
+                pass
 
-    class Page(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.end_headers()
-            self.wfile.write(hostile)
-
-        def log_message(self, *args):
-            pass
-
-    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=other.serve_forever, daemon=True).start()
-    try:
+        other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+        threading.Thread(target=other.serve_forever, daemon=True).start()
+        cleanup.callback(other.shutdown)
         with playwright.sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
             context = browser.new_context()
             page = context.new_page()
-            page.goto(url[0])  # the editor's tab: the cookie is set for 127.0.0.1
+            page.goto(url)  # the editor's tab: the cookie is set for 127.0.0.1
             page.wait_for_selector("body[data-ready=true]")
             evil = context.new_page()
             evil.goto(f"http://127.0.0.1:{other.server_address[1]}/")
@@ -479,11 +470,6 @@ def test_a_page_on_another_local_port_cannot_change_anything_even_with_the_cooki
         settle(desk)
         state = desk.state()["lines"]
         assert not state[0]["approved"] and state[2]["text"] == line[2]["text"]
-    finally:
-        other.shutdown()
-        stop[0]()
-        server.join(30)
-        desk.close(deliver=False)
 
 
 # -- every route the page calls, as the page calls it ------------------------------------------------------------
