@@ -4,7 +4,7 @@ registry package placed, a folder imported from another machine) or that it is n
 ones with their sizes and progress; and importing a folder copied from a connected machine. ``omnidub models`` is
 its face, and every message that says a model is not here names that command.
 
-A new kind of model (an ONNX export, a separation model) is one class with the members of :class:`Kind`, added to
+A new kind of model (a separation model) is one class with the members of :class:`Kind`, added to
 ``KINDS``; the listing, fetching, packing and importing follow.
 
 Nothing here imports torch, and nothing touches the network unless asked to fetch. ``HF_HUB_OFFLINE`` set means
@@ -378,7 +378,42 @@ class SpeakerKind:
         raise OmnidubError(f"{name} comes with a package: install omnidub's dependencies")
 
 
-KINDS: dict[str, Kind] = {kind.name: kind for kind in (TtsKind(), AsrKind(), MtKind(), SpeakerKind())}
+# -- the ONNX Runtime export ---------------------------------------------------------------------------------------
+
+
+class OnnxKind:
+    """The TTS model's ONNX Runtime export: a faster lossless fp32 path on some CPUs. Built on the machine that uses
+    it, by an explicit command (``omnidub export --cache``: minutes and gigabytes), never fetched nor carried; a
+    dub runs without it, and ``--backend auto`` takes it where it measured faster than torch here."""
+
+    name = "onnx"
+
+    def find(self, name: str, role: str) -> Found:
+        from omnidub.backends.onnx import cache
+        from omnidub.models import resolve_model
+
+        if not KINDS["tts"].find(name, "").here:
+            return Found(self.name, name, role, None, "its TTS model is not here", fetchable=False, optional=True)
+        source = resolve_model(name, download=False)
+        if source.backend == "onnx":
+            return Found(self.name, name, role, source.path, "the model is an export", size_of(source.path), False)
+        status = cache.status(source)
+        said = status.summary().split(": ", 1)[1].replace(f" ({status.folder})", "")
+        if not status.present:
+            return Found(self.name, name, role, None, said, fetchable=False, optional=True)
+        return Found(self.name, name, role, status.folder, said, size_of(status.folder), fetchable=False, optional=True)
+
+    def fetch(self, name: str, into: Path | None, say: Say) -> Path:
+        raise OmnidubError(f"the ONNX export of {name} is built where it runs: omnidub export --cache --model {name}")
+
+    def recognise(self, folder: Path) -> str | None:
+        return None  # built here, never imported
+
+    def place(self, folder: Path, name: str, revision: str | None) -> Path:
+        raise OmnidubError(f"the ONNX export of {name} is built where it runs: omnidub export --cache")
+
+
+KINDS: dict[str, Kind] = {kind.name: kind for kind in (TtsKind(), AsrKind(), MtKind(), SpeakerKind(), OnnxKind())}
 
 
 # -- what a dub needs ------------------------------------------------------------------------------------------
@@ -425,6 +460,13 @@ def needs(
         Need("speaker", "campplus", "tells the source's voices apart"),
         Need("speaker", "resemblyzer", "QA's voice check"),
     ]
+    if device == "cpu":
+        from omnidub.hardware import dtype_for
+
+        when = (
+            "renders fp32 faster where measured so" if dtype_for("auto", "cpu") == "float32" else "with --dtype float32"
+        )
+        found.append(Need("onnx", model, f"ONNX Runtime's path: {when}", optional=True))
     return found
 
 

