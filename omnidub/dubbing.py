@@ -168,6 +168,13 @@ class Dubbing:
         casting, given = self._cast(source_options, original)
         translated = self._translate(original, source_options.language, target, casting)
         summary, report, job = self._render(translated, source_options, given, target)
+        if summary is not None and not summary.interrupted and not job.unchecked and not self.stopping:
+            # Lines the voice check moved to another clip are judged again now, as a rerun would judge them, so
+            # that the dub is what the next run leaves it: a rerun with nothing changed renders nothing.
+            again = self._judged_again(source_options, original, target, casting, given, translated)
+            if again is not None:
+                translated = again
+                summary, report, job = self._render(translated, source_options, given, target)
         stopped = "render" if summary is not None and summary.interrupted else ("check" if job.unchecked else None)
         entries = job.projects[0].entries if job.projects else []
         misjudged = tuple(e.index for e in entries if _misjudged(e))
@@ -291,6 +298,41 @@ class Dubbing:
         for note in casting.notes:  # said here, once: the render casts again from the same analysis
             self.listener.note(note)
         return casting, given
+
+    def _judged_again(self, options, original: Path, target: str, casting, given, translated):
+        """The translation judged again for the lines the render's voice check sent to another clip than the one
+        they were judged at (their pace is that clip's now); returned when a line's chosen words changed with it
+        (those lines are then rendered again), else None."""
+        from omnidub.casting import cast_from_source
+        from omnidub.folder import OutputFolder
+        from omnidub.records import verdicts
+        from omnidub.script import read_script
+
+        checks = verdicts(OutputFolder(self.folder / RENDER).last_render().records)
+        recast = cast_from_source(
+            self.engine,
+            options,
+            read_script(original),
+            given,
+            checks,
+            input_path=original,
+            has_bed=self.options.delivery.bed is not None,
+            step=lambda _text: None,
+        )
+        before, now = clip_paces(casting), clip_paces(recast)
+        moved = sorted(index for index, pace in now.items() if before.get(index) != pace)
+        if not moved:
+            return None
+        from omnidub.script import line_ranges
+
+        self.listener.note(
+            f"line(s) {line_ranges(moved)} moved by the voice check to their speaker's clip: their translation is "
+            "judged again at its pace"
+        )
+        written = translated.folder / translated.file
+        before_text = written.read_text(encoding="utf-8")
+        again = self._translate(original, options.language, target, recast)
+        return None if written.read_text(encoding="utf-8") == before_text else again
 
     def _translate(self, original: Path, spoken: str | None, target: str, casting):
         """The translation, each line's candidates judged at the pace of the clip the render will clone it from."""

