@@ -375,3 +375,25 @@ def test_a_sixth_tab_loads_while_five_others_are_open_in_the_background(rendered
         context.close()
     finally:
         stop()
+
+
+def test_the_decoded_copies_kept_are_the_most_recently_used_within_the_budget(tmp_path, monkeypatch):
+    import os
+
+    from omnidub.review import previews
+
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path / "cache"))
+    sources = []
+    for k in range(3):
+        source = tmp_path / f"source{k}.wav"
+        sf.write(str(source), np.zeros(previews.RATE, dtype=np.float32), previews.RATE)  # 1 s: 48 KB decoded
+        sources.append(source)
+    first, second = previews.decoded(sources[0]), previews.decoded(sources[1])
+    os.utime(first, (1_000_000, 1_000_000))
+    os.utime(second, (2_000_000, 2_000_000))
+    assert previews.decoded(sources[0]) == first  # used again: now the most recent
+    monkeypatch.setattr(previews, "KEEP_BYTES", first.stat().st_size * 2 + 10)
+    third = previews.decoded(sources[2])
+    # Two fit the budget: the one just made and the one used last; the least recently used went.
+    assert third.is_file() and first.is_file() and not second.exists()
+    assert previews.decoded(sources[1]).is_file()  # decoded again when asked for

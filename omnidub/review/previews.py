@@ -25,6 +25,8 @@ CONTEXT_SECONDS = 2.0  # heard before and after a line played in context
 PROGRAMME_SECONDS = 120.0  # the longest span of the programme assembled at once
 RATE = CLIP_RATE  # the previews' rate: the source's clips' and the voices'
 DECODED_VERSION = 1  # of the decoded files' layout: a new one decodes every source again
+# The decoded copies kept in the cache, the most recently used first: a 22-minute source is about 63 MB at 24 kHz.
+KEEP_BYTES = 2 * 1024**3
 
 
 class NotReady(Exception):
@@ -238,6 +240,10 @@ def decoded(path: Path) -> Path:
     key = f"omnidub-decoded-v{DECODED_VERSION}\0{path}\0{stat.st_size}\0{stat.st_mtime_ns}\0{RATE}"
     target = cache_home() / "review" / f"{hashlib.sha256(key.encode()).hexdigest()[:32]}.wav"
     if target.is_file():
+        try:
+            os.utime(target)  # used now: the last to go when the cache is pruned
+        except OSError:
+            pass
         return target
     audio = read_source(path, RATE)
     target.parent.mkdir(parents=True, exist_ok=True)
@@ -245,7 +251,28 @@ def decoded(path: Path) -> Path:
 
     with atomic_path(target) as temp:
         sf.write(str(temp), audio.samples, RATE, subtype="PCM_16", format="WAV")
+    _prune(target.parent, target)
     return target
+
+
+def _prune(folder: Path, kept: Path) -> None:
+    """Remove the least recently used decoded copies beyond KEEP_BYTES (never ``kept``, the one just made); a
+    source whose copy went is decoded again when reviewed."""
+    found = []
+    for copy in folder.glob("*.wav"):
+        try:
+            stat = copy.stat()
+        except OSError:
+            continue
+        found.append((stat.st_mtime, stat.st_size, copy))
+    total = 0
+    for _, size, copy in sorted(found, key=lambda x: x[0], reverse=True):
+        total += size
+        if total > KEEP_BYTES and copy != kept:
+            try:
+                copy.unlink()
+            except OSError:
+                pass
 
 
 def _lower_priority() -> None:
