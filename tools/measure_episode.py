@@ -138,7 +138,7 @@ def interrupted_runs(video: Path, work: Path, args) -> list[dict]:
     command += ["--asr-model", args.asr_model, "--device", "cpu", "--preset", args.preset, "--out", str(out)]
     runs = []
     # Where each run is stopped, and how long after its stage's heading: a while into the work of the long ones.
-    stops = (("hear", 30.0), ("voices", 0.0), ("translate", 2.0), ("render", 60.0), ("check", 5.0), (None, 0.0))
+    stops = (("hear", 30.0), ("voices", 0.0), ("translate", 2.0), ("render", 60.0), ("check", 0.3), (None, 0.0))
     for stage, delay in stops:
         started = time.monotonic()
         process = subprocess.Popen(command, stderr=subprocess.PIPE, stdout=subprocess.PIPE, env=env, text=True)
