@@ -301,8 +301,9 @@ class Dubbing:
 
     def _judged_again(self, options, original: Path, target: str, casting, given, translated):
         """The translation judged again for the lines the render's voice check sent to another clip than the one
-        they were judged at (their pace is that clip's now); returned when a line's chosen words changed with it
-        (those lines are then rendered again), else None."""
+        they were judged at (their pace is that clip's now), or None when it moved none. The render then takes
+        it: the lines whose chosen words changed are rendered again, the others keep their audio and get their
+        new prediction."""
         from omnidub.casting import cast_from_source
         from omnidub.folder import OutputFolder
         from omnidub.records import verdicts
@@ -329,10 +330,7 @@ class Dubbing:
             f"line(s) {line_ranges(moved)} moved by the voice check to their speaker's clip: their translation is "
             "judged again at its pace"
         )
-        written = translated.folder / translated.file
-        before_text = written.read_text(encoding="utf-8")
-        again = self._translate(original, options.language, target, recast)
-        return None if written.read_text(encoding="utf-8") == before_text else again
+        return self._translate(original, options.language, target, recast)
 
     def _translate(self, original: Path, spoken: str | None, target: str, casting):
         """The translation, each line's candidates judged at the pace of the clip the render will clone it from."""
