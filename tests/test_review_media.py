@@ -200,6 +200,8 @@ def test_the_programme_holds_a_retake_at_once_without_a_delivery(rendered, tmp_p
         # A byte range of it, as a player seeks.
         part = client.get(span, headers={**page, "Range": "bytes=44-1043"})
         assert part.status_code == 206 and part.content == after.content[44:1044]
+        # The longest span, as the page writes it (its end minus its start is 120.00000000000001 in floats).
+        assert client.get("/programme?start=58.860&end=178.860", headers=page).status_code == 200
         # A span too long, or backwards, or a flag that is not 0 or 1: one line each.
         for bad, said in (
             ("start=0&end=500", "the programme is heard 120 s at a time (asked for 500 s)"),
