@@ -2,12 +2,16 @@
 opened as soon as the review is, then for each of the first lines its own original (o), its context (c), the mix
 or programme (m) and the approval (a), in Debian's Chromium (Playwright).
 
-    python tools/review_first_minute.py FOLDER [--lines 10] [--listen 1] [--warm] [--json FILE]
+    python tools/review_first_minute.py FOLDER [--lines 10] [--listen 1] [--warm] [--edits 5] [--json FILE]
 
 Without ``--warm`` the review's decoded copies of the source and the bed are removed from omnidub's cache first
 (``<cache>/review/``), as on a first review; the source's analysis stays (it is the render's). Times are from the
 key's event to the page showing the line approved; the first line's original from the page's opening to its
 answer. Works on the review page before and after the source was decoded in the background (the keys are the same).
+
+``--edits N`` then edits N lines from the keyboard (Enter, the words, Ctrl+Enter) and times, for each, the line
+rendered (its row no longer says its text is sent) and the edit heard: ``m`` pressed at once, until the programme
+around the line plays with the new take (no delivery). The folder is changed: run it on a copy.
 """
 
 from __future__ import annotations
@@ -56,12 +60,51 @@ FIRST_LINES = """async ([lines, listen]) => {
 }"""
 
 
+def edit_and_hear(page, desk, index: int) -> tuple[float, float]:
+    """Line ``index`` edited from the keyboard and rendered, then heard in the programme: seconds from Ctrl+Enter
+    to the line rendered (the desk idle with the new words, the page no longer saying they are sent), and to the
+    programme playing with it."""
+    page.locator(f"#row-{index}").click()
+    page.wait_for_selector(f"#line-{index}")
+    page.keyboard.press("Enter")
+    page.keyboard.press("End")
+    page.keyboard.type(" Sim.")
+    began = time.perf_counter()
+    page.keyboard.press("Control+Enter")
+    while True:
+        line = next(x for x in desk.state()["lines"] if x["index"] == index)
+        status = desk.status()
+        if line["text"].endswith(" Sim.") and status["busy"] is None and not status["queued"]:
+            break
+        time.sleep(0.02)
+    page.wait_for_function(
+        """(i) => { const row = document.getElementById("row-" + i);
+                     return row && !/unsent|sent text/.test(row.getAttribute("aria-label") || ""); }""",
+        arg=index,
+        timeout=300_000,
+        polling=20,
+    )
+    rendered = time.perf_counter() - began
+    page.keyboard.press("m")
+    page.wait_for_function(
+        """() => { const mix = document.getElementById("mix");
+                   return (mix.getAttribute("src") || "").startsWith("/programme") && !mix.paused &&
+                          mix.readyState >= 3 && mix.currentTime > 0; }""",
+        timeout=300_000,
+        polling=20,
+    )
+    heard = time.perf_counter() - began
+    page.evaluate("() => document.getElementById('mix').pause()")
+    return round(rendered, 2), round(heard, 2)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("folder", type=Path)
     parser.add_argument("--lines", type=int, default=10)
     parser.add_argument("--warm", action="store_true", help="keep the decoded source and bed in the cache")
     parser.add_argument("--listen", type=float, default=1.0, help="seconds the editor waits to hear the original")
+    parser.add_argument("--edits", type=int, default=0, help="then edit this many lines and time hearing each")
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     from playwright.sync_api import expect, sync_playwright
@@ -93,6 +136,8 @@ def main() -> None:
             figures["page_load_seconds"] = round(time.perf_counter() - began, 2)
             lines = [line["index"] for line in desk.state()["lines"][: args.lines]]
             timed = page.evaluate(FIRST_LINES, [lines, args.listen * 1000])
+            edits = [line["index"] for line in desk.state()["lines"][args.lines : args.lines + args.edits]]
+            heard_edits = [edit_and_hear(page, desk, index) for index in edits]
             browser.close()
     finally:
         stop[0]()
@@ -111,6 +156,16 @@ def main() -> None:
             "load_after": round(os.getloadavg()[0], 2),
         }
     )
+    if heard_edits:
+        rendered = [r for r, _ in heard_edits]
+        heard = [h for _, h in heard_edits]
+        figures["edits"] = {
+            "rendered_seconds": rendered,
+            "heard_seconds": heard,
+            "rendered_median": round(statistics.median(rendered), 2),
+            "heard_median": round(statistics.median(heard), 2),
+            "heard_max": max(heard),
+        }
     print(json.dumps(figures, indent=2))
     if args.json:
         args.json.parent.mkdir(parents=True, exist_ok=True)
