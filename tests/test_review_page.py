@@ -6,6 +6,7 @@ manifest, A/B of takes)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
 import shutil
@@ -14,7 +15,7 @@ import time
 from pathlib import Path
 
 import pytest
-from conftest import serving
+from conftest import another_page, serving
 from test_review import CHROMIUM, browser, do, open_desk, run, settle  # noqa: F401 - fixtures
 
 needs_chromium = pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
@@ -699,35 +700,19 @@ a.addEventListener("error", () => {{ document.title = "refused"; }});
 
 @needs_chromium
 def test_a_page_on_another_local_port_cannot_play_or_time_a_line(review, browser):
-    import http.server
-
     desk, url, folder, stop = review
     hostile = HOSTILE_PLAYER.format(review=url.split("/?")[0]).encode()
-
-    class Page(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200)
-            self.send_header("Content-Type", "text/html")
-            self.end_headers()
-            self.wfile.write(hostile)
-
-        def log_message(self, *args):
-            pass
-
-    other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
-    threading.Thread(target=other.serve_forever, daemon=True).start()
-    try:
+    with contextlib.ExitStack() as cleanup:
+        cleanup.callback(desk.close, deliver=False)
+        cleanup.callback(stop)
+        elsewhere = cleanup.enter_context(another_page(hostile))
         context = browser.new_context()
         mine = context.new_page()
         mine.goto(url)  # the editor's tab: the cookie is set for 127.0.0.1, every port
         mine.wait_for_selector("body[data-ready=true]")
         assert mine.evaluate("document.querySelector('#detail audio, #mix') !== null")
         evil = context.new_page()
-        evil.goto(f"http://127.0.0.1:{other.server_address[1]}/")
+        evil.goto(elsewhere)
         evil.wait_for_function("document.title !== 'another local app'", timeout=30_000)
         assert evil.title() == "refused"
         context.close()
-    finally:
-        other.shutdown()
-        stop()
-        desk.close(deliver=False)

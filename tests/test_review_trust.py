@@ -15,7 +15,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from conftest import ROOT, serving
+from conftest import ROOT, another_page, serving
 from test_review import HOST, SCENE, copy_of, do, lines, open_desk, render, run, segments, settle
 
 from omnidub.errors import OmnidubError
@@ -431,8 +431,6 @@ Promise.allSettled([
 
 @pytest.mark.skipif(not Path("/usr/bin/chromium").exists(), reason="needs Debian's chromium (apt-get install chromium)")
 def test_a_page_on_another_local_port_cannot_change_anything_even_with_the_cookie(folder):
-    import http.server
-
     playwright = pytest.importorskip("playwright.sync_api")
     desk = open_desk(folder)
     with contextlib.ExitStack() as cleanup:
@@ -442,19 +440,7 @@ def test_a_page_on_another_local_port_cannot_change_anything_even_with_the_cooki
         line = desk.state()["lines"]
         hostile = HOSTILE.format(review=review, key=line[0]["key"], was=line[2]["text"]).encode()
 
-        class Page(http.server.BaseHTTPRequestHandler):
-            def do_GET(self):
-                self.send_response(200)
-                self.send_header("Content-Type", "text/html")
-                self.end_headers()
-                self.wfile.write(hostile)
-
-            def log_message(self, *args):
-                pass
-
-        other = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Page)
-        threading.Thread(target=other.serve_forever, daemon=True).start()
-        cleanup.callback(other.shutdown)
+        elsewhere = cleanup.enter_context(another_page(hostile))
         with playwright.sync_playwright() as p:
             browser = p.chromium.launch(executable_path="/usr/bin/chromium", args=["--no-sandbox", "--disable-gpu"])
             context = browser.new_context()
@@ -462,7 +448,7 @@ def test_a_page_on_another_local_port_cannot_change_anything_even_with_the_cooki
             page.goto(url)  # the editor's tab: the cookie is set for 127.0.0.1
             page.wait_for_selector("body[data-ready=true]")
             evil = context.new_page()
-            evil.goto(f"http://127.0.0.1:{other.server_address[1]}/")
+            evil.goto(elsewhere)
             # Its requests settle, then its form posts: the navigation lands on the server's refusal.
             evil.wait_for_url(re.compile(r"/api/lines/1/approve$"), timeout=60_000)
             assert "403" in evil.content()
