@@ -119,34 +119,12 @@ def container(fmt: str, frames: int, channels: int = 1) -> tuple[str, str]:
 
 
 def assemble(
-    placements: list[Placement],
-    stems: dict[str, Path],
-    mix: Path,
-    seconds: float,
-    *,
-    sample_rate: int = 48000,
-    fmt: str = "wav",
-    loudness: float | None = -23.0,
-    true_peak: float = -1.0,
-    bed: Bed | None = None,
-    bed_mix: Path | None = None,
+    placements: list[Placement], stems: dict[str, Path], mix: Path, seconds: float, **options
 ) -> tuple[Mastered, Mastered | None]:
-    """Write one stem per speaker, the dub mix and (with a bed) the mix over the bed, ``seconds`` long.
-
-    The dub mix gets one gain (to ``loudness`` LUFS, None keeps the level) and, only where its true peak would
-    pass ``true_peak`` dBTP, a look-ahead limiter; the stems get the same, so they still sum to the mix."""
-    made = deliver_audio(
-        placements,
-        stems,
-        mix,
-        seconds,
-        sample_rate=sample_rate,
-        fmt=fmt,
-        loudness=loudness,
-        true_peak=true_peak,
-        bed=bed,
-        bed_mix=bed_mix,
-    )
+    """Write one stem per speaker, the dub mix and (with a bed) the mix over the bed, ``seconds`` long, whole:
+    :func:`deliver_audio` with nothing to patch (``options``: its sample_rate, fmt, loudness, true_peak, bed and
+    bed_mix). Returns the dub mix and the mix over the bed (None without one)."""
+    made = deliver_audio(placements, stems, mix, seconds, **options)
     return made.dub, made.over_bed
 
 
@@ -178,8 +156,12 @@ def deliver_audio(
     out_dir: Path | None = None,
     whole: str | None = None,
 ) -> Delivered:
-    """:func:`assemble`, patching the last delivery (``previous``, checked against the files in ``out_dir``) where
-    only lines changed since, else writing everything whole."""
+    """Write one stem per speaker, the dub mix and (with a bed) the mix over the bed, ``seconds`` long, patching
+    the last delivery (``previous``, checked against the files in ``out_dir``) where only lines changed since, else
+    writing everything whole.
+
+    The dub mix gets one gain (to ``loudness`` LUFS, None keeps the level) and, only where its true peak would
+    pass ``true_peak`` dBTP, a look-ahead limiter; the stems get the same, so they still sum to the mix."""
     total = int(round(seconds * sample_rate))
     spans = _spans(placements, sample_rate)
     lines = {identity(p): (p.speaker, first, last) for first, last, _, p in spans}
