@@ -331,6 +331,8 @@ ARGUMENTS = {
         "voice": (str, type(None)),
         "speaker": (str,),
         "was_speaker": (str,),
+        "start": (int, float),
+        "end": (int, float),
     },
     "choose": {"take": (int,)},
     "approve": {"approved": (bool,), "key": (str,)},
@@ -355,7 +357,7 @@ def _arguments(kind: str, body: dict) -> dict:
                 raise OmnidubError(f"{name} is not text (it holds a lone surrogate, {value!r:.40})") from None
     if kind == "edit":
         if not set(body) - {"was", "was_speaker"}:
-            raise OmnidubError("an edit needs text, max_speedup, borrow, voice or speaker")
+            raise OmnidubError("an edit needs text, max_speedup, borrow, voice, speaker, start or end")
         if "text" in body and "was" not in body:
             raise OmnidubError("an edit of the text names the text it replaces (was)")
         if "speaker" in body and "was_speaker" not in body:

@@ -163,7 +163,24 @@ class Review:
                 f"line {action.index}: no voice called {action.args['speaker']!r} in this render "
                 f"(its voices: {', '.join(speakers)})"
             )
+        if action.kind == "edit" and ("start" in action.args or "end" in action.args):
+            self._check_slot(action.index, action.args, line)
         self._queue(action)
+
+    def _check_slot(self, index: int, args: dict, line: dict) -> None:
+        """A slot an edit moves a line to: numbers of seconds, running forward, within the programme."""
+        import math
+
+        for name in ("start", "end"):
+            if name in args and not math.isfinite(args[name]):
+                raise OmnidubError(f"line {index}: a slot's {name} is a number of seconds, not {args[name]!r}")
+        with self._lock:
+            programme = self._folder.get("program_seconds") or 0.0
+        start, end = args.get("start", line["start"]), args.get("end", line["end"])
+        if not 0 <= start < end:
+            raise OmnidubError(f"line {index}: a slot runs forward from 0 or later (not {start:g} to {end:g} s)")
+        if end > max(programme, line["end"]) + 1e-6:
+            raise OmnidubError(f"line {index}: a slot ends within the programme ({programme:g} s), not at {end:g} s")
 
     def _queue(self, action: Action) -> None:
         with self._lock:
