@@ -77,3 +77,17 @@ def test_a_moved_slot_is_kept_when_the_folder_is_opened_again(served):
         assert (line["start"], line["end"], line["status"]) == (3.0, 5.0, "cached")
     finally:
         again.close()
+
+
+def test_a_slot_is_predicted_as_the_plan_would_fit_the_lines_words_in_it(served):
+    desk, url, folder = served
+    client = Client(url)
+    status, roomy = client.get("/remedies/2?start=3.0&end=5.5")
+    assert status == 200 and (roomy["start"], roomy["end"], roomy["slot"]) == (3.0, 5.5, 2.5)
+    status, tight = client.get("/remedies/2?start=5.0&end=5.04")
+    assert status == 200 and tight["slot"] == 0.04
+    # The same words at the same pace: a slot far too short for them, close before line 3, runs late.
+    assert tight["natural"] == roomy["natural"] and tight["speed"] > 1.0 and tight["length"] > tight["slot"]
+    assert roomy["fits"] and roomy["over"] == 0 and not tight["fits"] and tight["over"] > 0
+    status, refused = client.get("/remedies/2?start=5.5&end=5.0")
+    assert status == 400 and "runs forward" in refused["error"]

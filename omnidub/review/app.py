@@ -231,7 +231,8 @@ def build_app(review: Review, hosts: set[str]):
         """What would make a line fit its slot (``?text=``: the length of words the editor typed, in its voice)."""
         index, text = request.path_params["index"], request.query_params.get("text")
         try:
-            found = await _aside(review, review.remedies, index, text)
+            slot = _slot(request.query_params)
+            found = await _aside(review, review.remedies, index, text, slot)
         except OmnidubError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         if found is STOPPING:
@@ -383,6 +384,16 @@ def _mark_arguments(body: dict) -> dict:
     if "look_again" in found and not isinstance(found["look_again"], bool):
         raise OmnidubError("look_again is true or false")
     return found
+
+
+def _slot(query) -> tuple[float, float] | None:
+    """The slot a request asks a line's fit for (``start`` and ``end`` in seconds, both or neither), or None."""
+    if "start" not in query and "end" not in query:
+        return None
+    try:
+        return float(query.get("start", "")), float(query.get("end", ""))
+    except ValueError:
+        raise OmnidubError("give the slot as start=SECONDS&end=SECONDS") from None
 
 
 def _span(query) -> Span:

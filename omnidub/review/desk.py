@@ -361,16 +361,26 @@ class Review:
     def picture(self):
         return self.previews.picture()
 
-    def remedies(self, index: int, text: str | None = None) -> dict | None:
+    def remedies(self, index: int, text: str | None = None, slot: tuple[float, float] | None = None) -> dict | None:
         """What would make the line fit its slot, each predicted as the plan would render it (``text``: words the
-        editor typed, predicted in the line's voice instead), from what the worker last published; None for a line
-        this folder does not have. An untimed script's lines have no slot to fit: refused, saying so."""
+        editor typed, predicted in the line's voice instead; ``slot``: the line as it says now, in another slot),
+        from what the worker last published; None for a line this folder does not have. An untimed script's lines
+        have no slot to fit: refused, saying so."""
         with self._lock:
-            known, fitting = index in self._lines, self._fittings.get(index)
+            known, fitting, view = index in self._lines, self._fittings.get(index), self._lines.get(index)
+            others = [(view["index"], view["start"], view["end"]) for view in self._lines.values()]
         if not known:
             return None
         if fitting is None:
             raise OmnidubError(f"line {index} has no slot to fit (the script is untimed)")
+        if slot is not None:
+            from omnidub.script import Line
+            from omnidub.timing import limits
+
+            self._check_slot(index, {"start": slot[0], "end": slot[1]}, view)
+            placed = [Line(i, "", "", *(slot if i == index else (s, e)), None) for i, s, e in others]
+            limit = dict(zip([line.index for line in placed], limits(placed), strict=True))[index]
+            return remedies.moved(fitting, *slot, limit)
         if text is not None:
             from omnidub.script import edited_text
 
