@@ -5,9 +5,8 @@ programme's solo and mute buttons."""
 
 from __future__ import annotations
 
-import json
 import re
-import urllib.parse
+import time
 
 import pytest
 from conftest import serving
@@ -91,3 +90,77 @@ def test_a_slot_is_predicted_as_the_plan_would_fit_the_lines_words_in_it(served)
     assert roomy["fits"] and roomy["over"] == 0 and not tight["fits"] and tight["over"] > 0
     status, refused = client.get("/remedies/2?start=5.5&end=5.0")
     assert status == 400 and "runs forward" in refused["error"]
+
+
+def wait_for(check, timeout: float = 60.0):
+    began = time.monotonic()
+    while not check():
+        assert time.monotonic() - began < timeout, "never came"
+        time.sleep(0.05)
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
+def test_solo_and_mute_reload_the_programme_at_the_same_second(served, browser):
+    from playwright.sync_api import expect
+
+    desk, url, folder = served
+    page = browser.new_page()
+    page.goto(url)
+    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    expect(page.locator("#mix-length")).to_have_text(re.compile(r"s$"))  # the delivered mix, its length read
+    page.locator("#block-3").click()  # line 3 selected, the mix at its start (6 s)
+    mix = page.locator("#mix")
+    page.get_by_role("button", name="Mute the bed").click()
+    expect(page.get_by_role("button", name="Mute the bed")).to_have_attribute("aria-pressed", "true")
+    expect(mix).to_have_attribute("src", re.compile(r"^/programme\?start=6\.000&.*dub=1&original=0&bed=0"))
+    expect(page.locator("#tracks-said")).to_contain_text("the delivered mix cannot be un-mixed")
+    page.get_by_role("button", name="Solo the original").click()
+    expect(mix).to_have_attribute("src", re.compile(r"^/programme\?start=6\.000&.*dub=0&original=1&bed=0"))
+    # From the keyboard: Shift+2 hears every track not muted again, 3 hears the bed again; in a text box, nothing.
+    page.locator("#rows").focus()
+    page.keyboard.press("Shift+Digit2")
+    expect(page.get_by_role("button", name="Solo the original")).to_have_attribute("aria-pressed", "false")
+    expect(mix).to_have_attribute("src", re.compile(r"dub=1&original=0&bed=0"))
+    page.get_by_label("Text of line 3", exact=True).press("3")
+    expect(page.get_by_role("button", name="Mute the bed")).to_have_attribute("aria-pressed", "true")
+    page.locator("#rows").focus()
+    page.keyboard.press("3")
+    # Back to the delivered mix's own tracks: the delivered mix plays again, at the same second.
+    expect(mix).to_have_attribute("src", re.compile(r"^/media/mix"))
+    expect(page.locator("#mix")).to_have_js_property("currentTime", 6)
+    page.close()
+
+
+@pytest.mark.skipif(not CHROMIUM.exists(), reason="needs Debian's chromium (apt-get install chromium)")
+def test_a_handle_dragged_moves_the_slot_snapped_to_frames_and_the_keyboard_reaches_it(served, browser):
+    from playwright.sync_api import expect
+
+    desk, url, folder = served
+    page = browser.new_page()
+    page.goto(url)
+    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    page.locator("#row-3").click()
+    program = desk.state()["program_seconds"]
+    lanes = page.locator("#lanes").bounding_box()
+    x = lambda t: lanes["x"] + lanes["width"] * t / program  # noqa: E731 - second t on the timeline
+    block = page.locator("#block-3").bounding_box()
+    handle = page.locator("#start-handle-3").bounding_box()
+    page.mouse.move(handle["x"] + handle["width"] / 2, handle["y"] + handle["height"] / 2)
+    page.mouse.down()
+    page.mouse.move(x(6.41), handle["y"] + handle["height"] / 2, steps=4)
+    # While dragging: the slot where it goes, and how its words fit there.
+    expect(page.locator("#slot-3")).to_contain_text(re.compile(r"6\.40 to 8\.50 s · [0-9.]+ s.*(fits|too late)"))
+    page.mouse.up()
+    wait_for(lambda: next(line for line in desk.state()["lines"] if line["index"] == 3)["start"] == 6.4)
+    settled(desk)
+    moved = page.locator("#block-3").bounding_box()
+    assert moved["x"] > block["x"] + 0.3 * lanes["width"] / program  # 0.4 s later on the timeline
+
+    # The keyboard: the end typed in the line's detail, rendered with Ctrl+Enter (snapped to a frame).
+    end = page.get_by_label("End of line 3", exact=True)
+    expect(end).to_have_value("8.5")
+    end.fill("8.61")
+    end.press("Control+Enter")
+    wait_for(lambda: next(line for line in desk.state()["lines"] if line["index"] == 3)["end"] == 8.6)
+    settled(desk)
+    page.close()
