@@ -381,9 +381,11 @@
       const step = String(Math.round(1000 / (state.fps || 25)) / 1000);
       article.append(el("div", {class: "line-row slot-edges"},
         el("label", {for: "start-" + i, text: "Start of line " + i}),
-        el("input", {type: "number", id: "start-" + i, min: "0", step, value: String(line.start)}),
+        el("input", {type: "number", id: "start-" + i, min: "0", step, value: String(line.start),
+                     "data-value": String(line.start)}),
         el("label", {for: "end-" + i, text: "End of line " + i}),
-        el("input", {type: "number", id: "end-" + i, min: "0", step, value: String(line.end)}),
+        el("input", {type: "number", id: "end-" + i, min: "0", step, value: String(line.end),
+                     "data-value": String(line.end)}),
         el("span", {class: "small", text: "seconds, snapped to the video's frames (" + (state.fps || 25) + " a second)"})));
     }
     const buttons = [
@@ -524,7 +526,8 @@
     if (speaker !== line.speaker) { change.speaker = speaker; change.was_speaker = $("speaker-" + n).dataset.speaker; }
     for (const edge of ["start", "end"]) {
       const box = $(edge + "-" + n);
-      if (box && box.value !== "" && snapped(Number(box.value)) !== line[edge]) change[edge] = snapped(Number(box.value));
+      // Only an edge the editor typed: a slot off the frames (an SRT's 8.5 s at 25 a second) stays where it is.
+      if (box && box.value !== "" && box.value !== box.dataset.value) change[edge] = snapped(Number(box.value));
     }
     if (Object.keys(change).length) {
       // Marked sent before it is: the line's event may come back before the answer to the request does.
