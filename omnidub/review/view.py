@@ -75,6 +75,7 @@ class Views:
             "language": entry.language,
             "start": entry.start,
             "end": entry.end,
+            "input_slot": list(edit.get("at") or (entry.start, entry.end)),  # before a move in review
             "slot": entry.slot,
             "target": entry.target,
             "duration": entry.duration,

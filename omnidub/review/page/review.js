@@ -113,7 +113,10 @@
   let drafts = {};  // identity -> {text, was (the line's text it was typed over), clash (text changed under it)}
   const sending = new Set();  // identities of drafts sent and not yet heard back
   function draftStore() { return "omnidub-drafts:" + state.title + ":" + state.input; }
-  function identity(line) { return JSON.stringify([line.start, line.end, line.input_text]); }
+  function identity(line) {  // the line as the input has it: its slot (before any move) and its text
+    const [start, end] = line.input_slot || [line.start, line.end];
+    return JSON.stringify([start, end, line.input_text]);
+  }
   function draftOf(line) { return drafts[identity(line)] || null; }
   function draftMark(line) { return !draftOf(line) ? "" : sending.has(identity(line)) ? "sent" : "unsent"; }
   function loadDrafts() {
