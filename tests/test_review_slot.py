@@ -140,6 +140,7 @@ def test_a_handle_dragged_moves_the_slot_snapped_to_frames_and_the_keyboard_reac
     page.goto(url)
     expect(page.locator("body[data-ready=true]")).to_have_count(1)
     page.locator("#row-3").click()
+    page.get_by_label("Text of line 3", exact=True).fill("Then we are never lost.")  # unsent text, kept over the move
     program = desk.state()["program_seconds"]
     lanes = page.locator("#lanes").bounding_box()
     x = lambda t: lanes["x"] + lanes["width"] * t / program  # noqa: E731 - second t on the timeline
@@ -155,6 +156,8 @@ def test_a_handle_dragged_moves_the_slot_snapped_to_frames_and_the_keyboard_reac
     settled(desk)
     moved = page.locator("#block-3").bounding_box()
     assert moved["x"] > block["x"] + 0.3 * lanes["width"] / program  # 0.4 s later on the timeline
+    expect(page.get_by_label("Text of line 3", exact=True)).to_have_value("Then we are never lost.")
+    expect(page.locator("#row-3")).to_have_attribute("aria-label", re.compile("unsent"))
 
     # The keyboard: the end typed in the line's detail, rendered with Ctrl+Enter (snapped to a frame).
     end = page.get_by_label("End of line 3", exact=True)
@@ -163,4 +166,6 @@ def test_a_handle_dragged_moves_the_slot_snapped_to_frames_and_the_keyboard_reac
     end.press("Control+Enter")
     wait_for(lambda: next(line for line in desk.state()["lines"] if line["index"] == 3)["end"] == 8.6)
     settled(desk)
+    line = next(line for line in desk.state()["lines"] if line["index"] == 3)
+    assert (line["start"], line["text"]) == (6.4, "Then we are never lost.")
     page.close()
