@@ -10,7 +10,7 @@ import time
 
 import pytest
 from conftest import serving
-from test_review import CHROMIUM, browser, copy_of, lines, open_desk  # noqa: F401 - fixtures
+from test_review import CHROMIUM, browser, copy_of, lines, open_desk, render  # noqa: F401 - fixtures
 from test_review_timing import Client, settled
 
 
@@ -169,3 +169,20 @@ def test_a_handle_dragged_moves_the_slot_snapped_to_frames_and_the_keyboard_reac
     line = next(line for line in desk.state()["lines"] if line["index"] == 3)
     assert (line["start"], line["text"]) == (6.4, "Then we are never lost.")
     page.close()
+
+
+@pytest.mark.slow  # a render of its own: pytest -m slow runs it
+def test_a_line_of_an_untimed_script_has_no_slot_to_move(tmp_path):
+    script = tmp_path / "scene.txt"
+    script.write_text("ALICE: Did you bring the map?\nBOB: It is in the car.\n")
+    assert render(script, tmp_path / "out").exit_code == 0
+    desk = open_desk(tmp_path / "out")
+    try:
+        with serving(desk) as (url, _):
+            status, answer = Client(url).post("/api/lines/2/edit", {"start": 0.5, "end": 1.5})
+            assert (
+                status == 400 and answer["error"] == "line 2: the script is untimed, so its lines have no slot to move"
+            )
+            assert Client(url).get("/api/state")[1]["timed"] is False  # the page draws no handles, shows no fields
+    finally:
+        desk.close(deliver=False)

@@ -175,7 +175,9 @@ class Review:
             if name in args and not math.isfinite(args[name]):
                 raise OmnidubError(f"line {index}: a slot's {name} is a number of seconds, not {args[name]!r}")
         with self._lock:
-            programme = self._folder.get("program_seconds") or 0.0
+            programme, timed = self._folder.get("program_seconds") or 0.0, self._folder.get("timed", True)
+        if not timed:
+            raise OmnidubError(f"line {index}: the script is untimed, so its lines have no slot to move")
         start, end = args.get("start", line["start"]), args.get("end", line["end"])
         if not 0 <= start < end:
             raise OmnidubError(f"line {index}: a slot runs forward from 0 or later (not {start:g} to {end:g} s)")
