@@ -380,7 +380,7 @@
       el("label", {for: "cap-" + i, text: "Speed cap of line " + i}), cap,
       borrow, el("label", {for: "borrow-" + i, text: "Line " + i + " may borrow the gap"}),
       el("span", {class: "small", text: "slot " + seconds(line.slot) + " · planned " + seconds(line.target)})));
-    if (!state.timed === false) {
+    if (state.timed !== false) {
       const step = String(Math.round(1000 / (state.fps || 25)) / 1000);
       article.append(el("div", {class: "line-row slot-edges"},
         el("label", {for: "start-" + i, text: "Start of line " + i}),
@@ -590,7 +590,7 @@
                           (line.look_again ? " flagged" : "") + (selected === line.index ? " selected" : ""),
                    id: "block-" + line.index, "data-index": line.index, title: "Line " + line.index,
                    style: {left, width: share(length)}, text: String(line.index)}));
-      if (selected === line.index && !state.timed === false) {
+      if (selected === line.index && state.timed !== false) {
         for (const edge of ["start", "end"])
           byLane.get(line.speaker).push(el("div", {class: "handle " + edge, id: edge + "-handle-" + line.index,
             "data-edge": edge, "data-index": line.index, style: {left: share(line[edge])},
