@@ -5,6 +5,7 @@ programme's solo and mute buttons."""
 
 from __future__ import annotations
 
+import json
 import re
 import time
 
@@ -60,7 +61,7 @@ def test_a_slot_moved_through_the_edit_door_is_planned_undone_and_refused_when_b
     assert (back["start"], back["end"]) == (6.0, 8.5)
 
 
-def test_a_moved_slot_is_kept_when_the_folder_is_opened_again(served):
+def test_a_moved_slot_is_kept_when_the_folder_is_opened_again_and_by_a_later_render(served, whisper_tiny_en):
     desk, url, folder = served
     client = Client(url)
     status, _ = client.post("/api/lines/2/edit", {"end": 5.0})
@@ -76,6 +77,12 @@ def test_a_moved_slot_is_kept_when_the_folder_is_opened_again(served):
         assert (line["start"], line["end"], line["status"]) == (3.0, 5.0, "cached")
     finally:
         again.close()
+    # A later render of the same input keeps the moved slot and its audio: nothing renders.
+    result = render(
+        json.loads((folder / "manifest.json").read_text())["input"], folder, "--asr-model", whisper_tiny_en, "--json"
+    )
+    assert result.exit_code == 0, result.output
+    assert json.loads(result.stdout)["rendered"] == 0 and lines(folder)[2]["end"] == 5.0
 
 
 def test_a_slot_is_predicted_as_the_plan_would_fit_the_lines_words_in_it(served):
