@@ -22,7 +22,7 @@ from omnidub.takes import current, failed_on_timing, judged_by_qa, take_of, take
 
 UNDO_DEPTH = 100  # decisions an editor can take back, newest first
 # What an edit may change; each is put back by an undo.
-EDITABLE = ("text", "speaker", "max_speedup", "borrow", "voice")
+EDITABLE = ("text", "speaker", "max_speedup", "borrow", "voice", "start", "end")
 
 
 class Stale(OmnidubError):
@@ -278,6 +278,7 @@ class Editor:
                 max_speedup=wanted.get("max_speedup"),
                 borrow=wanted.get("borrow"),
                 speaker=wanted.get("speaker", project.input_speaker(index)),
+                **_slot_of(project, index, wanted),
                 **({"voice": wanted.get("voice")} if project.cast is not None else {}),
             )
             project.replan()
@@ -416,6 +417,8 @@ class Editor:
         index = before.index
         now, old = project.line(index).edit or {}, before.edit
         defaults = {"text": project.input_text(index), "speaker": project.input_speaker(index), "borrow": False}
+        if project.script.timed:
+            defaults["start"], defaults["end"] = project.input_slot(index)
         changes = {name: old.get(name, defaults.get(name)) for name in EDITABLE if old.get(name) != now.get(name)}
         touched = [index]
         if changes:
@@ -504,6 +507,14 @@ class Editor:
             return
         self.job.listener.step("checking the delivered lines (only audio not heard before is transcribed)")
         self.job.check([project])
+
+
+def _slot_of(project: Project, index: int, edit: dict) -> dict:
+    """The slot an edit gives a line (the input's where it moved none), as set_edit takes it; none when untimed."""
+    if not project.script.timed:
+        return {}
+    start, end = project.input_slot(index)
+    return {"start": edit.get("start", start), "end": edit.get("end", end)}
 
 
 def _lines(n: int) -> str:

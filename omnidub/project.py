@@ -167,7 +167,7 @@ class Project:
         from omnidub.script import follow
 
         latest = {e.index: e for e in records}
-        before = [(i, (e.edit or {}).get("from", e.text), e.start, e.end) for i, e in sorted(latest.items())]
+        before = [(i, (e.edit or {}).get("from", e.text), *_input_slot(e)) for i, e in sorted(latest.items())]
         now = [(line.index, line.text, line.start, line.end) for line in self.dub.lines]
         return follow(before, now)
 
@@ -434,8 +434,25 @@ class Project:
                     edit = None
                 else:
                     self.edits[line.index] = edit
+            if edit is not None and "at" in edit and not same_slot(tuple(edit["at"]), (line.start, line.end)):
+                self.note(
+                    f"line {line.index} ({_quoted(line.text)}): its slot in {self.input_path.name} changed since it "
+                    "was moved in review; the input's slot is used"
+                )
+                edit = {k: v for k, v in edit.items() if k not in ("start", "end", "at")}
+                if set(edit) == {"from"}:
+                    del self.edits[line.index]
+                    edit = None
+                else:
+                    self.edits[line.index] = edit
             if edit is not None:
-                line = replace(line, text=edit.get("text", line.text), speaker=edit.get("speaker", line.speaker))
+                line = replace(
+                    line,
+                    text=edit.get("text", line.text),
+                    speaker=edit.get("speaker", line.speaker),
+                    start=edit.get("start", line.start),
+                    end=edit.get("end", line.end),
+                )
                 if edit.get("max_speedup") or edit.get("borrow"):
                     fits[line.index] = Fit(edit.get("max_speedup"), bool(edit.get("borrow")))
             lines.append(line)
@@ -906,6 +923,24 @@ class Project:
         """The line's speaker as the input (or, with ``--source``, the casting) has it, before any edit."""
         return next(line.speaker for line in self.script.lines if line.index == index)
 
+    def input_slot(self, index: int) -> tuple[float, float]:
+        """The line's slot as the input has it (before any move in review)."""
+        line = next(line for line in self.script.lines if line.index == index)
+        return line.start, line.end
+
+    def _slot_edge(self, index: int, name: str, value, where: str) -> float | None:
+        """One edge of a line's slot as an editor moved it (seconds, to the millisecond); None where it is the
+        input's own."""
+        import math
+
+        if not self.script.timed:
+            raise OmnidubError(f"{where}: the script is untimed, so its lines have no slot to move")
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not math.isfinite(value):
+            raise OmnidubError(f"{where}: a slot's {name} is a number of seconds, not {value!r}")
+        value = round(float(value), 3)
+        own = self.input_slot(index)[0 if name == "start" else 1]
+        return None if same_slot((value, value), (own, own)) else value
+
     def voice_for(self, index: int, speaker) -> str:
         """``speaker`` when line ``index`` may be moved to it (one of this render's voices, or the line's own)."""
         if speaker != self.input_speaker(index) and (not isinstance(speaker, str) or speaker not in self.speakers):
@@ -917,8 +952,9 @@ class Project:
         """Change a line as an editor asks: ``text`` (read as a cue's text is), ``max_speedup`` (its own speed-up
         cap, 1 to 4; None: the preset's), ``borrow`` (it may run into the silence before the next line), ``voice``
         ("line" or "speaker": the source clip it is cloned from; None: as the render decides), ``speaker`` (the
-        voice that says it and the stem it is in: one of this render's voices). The change is journaled at once;
-        :meth:`replan` plans the line with it."""
+        voice that says it and the stem it is in: one of this render's voices), ``start`` and ``end`` (its slot in
+        seconds of the programme; a timed script's lines only). The change is journaled at once; :meth:`replan` plans
+        the line with it."""
         from omnidub.script import edited_text
 
         entry = self.line(index)
@@ -939,6 +975,8 @@ class Project:
                 value = bool(value) or None
             elif name == "speaker":
                 value = None if value == self.input_speaker(index) else self.voice_for(index, value)
+            elif name in ("start", "end"):
+                value = self._slot_edge(index, name, value, where)
             elif name == "voice":  # None: as the render decides
                 if value is not None and self.cast is None:
                     raise OmnidubError(f"{where}: only a render with --source clones lines from clips of the original")
@@ -950,6 +988,15 @@ class Project:
                 edit.pop(name, None)
             else:
                 edit[name] = value
+        edit.pop("at", None)
+        if "start" in edit or "end" in edit:
+            start, end = self.input_slot(index)
+            if not 0 <= edit.get("start", start) < edit.get("end", end):
+                raise OmnidubError(
+                    f"{where}: a slot runs forward from 0 or later (not {edit.get('start', start):g} to "
+                    f"{edit.get('end', end):g} s)"
+                )
+            edit["at"] = [start, end]  # the input's slot it was moved from: a retimed input wins (see _edited)
         edit = None if set(edit) == {"from"} else edit
         self._journaled(entry, replace(entry, edit=edit, approved=False))  # saved first: a failed write changes nothing
         if edit is None:
@@ -1068,6 +1115,12 @@ class Project:
 def _chosen(takes, key: str) -> tuple:
     """The takes, the one whose audio is ``key`` marked chosen."""
     return tuple(replace(take, chosen=take.key == key) for take in takes)
+
+
+def _input_slot(entry: LineEntry) -> tuple[float, float]:
+    """A recorded line's slot as the input had it (a slot moved in review keeps the one it was moved from)."""
+    at = (entry.edit or {}).get("at")
+    return (at[0], at[1]) if isinstance(at, list) and len(at) == 2 else (entry.start, entry.end)
 
 
 def _quoted(text: str, most: int = 40) -> str:

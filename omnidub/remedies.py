@@ -95,3 +95,13 @@ def offer(fitting: Fitting) -> dict:
 def preview(fitting: Fitting, text: str) -> dict:
     """Words the editor typed, predicted in the line's voice and fitted to its slot with its own rules."""
     return {"text": text, **fitting.sized(text)}
+
+
+def moved(fitting: Fitting, start: float, end: float, limit: float | None) -> dict:
+    """The line's words as it says them now, predicted in its voice and fitted to another slot (``limit``: the last
+    moment it may end there): what the timeline shows while a slot's edge is dragged."""
+    from dataclasses import replace
+
+    line = replace(fitting.line, start=start, end=end)
+    sized = replace(fitting, line=line, limit=limit).sized(line.text)
+    return {"start": start, "end": end, "slot": round(end - start, 3), **sized}

@@ -231,7 +231,8 @@ def build_app(review: Review, hosts: set[str]):
         """What would make a line fit its slot (``?text=``: the length of words the editor typed, in its voice)."""
         index, text = request.path_params["index"], request.query_params.get("text")
         try:
-            found = await _aside(review, review.remedies, index, text)
+            slot = _slot(request.query_params)
+            found = await _aside(review, review.remedies, index, text, slot)
         except OmnidubError as exc:
             return JSONResponse({"error": str(exc)}, status_code=400)
         if found is STOPPING:
@@ -331,6 +332,8 @@ ARGUMENTS = {
         "voice": (str, type(None)),
         "speaker": (str,),
         "was_speaker": (str,),
+        "start": (int, float),
+        "end": (int, float),
     },
     "choose": {"take": (int,)},
     "approve": {"approved": (bool,), "key": (str,)},
@@ -355,7 +358,7 @@ def _arguments(kind: str, body: dict) -> dict:
                 raise OmnidubError(f"{name} is not text (it holds a lone surrogate, {value!r:.40})") from None
     if kind == "edit":
         if not set(body) - {"was", "was_speaker"}:
-            raise OmnidubError("an edit needs text, max_speedup, borrow, voice or speaker")
+            raise OmnidubError("an edit needs text, max_speedup, borrow, voice, speaker, start or end")
         if "text" in body and "was" not in body:
             raise OmnidubError("an edit of the text names the text it replaces (was)")
         if "speaker" in body and "was_speaker" not in body:
@@ -381,6 +384,16 @@ def _mark_arguments(body: dict) -> dict:
     if "look_again" in found and not isinstance(found["look_again"], bool):
         raise OmnidubError("look_again is true or false")
     return found
+
+
+def _slot(query) -> tuple[float, float] | None:
+    """The slot a request asks a line's fit for (``start`` and ``end`` in seconds, both or neither), or None."""
+    if "start" not in query and "end" not in query:
+        return None
+    try:
+        return float(query.get("start", "")), float(query.get("end", ""))
+    except ValueError:
+        raise OmnidubError("give the slot as start=SECONDS&end=SECONDS") from None
 
 
 def _span(query) -> Span:

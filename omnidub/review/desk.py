@@ -163,7 +163,26 @@ class Review:
                 f"line {action.index}: no voice called {action.args['speaker']!r} in this render "
                 f"(its voices: {', '.join(speakers)})"
             )
+        if action.kind == "edit" and ("start" in action.args or "end" in action.args):
+            self._check_slot(action.index, action.args, line)
         self._queue(action)
+
+    def _check_slot(self, index: int, args: dict, line: dict) -> None:
+        """A slot an edit moves a line to: numbers of seconds, running forward, within the programme."""
+        import math
+
+        for name in ("start", "end"):
+            if name in args and not math.isfinite(args[name]):
+                raise OmnidubError(f"line {index}: a slot's {name} is a number of seconds, not {args[name]!r}")
+        with self._lock:
+            programme, timed = self._folder.get("program_seconds") or 0.0, self._folder.get("timed", True)
+        if not timed:
+            raise OmnidubError(f"line {index}: the script is untimed, so its lines have no slot to move")
+        start, end = args.get("start", line["start"]), args.get("end", line["end"])
+        if not 0 <= start < end:
+            raise OmnidubError(f"line {index}: a slot runs forward from 0 or later (not {start:g} to {end:g} s)")
+        if end > max(programme, line["end"]) + 1e-6:
+            raise OmnidubError(f"line {index}: a slot ends within the programme ({programme:g} s), not at {end:g} s")
 
     def _queue(self, action: Action) -> None:
         with self._lock:
@@ -344,16 +363,26 @@ class Review:
     def picture(self):
         return self.previews.picture()
 
-    def remedies(self, index: int, text: str | None = None) -> dict | None:
+    def remedies(self, index: int, text: str | None = None, slot: tuple[float, float] | None = None) -> dict | None:
         """What would make the line fit its slot, each predicted as the plan would render it (``text``: words the
-        editor typed, predicted in the line's voice instead), from what the worker last published; None for a line
-        this folder does not have. An untimed script's lines have no slot to fit: refused, saying so."""
+        editor typed, predicted in the line's voice instead; ``slot``: the line as it says now, in another slot),
+        from what the worker last published; None for a line this folder does not have. An untimed script's lines
+        have no slot to fit: refused, saying so."""
         with self._lock:
-            known, fitting = index in self._lines, self._fittings.get(index)
+            known, fitting, view = index in self._lines, self._fittings.get(index), self._lines.get(index)
+            others = [(view["index"], view["start"], view["end"]) for view in self._lines.values()]
         if not known:
             return None
         if fitting is None:
             raise OmnidubError(f"line {index} has no slot to fit (the script is untimed)")
+        if slot is not None:
+            from omnidub.script import Line
+            from omnidub.timing import limits
+
+            self._check_slot(index, {"start": slot[0], "end": slot[1]}, view)
+            placed = [Line(i, "", "", *(slot if i == index else (s, e)), None) for i, s, e in others]
+            limit = dict(zip([line.index for line in placed], limits(placed), strict=True))[index]
+            return remedies.moved(fitting, *slot, limit)
         if text is not None:
             from omnidub.script import edited_text
 

@@ -28,7 +28,7 @@ class Views:
 
     def folder(self) -> dict:
         """The folder's own view: title, input, programme, speakers, whether it has a source, the preset's speed
-        cap, the mix's file (while it is the lines as they stand) and its gains."""
+        cap, the frame rate, the mix's file (while it is the lines as they stand) and its gains."""
         project = self.project
         return {
             "title": project.out_dir.name,
@@ -37,6 +37,8 @@ class Views:
             "speakers": sorted(project.speakers),
             "source": project.cast is not None,
             "max_speedup": project.preset.timing.max_speedup,
+            "timed": project.script.timed,  # an untimed script's lines have no slot to move
+            "fps": project.probed.fps,  # the frames a slot's edges snap to: the video's, --fps, else 25
             "mix_file": self.listed(self._mix_file()),
             "mix_gains": self._mix_gains(),
         }
@@ -73,6 +75,7 @@ class Views:
             "language": entry.language,
             "start": entry.start,
             "end": entry.end,
+            "input_slot": list(edit.get("at") or (entry.start, entry.end)),  # before a move in review
             "slot": entry.slot,
             "target": entry.target,
             "duration": entry.duration,

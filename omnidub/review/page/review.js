@@ -113,7 +113,10 @@
   let drafts = {};  // identity -> {text, was (the line's text it was typed over), clash (text changed under it)}
   const sending = new Set();  // identities of drafts sent and not yet heard back
   function draftStore() { return "omnidub-drafts:" + state.title + ":" + state.input; }
-  function identity(line) { return JSON.stringify([line.start, line.end, line.input_text]); }
+  function identity(line) {  // the line as the input has it: its slot (before any move) and its text
+    const [start, end] = line.input_slot || [line.start, line.end];
+    return JSON.stringify([start, end, line.input_text]);
+  }
   function draftOf(line) { return drafts[identity(line)] || null; }
   function draftMark(line) { return !draftOf(line) ? "" : sending.has(identity(line)) ? "sent" : "unsent"; }
   function loadDrafts() {
@@ -377,6 +380,17 @@
       el("label", {for: "cap-" + i, text: "Speed cap of line " + i}), cap,
       borrow, el("label", {for: "borrow-" + i, text: "Line " + i + " may borrow the gap"}),
       el("span", {class: "small", text: "slot " + seconds(line.slot) + " · planned " + seconds(line.target)})));
+    if (state.timed !== false) {
+      const step = String(Math.round(1000 / (state.fps || 25)) / 1000);
+      article.append(el("div", {class: "line-row slot-edges"},
+        el("label", {for: "start-" + i, text: "Start of line " + i}),
+        el("input", {type: "number", id: "start-" + i, min: "0", step, value: String(line.start),
+                     "data-value": String(line.start)}),
+        el("label", {for: "end-" + i, text: "End of line " + i}),
+        el("input", {type: "number", id: "end-" + i, min: "0", step, value: String(line.end),
+                     "data-value": String(line.end)}),
+        el("span", {class: "small", text: "seconds, snapped to the video's frames (" + (state.fps || 25) + " a second)"})));
+    }
     const buttons = [
       el("button", {type: "button", "aria-pressed": line.approved ? "true" : "false", onclick: () => approve(line),
                     text: "Approve line " + i}),
@@ -513,6 +527,11 @@
     if (borrow !== line.borrow) change.borrow = borrow;
     const speaker = $("speaker-" + n).value;
     if (speaker !== line.speaker) { change.speaker = speaker; change.was_speaker = $("speaker-" + n).dataset.speaker; }
+    for (const edge of ["start", "end"]) {
+      const box = $(edge + "-" + n);
+      // Only an edge the editor typed: a slot off the frames (an SRT's 8.5 s at 25 a second) stays where it is.
+      if (box && box.value !== "" && box.value !== box.dataset.value) change[edge] = snapped(Number(box.value));
+    }
     if (Object.keys(change).length) {
       // Marked sent before it is: the line's event may come back before the answer to the request does.
       const key = identity(line), sent = change.text !== undefined && Boolean(draftOf(line));
@@ -545,6 +564,7 @@
     $("zoom-said").textContent = $("zoom").value + " pixels a second";
   }
   function pickBlock(e) {
+    if (dragged) return true;
     const block = e.target.closest(".block");
     if (!block) return false;
     select(Number(block.dataset.index), true);
@@ -556,18 +576,102 @@
     const [from, to] = ruled.span().map((t, k) => t + (k ? 5 : -5));
     const byLane = new Map([...$("lanes").querySelectorAll(".lane")].map((n) => [n.dataset.speaker, []]));
     const program = Math.max(state.program_seconds, 1), share = (t) => (100 * t / program) + "%";
-    for (const line of state.lines) {
+    for (const shown of state.lines) {
+      // A slot being dragged is drawn where it is going, with what its words are predicted to take there.
+      const moving = dragging && dragging.index === shown.index;
+      const line = moving ? Object.assign({}, shown, {start: dragging.start, end: dragging.end}) : shown;
       if (line.end < from || line.start > to || !byLane.has(line.speaker)) continue;
-      const left = share(line.start), length = line.duration || line.target;
+      const left = share(line.start), length = moving && dragging.fit ? dragging.fit.length : line.duration || line.target;
       byLane.get(line.speaker).push(
-        el("div", {class: "slot", style: {left, width: share(Math.max(line.end - line.start, 0.04))}}),
+        el("div", {class: "slot" + (moving ? " moving" : ""), id: "slot-" + line.index,
+                   style: {left, width: share(Math.max(line.end - line.start, 0.04))},
+                   text: moving ? slotSaid(dragging) : ""}),
         el("div", {class: "block " + (line.audio ? line.verdict : "none") + (line.approved ? " approved" : "") +
                           (line.look_again ? " flagged" : "") + (selected === line.index ? " selected" : ""),
                    id: "block-" + line.index, "data-index": line.index, title: "Line " + line.index,
                    style: {left, width: share(length)}, text: String(line.index)}));
+      if (selected === line.index && state.timed !== false) {
+        for (const edge of ["start", "end"])
+          byLane.get(line.speaker).push(el("div", {class: "handle " + edge, id: edge + "-handle-" + line.index,
+            "data-edge": edge, "data-index": line.index, style: {left: share(line[edge])},
+            title: (edge === "start" ? "Drag the start of line " : "Drag the end of line ") + line.index}));
+      }
     }
     for (const lane of $("lanes").querySelectorAll(".lane")) lane.replaceChildren(...byLane.get(lane.dataset.speaker));
   }
+  // -- a line's slot dragged on the timeline: its start or end, snapped to the video's frames ---------------------
+  // While a handle is dragged the slot is drawn where it goes, with its words' predicted length there (GET
+  // /remedies/N?start&end, the plan's own fitting); on release one edit of start and end goes through the one door.
+  let dragging = null;  // {index, edge, start, end, fit}
+  let sizing = null;  // the pending prediction's timer
+  function frame() { return 1 / (state.fps || 25); }
+  function snapped(t) { const fps = state.fps || 25; return Math.round(Math.round(t * fps) / fps * 1000) / 1000; }
+  function edgeLimits(line, edge) {
+    // Never before the previous line's start nor after the next line's end in its lane, never a slot under a frame.
+    const lane = state.lines.filter((l) => l.speaker === line.speaker && l.index !== line.index);
+    const before = lane.filter((l) => l.start < line.start).map((l) => l.start);
+    const after = lane.filter((l) => l.start > line.start).map((l) => l.end);
+    const fps = state.fps || 25, up = (t) => Math.ceil(t * fps - 1e-6) / fps, down = (t) => Math.floor(t * fps + 1e-6) / fps;
+    if (edge === "start") return [up(before.length ? Math.max(...before) + frame() : 0), down(dragging.end - frame())];
+    return [up(dragging.start + frame()), down(Math.min(after.length ? Math.min(...after) : Infinity, state.program_seconds))];
+  }
+  function slotSaid(drag) {
+    const where = drag.start.toFixed(2) + " to " + drag.end.toFixed(2) + " s";
+    if (!drag.fit) return where;
+    const speed = drag.fit.speed > 1.0005 ? " at " + drag.fit.speed.toFixed(2) + "×" : "";
+    return where + " · " + seconds(drag.fit.length) + speed + (drag.fit.fits ? ": fits" : ": " + seconds(drag.fit.over) + " too late");
+  }
+  function sizeSlot() {
+    clearTimeout(sizing);
+    const drag = dragging;
+    sizing = setTimeout(() => {
+      fetch("/remedies/" + drag.index + "?start=" + drag.start + "&end=" + drag.end, {credentials: "same-origin"})
+        .then((r) => r.ok ? r.json() : null)
+        .then((fit) => {
+          if (!fit || dragging !== drag || fit.start !== drag.start || fit.end !== drag.end) return;
+          drag.fit = fit;
+          drawBlocks();
+          $("slot-said").textContent = "Line " + drag.index + ": " + slotSaid(drag);
+        })
+        .catch(() => {});
+    }, 80);
+  }
+  function dragTo(e) {
+    if (!dragging) return;
+    const box = $("lanes").getBoundingClientRect(), program = Math.max(state.program_seconds, 1);
+    const [low, high] = edgeLimits(byIndex.get(dragging.index), dragging.edge);
+    const t = Math.min(Math.max(snapped(program * (e.clientX - box.left) / box.width), low), high);
+    if (t === dragging[dragging.edge]) return;
+    dragging[dragging.edge] = Math.round(t * 1000) / 1000;
+    dragging.fit = null;
+    drawBlocks();
+    $("slot-said").textContent = "Line " + dragging.index + ": " + slotSaid(dragging);
+    sizeSlot();
+  }
+  $("lanes").addEventListener("pointerdown", (e) => {
+    const handle = e.target.closest(".handle");
+    if (!handle || !state) return;
+    e.preventDefault();
+    const line = byIndex.get(Number(handle.dataset.index));
+    dragging = {index: line.index, edge: handle.dataset.edge, start: line.start, end: line.end, fit: null};
+    $("lanes").setPointerCapture(e.pointerId);
+  });
+  $("lanes").addEventListener("pointermove", dragTo);
+  $("lanes").addEventListener("pointerup", (e) => {
+    if (!dragging) return;
+    dragTo(e);
+    const drag = dragging, line = byIndex.get(drag.index);
+    dragging = null;
+    clearTimeout(sizing);
+    dragged = true;  // the click that ends a drag is not a seek
+    setTimeout(() => { dragged = false; }, 0);
+    if (line && (drag.start !== line.start || drag.end !== line.end)) {
+      $("slot-said").textContent = "Line " + drag.index + " moved to " + slotSaid(drag);
+      lineAction(drag.index, "edit", {start: drag.start, end: drag.end});
+    }
+    drawBlocks();
+  });
+  let dragged = false;
   function follow(line) {
     if (ruled) ruled.show(line.start);
     drawBlocks();
@@ -841,10 +945,40 @@
     $("mix-length").textContent = NOT_DELIVERED;
     if (play) start(mix, "the programme");
   }
+  // -- the programme's tracks: each of the dub, the original and the bed muted, or one heard alone ----------------
+  const TRACKS = ["dub", "original", "bed"];
+  const muted = {dub: false, original: true, bed: false};  // as the delivered mix has them: the dub over the bed
+  let solo = null;  // the one track heard alone, or null
+  function asMixed() { return tracks.dub === 1 && tracks.original === 0 && tracks.bed === 1; }
+  function mixPlays() { return Boolean(state.mix) && asMixed(); }  // the delivered mix cannot be un-mixed
+  function setTrack(track, how) {
+    // Mute toggles a track; solo hears it alone (again: every track not muted). The span heard is loaded again
+    // at the same second of the programme, playing on if it was playing.
+    if (how === "solo") solo = solo === track ? null : track;
+    else muted[track] = !muted[track];
+    for (const t of TRACKS) tracks[t] = solo ? Number(t === solo) : Number(!muted[t]);
+    for (const button of document.querySelectorAll("#tracks button")) {
+      const on = button.dataset.how === "solo" ? solo === button.dataset.track : muted[button.dataset.track];
+      button.setAttribute("aria-pressed", String(on));
+    }
+    const mix = $("mix"), loaded = Boolean(mix.getAttribute("src"));
+    const t = loaded ? mixFrom + (mix.currentTime || 0) : selected === null ? 0 : byIndex.get(selected).start;
+    const play = loaded && !mix.paused;
+    const heard = TRACKS.filter((name) => tracks[name]);
+    $("tracks-said").textContent = (heard.length ? "Heard: " + heard.join(", ") : "Every track muted") +
+      (state.mix && !asMixed() ? "; the delivered mix cannot be un-mixed: the programme as it stands plays instead" : "");
+    if (mixPlays()) {
+      loadMix();
+      const back = () => { mix.currentTime = t; if (play) mix.play().catch(() => {}); };
+      if (mix.readyState >= 1) back(); else mix.addEventListener("loadedmetadata", back, {once: true});
+    } else hearProgramme(t, play);
+  }
+  for (const button of document.querySelectorAll("#tracks button"))
+    button.addEventListener("click", () => setTrack(button.dataset.track, button.dataset.how));
   function seekMix(t, play) {
     // Second t of the programme in the mix player: the delivered mix while it is current, else the programme.
     const mix = $("mix");
-    if (!state.mix) {
+    if (!mixPlays()) {
       const loaded = mix.getAttribute("src") || "";
       const inside = loaded === programmeUrl(mixFrom) && t >= mixFrom && t < mixFrom + (mix.duration || 0);
       if (!inside) return hearProgramme(t, play);
@@ -854,7 +988,7 @@
   }
   function loadMix() {
     const mix = $("mix");
-    if (!state.mix) {
+    if (!mixPlays()) {
       if (!(mix.getAttribute("src") || "").startsWith("/programme") || mix.paused)
         hearProgramme(selected === null ? 0 : byIndex.get(selected).start, false);
       return;
@@ -929,6 +1063,12 @@
       m: () => seekMix(line.start, true),
       Enter: () => editText(line), e: () => editText(line), l: loop,
     };
+    const digit = /^Digit([123])$/.exec(e.code || "");
+    if (digit) {  // 1, 2, 3: mute the dub, the original, the bed; with Shift, solo it
+      e.preventDefault();
+      setTrack(TRACKS[Number(digit[1]) - 1], e.shiftKey ? "solo" : "mute");
+      return;
+    }
     const run = keys[e.key] || (line && onLine[e.key]);
     if (!run) return;
     e.preventDefault();
@@ -951,7 +1091,7 @@
   picture.src = "/picture";  // a folder without a video answers 404: the player stays hidden
   $("mix").addEventListener("ended", () => {  // the programme goes on with its next span
     const next = mixFrom + ($("mix").duration || PROGRAMME);
-    if (!state.mix && next < state.program_seconds - 0.05) hearProgramme(next, true);
+    if (!mixPlays() && next < state.program_seconds - 0.05) hearProgramme(next, true);
   });
   // Media events do not bubble: they are caught on their way down. One player heard at a time.
   document.addEventListener("play", (e) => {
