@@ -330,9 +330,9 @@ class Dubbing:
             f"line(s) {line_ranges(moved)} moved by the voice check to their speaker's clip: their translation is "
             "judged again at its pace"
         )
-        return self._translate(original, options.language, target, recast)
+        return self._translate(original, options.language, target, recast, notes=False)
 
-    def _translate(self, original: Path, spoken: str | None, target: str, casting):
+    def _translate(self, original: Path, spoken: str | None, target: str, casting, notes: bool = True):
         """The translation, each line's candidates judged at the pace of the clip the render will clone it from."""
         from omnidub.translate import TranslateOptions, load_glossary, translate_folder
 
@@ -357,7 +357,7 @@ class Dubbing:
             input_path=self.source,
             paces=clip_paces(casting),
         )
-        for note in translated.report["notes"]:
+        for note in translated.report["notes"] if notes else ():  # said once a dub, when first translated
             self.listener.note(note)
         self._done["translate"] = f"the translation: {translated.folder / translated.file}"
         return translated
