@@ -18,7 +18,10 @@
   const PROGRAMME = 120;  // seconds of the programme a span holds (the server's limit)
   const NOT_DELIVERED = "the programme as it stands (not delivered)";
   const tracks = {dub: 1, original: 0, bed: 1};  // what the programme mixes in (1) or leaves out (0)
-  let mixFrom = 0, changes = 0, waiting = null;  // changes: lines changed here; waiting: a player asked to play
+  // changes: lines changed here; waiting: the player asked to play before its audio was ready, and lastAsked:
+  // the last player a key or button asked to play (start()), each by its name (a line's players are made again
+  // when the line changes): "#mix", or a player's label
+  let mixFrom = 0, changes = 0, waiting = null, lastAsked = null;
 
   // -- helpers -------------------------------------------------------------------------------------------------
   function el(tag, attrs, ...children) {
@@ -984,7 +987,7 @@
       if (!inside) return hearProgramme(t, play);
       mix.currentTime = t - mixFrom;
     } else if (mix.getAttribute("src")) mix.currentTime = t;
-    if (play) mix.play().catch(() => {});
+    if (play) start(mix, "the mix");
   }
   function loadMix() {
     const mix = $("mix");
@@ -1003,11 +1006,15 @@
   function mediaReady() {
     // The source and the bed are decoded: the players that asked before play now (one the editor played, again).
     for (const audio of document.querySelectorAll("audio")) {
-      if (!audio.error) continue;
-      audio.load();
-      if (audio === waiting) audio.play().then(() => { if (waiting === audio) waiting = null; }).catch(() => {});
+      if (audio.error) audio.load();
     }
+    // Only the last asked for: one asked since (heard at once, or waiting too) takes its place.
+    const wanted = waiting !== lastAsked ? null :
+      waiting === "#mix" ? $("mix") : document.querySelector('audio[aria-label="' + waiting + '"]');
+    waiting = null;
+    if (wanted) wanted.play().catch(() => {});
   }
+  function nameOf(audio) { return audio.id === "mix" ? "#mix" : audio.getAttribute("aria-label"); }
   function play(label) {
     const audio = document.querySelector('#detail audio[aria-label="' + label + '"]');
     if (!audio) return;
@@ -1015,10 +1022,11 @@
   }
   function start(audio, label) {
     // Play; a player the server could not answer yet (the source or the bed still being decoded) is played once
-    // the desk says they are ready.
-    audio.play().catch(() => {
-      if (state.media_ready) return;
-      waiting = audio;
+    // the desk says they are ready, unless another was asked for since (one stopped for another waits for nothing).
+    lastAsked = nameOf(audio);  // a player whose audio failed already is refused without a play event
+    audio.play().catch((e) => {
+      if (state.media_ready || (e && e.name === "AbortError") || lastAsked !== nameOf(audio)) return;
+      waiting = nameOf(audio);
       $("status").textContent = "the source is still being prepared: " + label + " plays once it is ready";
     });
   }
@@ -1102,7 +1110,10 @@
     hear(media);
     picture.pause();  // until the sound starts
   }, true);
-  document.addEventListener("playing", (e) => { if (e.target === playing) syncPicture(true); }, true);
+  document.addEventListener("playing", (e) => {
+    if (e.target === picture) return;
+    if (e.target === playing) syncPicture(true);
+  }, true);
   for (const type of ["waiting", "pause", "ended", "seeked"]) {
     document.addEventListener(type, (e) => {
       if (e.target !== playing || e.target === picture) return;
