@@ -108,7 +108,7 @@ def test_the_first_ten_approvals_are_answered_while_the_source_is_still_decoding
             rows(page).get_by_role("option", name=re.compile(rf"^Line {n}, ")).click()
             page.get_by_role("listbox", name="Lines").focus()
             # Its context, the mix, its original, then the approval; the last line's original is the one left to
-            # hear (the mix heard after a context ends the wait for that one).
+            # hear (the mix asked for after the context takes its place).
             for key in ("c", "m", "o", "a") if n == 10 else ("o", "c", "m", "a"):
                 page.keyboard.press(key)
             expect(page.get_by_role("button", name=f"Approve line {n}", exact=True)).to_have_attribute(
