@@ -11,18 +11,9 @@ import time
 
 import pytest
 from conftest import serving
-from test_review import CHROMIUM, browser, copy_of, lines, open_desk, render  # noqa: F401 - fixtures
+from test_review import CHROMIUM, browser, copy_of, lines, open_desk, render, served  # noqa: F401 - fixtures
+from test_review_page import opened
 from test_review_timing import Client, settled
-
-
-@pytest.fixture
-def served(rendered, tmp_path):
-    """The review of a copy of the rendered scene, served; yields (desk, url, folder)."""
-    folder = copy_of(rendered, tmp_path)
-    desk = open_desk(folder)
-    with serving(desk) as (url, _):
-        yield desk, url, folder
-    desk.close()
 
 
 def line_of(client: Client, index: int) -> dict:
@@ -111,9 +102,7 @@ def test_solo_and_mute_reload_the_programme_at_the_same_second(served, browser):
     from playwright.sync_api import expect
 
     desk, url, folder = served
-    page = browser.new_page()
-    page.goto(url)
-    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    page = opened(browser, url)
     expect(page.locator("#mix-length")).to_have_text(re.compile(r"s$"))  # the delivered mix, its length read
     page.locator("#block-3").click()  # line 3 selected, the mix at its start (6 s)
     mix = page.locator("#mix")
@@ -143,9 +132,7 @@ def test_a_handle_dragged_moves_the_slot_snapped_to_frames_and_the_keyboard_reac
     from playwright.sync_api import expect
 
     desk, url, folder = served
-    page = browser.new_page()
-    page.goto(url)
-    expect(page.locator("body[data-ready=true]")).to_have_count(1)
+    page = opened(browser, url)
     page.locator("#row-3").click()
     page.get_by_label("Text of line 3", exact=True).fill("Then we are never lost.")  # unsent text, kept over the move
     program = desk.state()["program_seconds"]
