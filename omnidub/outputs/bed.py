@@ -94,9 +94,20 @@ def speech_spans(placements, attack: float = 0.05, release: float = 0.3) -> list
     spans = []
     for placement in placements:
         audio, rate = sf.read(str(placement.path), dtype="float32", always_2d=True)
-        loud = np.flatnonzero(np.abs(audio).max(axis=1) > SPEECH_FLOOR)
-        if loud.size:
-            spans.append((placement.start + loud[0] / rate, placement.start + (loud[-1] + 1) / rate))
+        if (found := audible(placement.start, audio, rate)) is not None:
+            spans.append(found)
+    return merged_spans(spans, attack, release)
+
+
+def audible(start: float, audio: np.ndarray, rate: int) -> tuple[float, float] | None:
+    """When a segment placed at ``start`` seconds is heard (``audio``: frames by channels): from its first to its
+    last sample over SPEECH_FLOOR; None when it is silent."""
+    loud = np.flatnonzero(np.abs(audio).max(axis=1) > SPEECH_FLOOR)
+    return (start + loud[0] / rate, start + (loud[-1] + 1) / rate) if loud.size else None
+
+
+def merged_spans(spans: list[tuple[float, float]], attack: float, release: float) -> list[tuple[float, float]]:
+    """Spans of speech, in order, with pauses too short for the bed to come back up between them merged."""
     merged: list[tuple[float, float]] = []
     for start, end in sorted(spans):
         if merged and start - merged[-1][1] < attack + release + HOLD:

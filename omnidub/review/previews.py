@@ -49,12 +49,6 @@ class Span:
     bed: bool = True
 
 
-@dataclass(frozen=True)
-class _Placed:
-    start: float
-    path: Path
-
-
 class Previews:
     """The previews of one project. :meth:`prepare` decodes the source and the bed (once, cached on disk); a
     preview reads spans of them."""
@@ -70,11 +64,7 @@ class Previews:
     def start(self) -> threading.Thread:
         """Decode the source and the bed on a thread of their own, at a low priority (the page's actions and the
         renders come first); ``on_ready(what)`` is called as each is there ("all" once both are)."""
-        with self._lock:  # what is not there is known at once: a folder without a source or a bed never waits
-            if self._source_path() is None:
-                self._decoded["source"] = None
-            if self._bed_path() is None:
-                self._decoded["bed"] = None
+        self._wanted()  # what is not there is known at once: a folder without a source or a bed never waits
         thread = threading.Thread(target=self.prepare, name="omnidub review media", daemon=True)
         thread.start()
         return thread
@@ -82,9 +72,7 @@ class Previews:
     def prepare(self) -> None:
         """Decode the source, then the bed, into omnidub's cache unless they are there already."""
         _lower_priority()
-        wanted = {"source": self._source_path(), "bed": self._bed_path()}
-        with self._lock:  # what is not there is known at once
-            self._decoded.update({what: None for what, path in wanted.items() if path is None})
+        wanted = self._wanted()
         try:
             for what, path in wanted.items():
                 if path is None:
@@ -102,6 +90,13 @@ class Previews:
                 self._decoded.update({what: None for what in wanted if what not in self._decoded})
             self.ready.set()
             self.on_ready("all")
+
+    def _wanted(self) -> dict[str, Path | None]:
+        """The source and the bed to decode; one this folder has not is known at once to be absent."""
+        wanted = {"source": self._source_path(), "bed": self._bed_path()}
+        with self._lock:
+            self._decoded.update({what: None for what, path in wanted.items() if path is None})
+        return wanted
 
     def _source_path(self) -> Path | None:
         options = self.project.options.source
@@ -160,6 +155,7 @@ class Previews:
         import numpy as np
         import soundfile as sf
 
+        from omnidub.outputs.bed import audible
         from omnidub.outputs.mix import Bed
         from omnidub.source.audio import wav_bytes
 
@@ -170,21 +166,17 @@ class Previews:
         source = self._read("source", start, frames) if span.original and self._source_path() else None
         out = np.zeros(frames, dtype=np.float32)
         reach = Bed(Path()).release + 1.0  # lines just outside the span still duck the bed inside it
-        near = []
-        for view, path in placed:
+        spoken = []  # when the dub speaks near the span, each segment read once for its sound and its span
+        for view, path in placed if span.dub or bed is not None else ():
             ends = view["start"] + (view["duration"] or 0.0)
             if path is None or view["start"] > end + reach or max(ends, view["end"]) < start - reach:
                 continue
-            near.append(_Placed(view["start"], Path(path)))
-        speaking = []
-        for placement in near:
-            if not span.dub and bed is None:
-                break
             try:
-                data, rate = sf.read(str(placement.path), dtype="float32", always_2d=True)
+                data, rate = sf.read(str(path), dtype="float32", always_2d=True)
             except (OSError, RuntimeError, sf.LibsndfileError):
                 continue  # replaced under it: left out of this preview
-            speaking.append(placement)
+            if (heard := audible(view["start"], data, rate)) is not None:
+                spoken.append(heard)
             if not span.dub:
                 continue
             samples = data.mean(axis=1)
@@ -192,28 +184,25 @@ class Previews:
                 from omnidub.media import resample
 
                 samples = resample(samples, rate, RATE)
-            a = int(round((placement.start - start) * RATE))
+            a = int(round((view["start"] - start) * RATE))
             piece = samples[max(0, -a) : max(0, frames - a)]
             out[max(a, 0) : max(a, 0) + piece.size] += piece
         out *= 10 ** (gains[0] / 20)
         if bed is not None:
-            out += bed * self._duck(speaking, start, frames, delivery.duck)
+            out += bed * self._duck(spoken, start, frames, delivery.duck)
             out *= 10 ** ((gains[1] or 0.0) / 20)
         if source is not None:
             out += source
         return wav_bytes(np.clip(out, -1.0, 1.0), RATE)
 
     @staticmethod
-    def _duck(placements: list[_Placed], start: float, frames: int, depth: float):
+    def _duck(spoken: list[tuple[float, float]], start: float, frames: int, depth: float):
         """The bed's gain over the span, as the mix ducks it (the same speech spans, attack and release)."""
-        from omnidub.outputs.bed import duck_curve, speech_spans
+        from omnidub.outputs.bed import duck_curve, merged_spans
         from omnidub.outputs.mix import Bed
 
         shape = Bed(Path(), duck=depth)
-        try:
-            spans = speech_spans(placements, shape.attack, shape.release)
-        except (OSError, RuntimeError):
-            spans = []
+        spans = merged_spans(spoken, shape.attack, shape.release)
         return duck_curve(spans, int(round(start * RATE)), frames, RATE, shape.duck, shape.attack, shape.release)
 
     def picture(self):
