@@ -17,7 +17,7 @@ from omnidub.folder import QA_FILES
 from omnidub.job import Job
 from omnidub.project import Project
 from omnidub.records import LineEntry, QaRecord
-from omnidub.script import line_ranges
+from omnidub.script import line_count, line_ranges
 from omnidub.takes import current, failed_on_timing, judged_by_qa, take_of, takes_of
 
 UNDO_DEPTH = 100  # decisions an editor can take back, newest first
@@ -325,7 +325,7 @@ class Editor:
         timing = [index for index, take in takes if failed_on_timing(take)]
         failed = [index for index, take in takes if take.verdict == "failed" and index not in timing]
         skipped = (
-            f"skipped {_lines(len(timing))} that failed on timing ({line_ranges(timing)}): a retake keeps their "
+            f"skipped {line_count(len(timing))} that failed on timing ({line_ranges(timing)}): a retake keeps their "
             "length; fix their timing (Fix timing, on each line)"
             if timing
             else ""
@@ -342,7 +342,7 @@ class Editor:
             self.working(f"a retake of line {index} ({k} of {len(failed)} failed lines)")
             self.retake(project, index)
         if skipped:
-            self.job.listener.note(f"retook {_lines(len(failed))}; {skipped}")
+            self.job.listener.note(f"retook {line_count(len(failed))}; {skipped}")
         return failed
 
     def approve_passed(self, project: Project) -> list[int]:
@@ -515,10 +515,6 @@ def _slot_of(project: Project, index: int, edit: dict) -> dict:
         return {}
     start, end = project.input_slot(index)
     return {"start": edit.get("start", start), "end": edit.get("end", end)}
-
-
-def _lines(n: int) -> str:
-    return f"{n} line" if n == 1 else f"{n} lines"
 
 
 def _assembled(project: Project):

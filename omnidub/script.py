@@ -217,6 +217,11 @@ def _one_spelling(pieces: list, cast: dict[str, str]) -> tuple[list, list[str]]:
     return [(cue, spelling[speaker.casefold()], *rest) for cue, speaker, *rest in pieces], notes
 
 
+def line_count(n: int) -> str:
+    """A number of lines as a reader writes it: "1 line", "3 lines"."""
+    return f"{n} line" if n == 1 else f"{n} lines"
+
+
 def line_ranges(numbers) -> str:
     """Line numbers as a reader writes them: [1, 2, 3, 7] -> "1-3, 7"."""
     spans: list[list[int]] = []

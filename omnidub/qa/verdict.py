@@ -6,6 +6,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from omnidub.script import line_count
+
 PASSED, FAILED, UNCHECKED = "passed", "failed", "unchecked"
 # Best first: a retake keeps the better take in this order; the page plays them the other way round.
 OUTCOMES = (PASSED, UNCHECKED, FAILED)
@@ -108,10 +110,6 @@ def take_order(verdict: Verdict) -> int:
     return OUTCOMES.index(verdict.outcome)
 
 
-def _lines(n: int) -> str:
-    return f"{n} line" if n == 1 else f"{n} lines"
-
-
 @dataclass(frozen=True)
 class Tally:
     """How many lines of a folder passed, failed and went unchecked."""
@@ -158,7 +156,7 @@ class Tally:
             parts.append(f"{unscored} unchecked (words not scored)")
         if self.unjudged:
             parts.append(unjudged)
-        return f"{self.failed + self.unchecked} of {_lines(self.total)} to hear: " + ", ".join(parts)
+        return f"{self.failed + self.unchecked} of {line_count(self.total)} to hear: " + ", ".join(parts)
 
     def counts(self) -> dict[str, int]:
         """The three counted apart, in the order they are heard."""
