@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import threading
 from dataclasses import asdict
 from pathlib import Path
 
@@ -63,7 +64,8 @@ class LineCache:
 class SentenceCache:
     """What a deterministic model said for each text, in one SQLite file in omnidub's cache
     (``translate/sentences.sqlite``), so a rerun's checks (the round trips, the rewordings) and candidates are read,
-    not decoded again. ``model``: the model's identity (its weights' digest); a new model asks again."""
+    not decoded again. ``model``: the model's identity (its weights' digest); a new model asks again. A cache that
+    cannot be opened or written is left alone for the rest of the run: the texts are decoded, never an error."""
 
     def __init__(self, model: str, root: Path | None = None):
         if root is None:
@@ -72,40 +74,36 @@ class SentenceCache:
             root = cache_home() / "translate"
         self.model = model
         self._path = Path(root) / "sentences.sqlite"
-        self._db = None  # opened on first use; None after a failure: the cache is then skipped, never an error
+        self._db = None  # opened on first use
+        self._off = False  # it failed once: not tried again this run
+        self._lock = threading.Lock()  # one connection, shared by the threads that translate
 
-    def _open(self):
+    def _run(self, sql: str, values: tuple) -> list:
+        """The rows of one statement (committed), or [] once the cache is off."""
         import sqlite3
 
-        if self._db is None:
-            self._path.parent.mkdir(parents=True, exist_ok=True)
-            self._db = sqlite3.connect(self._path, timeout=10, check_same_thread=False)
-            self._db.execute("PRAGMA journal_mode=WAL")  # many small writes, readers never blocked
-            self._db.execute("PRAGMA synchronous=NORMAL")  # a crash may lose the last few: they are decoded again
-            self._db.execute(
-                "CREATE TABLE IF NOT EXISTS said (model TEXT, how TEXT, text TEXT, said TEXT, "
-                "PRIMARY KEY (model, how, text))"
-            )
-        return self._db
+        with self._lock:
+            if self._off:
+                return []
+            try:
+                if self._db is None:
+                    self._path.parent.mkdir(parents=True, exist_ok=True)
+                    self._db = sqlite3.connect(self._path, timeout=10, check_same_thread=False)
+                    self._db.execute("PRAGMA journal_mode=WAL")  # many small writes, readers never blocked
+                    self._db.execute("PRAGMA synchronous=NORMAL")  # a crash may lose the last few: decoded again
+                    self._db.execute(
+                        "CREATE TABLE IF NOT EXISTS said (model TEXT, how TEXT, text TEXT, said TEXT, "
+                        "PRIMARY KEY (model, how, text))"
+                    )
+                with self._db as db:
+                    return db.execute(sql, values).fetchall()
+            except (OSError, sqlite3.Error):
+                self._off = True
+                return []
 
     def get(self, how: str, text: str) -> str | None:
-        import sqlite3
-
-        try:
-            row = (
-                self._open()
-                .execute("SELECT said FROM said WHERE model = ? AND how = ? AND text = ?", (self.model, how, text))
-                .fetchone()
-            )
-        except (OSError, sqlite3.Error):
-            return None
-        return row[0] if row else None
+        found = self._run("SELECT said FROM said WHERE model = ? AND how = ? AND text = ?", (self.model, how, text))
+        return found[0][0] if found else None
 
     def put(self, how: str, text: str, said: str) -> None:
-        import sqlite3
-
-        try:
-            with self._open() as db:
-                db.execute("INSERT OR REPLACE INTO said VALUES (?, ?, ?, ?)", (self.model, how, text, said))
-        except (OSError, sqlite3.Error):
-            pass  # not kept: the next run decodes it again
+        self._run("INSERT OR REPLACE INTO said VALUES (?, ?, ?, ?)", (self.model, how, text, said))
