@@ -823,10 +823,7 @@
   // a while), then plays from where the sound is in the programme, at its rate, put back when it drifts.
   function startOf(media) {
     // Where the media element's 0 s is in the programme, or null for one not of the programme (a voice clip).
-    if (media === $("mix")) {
-      const span = /\/programme\?(?:.*&)?start=([0-9.]+)/.exec(media.getAttribute("src") || "");
-      return span ? Number(span[1]) : 0;
-    }
+    if (media === $("mix")) return mixFrom;  // the span of the programme loaded in it starts there (0: the mix)
     const at = media.dataset ? media.dataset.at : undefined;
     return at === undefined || at === "" ? null : Number(at);
   }
