@@ -268,10 +268,15 @@ def finish(figures: dict, stop: list, desk, args) -> None:
     desk.close(deliver=False)
     figures["load_after"] = round(os.getloadavg()[0], 2)
     say(figures, "load_after")
+    report(figures, args.json)
+
+
+def report(figures: dict, path: Path | None) -> None:
+    """The figures printed, and written to ``path`` when one is given."""
     print(json.dumps(figures, indent=2))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    if path:
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
 
 
 if __name__ == "__main__":

@@ -17,7 +17,6 @@ around the line plays with the new take (no delivery). The folder is changed: ru
 from __future__ import annotations
 
 import argparse
-import json
 import os
 import shutil
 import statistics
@@ -108,6 +107,7 @@ def main() -> None:
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     from playwright.sync_api import expect, sync_playwright
+    from review_episode import report  # tools/, beside this one
 
     from omnidub.api import Session
     from omnidub.files import cache_home
@@ -166,10 +166,7 @@ def main() -> None:
             "heard_median": round(statistics.median(heard), 2),
             "heard_max": max(heard),
         }
-    print(json.dumps(figures, indent=2))
-    if args.json:
-        args.json.parent.mkdir(parents=True, exist_ok=True)
-        args.json.write_text(json.dumps(figures, indent=2) + "\n", encoding="utf-8")
+    report(figures, args.json)
 
 
 if __name__ == "__main__":
