@@ -171,7 +171,7 @@ class Dubbing:
         if summary is not None and not summary.interrupted and not job.unchecked and not self.stopping:
             # Lines the voice check moved to another clip are judged again now, as a rerun would judge them, so
             # that the dub is what the next run leaves it: a rerun with nothing changed renders nothing.
-            again = self._judged_again(source_options, original, target, casting, given, translated)
+            again = self._judged_again(source_options, original, target, casting)
             if again is not None:
                 translated = again
                 summary, report, job = self._render(translated, source_options, given, target)
@@ -268,49 +268,23 @@ class Dubbing:
         self._done["hear"] = f"the original as heard: {folder.path / name}"
         return folder.path / name, options
 
-    def _cast(self, options, original: Path):
+    def _cast(self, options, original: Path, again: bool = False):
         """The source's voices and, per line, the clip it will be cloned from (the source's analysis, cached);
-        the voices the user gave win. Returns the casting and the user's voices."""
+        the voices the user gave win. Returns the casting and the user's voices. ``again``: after the render, as the
+        next run will cast (said nothing: the stage and its notes were said)."""
         from omnidub.casting import cast_from_source
+        from omnidub.folder import OutputFolder
         from omnidub.records import verdicts
         from omnidub.script import read_script
         from omnidub.voices import load_voices
 
-        self._enter("voices")
+        if not again:
+            self._enter("voices")
         given = load_voices(None, list(self.options.voice), list(self.options.voice_text))
-        script = read_script(original)
-        from omnidub.folder import OutputFolder
-
         # A rerun casts as the last render left it: lines the voice check sent back to their speaker's clip.
         render = self.folder / RENDER
         checks = verdicts(OutputFolder(render).last_render().records) if (render / "manifest.json").is_file() else {}
         casting = cast_from_source(
-            self.engine,
-            options,
-            script,
-            given,
-            checks,
-            input_path=original,
-            has_bed=self.options.delivery.bed is not None,
-            step=self.listener.step,
-            progress=self.listener.transcribing,
-        )
-        for note in casting.notes:  # said here, once: the render casts again from the same analysis
-            self.listener.note(note)
-        return casting, given
-
-    def _judged_again(self, options, original: Path, target: str, casting, given, translated):
-        """The translation judged again for the lines the render's voice check sent to another clip than the one
-        they were judged at (their pace is that clip's now), or None when it moved none. The render then takes
-        it: the lines whose chosen words changed are rendered again, the others keep their audio and get their
-        new prediction."""
-        from omnidub.casting import cast_from_source
-        from omnidub.folder import OutputFolder
-        from omnidub.records import verdicts
-        from omnidub.script import read_script
-
-        checks = verdicts(OutputFolder(self.folder / RENDER).last_render().records)
-        recast = cast_from_source(
             self.engine,
             options,
             read_script(original),
@@ -318,8 +292,19 @@ class Dubbing:
             checks,
             input_path=original,
             has_bed=self.options.delivery.bed is not None,
-            step=lambda _text: None,
+            step=(lambda _text: None) if again else self.listener.step,
+            progress=None if again else self.listener.transcribing,
         )
+        for note in () if again else casting.notes:  # said here, once: the render casts again from the same analysis
+            self.listener.note(note)
+        return casting, given
+
+    def _judged_again(self, options, original: Path, target: str, casting):
+        """The translation judged again for the lines the render's voice check sent to another clip than the one
+        they were judged at (their pace is that clip's now), or None when it moved none. The render then takes
+        it: the lines whose chosen words changed are rendered again, the others keep their audio and get their
+        new prediction."""
+        recast, _ = self._cast(options, original, again=True)
         before, now = clip_paces(casting), clip_paces(recast)
         moved = sorted(index for index, pace in now.items() if before.get(index) != pace)
         if not moved:
