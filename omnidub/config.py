@@ -336,12 +336,12 @@ def layout_status(
 
 def default_layout(device: str, backend: str = "torch") -> str:
     """The layout before this machine measured one, and the one its probe keeps unless another is clearly faster:
-    padded on CUDA (kernel launches cost more there than padding does); on a CPU, joined for torch (every row of
-    the batch through each GEMM at once, attention no larger than trimmed's: within noise of trimmed or up to
-    18 % faster on the three CPUs measured, docs/speed.md), trimmed elsewhere (fewer tokens wins where compute
-    is the bottleneck)."""
+    packed on CUDA (the fastest at one line and at 4 and 16 lines a forward, in fp16 and bf16, on an H200:
+    docs/speed.md, "On a GPU"); on a CPU, joined for torch (every row of the batch through each GEMM at once,
+    attention no larger than trimmed's: within noise of trimmed or up to 18 % faster on the three CPUs measured,
+    docs/speed.md), trimmed elsewhere (fewer tokens wins where compute is the bottleneck)."""
     if device.startswith("cuda"):
-        return "padded"
+        return "packed"
     return "joined" if backend == "torch" and device.startswith("cpu") else "trimmed"
 
 

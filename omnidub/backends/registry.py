@@ -98,7 +98,7 @@ def _auto(source: ModelSource, device: str, dtype: str) -> BackendChoice:
     kind = device_kind(guess_device(device, TORCH))
     precision = dtype_for(dtype, kind)
     if kind != "cpu":
-        return BackendChoice(TORCH, source, f"torch on {kind}")
+        return BackendChoice(TORCH, source, "ONNX Runtime is weighed against torch on a CPU only")
     if precision != "float32":
         why = "this CPU multiplies bf16 in hardware" if dtype == "auto" else f"--dtype {precision}"
         return BackendChoice(TORCH, source, f"{why}; ONNX Runtime's lossless path is fp32 only")
