@@ -71,7 +71,7 @@ def cast_from_source(
         )
         asr = None
     summary = source_summary(
-        options, engine.preset.voice, asr=asr, device=engine.device, status=step, progress=progress
+        options, engine.preset.voice, asr=asr, device=engine.device, status=step, progress=progress, dub=dub
     )
     notes = trusted + tuple(f"{Path(options.source).name}: {note}" for note in summary.notes)
     cast = source_cast(summary, dub, options.match, given, checks, chosen)

@@ -302,6 +302,43 @@ def test_two_voices_under_one_region_of_speech_are_cut_at_the_quietest_moment():
     assert lines[0].start == pytest.approx(0.95) and lines[1].end == pytest.approx(4.1)  # the speech's edges
 
 
+def test_the_lines_heard_are_cut_at_the_dubs_cues_where_the_asr_ran_two_voices_into_one(tmp_path):
+    from omnidub.asr import Transcript, Word
+    from omnidub.source.analysis import NO_WORDS
+    from omnidub.source.heard import Heard, at_cues, heard_lines
+
+    # Whisper runs a reply into the line before it (no pause, no sentence's end: one line heard), writes nothing for
+    # a voice under the bed (4.5-5.5 s), and hears a line the dub has no cue for (8-9 s).
+    said = [("I", 0.5, 0.7), ("told", 0.7, 1.0), ("you", 1.0, 1.3), ("so", 1.4, 1.7), ("no", 1.8, 2.0)]
+    said += [("you", 2.0, 2.2), ("didn't", 2.2, 2.6), ("Again", 8.0, 8.4), ("please", 8.4, 9.0)]
+    transcript = Transcript("", "en", tuple(Word(*w) for w in said), (0,))
+    speech = speech_map([(0.45, 2.65), (4.5, 5.5), (7.95, 9.05)], 10.0)
+    heard = Heard(transcript, heard_lines(transcript, speech), speech)
+    assert [line.text for line in heard.original.lines][0] == "I told you so no you didn't"
+    dub = tmp_path / "dub.srt"
+    dub.write_text(
+        "1\n00:00:00,400 --> 00:00:01,750\nEu te disse.\n\n"
+        "2\n00:00:01,750 --> 00:00:02,700\nNão disse, não.\n\n"
+        "3\n00:00:04,400 --> 00:00:05,600\nOlá?\n\n",
+        encoding="utf-8",
+    )
+    cut = at_cues(heard, read_script(dub))
+    lines = cut.original.lines
+    assert [(line.text, line.start, line.end) for line in lines] == [
+        ("I told you so", 0.4, 1.75),
+        ("no you didn't", 1.75, 2.7),
+        (NO_WORDS, 4.4, 5.6),  # a cue over speech heard with no words: a line grouped by its voice, never a clip
+        ("Again please", heard.original.lines[-1].start, heard.original.lines[-1].end),  # heard, in no cue: kept
+    ]
+    assert [line.index for line in lines] == [1, 2, 3, 4] and {line.speaker for line in lines} == {DEFAULT_SPEAKER}
+    assert cut.transcript is transcript and cut.speech is speech
+    assert cut.cued and not heard.cued  # each cue one turn: not cut again where a voice seems to change
+    # An untimed script gives no cues to cut at: the lines stay as heard.
+    plain = tmp_path / "dub.txt"
+    plain.write_text("A: Eu te disse.\nB: Não disse.\n", encoding="utf-8")
+    assert at_cues(heard, read_script(plain)) is heard
+
+
 class ScriptedAsr:
     """An ASR that says what it was told, per source length, and counts its work (the cache is what is tested)."""
 

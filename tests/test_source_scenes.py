@@ -8,6 +8,8 @@ Needs Debian's flite, festival (festvox-kallpc16k, festvox-ellpc11k) and espeak-
 
 from __future__ import annotations
 
+import re
+
 import pytest
 from scenes import available, make_scene
 
@@ -89,5 +91,69 @@ def test_no_line_is_cloned_from_another_voice_and_every_character_has_one(scene,
     long = [row["line"] for row in scene.lines if row["speech"][1] - row["speech"][0] >= 2.0]
     own = [r.index for r in references if r.index in long and r.kind == "line"]
     assert len(own) >= 0.7 * len(long), {r.index: r.fallback for r in references if r.index in long}
+    if missed:
+        pytest.xfail(f"the back-channel in no cue was not heard inside line(s) {sorted(missed)}'s reference")
+
+
+@pytest.mark.slow  # the scene heard by tiny.en and rendered with the tiny model: a minute or more of CPU
+def test_without_subtitles_a_timed_dub_takes_no_line_from_another_voice(
+    scene, tiny_model_dir, whisper_tiny_en, tmp_path
+):
+    """render --source of a timed dub without --source-subs, as a user runs it: the source is heard by tiny.en (which
+    writes nothing for some voices under the jazz and runs turns together), and the dub's own cues part its lines."""
+    import json
+
+    from test_cli import run
+
+    preset = tmp_path / "preset.toml"
+    preset.write_text("steps = 2\n")
+    out = tmp_path / "out"
+    result = run(
+        "render",
+        scene.unlabelled,
+        "--source",
+        scene.audio,
+        "--asr-model",
+        whisper_tiny_en,
+        "--model",
+        "synthetic:tiny",
+        "--preset",
+        preset,
+        "--voice-match",
+        "line",
+        "--out",
+        out,
+    )
+    assert result.exit_code in (0, 1), result.output
+    dub = read_script(scene.unlabelled)
+    lines = {line.index: line for line in dub.lines}
+    records = {line["index"]: line["reference"] for line in json.loads((out / "manifest.json").read_text())["lines"]}
+    voiced = {
+        i: tuple(tuple(p) for p in r.get("parts") or ()) or ((r["start"], r["end"]),)
+        for i, r in records.items()
+        if r["kind"] != "none"
+    }
+    truth = {i: speaker_of(scene, line) for i, line in lines.items()}
+    holding = {}
+    for index, parts in voiced.items():
+        clip = type("Clip", (), {"parts": parts, "start": parts[0][0], "end": parts[-1][1]})
+        if other_voice(scene, clip, truth[index]) > OTHER:
+            holding[index] = round(other_voice(scene, clip, truth[index]), 2)
+    # Every line is rendered or named with why; tiny.en writes nothing for the whisperer and some voices under the jazz.
+    named = set()
+    for found in re.findall(r"line\(s\) ([\d, -]+) not rendered", result.output):
+        for part in found.split(", "):
+            a, _, b = part.partition("-")
+            named.update(range(int(a), int(b or a) + 1))
+    assert set(lines) == set(voiced) | named and not set(voiced) & named, (sorted(voiced), sorted(named))
+    assert (result.exit_code == 1) == bool(named)
+    # Every character but the whisperer (none of whose words tiny.en hears: no clip can have its transcript) voiced.
+    whisperer = {row["speaker"] for row in scene.lines if row.get("whisper")}
+    assert {truth[i] for i in voiced} >= set(scene.truth["cast"]) - whisperer, sorted(voiced)
+    # The back-channel in no cue, heard only by the windows inside a clip, by a narrow margin (as with subtitles):
+    [host] = [row for row in scene.lines if "uncued" in row]
+    a, b = host["uncued"]["speech"]
+    missed = {i for i in holding if any(min(y, b) - max(x, a) > OTHER for x, y in voiced[i])}
+    assert set(holding) == missed, holding  # no rendered line is cloned from another voice's speech but that one
     if missed:
         pytest.xfail(f"the back-channel in no cue was not heard inside line(s) {sorted(missed)}'s reference")

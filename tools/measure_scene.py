@@ -28,6 +28,9 @@ sys.path.insert(0, str(HERE))
 
 OWN = 2.0  # seconds of speech: a line this long should be cloned from its own speech
 OTHER = 0.1  # seconds of another voice that make a reference hold it
+# Without subtitles: "none" groups the lines as heard (omnidub dub), "cues" the lines heard cut at the dub's cues
+# (render --source of a timed script without --source-subs).
+CONDITIONS = ("labelled", "unlabelled", "none", "cues")
 
 
 def parts_of(reference) -> tuple[tuple[float, float], ...]:
@@ -112,38 +115,59 @@ def group_names(film, analysis) -> dict[str, str]:
     return {g: max(set(v), key=v.count) for g, v in spoken.items()}
 
 
-def measure(film, encoder, asr) -> dict:
+def measure(film, encoder, asr, conditions=CONDITIONS) -> dict:
     from omnidub.script import read_script
     from omnidub.source import ExtractOptions, extract_voices, read_source
 
     audio = read_source(film.audio)
     result = {}
+    if "labelled" in conditions:
+        result["labelled"] = _labelled(film, audio, encoder)
+    if "unlabelled" in conditions:
+        result["unlabelled"] = _unlabelled(film, audio, encoder)
+    if asr is not None and film.truth.get("language", "en") == "en":
+        from omnidub.source.heard import at_cues, hear_source
+
+        heard = hear_source(audio, asr, source=film.audio)
+        dub = read_script(film.unlabelled)
+        for condition, lines in (("none", heard), ("cues", at_cues(heard, dub))):
+            if condition not in conditions:
+                continue
+            none = extract_voices(
+                audio, lines.original, encoder=encoder, asr=asr, options=ExtractOptions(assess_lines=True), heard=lines
+            )
+            names = group_names(film, none.analysis)
+            result[condition] = judge(film, none, dub, names)
+            result[condition]["voices_found"] = len(set(names.values()))
+            heard_lines = [(line, none.analysis.speakers[line.index]) for line in none.analysis.original.lines]
+            result[condition]["heard_lines"] = len(heard_lines)
+            result[condition]["heard_right"] = sum(
+                names.get(group) == film.voice_in(line.start, line.end) for line, group in heard_lines
+            )
+    return result
+
+
+def _labelled(film, audio, encoder) -> dict:
+    from omnidub.script import read_script
+    from omnidub.source import ExtractOptions, extract_voices
+
     labelled = extract_voices(
         audio, read_script(film.subs), encoder=encoder, asr=None, options=ExtractOptions(assess_lines=True)
     )
-    result["labelled"] = judge(film, labelled, read_script(film.subs), None)
+    return judge(film, labelled, read_script(film.subs), None)
+
+
+def _unlabelled(film, audio, encoder) -> dict:
+    from omnidub.script import read_script
+    from omnidub.source import ExtractOptions, extract_voices
+
     unlabelled = extract_voices(
         audio, read_script(film.unlabelled), encoder=encoder, asr=None, options=ExtractOptions(assess_lines=True)
     )
     names = group_names(film, unlabelled.analysis)
-    result["unlabelled"] = judge(film, unlabelled, read_script(film.unlabelled), names)
-    result["unlabelled"]["voices_found"] = len(set(names.values()))
-    result["unlabelled"]["grouping"] = unlabelled.analysis.grouping.how
-    if asr is not None and film.truth.get("language", "en") == "en":
-        from omnidub.source.heard import hear_source
-
-        heard = hear_source(audio, asr, source=film.audio)
-        none = extract_voices(
-            audio, heard.original, encoder=encoder, asr=asr, options=ExtractOptions(assess_lines=True), heard=heard
-        )
-        names = group_names(film, none.analysis)
-        result["none"] = judge(film, none, read_script(film.unlabelled), names)
-        result["none"]["voices_found"] = len(set(names.values()))
-        heard_lines = [(line, none.analysis.speakers[line.index]) for line in none.analysis.original.lines]
-        result["none"]["heard_lines"] = len(heard_lines)
-        result["none"]["heard_right"] = sum(
-            names.get(group) == film.voice_in(line.start, line.end) for line, group in heard_lines
-        )
+    result = judge(film, unlabelled, read_script(film.unlabelled), names)
+    result["voices_found"] = len(set(names.values()))
+    result["grouping"] = unlabelled.analysis.grouping.how
     return result
 
 
@@ -156,7 +180,12 @@ def table(rows: list[dict]) -> str:
     ]
     for language in dict.fromkeys(row["language"] for row in rows):
         mine = [row for row in rows if row["language"] == language]
-        for condition, name in (("labelled", "labelled"), ("unlabelled", "unlabelled"), ("none", "none (tiny.en)")):
+        for condition, name in (
+            ("labelled", "labelled"),
+            ("unlabelled", "unlabelled"),
+            ("none", "none (tiny.en), lines as heard"),
+            ("cues", "none (tiny.en), at the dub's cues"),
+        ):
             found = [row[condition] for row in mine if condition in row]
             if not found:
                 continue
@@ -166,7 +195,7 @@ def table(rows: list[dict]) -> str:
                 return sum(len(f[key]) if isinstance(f[key], list) else f[key] for f in found)
 
             right = "by label" if condition == "labelled" else f"{total('right')}/{total('lines')}"
-            if condition == "none":
+            if condition in ("none", "cues"):
                 right += f" ({sum(f['heard_right'] for f in found)}/{sum(f['heard_lines'] for f in found)} heard)"
             out.append(
                 f"| {language} ×{len(found)} | {name} | {total('voiced')}/{cast} | {right} | "
@@ -183,6 +212,7 @@ def main() -> None:
     parser.add_argument("--languages", default="en,es")
     parser.add_argument("--bed", type=float, default=8.0)
     parser.add_argument("--asr-model", help="hear the English scenes without subtitles too")
+    parser.add_argument("--conditions", default=",".join(CONDITIONS), help="of " + ", ".join(CONDITIONS))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
@@ -199,7 +229,8 @@ def main() -> None:
         for language in args.languages.split(","):
             for seed in range(args.first_seed, args.first_seed + args.seeds):
                 film = make_scene(Path(tmp) / f"{language}-{seed}", seed=seed, language=language, bed_db=args.bed)
-                row = {"language": language, "seed": seed, "load": os.getloadavg()[0], **measure(film, encoder, asr)}
+                found = measure(film, encoder, asr, args.conditions.split(","))
+                row = {"language": language, "seed": seed, "load": os.getloadavg()[0], **found}
                 brief = {
                     k: {
                         m: v[m]

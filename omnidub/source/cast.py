@@ -74,9 +74,9 @@ class SourceCast:
         return reference.speaker if reference is not None else None
 
 
-def analysis_key(options: SourceOptions, voice: VoiceOptions, asr: Asr | None) -> str:
+def analysis_key(options: SourceOptions, voice: VoiceOptions, asr: Asr | None, cues: Script | None = None) -> str:
     """A key over everything the analysis depends on: the source's and subtitles' bytes (without subtitles, the ASR
-    model that hears the source), and every option."""
+    model that hears the source, and the times of the dub's cues it is cut at), and every option."""
     digest = hashlib.sha256(f"omnidub-source-v{VERSION}\0".encode())
     for path in (options.source, options.subs):
         if path is not None:
@@ -91,6 +91,8 @@ def analysis_key(options: SourceOptions, voice: VoiceOptions, asr: Asr | None) -
     }
     if options.subs is None:
         fields["heard_by"] = asr.identity() if asr else None
+        if cues is not None:
+            fields["cues"] = [[line.start, line.end] for line in cues.lines]
     digest.update(json.dumps(fields, sort_keys=True).encode())
     return digest.hexdigest()
 
@@ -103,10 +105,13 @@ def source_summary(
     device: str,
     status: Callable[[str], None],
     progress: Callable[[float, float], None] | None = None,
+    dub: Script | None = None,
 ) -> SourceSummary:
     """The source's summary from the cache, else analysed now (and kept). ``asr``: an Asr, or None. Without
     subtitles the source is transcribed first (``progress`` hears the seconds done and in all); that needs an ASR
-    model (one line naming --source-subs and --asr-model when there is none)."""
+    model (one line naming --source-subs and --asr-model when there is none). ``dub``: the script being dubbed;
+    without subtitles, the lines heard are cut at its timed cues (see :func:`omnidub.source.heard.at_cues`), except
+    where the dub was made from the lines heard (``heard_at``: ``omnidub dub``), whose cues they already are."""
     from omnidub.source.audio import CLIP_RATE, check_subtitles, read_source
     from omnidub.source.clips import ClipOptions
     from omnidub.source.extract import ExtractOptions, extract_voices
@@ -119,7 +124,8 @@ def source_summary(
     else:
         asr = asr if asr is not None and asr.available() else None
         original = read_script(options.subs, language=options.language)
-    folder = cache_home() / "source" / analysis_key(options, voice, asr)
+    cues = dub if options.subs is None and options.heard_at is None and dub is not None and dub.timed else None
+    folder = cache_home() / "source" / analysis_key(options, voice, asr, cues)
     found = load(folder, original)
     if found is not None:
         return found
@@ -140,7 +146,7 @@ def source_summary(
         separation = separate(separator, Path(options.source), options.separate)
     heard = None
     if original is None:
-        from omnidub.source.heard import hear_source
+        from omnidub.source.heard import at_cues, hear_source
 
         heard = hear_source(
             separation.vocals if separation else audio,
@@ -151,6 +157,8 @@ def source_summary(
             progress=progress,
             status=status,
         )
+        if cues is not None:
+            heard = at_cues(heard, cues)
         original = heard.original
     from omnidub.embedding import source_encoder
 

@@ -114,7 +114,7 @@ def extract_voices(
             heard=heard is not None,
         )
 
-    if heard is not None:  # a quick reply Whisper ran into the line before is a line of its own
+    if heard is not None and not heard.cued:  # a quick reply Whisper ran into the line before is a line of its own
         from omnidub.source.heard import voice_changes
 
         heard, analysis = voice_changes(heard, analysed, encoder)

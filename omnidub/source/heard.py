@@ -64,11 +64,13 @@ _SPOKEN = re.compile(r"\w")
 
 @dataclass(frozen=True, eq=False)
 class Heard:
-    """The source as heard: its transcription, the lines cut from it (unlabelled), and its voice activity."""
+    """The source as heard: its transcription, the lines cut from it (unlabelled), and its voice activity.
+    ``cued``: the lines are the dub's cues (:func:`at_cues`), each one turn, not cut again where a voice changes."""
 
     transcript: Transcript
     original: Script
     speech: SpeechMap
+    cued: bool = False
 
 
 def transcriber(asr: Asr | None, language: str | None, subs_flag: str) -> Asr:
@@ -255,6 +257,34 @@ def _with_unheard(lines: list[Line], speech: SpeechMap, language: str | None) ->
         spans += [(round(s, 3), round(e, 3), NO_WORDS) for s, e in pieces if e - s >= UNHEARD]
     spans.sort()
     return [heard_line(k, text, s, e, language) for k, (s, e, text) in enumerate(spans, 1)]
+
+
+def at_cues(heard: Heard, cues: Script) -> Heard:
+    """The source as heard, its lines cut at the dub's cues: each timed cue a line of the words heard in it (a
+    translated subtitle file keeps its original's timing, and those times part two voices where the ASR ran them
+    into one line or wrote nothing for one), and the lines heard outside every cue kept. A cue with no word heard
+    in it says NO_WORDS, grouped by its voice and never a clip. Each cue is one turn, as a subtitle's is: its line
+    is not cut again where a voice seems to change (on the scenes, cutting them again put 2 of 46 lines' clips in
+    another character's voice; see docs/source.md)."""
+    from omnidub.source.analysis import NO_WORDS
+
+    timed = sorted((line for line in cues.lines if line.end > line.start), key=lambda line: (line.start, line.end))
+    if not (cues.timed and timed):
+        return heard
+    words = [w for w in heard.transcript.words if _SPOKEN.search(w.text)]
+    language = heard.original.lines[0].language if heard.original.lines else None
+    spans = []
+    for line in timed:
+        mine = [w for w in words if line.start <= (w.start + w.end) / 2 < line.end]
+        spans.append((line.start, line.end, _joined(mine) if mine else NO_WORDS))
+    spans += [
+        (line.start, line.end, line.text)
+        for line in heard.original.lines
+        if not any(line.start < cue.end and line.end > cue.start for cue in timed)
+    ]
+    spans.sort()
+    lines = tuple(heard_line(k, text, s, e, language) for k, (s, e, text) in enumerate(spans, 1))
+    return Heard(heard.transcript, Script(lines, (), (), True), heard.speech, cued=True)
 
 
 def voice_changes(
