@@ -339,6 +339,42 @@ def test_the_lines_heard_are_cut_at_the_dubs_cues_where_the_asr_ran_two_voices_i
     assert at_cues(heard, read_script(plain)) is heard
 
 
+def test_lines_at_cues_hold_the_words_in_each_cue_and_keep_every_line_heard_outside_them():
+    """At an episode's size, against the plain definition: each cue's words are those whose middle lies in it, and a
+    line heard is kept when no cue shares any time with it (cues that overlap or touch, lines over several)."""
+    import random
+
+    from omnidub.asr import Transcript, Word
+    from omnidub.script import Line, Script
+    from omnidub.source.analysis import NO_WORDS
+    from omnidub.source.heard import Heard, at_cues, heard_line
+
+    rng = random.Random(7)
+    words, t = [], 0.0
+    for k in range(6000):
+        t += rng.uniform(0.05, 0.6)
+        words.append(Word(f"w{k}", round(t, 3), round(t + rng.uniform(0.0, 0.5), 3)))
+    heard_at, t = [], 0.0
+    while t < words[-1].end:
+        t += rng.uniform(0.0, 3.0)
+        heard_at.append(heard_line(len(heard_at) + 1, "heard", round(t, 3), round(t + rng.uniform(0.3, 4.0), 3), "en"))
+        t = heard_at[-1].end
+    cues, t = [], 0.0
+    for k in range(1500):
+        t += rng.uniform(-0.5, 2.5)  # some cues overlap the one before, some touch it
+        end = round(t + rng.uniform(0.4, 4.0), 3)
+        cues.append(Line(k + 1, "A", f"cue {k + 1}", round(t, 3), end, "pt", f"cue {k + 1}"))
+        t = end
+    heard = Heard(Transcript("", "en", tuple(words), (0,)), Script(tuple(heard_at), (), (), True), speech_map([], 1.0))
+    got = at_cues(heard, Script(tuple(cues), (), (), True)).original.lines
+    want = [
+        (c.start, c.end, " ".join(w.text for w in words if c.start <= (w.start + w.end) / 2 < c.end) or NO_WORDS)
+        for c in cues
+    ]
+    want += [(h.start, h.end, h.text) for h in heard_at if not any(h.start < c.end and h.end > c.start for c in cues)]
+    assert [(line.start, line.end, line.text) for line in got] == sorted(want)
+
+
 class ScriptedAsr:
     """An ASR that says what it was told, per source length, and counts its work (the cache is what is tested)."""
 

@@ -6,6 +6,7 @@ subtitle file a person checks, corrects and passes as the original subtitles nex
 
 from __future__ import annotations
 
+import bisect
 import hashlib
 import json
 import re
@@ -272,16 +273,25 @@ def at_cues(heard: Heard, cues: Script) -> Heard:
     if not (cues.timed and timed):
         return heard
     words = [w for w in heard.transcript.words if _SPOKEN.search(w.text)]
+    order = sorted(range(len(words)), key=lambda k: words[k].start + words[k].end)  # by their middles
+    middles = [(words[k].start + words[k].end) / 2 for k in order]
     language = heard.original.lines[0].language if heard.original.lines else None
     spans = []
     for line in timed:
-        mine = [w for w in words if line.start <= (w.start + w.end) / 2 < line.end]
+        inside = order[bisect.bisect_left(middles, line.start) : bisect.bisect_left(middles, line.end)]
+        mine = [words[k] for k in sorted(inside)]  # in the order they were heard
         spans.append((line.start, line.end, _joined(mine) if mine else NO_WORDS))
-    spans += [
-        (line.start, line.end, line.text)
-        for line in heard.original.lines
-        if not any(line.start < cue.end and line.end > cue.start for cue in timed)
-    ]
+    covered = []  # the time the cues cover, as disjoint spans in order
+    for line in timed:
+        if covered and line.start < covered[-1][1]:
+            covered[-1][1] = max(covered[-1][1], line.end)
+        else:
+            covered.append([line.start, line.end])
+    ends = [b for _, b in covered]
+    for line in heard.original.lines:  # a line heard in no cue: kept, for the grouping
+        k = bisect.bisect_right(ends, line.start)
+        if k == len(covered) or covered[k][0] >= line.end:
+            spans.append((line.start, line.end, line.text))
     spans.sort()
     lines = tuple(heard_line(k, text, s, e, language) for k, (s, e, text) in enumerate(spans, 1))
     return Heard(heard.transcript, Script(lines, (), (), True), heard.speech, cued=True)
