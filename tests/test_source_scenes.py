@@ -8,9 +8,12 @@ Needs Debian's flite, festival (festvox-kallpc16k, festvox-ellpc11k) and espeak-
 
 from __future__ import annotations
 
+import datetime
+import json
 import re
 
 import pytest
+import srt
 from scenes import available, make_scene
 
 from omnidub.script import read_script
@@ -101,16 +104,12 @@ def test_without_subtitles_a_timed_dub_takes_no_line_from_another_voice(
 ):
     """render --source of a timed dub without --source-subs, as a user runs it: the source is heard by tiny.en (which
     writes nothing for some voices under the jazz and runs turns together), and the dub's own cues part its lines."""
-    import json
-
     from test_cli import run
 
     preset = tmp_path / "preset.toml"
     preset.write_text("steps = 2\n")
     out = tmp_path / "out"
-    result = run(
-        "render",
-        scene.unlabelled,
+    flags = [
         "--source",
         scene.audio,
         "--asr-model",
@@ -121,9 +120,10 @@ def test_without_subtitles_a_timed_dub_takes_no_line_from_another_voice(
         preset,
         "--voice-match",
         "line",
-        "--out",
-        out,
-    )
+    ]
+    script = tmp_path / "dub.srt"  # edited below, as the review edits it
+    script.write_text(scene.unlabelled.read_text(encoding="utf-8"), encoding="utf-8")
+    result = run("render", script, *flags, "--out", out)
     assert result.exit_code in (0, 1), result.output
     dub = read_script(scene.unlabelled)
     lines = {line.index: line for line in dub.lines}
@@ -155,5 +155,16 @@ def test_without_subtitles_a_timed_dub_takes_no_line_from_another_voice(
     a, b = host["uncued"]["speech"]
     missed = {i for i in holding if any(min(y, b) - max(x, a) > OTHER for x, y in voiced[i])}
     assert set(holding) == missed, holding  # no rendered line is cloned from another voice's speech but that one
+    # A line retimed (as the review's drag does) keeps the analysis made at the cues before: nothing is analysed or
+    # heard again, and every line keeps its clip.
+    cues = list(srt.parse(script.read_text(encoding="utf-8")))
+    cues[2].start += datetime.timedelta(seconds=0.2)
+    cues[2].end += datetime.timedelta(seconds=0.2)
+    script.write_text(srt.compose(cues, reindex=False), encoding="utf-8")
+    again = run("render", script, *flags, "--out", out)
+    assert again.exit_code == result.exit_code, again.output
+    assert "analysing the voices" not in again.output and "transcribing" not in again.output, again.output
+    kept = {line["index"]: line["reference"] for line in json.loads((out / "manifest.json").read_text())["lines"]}
+    assert {i: r.get("sha256") for i, r in kept.items()} == {i: r.get("sha256") for i, r in records.items()}
     if missed:
         pytest.xfail(f"the back-channel in no cue was not heard inside line(s) {sorted(missed)}'s reference")

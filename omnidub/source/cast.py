@@ -16,7 +16,7 @@ from typing import Callable
 from omnidub.asr import Asr
 from omnidub.config import VoiceOptions
 from omnidub.errors import OmnidubError
-from omnidub.files import cache_home, did_you_mean
+from omnidub.files import cache_home, did_you_mean, write_text_atomic
 from omnidub.keys import file_digest
 from omnidub.script import DEFAULT_SPEAKER, Script, line_ranges, read_script
 from omnidub.source.lines import LineReference, line_references
@@ -24,6 +24,7 @@ from omnidub.source.summary import SourceSummary, load, save, summarize
 from omnidub.voices import Voice
 
 MATCHES = ("auto", "line", "speaker")
+CUES_NAME = "cues.json"  # an analysis made at a dub's cues (no subtitles): its source's key and those cue times
 VERSION = 6  # of the analysis: a new one analyses every source again
 
 
@@ -92,7 +93,7 @@ def analysis_key(options: SourceOptions, voice: VoiceOptions, asr: Asr | None, c
     if options.subs is None:
         fields["heard_by"] = asr.identity() if asr else None
         if cues is not None:
-            fields["cues"] = [[line.start, line.end] for line in cues.lines]
+            fields["cues"] = _times(cues)
     digest.update(json.dumps(fields, sort_keys=True).encode())
     return digest.hexdigest()
 
@@ -127,6 +128,10 @@ def source_summary(
     cues = dub if options.subs is None and options.heard_at is None and dub is not None and dub.timed else None
     folder = cache_home() / "source" / analysis_key(options, voice, asr, cues)
     found = load(folder, original)
+    if found is not None and cues is not None and not (folder / CUES_NAME).is_file():
+        _record_cues(folder, analysis_key(options, voice, asr), cues)  # kept by an earlier build
+    elif found is None and cues is not None:
+        found = _at_earlier_cues(analysis_key(options, voice, asr), cues)
     if found is not None:
         return found
     separator = None
@@ -179,7 +184,39 @@ def source_summary(
     )
     summary = summarize(extraction, folder)
     save(summary)
+    if cues is not None:
+        _record_cues(folder, analysis_key(options, voice, asr), cues)
     return summary
+
+
+def _times(cues: Script) -> list[list[float]]:
+    return [[line.start, line.end] for line in cues.lines]
+
+
+def _record_cues(folder: Path, source_key: str, cues: Script) -> None:
+    """Beside an analysis made at a dub's cues: which source analysis it is, and those cue times."""
+    write_text_atomic(folder / CUES_NAME, json.dumps({"source": source_key, "cues": _times(cues)}) + "\n")
+
+
+def _at_earlier_cues(source_key: str, cues: Script) -> SourceSummary | None:
+    """The analysis of this source made at the dub's cues as they were timed before, when the dub has as many cues
+    and each still shares time with the one it was: a line retimed in the review, or the dub's text edited, keeps
+    the analysis (its voices and each line's clip), where analysing the source again would stall the edit. A dub
+    with a cue added or removed is analysed again at its cues."""
+    now = _times(cues)
+    for record in sorted((cache_home() / "source").glob(f"*/{CUES_NAME}")):
+        try:
+            data = json.loads(record.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        before = data.get("cues") if isinstance(data, dict) and data.get("source") == source_key else None
+        if not isinstance(before, list) or len(before) != len(now):
+            continue
+        if all(min(b[1], n[1]) > max(b[0], n[0]) for b, n in zip(before, now)):
+            found = load(record.parent, None)
+            if found is not None:
+                return found
+    return None
 
 
 def source_cast(
