@@ -193,6 +193,7 @@ def test_a_voice_of_short_lines_unlike_every_other_is_a_voice_of_its_own():
 
 
 def test_a_joined_clip_is_kept_and_read_back_from_the_summary(tmp_path):
+    from omnidub.source.clips import EDGE_GUARD
     from omnidub.source.summary import load, save, summarize
 
     said = [("A", 0.5, 4.0), ("C", 4.1, 4.75), ("B", 4.85, 8.0), ("C", 8.1, 8.75), ("A", 8.85, 12.0)]
@@ -204,7 +205,10 @@ def test_a_joined_clip_is_kept_and_read_back_from_the_summary(tmp_path):
     again = load(folder, found.analysis.original)
     assert again is not None and again.speaker_clips["C"].parts == found.chosen["C"].parts
     samples = found.clip(0, 0, found.chosen["C"].parts)
-    assert samples.size == pytest.approx(RATE * (3 * 0.65 + 2 * 0.2), abs=RATE * 0.05)
+    # Each of the three 0.65 s replies, its edges moved off the voices 0.1 s either side (as every clip's are), joined
+    # with 0.2 s between them.
+    part = 0.65 - 2 * (EDGE_GUARD - 0.1)
+    assert samples.size == pytest.approx(RATE * (3 * part + 2 * 0.2), abs=RATE * 0.05)
     assert again.clip_path(0, 0, found.chosen["C"].parts).is_file()
 
 

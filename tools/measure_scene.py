@@ -28,9 +28,10 @@ sys.path.insert(0, str(HERE))
 
 OWN = 2.0  # seconds of speech: a line this long should be cloned from its own speech
 OTHER = 0.1  # seconds of another voice that make a reference hold it
-# Without subtitles: "none" groups the lines as heard (omnidub dub), "cues" the lines heard cut at the dub's cues
-# (render --source of a timed script without --source-subs).
-CONDITIONS = ("labelled", "unlabelled", "none", "cues")
+# Without subtitles: "none" groups the lines as heard and dubs the scene's cues, "cues" cuts the lines heard at those
+# cues (render --source of a timed script without --source-subs), "dub" dubs the lines heard themselves, each judged
+# by the scene's line it shares most time with (omnidub dub; needs "none").
+CONDITIONS = ("labelled", "unlabelled", "none", "cues", "dub")
 
 
 def parts_of(reference) -> tuple[tuple[float, float], ...]:
@@ -144,6 +145,9 @@ def measure(film, encoder, asr, conditions=CONDITIONS) -> dict:
             result[condition]["heard_right"] = sum(
                 names.get(group) == film.voice_in(line.start, line.end) for line, group in heard_lines
             )
+            if condition == "none" and "dub" in conditions:  # omnidub dub: the dub's lines are the lines heard
+                result["dub"] = judge(film, none, none.analysis.original, names)
+                result["dub"]["voices_found"] = result[condition]["voices_found"]
     return result
 
 
@@ -185,6 +189,7 @@ def table(rows: list[dict]) -> str:
             ("unlabelled", "unlabelled"),
             ("none", "none (tiny.en), lines as heard"),
             ("cues", "none (tiny.en), at the dub's cues"),
+            ("dub", "none (tiny.en), the lines heard dubbed (omnidub dub)"),
         ):
             found = [row[condition] for row in mine if condition in row]
             if not found:

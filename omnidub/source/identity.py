@@ -28,6 +28,7 @@ from omnidub.source.clips import (
     JOIN_GAP,
     Candidate,
     joined_seconds,
+    own_edges,
     own_stretches,
     stretch_words,
     voice_problem,
@@ -273,6 +274,7 @@ def joined_candidate(analysis: Analysis, speaker: str, encoder, why: str) -> Can
         if analysis.wordless(line.index):
             continue
         for a, b in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN):
+            a, b, _ = own_edges(analysis, encoder, speaker, a, b)  # off a voice next to it, as every clip's edges
             if b - a >= JOIN_PART and not (b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b)):
                 whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
                 pieces.append((line.index, a, b, stretch_words(analysis, line.index, a, b, whole)[0]))
