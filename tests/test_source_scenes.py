@@ -54,6 +54,30 @@ def test_the_scene_is_built_differently(scene):
     assert "- Ready?\n- Yes." in scene.unlabelled.read_text()
 
 
+def test_two_voices_at_once_are_heard_where_the_scene_has_them(scene):
+    from omnidub.source import read_source
+    from omnidub.source.audio import ANALYSIS_RATE
+    from omnidub.source.overlap import overlapped
+
+    found = overlapped(read_source(scene.audio).at_rate(ANALYSIS_RATE))
+    speech = scene.truth["speech"]
+    both = [
+        (max(x["start"], y["start"]), min(x["end"], y["end"]))
+        for k, x in enumerate(speech)
+        for y in speech[k + 1 :]
+        if min(x["end"], y["end"]) - max(x["start"], y["start"]) > 0.1
+    ]
+    assert both and found
+    # Each back-channel in a cue of its own, spoken at full level over a sentence, is heard as two voices at once.
+    for row in scene.lines:
+        if row.get("backchannel"):
+            a, b = row["speech"]
+            assert any(x < b and y > a for x, y in found), (row["said"], a, b, found)
+    # Most of what is heard as two voices is: a stretch within 0.15 s of a true overlap.
+    true = [(x, y) for x, y in found if any(x < d + 0.15 and y > c - 0.15 for c, d in both)]
+    assert len(true) >= 0.75 * len(found), (found, both)
+
+
 @pytest.mark.slow  # a minute or more of CPU: pytest -m slow runs it, as CI does
 @pytest.mark.parametrize("subs", ["labelled", "unlabelled"])
 def test_no_line_is_cloned_from_another_voice_and_every_character_has_one(scene, subs, source_voice_encoder):
@@ -73,7 +97,8 @@ def test_no_line_is_cloned_from_another_voice_and_every_character_has_one(scene,
     truth = {i: speaker_of(scene, line) for i, line in lines.items()}
     holding = {r.index: round(other_voice(scene, r, truth[r.index]), 2) for r in references if r.kind != "none"}
     holding = {i: seconds for i, seconds in holding.items() if seconds > OTHER}
-    # The back-channel in no cue, heard only by the windows inside a clip, by a narrow margin (docs/source.md):
+    # The back-channel in no cue is heard by the overlap model by a narrow margin (a probability of 0.55 against 0.5
+    # here, docs/source.md): where another CPU's rounding leaves it unheard, that line is an expected failure.
     [host] = [row for row in scene.lines if "uncued" in row]
     a, b = host["uncued"]["speech"]
     missed = {
@@ -149,8 +174,8 @@ def test_without_subtitles_a_timed_dub_takes_no_line_from_another_voice(
     assert (result.exit_code == 1) == bool(named)
     # Every character but the whisperer (none of whose words tiny.en hears: no clip can have its transcript) voiced.
     whisperer = {row["speaker"] for row in scene.lines if row.get("whisper")}
-    assert {truth[i] for i in voiced} >= set(scene.truth["cast"]) - whisperer, sorted(voiced)
-    # The back-channel in no cue, heard only by the windows inside a clip, by a narrow margin (as with subtitles):
+    assert {truth[i] for i in voiced} >= set(scene.truth["cast"]) - whisperer, result.output
+    # The back-channel in no cue, heard by the overlap model by a narrow margin (as with subtitles):
     [host] = [row for row in scene.lines if "uncued" in row]
     a, b = host["uncued"]["speech"]
     missed = {i for i in holding if any(min(y, b) - max(x, a) > OTHER for x, y in voiced[i])}

@@ -13,6 +13,7 @@ from omnidub.asr import Word
 from omnidub.errors import OmnidubError
 from omnidub.script import DEFAULT_SPEAKER, Line, Script
 from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
+from omnidub.source.overlap import overlapped
 from omnidub.source.speakers import (
     CLUSTER_SPEECH,
     WINDOW,
@@ -83,6 +84,7 @@ class Analysis:
     condensed: dict[int, str] = field(default_factory=dict)  # line -> why its cue looks condensed (no ASR to hear it)
     words: tuple[Word, ...] | None = None  # what the ASR hears in the whole track; None without an ASR model
     heard_lines: bool = False  # the lines were cut from what the ASR heard: where one ends is a guess
+    overlapped: tuple[tuple[float, float], ...] = ()  # where two voices speak at once (omnidub/source/overlap.py)
     # Window embeddings by span: a line's clip is checked as a speaker candidate and again as its own reference.
     _windows: dict = field(default_factory=dict, repr=False)
 
@@ -188,7 +190,19 @@ def analyse(
     if language is None:
         language = next((line.language for line in original.lines if line.language), None)
     found = Analysis(
-        original, audio, track, speech, voiced, spans, embeddings, who, centroids, typical, grouping, language
+        original,
+        audio,
+        track,
+        speech,
+        voiced,
+        spans,
+        embeddings,
+        who,
+        centroids,
+        typical,
+        grouping,
+        language,
+        overlapped=overlapped(track) if speech.regions else (),
     )
     found.calibration.update(calibrate(_own_windows(found, encoder, seconds), centroids))
     found.condensed.update(condensed_cues(original, voiced, speech))

@@ -239,11 +239,19 @@ def _other_voice_depth(
 
 
 def voices_inside(analysis: Analysis, encoder, speaker: str, start: float, end: float) -> list[tuple[float, float]]:
-    """Where another voice is heard spoken over the span (see INSIDE_DIP): the windows that hold it, merged; empty
-    when none is (or the span is too short, or there is no other voice to hear)."""
+    """Where another voice is heard spoken over the span: the windows that hold it (see INSIDE_DIP), and where the
+    overlap model hears two voices at once (a back-channel over a sentence, which no window hears), merged; empty
+    when none is (or there is no other voice to hear)."""
     own = analysis.centroids.get(speaker)
     theirs = [c for name, c in analysis.centroids.items() if name != speaker]
-    if own is None or not theirs or end - start < EDGE_WINDOW + INSIDE_STEP:
+    if own is None or not theirs:
+        return []
+    both = [(max(a, start), min(b, end)) for a, b in analysis.overlapped if a < end and b > start]
+    return _merged(_windows_inside(analysis, encoder, own, theirs, start, end) + both, end)
+
+
+def _windows_inside(analysis: Analysis, encoder, own, theirs, start: float, end: float) -> list[tuple[float, float]]:
+    if end - start < EDGE_WINDOW + INSIDE_STEP:
         return []
     # On one grid for the whole source: a line's own clip and a speaker clip holding it hear the same windows.
     first = np.ceil(start / INSIDE_STEP - 1e-6) * INSIDE_STEP
@@ -254,13 +262,16 @@ def voices_inside(analysis: Analysis, encoder, speaker: str, start: float, end: 
     if not margins:
         return []
     usual = float(np.median([m for _, m in margins]))
-    heard = [
+    return [
         (a, a + EDGE_WINDOW)
         for a, m in margins
         if (m < INSIDE_MARGIN and usual - m >= INSIDE_DIP) or (len(margins) < INSIDE_WINDOWS and m < 0)
     ]
+
+
+def _merged(spans: list[tuple[float, float]], end: float) -> list[tuple[float, float]]:
     merged = []
-    for a, b in heard:
+    for a, b in sorted(spans):
         if merged and a <= merged[-1][1]:
             merged[-1] = (merged[-1][0], max(merged[-1][1], b))
         else:

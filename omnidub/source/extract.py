@@ -132,7 +132,7 @@ def extract_voices(
             analysis,
             words=heard.transcript.words,
             language=analysis.language or heard.transcript.language,
-            heard_lines=True,
+            heard_lines=not heard.cued,  # at a dub's cues, where a line ends is its cue's time, not a guess
         )
     elif asr is not None:
         # One pass over the whole track: Whisper encodes 30 s windows, so a call per clip would cost a window each.

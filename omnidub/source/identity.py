@@ -264,8 +264,13 @@ def cue_joined_candidate(analysis: Analysis, speaker: str) -> Candidate | None:
 
 def joined_candidate(analysis: Analysis, speaker: str, encoder, why: str) -> Candidate | None:
     """A voice without one clean stretch long enough: its own speech joined across its lines (every other voice's cue
-    and speech cut away, each part one voice where windows can judge it), at least JOIN_LEAST s in all; None when it
-    has too little speech of its own."""
+    and speech cut away, each part one voice where windows can judge it, its edges moved off the voice next to it),
+    at least JOIN_LEAST s in all; where moving the edges leaves too little, the parts as cut (a voice of short lines
+    each overlapped by another keeps a voice); None when it has too little speech of its own."""
+    return _joined_own(analysis, speaker, encoder, why, True) or _joined_own(analysis, speaker, encoder, why, False)
+
+
+def _joined_own(analysis: Analysis, speaker: str, encoder, why: str, edges: bool) -> Candidate | None:
     pieces = []
     for line in analysis.original.lines:
         voiced = analysis.voiced.get(line.index)
@@ -274,7 +279,8 @@ def joined_candidate(analysis: Analysis, speaker: str, encoder, why: str) -> Can
         if analysis.wordless(line.index):
             continue
         for a, b in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN):
-            a, b, _ = own_edges(analysis, encoder, speaker, a, b)  # off a voice next to it, as every clip's edges
+            if edges:  # off a voice next to it, as every clip's edges
+                a, b, _ = own_edges(analysis, encoder, speaker, a, b)
             if b - a >= JOIN_PART and not (b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b)):
                 whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
                 pieces.append((line.index, a, b, stretch_words(analysis, line.index, a, b, whole)[0]))
