@@ -153,10 +153,11 @@ def analyse(
     separated: bool = False,
     speech: SpeechMap | None = None,
     heard: bool = False,
+    both: tuple[tuple[float, float], ...] | None = None,
 ) -> Analysis:
     """Find every original line in `audio`: speech spans, embeddings, speakers (grouped when unlabelled).
     ``speech``: the track's voice activity, when it was already found; ``heard``: the lines were cut from what an
-    ASR model heard (their times are its words')."""
+    ASR model heard (their times are its words'); ``both``: where two voices speak at once, when already found."""
     track = audio.at_rate(ANALYSIS_RATE)
     speech = speech if speech is not None else find_speech(track)
     if speech.regions or not separated:  # isolated vocals without speech: each cue says so (a model's failure)
@@ -202,7 +203,7 @@ def analyse(
         typical,
         grouping,
         language,
-        overlapped=overlapped(track) if speech.regions else (),
+        overlapped=both if both is not None else overlapped(track) if speech.regions else (),
     )
     found.calibration.update(calibrate(_own_windows(found, encoder, seconds), centroids))
     found.condensed.update(condensed_cues(original, voiced, speech))

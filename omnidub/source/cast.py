@@ -127,11 +127,12 @@ def source_summary(
         original = read_script(options.subs, language=options.language)
     cues = dub if options.subs is None and options.heard_at is None and dub is not None and dub.timed else None
     folder = cache_home() / "source" / analysis_key(options, voice, asr, cues)
+    source_key = analysis_key(options, voice, asr)  # the same source and options at any cues
     found = load(folder, original)
     if found is not None and cues is not None and not (folder / CUES_NAME).is_file():
-        _record_cues(folder, analysis_key(options, voice, asr), cues)  # kept by an earlier build
+        _record_cues(folder, source_key, cues)  # kept by an earlier build
     elif found is None and cues is not None:
-        found = _at_earlier_cues(analysis_key(options, voice, asr), cues)
+        found = _at_earlier_cues(source_key, cues)
     if found is not None:
         return found
     separator = None
@@ -185,7 +186,7 @@ def source_summary(
     summary = summarize(extraction, folder)
     save(summary)
     if cues is not None:
-        _record_cues(folder, analysis_key(options, voice, asr), cues)
+        _record_cues(folder, source_key, cues)
     return summary
 
 

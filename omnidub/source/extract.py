@@ -102,8 +102,10 @@ def extract_voices(
         notes.append(f"--speakers {options.speakers} ignored: the original names its speakers")
     audio = separation.vocals if separation else source
 
+    first: list[Analysis] = []  # the lines heard are grouped again over the same audio: what it heard is kept
+
     def analysed(lines: Script) -> Analysis:
-        return analyse(
+        found = analyse(
             lines,
             audio,
             encoder,
@@ -112,7 +114,10 @@ def extract_voices(
             separated=separation is not None,
             speech=heard.speech if heard else None,
             heard=heard is not None,
+            both=first[0].overlapped if first else None,
         )
+        first[:] = first or [found]
+        return found
 
     if heard is not None and not heard.cued:  # a quick reply Whisper ran into the line before is a line of its own
         from omnidub.source.heard import voice_changes

@@ -10,7 +10,6 @@ chunks a second apart, each frame's probability that two speakers talk, averaged
 
 from __future__ import annotations
 
-import hashlib
 import threading
 
 import numpy as np
@@ -32,7 +31,6 @@ BATCH = 16  # chunks a forward
 
 _lock = threading.Lock()
 _loaded: dict = {}
-_found: dict = {}  # a track's digest -> its stretches
 
 
 def _model():
@@ -98,21 +96,7 @@ def two_voices(track: SourceAudio) -> np.ndarray:
 
 
 def overlapped(track: SourceAudio) -> tuple[tuple[float, float], ...]:
-    """The stretches of the track where two voices speak at once (see THRESHOLD), in order; found once per track
-    (the lines heard are grouped again several times over the same audio)."""
-    key = hashlib.blake2b(np.ascontiguousarray(track.samples).tobytes(), digest_size=16).digest()
-    with _lock:
-        if key in _found:
-            return _found[key]
-    found = _stretches(track)
-    with _lock:
-        _found[key] = found
-        while len(_found) > 4:
-            _found.pop(next(iter(_found)))
-    return found
-
-
-def _stretches(track: SourceAudio) -> tuple[tuple[float, float], ...]:
+    """The stretches of the track where two voices speak at once (see THRESHOLD), in order."""
     _, _, config, _ = _model()
     step = config["frame_step"]
     high = two_voices(track) >= THRESHOLD
