@@ -123,6 +123,131 @@ def test_no_line_is_cloned_from_another_voice_and_every_character_has_one(scene,
         pytest.xfail(f"the back-channel in no cue was not heard inside line(s) {sorted(missed)}'s reference")
 
 
+class RunsTurnsTogether:
+    """An ASR that writes the scene's words where they are said (the whisperer's too), as one segment per line except
+    the dialogue-dash answer ("Yes."), which it writes as "yeah" and runs into the next line's segment, as tiny.en does."""
+
+    name = "runs-turns-together, yeah"
+
+    def __init__(self, scene):
+        self.scene = scene
+
+    def identity(self) -> str:
+        return self.name
+
+    def available(self) -> bool:
+        return True
+
+    def transcribe(self, audio, sample_rate, language=None, word_timestamps=False, *, vad=False, progress=None):
+        from omnidub.asr import Transcript, Word
+
+        words, starts, joined = [], [], False
+        for row in sorted(self.scene.truth["lines"], key=lambda row: row["speech"][0]):
+            said, (a, b) = row["said"].split(), row["speech"]
+            if not joined:
+                starts.append(len(words))
+            joined = bool(row.get("dash")) and row["said"] == "Yes."
+            said = ["yeah"] if joined else said  # no sentence's end to cut at
+            step = (b - a) / len(said)
+            words += [Word(w, a + k * step, a + (k + 1) * step) for k, w in enumerate(said)]
+        return Transcript(" ".join(w.text for w in words), "en", tuple(words), tuple(starts))
+
+
+def test_a_reply_heard_run_into_the_next_line_stays_out_of_its_clip(scene, source_voice_encoder):
+    """Without subtitles, as `omnidub dub` hears a source: a one-word reply the ASR runs into the next speaker's line
+    (too short for any window to hear whose voice it is) is kept out of that line's clip and its speaker's."""
+    from omnidub.source import ExtractOptions, extract_voices, read_source
+    from omnidub.source.heard import hear_source
+
+    audio = read_source(scene.audio)
+    heard = hear_source(audio, RunsTurnsTogether(scene), source=scene.audio, language="en")
+    [(a, b)] = [row["speech"] for row in scene.lines if row.get("dash") and row["said"] == "Yes."]
+    assert any(line.start <= a + 0.3 and line.end > b + 1.0 for line in heard.original.lines)  # one line with the next
+    found = extract_voices(
+        audio,
+        heard.original,
+        encoder=source_voice_encoder,
+        asr=None,
+        options=ExtractOptions(assess_lines=True),
+        heard=heard,
+    )
+    references = found.references(heard.original)
+    for reference in references:
+        line = found.analysis.lines[reference.index]
+        truth = scene.voice_in(line.start, line.end)
+        if reference.kind != "none" and truth:
+            parts = reference.parts or ((reference.start, reference.end),)
+            assert not any(min(y, b) - max(x, a) > OTHER for x, y in parts), (reference.index, parts, (a, b))
+
+
+class DeafToWhispers:
+    """An ASR that writes every spoken line's words as the scene says them, but nothing for the whisperer (as tiny.en
+    writes nothing for it over the whole track), and, for a short clip heard alone, what it is told to."""
+
+    name = "deaf-to-whispers"
+
+    def __init__(self, scene, alone: str):
+        self.scene, self.alone, self.clips = scene, alone, 0
+
+    def identity(self) -> str:
+        return f"{self.name}:{self.alone}"
+
+    def available(self) -> bool:
+        return True
+
+    def transcribe(self, audio, sample_rate, language=None, word_timestamps=False, *, vad=False, progress=None):
+        from omnidub.asr import Transcript, Word
+
+        if audio.size / sample_rate < 20:  # a clip heard alone
+            self.clips += 1
+            return Transcript(self.alone, "en", (), ())
+        words, starts = [], []
+        for row in sorted(self.scene.truth["lines"], key=lambda row: row["speech"][0]):
+            if row.get("whisper"):
+                continue
+            said, (a, b) = row["said"].split(), row["speech"]
+            starts.append(len(words))
+            step = (b - a) / len(said)
+            words += [Word(w, a + k * step, a + (k + 1) * step) for k, w in enumerate(said)]
+        return Transcript(" ".join(w.text for w in words), "en", tuple(words), tuple(starts))
+
+
+def test_a_voice_no_word_of_which_is_heard_is_voiced_from_its_own_speech_heard_alone(scene, source_voice_encoder):
+    """Without subtitles, at a timed dub's cues: a whisperer the ASR writes no word of over the whole track still gets
+    a voice, its own speech joined across its lines and transcribed again part by part, alone, labelled as such."""
+    from omnidub.source import ExtractOptions, extract_voices, read_source
+    from omnidub.source.heard import at_cues, hear_source
+
+    asr = DeafToWhispers(scene, "Quiet, they can hear us.")
+    audio = read_source(scene.audio)
+    dub = read_script(scene.unlabelled)
+    heard = at_cues(hear_source(audio, asr, source=scene.audio, language="en"), dub)
+    found = extract_voices(
+        audio,
+        heard.original,
+        encoder=source_voice_encoder,
+        asr=asr,
+        options=ExtractOptions(assess_lines=True),
+        heard=heard,
+    )
+    lines = {line.index: line for line in dub.lines}
+    truth = {i: speaker_of(scene, line) for i, line in lines.items()}
+    whispered = [i for i, speaker in truth.items() if speaker == "WREN"]
+    assert len(whispered) == 3 and all(found.analysis.wordless(i) for i in whispered)
+    groups = {found.analysis.speakers[i] for i in whispered}
+    [clip] = [
+        found.chosen[g] for g in groups if g in found.chosen and "heard in each part alone" in found.chosen[g].fallback
+    ]
+    assert asr.clips >= 1 and clip.text.startswith("Quiet, they can hear us.")
+    assert other_voice(scene, clip, "WREN") <= OTHER, clip  # its own speech only
+    references = {r.index: r for r in found.references(dub)}
+    voiced = [i for i in whispered if references[i].kind != "none"]
+    assert voiced, {i: references[i].voiceless for i in whispered}
+    assert all(references[i].review for i in voiced)  # each flagged for review
+    for i in voiced:
+        assert other_voice(scene, references[i], "WREN") <= OTHER, (i, references[i])
+
+
 @pytest.mark.slow  # the scene heard by tiny.en and rendered with the tiny model: a minute or more of CPU
 def test_without_subtitles_a_timed_dub_takes_no_line_from_another_voice(
     scene, tiny_model_dir, whisper_tiny_en, tmp_path
@@ -172,7 +297,8 @@ def test_without_subtitles_a_timed_dub_takes_no_line_from_another_voice(
             named.update(range(int(a), int(b or a) + 1))
     assert set(lines) == set(voiced) | named and not set(voiced) & named, (sorted(voiced), sorted(named))
     assert (result.exit_code == 1) == bool(named)
-    # Every character but the whisperer (none of whose words tiny.en hears: no clip can have its transcript) voiced.
+    # Every character but the whisperer voiced: tiny.en writes none of its words over the whole track, and whether
+    # it writes any for its speech heard alone depends on the CPU's rounding (see the test above for that path).
     whisperer = {row["speaker"] for row in scene.lines if row.get("whisper")}
     assert {truth[i] for i in voiced} >= set(scene.truth["cast"]) - whisperer, result.output
     # The back-channel in no cue, heard by the overlap model by a narrow margin (as with subtitles):

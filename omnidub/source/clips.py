@@ -48,6 +48,11 @@ EDGE_GUARD = 0.15
 HEARD_REACH = 0.3
 HEARD_GUARD = 0.6
 EDGE_WINDOW = 0.8
+# Lines heard: speech at a span's edge shorter than one window, apart from the rest by ISLAND_PAUSE or more of what
+# voice activity calls silence, is taken off (a one-word reply, "Yes.", Whisper ran into the next line: too short
+# for any window to hear whose voice it is; on the scenes such a 0.4 s "Yes." of another voice opened a speaker's
+# clip). What it costs a line that does open with a word and a pause: that word, in the clip only.
+ISLAND_PAUSE = 0.15
 EDGE_STEP = 0.1
 EDGE_DEPTH = 1.2
 EDGE_MARGIN = 0.1
@@ -167,7 +172,8 @@ def own_edges(analysis: Analysis, encoder, speaker: str, start: float, end: floa
     speech moves to EDGE_GUARD off it (a reply 0.05 s after a line, or a line's word times loose by as much, leaves
     a tenth of a second of the other voice inside that 1.6 s windows cannot hear; lines heard: HEARD_GUARD in),
     and further while short windows from that edge sound more like that speaker than like this one (a reply heard
-    as part of the line). Returns the span and what was done ("" when nothing)."""
+    as part of the line); lines heard, then, lose a short stretch of speech left at an edge apart from the rest (see
+    ISLAND_PAUSE). Returns the span and what was done ("" when nothing)."""
     done = []
     for side in ("start", "end"):
         edge = start if side == "start" else end
@@ -193,7 +199,27 @@ def own_edges(analysis: Analysis, encoder, speaker: str, start: float, end: floa
         else:
             end = round(max(end - cut, start), 3)
         done.append(what)
+    if analysis.heard_lines:  # after those moves: what they leave of another voice's word
+        for side in ("start", "end"):
+            cut = _edge_island(analysis, start, end, side)
+            if cut > 0:
+                start, end = (round(start + cut, 3), end) if side == "start" else (start, round(end - cut, 3))
+                done.append(f"{side} moved {cut:.2f} s in: a short stretch of speech apart from the rest taken off")
     return start, end, "; ".join(done)
+
+
+def _edge_island(analysis: Analysis, start: float, end: float, side: str) -> float:
+    """How far in from the span's ``side`` a short stretch of speech at that edge ends, when it is apart from the
+    rest by ISLAND_PAUSE or more (see there); 0 when there is none."""
+    regions = [(max(a, start), min(b, end)) for a, b in analysis.speech.regions if a < end and b > start]
+    if len(regions) < 2:
+        return 0.0
+    if side == "end":
+        regions = [(end - b + start, end - a + start) for a, b in reversed(regions)]  # mirrored: the edge first
+    (a, b), (c, _) = regions[0], regions[1]
+    if b - a >= EDGE_WINDOW or c - b < ISLAND_PAUSE:
+        return 0.0
+    return round(c - start, 3)
 
 
 def _neighbour(analysis: Analysis, speaker: str, edge: float, side: str) -> tuple[str, float] | None:

@@ -21,7 +21,13 @@ from omnidub.source.clips import (
     word_agreement,
 )
 from omnidub.source.heard import Heard
-from omnidub.source.identity import JOIN_LEAST, cue_joined_candidate, guarded, joined_candidate
+from omnidub.source.identity import (
+    JOIN_LEAST,
+    cue_joined_candidate,
+    guarded,
+    heard_alone_candidate,
+    joined_candidate,
+)
 from omnidub.source.lines import (
     LINE_FLOOR,
     LineClip,
@@ -154,9 +160,9 @@ def extract_voices(
     for speaker in dict.fromkeys(analysis.speakers[line.index] for line in original.lines):
         if speaker not in analysis.centroids:
             candidates[speaker] = ()
-            heard = cue_joined_candidate(analysis, speaker) if labelled(original) else None
-            if heard is not None:
-                chosen[speaker] = heard
+            joined = cue_joined_candidate(analysis, speaker) if labelled(original) else None
+            if joined is not None:
+                chosen[speaker] = joined
             else:
                 missing[speaker] = "none of its lines has enough speech to know the voice"
             continue
@@ -169,6 +175,7 @@ def extract_voices(
             fallback_candidate(analysis, speaker, encoder, _why_none(found))
             or joined_candidate(analysis, speaker, encoder, _why_none(found))
             or (cue_joined_candidate(analysis, speaker) if labelled(original) else None)
+            or (heard_alone_candidate(analysis, speaker, encoder, asr, _why_none(found)) if heard and asr else None)
         )
         if fallback is not None:
             chosen[speaker] = fallback

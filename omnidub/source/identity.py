@@ -17,10 +17,12 @@ A voice with no clean clip at all is given its own speech joined across its line
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import numpy as np
 
+from omnidub.asr import whisper_language
 from omnidub.source.analysis import Analysis
 from omnidub.source.audio import ANALYSIS_RATE
 from omnidub.source.clips import (
@@ -32,6 +34,7 @@ from omnidub.source.clips import (
     own_stretches,
     stretch_words,
     voice_problem,
+    without,
 )
 from omnidub.source.lines import LINE_FLOOR, LineClip
 
@@ -47,6 +50,9 @@ PAD_MOST = 6.0  # seconds a padded clip holds at most
 JOIN_PART = 0.4
 JOIN_MOST = 6.0
 JOIN_LEAST = 1.0
+# A part of a voice the whole track's transcript wrote no words for is heard again alone at this RMS (-20 dBFS).
+ALONE_LEVEL = 0.1
+_SPOKEN = re.compile(r"\w")
 
 
 def embed_parts(analysis: Analysis, encoder, parts) -> np.ndarray | None:
@@ -126,7 +132,9 @@ def own_speech(analysis: Analysis, index: int, encoder) -> tuple[tuple[float, fl
     if voiced is None or analysis.wordless(index):
         return None
     speaker = analysis.speakers[index]
-    for a, b in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN):
+    both = list(analysis.overlapped)  # two voices at once: its own speech there holds the other voice too
+    pieces = [p for a, b in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN) for p in without(a, b, both, 0)]
+    for a, b in sorted(pieces, key=lambda p: p[0] - p[1]):
         if analysis.speech.speech_seconds(a, b) < OWN_LEAST:
             break
         if b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b):  # windows judge 1.6 s and more
@@ -270,26 +278,58 @@ def joined_candidate(analysis: Analysis, speaker: str, encoder, why: str) -> Can
     return _joined_own(analysis, speaker, encoder, why, True) or _joined_own(analysis, speaker, encoder, why, False)
 
 
-def _joined_own(analysis: Analysis, speaker: str, encoder, why: str, edges: bool) -> Candidate | None:
+def heard_alone_candidate(analysis: Analysis, speaker: str, encoder, asr, why: str) -> Candidate | None:
+    """A voice the ASR wrote no words for in the whole track (a whisper, a quiet voice under a bed), so that no part
+    of its speech has a transcript: its own speech joined across its lines as :func:`joined_candidate` joins it,
+    each part transcribed again alone, raised to speech level (heard alone and loud, Whisper writes words it did not
+    in the whole track: 2 of the 3 whispered lines of the scenes). The parts that give words are kept; the clip is
+    labelled as heard so, since those words are the ASR's best guess at a voice it could barely follow. None when no
+    part gives words."""
+
+    def hear(a: float, b: float) -> str:
+        samples = analysis.audio.cut(a, b)
+        level = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64)))) if samples.size else 0.0
+        if level <= 0.0:
+            return ""
+        loud = np.clip(samples * (ALONE_LEVEL / level), -1.0, 1.0).astype(np.float32)
+        said = asr.transcribe(loud, analysis.audio.sample_rate, language=whisper_language(analysis.language))
+        return said.text.strip() if _SPOKEN.search(said.text) else ""
+
+    return _joined_own(analysis, speaker, encoder, why, True, hear) or _joined_own(
+        analysis, speaker, encoder, why, False, hear
+    )
+
+
+def _joined_own(analysis: Analysis, speaker: str, encoder, why: str, edges: bool, hear=None) -> Candidate | None:
+    """Its own speech joined across its lines; ``hear(start, end)``: the words of a part of a line whose words the
+    whole track gave none of (only those lines are joined then, and only their parts that give words)."""
     pieces = []
     for line in analysis.original.lines:
         voiced = analysis.voiced.get(line.index)
         if analysis.speakers[line.index] != speaker or not voiced or spoken_over(analysis, line.index):
             continue
-        if analysis.wordless(line.index):
+        if analysis.wordless(line.index) != (hear is not None):
             continue
         for a, b in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN):
             if edges:  # off a voice next to it, as every clip's edges
                 a, b, _ = own_edges(analysis, encoder, speaker, a, b)
             if b - a >= JOIN_PART and not (b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b)):
                 whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
-                pieces.append((line.index, a, b, stretch_words(analysis, line.index, a, b, whole)[0]))
+                words = hear(a, b) if hear else stretch_words(analysis, line.index, a, b, whole)[0]
+                if words:
+                    pieces.append((line.index, a, b, words))
+    how = (
+        "its words heard in each part alone, raised to speech level (the whole track gave none), the ASR's guess"
+        if hear
+        else None
+    )
     return _joined(
         speaker,
         pieces,
         lambda which, total, count: (
-            f"joined: {speaker}'s own speech from {which} ({total:.1f} s in {count} part{'s' if count > 1 else ''}), "
-            f"for want of one clean clip: {why}"
+            f"joined: {speaker}'s own speech from {which} ({total:.1f} s in {count} part{'s' if count > 1 else ''})"
+            + (f", {how}" if how else "")
+            + f", for want of one clean clip: {why}"
         ),
     )
 
