@@ -260,28 +260,49 @@ def _wrap(tokenizer_object):
     return tokenizer
 
 
+def _qwen_vocabulary() -> tuple[Path, str]:
+    """Qwen's ranks file and split pattern, read from the files of the dashscope wheel: importing dashscope would
+    load its whole client (aiohttp, cryptography, websockets...), which a machine building the checkpoint need not
+    have."""
+    import ast
+    import importlib.util
+
+    try:
+        spec = importlib.util.find_spec("dashscope")  # finds the folder without importing the package
+    except (ImportError, ValueError):
+        spec = None
+    folder = Path(next(iter(spec.submodule_search_locations))) if spec and spec.submodule_search_locations else None
+    try:
+        if folder is None:
+            raise FileNotFoundError("dashscope is not installed")
+        ranks = folder / "resources" / "qwen.tiktoken"
+        tree = ast.parse((folder / "tokenizers" / "qwen_tokenizer.py").read_text(encoding="utf-8"))
+        [pattern] = [
+            ast.literal_eval(node.value)
+            for node in tree.body
+            if isinstance(node, ast.Assign) and any(getattr(t, "id", None) == "PAT_STR" for t in node.targets)
+        ]
+        if not ranks.is_file():
+            raise FileNotFoundError(ranks)
+    except (OSError, SyntaxError, ValueError) as exc:  # pragma: no cover - dashscope is a declared dependency
+        raise OmnidubError(
+            f"synthetic:full needs the Qwen vocabulary shipped by the dashscope package ({exc})"
+        ) from None
+    return ranks, pattern
+
+
 def _qwen_tokenizer():
     """Qwen's byte-level BPE (151,643 ranks) + Qwen3's 26 added tokens + OmniVoice's 7, ids as released."""
-    from importlib import resources
 
     from tokenizers import AddedToken, Regex, decoders, normalizers, pre_tokenizers
     from transformers.convert_slow_tokenizer import TikTokenConverter
 
-    try:
-        from dashscope.tokenizers.qwen_tokenizer import PAT_STR
-
-        ranks = resources.files("dashscope").joinpath("resources", "qwen.tiktoken")
-    except ImportError as exc:  # pragma: no cover - dashscope is a declared dependency
-        raise OmnidubError(
-            f"synthetic:full needs the Qwen vocabulary shipped by the dashscope package ({exc})"
-        ) from None
-
-    with resources.as_file(ranks) as ranks_path:
-        backend = TikTokenConverter(vocab_file=str(ranks_path), pattern=PAT_STR).tokenizer()
+    ranks, pattern = _qwen_vocabulary()
+    backend = TikTokenConverter(vocab_file=str(ranks), pattern=pattern).tokenizer()
     backend.normalizer = normalizers.NFC()
     backend.pre_tokenizer = pre_tokenizers.Sequence(
         [
-            pre_tokenizers.Split(Regex(PAT_STR), behavior="isolated", invert=False),
+            pre_tokenizers.Split(Regex(pattern), behavior="isolated", invert=False),
             pre_tokenizers.ByteLevel(add_prefix_space=False, use_regex=False),
         ]
     )
