@@ -224,6 +224,7 @@ class Dubbing:
         omnidub's cache), or read as it is when someone corrected it since. Returns it and the source's options
         (without subtitles while it is as heard: the render then reuses that very analysis)."""
         from omnidub.folder import EXTRACT_RECORD, HEARD_RECORD, OutputFolder
+        from omnidub.source.analysis import NO_WORDS
         from omnidub.source.cast import source_summary
 
         name = _heard_name(self.source)
@@ -255,6 +256,14 @@ class Dubbing:
             )
             for note in folder.write_text(name, summary.heard.read_text(encoding="utf-8")):
                 self.listener.note(note)
+            unheard = _wordless(summary.original)
+            if unheard:
+                self.listener.note(
+                    f"{unheard}, heard with no words written for "
+                    f"{'it' if unheard.startswith('1 ') else 'them'} (a whisper, or a voice under the music): not in "
+                    f"the dub; write the words in place of {NO_WORDS} in {folder.path / name} and run again to "
+                    "dub them"
+                )
             record = {
                 "source": str(self.source.resolve()),
                 "asr_model": self.engine.asr().name,
@@ -446,6 +455,19 @@ def _misjudged(entry) -> bool:
         return False
     predicted = float(entry.predicted["natural"])
     return entry.natural > predicted * (1 + MISJUDGED_SHARE) and entry.natural - predicted > MISJUDGED_SECONDS
+
+
+def _wordless(original) -> str:
+    """The stretches of speech the ASR wrote no words for, said with where they are ("" when none)."""
+    from omnidub.inputs import clock
+    from omnidub.source.analysis import NO_WORDS
+
+    found = [line for line in original.lines if line.text == NO_WORDS]
+    if not found:
+        return ""
+    where = ", ".join(f"line {line.index} at {clock(line.start)}" for line in found[:6])
+    more = f" and {len(found) - 6} more" if len(found) > 6 else ""
+    return f"{len(found)} stretch{'es' if len(found) > 1 else ''} of speech ({where}{more})"
 
 
 def _heard_name(source: Path) -> str:

