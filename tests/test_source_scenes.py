@@ -123,6 +123,15 @@ def test_no_line_is_cloned_from_another_voice_and_every_character_has_one(scene,
         pytest.xfail(f"the back-channel in no cue was not heard inside line(s) {sorted(missed)}'s reference")
 
 
+def extracted_as_heard(audio, heard, encoder, asr):
+    """The voices of the scene as heard without subtitles (``heard``: its lines as the ASR gave them)."""
+    from omnidub.source import ExtractOptions, extract_voices
+
+    return extract_voices(
+        audio, heard.original, encoder=encoder, asr=asr, options=ExtractOptions(assess_lines=True), heard=heard
+    )
+
+
 class RunsTurnsTogether:
     """An ASR that writes the scene's words where they are said (the whisperer's too), as one segment per line, but
     the dialogue-dash answer ("Yes."), which it writes as "yeah" run into the next line's segment, as tiny.en does."""
@@ -157,21 +166,14 @@ class RunsTurnsTogether:
 def test_a_reply_heard_run_into_the_next_line_stays_out_of_its_clip(scene, source_voice_encoder):
     """Without subtitles, as `omnidub dub` hears a source: a one-word reply the ASR runs into the next speaker's line
     (too short for any window to hear whose voice it is) is kept out of that line's clip and its speaker's."""
-    from omnidub.source import ExtractOptions, extract_voices, read_source
+    from omnidub.source import read_source
     from omnidub.source.heard import hear_source
 
     audio = read_source(scene.audio)
     heard = hear_source(audio, RunsTurnsTogether(scene), source=scene.audio, language="en")
     [(a, b)] = [row["speech"] for row in scene.lines if row.get("dash") and row["said"] == "Yes."]
     assert any(line.start <= a + 0.3 and line.end > b + 1.0 for line in heard.original.lines)  # one line with the next
-    found = extract_voices(
-        audio,
-        heard.original,
-        encoder=source_voice_encoder,
-        asr=None,
-        options=ExtractOptions(assess_lines=True),
-        heard=heard,
-    )
+    found = extracted_as_heard(audio, heard, source_voice_encoder, None)
     references = found.references(heard.original)
     for reference in references:
         line = found.analysis.lines[reference.index]
@@ -216,21 +218,14 @@ class DeafToWhispers:
 def test_a_voice_no_word_of_which_is_heard_is_voiced_from_its_own_speech_heard_alone(scene, source_voice_encoder):
     """Without subtitles, at a timed dub's cues: a whisperer the ASR writes no word of over the whole track still gets
     a voice, its own speech joined across its lines and transcribed again part by part, alone, labelled as such."""
-    from omnidub.source import ExtractOptions, extract_voices, read_source
+    from omnidub.source import read_source
     from omnidub.source.heard import at_cues, hear_source
 
     asr = DeafToWhispers(scene, "Quiet, they can hear us.")
     audio = read_source(scene.audio)
     dub = read_script(scene.unlabelled)
     heard = at_cues(hear_source(audio, asr, source=scene.audio, language="en"), dub)
-    found = extract_voices(
-        audio,
-        heard.original,
-        encoder=source_voice_encoder,
-        asr=asr,
-        options=ExtractOptions(assess_lines=True),
-        heard=heard,
-    )
+    found = extracted_as_heard(audio, heard, source_voice_encoder, asr)
     lines = {line.index: line for line in dub.lines}
     truth = {i: speaker_of(scene, line) for i, line in lines.items()}
     whispered = [i for i, speaker in truth.items() if speaker == "WREN"]
