@@ -256,13 +256,12 @@ class Dubbing:
             )
             for note in folder.write_text(name, summary.heard.read_text(encoding="utf-8")):
                 self.listener.note(note)
-            unheard = _wordless(summary.original)
-            if unheard:
+            count, where = _wordless(summary.original)
+            if count:
                 self.listener.note(
-                    f"{unheard}, heard with no words written for "
-                    f"{'it' if unheard.startswith('1 ') else 'them'} (a whisper, or a voice under the music): not in "
-                    f"the dub; write the words in place of {NO_WORDS} in {folder.path / name} and run again to "
-                    "dub them"
+                    f"{count} stretch{'es' if count > 1 else ''} of speech ({where}) heard with no words written "
+                    f"for {'them' if count > 1 else 'it'} (a whisper, or a voice under the music): not in the dub; "
+                    f"write the words in place of {NO_WORDS} in {folder.path / name} and run again to dub them"
                 )
             record = {
                 "source": str(self.source.resolve()),
@@ -457,17 +456,14 @@ def _misjudged(entry) -> bool:
     return entry.natural > predicted * (1 + MISJUDGED_SHARE) and entry.natural - predicted > MISJUDGED_SECONDS
 
 
-def _wordless(original) -> str:
-    """The stretches of speech the ASR wrote no words for, said with where they are ("" when none)."""
+def _wordless(original) -> tuple[int, str]:
+    """How many stretches of speech the ASR wrote no words for, and where the first few are."""
     from omnidub.inputs import clock
     from omnidub.source.analysis import NO_WORDS
 
     found = [line for line in original.lines if line.text == NO_WORDS]
-    if not found:
-        return ""
     where = ", ".join(f"line {line.index} at {clock(line.start)}" for line in found[:6])
-    more = f" and {len(found) - 6} more" if len(found) > 6 else ""
-    return f"{len(found)} stretch{'es' if len(found) > 1 else ''} of speech ({where}{more})"
+    return len(found), where + (f" and {len(found) - 6} more" if len(found) > 6 else "")
 
 
 def _heard_name(source: Path) -> str:

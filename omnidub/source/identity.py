@@ -286,14 +286,19 @@ def heard_alone_candidate(analysis: Analysis, speaker: str, encoder, asr, why: s
     labelled as heard so, since those words are the ASR's best guess at a voice it could barely follow. None when no
     part gives words."""
 
+    heard: dict[tuple[float, float], str] = {}  # each part is heard once, whichever way its edges were tried
+
     def hear(a: float, b: float) -> str:
-        samples = analysis.audio.cut(a, b)
-        level = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64)))) if samples.size else 0.0
-        if level <= 0.0:
-            return ""
-        loud = np.clip(samples * (ALONE_LEVEL / level), -1.0, 1.0).astype(np.float32)
-        said = asr.transcribe(loud, analysis.audio.sample_rate, language=whisper_language(analysis.language))
-        return said.text.strip() if _SPOKEN.search(said.text) else ""
+        if (a, b) not in heard:
+            samples = analysis.audio.cut(a, b)
+            level = float(np.sqrt(np.mean(np.square(samples, dtype=np.float64)))) if samples.size else 0.0
+            text = ""
+            if level > 0.0:
+                loud = np.clip(samples * (ALONE_LEVEL / level), -1.0, 1.0).astype(np.float32)
+                said = asr.transcribe(loud, analysis.audio.sample_rate, language=whisper_language(analysis.language))
+                text = said.text.strip() if _SPOKEN.search(said.text) else ""
+            heard[(a, b)] = text
+        return heard[(a, b)]
 
     return _joined_own(analysis, speaker, encoder, why, True, hear) or _joined_own(
         analysis, speaker, encoder, why, False, hear
