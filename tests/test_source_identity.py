@@ -7,6 +7,7 @@ and quick; tests/test_source_scenes.py runs the same rules on synthesized scenes
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import numpy as np
@@ -190,6 +191,50 @@ def test_a_voice_of_short_lines_unlike_every_other_is_a_voice_of_its_own():
     found = {g.index: g.speaker for g in grouping.lines}
     assert len(grouping.speakers) == 3
     assert found[5] == found[8] == found[11] and found[5] not in {found[1], found[2]}
+
+
+def test_lines_placed_nowhere_that_sound_alike_over_their_cues_are_a_voice_of_their_own():
+    # Three lines voice activity hardly hears (placed in other groups, unsure and unlike them) that are, heard over
+    # their cues' time, alike and unlike every voice: one voice of their own, each line a guess. A fourth line
+    # placed nowhere but unlike them (a back-channel over a sentence) and a pair that cannot share a voice stay out.
+    from omnidub.source.speakers import LineSpeaker, centroid, group_lines, stray_lines, stray_voice
+
+    rng = np.random.default_rng(1)
+    base = {v: np.eye(16)[k] for k, v in enumerate("ABCWX")}
+
+    def near(v, noise=0.15):
+        e = base[v] + noise * rng.standard_normal(16)
+        return e / np.linalg.norm(e)
+
+    who = ["A", "B", "C", "A", "B", "C", "A", "B", "C"]
+    embeddings = {k: near(v) for k, v in enumerate(who, 1)}
+    grouping = group_lines(list(embeddings), embeddings, dict.fromkeys(embeddings, 3.0), None)
+    assert len(grouping.speakers) == 3
+    strays = {10: "S1", 11: "S2", 12: "S1", 13: "S3"}  # placed nowhere: unsure and far from their group
+    lines = grouping.lines + tuple(LineSpeaker(i, g, 0.4, 0.2, "S3", 0.18) for i, g in strays.items())
+    grouping = replace(grouping, lines=lines)
+    assert stray_lines(grouping) == [10, 11, 12, 13]
+    centroids = {
+        n: centroid([embeddings[g.index] for g in grouping.lines if g.speaker == n and g.index in embeddings])
+        for n in grouping.speakers
+    }
+    heard = {10: near("W"), 11: near("W"), 12: near("W"), 13: near("X")}
+    found = stray_voice(grouping, centroids, heard)
+    [name] = found.cued
+    assert name == "S4" and name in found.speakers
+    placed = {g.index: g for g in found.lines}
+    assert {i for i, g in placed.items() if g.speaker == name} == {10, 11, 12}
+    assert all("a guess" in placed[i].note and placed[i].confidence > 0.9 for i in (10, 11, 12))
+    assert placed[13].speaker == "S3" and {placed[i].speaker for i in range(1, 10)} == {"S1", "S2", "S3"}
+    # Two of them that cannot share a voice (their cues overlap): the largest set without such a pair, or none.
+    assert {
+        g.index for g in stray_voice(grouping, centroids, heard, {(10, 11): "overlaps"}).lines if g.speaker == "S4"
+    } in (
+        {10, 12},
+        {11, 12},
+    )
+    # Lines like a voice found are that voice's, not a new one.
+    assert stray_voice(grouping, centroids, {10: near("A"), 11: near("A")}) == grouping
 
 
 def test_a_joined_clip_is_kept_and_read_back_from_the_summary(tmp_path):

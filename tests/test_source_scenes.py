@@ -354,3 +354,31 @@ def test_a_dub_names_the_speech_it_heard_no_words_for_and_dubs_it_once_its_words
     said = " ".join(again.output.split())
     assert "corrected by hand" in said and "not in the dub" not in said, said
     assert len(list(srt.parse(translated.read_text(encoding="utf-8")))) == len(cues)
+
+
+@pytest.mark.slow  # a full-length scene built and grouped: about a minute of CPU
+def test_a_whisperer_voice_activity_hardly_hears_is_a_voice_of_its_own_without_labels(
+    tmp_path_factory, source_voice_encoder
+):
+    """Unlabelled subtitles, the scene whose whisper voice activity hears 0.7 s of over three cues (seed 1): those
+    lines, unlike every voice found but alike over their cues' time, are one voice, which voices them and no other."""
+    from omnidub.source import ExtractOptions, extract_voices, read_source
+
+    scene = make_scene(tmp_path_factory.mktemp("whisper"), seed=1)
+    found = extract_voices(
+        read_source(scene.audio),
+        read_script(scene.unlabelled),
+        encoder=source_voice_encoder,
+        asr=None,
+        options=ExtractOptions(assess_lines=True),
+    )
+    dub = read_script(scene.unlabelled)
+    truth = {line.index: speaker_of(scene, line) for line in dub.lines}
+    whispered = [i for i, speaker in truth.items() if speaker == "WREN"]
+    [voice] = found.analysis.grouping.cued
+    assert {i for i, s in found.analysis.speakers.items() if s == voice} == set(whispered)
+    references = {r.index: r for r in found.references(dub)}
+    assert all(references[i].kind != "none" and references[i].review for i in whispered)
+    for reference in references.values():
+        if reference.kind != "none":
+            assert other_voice(scene, reference, truth[reference.index]) <= OTHER, reference

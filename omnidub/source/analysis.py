@@ -16,12 +16,15 @@ from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
 from omnidub.source.overlap import overlapped
 from omnidub.source.speakers import (
     CLUSTER_SPEECH,
+    STRAY_LEAST,
     WINDOW,
     Grouping,
     VoiceCalibration,
     calibrate,
     centroid,
     group_lines,
+    stray_lines,
+    stray_voice,
     window_embeddings,
 )
 from omnidub.source.speech import (
@@ -179,9 +182,18 @@ def analyse(
     if labelled(original):
         who = {line.index: line.speaker for line in original.lines}
     else:
-        grouping = group_lines(order, embeddings, seconds, speakers, apart_lines(original))
+        apart = apart_lines(original)
+        grouping = group_lines(order, embeddings, seconds, speakers, apart)
         who = {entry.index: entry.speaker for entry in grouping.lines}
-    centroids = speaker_centroids(who, embeddings, seconds)
+        if speakers is None:  # lines placed nowhere that are a voice of their own, heard over their cues' time
+            cued = _cue_embeddings(original, stray_lines(grouping), track, encoder)
+            grouping = stray_voice(grouping, speaker_centroids(who, embeddings, seconds), cued, apart)
+            for line in (g for g in grouping.lines if g.speaker in grouping.cued):
+                embeddings[line.index] = cued[line.index]  # such a line is known by its cue's time
+            who = {entry.index: entry.speaker for entry in grouping.lines}
+    # A voice found by its cues' time has no centre: heard over whole cues, it holds the bed as much as the voice, and
+    # every other voice's windows would be judged against it.
+    centroids = speaker_centroids(who, embeddings, seconds, skip=grouping.cued if grouping else ())
     typical = {
         name: float(
             np.median([np.dot(embeddings[i], c) for i, s in who.items() if s == name and embeddings.get(i) is not None])
@@ -207,6 +219,21 @@ def analyse(
     )
     found.calibration.update(calibrate(_own_windows(found, encoder, seconds), centroids))
     found.condensed.update(condensed_cues(original, voiced, speech))
+    return found
+
+
+def _cue_embeddings(original: Script, indices: list[int], track: SourceAudio, encoder) -> dict[int, np.ndarray]:
+    """Each of these lines' cue, every other cue's time cut away, embedded whole (STRAY_LEAST s at least)."""
+    found = {}
+    for line in (o for o in original.lines if o.index in indices):
+        parts = [(line.start, line.end)]
+        for other in original.lines:
+            if other.index != line.index and other.start < line.end and other.end > line.start:
+                parts = [p for x, y in parts for p in ((x, min(y, other.start)), (max(x, other.end), y)) if p[1] > p[0]]
+        if sum(b - a for a, b in parts) >= STRAY_LEAST:
+            embedded = encoder.embed(np.concatenate([track.cut(a, b) for a, b in parts]), ANALYSIS_RATE)
+            if embedded is not None:
+                found[line.index] = embedded[0]
     return found
 
 
@@ -382,11 +409,12 @@ def _known(voiced: dict) -> list:
 
 
 def speaker_centroids(
-    who: dict[int, str], embeddings: dict[int, np.ndarray | None], seconds: dict[int, float]
+    who: dict[int, str], embeddings: dict[int, np.ndarray | None], seconds: dict[int, float], skip=()
 ) -> dict[str, np.ndarray]:
-    """Each speaker's voice: the speech-weighted mean of its lines' embeddings, outliers left out."""
+    """Each speaker's voice (but those in ``skip``): the speech-weighted mean of its lines' embeddings, outliers
+    left out."""
     result = {}
-    for speaker in dict.fromkeys(who.values()):
+    for speaker in (s for s in dict.fromkeys(who.values()) if s not in skip):
         mine = [i for i, s in who.items() if s == speaker and embeddings.get(i) is not None]
         solid = [i for i in mine if seconds.get(i, 0.0) >= CLUSTER_SPEECH] or mine
         if not solid:

@@ -24,6 +24,7 @@ from omnidub.source.heard import Heard
 from omnidub.source.identity import (
     JOIN_LEAST,
     cue_joined_candidate,
+    cued_voice,
     guarded,
     heard_alone_candidate,
     joined_candidate,
@@ -160,7 +161,13 @@ def extract_voices(
     for speaker in dict.fromkeys(analysis.speakers[line.index] for line in original.lines):
         if speaker not in analysis.centroids:
             candidates[speaker] = ()
-            joined = cue_joined_candidate(analysis, speaker) if labelled(original) else None
+            joined = None
+            if cued_voice(analysis, speaker):  # labelled, or found by its cues' time (no centre: see analyse)
+                joined = cue_joined_candidate(analysis, speaker) or (
+                    heard_alone_candidate(analysis, speaker, encoder, asr, "no line with speech enough to embed")
+                    if heard and asr
+                    else None
+                )
             if joined is not None:
                 chosen[speaker] = joined
             else:
@@ -174,7 +181,7 @@ def extract_voices(
         fallback = (
             fallback_candidate(analysis, speaker, encoder, _why_none(found))
             or joined_candidate(analysis, speaker, encoder, _why_none(found))
-            or (cue_joined_candidate(analysis, speaker) if labelled(original) else None)
+            or (cue_joined_candidate(analysis, speaker) if cued_voice(analysis, speaker) else None)
             or (heard_alone_candidate(analysis, speaker, encoder, asr, _why_none(found)) if heard and asr else None)
         )
         if fallback is not None:

@@ -241,33 +241,51 @@ def guarded(
     return result
 
 
-def cue_joined_candidate(analysis: Analysis, speaker: str) -> Candidate | None:
-    """A labelled voice whose speech voice activity hears too little of (a whisper under a loud bed): its cues' time
-    joined across its lines, every other voice's cue and speech cut away (the label says who speaks there, and no
-    other voice is left in it), at least JOIN_LEAST s in all, its words the cues' in proportion to the time kept;
-    None when too little is left, or when voice activity hears under OWN_LEAST s of speech in it. Labelled as what
-    it is."""
+def cue_joined_candidate(analysis: Analysis, speaker: str, hear=None) -> Candidate | None:
+    """A voice whose speech voice activity hears too little of (a whisper under a loud bed), labelled, or found by its
+    cues' time (an unlabelled original, ``Grouping.cued``): its cues' time joined across its lines, every other
+    voice's cue and speech cut away (no other voice is left in it), at least JOIN_LEAST s in all, its words the cues'
+    in proportion to the time kept; ``hear(start, end)``: the words of a part of a cue the whole track gave none of
+    (no subtitles), those lines only. None when too little is left, or when voice activity hears under OWN_LEAST s
+    of speech in it. Labelled as what it is."""
     pieces = []
     for line in analysis.original.lines:
-        if analysis.speakers[line.index] != speaker or not line.text.strip() or analysis.wordless(line.index):
+        if analysis.speakers[line.index] != speaker or not line.text.strip():
+            continue
+        if analysis.wordless(line.index) != (hear is not None):
             continue
         for a, b in own_stretches(analysis, speaker, line.start, line.end, FALLBACK_MARGIN):
-            if b - a >= JOIN_PART:
-                words = line.text.split()
-                first = round(len(words) * (a - line.start) / (line.end - line.start))
-                last = round(len(words) * (b - line.start) / (line.end - line.start))
-                pieces.append((line.index, a, b, " ".join(words[first:last] or words)))
+            if b - a < JOIN_PART:
+                continue
+            if hear is not None:
+                words = hear(a, b)
+            else:
+                said = line.text.split()
+                first = round(len(said) * (a - line.start) / (line.end - line.start))
+                last = round(len(said) * (b - line.start) / (line.end - line.start))
+                words = " ".join(said[first:last] or said)
+            if words:
+                pieces.append((line.index, a, b, words))
     if sum(analysis.speech.speech_seconds(a, b) for _, a, b, _ in pieces) < OWN_LEAST:
         return None  # no speech heard in them at all: cues over silence, or vocals a separator lost
+    how = (
+        "its words heard in each part alone, raised to speech level (the whole track gave none), the ASR's guess"
+        if hear
+        else "its words are the cues' in proportion to the time kept, a guess"
+    )
     return _joined(
         speaker,
         pieces,
         lambda which, total, _: (
             f"joined: {speaker}'s cues' time from {which} ({total:.1f} s), other voices cut away: voice activity "
-            f"hears too little of {speaker}'s speech for a clip (a whisper, or a voice under a loud bed); its words "
-            "are the cues' in proportion to the time kept, a guess"
+            f"hears too little of {speaker}'s speech for a clip (a whisper, or a voice under a loud bed); {how}"
         ),
     )
+
+
+def cued_voice(analysis: Analysis, speaker: str) -> bool:
+    """Whether the speaker's cues say who speaks in them: labelled, or a voice found by its cues' time."""
+    return analysis.grouping is None or speaker in analysis.grouping.cued
 
 
 def joined_candidate(analysis: Analysis, speaker: str, encoder, why: str) -> Candidate | None:
@@ -300,8 +318,10 @@ def heard_alone_candidate(analysis: Analysis, speaker: str, encoder, asr, why: s
             heard[(a, b)] = text
         return heard[(a, b)]
 
-    return _joined_own(analysis, speaker, encoder, why, True, hear) or _joined_own(
-        analysis, speaker, encoder, why, False, hear
+    return (
+        _joined_own(analysis, speaker, encoder, why, True, hear)
+        or _joined_own(analysis, speaker, encoder, why, False, hear)
+        or (cue_joined_candidate(analysis, speaker, hear) if cued_voice(analysis, speaker) else None)
     )
 
 

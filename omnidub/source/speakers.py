@@ -12,7 +12,7 @@ than the two sub-groups are to each other, by SPLIT_GAP. Groups are named S1, S2
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -42,6 +42,16 @@ UNTOLD_GAP = 0.06
 # came 0.29-0.33 to the nearest other voice, one voice's short lines 0.5 and more to their own.
 GROUP_SPEECH = 2.5
 SLIGHT_APART = 0.45
+# Lines the grouping could place nowhere (each under SURE_PLACED sure of its group and under SLIGHT_APART like it, or
+# with too little speech to embed) that are, heard over their cues' whole time (other cues cut away, STRAY_LEAST s at
+# least), each under SLIGHT_APART like every voice found and STRAY_ALIKE or more like one another, are one voice of
+# their own: a whisper, or a voice under the music, that voice activity hears 0-0.5 s of in each cue. On the scenes
+# (tests/scenes.py) a whisperer's three cues came 0.68-0.79 like one another and 0.32-0.34 like every voice; the
+# other lines placed nowhere (back-channels spoken over a sentence) came 0.12-0.24 like them.
+SURE_PLACED = 0.9
+STRAY_ALIKE = 0.6
+STRAY_LEAST = 0.5
+STRAY_MOST = 12  # lines weighed together at most
 # Lines with less speech than this give embeddings too noisy to shape the groups; they join the nearest group.
 CLUSTER_SPEECH = 1.0
 # Confidence is a softmax over a line's similarity to each group's centroid, at this temperature: a line 0.1
@@ -90,6 +100,7 @@ class Grouping:
     lines: tuple[LineSpeaker, ...]
     how: str
     doubts: dict[int, str] = field(default_factory=dict)  # line -> why its group may be two voices alike
+    cued: tuple[str, ...] = ()  # voices found by their cues' time alone (see :func:`stray_voice`)
 
 
 @dataclass(frozen=True)
@@ -463,3 +474,54 @@ def silhouette(distance: np.ndarray, labels: np.ndarray) -> float:
         b = min(distance[i, labels == other].mean() for other in set(labels) if other != labels[i])
         scores.append((b - a) / max(a, b, 1e-12))
     return float(np.mean(scores))
+
+
+def stray_lines(grouping: Grouping) -> list[int]:
+    """The lines the grouping could place nowhere (see STRAY_ALIKE), in order."""
+    return [
+        g.index
+        for g in grouping.lines
+        if g.similarity is None or (g.similarity < SLIGHT_APART and g.confidence < SURE_PLACED)
+    ]
+
+
+def stray_voice(
+    grouping: Grouping,
+    centroids: dict[str, np.ndarray],
+    heard: dict[int, np.ndarray],
+    apart: dict[tuple[int, int], str] | None = None,
+) -> Grouping:
+    """The grouping with the largest set of lines placed nowhere that are one voice of their own (see STRAY_ALIKE)
+    made a voice, named after the others, each line placed by ``heard`` (its cues' time embedded) and noted as a
+    guess; unchanged when there is none. ``heard``: the lines placed nowhere, those with enough time to embed."""
+    from itertools import combinations
+
+    near = {i: e for i, e in heard.items() if all(float(np.dot(e, c)) < SLIGHT_APART for c in centroids.values())}
+    order = sorted(near)[:STRAY_MOST]
+    together = next(
+        (
+            group
+            for size in range(len(order), 1, -1)
+            for group in combinations(order, size)
+            if all(float(np.dot(near[a], near[b])) >= STRAY_ALIKE for a, b in combinations(group, 2))
+            and not any(pair in (apart or {}) for pair in combinations(group, 2))
+        ),
+        None,
+    )
+    if together is None:
+        return grouping
+    name = next(f"S{k}" for k in range(1, len(grouping.speakers) + 2) if f"S{k}" not in grouping.speakers)
+    voices = {**centroids, name: centroid([near[i] for i in together])}
+    least = min(float(np.dot(near[a], near[b])) for a, b in combinations(together, 2))
+    most = max(float(np.dot(near[i], c)) for i in together for c in centroids.values())
+    note = (
+        f"placed by its cue's whole time: like no voice found ({most:.2f} at most) but {least:.2f} or more like "
+        f"lines {', '.join(map(str, together))}: a voice voice activity hears little of (a whisper, or a voice "
+        "under the music), a guess"
+    )
+    lines = tuple(
+        replace(_assign(g.index, near[g.index], voices, short=False), note=note) if g.index in together else g
+        for g in grouping.lines
+    )
+    how = grouping.how + f"; lines {', '.join(map(str, together))}, placed nowhere, are one voice of their own ({name})"
+    return replace(grouping, speakers=(*grouping.speakers, name), lines=lines, how=how, cued=(*grouping.cued, name))
