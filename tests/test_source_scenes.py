@@ -382,3 +382,15 @@ def test_a_whisperer_voice_activity_hardly_hears_is_a_voice_of_its_own_without_l
     for reference in references.values():
         if reference.kind != "none":
             assert other_voice(scene, reference, truth[reference.index]) <= OTHER, reference
+    # Named (--names), it is the same voice, voiced the same way.
+    named = extract_voices(
+        read_source(scene.audio),
+        dub,
+        encoder=source_voice_encoder,
+        asr=None,
+        options=ExtractOptions(assess_lines=True, names={voice: "WREN"}),
+    )
+    assert named.analysis.grouping.cued == ("WREN",) and "WREN" in named.chosen
+    assert {r.index: r.kind for r in named.references(dub) if r.index in whispered} == {
+        i: references[i].kind for i in whispered
+    }

@@ -216,6 +216,7 @@ def renamed(analysis: Analysis, names: dict[str, str]) -> Analysis:
         grouping = replace(
             grouping,
             speakers=tuple(new[s] for s in grouping.speakers),
+            cued=tuple(new.get(s, s) for s in grouping.cued),
             lines=tuple(
                 replace(g, speaker=new[g.speaker], nearest=new.get(g.nearest, g.nearest)) for g in grouping.lines
             ),
