@@ -237,6 +237,25 @@ def test_lines_placed_nowhere_that_sound_alike_over_their_cues_are_a_voice_of_th
     assert stray_voice(grouping, centroids, {10: near("A"), 11: near("A")}) == grouping
 
 
+def test_the_two_lines_of_a_dash_cue_parted_at_their_pause_still_cannot_share_a_voice(tmp_path):
+    # "- Ready?\n- Yes." is two lines for two speakers; once they meet at the silence heard between them (end to
+    # start), they still cannot be one voice.
+    from test_source_heard import speech_map
+
+    from omnidub.script import read_script
+    from omnidub.source.analysis import apart_lines, dash_lines_at_pause
+
+    srt = tmp_path / "dash.srt"
+    srt.write_text(
+        "1\n00:00:01,000 --> 00:00:03,000\n- Ready?\n- Yes.\n\n2\n00:00:03,500 --> 00:00:06,000\nLet's go.\n"
+    )
+    original = read_script(srt)
+    parted = dash_lines_at_pause(original, speech_map([(1.0, 1.9), (2.3, 2.9), (3.5, 6.0)], 7.0))
+    first, second = parted.lines[0], parted.lines[1]
+    assert first.end == second.start and first.end != original.lines[0].end  # met at the pause, end to start
+    assert (first.index, second.index) in apart_lines(parted)
+
+
 def test_a_joined_clip_is_kept_and_read_back_from_the_summary(tmp_path):
     from omnidub.source.clips import EDGE_GUARD
     from omnidub.source.summary import load, save, summarize

@@ -244,13 +244,15 @@ def apart_lines(original: Script) -> dict[tuple[int, int], str]:
     found = {}
     for k, a in enumerate(lines):
         for b in lines[k + 1 :]:
+            # Before the times: a dash cue's lines meet end to start once parted at the pause between them.
+            if a.where and a.where == b.where and a.where.startswith("cue"):
+                found[(a.index, b.index)] = "shares a dialogue-dash cue with line {line}"
+                continue
             if b.start >= a.end:
                 break
             shared = min(a.end, b.end) - max(a.start, b.start)
             inside = shared >= APART_INSIDE * min(a.end - a.start, b.end - b.start)
-            if a.where and a.where == b.where and a.where.startswith("cue"):
-                found[(a.index, b.index)] = "shares a dialogue-dash cue with line {line}"
-            elif shared >= APART_OVERLAP:
+            if shared >= APART_OVERLAP:
                 found[(a.index, b.index)] = "spoken over line {line}" if inside else "overlaps line {line}"
     return found
 
