@@ -224,12 +224,12 @@ def analyse(
 
 def _cue_embeddings(original: Script, indices: list[int], track: SourceAudio, encoder) -> dict[int, np.ndarray]:
     """Each of these lines' cue, every other cue's time cut away, embedded whole (STRAY_LEAST s at least)."""
+    from omnidub.source.clips import without  # clips builds on this module
+
     found = {}
     for line in (o for o in original.lines if o.index in indices):
-        parts = [(line.start, line.end)]
-        for other in original.lines:
-            if other.index != line.index and other.start < line.end and other.end > line.start:
-                parts = [p for x, y in parts for p in ((x, min(y, other.start)), (max(x, other.end), y)) if p[1] > p[0]]
+        others = [(o.start, o.end) for o in original.lines if o.index != line.index]
+        parts = without(line.start, line.end, others, 0.0)
         if sum(b - a for a, b in parts) >= STRAY_LEAST:
             embedded = encoder.embed(np.concatenate([track.cut(a, b) for a, b in parts]), ANALYSIS_RATE)
             if embedded is not None:

@@ -52,6 +52,7 @@ JOIN_MOST = 6.0
 JOIN_LEAST = 1.0
 # A part of a voice the whole track's transcript wrote no words for is heard again alone at this RMS (-20 dBFS).
 ALONE_LEVEL = 0.1
+HEARD_ALONE = "its words heard in each part alone, raised to speech level (the whole track gave none), the ASR's guess"
 _SPOKEN = re.compile(r"\w")
 
 
@@ -268,11 +269,7 @@ def cue_joined_candidate(analysis: Analysis, speaker: str, hear=None) -> Candida
                 pieces.append((line.index, a, b, words))
     if sum(analysis.speech.speech_seconds(a, b) for _, a, b, _ in pieces) < OWN_LEAST:
         return None  # no speech heard in them at all: cues over silence, or vocals a separator lost
-    how = (
-        "its words heard in each part alone, raised to speech level (the whole track gave none), the ASR's guess"
-        if hear
-        else "its words are the cues' in proportion to the time kept, a guess"
-    )
+    how = HEARD_ALONE if hear else "its words are the cues' in proportion to the time kept, a guess"
     return _joined(
         speaker,
         pieces,
@@ -343,11 +340,7 @@ def _joined_own(analysis: Analysis, speaker: str, encoder, why: str, edges: bool
                 words = hear(a, b) if hear else stretch_words(analysis, line.index, a, b, whole)[0]
                 if words:
                     pieces.append((line.index, a, b, words))
-    how = (
-        "its words heard in each part alone, raised to speech level (the whole track gave none), the ASR's guess"
-        if hear
-        else None
-    )
+    how = HEARD_ALONE if hear else None
     return _joined(
         speaker,
         pieces,
