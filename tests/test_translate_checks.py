@@ -335,6 +335,30 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
     assert "untranslated" in checker.check([("Cheers!", "Cheers!")])[0].flags
 
 
+@pytest.mark.parametrize(
+    ("source", "literal", "faithful"),
+    [
+        (
+            "Hang on, let me grab my coat.",
+            "Pendure, deixe-me pegar o meu casaco.",
+            "Espera, deixa eu pegar meu casaco.",
+        ),
+        ("Can we get the check?", "Podemos obter o cheque?", "Pode trazer a conta?"),
+        ("Someone's outside.", "Alguém está fora.", "Tem alguém lá fora."),
+        ("Forget about it, it's on me.", "Esqueça isso, está em mim.", "Esquece, é por minha conta."),
+        ("Great, now what?", "Grande, agora o quê?", "Ótimo, e agora?"),
+        ("I'll call you back.", "Eu vou te chamar de volta.", "Eu te ligo de volta."),
+    ],
+)
+def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(source, literal, faithful):
+    checker = Checker(Pair("en", "pt"))
+    flagged = checker.one(source, literal, None)
+    assert "meaning" in flagged.flags and "word for word" in flagged.why["meaning"], flagged.problems
+    assert "meaning" not in checker.one(source, faithful, None).flags
+    # The same Portuguese word where the original does not hold the expression is not flagged.
+    assert "meaning" not in checker.one("Hang the picture there.", "Pendure o quadro ali.", None).flags
+
+
 def scripted(table: dict[str, str]):
     """A translation model that answers from ``table``."""
     return lambda texts: [table[text] for text in texts]
@@ -358,20 +382,24 @@ def test_a_line_one_round_trip_reads_closely_is_not_flagged_for_another_that_rea
 
 
 def test_an_engine_that_wobbles_on_a_line_said_slightly_differently_is_flagged_though_it_reads_back_well():
-    # Each rewording stays close to the engine's own translation (chrF 60-69), but it wobbles on every one of them
+    # Each rewording stays close to the engine's own translation (chrF 68-73), but it wobbles on every one of them
     # ("sou"/"estou"): the score flags what no single comparison does; another engine's text is not judged by it.
-    source, text = "I'm beat.", "Eu sou batido."
+    source, text = "I'm swamped.", "Eu sou inundado."
     forward = {
         source: text,
-        "I'm beat": "Eu estou batido",
-        "i'm beat.": "Estou batido",
-        "And i'm beat.": "E eu estou batido.",
+        "I'm swamped": "Eu estou inundado",
+        "i'm swamped.": "Estou inundado",
+        "And i'm swamped.": "E eu estou inundado.",
     }
-    back = {"Eu sou batido.": "I'm beaten.", "Eu sou batido": "I'm beaten", "eu sou batido.": "I'm beaten."}
+    back = {
+        "Eu sou inundado.": "I'm so swamped.",
+        "Eu sou inundado": "I'm so swamped",
+        "eu sou inundado.": "I'm so swamped.",
+    }
     checker = Checker(Pair("en", "pt"), back=scripted(back), forward=scripted(forward))
     verdict = checker.check([(source, text)])[0]
     assert "meaning" in verdict.flags
-    assert "'Estou batido'" in verdict.why["meaning"] or "'Eu estou batido'" in verdict.why["meaning"]
+    assert "'Estou inundado'" in verdict.why["meaning"] or "'Eu estou inundado'" in verdict.why["meaning"]
     alone = Checker(Pair("en", "pt"), back=scripted(back)).check([(source, text)])[0]
     assert "meaning" not in alone.flags
 

@@ -78,6 +78,7 @@ _CONTRACTIONS = (
     (re.compile(r"\blet's\b"), "let us"),
 )
 _QUESTION = re.compile(r"[?？؟¿]")
+_CLAUSE = re.compile(r"[.,;:!?¿¡…\n\"“”()]+|\s[-–—]+\s|^\s*[-–—]+")
 # Words that negate a sentence, per language (the negation check); a language not here is not checked for it.
 NEGATIONS = {
     "en": {"not", "no", "never", "nobody", "nothing", "none", "nowhere", "neither", "nor", "without"},
@@ -321,6 +322,10 @@ class Checker:
         negation = self._negation(source, text, back)
         if negation:
             found.append(("meaning", negation))
+        trap = self._literal_sense(source, text)
+        if trap:
+            found.append(("meaning", trap))
+            return found
         if back is None or not back.strip():
             return found
         original, again = normalised(source, self.pair.source), normalised(back, self.pair.source)
@@ -342,6 +347,22 @@ class Checker:
         if score is not None and score >= MEANING_SCORE[evidence.features()[0]]:
             found.append(("meaning", _why(back, evidence, score)))
         return found
+
+    def _literal_sense(self, source: str, text: str) -> str | None:
+        """An expression of the original beside a word of the translation that renders it in its other sense."""
+        traps = literal_senses(self.pair.source, self.pair.target)
+        if not traps:
+            return None
+        said = _clauses(source, self.pair.source)
+        written = _clauses(text, self.pair.target)
+        for english, literal, sense in traps:
+            phrase = next((m.group(0) for clause in said if (m := english.search(clause))), None)
+            if phrase is None:
+                continue
+            word = next((m.group(0) for clause in written if (m := literal.search(clause))), None)
+            if word is not None:
+                return f"'{phrase}' said word for word ('{word}'): it means {sense}"
+        return None
 
     def _negation(self, source: str, text: str, back: str | None) -> str | None:
         """A negation on one side only: in the translation where the target's negations are known, else in the
@@ -466,6 +487,20 @@ def literal_expressions(language: str) -> tuple[re.Pattern, ...]:
 
 
 @cache
+def literal_senses(source: str, target: str) -> tuple[tuple[re.Pattern, re.Pattern, str], ...]:
+    """The expressions of ``source`` whose word-for-word ``target`` says something else, each with the words that
+    say it so and what it means (only English into Portuguese has a list)."""
+    if (source, target) != ("en", "pt"):
+        return ()
+    text = resources.files("omnidub").joinpath("data", "literal-en-pt.tsv").read_text(encoding="utf-8")
+    rows = [row.split("\t") for row in text.splitlines() if row.strip() and not row.startswith("#")]
+    return tuple(
+        (re.compile(rf"(?<!\w)(?:{english})(?!\w)"), re.compile(rf"(?<!\w)(?:{literal})(?!\w)"), sense)
+        for english, literal, sense in rows
+    )
+
+
+@cache
 def dictionary(language: str):
     """Word frequencies of ``language`` (pyspellchecker's lists, in its wheel), or None for one it lacks."""
     try:
@@ -560,6 +595,15 @@ def _round_trips(text: str) -> list[str]:
     """A translation and rewordings of it to translate back: as it is (first), without its end mark, in lower case.
     The reverse model reads one wording loosely and another closely; the best of them is the fair reading."""
     return list(dict.fromkeys([text, text.rstrip(".!?…") or text, text.lower()]))
+
+
+def _clauses(text: str, language: str) -> list[str]:
+    """The line's clauses (parted at punctuation and line breaks), each normalised, and the whole line."""
+    parts = [normalised(part, language) for part in _CLAUSE.split(text)]
+    parts = [part for part in parts if part] + [normalised(text, language)]
+    if language == "en":  # "someone's outside": the 's left after a noun is most often "is"
+        parts = [re.sub(r"(?<=\w) s\b", " is", part) for part in parts]
+    return parts
 
 
 def _why(back: str, evidence: Evidence, score: float) -> str:
