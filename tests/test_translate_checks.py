@@ -297,8 +297,8 @@ def test_the_offline_engine_s_meaning_errors_in_the_held_out_dialogue_are_flagge
 
     rows = labelled()
     assert len(rows) >= 400 and {r["label"] for r in rows} == {"ok", "error"}
-    held = [r for r in rows if r["set"] in ("held-out", "held-out-2")]
-    assert len(held) >= 230
+    held = [r for r in rows if r["set"].startswith("held-out")]
+    assert len(held) >= 350
     forward = FirefoxEngine(Pair("en", "pt"), models)
     reverse = FirefoxEngine(Pair("pt", "en"), models)
     translated = forward.translate([r["english"] for r in held])
@@ -310,9 +310,12 @@ def test_the_offline_engine_s_meaning_errors_in_the_held_out_dialogue_are_flagge
     verdicts = checker.check([(r["english"], r["portuguese"]) for r in same])
     errors = [v for r, v in zip(same, verdicts) if r["label"] == "error"]
     faithful = [v for r, v in zip(same, verdicts) if r["label"] == "ok"]
-    # Measured on the two held-out sets (docs/translate.md): 24 of 68 errors flagged `meaning` (19 before the
-    # meaning score), 18 of 162 faithful lines flagged at all.
-    assert sum("meaning" in v.flags for v in errors) >= 0.32 * len(errors)
+    # Measured on the three held-out sets (docs/translate.md): 63 of 88 errors flagged `meaning`, 28 of 268 faithful
+    # lines flagged at all. The expression list was written after the misses of the first two were read; on the
+    # third, written after it, 4 of 20 errors are flagged: this test guards the checks as they are, not their reach.
+    fresh = [v for r, v in zip(same, verdicts) if r["set"] == "held-out-3" and r["label"] == "error"]
+    assert sum("meaning" in v.flags for v in errors) >= 0.6 * len(errors)
+    assert sum("meaning" in v.flags for v in fresh) >= 3
     assert sum(bool(v.flags) for v in faithful) <= 0.15 * len(faithful)
 
 

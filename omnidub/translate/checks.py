@@ -626,13 +626,14 @@ def _mostly_words_of(text: str, language: str) -> bool:
     return sum(known.word_usage_frequency(w) >= 1e-6 for w in words) * 2 > len(words)
 
 
-# Words a sentence cannot end on, per language: a line that ends on one was cut short ("É claro que.").
+# Words a sentence cannot end on, per language: a line that ends on one was cut short ("É claro que."). An article
+# that is also a pronoun ("Eu te devo um.", "J'en veux une.") is not one of them.
 _DANGLING = {
-    "pt": {"que", "de", "do", "da", "dos", "das", "para", "com", "e", "ou", "mas", "um", "uma", "em", "no", "na"},
-    "es": {"que", "de", "del", "para", "con", "y", "o", "pero", "un", "una", "en", "el", "la", "los", "las"},
+    "pt": {"que", "de", "do", "da", "dos", "das", "para", "com", "e", "ou", "mas", "em", "no", "na"},
+    "es": {"que", "de", "del", "para", "con", "y", "o", "pero", "un", "en", "el", "la", "los", "las"},
     "en": {"the", "a", "an", "of", "and", "or", "but", "with", "from"},
-    "fr": {"que", "de", "du", "des", "pour", "avec", "et", "ou", "mais", "un", "une", "le", "la", "les"},
-    "it": {"che", "di", "del", "della", "per", "con", "e", "o", "ma", "un", "una", "il", "lo", "la"},
+    "fr": {"que", "de", "du", "des", "pour", "avec", "et", "ou", "mais", "le", "la", "les"},
+    "it": {"che", "di", "del", "della", "per", "con", "e", "o", "ma", "un", "il", "lo", "la"},
     "de": {"der", "die", "das", "ein", "eine", "und", "oder", "aber", "mit", "von", "für"},
 }
 
