@@ -18,7 +18,7 @@ from omnidub.script import Line, Script
 from omnidub.source import ExtractOptions, extract_voices
 from omnidub.source.audio import SourceAudio
 
-LEVELS = {"A": 0.1, "B": 0.2, "C": 0.3}
+LEVELS = {"A": 0.1, "B": 0.2, "C": 0.3, "D": 0.4}
 RATE = 16000
 
 
@@ -116,6 +116,19 @@ def test_a_voice_whose_lines_are_all_short_gets_its_own_speech_joined(tmp_path):
     assert all(r.review for r in references if r.speaker == "C")
 
 
+def test_a_voice_joined_across_its_lines_leaves_out_a_line_in_another_voice(tmp_path):
+    # C says three short lines; a fourth cue labelled C is B speaking (a subtitle given the wrong name, or a line
+    # grouped with C for the voice that shares its time). C's speech joined across its lines takes no part of it,
+    # though it is the longest of them.
+    said = [("A", 0.5, 4.0), ("C", 4.1, 4.75), ("B", 4.85, 8.0), ("C", 8.1, 8.75), ("A", 8.85, 12.0)]
+    said += [("C", 12.1, 12.75), ("A", 12.85, 16.0), ("B", 16.6, 17.6), ("A", 18.2, 21.0)]
+    cues = said[:7] + [("C", 16.6, 17.6)] + said[8:]
+    found = run(tmp_path, said, cues, 22.0)
+    clip = found.chosen["C"]
+    assert clip.fallback.startswith("joined: C's own speech from lines 2, 4, 6 ("), clip.fallback
+    assert holds(said, clip.parts) == {"C"}
+
+
 def test_a_reference_whose_voice_differs_from_the_lines_own_speech_is_refused(tmp_path):
     # A cue labelled A over 1.2 s of C's speech (a subtitle given the wrong name): A's clip is not the voice of the
     # line's own speech, so the line is voiced from that speech, and flagged with why.
@@ -170,6 +183,21 @@ def test_an_unsure_reply_with_too_little_speech_of_its_own_is_voiced_by_nothing_
     assert list(unvoiced) == [7]
     [note] = unvoiced_note(unvoiced, summary, cast)
     assert note.startswith("line(s) 7 not rendered: no voice of the source is surely its own")
+
+
+def test_a_reply_placed_apart_from_a_line_yet_unlike_the_voice_it_is_given_is_voiced_by_nothing(tmp_path):
+    # Unlabelled: a back-channel spoken over A's sentence by a voice with no other line (D, with a little of B's
+    # voice in it) cannot be A's; B is the least unlike voice left, not a voice it is like. Rather than cloned
+    # from B's clip, it is left without a voice, its reference saying why.
+    said = TURNS + [("B", 2.4, 2.5), ("D", 2.5, 2.9)]
+    cues = TURNS + [("C", 2.3, 3.0, "Mm-hm.")]
+    found = run(tmp_path, said, cues, 25.0, labelled=False)
+    placed = next(g for g in found.analysis.grouping.lines if g.index == 7)
+    assert placed.note.startswith("spoken over line 1") and placed.confidence >= 0.9, placed
+    assert found.analysis.speakers[7] == found.analysis.speakers[2]  # B's group
+    [reference] = [r for r in found.references(script(cues, labelled=False)) if r.index == 7]
+    assert reference.kind == "none", reference
+    assert "its voice is a guess" in reference.fallback and "under" in reference.fallback
 
 
 def test_a_voice_of_short_lines_unlike_every_other_is_a_voice_of_its_own():

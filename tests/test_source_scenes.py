@@ -394,3 +394,30 @@ def test_a_whisperer_voice_activity_hardly_hears_is_a_voice_of_its_own_without_l
     assert {r.index: r.kind for r in named.references(dub) if r.index in whispered} == {
         i: references[i].kind for i in whispered
     }
+
+
+@pytest.mark.slow  # a full-length scene built and grouped: about a minute of CPU
+def test_a_line_grouped_with_the_voice_that_shares_its_time_is_never_cloned_from_that_voice(
+    tmp_path_factory, source_voice_encoder
+):
+    """Unlabelled subtitles, the scene (seed 2) in which the telephone voice's line that the next voice starts over
+    is grouped with it, and a line of that voice with the telephone's: the group's speech joined across its lines
+    leaves out the line in the other voice, and a line whose own speech heard alone is nearer another voice's clip
+    is not cloned from its group's. No reference holds another voice; every character keeps one."""
+    from omnidub.source import ExtractOptions, extract_voices, read_source
+
+    scene = make_scene(tmp_path_factory.mktemp("telephone"), seed=2)
+    dub = read_script(scene.unlabelled)
+    found = extract_voices(
+        read_source(scene.audio), dub, encoder=source_voice_encoder, asr=None, options=ExtractOptions(assess_lines=True)
+    )
+    truth = {line.index: speaker_of(scene, line) for line in dub.lines}
+    references = found.references(dub)
+    holding = {
+        r.index: round(other_voice(scene, r, truth[r.index]), 2)
+        for r in references
+        if r.kind != "none" and other_voice(scene, r, truth[r.index]) > OTHER
+    }
+    assert not holding, holding
+    assert {truth[r.index] for r in references if r.kind != "none"} == set(scene.truth["cast"])
+    assert any("heard alone is nearer" in (r.fallback or "") for r in references if r.kind == "none")

@@ -34,9 +34,11 @@ from omnidub.source.clips import (
     own_stretches,
     stretch_words,
     voice_problem,
+    voices_inside,
     without,
 )
 from omnidub.source.lines import LINE_FLOOR, LineClip
+from omnidub.source.speakers import PLACED
 
 # A line of an unlabelled original grouped with less confidence than this (two groups close), or placed as a guess
 # (spoken over another line, or apart from a line of its group), is unsure of its voice.
@@ -52,6 +54,8 @@ JOIN_MOST = 6.0
 JOIN_LEAST = 1.0
 # A part of a voice the whole track's transcript wrote no words for is heard again alone at this RMS (-20 dBFS).
 ALONE_LEVEL = 0.1
+# Two stretches of one voice are at least this alike where the source gives no calibrated floor.
+ALIKE_FLOOR = 0.5
 HEARD_ALONE = "its words heard in each part alone, raised to speech level (the whole track gave none), the ASR's guess"
 _SPOKEN = re.compile(r"\w")
 
@@ -64,24 +68,31 @@ def embed_parts(analysis: Analysis, encoder, parts) -> np.ndarray | None:
     return None if found is None else found[0]
 
 
-def clip_doubt(analysis: Analysis, index: int, clips: dict[str, np.ndarray]) -> str | None:
+def clip_doubt(
+    analysis: Analysis, index: int, clips: dict[str, np.ndarray], clean: np.ndarray | None = None
+) -> str | None:
     """Why the speaker's clip may not be line ``index``'s voice, heard against the line's own speech both ways
-    (``clips``: each voice's clip embedding); None when it is its voice, or the line has too little speech to tell."""
-    own, speaker = analysis.embeddings.get(index), analysis.speakers[index]
+    (``clips``: each voice's clip embedding): its speech as grouped, and ``clean``, its own speech with every other
+    voice's cue and speech cut away (what grouped it may hold a voice that shares its time); None when it is its
+    voice, or the line has too little speech to tell."""
+    speaker = analysis.speakers[index]
     mine = clips.get(speaker)
-    if own is None or mine is None:
+    if mine is None:
         return None
-    here = float(np.dot(own, mine))
-    others = {name: float(np.dot(own, c)) for name, c in clips.items() if name != speaker}
-    nearest = max(others, key=others.get) if others else None
-    if nearest is not None and others[nearest] > here:
-        return f"its own speech is nearer {nearest}'s clip ({others[nearest]:.2f}) than {speaker}'s ({here:.2f})"
-    calibration = analysis.calibration.get(speaker)
-    if calibration is not None and here < calibration.floor:
-        return (
-            f"its own speech is {here:.2f} like {speaker}'s clip, under {calibration.floor:.2f}, the least "
-            f"{speaker}'s own lines in this source are like {speaker}"
-        )
+    for own, which in ((analysis.embeddings.get(index), "its own speech"), (clean, "its own speech heard alone")):
+        if own is None:
+            continue
+        here = float(np.dot(own, mine))
+        others = {name: float(np.dot(own, c)) for name, c in clips.items() if name != speaker}
+        nearest = max(others, key=others.get) if others else None
+        if nearest is not None and others[nearest] > here:
+            return f"{which} is nearer {nearest}'s clip ({others[nearest]:.2f}) than {speaker}'s ({here:.2f})"
+        calibration = analysis.calibration.get(speaker)
+        if calibration is not None and here < calibration.floor:
+            return (
+                f"{which} is {here:.2f} like {speaker}'s clip, under {calibration.floor:.2f}, the least "
+                f"{speaker}'s own lines in this source are like {speaker}"
+            )
     return None
 
 
@@ -94,6 +105,16 @@ def grouping_doubt(analysis: Analysis, index: int) -> str | None:
         return None
     if "too little speech to embed" in line.note:
         return f"its voice is a guess: {line.note}"
+    calibration = analysis.calibration.get(line.speaker)
+    if PLACED in line.note and line.similarity is None:
+        return f"its voice is a guess: {line.note}, with no speech of its own to compare"
+    if PLACED in line.note and calibration is not None and line.similarity < calibration.floor:
+        # Placed apart from a line it cannot share a voice with, and unlike the voice it was given: the nearest voice
+        # is only the least unlike one (a back-channel's own speech, the sentence under it taken away, is little).
+        return (
+            f"its voice is a guess: {line.note}; {line.similarity:.2f} like {line.speaker}, under "
+            f"{calibration.floor:.2f}, the least {line.speaker}'s own lines in this source are like {line.speaker}"
+        )
     if line.confidence < SURE and line.nearest is not None:
         return (
             f"its voice is unsure: {line.similarity:.2f} like {line.speaker}, {line.nearest_similarity:.2f} like "
@@ -133,11 +154,13 @@ def own_speech(analysis: Analysis, index: int, encoder) -> tuple[tuple[float, fl
     if voiced is None or analysis.wordless(index):
         return None
     speaker = analysis.speakers[index]
-    both = list(analysis.overlapped)  # two voices at once: its own speech there holds the other voice too
-    pieces = [p for a, b in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN) for p in without(a, b, both, 0)]
-    for a, b in sorted(pieces, key=lambda p: p[0] - p[1]):
+    for a, b in _clean_pieces(analysis, index):
         if analysis.speech.speech_seconds(a, b) < OWN_LEAST:
             break
+        if analysis.heard_lines:  # where a line heard ends and the next voice begins is a guess, and it may hold both
+            a, b, _ = own_edges(analysis, encoder, speaker, a, b)
+            if analysis.speech.speech_seconds(a, b) < OWN_LEAST or voices_inside(analysis, encoder, speaker, a, b):
+                continue
         if b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b):  # windows judge 1.6 s and more
             continue
         whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
@@ -146,19 +169,41 @@ def own_speech(analysis: Analysis, index: int, encoder) -> tuple[tuple[float, fl
     return None
 
 
+def _clean_pieces(analysis: Analysis, index: int) -> list[tuple[float, float]]:
+    """The line's speech with every other voice's cue and speech cut away, and the stretches two voices speak at
+    once: the pieces left, longest first."""
+    voiced = analysis.voiced.get(index)
+    if voiced is None:
+        return []
+    speaker = analysis.speakers[index]
+    both = list(analysis.overlapped)  # two voices at once: its own speech there holds the other voice too
+    pieces = [p for a, b in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN) for p in without(a, b, both, 0)]
+    return sorted(pieces, key=lambda p: p[0] - p[1])
+
+
+def alone(analysis: Analysis, index: int, encoder) -> np.ndarray | None:
+    """The embedding of the longest piece of the line's own speech heard alone (every other voice's cue and speech
+    cut away, whatever voice the windows hear in it), or None under OWN_ALONE s."""
+    pieces = _clean_pieces(analysis, index)
+    if not pieces or pieces[0][1] - pieces[0][0] < OWN_ALONE:
+        return None
+    return embed_parts(analysis, encoder, [pieces[0]])
+
+
 def padded(
     analysis: Analysis,
     index: int,
     encoder,
     usable: dict[int, LineClip],
-    doubt: str,
+    doubt: str | None,
     pad: bool,
     clips: dict[str, np.ndarray],
 ) -> LineClip | None:
     """The line voiced from its own speech (see :func:`own_speech`), padded with its speaker's nearest clean speech
     (usable own clips of its other lines, nearest in time first, each nearer the line's own speech than any other
-    voice's clip is) up to LINE_FLOOR when ``pad``; alone it must last OWN_ALONE. Labelled `joined` when padded,
-    flagged for review with ``doubt``."""
+    voice's clip is) up to LINE_FLOOR when ``pad`` and the line's speech (as grouped, and its own) is nearer its
+    speaker's clip than any other; alone it must last OWN_ALONE. Labelled `joined` when padded, flagged for review
+    with ``doubt`` (None: not flagged)."""
     found = own_speech(analysis, index, encoder)
     if found is None:
         return None
@@ -167,6 +212,13 @@ def padded(
     parts, texts, used = [(a, b)], [text], []
     own = embed_parts(analysis, encoder, [(a, b)])
     others = [c for name, c in clips.items() if name != speaker]
+    for heard in (own, analysis.embeddings.get(index)):
+        if (
+            heard is not None
+            and speaker in clips
+            and any(np.dot(heard, c) > np.dot(heard, clips[speaker]) for c in others)
+        ):
+            pad = False  # its speech is nearer another voice's clip: its speaker's other speech may not be its voice
     if pad and b - a < LINE_FLOOR and own is not None:
         mine = sorted(
             (c for c in usable.values() if c.speaker == speaker and c.index != index and not c.parts),
@@ -180,6 +232,7 @@ def padded(
             theirs = analysis.embeddings.get(clip.index)
             if theirs is None or any(float(np.dot(own, c)) >= float(np.dot(own, theirs)) for c in others):
                 continue  # not plainly the voice of the line's own speech
+
             parts.append((clip.start, clip.end))
             texts.append(clip.text)
             used.append(clip.index)
@@ -200,7 +253,7 @@ def padded(
         None,
         ("joined: " if used else "") + how,
         tuple(parts) if used else (),
-        f"{doubt}; voiced from {how}",
+        f"{doubt}; voiced from {how}" if doubt else None,
     )
 
 
@@ -222,9 +275,19 @@ def guarded(
             continue
         over = spoken_over(analysis, index)
         unsure = grouping_doubt(analysis, index)
-        doubt = unsure or (None if over is not None else clip_doubt(analysis, index, clips))
+        doubt = unsure or (
+            None if over is not None else clip_doubt(analysis, index, clips, alone(analysis, index, encoder))
+        )
         if doubt is None:
             guess = grouping_guess(analysis, index)
+            if analysis.heard_lines and not guess and over is None:
+                # A line heard (no subtitles) is most often a piece of a sentence: its own speech joined with its
+                # speaker's nearest clean speech, the rest of that sentence first, voices it nearer than a clip of
+                # the same voice from elsewhere.
+                own = padded(analysis, index, encoder, usable, None, pad=True, clips=clips)
+                if own is not None:
+                    result[index] = own
+                    continue
             if guess:  # placed by a rule, surely: its speaker's clip voices it, flagged
                 result[index] = replace(clip, review=guess)
             continue
@@ -340,6 +403,7 @@ def _joined_own(analysis: Analysis, speaker: str, encoder, why: str, edges: bool
                 words = hear(a, b) if hear else stretch_words(analysis, line.index, a, b, whole)[0]
                 if words:
                     pieces.append((line.index, a, b, words))
+    pieces = one_voice(analysis, speaker, encoder, pieces)
     how = HEARD_ALONE if hear else None
     return _joined(
         speaker,
@@ -350,6 +414,35 @@ def _joined_own(analysis: Analysis, speaker: str, encoder, why: str, edges: bool
             + f", for want of one clean clip: {why}"
         ),
     )
+
+
+def one_voice(analysis: Analysis, speaker: str, encoder, pieces: list) -> list:
+    """The (line, start, end, words) pieces of the lines whose speech is one voice with the line most like the
+    others: each line's pieces heard together must be as like that line's as the speaker's own windows are like the
+    speaker (the voice check's floor). A line grouped with a voice for speech another voice shares with it (a
+    telephone line that the next voice starts over) holds that voice in its own stretches; joined, it would make
+    the clip two voices. A line too short to embed is kept (it cannot be told apart)."""
+    by_line: dict[int, list] = {}
+    for piece in pieces:
+        by_line.setdefault(piece[0], []).append(piece)
+    if len(by_line) < 2:
+        return pieces
+    heard = {i: embed_parts(analysis, encoder, [(a, b) for _, a, b, _ in mine]) for i, mine in by_line.items()}
+    embedded = [i for i, e in heard.items() if e is not None]
+    if len(embedded) < 2:
+        return pieces
+    # The line most like the others (then the one that gives the most): a stray line is unlike every other.
+    seed = max(
+        embedded,
+        key=lambda i: (
+            round(sum(float(np.dot(heard[i], heard[k])) for k in embedded if k != i), 3),
+            sum(b - a for _, a, b, _ in by_line[i]),
+        ),
+    )
+    calibration = analysis.calibration.get(speaker)
+    floor = calibration.floor if calibration is not None else ALIKE_FLOOR
+    apart = {i for i in embedded if i != seed and float(np.dot(heard[i], heard[seed])) < floor}
+    return [piece for piece in pieces if piece[0] not in apart]
 
 
 def _joined(speaker: str, pieces: list, describe) -> Candidate | None:

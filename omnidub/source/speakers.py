@@ -49,6 +49,7 @@ SLIGHT_APART = 0.45
 # (tests/scenes.py) a whisperer's three cues came 0.68-0.79 like one another and 0.32-0.34 like every voice; the
 # other lines placed nowhere (back-channels spoken over a sentence) came 0.12-0.24 like them.
 SURE_PLACED = 0.9
+PLACED = "placed with the nearest other voice (a guess)"  # the note on a line placed apart from another
 STRAY_ALIKE = 0.6
 STRAY_LEAST = 0.5
 STRAY_MOST = 12  # lines weighed together at most
@@ -301,7 +302,7 @@ def keep_apart(
             moved.similarity,
             moved.nearest,
             moved.nearest_similarity,
-            f"{why.format(line=stay)}, so not {by[stay].speaker}; placed with the nearest other voice (a guess)",
+            f"{why.format(line=stay)}, so not {by[stay].speaker}; {PLACED}",
         )
     return [by[line.index] for line in lines]
 
