@@ -11,8 +11,10 @@ speech; padded with its speaker's nearest clean speech where the speaker is know
 for review with why; where it has none to give, it is voiced from nothing rather than from a voice that may be
 another character's (unlabelled), or from its speaker's clip, flagged (labelled: the label says who speaks).
 
-A voice with no clean clip at all is given its own speech joined across its lines (clean parts only, labelled
-`joined`), never no voice.
+A voice with no clean clip at all is given its own speech joined across its lines (clean parts only, each line's
+one voice with the rest, labelled `joined`), never no voice. Without subtitles, a line heard whose own clip cannot
+be used (most often a piece of a sentence) is voiced from its own speech joined with its speaker's nearest clean
+speech, where it has enough of its own.
 """
 
 from __future__ import annotations
@@ -232,7 +234,6 @@ def padded(
             theirs = analysis.embeddings.get(clip.index)
             if theirs is None or any(float(np.dot(own, c)) >= float(np.dot(own, theirs)) for c in others):
                 continue  # not plainly the voice of the line's own speech
-
             parts.append((clip.start, clip.end))
             texts.append(clip.text)
             used.append(clip.index)

@@ -49,10 +49,11 @@ SLIGHT_APART = 0.45
 # (tests/scenes.py) a whisperer's three cues came 0.68-0.79 like one another and 0.32-0.34 like every voice; the
 # other lines placed nowhere (back-channels spoken over a sentence) came 0.12-0.24 like them.
 SURE_PLACED = 0.9
-PLACED = "placed with the nearest other voice (a guess)"  # the note on a line placed apart from another
 STRAY_ALIKE = 0.6
 STRAY_LEAST = 0.5
 STRAY_MOST = 12  # lines weighed together at most
+# The note on a line placed apart from a line it cannot share a voice with.
+PLACED = "placed with the nearest other voice (a guess)"
 # Lines with less speech than this give embeddings too noisy to shape the groups; they join the nearest group.
 CLUSTER_SPEECH = 1.0
 # Confidence is a softmax over a line's similarity to each group's centroid, at this temperature: a line 0.1
