@@ -358,8 +358,15 @@ def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(
     flagged = checker.one(source, literal, None)
     assert "meaning" in flagged.flags and "word for word" in flagged.why["meaning"], flagged.problems
     assert "meaning" not in checker.one(source, faithful, None).flags
-    # The same Portuguese word where the original does not hold the expression is not flagged.
+    # The same Portuguese word where the original does not hold the expression is not flagged, nor an idiom whose
+    # words are the literal ones.
     assert "meaning" not in checker.one("Hang the picture there.", "Pendure o quadro ali.", None).flags
+    for idiom, said in [
+        ("You bet!", "Pode apostar!"),
+        ("Count me in!", "Estou dentro!"),
+        ("Cut it out!", "Corta essa!"),
+    ]:
+        assert "meaning" not in checker.one(idiom, said, None).flags, idiom
 
 
 def scripted(table: dict[str, str]):
