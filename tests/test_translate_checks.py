@@ -298,7 +298,7 @@ def test_the_offline_engine_s_meaning_errors_in_the_held_out_dialogue_are_flagge
     rows = labelled()
     assert len(rows) >= 400 and {r["label"] for r in rows} == {"ok", "error"}
     held = [r for r in rows if r["set"].startswith("held-out")]
-    assert len(held) >= 350
+    assert len(held) >= 460
     forward = FirefoxEngine(Pair("en", "pt"), models)
     reverse = FirefoxEngine(Pair("pt", "en"), models)
     translated = forward.translate([r["english"] for r in held])
@@ -310,12 +310,12 @@ def test_the_offline_engine_s_meaning_errors_in_the_held_out_dialogue_are_flagge
     verdicts = checker.check([(r["english"], r["portuguese"]) for r in same])
     errors = [v for r, v in zip(same, verdicts) if r["label"] == "error"]
     faithful = [v for r, v in zip(same, verdicts) if r["label"] == "ok"]
-    # Measured on the three held-out sets (docs/translate.md): 63 of 88 errors flagged `meaning`, 28 of 268 faithful
-    # lines flagged at all. The expression list was written after the misses of the first two were read; on the
-    # third, written after it, 4 of 20 errors are flagged: this test guards the checks as they are, not their reach.
-    fresh = [v for r, v in zip(same, verdicts) if r["set"] == "held-out-3" and r["label"] == "error"]
-    assert sum("meaning" in v.flags for v in errors) >= 0.6 * len(errors)
-    assert sum("meaning" in v.flags for v in fresh) >= 3
+    # Measured on the four held-out sets (docs/translate.md): 88 of 105 errors flagged `meaning`, 38 of 358 faithful
+    # lines flagged at all. Each set's misses were read before later rows of the expression list were written; on the
+    # fourth, written after the last of them, 11 of 17 errors are flagged.
+    fresh = [v for r, v in zip(same, verdicts) if r["set"] == "held-out-4" and r["label"] == "error"]
+    assert sum("meaning" in v.flags for v in errors) >= 0.7 * len(errors)
+    assert sum("meaning" in v.flags for v in fresh) >= 0.5 * len(fresh)
     assert sum(bool(v.flags) for v in faithful) <= 0.15 * len(faithful)
 
 
