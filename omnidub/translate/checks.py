@@ -380,7 +380,8 @@ class Checker:
             return None
         if said and not other:
             return f"the original's '{said[0]}' has no negation in the translation"
-        if other and not said:
+        if other and not said and not (set(other) <= {"sem"} and " out of " in f" {normalised(source, 'en')} "):
+            # "ficando sem tempo" says "running out of time": *sem* (without) there is no negation
             return f"'{other[0]}' negates what the original does not"
         return None
 
