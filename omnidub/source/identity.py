@@ -78,24 +78,30 @@ def clip_doubt(
     voice's cue and speech cut away (what grouped it may hold a voice that shares its time); None when it is its
     voice, or the line has too little speech to tell."""
     speaker = analysis.speakers[index]
-    mine = clips.get(speaker)
-    if mine is None:
+    if speaker not in clips:
         return None
+    calibration = analysis.calibration.get(speaker)
     for own, which in ((analysis.embeddings.get(index), "its own speech"), (clean, "its own speech heard alone")):
         if own is None:
             continue
-        here = float(np.dot(own, mine))
-        others = {name: float(np.dot(own, c)) for name, c in clips.items() if name != speaker}
-        nearest = max(others, key=others.get) if others else None
-        if nearest is not None and others[nearest] > here:
-            return f"{which} is nearer {nearest}'s clip ({others[nearest]:.2f}) than {speaker}'s ({here:.2f})"
-        calibration = analysis.calibration.get(speaker)
+        here = float(np.dot(own, clips[speaker]))
+        nearer = nearer_clip(own, clips, speaker)
+        if nearer is not None:
+            return f"{which} is nearer {nearer[0]}'s clip ({nearer[1]:.2f}) than {speaker}'s ({here:.2f})"
         if calibration is not None and here < calibration.floor:
             return (
                 f"{which} is {here:.2f} like {speaker}'s clip, under {calibration.floor:.2f}, the least "
                 f"{speaker}'s own lines in this source are like {speaker}"
             )
     return None
+
+
+def nearer_clip(own: np.ndarray, clips: dict[str, np.ndarray], speaker: str) -> tuple[str, float] | None:
+    """The voice whose clip ``own`` is nearest, with how like it, when that is nearer than ``speaker``'s clip."""
+    here = float(np.dot(own, clips[speaker]))
+    others = {name: float(np.dot(own, c)) for name, c in clips.items() if name != speaker}
+    nearest = max(others, key=others.get) if others else None
+    return (nearest, others[nearest]) if nearest is not None and others[nearest] > here else None
 
 
 def grouping_doubt(analysis: Analysis, index: int) -> str | None:
@@ -214,13 +220,10 @@ def padded(
     parts, texts, used = [(a, b)], [text], []
     own = embed_parts(analysis, encoder, [(a, b)])
     others = [c for name, c in clips.items() if name != speaker]
-    for heard in (own, analysis.embeddings.get(index)):
-        if (
-            heard is not None
-            and speaker in clips
-            and any(np.dot(heard, c) > np.dot(heard, clips[speaker]) for c in others)
-        ):
-            pad = False  # its speech is nearer another voice's clip: its speaker's other speech may not be its voice
+    if speaker in clips and any(
+        heard is not None and nearer_clip(heard, clips, speaker) for heard in (own, analysis.embeddings.get(index))
+    ):
+        pad = False  # its speech is nearer another voice's clip: its speaker's other speech may not be its voice
     if pad and b - a < LINE_FLOOR and own is not None:
         mine = sorted(
             (c for c in usable.values() if c.speaker == speaker and c.index != index and not c.parts),
