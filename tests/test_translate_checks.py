@@ -427,6 +427,8 @@ def test_an_engine_that_wobbles_on_a_line_said_slightly_differently_is_flagged_t
         ("Meet me at 6:45.", "Encontre-me às 6:15.", "numbers"),
         ("Are you coming?", "Você vem.", "meaning"),
         ("I don't want to go.", "Eu quero ir.", "meaning"),
+        ("Did you lock the door?", "Você tranca a porta?", "meaning"),
+        ("Why didn't you call me?", "Por que você não me liga?", "meaning"),
         ("The weather is lovely today, isn't it?", "Das Wetter ist heute schön, nicht wahr?", "language"),
         ("Of course, Daniel, I will call you.", "Claro, eu vou te ligar.", "names"),
         ("By the way, the car is ready.", "By the way, o carro está pronto.", "untranslated"),
@@ -448,6 +450,10 @@ def test_each_check_catches_the_line_built_to_break_it(source, text, flag):
         ("Let's meet at the hotel.", "Vamos nos encontrar no hotel."),
         ("Solve it now.", "Resolva agora."),
         ("We're running out of time.", "Estamos ficando sem tempo."),
+        ("Did you lock the door?", "Você trancou a porta?"),
+        ("Why didn't you call me?", "Por que você não me ligou?"),
+        ("What did he say?", "O que ele disse?"),
+        ("Didn't you know?", "Você não sabia?"),
     ],
 )
 def test_a_faithful_line_passes_every_check(source, text):

@@ -78,6 +78,23 @@ _CONTRACTIONS = (
     (re.compile(r"\blet's\b"), "let us"),
 )
 _QUESTION = re.compile(r"[?？؟¿]")
+# English that asks or denies about the past with "did" ("Did you eat?", "you didn't call"), and the Portuguese
+# verb after its subject pronoun: a present form there ("Você come café?") asks about a habit instead (the tense
+# check; English into Portuguese only). A verb in any past form, or a line with no subject pronoun, is let be.
+_DID = re.compile(
+    r"\bdid(?:n't| not)?\s+(?:you|he|she|they|we|i|it)\b|\b(?:i|you|he|she|we|they|it)\s+did(?:n't| not)\b"
+)
+_PT_SUBJECT_VERB = re.compile(
+    r"\b(?:você|vocês|ele|ela|eles|elas|nós|eu|tu|a gente)"
+    r"(?:\s+(?:não|já|nunca|ainda|me|te|se|o|a|os|as|lhe|lhes|nos|vos))*\s+([^\W\d_]+)"
+)
+_PT_PAST = re.compile(r"(?:ou|eu|iu|ei|i|ram|ava|avam|ia|iam|aste|este|iste|ara|era|ira)$")
+_PT_PAST_IRREGULAR = frozenset(
+    "foi fui foram fomos era eram fez fiz fizeram fizemos disse disseram dissemos teve tive tiveram tivemos esteve "
+    "estive estiveram estava estavam quis quiseram pôs pus puseram veio vim vieram trouxe trouxeram soube souberam "
+    "pôde pude puderam houve viu vi viram deu dei deram tinha tinham vinha vinham punha".split()
+)
+_PT_PRESENT = re.compile(r"(?:a|e|o|am|em|as|es)$")
 _CLAUSE = re.compile(r"[.,;:!?¿¡…\n\"“”()]+|\s[-–—]+\s|^\s*[-–—]+")
 # Words that negate a sentence, per language (the negation check); a language not here is not checked for it.
 NEGATIONS = {
@@ -322,6 +339,9 @@ class Checker:
         negation = self._negation(source, text, back)
         if negation:
             found.append(("meaning", negation))
+        tense = _past_as_present(source, text, self.pair)
+        if tense:
+            found.append(("meaning", tense))
         trap = self._literal_sense(source, text)
         if trap:
             found.append(("meaning", trap))
@@ -552,7 +572,9 @@ def line_names(text: str, language: str) -> list[str]:
             word = re.split(r"['’]", match.group(0))[0]  # "You're" is "You"; "Sarah's" is "Sarah"
             if not word[:1].isupper() or word.isupper() and len(word) > 1 or word == "I":
                 continue
-            rare = mine is None or mine.word_usage_frequency(word.casefold()) < 1e-5
+            # "Didn't" is no name though "Didn" is rare: the word as written is heard too
+            whole = match.group(0).replace("’", "'").casefold()
+            rare = mine is None or max(mine.word_usage_frequency(w) for w in (word.casefold(), whole)) < 1e-5
             if k == 0:
                 # A sentence's first word is a name when the dictionary finds it rare ("Nora is coming") and it is
                 # not the whole sentence ("Ouch!").
@@ -637,6 +659,21 @@ _DANGLING = {
     "it": {"che", "di", "del", "della", "per", "con", "e", "o", "ma", "un", "il", "lo", "la"},
     "de": {"der", "die", "das", "ein", "eine", "und", "oder", "aber", "mit", "von", "für"},
 }
+
+
+def _past_as_present(source: str, text: str, pair) -> str | None:
+    """English asking or denying about the past with "did", its Portuguese verb in the present (see _DID)."""
+    if (pair.source, pair.target) != ("en", "pt"):
+        return None
+    if not any(_DID.search(clause) for clause in _clauses(source, "en")):
+        return None
+    verbs = [m.group(1) for clause in _clauses(text, "pt")[:-1] for m in _PT_SUBJECT_VERB.finditer(clause)]
+    if not verbs or any(v in _PT_PAST_IRREGULAR or _PT_PAST.search(v) for v in verbs):
+        return None
+    present = next((v for v in verbs if _PT_PRESENT.search(v)), None)
+    if present is None:
+        return None
+    return f"the original's 'did' is the past, '{present}' the present: it speaks of a habit"
 
 
 def _unfinished(text: str, language: str) -> str | None:
