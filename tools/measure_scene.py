@@ -20,6 +20,7 @@ import os
 import sys
 import tempfile
 import warnings
+from dataclasses import replace
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
@@ -146,8 +147,14 @@ def measure(film, encoder, asr, conditions=CONDITIONS) -> dict:
                 names.get(group) == film.voice_in(line.start, line.end) for line, group in heard_lines
             )
             if condition == "none" and "dub" in conditions:  # omnidub dub: the dub's lines are the lines heard
-                result["dub"] = judge(film, none, none.analysis.original, names)
+                # with words (a line no word of which was heard is not dubbed: the run names it)
+                from omnidub.source.analysis import NO_WORDS
+
+                spoken = none.analysis.original
+                spoken = replace(spoken, lines=tuple(line for line in spoken.lines if line.text != NO_WORDS))
+                result["dub"] = judge(film, none, spoken, names)
                 result["dub"]["voices_found"] = result[condition]["voices_found"]
+                result["dub"]["wordless"] = len(none.analysis.original.lines) - len(spoken.lines)
     return result
 
 
