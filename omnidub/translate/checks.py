@@ -78,6 +78,9 @@ _CONTRACTIONS = (
     (re.compile(r"\blet's\b"), "let us"),
 )
 _QUESTION = re.compile(r"[?？؟¿]")
+_OBJECT_NEXT = re.compile(
+    r"\s+(?:the|a|an|your|my|his|her|its|our|their|this|that|these|those|it|me|him|them|us)\b", re.IGNORECASE
+)
 # English that asks or denies about the past with "did" ("Did you eat?", "you didn't call"), and the Portuguese
 # verb after its subject pronoun: a present form there ("Você come café?") asks about a habit instead (the tense
 # check; English into Portuguese only). A verb in any past form, or a line with no subject pronoun, is let be.
@@ -578,7 +581,8 @@ def line_names(text: str, language: str) -> list[str]:
             if k == 0:
                 # A sentence's first word is a name when the dictionary finds it rare ("Nora is coming") and it is
                 # not the whole sentence ("Ouch!").
-                if rare and mine is not None and len(words) > 1:
+                # Not when an object follows it: "Fasten your seatbelt" opens on a verb.
+                if rare and mine is not None and len(words) > 1 and not _OBJECT_NEXT.match(sentence, match.end()):
                     found.append(word)
             elif rare:
                 found.append(word)
