@@ -373,3 +373,30 @@ def test_a_labelled_voice_whose_speech_voice_activity_hardly_hears_still_gets_a_
     assert "C" not in found.missing
     clip = found.chosen["C"]
     assert clip.fallback.startswith("joined: C's cues' time from lines 3, 6") and holds(said, clip.parts) == {"C"}
+
+
+def test_of_two_overlapping_turns_the_one_unlike_their_group_heard_alone_is_the_one_moved_out():
+    # Line 9 (B) overlaps line 10 (A) and its whole speech is heard mostly as A's voice: both are grouped with A.
+    # Line 9 has more speech, so by speech alone line 10, truly A, would be moved out; heard alone, outside the
+    # other's cue, line 9 is B's voice and line 10 is A's: line 9 is the one moved, to B.
+    from omnidub.source.speakers import group_lines
+
+    rng = np.random.default_rng(3)
+    base = {v: np.eye(16)[k] for k, v in enumerate("AB")}
+
+    def near(v, noise=0.12):
+        e = base[v] + noise * rng.standard_normal(16)
+        return e / np.linalg.norm(e)
+
+    who = ["A", "B", "A", "B", "A", "B", "A", "B"]
+    embeddings = {k: near(v) for k, v in enumerate(who, 1)}
+    embeddings.update({9: near("A", 0.3), 10: near("A")})
+    speech = dict.fromkeys(embeddings, 3.0) | {9: 3.5, 10: 2.5}
+    apart = {(9, 10): "overlaps line {line}"}
+    before = {g.index: g.speaker for g in group_lines(sorted(embeddings), embeddings, speech, None, apart).lines}
+    assert before[9] == before[1] and before[10] == before[2]  # by speech alone: the wrong line moved
+    outside = {9: near("B"), 10: near("A")}
+    grouping = group_lines(sorted(embeddings), embeddings, speech, None, apart, outside)
+    found = {g.index: g for g in grouping.lines}
+    assert found[9].speaker == found[2].speaker and found[10].speaker == found[1].speaker
+    assert found[9].note.startswith("overlaps line 10") and "a guess" in found[9].note

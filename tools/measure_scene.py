@@ -108,13 +108,19 @@ def judge(film, extraction, dub, names: dict[str, str] | None) -> dict:
 
 
 def group_names(film, analysis) -> dict[str, str]:
-    """Each group found -> the voice that truly speaks most in its lines."""
-    spoken = {}
+    """Each group found -> the voice most of its lines truly are: a cue's line is its speaker's (a back-channel's
+    cue is the back-channel's voice, not the sentence's it is spoken over), a line heard the voice that speaks most
+    in it; a tie goes to the voice with more speech in the group's lines."""
+    said = {row["said"].strip(): row["speaker"] for row in film.lines}
+    votes, seconds = {}, {}
     for line in analysis.original.lines:
-        voice = film.voice_in(line.start, line.end)
+        voice = said.get(line.text.strip()) or film.voice_in(line.start, line.end)
         if voice:
-            spoken.setdefault(analysis.speakers[line.index], []).append(voice)
-    return {g: max(set(v), key=v.count) for g, v in spoken.items()}
+            group = analysis.speakers[line.index]
+            votes.setdefault(group, {}).setdefault(voice, 0)
+            votes[group][voice] += 1
+            seconds[group, voice] = seconds.get((group, voice), 0.0) + line.end - line.start
+    return {g: max(v, key=lambda voice, g=g, v=v: (v[voice], seconds[g, voice])) for g, v in votes.items()}
 
 
 def measure(film, encoder, asr, conditions=CONDITIONS) -> dict:

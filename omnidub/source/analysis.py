@@ -62,6 +62,8 @@ UNCLAIMED_REACH = 0.6
 # touch, or overlap by a frame or two); one inside the other for APART_INSIDE of its time is spoken over it.
 APART_OVERLAP = 0.25
 APART_INSIDE = 0.8
+# A line of two whose cues overlap is heard alone outside the other's cue when that leaves this much speech (s).
+OUTSIDE_LEAST = 1.0
 # The text of a line heard as speech that the ASR wrote no words for: grouped by voice, never a clip (no transcript).
 NO_WORDS = "(no words heard)"
 
@@ -183,7 +185,8 @@ def analyse(
         who = {line.index: line.speaker for line in original.lines}
     else:
         apart = apart_lines(original)
-        grouping = group_lines(order, embeddings, seconds, speakers, apart)
+        outside = _outside_embeddings(original, apart, voiced, speech, track, encoder)
+        grouping = group_lines(order, embeddings, seconds, speakers, apart, outside)
         who = {entry.index: entry.speaker for entry in grouping.lines}
         if speakers is None:  # lines placed nowhere that are a voice of their own, heard over their cues' time
             cued = _cue_embeddings(original, stray_lines(grouping), track, encoder)
@@ -234,6 +237,32 @@ def _cue_embeddings(original: Script, indices: list[int], track: SourceAudio, en
             embedded = encoder.embed(np.concatenate([track.cut(a, b) for a, b in parts]), ANALYSIS_RATE)
             if embedded is not None:
                 found[line.index] = embedded[0]
+    return found
+
+
+def _outside_embeddings(
+    original: Script, apart: dict[tuple[int, int], str], voiced: dict, speech: SpeechMap, track, encoder
+) -> dict[int, np.ndarray]:
+    """For each line of a pair whose cues overlap (not one inside the other), the embedding of its speech outside
+    every other line's cue and speech (the longest piece, OUTSIDE_LEAST s of speech or more): its voice alone."""
+    overlapping = {k for pair, why in apart.items() if why.startswith("overlaps") for k in pair}
+    found = {}
+    for index in sorted(overlapping):
+        if voiced.get(index) is None:
+            continue
+        pieces = [voiced[index]]
+        for other in original.lines:
+            if other.index == index:
+                continue
+            held = voiced.get(other.index)
+            a, b = (min(other.start, held[0]), max(other.end, held[1])) if held else (other.start, other.end)
+            pieces = [p for x, y in pieces for p in ((x, min(y, a)), (max(x, b), y)) if p[1] - p[0] > 0.01]
+        best = max(pieces, key=lambda p: speech.speech_seconds(*p), default=None)
+        if best is None or speech.speech_seconds(*best) < OUTSIDE_LEAST:
+            continue
+        embedded = encoder.embed(track.cut(*best), ANALYSIS_RATE)
+        if embedded is not None:
+            found[index] = embedded[0]
     return found
 
 

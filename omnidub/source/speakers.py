@@ -48,6 +48,8 @@ SLIGHT_APART = 0.45
 # their own: a whisper, or a voice under the music, that voice activity hears 0-0.5 s of in each cue. On the scenes
 # (tests/scenes.py) a whisperer's three cues came 0.68-0.79 like one another and 0.32-0.34 like every voice; the
 # other lines placed nowhere (back-channels spoken over a sentence) came 0.12-0.24 like them.
+# Of two overlapping lines heard alone, the one this much less like the group they share is moved out of it.
+OUTSIDE_MARGIN = 0.1
 SURE_PLACED = 0.9
 STRAY_ALIKE = 0.6
 STRAY_LEAST = 0.5
@@ -201,6 +203,7 @@ def group_lines(
     speech: dict[int, float],
     speakers: int | None,
     apart: dict[tuple[int, int], str] | None = None,
+    outside: dict[int, np.ndarray] | None = None,
 ) -> Grouping:
     """Group lines (indices in time order) by voice into `speakers` groups, or as many as the data shows. ``apart``:
     pairs of lines that cannot be one voice (their cues overlap, or one dialogue-dash cue holds both), each with why;
@@ -243,7 +246,7 @@ def group_lines(
             result.append(_assign(i, embedding, centroids, short=i not in core))
         previous = result[-1].speaker
     if apart:
-        result = keep_apart(result, embeddings, centroids, apart, speech)
+        result = keep_apart(result, embeddings, centroids, apart, speech, outside or {})
     doubts = {}
     for a, b, gap in close:
         group = names.get(int(labels[a[0]]))
@@ -273,6 +276,7 @@ def keep_apart(
     centroids: dict[str, np.ndarray],
     apart: dict[tuple[int, int], str],
     speech: dict[int, float],
+    outside: dict[int, np.ndarray] | None = None,
 ) -> list[LineSpeaker]:
     """The grouping with every pair of lines that cannot be one voice in two groups: the line with less speech (a
     back-channel spoken over a sentence, a one-word answer) goes to its nearest group that none of the lines it is
@@ -284,7 +288,15 @@ def keep_apart(
         if i not in by or j not in by or by[i].speaker != by[j].speaker:
             continue
         mover, stay = (j, i) if speech.get(j, 0.0) <= speech.get(i, 0.0) else (i, j)
-        embedding, other = embeddings.get(mover), embeddings.get(stay)
+        outside = outside or {}
+        group = centroids.get(by[i].speaker)
+        if i in outside and j in outside and group is not None:
+            # Two turns that overlap, each heard alone outside the other: the one less like the group they share
+            # is the other voice (the overlap can carry a line's whole embedding to its neighbour's voice).
+            like = {k: float(np.dot(outside[k], group)) for k in (i, j)}
+            if abs(like[i] - like[j]) >= OUTSIDE_MARGIN:
+                mover, stay = (i, j) if like[i] < like[j] else (j, i)
+        embedding, other = outside.get(mover, embeddings.get(mover)), embeddings.get(stay)
         barred = {by[k].speaker for pair in apart for k in pair if mover in pair and k != mover}
         choices = {name: c for name, c in centroids.items() if name not in barred}
         if not choices:
@@ -492,6 +504,7 @@ def stray_voice(
     centroids: dict[str, np.ndarray],
     heard: dict[int, np.ndarray],
     apart: dict[tuple[int, int], str] | None = None,
+    outside: dict[int, np.ndarray] | None = None,
 ) -> Grouping:
     """The grouping with the largest set of lines placed nowhere that are one voice of their own (see STRAY_ALIKE)
     made a voice, named after the others, each line placed by ``heard`` (its cues' time embedded) and noted as a
