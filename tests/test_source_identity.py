@@ -400,3 +400,46 @@ def test_of_two_overlapping_turns_the_one_unlike_their_group_heard_alone_is_the_
     found = {g.index: g for g in grouping.lines}
     assert found[9].speaker == found[2].speaker and found[10].speaker == found[1].speaker
     assert found[9].note.startswith("overlaps line 10") and "a guess" in found[9].note
+
+
+def test_a_line_placed_nowhere_as_like_a_voice_heard_by_its_cues_only_on_average_joins_it():
+    # Two whispered lines alike over their cues' time (0.9) are a voice of their own; a third whisper a level apart,
+    # 0.58 like each and unlike every voice found, joins them; a line as like them but nearly as like a voice found
+    # (under the margin) does not.
+    from omnidub.source.speakers import STRAY_JOIN, STRAY_MARGIN, LineSpeaker, centroid, group_lines, stray_voice
+
+    rng = np.random.default_rng(2)
+    axis = np.eye(16)
+
+    def near(k, noise=0.15):
+        e = axis[k] + noise * rng.standard_normal(16)
+        return e / np.linalg.norm(e)
+
+    embeddings = {k: near(v) for k, v in enumerate([0, 1, 2] * 3, 1)}
+    grouping = group_lines(list(embeddings), embeddings, dict.fromkeys(embeddings, 3.0), None)
+    strays = {10: "S1", 11: "S2", 12: "S1", 13: "S3"}
+    lines = grouping.lines + tuple(LineSpeaker(i, g, 0.97, 0.4, "S3", 0.2) for i, g in strays.items())
+    grouping = replace(grouping, lines=lines)
+    centroids = {
+        n: centroid([embeddings[g.index] for g in grouping.lines if g.speaker == n and g.index in embeddings])
+        for n in grouping.speakers
+    }
+
+    def unit(v):
+        return v / np.linalg.norm(v)
+
+    nearest = max(centroids.values(), key=lambda c: float(np.dot(c, axis[9])))
+    heard = {
+        10: unit(axis[9] + 0.3 * axis[10]),
+        11: unit(axis[9] + 0.3 * axis[11]),
+        12: unit(0.6 * axis[9] + 0.8 * axis[12]),
+        13: unit(0.48 * axis[9] + 0.44 * nearest + 0.76 * axis[13]),
+    }
+    for i in (12, 13):
+        alike = np.mean([np.dot(heard[i], heard[j]) for j in (10, 11)])
+        other = max(float(np.dot(heard[i], c)) for c in centroids.values())
+        assert alike >= STRAY_JOIN and other < 0.45
+        assert (alike - other >= STRAY_MARGIN) == (i == 12), (alike, other)
+    found = stray_voice(grouping, centroids, heard)
+    [name] = found.cued
+    assert {g.index for g in found.lines if g.speaker == name} == {10, 11, 12}

@@ -42,18 +42,22 @@ UNTOLD_GAP = 0.06
 # came 0.29-0.33 to the nearest other voice, one voice's short lines 0.5 and more to their own.
 GROUP_SPEECH = 2.5
 SLIGHT_APART = 0.45
-# Lines the grouping could place nowhere (each under SURE_PLACED sure of its group and under SLIGHT_APART like it, or
-# with too little speech to embed) that are, heard over their cues' whole time (other cues cut away, STRAY_LEAST s at
-# least), each under SLIGHT_APART like every voice found and STRAY_ALIKE or more like one another, are one voice of
-# their own: a whisper, or a voice under the music, that voice activity hears 0-0.5 s of in each cue. On the scenes
-# (tests/scenes.py) a whisperer's three cues came 0.68-0.79 like one another and 0.32-0.34 like every voice; the
-# other lines placed nowhere (back-channels spoken over a sentence) came 0.12-0.24 like them.
-# Of two overlapping lines heard alone, the one this much less like the group they share is moved out of it.
-OUTSIDE_MARGIN = 0.1
-SURE_PLACED = 0.9
+# Lines the grouping could place nowhere (each under SLIGHT_APART like its group, however much nearer it than any
+# other, or with too little speech to embed) that are, heard over their cues' whole time (other cues cut away,
+# STRAY_LEAST s at least), each under SLIGHT_APART like every voice found and STRAY_ALIKE or more like one another,
+# are one voice of their own: a whisper, or a voice under the music, that voice activity hears 0-0.5 s of in each cue.
+# On the scenes (tests/scenes.py) a whisperer's three cues came 0.68-0.79 like one another and 0.32-0.34 like every
+# voice; the other lines placed nowhere (back-channels spoken over a sentence) came 0.12-0.24 like them.
+# Another line placed nowhere joins that voice when its cue's time is on average STRAY_JOIN or more like the voice's
+# lines and STRAY_MARGIN more like them than like any voice found (the Spanish scene's seed 4: a whispered line 0.55
+# and 0.52 like the two others, 0.40 like the nearest voice).
 STRAY_ALIKE = 0.6
 STRAY_LEAST = 0.5
 STRAY_MOST = 12  # lines weighed together at most
+STRAY_JOIN = 0.5
+STRAY_MARGIN = 0.1
+# Of two overlapping lines heard alone, the one this much less like the group they share is moved out of it.
+OUTSIDE_MARGIN = 0.1
 # The note on a line placed apart from a line it cannot share a voice with.
 PLACED = "placed with the nearest other voice (a guess)"
 # Lines with less speech than this give embeddings too noisy to shape the groups; they join the nearest group.
@@ -492,11 +496,7 @@ def silhouette(distance: np.ndarray, labels: np.ndarray) -> float:
 
 def stray_lines(grouping: Grouping) -> list[int]:
     """The lines the grouping could place nowhere (see STRAY_ALIKE), in order."""
-    return [
-        g.index
-        for g in grouping.lines
-        if g.similarity is None or (g.similarity < SLIGHT_APART and g.confidence < SURE_PLACED)
-    ]
+    return [g.index for g in grouping.lines if g.similarity is None or g.similarity < SLIGHT_APART]
 
 
 def stray_voice(
@@ -504,7 +504,6 @@ def stray_voice(
     centroids: dict[str, np.ndarray],
     heard: dict[int, np.ndarray],
     apart: dict[tuple[int, int], str] | None = None,
-    outside: dict[int, np.ndarray] | None = None,
 ) -> Grouping:
     """The grouping with the largest set of lines placed nowhere that are one voice of their own (see STRAY_ALIKE)
     made a voice, named after the others, each line placed by ``heard`` (its cues' time embedded) and noted as a
@@ -525,6 +524,17 @@ def stray_voice(
     )
     if together is None:
         return grouping
+    # Another line placed nowhere that is, by its cue's time, on average as like the voice's lines as STRAY_JOIN and
+    # STRAY_MARGIN more like them than like any voice found, is that voice too (a whisper a line apart in level).
+    joined = [
+        i
+        for i in order
+        if i not in together
+        and not any(tuple(sorted((i, j))) in (apart or {}) for j in together)
+        and (alike := float(np.mean([np.dot(near[i], near[j]) for j in together]))) >= STRAY_JOIN
+        and alike - max(float(np.dot(near[i], c)) for c in centroids.values()) >= STRAY_MARGIN
+    ]
+    together = tuple(sorted((*together, *joined)))
     name = next(f"S{k}" for k in range(1, len(grouping.speakers) + 2) if f"S{k}" not in grouping.speakers)
     voices = {**centroids, name: centroid([near[i] for i in together])}
     least = min(float(np.dot(near[a], near[b])) for a, b in combinations(together, 2))
