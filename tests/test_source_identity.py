@@ -443,3 +443,19 @@ def test_a_line_placed_nowhere_as_like_a_voice_heard_by_its_cues_only_on_average
     found = stray_voice(grouping, centroids, heard)
     [name] = found.cued
     assert {g.index for g in found.lines if g.speaker == name} == {10, 11, 12}
+
+
+def test_a_line_whose_own_speech_heard_alone_is_nearer_another_voice_s_clip_is_doubted():
+    # Its speech as grouped (holding the voice that shares its time) is nearest its group's clip; heard alone, it is
+    # nearer another voice's clip: the clip of its group may not be its voice.
+    from types import SimpleNamespace
+
+    from omnidub.source.identity import clip_doubt
+
+    axis = np.eye(4)
+    analysis = SimpleNamespace(speakers={1: "A"}, calibration={}, embeddings={1: axis[0]})
+    clips = {"A": axis[0], "B": (axis[0] + 2 * axis[1]) / np.sqrt(5)}
+    assert clip_doubt(analysis, 1, clips) is None
+    alone = (axis[0] + 3 * axis[1]) / np.sqrt(10)
+    why = clip_doubt(analysis, 1, clips, alone)
+    assert why.startswith("its own speech heard alone is nearer B's clip (0.99) than A's (0.32)"), why

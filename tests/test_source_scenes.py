@@ -397,13 +397,14 @@ def test_a_whisperer_voice_activity_hardly_hears_is_a_voice_of_its_own_without_l
 
 
 @pytest.mark.slow  # a full-length scene built and grouped: about a minute of CPU
-def test_a_line_grouped_with_the_voice_that_shares_its_time_is_never_cloned_from_that_voice(
+def test_a_line_the_next_voice_starts_over_is_grouped_with_its_own_voice_and_never_cloned_from_the_other(
     tmp_path_factory, source_voice_encoder
 ):
-    """Unlabelled subtitles, the scene (seed 2) in which the telephone voice's line that the next voice starts over
-    is grouped with it, and a line of that voice with the telephone's: the group's speech joined across its lines
-    leaves out the line in the other voice, and a line whose own speech heard alone is nearer another voice's clip
-    is not cloned from its group's. No reference holds another voice; every character keeps one."""
+    """Unlabelled subtitles, the scene (seed 2) in which the stairwell voice starts over the end of the telephone
+    voice's line: the overlap carried that line's whole speech to the stairwell voice, and it was grouped there while
+    the stairwell's own line was moved out. Heard alone, outside every other cue, each is its own voice: the
+    telephone line is grouped with the telephone voice's other lines, the stairwell's with the stairwell's. No
+    reference holds another voice; every character keeps one."""
     from omnidub.source import ExtractOptions, extract_voices, read_source
 
     scene = make_scene(tmp_path_factory.mktemp("telephone"), seed=2)
@@ -420,4 +421,15 @@ def test_a_line_grouped_with_the_voice_that_shares_its_time_is_never_cloned_from
     }
     assert not holding, holding
     assert {truth[r.index] for r in references if r.kind != "none"} == set(scene.truth["cast"])
-    assert any("heard alone is nearer" in (r.fallback or "") for r in references if r.kind == "none")
+    lines = {line.index: line for line in dub.lines}
+    pairs = [
+        (a, b)
+        for a in lines
+        for b in lines
+        if a < b and truth[a] == "PHIL" and truth[b] == "ECHO" and lines[a].start < lines[b].start < lines[a].end
+    ]
+    assert pairs, "the scene has a telephone line the stairwell voice starts over"
+    group = found.analysis.speakers
+    for phil, echo in pairs:
+        assert group[phil] in {group[i] for i in lines if truth[i] == "PHIL" and i != phil}
+        assert group[echo] in {group[i] for i in lines if truth[i] == "ECHO" and i != echo}
