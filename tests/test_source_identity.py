@@ -200,17 +200,24 @@ def test_a_reply_placed_apart_from_a_line_yet_unlike_the_voice_it_is_given_is_vo
     assert "its voice is a guess" in reference.fallback and "under" in reference.fallback
 
 
+def voices_near(names: str, seed: int, noise: float = 0.15):
+    """Embeddings of voices ``names`` (one axis each of 16): near(v) is a line of voice v, with ``noise`` by default."""
+    rng = np.random.default_rng(seed)
+    base = {v: np.eye(16)[k] for k, v in enumerate(names)}
+
+    def near(v, noise=noise):
+        e = base[v] + noise * rng.standard_normal(16)
+        return e / np.linalg.norm(e)
+
+    return near
+
+
 def test_a_voice_of_short_lines_unlike_every_other_is_a_voice_of_its_own():
     # One line of over 1 s and two shorter ones of a voice unlike the others (a whisperer) are under the 2.5 s a
     # group needs, yet they are no other group's: they stay a voice of their own.
     from omnidub.source.speakers import group_lines
 
-    rng = np.random.default_rng(0)
-    base = {v: np.eye(16)[k] for k, v in enumerate("ABW")}
-
-    def near(v):
-        e = base[v] + 0.15 * rng.standard_normal(16)
-        return e / np.linalg.norm(e)
+    near = voices_near("ABW", seed=0)
 
     who = ["A", "B", "A", "B", "W", "A", "B", "W", "A", "B", "W"]
     embeddings = {k: near(v) for k, v in enumerate(who, 1)}
@@ -227,12 +234,7 @@ def test_lines_placed_nowhere_that_sound_alike_over_their_cues_are_a_voice_of_th
     # placed nowhere but unlike them (a back-channel over a sentence) and a pair that cannot share a voice stay out.
     from omnidub.source.speakers import LineSpeaker, centroid, group_lines, stray_lines, stray_voice
 
-    rng = np.random.default_rng(1)
-    base = {v: np.eye(16)[k] for k, v in enumerate("ABCWX")}
-
-    def near(v, noise=0.15):
-        e = base[v] + noise * rng.standard_normal(16)
-        return e / np.linalg.norm(e)
+    near = voices_near("ABCWX", seed=1)
 
     who = ["A", "B", "C", "A", "B", "C", "A", "B", "C"]
     embeddings = {k: near(v) for k, v in enumerate(who, 1)}
@@ -381,12 +383,7 @@ def test_of_two_overlapping_turns_the_one_unlike_their_group_heard_alone_is_the_
     # other's cue, line 9 is B's voice and line 10 is A's: line 9 is the one moved, to B.
     from omnidub.source.speakers import group_lines
 
-    rng = np.random.default_rng(3)
-    base = {v: np.eye(16)[k] for k, v in enumerate("AB")}
-
-    def near(v, noise=0.12):
-        e = base[v] + noise * rng.standard_normal(16)
-        return e / np.linalg.norm(e)
+    near = voices_near("AB", seed=3, noise=0.12)
 
     who = ["A", "B", "A", "B", "A", "B", "A", "B"]
     embeddings = {k: near(v) for k, v in enumerate(who, 1)}
