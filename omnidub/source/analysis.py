@@ -245,18 +245,20 @@ def _outside_embeddings(
 ) -> dict[int, np.ndarray]:
     """For each line of a pair whose cues overlap (not one inside the other), the embedding of its speech outside
     every other line's cue and speech (the longest piece, OUTSIDE_LEAST s of speech or more): its voice alone."""
+    from omnidub.source.clips import without  # clips builds on this module
+
     overlapping = {k for pair, why in apart.items() if why.startswith("overlaps") for k in pair}
+    taken = {
+        o.index: (min(o.start, voiced[o.index][0]), max(o.end, voiced[o.index][1]))
+        if voiced.get(o.index)
+        else (o.start, o.end)
+        for o in original.lines
+    }
     found = {}
     for index in sorted(overlapping):
         if voiced.get(index) is None:
             continue
-        pieces = [voiced[index]]
-        for other in original.lines:
-            if other.index == index:
-                continue
-            held = voiced.get(other.index)
-            a, b = (min(other.start, held[0]), max(other.end, held[1])) if held else (other.start, other.end)
-            pieces = [p for x, y in pieces for p in ((x, min(y, a)), (max(x, b), y)) if p[1] - p[0] > 0.01]
+        pieces = without(*voiced[index], [span for k, span in taken.items() if k != index], 0.01)
         best = max(pieces, key=lambda p: speech.speech_seconds(*p), default=None)
         if best is None or speech.speech_seconds(*best) < OUTSIDE_LEAST:
             continue

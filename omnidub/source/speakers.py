@@ -250,7 +250,7 @@ def group_lines(
             result.append(_assign(i, embedding, centroids, short=i not in core))
         previous = result[-1].speaker
     if apart:
-        result = keep_apart(result, embeddings, centroids, apart, speech, outside or {})
+        result = keep_apart(result, embeddings, centroids, apart, speech, outside)
     doubts = {}
     for a, b, gap in close:
         group = names.get(int(labels[a[0]]))
@@ -288,11 +288,11 @@ def keep_apart(
     so it is placed by what its embedding holds beyond the other line's (its own less the other's direction). The
     line is noted as a guess."""
     by = {line.index: line for line in lines}
+    outside = outside or {}
     for (i, j), why in sorted(apart.items()):
         if i not in by or j not in by or by[i].speaker != by[j].speaker:
             continue
         mover, stay = (j, i) if speech.get(j, 0.0) <= speech.get(i, 0.0) else (i, j)
-        outside = outside or {}
         group = centroids.get(by[i].speaker)
         if i in outside and j in outside and group is not None:
             # Two turns that overlap, each heard alone outside the other: the one less like the group they share
