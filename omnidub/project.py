@@ -777,11 +777,20 @@ class Project:
         if not failed:
             self._record_references(self.entries)
             return []
-        self.note(
-            f"line(s) {line_ranges(failed)} sounded like someone else with their own original clip: rendered "
-            "again from their speaker's clip (the manifest says why, line by line)"
-        )
         self._cast()
+        # A line whose speaker's clip may not be its voice (unlabelled, its group a guess) stays on its own speech.
+        kept = [i for i in failed if self.cast.references[i].kind == "line"]
+        failed = [i for i in failed if i not in kept]
+        if kept:
+            self.note(
+                f"line(s) {line_ranges(kept)} sounded like someone else with their own original clip, but their "
+                "speaker's clip may not be their voice: they keep their own and are flagged for review"
+            )
+        if failed:
+            self.note(
+                f"line(s) {line_ranges(failed)} sounded like someone else with their own original clip: rendered "
+                "again from their speaker's clip (the manifest says why, line by line)"
+            )
         pending = {entry.index for entry in self.replan()}
         # Every line sent back, those whose speaker-clip audio is already stored too: the pass shows them all.
         return [entry for entry in self.entries if entry.index in pending or entry.index in failed]

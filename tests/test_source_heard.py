@@ -575,3 +575,32 @@ def test_a_heard_lines_own_clip_moved_off_the_next_voice_holds_none_of_it_and_na
         clip, edge = a_clip(b_starts, regions)
         assert clip.problem is None and clip.end == round(edge - 0.6, 3) <= b_starts
         assert clip.text == "l1w0 l1w1 l1w2 l1w3 l1w4"  # the sixth word is cut off: not in its words
+
+
+def test_a_heard_line_is_voiced_from_its_own_speech_around_a_voice_spoken_over_it_and_padded_with_its_sentence(
+    tmp_path,
+):
+    # A's sentence is heard as two lines (the ASR cut it at 1.3 s), and B says "Mm-hm." over the second, in no cue.
+    # The second line is voiced from its own speech with B's cut out (not refused whole); the first, too short alone,
+    # is padded with that speech: the rest of its sentence, though the second line has no usable clip of its own.
+    from dataclasses import replace
+
+    from omnidub.script import Script
+    from omnidub.source.analysis import analyse
+    from omnidub.source.heard import heard_line
+    from omnidub.source.identity import own_speech, padded
+
+    cues = [("A", 0.5, 1.3), ("A", 1.3, 4.5), ("B", 5.0, 8.0), ("A", 8.5, 11.5), ("B", 12.0, 15.0)]
+    said = cues + [("B", 3.0, 3.5)]
+    audio = two_voices(tmp_path, said, 16.0)
+    lines = tuple(heard_line(k, "Words of a line said here.", a, b, "en") for k, (_, a, b) in enumerate(cues, 1))
+    speech = speech_map([(0.5, 4.5), (5.0, 8.0), (8.5, 11.5), (12.0, 15.0)], 16.0)
+    found = analyse(Script(lines, (), (), True), audio, VoiceShare(), speech=speech, heard=True)
+    found = replace(found, heard_lines=True)
+    assert found.speakers[1] == found.speakers[2] == found.speakers[4] != found.speakers[3]
+
+    (a, b), _ = own_speech(found, 2, VoiceShare())
+    assert b - a >= 1.0 and (b <= 3.0 or a >= 3.5), (a, b)  # A's own speech, B's "Mm-hm." cut out
+    clip = padded(found, 1, VoiceShare(), {}, None, pad=True, clips={})
+    assert clip is not None and clip.note.startswith("joined: "), clip
+    assert (a, b) in clip.parts and all(y <= 3.0 or x >= 3.5 for x, y in clip.parts), clip.parts

@@ -116,6 +116,33 @@ def test_a_voice_whose_lines_are_all_short_gets_its_own_speech_joined(tmp_path):
     assert all(r.review for r in references if r.speaker == "C")
 
 
+def test_another_voice_spoken_over_a_part_of_a_joined_clip_in_no_cue_is_cut_out_of_it(tmp_path):
+    # C's three lines are each too short and too near another voice for a clip of their own, so C's speech is joined
+    # across them; B says "Mm-hm." over the middle of C's longest line, in no cue. The joined clip keeps C's speech
+    # either side of it and none of B.
+    cues = [("A", 0.5, 4.0), ("C", 4.1, 4.75), ("B", 4.85, 9.0), ("C", 9.1, 10.9), ("A", 11.0, 14.0)]
+    cues += [("C", 14.1, 14.75), ("B", 14.85, 19.0)]
+    said = cues + [("B", 9.7, 10.2)]
+    found = run(tmp_path, said, cues, 20.0)
+    clip = found.chosen["C"]
+    assert clip.fallback.startswith("joined: C's own speech"), clip.fallback
+    assert holds(said, clip.parts) == {"C"}, clip.parts
+    assert sum(b - a for a, b in clip.parts if 9.1 <= a < 10.9) >= 0.4  # C's speech around "Mm-hm." is kept
+
+
+def test_a_clip_cut_from_a_line_for_want_of_a_clean_one_holds_no_other_line_s_speech(tmp_path):
+    # C has no clean clip, so one is cut from its longest line's speech with a little silence either side. The cue
+    # just before that line is labelled C too, but B says it ("Si.": a name given wrongly, or a reply grouped with C
+    # by a guess): the clip's silence stops where that line's speech ends, and it holds none of B.
+    said = [("A", 0.5, 4.0), ("B", 4.1, 4.4), ("C", 4.5, 5.8), ("B", 5.9, 9.0), ("A", 9.1, 12.0)]
+    said += [("C", 12.1, 12.75), ("B", 12.85, 16.0)]
+    cues = said[:1] + [("C", 4.1, 4.4, "Si.")] + said[2:]
+    found = run(tmp_path, said, cues, 17.0)
+    clip = found.chosen["C"]
+    assert clip.fallback.startswith("line 3: "), clip.fallback
+    assert holds(said, parts(clip)) == {"C"}, parts(clip)
+
+
 def test_a_voice_joined_across_its_lines_leaves_out_a_line_in_another_voice(tmp_path):
     # C says three short lines; a fourth cue labelled C is B speaking (a subtitle given the wrong name, or a line
     # grouped with C for the voice that shares its time). C's speech joined across its lines takes no part of it,
@@ -183,6 +210,29 @@ def test_an_unsure_reply_with_too_little_speech_of_its_own_is_voiced_by_nothing_
     assert list(unvoiced) == [7]
     [note] = unvoiced_note(unvoiced, summary, cast)
     assert note.startswith("line(s) 7 not rendered: no voice of the source is surely its own")
+
+
+def test_an_unsure_line_voiced_from_its_own_speech_stays_on_it_when_the_voice_check_fails(tmp_path):
+    # Unlabelled: a 1.5 s line half A's voice and half B's is no surer one than the other, so it is voiced from its
+    # own speech. When its render then fails the voice check, it is not sent to the clip of the group it was put in
+    # (a guess): it keeps its own speech, and its reference says why, for a person to listen.
+    from omnidub.source.cast import source_cast
+    from omnidub.source.summary import summarize
+
+    said = TURNS + [("A", 23.0, 23.75), ("B", 23.75, 24.5)]
+    cues = TURNS + [("A", 23.0, 24.5, "Fine, fine.")]
+    found = run(tmp_path, said, cues, 25.0, labelled=False)
+    dub = script(cues, labelled=False)
+    summary = summarize(found, tmp_path / "kept")
+    before = source_cast(summary, dub, "line", {}).references
+    own, sure = before[7], before[4]
+    assert own.kind == "line" and "its voice is unsure" in own.review and own.own_only, own
+    assert sure.kind == "line" and not sure.own_only, sure
+    failed = {i: {"clip": before[i].sha256, "passed": False, "why": "closer to another voice"} for i in (4, 7)}
+    after = source_cast(summary, dub, "line", {}, failed).references
+    assert after[7].kind == "line" and after[7].sha256 == own.sha256, after[7]
+    assert "the voice check failed (closer to another voice)" in after[7].review
+    assert after[4].kind == "speaker"  # a line whose group is sure goes to its speaker's clip, as before
 
 
 def test_a_reply_placed_apart_from_a_line_yet_unlike_the_voice_it_is_given_is_voiced_by_nothing(tmp_path):

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import hashlib
 import json
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -25,7 +25,7 @@ from omnidub.voices import Voice
 
 MATCHES = ("auto", "line", "speaker")
 CUES_NAME = "cues.json"  # an analysis made at a dub's cues (no subtitles): its source's key and those cue times
-VERSION = 13  # of the analysis: a new one analyses every source again
+VERSION = 14  # of the analysis: a new one analyses every source again
 
 
 @dataclass(frozen=True)
@@ -245,6 +245,10 @@ def source_cast(
             why = "--voice-match speaker"
         elif reference.kind == "line" and verdict.get("clip") == reference.sha256 and verdict.get("passed") is False:
             why = verdict.get("why") or "the voice check"
+            if reference.own_only:  # the speaker's clip may not be its voice: it stays on its own speech, said
+                failed = f"the voice check failed ({why}), and {reference.speaker}'s clip may not be its voice: "
+                review = "; ".join(filter(None, (reference.review, failed + reference.own_only)))
+                reference, why = replace(reference, review=review), None
         if why:
             clip = summary.speaker_clips.get(reference.speaker)
             review = reference.review

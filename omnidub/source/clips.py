@@ -264,19 +264,24 @@ def _other_voice_depth(
     return round(depth + EDGE_WINDOW / 3, 3) if depth else 0.0
 
 
-def voices_inside(analysis: Analysis, encoder, speaker: str, start: float, end: float) -> list[tuple[float, float]]:
+def voices_inside(
+    analysis: Analysis, encoder, speaker: str, start: float, end: float, dips_only: bool = False
+) -> list[tuple[float, float]]:
     """Where another voice is heard spoken over the span: the windows that hold it (see INSIDE_DIP), and where the
     overlap model hears two voices at once (a back-channel over a sentence, which no window hears), merged; empty
-    when none is (or there is no other voice to hear)."""
+    when none is (or there is no other voice to hear). ``dips_only``: a span of too few windows to dip from the
+    median is not judged by its windows (whether a short span is its voice at all is judged whole elsewhere)."""
     own = analysis.centroids.get(speaker)
     theirs = [c for name, c in analysis.centroids.items() if name != speaker]
     if own is None or not theirs:
         return []
     both = [(max(a, start), min(b, end)) for a, b in analysis.overlapped if a < end and b > start]
-    return _merged(_windows_inside(analysis, encoder, own, theirs, start, end) + both, end)
+    return _merged(_windows_inside(analysis, encoder, own, theirs, start, end, dips_only) + both, end)
 
 
-def _windows_inside(analysis: Analysis, encoder, own, theirs, start: float, end: float) -> list[tuple[float, float]]:
+def _windows_inside(
+    analysis: Analysis, encoder, own, theirs, start: float, end: float, dips_only: bool = False
+) -> list[tuple[float, float]]:
     if end - start < EDGE_WINDOW + INSIDE_STEP:
         return []
     # On one grid for the whole source: a line's own clip and a speaker clip holding it hear the same windows.
@@ -286,6 +291,8 @@ def _windows_inside(analysis: Analysis, encoder, own, theirs, start: float, end:
     stack = np.stack(theirs)
     margins = [(a, float(np.dot(e, own)) - float(np.max(stack @ e))) for a, e in zip(starts, found) if e is not None]
     if not margins:
+        return []
+    if dips_only and len(margins) < INSIDE_WINDOWS:
         return []
     usual = float(np.median([m for _, m in margins]))
     return [
@@ -370,8 +377,17 @@ def fallback_candidate(
         voiced = analysis.voiced.get(line.index)
         if analysis.speakers[line.index] != speaker or not voiced or analysis.wordless(line.index):
             continue
-        # Its speech with up to FALLBACK_SILENCE of the silence either side, as far as nobody else speaks there.
-        span = (max(0.0, voiced[0] - FALLBACK_SILENCE), min(analysis.track.seconds, voiced[1] + FALLBACK_SILENCE))
+        # Its speech with up to FALLBACK_SILENCE of the silence either side, as far as nobody else speaks there and
+        # no other line's speech begins (a reply of its group may be a guess: "Sí." before a whisper).
+        low, high = max(0.0, voiced[0] - FALLBACK_SILENCE), min(analysis.track.seconds, voiced[1] + FALLBACK_SILENCE)
+        for other, theirs in analysis.voiced.items():
+            if other == line.index or not theirs:
+                continue
+            if theirs[1] <= voiced[0] + FALLBACK_MARGIN:
+                low = max(low, min(theirs[1], voiced[0]))
+            elif theirs[0] >= voiced[1] - FALLBACK_MARGIN:
+                high = min(high, max(theirs[0], voiced[1]))
+        span = (low, high)
         for a, b in own_stretches(analysis, speaker, *span, FALLBACK_MARGIN):
             if b - a >= floor and analysis.speech.speech_seconds(a, b) >= FALLBACK_SPEECH:
                 found.append((line.index, a, round(min(b, a + WHOLE_REFERENCE_SECONDS), 3)))

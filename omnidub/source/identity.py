@@ -162,13 +162,19 @@ def own_speech(analysis: Analysis, index: int, encoder) -> tuple[tuple[float, fl
     if voiced is None or analysis.wordless(index):
         return None
     speaker = analysis.speakers[index]
+    found = []
     for a, b in _clean_pieces(analysis, index):
         if analysis.speech.speech_seconds(a, b) < OWN_LEAST:
             break
         if analysis.heard_lines:  # where a line heard ends and the next voice begins is a guess, and it may hold both
             a, b, _ = own_edges(analysis, encoder, speaker, a, b)
-            if analysis.speech.speech_seconds(a, b) < OWN_LEAST or voices_inside(analysis, encoder, speaker, a, b):
-                continue
+            # another voice heard spoken over it is cut out, as from every clip; what is left is kept
+            found += [p for p in without(a, b, voices_inside(analysis, encoder, speaker, a, b), 0) if p[1] > p[0]]
+        else:
+            found.append((a, b))
+    for a, b in sorted(found, key=lambda p: p[0] - p[1]):
+        if analysis.speech.speech_seconds(a, b) < OWN_LEAST:
+            continue
         if b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b):  # windows judge 1.6 s and more
             continue
         whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
@@ -225,21 +231,18 @@ def padded(
     ):
         pad = False  # its speech is nearer another voice's clip: its speaker's other speech may not be its voice
     if pad and b - a < LINE_FLOOR and own is not None:
-        mine = sorted(
-            (c for c in usable.values() if c.speaker == speaker and c.index != index and not c.parts),
-            key=lambda c: abs((c.start + c.end) / 2 - (a + b) / 2),
-        )
-        for clip in mine:
+        mine = sorted(_padding(analysis, index, encoder, usable), key=lambda c: abs((c[1] + c[2]) / 2 - (a + b) / 2))
+        for other, start, end, words in mine:
             if joined_seconds(parts) >= LINE_FLOOR:
                 break
-            if joined_seconds([*parts, (clip.start, clip.end)]) > PAD_MOST:
+            if joined_seconds([*parts, (start, end)]) > PAD_MOST:
                 continue
-            theirs = analysis.embeddings.get(clip.index)
+            theirs = analysis.embeddings.get(other)
             if theirs is None or any(float(np.dot(own, c)) >= float(np.dot(own, theirs)) for c in others):
                 continue  # not plainly the voice of the line's own speech
-            parts.append((clip.start, clip.end))
-            texts.append(clip.text)
-            used.append(clip.index)
+            parts.append((start, end))
+            texts.append(words)
+            used.append(other)
     if joined_seconds(parts) < (LINE_FLOOR if used else OWN_ALONE):
         return None
     order = sorted(range(len(parts)), key=lambda k: parts[k][0])
@@ -259,6 +262,30 @@ def padded(
         tuple(parts) if used else (),
         f"{doubt}; voiced from {how}" if doubt else None,
     )
+
+
+def _padding(analysis: Analysis, index: int, encoder, usable: dict[int, LineClip]) -> list[tuple]:
+    """The (line, start, end, words) speech a line's own may be padded with: its speaker's usable own clips and,
+    without subtitles, the own speech of its speaker's other lines heard whose group is sure (a sentence the ASR
+    cut into pieces, each too short for a clip of its own, is padded with its other pieces)."""
+    speaker = analysis.speakers[index]
+    found = [
+        (c.index, c.start, c.end, c.text)
+        for c in usable.values()
+        if c.speaker == speaker and c.index != index and not c.parts
+    ]
+    if analysis.heard_lines:
+        taken = {c[0] for c in found}
+        for line in analysis.original.lines:
+            j = line.index
+            if j == index or j in taken or analysis.speakers[j] != speaker or spoken_over(analysis, j) is not None:
+                continue
+            if grouping_doubt(analysis, j) or grouping_guess(analysis, j):
+                continue
+            piece = own_speech(analysis, j, encoder)
+            if piece is not None:
+                found.append((j, *piece[0], piece[1]))
+    return found
 
 
 def guarded(
@@ -299,7 +326,8 @@ def guarded(
         if over is None:
             own = padded(analysis, index, encoder, usable, doubt, pad=unsure is None, clips=clips)
         if own is not None:
-            result[index] = own
+            # unlabelled, its speaker's clip may not be its voice: nothing else may stand in for its own speech
+            result[index] = replace(own, voiceless=doubt) if analysis.grouping is not None else own
         elif analysis.grouping is not None:
             # Unlabelled: no speech of its own to voice it, and its voice a guess: voiced from nothing, said.
             why = doubt + (f"; spoken over line {over}, so its own speech holds that voice too" if over else "")
@@ -399,10 +427,17 @@ def _joined_own(analysis: Analysis, speaker: str, encoder, why: str, edges: bool
             continue
         if analysis.wordless(line.index) != (hear is not None):
             continue
-        for a, b in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN):
+        for x, y in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN):
             if edges:  # off a voice next to it, as every clip's edges
-                a, b, _ = own_edges(analysis, encoder, speaker, a, b)
-            if b - a >= JOIN_PART and not (b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b)):
+                x, y, _ = own_edges(analysis, encoder, speaker, x, y)
+            if y - x < JOIN_PART:
+                continue
+            # Another voice heard spoken over it (a back-channel in no cue) is cut out, as from every clip; a part
+            # too short for the windows to dip in is judged whole, with the line's other parts (one_voice).
+            inside = voices_inside(analysis, encoder, speaker, x, y, dips_only=True)
+            for a, b in without(x, y, inside, JOIN_PART):
+                if b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b):
+                    continue
                 whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
                 words = hear(a, b) if hear else stretch_words(analysis, line.index, a, b, whole)[0]
                 if words:

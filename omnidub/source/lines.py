@@ -57,7 +57,9 @@ class LineClip:
     note: str = ""  # what was done to it: another voice's speech cut away
     parts: tuple[tuple[float, float], ...] = ()  # joined: the line's own speech and its speaker's nearest clean speech
     review: str = ""  # why a person should listen to a line voiced from it (or from its speaker's clip)
-    voiceless: str = ""  # why not even its speaker's clip may voice the line (its voice is a guess): none does
+    # why not even its speaker's clip may voice the line (its voice is a guess): none does when its own clip cannot;
+    # on a usable own clip, why only that clip may voice it
+    voiceless: str = ""
 
 
 @dataclass(frozen=True)
@@ -77,6 +79,7 @@ class LineReference:
     review: str | None = None  # why a person should listen to the line: its voice is a guess or a fallback
     note: str = ""  # what was done to its own clip (another voice's speech cut away)
     parts: tuple[tuple[float, float], ...] = ()  # a joined clip's pieces of the source (else start..end)
+    own_only: str = ""  # why its speaker's clip may not be its voice: only its own clip voices it
 
 
 def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLOOR) -> LineClip:
@@ -214,6 +217,7 @@ def line_references(dub: Script, summary) -> tuple[LineReference, ...]:
                         own.review or None,
                         note=own.note,
                         parts=own.parts,
+                        own_only=own.voiceless,
                     )
                 )
                 continue
