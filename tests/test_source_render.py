@@ -183,6 +183,50 @@ def test_auto_sends_a_line_that_sounds_like_someone_else_back_to_its_speakers_cl
     assert manifest(out)["lines"][1]["reference"] == second
 
 
+def test_a_line_whose_speakers_clip_may_not_be_its_voice_keeps_its_own_when_the_voice_check_fails(
+    args, tmp_path, monkeypatch
+):
+    # Every line rendered from its own clip comes out unlike its voice. Line 3's group is a guess (said here by its
+    # reference, as an unsure line voiced from its own speech says it): it keeps its own clip, flagged with why;
+    # the others go to their speaker's clip. A rerun renders nothing again.
+    from dataclasses import replace
+
+    import numpy as np
+
+    from omnidub import casting
+    from omnidub.source import cast
+
+    real_references = cast.line_references
+
+    def line_references(dub, summary):
+        return tuple(
+            replace(r, own_only="its voice is unsure (a test)") if r.index == 3 else r
+            for r in real_references(dub, summary)
+        )
+
+    heard = []
+
+    def hear(segment: Path, encoder):
+        heard.append(int(segment.name[:4]))
+        return np.ones(192) / np.sqrt(192)  # like no voice of the source
+
+    monkeypatch.setattr(cast, "line_references", line_references)
+    monkeypatch.setattr(casting, "hear", hear)
+    out = tmp_path / "out"
+    result = run("render", DATA / "dub.srt", *args, "--out", out)
+    assert result.exit_code == 0, result.output
+    references = {line["index"]: line["reference"] for line in manifest(out)["lines"]}
+    assert references[3]["kind"] == "line" and references[3]["check"]["passed"] is False
+    assert "may not be its voice: its voice is unsure (a test)" in references[3]["review"]
+    moved = [i for i in heard if i != 3]
+    assert moved and all(references[i]["kind"] == "speaker" for i in moved)
+    assert "line(s) 3 sounded like someone else with their own original clip, but their speaker's clip" in result.stderr
+    heard.clear()
+    result = run("render", DATA / "dub.srt", *args, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert heard == [] and set(statuses(out).values()) == {"cached"}
+
+
 def test_source_flags_are_checked_before_anything_starts(tmp_path):
     result = run("render", DATA / "dub.srt", "--source-subs", DATA / "original.srt")
     assert result.exit_code == 2 and "--source-subs goes with --source" in result.stderr
