@@ -310,9 +310,9 @@ def test_the_offline_engine_s_meaning_errors_in_the_held_out_dialogue_are_flagge
     verdicts = checker.check([(r["english"], r["portuguese"]) for r in same])
     errors = [v for r, v in zip(same, verdicts) if r["label"] == "error"]
     faithful = [v for r, v in zip(same, verdicts) if r["label"] == "ok"]
-    # Measured on the five held-out sets (docs/translate.md): 104 of 135 errors flagged `meaning`, 45 of 428 faithful
-    # lines flagged at all. Each set's misses were read before later checks were written; on the fifth, written
-    # after the last of them, 14 of 30 errors are flagged.
+    # Measured on the six held-out sets (docs/translate.md): 135 of 167 errors flagged `meaning`, 57 of 496 faithful
+    # lines flagged at all. Each set's misses were read before later checks were written; on the fifth 14 of 30
+    # errors were flagged when it was written (15 now), on the sixth 13 of 32 (30 now).
     fresh = [v for r, v in zip(same, verdicts) if r["set"] == "held-out-5" and r["label"] == "error"]
     assert sum("meaning" in v.flags for v in errors) >= 0.7 * len(errors)
     assert sum("meaning" in v.flags for v in fresh) >= 0.4 * len(fresh)
@@ -429,6 +429,8 @@ def test_an_engine_that_wobbles_on_a_line_said_slightly_differently_is_flagged_t
         ("I don't want to go.", "Eu quero ir.", "meaning"),
         ("Did you lock the door?", "Você tranca a porta?", "meaning"),
         ("Why didn't you call me?", "Por que você não me liga?", "meaning"),
+        ("Chill out.", "Relaxe para fora.", "meaning"),
+        ("Keep it up!", "Mantê-lo para cima!", "meaning"),
         ("The weather is lovely today, isn't it?", "Das Wetter ist heute schön, nicht wahr?", "language"),
         ("Of course, Daniel, I will call you.", "Claro, eu vou te ligar.", "names"),
         ("By the way, the car is ready.", "By the way, o carro está pronto.", "untranslated"),
@@ -455,6 +457,9 @@ def test_each_check_catches_the_line_built_to_break_it(source, text, flag):
         ("What did he say?", "O que ele disse?"),
         ("Didn't you know?", "Você não sabia?"),
         ("Fasten your seatbelt.", "Aperte o cinto de segurança."),
+        ("Put your hands up.", "Coloque as mãos para cima."),
+        ("The shields are down.", "Os escudos estão para baixo."),
+        ("Look up.", "Olhe para cima."),
     ],
 )
 def test_a_faithful_line_passes_every_check(source, text):

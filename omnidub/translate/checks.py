@@ -98,6 +98,39 @@ _PT_PAST_IRREGULAR = frozenset(
     "pôde pude puderam houve viu vi viram deu dei deram tinha tinham vinha vinham punha".split()
 )
 _PT_PRESENT = re.compile(r"(?:a|e|o|am|em|as|es)$")
+# A phrasal verb said as a direction ("Calm down." as "Calma para baixo", "Chill out." as "Relaxe para fora"): the
+# English ends a clause on the particle (after an object pronoun or a short noun phrase at most), and the Portuguese
+# holds the particle's direction word for word. A verb of moving, placing or posture is let be: its particle is a
+# direction ("Put your hands up.", "Sit down."), and so is a copula ("The shields are down.").
+_PARTICLE = re.compile(
+    r"(?:^|\s)(\w+)(?: (?:it|him|her|them|me|you|us|this|that|(?:your|my|his|her|our|their|the) \w+))? (up|down|out)$"
+)
+_DIRECTION = {"up": "para cima", "down": "para baixo", "out": "para fora"}
+_MOVING = (
+    "go come get climb move jump step run walk head hurry crawl roll slide swim fly carry put hold lift raise pull "
+    "push throw bring send take kick turn point let pour spit pump storm sneak rush drive ride"
+)
+_POSTURE = "sit stand lie kneel bend lean look stay lay"  # up and down only: "look out" is a warning
+_IRREGULAR = (
+    "goes went gone came got gotten climbed ran held threw thrown brought sent took taken kicked let sat stood lay "
+    "lain bent leant laid rode driven drove flew flown spat"
+)
+
+
+def _forms(words: str) -> frozenset[str]:
+    found = set()
+    for word in words.split():
+        stem = word[:-1] if word.endswith("e") else word
+        found |= {word, word + "s", stem + "ed", stem + "ing", word + "ed", word + "ing", word + word[-1] + "ing"}
+    return frozenset(found)
+
+
+_LITERAL_PARTICLE = {
+    "out": _forms(_MOVING) | frozenset(_IRREGULAR.split()),
+    "up": _forms(_MOVING + " " + _POSTURE) | frozenset(_IRREGULAR.split()),
+    "down": _forms(_MOVING + " " + _POSTURE) | frozenset(_IRREGULAR.split()),
+}
+_COPULA = frozenset("am is are was were be been being".split())
 _CLAUSE = re.compile(r"[.,;:!?¿¡…\n\"“”()]+|\s[-–—]+\s|^\s*[-–—]+")
 # Words that negate a sentence, per language (the negation check); a language not here is not checked for it.
 NEGATIONS = {
@@ -345,6 +378,9 @@ class Checker:
         tense = _past_as_present(source, text, self.pair)
         if tense:
             found.append(("meaning", tense))
+        direction = _particle_as_direction(source, text, self.pair)
+        if direction:
+            found.append(("meaning", direction))
         trap = self._literal_sense(source, text)
         if trap:
             found.append(("meaning", trap))
@@ -678,6 +714,22 @@ def _past_as_present(source: str, text: str, pair) -> str | None:
     if present is None:
         return None
     return f"the original's 'did' is the past, '{present}' the present: it speaks of a habit"
+
+
+def _particle_as_direction(source: str, text: str, pair) -> str | None:
+    """An English phrasal verb whose particle the Portuguese says as a direction (see _PARTICLE)."""
+    if (pair.source, pair.target) != ("en", "pt"):
+        return None
+    written = " ".join(_clauses(text, "pt"))
+    for clause in _clauses(source, "en"):
+        found = _PARTICLE.search(clause)
+        if found is None:
+            continue
+        verb, particle = found.groups()
+        if verb in _LITERAL_PARTICLE[particle] or verb in _COPULA or _DIRECTION[particle] not in written:
+            continue
+        return f"'{found.group(0).strip()}' said as a direction ('{_DIRECTION[particle]}'): a phrasal verb, not a place"
+    return None
 
 
 def _unfinished(text: str, language: str) -> str | None:
