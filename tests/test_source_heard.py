@@ -604,3 +604,33 @@ def test_a_heard_line_is_voiced_from_its_own_speech_around_a_voice_spoken_over_i
     clip = padded(found, 1, VoiceShare(), {}, None, pad=True, clips={})
     assert clip is not None and clip.note.startswith("joined: "), clip
     assert (a, b) in clip.parts and all(y <= 3.0 or x >= 3.5 for x, y in clip.parts), clip.parts
+
+
+def test_a_heard_line_with_nothing_of_its_own_left_off_the_voice_before_it_is_voiced_from_the_rest_of_its_sentence(
+    tmp_path,
+):
+    # B speaks, then A's sentence, heard as two lines: the first, 0.55 s, starts 0.05 s after B, so its edge moves
+    # 0.6 s in off B and nothing of its own is left. It is voiced from the rest of its sentence (the next line heard,
+    # A's too, surely), not from a clip of A's from elsewhere.
+    from dataclasses import replace
+
+    from omnidub.script import Script
+    from omnidub.source.analysis import analyse
+    from omnidub.source.heard import heard_line
+    from omnidub.source.identity import own_speech, sentence_rest
+
+    cues = [("B", 0.2, 2.0), ("A", 2.05, 2.6), ("A", 2.6, 5.0), ("B", 5.5, 8.5), ("A", 9.0, 12.0), ("B", 12.5, 15.5)]
+    audio = two_voices(tmp_path, cues, 16.0)
+    lines = tuple(heard_line(k, "Words of a line said here.", a, b, "en") for k, (_, a, b) in enumerate(cues, 1))
+    speech = speech_map([(0.2, 5.0), (5.5, 8.5), (9.0, 12.0), (12.5, 15.5)], 16.0)
+    found = analyse(Script(lines, (), (), True), audio, VoiceShare(), speech=speech, heard=True)
+    found = replace(found, heard_lines=True)
+    assert found.speakers[2] == found.speakers[3] == found.speakers[5] != found.speakers[1]
+    assert own_speech(found, 2, VoiceShare()) is None
+    clip = sentence_rest(found, 2, VoiceShare(), {})
+    assert clip is not None and clip.note.startswith("joined: the rest of its sentence, the own speech of line 3")
+    parts = clip.parts or ((clip.start, clip.end),)
+    assert all(2.6 <= a < b <= 5.0 for a, b in parts) and sum(b - a for a, b in parts) >= 1.0, parts
+    # Not across a line of another voice, nor without lines heard.
+    assert sentence_rest(found, 4, VoiceShare(), {}) is None
+    assert sentence_rest(replace(found, heard_lines=False), 2, VoiceShare(), {}) is None

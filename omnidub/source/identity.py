@@ -50,6 +50,7 @@ OWN_ALONE = 1.0
 # Own speech of at least this much is worth padding with the speaker's nearest clean speech, up to LINE_FLOOR.
 OWN_LEAST = 0.3
 PAD_MOST = 6.0  # seconds a padded clip holds at most
+SENTENCE_GAP = 0.3  # lines heard this close, of one voice, are most often one sentence the ASR cut
 # A voice's joined clip: parts of at least JOIN_PART s each, up to JOIN_MOST s in all, at least FALLBACK_FLOOR.
 JOIN_PART = 0.4
 JOIN_MOST = 6.0
@@ -288,6 +289,54 @@ def _padding(analysis: Analysis, index: int, encoder, usable: dict[int, LineClip
     return found
 
 
+def sentence_rest(analysis: Analysis, index: int, encoder, clips: dict[str, np.ndarray]) -> LineClip | None:
+    """A line heard with too little speech of its own left (its edge moved off the voice next to it), voiced from
+    the own speech of the lines heard next to it in one run of its voice: each under SENTENCE_GAP from the next, of
+    its group, placed surely. That is the rest of the sentence the ASR cut into pieces, nearest first, each not
+    nearer another voice's clip than its speaker's. None without subtitles' lines heard, or under OWN_ALONE s."""
+    if not analysis.heard_lines:
+        return None
+    speaker = analysis.speakers[index]
+    order = sorted(analysis.original.lines, key=lambda line: line.start)
+    at = next(k for k, line in enumerate(order) if line.index == index)
+    run = []
+    for step in (-1, 1):
+        k = at
+        while 0 <= k + step < len(order):
+            here, there = order[k], order[k + step]
+            gap = there.start - here.end if step > 0 else here.start - there.end
+            j = there.index
+            if analysis.speakers[j] != speaker or gap > SENTENCE_GAP or spoken_over(analysis, j) is not None:
+                break
+            if grouping_doubt(analysis, j) or grouping_guess(analysis, j):
+                break
+            run.append((abs(k + step - at), j))
+            k += step
+    parts, texts, used = [], [], []
+    for _, j in sorted(run):
+        if joined_seconds(parts) >= LINE_FLOOR:
+            break
+        found = own_speech(analysis, j, encoder)
+        theirs = analysis.embeddings.get(j)
+        if found is None or theirs is None or (speaker in clips and nearer_clip(theirs, clips, speaker)):
+            continue
+        if joined_seconds([*parts, found[0]]) > PAD_MOST:
+            continue
+        parts.append(found[0])
+        texts.append(found[1])
+        used.append(j)
+    if not parts or joined_seconds(parts) < OWN_ALONE:
+        return None
+    order_k = sorted(range(len(parts)), key=lambda k: parts[k][0])
+    parts, texts = [parts[k] for k in order_k], [texts[k] for k in order_k]
+    lines = ", ".join(map(str, sorted(used)))
+    how = f"joined: the rest of its sentence, the own speech of line{'s' if len(used) > 1 else ''} {lines} heard"
+    how += " next to it (too little of its own is left off the voice beside it)"
+    return LineClip(
+        index, speaker, parts[0][0], parts[-1][1], " ".join(texts), None, how, tuple(parts) if len(parts) > 1 else ()
+    )
+
+
 def guarded(
     analysis: Analysis, encoder, line_clips: dict[int, LineClip], chosen: dict[str, Candidate]
 ) -> dict[int, LineClip]:
@@ -316,6 +365,7 @@ def guarded(
                 # speaker's nearest clean speech, the rest of that sentence first, voices it nearer than a clip of
                 # the same voice from elsewhere.
                 own = padded(analysis, index, encoder, usable, None, pad=True, clips=clips)
+                own = own or sentence_rest(analysis, index, encoder, clips)
                 if own is not None:
                     result[index] = own
                     continue
