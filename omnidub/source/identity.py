@@ -50,6 +50,7 @@ OWN_ALONE = 1.0
 # Own speech of at least this much is worth padding with the speaker's nearest clean speech, up to LINE_FLOOR.
 OWN_LEAST = 0.3
 PAD_MOST = 6.0  # seconds a padded clip holds at most
+PAD_REACH = 30.0  # seconds around a line heard within which its speaker's other lines heard may pad it
 SENTENCE_GAP = 0.3  # lines heard this close, of one voice, are most often one sentence the ASR cut
 # A voice's joined clip: parts of at least JOIN_PART s each, up to JOIN_MOST s in all, at least FALLBACK_FLOOR.
 JOIN_PART = 0.4
@@ -277,9 +278,14 @@ def _padding(analysis: Analysis, index: int, encoder, usable: dict[int, LineClip
     ]
     if analysis.heard_lines:
         taken = {c[0] for c in found}
+        here = analysis.lines[index]
         for line in analysis.original.lines:
             j = line.index
-            if j == index or j in taken or analysis.speakers[j] != speaker or spoken_over(analysis, j) is not None:
+            if j == index or j in taken or analysis.speakers[j] != speaker:
+                continue
+            if line.end < here.start - PAD_REACH or line.start > here.end + PAD_REACH:
+                continue  # the nearest speech pads; an episode's far lines are not each cut and heard
+            if spoken_over(analysis, j) is not None:
                 continue
             if grouping_doubt(analysis, j) or grouping_guess(analysis, j):
                 continue
