@@ -577,26 +577,32 @@ def test_a_heard_lines_own_clip_moved_off_the_next_voice_holds_none_of_it_and_na
         assert clip.text == "l1w0 l1w1 l1w2 l1w3 l1w4"  # the sixth word is cut off: not in its words
 
 
+def heard_analysis(folder: Path, cues: list, said: list, regions: list):
+    """The analysis of lines heard at ``cues`` (voice, start, end) over a source of two voices speaking where
+    ``said`` says, voice activity hearing ``regions``: as without subtitles, its lines the lines heard."""
+    from dataclasses import replace
+
+    from omnidub.script import Script
+    from omnidub.source.analysis import analyse
+    from omnidub.source.heard import heard_line
+
+    audio = two_voices(folder, said, 16.0)
+    lines = tuple(heard_line(k, "Words of a line said here.", a, b, "en") for k, (_, a, b) in enumerate(cues, 1))
+    found = analyse(Script(lines, (), (), True), audio, VoiceShare(), speech=speech_map(regions, 16.0), heard=True)
+    return replace(found, heard_lines=True)
+
+
 def test_a_heard_line_is_voiced_from_its_own_speech_around_a_voice_spoken_over_it_and_padded_with_its_sentence(
     tmp_path,
 ):
     # A's sentence is heard as two lines (the ASR cut it at 1.3 s), and B says "Mm-hm." over the second, in no cue.
     # The second line is voiced from its own speech with B's cut out (not refused whole); the first, too short alone,
     # is padded with that speech: the rest of its sentence, though the second line has no usable clip of its own.
-    from dataclasses import replace
-
-    from omnidub.script import Script
-    from omnidub.source.analysis import analyse
-    from omnidub.source.heard import heard_line
     from omnidub.source.identity import own_speech, padded
 
     cues = [("A", 0.5, 1.3), ("A", 1.3, 4.5), ("B", 5.0, 8.0), ("A", 8.5, 11.5), ("B", 12.0, 15.0)]
-    said = cues + [("B", 3.0, 3.5)]
-    audio = two_voices(tmp_path, said, 16.0)
-    lines = tuple(heard_line(k, "Words of a line said here.", a, b, "en") for k, (_, a, b) in enumerate(cues, 1))
-    speech = speech_map([(0.5, 4.5), (5.0, 8.0), (8.5, 11.5), (12.0, 15.0)], 16.0)
-    found = analyse(Script(lines, (), (), True), audio, VoiceShare(), speech=speech, heard=True)
-    found = replace(found, heard_lines=True)
+    regions = [(0.5, 4.5), (5.0, 8.0), (8.5, 11.5), (12.0, 15.0)]
+    found = heard_analysis(tmp_path, cues, cues + [("B", 3.0, 3.5)], regions)  # B's "Mm-hm." over A's second line
     assert found.speakers[1] == found.speakers[2] == found.speakers[4] != found.speakers[3]
 
     (a, b), _ = own_speech(found, 2, VoiceShare())
@@ -614,17 +620,10 @@ def test_a_heard_line_with_nothing_of_its_own_left_off_the_voice_before_it_is_vo
     # A's too, surely), not from a clip of A's from elsewhere.
     from dataclasses import replace
 
-    from omnidub.script import Script
-    from omnidub.source.analysis import analyse
-    from omnidub.source.heard import heard_line
     from omnidub.source.identity import own_speech, sentence_rest
 
     cues = [("B", 0.2, 2.0), ("A", 2.05, 2.6), ("A", 2.6, 5.0), ("B", 5.5, 8.5), ("A", 9.0, 12.0), ("B", 12.5, 15.5)]
-    audio = two_voices(tmp_path, cues, 16.0)
-    lines = tuple(heard_line(k, "Words of a line said here.", a, b, "en") for k, (_, a, b) in enumerate(cues, 1))
-    speech = speech_map([(0.2, 5.0), (5.5, 8.5), (9.0, 12.0), (12.5, 15.5)], 16.0)
-    found = analyse(Script(lines, (), (), True), audio, VoiceShare(), speech=speech, heard=True)
-    found = replace(found, heard_lines=True)
+    found = heard_analysis(tmp_path, cues, cues, [(0.2, 5.0), (5.5, 8.5), (9.0, 12.0), (12.5, 15.5)])
     assert found.speakers[2] == found.speakers[3] == found.speakers[5] != found.speakers[1]
     assert own_speech(found, 2, VoiceShare()) is None
     clip = sentence_rest(found, 2, VoiceShare(), {})
