@@ -50,7 +50,7 @@ OWN_ALONE = 1.0
 # Own speech of at least this much is worth padding with the speaker's nearest clean speech, up to LINE_FLOOR.
 OWN_LEAST = 0.3
 PAD_MOST = 6.0  # seconds a padded clip holds at most
-PAD_REACH = 30.0  # seconds around a line heard within which its speaker's other lines heard may pad it
+PAD_LINES = 8  # of its speaker's other lines heard, the nearest this many may pad a line heard
 SENTENCE_GAP = 0.3  # lines heard this close, of one voice, are most often one sentence the ASR cut
 # A voice's joined clip: parts of at least JOIN_PART s each, up to JOIN_MOST s in all, at least FALLBACK_FLOOR.
 JOIN_PART = 0.4
@@ -278,16 +278,16 @@ def _padding(analysis: Analysis, index: int, encoder, usable: dict[int, LineClip
     ]
     if analysis.heard_lines:
         taken = {c[0] for c in found}
-        here = analysis.lines[index]
-        for line in analysis.original.lines:
+        middle = (analysis.lines[index].start + analysis.lines[index].end) / 2
+        theirs = [
+            line
+            for line in analysis.original.lines
+            if line.index != index and line.index not in taken and analysis.speakers[line.index] == speaker
+        ]
+        # The nearest PAD_LINES only: an episode's far lines are not each cut and heard for one short line.
+        for line in sorted(theirs, key=lambda line: abs((line.start + line.end) / 2 - middle))[:PAD_LINES]:
             j = line.index
-            if j == index or j in taken or analysis.speakers[j] != speaker:
-                continue
-            if line.end < here.start - PAD_REACH or line.start > here.end + PAD_REACH:
-                continue  # the nearest speech pads; an episode's far lines are not each cut and heard
-            if spoken_over(analysis, j) is not None:
-                continue
-            if grouping_doubt(analysis, j) or grouping_guess(analysis, j):
+            if spoken_over(analysis, j) is not None or grouping_doubt(analysis, j) or grouping_guess(analysis, j):
                 continue
             piece = own_speech(analysis, j, encoder)
             if piece is not None:
