@@ -779,12 +779,18 @@ class Project:
             return []
         self._cast()
         # A line whose speaker's clip may not be its voice (unlabelled, its group a guess) stays on its own speech.
-        kept = [i for i in failed if self.cast.references[i].kind == "line"]
-        failed = [i for i in failed if i not in kept]
+        kept = [i for i in failed if self.cast.references[i].kind == "line" and self.cast.references[i].own_only]
+        chosen = [i for i in failed if i not in kept and self.cast.references[i].kind == "line"]  # by the editor
+        failed = [i for i in failed if i not in kept and i not in chosen]
         if kept:
             self.note(
                 f"line(s) {line_ranges(kept)} sounded like someone else with their own original clip, but their "
                 "speaker's clip may not be their voice: they keep their own and are flagged for review"
+            )
+        if chosen:
+            self.note(
+                f"line(s) {line_ranges(chosen)} sounded like someone else with their own original clip, which the "
+                "editor chose for them: they keep it"
             )
         if failed:
             self.note(

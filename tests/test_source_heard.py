@@ -627,7 +627,7 @@ def test_a_heard_line_with_nothing_of_its_own_left_off_the_voice_before_it_is_vo
     assert found.speakers[2] == found.speakers[3] == found.speakers[5] != found.speakers[1]
     assert own_speech(found, 2, VoiceShare()) is None
     clip = sentence_rest(found, 2, VoiceShare(), {})
-    assert clip is not None and clip.note.startswith("joined: the rest of its sentence, the own speech of line 3")
+    assert clip is not None and clip.note.startswith("the rest of its sentence, the own speech of line 3 "), clip
     parts = clip.parts or ((clip.start, clip.end),)
     assert all(2.6 <= a < b <= 5.0 for a, b in parts) and sum(b - a for a, b in parts) >= 1.0, parts
     # Not across a line of another voice, nor without lines heard.

@@ -238,7 +238,7 @@ def test_a_voice_no_word_of_which_is_heard_is_voiced_from_its_own_speech_heard_a
     assert other_voice(scene, clip, "WREN") <= OTHER, clip  # its own speech only
     references = {r.index: r for r in found.references(dub)}
     voiced = [i for i in whispered if references[i].kind != "none"]
-    assert voiced, {i: references[i].voiceless for i in whispered}
+    assert voiced, {i: references[i].fallback for i in whispered}
     assert all(references[i].review for i in voiced)  # each flagged for review
     for i in voiced:
         assert other_voice(scene, references[i], "WREN") <= OTHER, (i, references[i])

@@ -460,6 +460,11 @@ def test_each_check_catches_the_line_built_to_break_it(source, text, flag):
         ("Put your hands up.", "Coloque as mãos para cima."),
         ("The shields are down.", "Os escudos estão para baixo."),
         ("Look up.", "Olhe para cima."),
+        ("Hands up!", "Mãos para cima!"),
+        ("Keep your head down.", "Mantenha a cabeça para baixo."),
+        ("It's upside down.", "Está de cabeça para baixo."),
+        ("Shut up! Look up!", "Cale a boca! Olhe para cima!"),
+        ("He stepped out.", "Ele saiu para fora."),
     ],
 )
 def test_a_faithful_line_passes_every_check(source, text):

@@ -246,8 +246,10 @@ def source_cast(
         elif reference.kind == "line" and verdict.get("clip") == reference.sha256 and verdict.get("passed") is False:
             why = verdict.get("why") or "the voice check"
             if reference.own_only:  # the speaker's clip may not be its voice: it stays on its own speech, said
-                failed = f"the voice check failed ({why}), and {reference.speaker}'s clip may not be its voice: "
-                review = "; ".join(filter(None, (reference.review, failed + reference.own_only)))
+                failed = f"the voice check failed ({why}), and {reference.speaker}'s clip may not be its voice"
+                if reference.own_only not in (reference.review or ""):  # said once
+                    failed += f": {reference.own_only}"
+                review = "; ".join(filter(None, (reference.review, failed)))
                 reference, why = replace(reference, review=review), None
         if why:
             clip = summary.speaker_clips.get(reference.speaker)

@@ -32,6 +32,7 @@ from omnidub.source.clips import (
     JOIN_GAP,
     Candidate,
     joined_seconds,
+    leans_own,
     own_edges,
     own_stretches,
     stretch_words,
@@ -157,9 +158,20 @@ def spoken_over(analysis: Analysis, index: int) -> int | None:
     return None
 
 
-def own_speech(analysis: Analysis, index: int, encoder) -> tuple[tuple[float, float], str] | None:
+def own_speech(
+    analysis: Analysis, index: int, encoder, kept: dict | None = None
+) -> tuple[tuple[float, float], str] | None:
     """The line's own speech with every other voice's cue and speech cut away (the longest piece), one voice by
-    the calibrated windows, and its words; None when under OWN_LEAST s of speech is left."""
+    the calibrated windows, and its words; None when under OWN_LEAST s of speech is left. ``kept``: what it gave
+    each line before (a line's neighbours ask for it again)."""
+    if kept is None:
+        return _own_speech(analysis, index, encoder)
+    if index not in kept:
+        kept[index] = _own_speech(analysis, index, encoder)
+    return kept[index]
+
+
+def _own_speech(analysis: Analysis, index: int, encoder) -> tuple[tuple[float, float], str] | None:
     voiced = analysis.voiced.get(index)
     if voiced is None or analysis.wordless(index):
         return None
@@ -170,8 +182,14 @@ def own_speech(analysis: Analysis, index: int, encoder) -> tuple[tuple[float, fl
             break
         if analysis.heard_lines:  # where a line heard ends and the next voice begins is a guess, and it may hold both
             a, b, _ = own_edges(analysis, encoder, speaker, a, b)
-            # another voice heard spoken over it is cut out, as from every clip; what is left is kept
-            found += [p for p in without(a, b, voices_inside(analysis, encoder, speaker, a, b), 0) if p[1] > p[0]]
+            inside = voices_inside(analysis, encoder, speaker, a, b)
+            # another voice heard spoken over it is cut out, as from every clip; each piece left must lean to its
+            # voice, since the windows place the other voice only to within one
+            found += [
+                p
+                for p in without(a, b, inside, 0)
+                if p[1] > p[0] and (not inside or leans_own(analysis, encoder, speaker, *p))
+            ]
         else:
             found.append((a, b))
     for a, b in sorted(found, key=lambda p: p[0] - p[1]):
@@ -214,13 +232,14 @@ def padded(
     doubt: str | None,
     pad: bool,
     clips: dict[str, np.ndarray],
+    kept: dict | None = None,
 ) -> LineClip | None:
     """The line voiced from its own speech (see :func:`own_speech`), padded with its speaker's nearest clean speech
     (usable own clips of its other lines, nearest in time first, each nearer the line's own speech than any other
     voice's clip is) up to LINE_FLOOR when ``pad`` and the line's speech (as grouped, and its own) is nearer its
     speaker's clip than any other; alone it must last OWN_ALONE. Labelled `joined` when padded, flagged for review
-    with ``doubt`` (None: not flagged)."""
-    found = own_speech(analysis, index, encoder)
+    with ``doubt`` (None: not flagged). ``kept``: see :func:`own_speech`."""
+    found = own_speech(analysis, index, encoder, kept)
     if found is None:
         return None
     (a, b), text = found
@@ -233,7 +252,9 @@ def padded(
     ):
         pad = False  # its speech is nearer another voice's clip: its speaker's other speech may not be its voice
     if pad and b - a < LINE_FLOOR and own is not None:
-        mine = sorted(_padding(analysis, index, encoder, usable), key=lambda c: abs((c[1] + c[2]) / 2 - (a + b) / 2))
+        mine = sorted(
+            _padding(analysis, index, encoder, usable, kept), key=lambda c: abs((c[1] + c[2]) / 2 - (a + b) / 2)
+        )
         for other, start, end, words in mine:
             if joined_seconds(parts) >= LINE_FLOOR:
                 break
@@ -266,7 +287,7 @@ def padded(
     )
 
 
-def _padding(analysis: Analysis, index: int, encoder, usable: dict[int, LineClip]) -> list[tuple]:
+def _padding(analysis: Analysis, index: int, encoder, usable: dict[int, LineClip], kept: dict | None) -> list[tuple]:
     """The (line, start, end, words) speech a line's own may be padded with: its speaker's usable own clips and,
     without subtitles, the own speech of its speaker's other lines heard whose group is sure (a sentence the ASR
     cut into pieces, each too short for a clip of its own, is padded with its other pieces)."""
@@ -289,20 +310,27 @@ def _padding(analysis: Analysis, index: int, encoder, usable: dict[int, LineClip
             j = line.index
             if spoken_over(analysis, j) is not None or grouping_doubt(analysis, j) or grouping_guess(analysis, j):
                 continue
-            piece = own_speech(analysis, j, encoder)
+            piece = own_speech(analysis, j, encoder, kept)
             if piece is not None:
                 found.append((j, *piece[0], piece[1]))
     return found
 
 
-def sentence_rest(analysis: Analysis, index: int, encoder, clips: dict[str, np.ndarray]) -> LineClip | None:
+def sentence_rest(
+    analysis: Analysis, index: int, encoder, clips: dict[str, np.ndarray], kept: dict | None = None
+) -> LineClip | None:
     """A line heard with too little speech of its own left (its edge moved off the voice next to it), voiced from
     the own speech of the lines heard next to it in one run of its voice: each under SENTENCE_GAP from the next, of
     its group, placed surely. That is the rest of the sentence the ASR cut into pieces, nearest first, each not
-    nearer another voice's clip than its speaker's. None without subtitles' lines heard, or under OWN_ALONE s."""
+    nearer another voice's clip than its speaker's. None without subtitles' lines heard, when the line's speech is
+    nearer another voice's clip than its speaker's (its speaker's other speech may not be its voice), or under
+    OWN_ALONE s."""
     if not analysis.heard_lines:
         return None
     speaker = analysis.speakers[index]
+    mine = analysis.embeddings.get(index)
+    if speaker in clips and mine is not None and nearer_clip(mine, clips, speaker):
+        return None
     order = sorted(analysis.original.lines, key=lambda line: line.start)
     at = next(k for k, line in enumerate(order) if line.index == index)
     run = []
@@ -322,7 +350,7 @@ def sentence_rest(analysis: Analysis, index: int, encoder, clips: dict[str, np.n
     for _, j in sorted(run):
         if joined_seconds(parts) >= LINE_FLOOR:
             break
-        found = own_speech(analysis, j, encoder)
+        found = own_speech(analysis, j, encoder, kept)
         theirs = analysis.embeddings.get(j)
         if found is None or theirs is None or (speaker in clips and nearer_clip(theirs, clips, speaker)):
             continue
@@ -336,8 +364,8 @@ def sentence_rest(analysis: Analysis, index: int, encoder, clips: dict[str, np.n
     order_k = sorted(range(len(parts)), key=lambda k: parts[k][0])
     parts, texts = [parts[k] for k in order_k], [texts[k] for k in order_k]
     lines = ", ".join(map(str, sorted(used)))
-    how = f"joined: the rest of its sentence, the own speech of line{'s' if len(used) > 1 else ''} {lines} heard"
-    how += " next to it (too little of its own is left off the voice beside it)"
+    how = f"the rest of its sentence, the own speech of line{'s' if len(used) > 1 else ''} {lines} heard next to it"
+    how = ("joined: " if len(parts) > 1 else "") + how + " (too little of its own is left off the voice beside it)"
     return LineClip(
         index, speaker, parts[0][0], parts[-1][1], " ".join(texts), None, how, tuple(parts) if len(parts) > 1 else ()
     )
@@ -356,6 +384,7 @@ def guarded(
             clips[name] = found
     usable = {i: c for i, c in line_clips.items() if c.problem is None}
     result = dict(line_clips)
+    kept: dict = {}  # each line's own speech, found once
     for index, clip in line_clips.items():
         if clip.problem is None:
             continue
@@ -370,8 +399,9 @@ def guarded(
                 # A line heard (no subtitles) is most often a piece of a sentence: its own speech joined with its
                 # speaker's nearest clean speech, the rest of that sentence first, voices it nearer than a clip of
                 # the same voice from elsewhere.
-                own = padded(analysis, index, encoder, usable, None, pad=True, clips=clips)
-                own = own or sentence_rest(analysis, index, encoder, clips)
+                own = padded(analysis, index, encoder, usable, None, pad=True, clips=clips, kept=kept)
+                if own is None and own_speech(analysis, index, encoder, kept) is None:
+                    own = sentence_rest(analysis, index, encoder, clips, kept)
                 if own is not None:
                     result[index] = own
                     continue
@@ -380,7 +410,7 @@ def guarded(
             continue
         own = None
         if over is None:
-            own = padded(analysis, index, encoder, usable, doubt, pad=unsure is None, clips=clips)
+            own = padded(analysis, index, encoder, usable, doubt, pad=unsure is None, clips=clips, kept=kept)
         if own is not None:
             # unlabelled, its speaker's clip may not be its voice: nothing else may stand in for its own speech
             result[index] = replace(own, voiceless=doubt) if analysis.grouping is not None else own
@@ -494,6 +524,8 @@ def _joined_own(analysis: Analysis, speaker: str, encoder, why: str, edges: bool
             for a, b in without(x, y, inside, JOIN_PART):
                 if b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b):
                     continue
+                if inside and not leans_own(analysis, encoder, speaker, a, b):
+                    continue  # what is left beside the other voice may still hold some of it
                 whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
                 words = hear(a, b) if hear else stretch_words(analysis, line.index, a, b, whole)[0]
                 if words:

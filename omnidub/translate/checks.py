@@ -99,36 +99,46 @@ _PT_PAST_IRREGULAR = frozenset(
 )
 _PT_PRESENT = re.compile(r"(?:a|e|o|am|em|as|es)$")
 # A phrasal verb said as a direction ("Calm down." as "Calma para baixo", "Chill out." as "Relaxe para fora"): the
-# English ends a clause on the particle (after an object pronoun or a short noun phrase at most), and the Portuguese
-# holds the particle's direction word for word. A verb of moving, placing or posture is let be: its particle is a
-# direction ("Put your hands up.", "Sit down."), and so is a copula ("The shields are down.").
+# English ends a clause on the particle, its verb first in the clause or after a subject, a modal or "to" (an object
+# pronoun between them at most), and the Portuguese clause holds the particle's direction word for word. A verb of
+# moving, placing or posture is let be: its particle is a direction ("Put it up.", "Sit down.", "He fell down."), and
+# so is a body part or a state ("Hands up!", "Thumbs up", "It's upside down.").
 _PARTICLE = re.compile(
-    r"(?:^|\s)(\w+)(?: (?:it|him|her|them|me|you|us|this|that|(?:your|my|his|her|our|their|the) \w+))? (up|down|out)$"
+    r"(?:^|(?:^|\s)(?:i|you|we|they|he|she|it|to|will|would|can|could|should|must|might|may|shall|do|does|did|not|"
+    r"never|always|just|please|us|gonna) )(\w+)(?: (?:it|him|her|them|me|you|us|this|that))? (up|down|out)$"
 )
 _DIRECTION = {"up": "para cima", "down": "para baixo", "out": "para fora"}
 _MOVING = (
     "go come get climb move jump step run walk head hurry crawl roll slide swim fly carry put hold lift raise pull "
-    "push throw bring send take kick turn point let pour spit pump storm sneak rush drive ride"
+    "push throw bring send take kick turn point pour spit pump storm sneak rush drive ride fall drop scroll lower "
+    "glance hop dive sink tip"
 )
-_POSTURE = "sit stand lie kneel bend lean look stay lay"  # up and down only: "look out" is a warning
+_POSTURE = "sit stand lie kneel bend lean look stay lay settle"  # up and down only: "look out" is a warning
 _IRREGULAR = (
-    "goes went gone came got gotten climbed ran held threw thrown brought sent took taken kicked let sat stood lay "
-    "lain bent leant laid rode driven drove flew flown spat"
+    "goes went gone came got gotten ran held threw thrown brought sent took taken sat stood lay lain lying bent leant "
+    "laid rode driven drove flew flown spat fell fallen sank sunk dove let letting lets"
 )
+_NOT_VERBS = frozenset("hand hands arm arms thumb thumbs head heads chin face eyes leg legs feet foot upside".split())
 
 
 def _forms(words: str) -> frozenset[str]:
+    """Each verb with its -s, -ed and -ing forms, the last consonant doubled after one short vowel (stepped) and
+    -y after a consonant made -ied (carried)."""
     found = set()
     for word in words.split():
         stem = word[:-1] if word.endswith("e") else word
-        found |= {word, word + "s", stem + "ed", stem + "ing", word + "ed", word + "ing", word + word[-1] + "ing"}
+        found |= {word, word + "s", word + "es", stem + "ed", stem + "ing", word + "ed", word + "ing"}
+        if len(word) >= 3 and word[-1] not in "aeiouwxy" and word[-2] in "aeiou" and word[-3] not in "aeiou":
+            found |= {word + word[-1] + "ed", word + word[-1] + "ing"}
+        if word.endswith("y") and word[-2] not in "aeiou":
+            found |= {word[:-1] + "ied", word[:-1] + "ies"}
     return frozenset(found)
 
 
 _LITERAL_PARTICLE = {
     "out": _forms(_MOVING) | frozenset(_IRREGULAR.split()),
-    "up": _forms(_MOVING + " " + _POSTURE) | frozenset(_IRREGULAR.split()),
-    "down": _forms(_MOVING + " " + _POSTURE) | frozenset(_IRREGULAR.split()),
+    "up": _forms(_MOVING + " " + _POSTURE) | frozenset(_IRREGULAR.split()) - {"let", "letting", "lets"},
+    "down": _forms(_MOVING + " " + _POSTURE) | frozenset(_IRREGULAR.split()) - {"let", "letting", "lets"},
 }
 _COPULA = frozenset("am is are was were be been being".split())
 _CLAUSE = re.compile(r"[.,;:!?¿¡…\n\"“”()]+|\s[-–—]+\s|^\s*[-–—]+")
@@ -720,15 +730,19 @@ def _particle_as_direction(source: str, text: str, pair) -> str | None:
     """An English phrasal verb whose particle the Portuguese says as a direction (see _PARTICLE)."""
     if (pair.source, pair.target) != ("en", "pt"):
         return None
-    written = " ".join(_clauses(text, "pt"))
-    for clause in _clauses(source, "en"):
+    said, written = _clauses(source, "en"), _clauses(text, "pt")
+    for k, clause in enumerate(said):
         found = _PARTICLE.search(clause)
         if found is None:
             continue
         verb, particle = found.groups()
-        if verb in _LITERAL_PARTICLE[particle] or verb in _COPULA or _DIRECTION[particle] not in written:
+        if verb in _LITERAL_PARTICLE[particle] or verb in _COPULA or verb in _NOT_VERBS:
             continue
-        return f"'{found.group(0).strip()}' said as a direction ('{_DIRECTION[particle]}'): a phrasal verb, not a place"
+        # Clause by clause where both have as many ("Shut up! Look up!"), else anywhere in the translation.
+        where = [written[k]] if len(written) == len(said) else written
+        if any(re.search(rf"(?<!\w){_DIRECTION[particle]}(?!\w)", part) for part in where):
+            phrase, direction = clause[found.start(1) :], _DIRECTION[particle]
+            return f"'{phrase}' said as a direction ('{direction}'): a phrasal verb, not a place"
     return None
 
 
