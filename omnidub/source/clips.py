@@ -331,6 +331,20 @@ def without(start: float, end: float, cut: list[tuple[float, float]], least: flo
     return [(round(a, 3), round(b, 3)) for a, b in parts if b - a >= least]
 
 
+def without_other_voices(
+    analysis: Analysis, encoder, speaker: str, start: float, end: float, least: float, dips_only: bool = False
+) -> list[tuple[float, float]]:
+    """The parts of start..end left once another voice heard spoken over it is cut out (see :func:`voices_inside`),
+    each at least ``least`` long; when anything was cut, only the parts that lean to ``speaker`` (the windows place
+    the other voice only to within one)."""
+    inside = voices_inside(analysis, encoder, speaker, start, end, dips_only)
+    return [
+        p
+        for p in without(start, end, inside, least)
+        if p[1] > p[0] and (not inside or leans_own(analysis, encoder, speaker, *p))
+    ]
+
+
 def own_stretches(
     analysis: Analysis, speaker: str, start: float, end: float, margin: float
 ) -> list[tuple[float, float]]:

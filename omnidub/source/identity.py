@@ -32,13 +32,12 @@ from omnidub.source.clips import (
     JOIN_GAP,
     Candidate,
     joined_seconds,
-    leans_own,
     own_edges,
     own_stretches,
     stretch_words,
     voice_problem,
-    voices_inside,
     without,
+    without_other_voices,
 )
 from omnidub.source.lines import LINE_FLOOR, LineClip
 from omnidub.source.speakers import PLACED
@@ -182,14 +181,7 @@ def _own_speech(analysis: Analysis, index: int, encoder) -> tuple[tuple[float, f
             break
         if analysis.heard_lines:  # where a line heard ends and the next voice begins is a guess, and it may hold both
             a, b, _ = own_edges(analysis, encoder, speaker, a, b)
-            inside = voices_inside(analysis, encoder, speaker, a, b)
-            # another voice heard spoken over it is cut out, as from every clip; each piece left must lean to its
-            # voice, since the windows place the other voice only to within one
-            found += [
-                p
-                for p in without(a, b, inside, 0)
-                if p[1] > p[0] and (not inside or leans_own(analysis, encoder, speaker, *p))
-            ]
+            found += without_other_voices(analysis, encoder, speaker, a, b, 0)  # as from every clip
         else:
             found.append((a, b))
     for a, b in sorted(found, key=lambda p: p[0] - p[1]):
@@ -268,8 +260,7 @@ def padded(
             used.append(other)
     if joined_seconds(parts) < (LINE_FLOOR if used else OWN_ALONE):
         return None
-    order = sorted(range(len(parts)), key=lambda k: parts[k][0])
-    parts, texts = [parts[k] for k in order], [texts[k] for k in order]
+    parts, texts = _in_time_order(parts, texts)
     how = f"its own speech ({b - a:.1f} s)"
     if used:
         how += f" joined with {speaker}'s nearest clean speech (line{'s' if len(used) > 1 else ''} "
@@ -285,6 +276,12 @@ def padded(
         tuple(parts) if used else (),
         f"{doubt}; voiced from {how}" if doubt else None,
     )
+
+
+def _in_time_order(parts: list, texts: list) -> tuple[list, list]:
+    """A joined clip's parts and their words, in the order they are heard in the source."""
+    order = sorted(range(len(parts)), key=lambda k: parts[k][0])
+    return [parts[k] for k in order], [texts[k] for k in order]
 
 
 def _padding(analysis: Analysis, index: int, encoder, usable: dict[int, LineClip], kept: dict | None) -> list[tuple]:
@@ -361,8 +358,7 @@ def sentence_rest(
         used.append(j)
     if not parts or joined_seconds(parts) < OWN_ALONE:
         return None
-    order_k = sorted(range(len(parts)), key=lambda k: parts[k][0])
-    parts, texts = [parts[k] for k in order_k], [texts[k] for k in order_k]
+    parts, texts = _in_time_order(parts, texts)
     lines = ", ".join(map(str, sorted(used)))
     how = f"the rest of its sentence, the own speech of line{'s' if len(used) > 1 else ''} {lines} heard next to it"
     how = ("joined: " if len(parts) > 1 else "") + how + " (too little of its own is left off the voice beside it)"
@@ -520,12 +516,9 @@ def _joined_own(analysis: Analysis, speaker: str, encoder, why: str, edges: bool
                 continue
             # Another voice heard spoken over it (a back-channel in no cue) is cut out, as from every clip; a part
             # too short for the windows to dip in is judged whole, with the line's other parts (one_voice).
-            inside = voices_inside(analysis, encoder, speaker, x, y, dips_only=True)
-            for a, b in without(x, y, inside, JOIN_PART):
+            for a, b in without_other_voices(analysis, encoder, speaker, x, y, JOIN_PART, dips_only=True):
                 if b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b):
                     continue
-                if inside and not leans_own(analysis, encoder, speaker, a, b):
-                    continue  # what is left beside the other voice may still hold some of it
                 whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
                 words = hear(a, b) if hear else stretch_words(analysis, line.index, a, b, whole)[0]
                 if words:
