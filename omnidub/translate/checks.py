@@ -476,8 +476,9 @@ class Checker:
             folded = word.casefold()
             if word[:1].isupper() and mine.word_usage_frequency(folded) < 1e-5 and word in source:
                 continue  # a capitalised rare word: a name
-            if mine.word_usage_frequency(folded) > 1e-6 and theirs.word_usage_frequency(folded) < 1e-6:
-                left.append(word)
+            ours, other = mine.word_usage_frequency(folded), theirs.word_usage_frequency(folded)
+            if ours > 1e-6 and other < 1e-6 or (word.islower() and ours > 0 and other == 0):
+                left.append(word)  # a rare word too ("kiddo"), in lower case and unknown to the target's dictionary
         if not left:
             return None
         return f"{', '.join(repr(w) for w in dict.fromkeys(left))} left in {self.pair.source}"
