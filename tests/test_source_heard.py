@@ -633,3 +633,39 @@ def test_a_heard_line_with_nothing_of_its_own_left_off_the_voice_before_it_is_vo
     # Not across a line of another voice, nor without lines heard.
     assert sentence_rest(found, 4, VoiceShare(), {}) is None
     assert sentence_rest(replace(found, heard_lines=False), 2, VoiceShare(), {}) is None
+
+
+def test_a_heard_lines_own_speech_starts_off_the_voice_before_it_though_the_overlap_model_marked_it_short(tmp_path):
+    # B's last words run 0.6 s under the start of A's line (the ASR cut at 2.6 s, B speaks to 3.2 s), the windows
+    # cannot hear B under A, and the overlap model marks only 2.5-2.95 s as two voices. Cutting that stretch first
+    # left A's speech 0.35 s from B's line, too far to count as its neighbour: its own speech held 0.25 s of B.
+    from dataclasses import replace
+
+    from omnidub.source.clips import HEARD_GUARD
+    from omnidub.source.identity import own_speech
+
+    cues = [("B", 0.2, 2.6), ("A", 2.6, 6.0), ("B", 6.5, 9.5), ("A", 10.0, 13.0), ("B", 13.5, 15.5)]
+    said = [("B", 0.2, 3.2), ("A", 2.6, 6.0), *cues[2:]]  # A written last: B is not in the samples under A
+    regions = [(0.2, 6.0), (6.5, 9.5), (10.0, 13.0), (13.5, 15.5)]
+    found = replace(heard_analysis(tmp_path, cues, said, regions), overlapped=((2.5, 2.95),))
+    assert found.speakers[2] == found.speakers[4] != found.speakers[1] == found.speakers[3]
+    (a, b), _ = own_speech(found, 2, VoiceShare())
+    assert a >= 2.6 + HEARD_GUARD - 1e-3 and b - a >= 1.0, (a, b)
+
+
+def test_a_heard_lines_own_speech_ends_near_its_last_word(tmp_path):
+    # A's line is heard to 13.0 s, its last word ends at 12.0 s: what follows is in no transcript (a whisper right
+    # after the line that no line heard holds), and a clip's words must be what it says.
+    from dataclasses import replace
+
+    from omnidub.asr import Word
+    from omnidub.source.identity import WORD_PAD, own_speech
+
+    cues = [("B", 0.2, 2.6), ("A", 3.0, 6.0), ("B", 6.5, 9.5), ("A", 10.0, 13.0), ("B", 13.5, 15.5)]
+    regions = [(0.2, 2.6), (3.0, 6.0), (6.5, 9.5), (10.0, 13.0), (13.5, 15.5)]
+    words = [Word(w, a + k * 0.4, a + k * 0.4 + 0.3) for _, a, b in cues for k, w in enumerate("Words of a".split())]
+    words += [Word("line.", 11.7, 12.0)]
+    found = replace(heard_analysis(tmp_path, cues, cues, regions), words=tuple(sorted(words, key=lambda w: w.start)))
+    (a, b), text = own_speech(found, 4, VoiceShare())
+    assert b <= 12.0 + WORD_PAD + 1e-3 and b - a >= 1.0, (a, b)
+    assert text.endswith("line."), text

@@ -49,6 +49,10 @@ SURE = 0.9
 OWN_ALONE = 1.0
 # Own speech of at least this much is worth padding with the speaker's nearest clean speech, up to LINE_FLOOR.
 OWN_LEAST = 0.3
+# A line heard's own speech reaches at most this far past its first and last words: speech beyond them is in no
+# transcript (a whisper straight after the line, which no line heard holds), and its words' times are loose by
+# about as much.
+WORD_PAD = 0.1
 PAD_MOST = 6.0  # seconds a padded clip holds at most
 PAD_LINES = 8  # of its speaker's other lines heard, the nearest this many may pad a line heard
 SENTENCE_GAP = 0.3  # lines heard this close, of one voice, are most often one sentence the ASR cut
@@ -176,7 +180,16 @@ def _own_speech(analysis: Analysis, index: int, encoder) -> tuple[tuple[float, f
         return None
     speaker = analysis.speakers[index]
     found = []
-    for a, b in _clean_pieces(analysis, index):
+    pieces = _clean_pieces(analysis, index)
+    if analysis.heard_lines:
+        # The line's own edges first: once a stretch of two voices is cut from its start, the voice before it is
+        # too far from what is left to be seen as a neighbour, though the overlap model marks such a stretch short.
+        first, last = _within_words(analysis, *own_edges(analysis, encoder, speaker, *voiced)[:2])
+        pieces = sorted(
+            ((max(a, first), min(b, last)) for a, b in pieces if min(b, last) > max(a, first)),
+            key=lambda p: p[0] - p[1],
+        )
+    for a, b in pieces:
         if analysis.speech.speech_seconds(a, b) < OWN_LEAST:
             break
         if analysis.heard_lines:  # where a line heard ends and the next voice begins is a guess, and it may hold both
@@ -193,6 +206,14 @@ def _own_speech(analysis: Analysis, index: int, encoder) -> tuple[tuple[float, f
         text, _ = stretch_words(analysis, index, a, b, whole)
         return (a, b), text
     return None
+
+
+def _within_words(analysis: Analysis, start: float, end: float) -> tuple[float, float]:
+    """The span kept to WORD_PAD around the words heard in it (the whole span when none is)."""
+    words = analysis.heard(start, end)
+    if not words:
+        return start, end
+    return max(start, start + words[0].start - WORD_PAD), min(end, start + words[-1].end + WORD_PAD)
 
 
 def _clean_pieces(analysis: Analysis, index: int) -> list[tuple[float, float]]:
