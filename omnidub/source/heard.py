@@ -58,6 +58,12 @@ CHANGE_PASSES = 3
 # Speech heard with no words written for it, this long or more and this far from every line, is a line of its own.
 UNHEARD = 0.5
 UNHEARD_GAP = 0.1
+# Words voice activity does not hear under (under UNVOICED_SHARE of their time, each taken as UNVOICED_WORD s at least)
+# for UNVOICED s or more are a line of their own: a whisper under the bed, heard by the ASR and run into the next voice's
+# sentence ("over there, quickly, turn left at the...", the whisperer's words then cloned in that voice).
+UNVOICED = 0.5
+UNVOICED_SHARE = 0.2
+UNVOICED_WORD = 0.2
 _SENTENCE_END = re.compile(r"[.?!…。？！]['\"’”)\]]*$")
 _CLAUSE_END = re.compile(r"[,;:、，；：]['\"’”)\]]*$")
 _SPOKEN = re.compile(r"\w")
@@ -214,6 +220,7 @@ def heard_lines(transcript: Transcript, speech: SpeechMap, language: str | None 
         run.append(word)
     if run:
         runs.append(run)
+    runs = [part for run in runs for part in _unvoiced_apart(run, speech)]
     pieces = [part for run in runs for part in _shorten(run, speech)]
     # Where each line may end and the next begin: at the next line's first word, when voice activity hears the pause
     # between them; else (a loud bed, a quick reply: one region of "speech" over both) at the quietest moment
@@ -398,6 +405,34 @@ def _pause(speech: SpeechMap, before: Word, after: Word) -> float:
     middles, whichever is longer (a word's time often runs over the pause that follows it)."""
     a, b = (before.start + before.end) / 2, (after.start + after.end) / 2
     return max(after.start - before.end, (b - a) - speech.speech_seconds(a, b), 0.0)
+
+
+def _unvoiced_apart(words: list[Word], speech: SpeechMap) -> list[list[Word]]:
+    """The run cut before and after each stretch of its words that voice activity does not hear (see UNVOICED)."""
+
+    def voiced(word: Word) -> bool:
+        middle, half = (word.start + word.end) / 2, max(word.end - word.start, UNVOICED_WORD) / 2
+        return speech.speech_seconds(middle - half, middle + half) >= UNVOICED_SHARE * 2 * half
+
+    kinds = [voiced(word) for word in words]
+    parts, start = [], 0
+    for k in range(1, len(words) + 1):
+        if k < len(words) and kinds[k] == kinds[start]:
+            continue
+        parts.append((kinds[start], words[start:k]))
+        start = k
+    cut, run = [], []
+    for heard, part in parts:
+        if not heard and part[-1].end - part[0].start >= UNVOICED and len(parts) > 1:
+            if run:
+                cut.append(run)
+            cut.append(part)
+            run = []
+        else:
+            run += part
+    if run:
+        cut.append(run)
+    return cut
 
 
 def _shorten(words: list[Word], speech: SpeechMap) -> list[list[Word]]:

@@ -45,6 +45,12 @@ from omnidub.source.speakers import PLACED
 # A line of an unlabelled original grouped with less confidence than this (two groups close), or placed as a guess
 # (spoken over another line, or apart from a line of its group), is unsure of its voice.
 SURE = 0.9
+# A short line (under BOTH_SHORT s of speech) that is two voices at once for this share of it or more (by the overlap
+# model) is unsure of its voice: its embedding is of both ("don't worry about it. I", 0.9 s heard as the next voice
+# starts, was grouped with that voice surely and cloned from its clip). A longer line's embedding is still mostly
+# its own voice, and the overlap model marks most of a reverberant voice's long lines (a stairwell's, 80 %).
+BOTH_MOST = 0.5
+BOTH_SHORT = 2.0
 # A line's own speech of at least this long (OmniVoice distorts under it) may voice it alone.
 OWN_ALONE = 1.0
 # Own speech of at least this much is worth padding with the speaker's nearest clean speech, up to LINE_FLOOR.
@@ -119,6 +125,10 @@ def grouping_doubt(analysis: Analysis, index: int) -> str | None:
         return None
     if "too little speech to embed" in line.note:
         return f"its voice is a guess: {line.note}"
+    voiced = analysis.voiced.get(index)
+    both = _two_voices_share(analysis, index)
+    if both >= BOTH_MOST and voiced is not None and voiced[1] - voiced[0] < BOTH_SHORT:
+        return f"its voice is unsure: {both:.0%} of its speech is two voices at once"
     calibration = analysis.calibration.get(line.speaker)
     if PLACED in line.note and line.similarity is None:
         return f"its voice is a guess: {line.note}, with no speech of its own to compare"
@@ -135,6 +145,15 @@ def grouping_doubt(analysis: Analysis, index: int) -> str | None:
             f"{line.nearest} ({line.confidence:.0%} sure)" + (f"; {line.note}" if "a guess" in line.note else "")
         )
     return None
+
+
+def _two_voices_share(analysis: Analysis, index: int) -> float:
+    """The share of the line's speech where the overlap model hears two voices at once."""
+    voiced = analysis.voiced.get(index)
+    if voiced is None or voiced[1] <= voiced[0]:
+        return 0.0
+    a, b = voiced
+    return sum(max(0.0, min(b, y) - max(a, x)) for x, y in analysis.overlapped) / (b - a)
 
 
 def grouping_guess(analysis: Analysis, index: int) -> str:
