@@ -353,6 +353,7 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
         ("Great, now what?", "Grande, agora o quê?", "Ótimo, e agora?"),
         ("I'll call you back.", "Eu vou te chamar de volta.", "Eu te ligo de volta."),
         ("We ran out of milk.", "Nós corremos fora de leite.", "Acabou o leite."),
+        ("The baby threw up on my shirt.", "O bebê jogou na minha camisa.", "O bebê vomitou na minha camisa."),
     ],
 )
 def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(source, literal, faithful):
@@ -470,6 +471,7 @@ def test_each_check_catches_the_line_built_to_break_it(source, text, flag):
         ("He stepped out.", "Ele saiu para fora."),
         ("He ran out of the room.", "Ele correu para fora da sala."),
         ("Add a pinch of salt.", "Adicione uma pitada de sal."),
+        ("Throw up the ball and catch it.", "Jogue a bola e pegue-a."),
         ("Night, Leroy.", "Boa noite, Leroy."),
     ],
 )

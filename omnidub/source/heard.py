@@ -58,9 +58,9 @@ CHANGE_PASSES = 3
 # Speech heard with no words written for it, this long or more and this far from every line, is a line of its own.
 UNHEARD = 0.5
 UNHEARD_GAP = 0.1
-# Words voice activity does not hear under (under UNVOICED_SHARE of their time, each taken as UNVOICED_WORD s at least)
-# for UNVOICED s or more are a line of their own: a whisper under the bed, heard by the ASR and run into the next voice's
-# sentence ("over there, quickly, turn left at the...", the whisperer's words then cloned in that voice).
+# Words voice activity does not hear under (under UNVOICED_SHARE of their time, each taken as UNVOICED_WORD s at
+# least) for UNVOICED s or more are a line of their own: a whisper under the bed, heard by the ASR and run into the
+# next voice's sentence ("over there, quickly, turn left at the...", the whisperer's words then cloned in that voice).
 UNVOICED = 0.5
 UNVOICED_SHARE = 0.2
 UNVOICED_WORD = 0.2
