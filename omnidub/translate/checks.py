@@ -391,6 +391,9 @@ class Checker:
         direction = _particle_as_direction(source, text, self.pair)
         if direction:
             found.append(("meaning", direction))
+        hour = _hour_as_wait(source, text, self.pair)
+        if hour:
+            found.append(("meaning", hour))
         trap = self._literal_sense(source, text)
         if trap:
             found.append(("meaning", trap))
@@ -745,6 +748,26 @@ def _particle_as_direction(source: str, text: str, pair) -> str | None:
             phrase, direction = clause[found.start(1) :], _DIRECTION[particle]
             return f"'{phrase}' said as a direction ('{direction}'): a phrasal verb, not a place"
     return None
+
+
+_AT_HOUR = re.compile(
+    r"\bat (?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\d{1,2}(?::\d\d)?)\b"
+    r"(?! (?:of|in|per|percent|years?|dollars?|euros?|pounds?|people|times|miles|metres|meters|feet|degrees)\b)"
+)
+_EM_HOUR = re.compile(
+    r"(?<!\w)em (?:uma|duas|dois|tr[eê]s|quatro|cinco|seis|sete|oito|nove|dez|onze|doze|\d{1,2}(?::\d\d)?)(?!\w)"
+    r"(?! (?:minutos?|horas?|dias?|semanas?|meses|m[eê]s|anos?|segundos?)\b)"
+)
+
+
+def _hour_as_wait(source: str, text: str, pair) -> str | None:
+    """An hour of the original ("at ten") said as a wait ("em dez": in ten minutes), not as a time (às dez)."""
+    if (pair.source, pair.target) != ("en", "pt"):
+        return None
+    said, written = _AT_HOUR.search(source.casefold()), _EM_HOUR.search(text.casefold())
+    if said is None or written is None:
+        return None
+    return f"'{said.group(0)}' said as '{written.group(0)}': in so many minutes, not at that hour"
 
 
 def _unfinished(text: str, language: str) -> str | None:
