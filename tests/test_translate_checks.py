@@ -354,6 +354,7 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
         ("I'll call you back.", "Eu vou te chamar de volta.", "Eu te ligo de volta."),
         ("We ran out of milk.", "Nós corremos fora de leite.", "Acabou o leite."),
         ("The baby threw up on my shirt.", "O bebê jogou na minha camisa.", "O bebê vomitou na minha camisa."),
+        ("She looks up to her brother.", "Ela olha para o irmão.", "Ela admira o irmão."),
     ],
 )
 def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(source, literal, faithful):
@@ -474,6 +475,7 @@ def test_each_check_catches_the_line_built_to_break_it(source, text, flag):
         ("Add a pinch of salt.", "Adicione uma pitada de sal."),
         ("Throw up the ball and catch it.", "Jogue a bola e pegue-a."),
         ("Meet me at eight.", "Encontre-me às oito."),
+        ("Look up to the sky.", "Olhe para o céu."),
         ("I'll be there in ten.", "Estarei lá em dez."),
         ("Night, Leroy.", "Boa noite, Leroy."),
     ],
