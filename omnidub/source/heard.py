@@ -12,6 +12,7 @@ import json
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
+from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -414,13 +415,7 @@ def _unvoiced_apart(words: list[Word], speech: SpeechMap) -> list[list[Word]]:
         middle, half = (word.start + word.end) / 2, max(word.end - word.start, UNVOICED_WORD) / 2
         return speech.speech_seconds(middle - half, middle + half) >= UNVOICED_SHARE * 2 * half
 
-    kinds = [voiced(word) for word in words]
-    parts, start = [], 0
-    for k in range(1, len(words) + 1):
-        if k < len(words) and kinds[k] == kinds[start]:
-            continue
-        parts.append((kinds[start], words[start:k]))
-        start = k
+    parts = [(heard, list(same)) for heard, same in groupby(words, key=voiced)]
     cut, run = [], []
     for heard, part in parts:
         if not heard and part[-1].end - part[0].start >= UNVOICED and len(parts) > 1:

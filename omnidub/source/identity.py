@@ -324,6 +324,15 @@ def _in_time_order(parts: list, texts: list) -> tuple[list, list]:
     return [parts[k] for k in order], [texts[k] for k in order]
 
 
+def _surely_placed(analysis: Analysis, index: int) -> bool:
+    """Whether the line's voice is sure: not spoken over another line, its group neither unsure nor a guess."""
+    return (
+        spoken_over(analysis, index) is None
+        and not grouping_doubt(analysis, index)
+        and not grouping_guess(analysis, index)
+    )
+
+
 def _padding(analysis: Analysis, index: int, encoder, usable: dict[int, LineClip], kept: dict | None) -> list[tuple]:
     """The (line, start, end, words) speech a line's own may be padded with: its speaker's usable own clips and,
     without subtitles, the own speech of its speaker's other lines heard whose group is sure (a sentence the ASR
@@ -345,7 +354,7 @@ def _padding(analysis: Analysis, index: int, encoder, usable: dict[int, LineClip
         # The nearest PAD_LINES only: an episode's far lines are not each cut and heard for one short line.
         for line in sorted(theirs, key=lambda line: abs((line.start + line.end) / 2 - middle))[:PAD_LINES]:
             j = line.index
-            if spoken_over(analysis, j) is not None or grouping_doubt(analysis, j) or grouping_guess(analysis, j):
+            if not _surely_placed(analysis, j):
                 continue
             piece = own_speech(analysis, j, encoder, kept)
             if piece is not None:
@@ -377,9 +386,7 @@ def sentence_rest(
             here, there = order[k], order[k + step]
             gap = there.start - here.end if step > 0 else here.start - there.end
             j = there.index
-            if analysis.speakers[j] != speaker or gap > SENTENCE_GAP or spoken_over(analysis, j) is not None:
-                break
-            if grouping_doubt(analysis, j) or grouping_guess(analysis, j):
+            if analysis.speakers[j] != speaker or gap > SENTENCE_GAP or not _surely_placed(analysis, j):
                 break
             run.append((abs(k + step - at), j))
             k += step
