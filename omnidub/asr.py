@@ -19,6 +19,9 @@ WHISPER_RATE = 16000
 # stretch is decoded again with a beam this wide.
 LOOPING = 2.4
 BEAM = 5
+# A segment saying again what the one before it said, in this many words or more, is a loop across segments (a
+# sentence said once, its copies laid over the next voices' speech); its stretch is decoded again alone.
+REPEATED_WORDS = 3
 
 # Names and ISO 639-2/3 codes people write for a language, to the code Whisper knows it by.
 _LANGUAGE_ALIASES = {
@@ -370,14 +373,18 @@ class Asr:
         return Transcript(text=text, language=info.language, words=tuple(words), segment_starts=tuple(starts))
 
     def _without_loops(self, model, samples, segments: list, language, word_timestamps: bool, vad: bool) -> list:
-        """Greedy decoding under music can loop ("Marie-Marie-Marie..." over 30 s of dialogue, tiny.en under a bed
-        16 dB down): the stretch of every segment whose text compresses over LOOPING times (faster-whisper's own
-        threshold for a failed decode) is decoded again with a beam of BEAM, still without sampling, and taken when
-        it loops less."""
-        looping = [s for s in segments if s.compression > LOOPING]
-        for bad in looping:
-            a, b = int(bad.start * WHISPER_RATE), int(bad.end * WHISPER_RATE)
-            again, _ = model.transcribe(
+        """Greedy decoding under music can loop, inside a segment ("Marie-Marie-Marie..." over 30 s of dialogue,
+        tiny.en under a bed 16 dB down) or across segments (one sentence said four times over 11 s of three voices,
+        Whisper base under jazz). The stretch of every segment whose text compresses over LOOPING times
+        (faster-whisper's own threshold for a failed decode), and of every run of copies of the segment before them,
+        is decoded again alone with a beam of BEAM, still without sampling: a segment is taken again when it loops
+        less; a run of copies is taken again when heard alone it says something else, and where that loops too it
+        is left without words (a line heard with no words: the dub names it, and the editor can write them). Copies
+        heard again as the same words are kept: the audio says them twice."""
+
+        def again(start: float, end: float) -> list:
+            a, b = int(start * WHISPER_RATE), int(end * WHISPER_RATE)
+            found, _ = model.transcribe(
                 samples[a:b],
                 language=language,
                 beam_size=BEAM,
@@ -386,11 +393,33 @@ class Asr:
                 condition_on_previous_text=False,
                 word_timestamps=word_timestamps,
             )
-            redone = [_Said.of(s, bad.start) for s in again]
+            return [_Said.of(s, start) for s in found]
+
+        for bad in [s for s in segments if s.compression > LOOPING]:
+            redone = again(bad.start, bad.end)
             if redone and max(s.compression for s in redone) < bad.compression:
                 k = segments.index(bad)
                 segments[k : k + 1] = redone
+        k = 1
+        while k < len(segments):
+            said, end = _said(segments[k - 1].text), k
+            while len(said) >= REPEATED_WORDS and end < len(segments) and _said(segments[end].text) == said:
+                end += 1
+            if end == k:
+                k += 1
+                continue
+            redone = [s for s in again(segments[k].start, segments[end - 1].end) if s.text and s.compression <= LOOPING]
+            if not redone or any(_said(s.text) != said for s in redone):
+                segments[k:end] = redone
+                k += len(redone)
+            else:
+                k = end
         return segments
+
+
+def _said(text: str) -> tuple[str, ...]:
+    """A segment's words, for telling a copy: lower case, without punctuation."""
+    return tuple(w for w in (w.strip(".,!?;:\"'…-").lower() for w in text.split()) if w)
 
 
 @dataclass(frozen=True)

@@ -160,3 +160,66 @@ def test_a_decoding_loop_is_decoded_again_with_a_beam_and_its_times_kept():
     assert found.text == "Turn left at the church. The road."
     assert [w.text for w in found.words] == ["Turn", "church.", "The", "road."]
     assert found.words[1].start == 1.5 and found.segment_starts == (0, 2)
+
+
+COPY = "The concert was cancelled."
+
+
+@pytest.mark.parametrize(
+    "heard_alone, words",
+    [
+        # Heard alone, the copies' stretch says what it says: taken, with its own times.
+        (
+            [("Bring warm clothes.", 1.1, [("Bring", 3.2, 3.5), ("clothes.", 4.0, 4.6)])],
+            [("The", 0.1), ("cancelled.", 2.0), ("Bring", 3.2), ("clothes.", 4.0)],
+        ),
+        # Heard alone it loops: left without words (the dub names such a stretch), not the copies laid over it.
+        (
+            [("See you later, see you later, see you later.", 9.0, [("See", 3.1, 3.3)])],
+            [("The", 0.1), ("cancelled.", 2.0)],
+        ),
+        # Heard alone it says the same again: the audio says it twice, and the copies are kept as they were.
+        (
+            [("the concert was cancelled!", 1.1, [("the", 3.1, 3.3), ("cancelled!", 4.0, 4.5)])],
+            [("The", 0.1), ("cancelled.", 2.0), ("The", 3.0), ("cancelled.", 3.6), ("THE", 4.0), ("CANCELLED.", 4.6)],
+        ),
+    ],
+)
+def test_a_sentence_laid_again_over_the_next_voices_is_decoded_again_alone(heard_alone, words):
+    # Whisper base under jazz said one sentence four times over 11 s of three voices, each copy a segment of its own
+    # (none compresses over the loop threshold): the copies' times laid that sentence over other voices' speech.
+    # The copies' stretch alone is decoded again, with a beam; the first saying is kept as it was.
+    from types import SimpleNamespace
+
+    from omnidub.asr import BEAM, Asr
+
+    def segment(start, end, text, ratio, words):
+        said = [SimpleNamespace(word=f" {w}", start=a, end=b) for w, a, b in words]
+        return SimpleNamespace(start=start, end=end, text=f" {text}", compression_ratio=ratio, words=said)
+
+    calls = []
+
+    class Model:
+        def transcribe(self, samples, **options):
+            calls.append((samples.size, options["beam_size"]))
+            if len(calls) == 1:
+                return iter(
+                    [
+                        segment(0.0, 3.0, COPY, 1.2, [("The", 0.1, 0.3), ("cancelled.", 2.0, 2.8)]),
+                        segment(3.0, 4.0, COPY, 1.2, [("The", 3.0, 3.2), ("cancelled.", 3.6, 3.9)]),
+                        segment(4.0, 5.0, COPY.upper(), 1.2, [("THE", 4.0, 4.2), ("CANCELLED.", 4.6, 4.9)]),
+                        segment(5.0, 6.0, "Ready?", 1.0, [("Ready?", 5.2, 5.6)]),
+                        segment(6.0, 7.0, "Ready?", 1.0, [("Ready?", 6.2, 6.6)]),  # too few words to be a loop
+                    ]
+                ), SimpleNamespace(language="en")
+            # The stretch alone: its times from the stretch's start (3 s into the clip).
+            return iter(
+                segment(0.0, 2.0, text, ratio, [(w, a - 3.0, b - 3.0) for w, a, b in said])
+                for text, ratio, said in heard_alone
+            ), SimpleNamespace(language="en")
+
+    asr = Asr("tiny.en", "cpu")
+    asr._model = Model()
+    found = asr.transcribe(np.zeros(16000 * 7, np.float32), 16000, "en", word_timestamps=True)
+    assert calls == [(16000 * 7, 1), (16000 * 2, BEAM)]  # only the copies' 2 s again
+    assert [(w.text, round(w.start, 2)) for w in found.words] == [*words, ("Ready?", 5.2), ("Ready?", 6.2)]

@@ -2,7 +2,7 @@
 voice, one in a stairwell, a whisperer 10 dB under, back-channels over the other voice, full-level overlaps, a
 dialogue-dash cue of two voices, laughter and a cough inside lines, a jazz bed), judged against the generator's
 truth per dubbed line: the reference each line of the dub (the scene's own cues) is cloned from, with labelled
-subtitles, unlabelled ones, and none (heard with --asr-model; English only).
+subtitles, unlabelled ones, and none (heard with --asr-model; the Spanish scenes only with a multilingual one).
 
 Per condition: every character voiced (no line of it left without a reference), voices found, lines grouped right,
 references holding more than 0.1 s of another voice (and the seconds), references that are another character
@@ -133,10 +133,11 @@ def measure(film, encoder, asr, conditions=CONDITIONS) -> dict:
         result["labelled"] = _labelled(film, audio, encoder)
     if "unlabelled" in conditions:
         result["unlabelled"] = _unlabelled(film, audio, encoder)
-    if asr is not None and film.truth.get("language", "en") == "en":
+    language = film.truth.get("language", "en")
+    if asr is not None and asr.hears(language):
         from omnidub.source.heard import at_cues, hear_source
 
-        heard = hear_source(audio, asr, source=film.audio)
+        heard = hear_source(audio, asr, source=film.audio, language=language)
         dub = read_script(film.unlabelled)
         for condition, lines in (("none", heard), ("cues", at_cues(heard, dub))):
             if condition not in conditions:
@@ -229,7 +230,9 @@ def main() -> None:
     parser.add_argument("--first-seed", type=int, default=0)
     parser.add_argument("--languages", default="en,es")
     parser.add_argument("--bed", type=float, default=8.0)
-    parser.add_argument("--asr-model", help="hear the English scenes without subtitles too")
+    parser.add_argument(
+        "--asr-model", help="hear the scenes without subtitles too (the Spanish ones only with a multilingual model)"
+    )
     parser.add_argument("--conditions", default=",".join(CONDITIONS), help="of " + ", ".join(CONDITIONS))
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
