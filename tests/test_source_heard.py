@@ -363,6 +363,27 @@ def test_the_lines_heard_are_cut_at_the_dubs_cues_where_the_asr_ran_two_voices_i
     assert at_cues(heard, read_script(plain)) is heard
 
 
+def test_a_dialogue_dash_cue_s_lines_at_the_dubs_cues_are_two_voices_parted_at_their_pause(tmp_path):
+    from omnidub.asr import Transcript, Word
+    from omnidub.source.analysis import apart_lines
+    from omnidub.source.heard import Heard, at_cues, heard_lines
+
+    # "- ¿Listo?\n- Sí." in one cue: the cue's time shared by length puts the line change well after the pause heard
+    # between them (1.05-1.25 s), so "¿Listo?"'s line would hold the start of the other voice's "Sí.", and the two
+    # lines would be grouped as one voice. Parted at the pause, each holds its own speech; the cue says they are two.
+    said = [("¿Listo?", 0.5, 1.0), ("Sí.", 1.3, 2.3)]
+    transcript = Transcript("", "es", tuple(Word(*w) for w in said), (0,))
+    speech = speech_map([(0.45, 1.05), (1.25, 2.35)], 3.0)
+    heard = Heard(transcript, heard_lines(transcript, speech, "es"), speech)
+    dub = tmp_path / "dub.srt"
+    dub.write_text("1\n00:00:00,400 --> 00:00:02,400\n- ¿Listo?\n- Sí.\n\n", encoding="utf-8")
+    cues = read_script(dub)
+    assert cues.lines[0].end > 1.4  # shared by length
+    cut = at_cues(heard, cues).original
+    assert [(line.text, line.start, line.end) for line in cut.lines] == [("¿Listo?", 0.4, 1.15), ("Sí.", 1.15, 2.4)]
+    assert "dialogue-dash" in apart_lines(cut)[(1, 2)]
+
+
 def test_lines_at_cues_hold_the_words_in_each_cue_and_keep_every_line_heard_outside_them():
     """At an episode's size, against the plain definition: each cue's words are those whose middle lies in it, and a
     line heard is kept when no cue shares any time with it (cues that overlap or touch, lines over several)."""

@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -28,7 +28,7 @@ from omnidub.source.speech import SpeechMap, check_some_speech, find_speech
 if TYPE_CHECKING:
     from omnidub.source.analysis import Analysis
 
-VERSION = 2  # of the kept transcription: a new one transcribes every source again
+VERSION = 3  # of the kept transcription: a new one transcribes every source again
 ORIGINAL_SUFFIX = ".original.srt"
 # A line ends where a sentence does (the ASR's punctuation), where a Whisper segment does, and at any pause this
 # long. On the films (tests/films.py) one voice's pauses inside a sentence (commas) last 0.2-0.45 s, and the
@@ -274,9 +274,11 @@ def at_cues(heard: Heard, cues: Script) -> Heard:
     into one line or wrote nothing for one), and the lines heard outside every cue kept. A cue with no word heard
     in it says NO_WORDS, grouped by its voice and never a clip. Each cue is one turn, as a subtitle's is: its line
     is not cut again where a voice seems to change (on the scenes, cutting them again put 2 of 46 lines' clips in
-    another character's voice; see docs/source.md)."""
-    from omnidub.source.analysis import NO_WORDS
+    another character's voice; see docs/source.md). A dialogue-dash cue's lines ("- ¿Listo?\n- Sí.") are parted at
+    the pause heard between them, and stay the lines of one dash cue: two voices, never grouped as one."""
+    from omnidub.source.analysis import NO_WORDS, dash_lines_at_pause
 
+    cues = dash_lines_at_pause(cues, heard.speech)
     timed = sorted((line for line in cues.lines if line.end > line.start), key=lambda line: (line.start, line.end))
     if not (cues.timed and timed):
         return heard
@@ -288,7 +290,7 @@ def at_cues(heard: Heard, cues: Script) -> Heard:
     for line in timed:
         inside = order[bisect.bisect_left(middles, line.start) : bisect.bisect_left(middles, line.end)]
         mine = [words[k] for k in sorted(inside)]  # in the order they were heard
-        spans.append((line.start, line.end, _joined(mine) if mine else NO_WORDS))
+        spans.append((line.start, line.end, _joined(mine) if mine else NO_WORDS, line.where))
     covered = []  # the time the cues cover, as disjoint spans in order
     for line in timed:
         if covered and line.start < covered[-1][1]:
@@ -299,9 +301,12 @@ def at_cues(heard: Heard, cues: Script) -> Heard:
     for line in heard.original.lines:  # a line heard in no cue: kept, for the grouping
         k = bisect.bisect_right(ends, line.start)
         if k == len(covered) or covered[k][0] >= line.end:
-            spans.append((line.start, line.end, line.text))
+            spans.append((line.start, line.end, line.text, ""))
     spans.sort()
-    lines = tuple(heard_line(k, text, s, e, language) for k, (s, e, text) in enumerate(spans, 1))
+    lines = tuple(
+        replace(heard_line(k, text, s, e, language), where=cue) if cue else heard_line(k, text, s, e, language)
+        for k, (s, e, text, cue) in enumerate(spans, 1)
+    )
     return Heard(heard.transcript, Script(lines, (), (), True), heard.speech, cued=True)
 
 
