@@ -506,3 +506,33 @@ def test_a_line_whose_own_speech_heard_alone_is_nearer_another_voice_s_clip_is_d
     alone = (axis[0] + 3 * axis[1]) / np.sqrt(10)
     why = clip_doubt(analysis, 1, clips, alone)
     assert why.startswith("its own speech heard alone is nearer B's clip (0.99) than A's (0.32)"), why
+
+
+def test_a_line_of_a_group_that_may_be_two_voices_alike_is_voiced_only_from_its_own_speech(tmp_path):
+    # Unlabelled, A's lines are one group said to be perhaps two voices alike (Whisper base heard a Spanish scene's
+    # two women so): that group's clip may be the other voice, so a line of it is never cloned from the group's
+    # clip nor padded with the group's other speech. A 1.2 s line is voiced from its own speech alone, flagged with
+    # the doubt; a 0.5 s one, too little to voice alone, is not rendered, and says why.
+    from unittest import mock
+
+    from omnidub.source import analysis as module
+
+    def alike(order, *args, **kwargs):
+        grouping = group_lines(order, *args, **kwargs)
+        return replace(grouping, doubts=dict.fromkeys((1, 4), "S1 may be two voices alike: its lines 1 and 4"))
+
+    group_lines = module.group_lines
+    said = TURNS + [("A", 23.0, 24.2), ("A", 25.5, 26.0)]
+    cues = TURNS + [("A", 23.0, 24.2, "Not now, later."), ("A", 25.5, 26.0, "Fine.")]
+    plain = run(tmp_path, said, cues, 27.0, labelled=False)
+    with mock.patch.object(module, "group_lines", alike):
+        found = run(tmp_path, said, cues, 27.0, labelled=False)
+    dub = script(cues, labelled=False)
+    before = {r.index: r for r in plain.references(dub)}
+    after = {r.index: r for r in found.references(dub)}
+    assert found.analysis.speakers[7] == found.analysis.speakers[1] and 7 not in found.analysis.grouping.doubts
+    assert before[7].kind == "speaker" or len(parts(before[7])) > 1  # before: the group's clip, or padded from it
+    assert after[7].kind == "line" and parts(after[7]) == ((23.0, 24.2),) and after[7].own_only, after[7]
+    assert "may be two voices alike" in after[7].review
+    assert after[8].kind == "none" and "may be two voices alike" in after[8].fallback
+    assert after[1].kind == "line" and after[1].start < 5.0  # a line whose own clip is clean keeps it

@@ -144,7 +144,11 @@ def grouping_doubt(analysis: Analysis, index: int) -> str | None:
             f"its voice is unsure: {line.similarity:.2f} like {line.speaker}, {line.nearest_similarity:.2f} like "
             f"{line.nearest} ({line.confidence:.0%} sure)" + (f"; {line.note}" if "a guess" in line.note else "")
         )
-    return None
+    # Its group may be two voices alike: the group's clip may be the other one's, so only its own speech voices it.
+    doubts = analysis.grouping.doubts
+    return doubts.get(index) or next(
+        (why for j, why in doubts.items() if analysis.speakers.get(j) == line.speaker), None
+    )
 
 
 def _two_voices_share(analysis: Analysis, index: int) -> float:
