@@ -194,6 +194,18 @@ _PT_PT_GRAMMAR = re.compile(
 )
 # Interjections every language writes the same way: never "untranslated".
 _SHARED = {"ok", "okay", "oh", "ah", "ahh", "uh", "um", "hmm", "huh", "eh", "ha", "wow", "hey", "bye", "no", "sim"}
+# English words everyday Brazilian Portuguese says as they are and pyspellchecker's Portuguese list lacks: left in a
+# translation, they are understood ("Há pizza no freezer."). Words English also uses otherwise ("set", "look", "hit",
+# "cool", "light", "pop", "drink", "pet") are not here: left in, they may be the engine's failure ("Pop o capô").
+_LOANWORDS = {
+    "pt": frozenset(
+        "app bike blazer blog blues briefing brownie camping check-in check-out cheeseburger cookie cookies "
+        "cupcake delivery deluxe dj fast-food feedback fitness freelancer freezer funk game geek golf hacker "
+        "hamburger hobby hockey hot-dog laptop login milk-shake mouse muffin nerd outdoor outlet playground "
+        "playlist rugby selfie sexy shampoo shorts smartphone snowboard spam strike sundae tablet videogame "
+        "wi-fi wifi youtuber".split()
+    )
+}
 
 
 @dataclass(frozen=True)
@@ -467,7 +479,10 @@ class Checker:
         carried = [
             w
             for w in _WORD.findall(text)
-            if w.casefold() in source_words and w.casefold() not in kept and w.casefold() not in _SHARED
+            if w.casefold() in source_words
+            and w.casefold() not in kept
+            and w.casefold() not in _SHARED
+            and w.casefold() not in _LOANWORDS.get(self.pair.target, ())
         ]
         if not carried:
             return None
@@ -715,6 +730,13 @@ _DANGLING = {
 }
 
 
+# Prepositions a Portuguese clause does not end on, met before a comma ("Vá em, será divertido."): the phrase was cut
+# short. "Para," is left out: it is also "stop!".
+_CUT_BEFORE_COMMA = {
+    "pt": re.compile(r"(?<!\w)(?:de|do|da|dos|das|em|no|na|nos|nas|com|pelo|pela|sem|ao) ?,"),
+}
+
+
 def _past_as_present(source: str, text: str, pair) -> str | None:
     """English asking or denying about the past with "did", its Portuguese verb in the present (see _DID)."""
     if (pair.source, pair.target) != ("en", "pt"):
@@ -750,27 +772,33 @@ def _particle_as_direction(source: str, text: str, pair) -> str | None:
     return None
 
 
+_HOURS_EN = r"(?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\d{1,2}(?::\d\d)?)"
+_HOURS_PT = r"(?:uma|duas|dois|tr[eê]s|quatro|cinco|seis|sete|oito|nove|dez|onze|doze|\d{1,2}(?::\d\d)?)"
 _AT_HOUR = re.compile(
-    r"\bat (?:one|two|three|four|five|six|seven|eight|nine|ten|eleven|twelve|\d{1,2}(?::\d\d)?)\b"
+    rf"\b(?:at|(?<!\bup )(?<!\bdown )(?<!\bahead )(?<!\bbehind )by|until|till) {_HOURS_EN}\b"
     r"(?! (?:of|in|per|percent|years?|dollars?|euros?|pounds?|people|times|miles|metres|meters|feet|degrees)\b)"
 )
 _EM_HOUR = re.compile(
-    r"(?<!\w)em (?:uma|duas|dois|tr[eê]s|quatro|cinco|seis|sete|oito|nove|dez|onze|doze|\d{1,2}(?::\d\d)?)(?!\w)"
-    r"(?! (?:minutos?|horas?|dias?|semanas?|meses|m[eê]s|anos?|segundos?)\b)"
+    rf"(?<!\w)(?:em|por) {_HOURS_PT}(?!\w)(?! (?:minutos?|horas?|dias?|semanas?|meses|m[eê]s|anos?|segundos?)\b)"
 )
 
 
 def _hour_as_wait(source: str, text: str, pair) -> str | None:
-    """An hour of the original ("at ten") said as a wait ("em dez": in ten minutes), not as a time (às dez)."""
+    """An hour of the original ("at ten", "by eight") said as a wait or a count ("em dez": in ten minutes; "por
+    oito": for eight), not as a time (às dez, até as oito)."""
     if (pair.source, pair.target) != ("en", "pt"):
         return None
     said, written = _AT_HOUR.search(source.casefold()), _EM_HOUR.search(text.casefold())
     if said is None or written is None:
         return None
-    return f"'{said.group(0)}' said as '{written.group(0)}': in so many minutes, not at that hour"
+    return f"'{said.group(0)}' said as '{written.group(0)}': so many minutes or things, not that hour"
 
 
 def _unfinished(text: str, language: str) -> str | None:
+    cut = _CUT_BEFORE_COMMA.get(language)
+    found = cut.search(text.casefold()) if cut else None
+    if found:
+        return f"'{found.group(0)}' a phrase cut short before its comma"
     words = _WORD.findall(text.casefold())
     if len(words) < 2 or _QUESTION.search(text[-3:]) or text.rstrip().endswith(("…", "...", "-", "—")):
         return None
