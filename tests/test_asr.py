@@ -126,6 +126,14 @@ def test_an_argument_error_survives_pickling():
     assert str(copy) == "pass asr_model=PATH" and copy.naming("--asr-model ") == "pass --asr-model PATH"
 
 
+def decoded(start, end, text, ratio, words):
+    """A segment as faster-whisper decodes it: its words as (word, start, end)."""
+    from types import SimpleNamespace
+
+    said = [SimpleNamespace(word=f" {w}", start=a, end=b) for w, a, b in words]
+    return SimpleNamespace(start=start, end=end, text=f" {text}", compression_ratio=ratio, words=said)
+
+
 def test_a_decoding_loop_is_decoded_again_with_a_beam_and_its_times_kept():
     # Greedy decoding under a bed looped over one 30 s window ("Marie-Marie-..."): that stretch alone is decoded
     # again, with a beam and no sampling, and taken because it loops less; its words' times are the source's.
@@ -133,9 +141,7 @@ def test_a_decoding_loop_is_decoded_again_with_a_beam_and_its_times_kept():
 
     from omnidub.asr import BEAM, LOOPING, Asr
 
-    def segment(start, end, text, ratio, words):
-        said = [SimpleNamespace(word=f" {w}", start=a, end=b) for w, a, b in words]
-        return SimpleNamespace(start=start, end=end, text=f" {text}", compression_ratio=ratio, words=said)
+    segment = decoded
 
     calls = []
 
@@ -193,9 +199,7 @@ def test_a_sentence_laid_again_over_the_next_voices_is_decoded_again_alone(heard
 
     from omnidub.asr import BEAM, Asr
 
-    def segment(start, end, text, ratio, words):
-        said = [SimpleNamespace(word=f" {w}", start=a, end=b) for w, a, b in words]
-        return SimpleNamespace(start=start, end=end, text=f" {text}", compression_ratio=ratio, words=said)
+    segment = decoded
 
     calls = []
 
