@@ -11,7 +11,7 @@ import hashlib
 import json
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from itertools import groupby
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -303,10 +303,7 @@ def at_cues(heard: Heard, cues: Script) -> Heard:
         if k == len(covered) or covered[k][0] >= line.end:
             spans.append((line.start, line.end, line.text, ""))
     spans.sort()
-    lines = tuple(
-        replace(heard_line(k, text, s, e, language), where=cue) if cue else heard_line(k, text, s, e, language)
-        for k, (s, e, text, cue) in enumerate(spans, 1)
-    )
+    lines = tuple(heard_line(k, text, s, e, language, cue) for k, (s, e, text, cue) in enumerate(spans, 1))
     return Heard(heard.transcript, Script(lines, (), (), True), heard.speech, cued=True)
 
 
@@ -401,9 +398,10 @@ def _quietest(speech: SpeechMap, before: Word, after: Word) -> float:
     return (a + int(np.argmin(level))) * HOP
 
 
-def heard_line(index: int, text: str, start: float, end: float, language: str | None) -> Line:
-    """A line of the original as heard (unlabelled until its voice is grouped)."""
-    return Line(index, DEFAULT_SPEAKER, text, start, end, language, f"line {index} as heard")
+def heard_line(index: int, text: str, start: float, end: float, language: str | None, where: str = "") -> Line:
+    """A line of the original as heard (unlabelled until its voice is grouped); ``where``: the dub's cue it was cut
+    at, when it was."""
+    return Line(index, DEFAULT_SPEAKER, text, start, end, language, where or f"line {index} as heard")
 
 
 def _pause(speech: SpeechMap, before: Word, after: Word) -> float:
