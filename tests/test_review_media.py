@@ -126,6 +126,56 @@ def test_the_first_ten_approvals_are_answered_while_the_source_is_still_decoding
 
 @needs_chromium
 @pytest.mark.slow  # over 10 s on a first run (the source analysed)
+def test_an_original_whose_refusal_arrives_after_the_source_is_decoded_is_asked_for_again_and_plays(
+    sourced, tmp_path, browser, slow_decoding
+):
+    """A busy machine: the desk's 503 for line 4's original reaches the player only after the page heard that the
+    source is decoded. The page asks again and plays it, rather than waiting for a word already said."""
+    from playwright.sync_api import expect
+
+    gate, _ = slow_decoding
+    desk, url, _, stop = serve_copy(sourced, tmp_path)
+    said, ready = threading.Event(), desk.previews.on_ready
+
+    def on_ready(what):
+        ready(what)
+        if what == "all":
+            said.set()
+
+    desk.previews.on_ready = on_ready
+    held = []
+
+    def hold(route):
+        if held:
+            route.continue_()
+        else:
+            held.append(route)  # the first ask, answered below
+
+    try:
+        page = opened(browser, url)
+        page.route(re.compile(r"/own-original/4$"), hold)
+        rows(page).get_by_role("option", name=re.compile(r"^Line 4, ")).click()
+        page.get_by_role("listbox", name="Lines").focus()
+        page.keyboard.press("o")
+        for _ in range(400):
+            if held:
+                break
+            page.wait_for_timeout(50)
+        assert held, "the page never asked for line 4's original"
+        gate.set()
+        assert said.wait(120)
+        # An approval made after the desk said so: once the page shows it, it has had the word that went before.
+        page.keyboard.press("a")
+        expect(page.get_by_role("button", name="Approve line 4", exact=True)).to_have_attribute("aria-pressed", "true")
+        held[0].fulfill(status=503, headers={"Retry-After": "2"}, body="the source is being decoded\n")
+        expect(page.get_by_label("Original of line 4", exact=True)).to_have_js_property("paused", False)
+        page.close()
+    finally:
+        stop()
+
+
+@needs_chromium
+@pytest.mark.slow  # over 10 s on a first run (the source analysed)
 def test_an_own_original_and_a_context_are_served_in_byte_ranges_and_the_original_is_in_the_programme(
     sourced, tmp_path, browser
 ):

@@ -20,8 +20,8 @@
   const tracks = {dub: 1, original: 0, bed: 1};  // what the programme mixes in (1) or leaves out (0)
   // changes: lines changed here; waiting: the player asked to play before its audio was ready, and lastAsked:
   // the last player a key or button asked to play (start()), each by its name (a line's players are made again
-  // when the line changes): "#mix", or a player's label
-  let mixFrom = 0, changes = 0, waiting = null, lastAsked = null;
+  // when the line changes): "#mix", or a player's label; readied: how many times the desk said more is decoded
+  let mixFrom = 0, changes = 0, waiting = null, lastAsked = null, readied = 0;
 
   // -- helpers -------------------------------------------------------------------------------------------------
   function el(tag, attrs, ...children) {
@@ -1001,15 +1001,18 @@
     mix.addEventListener("loadedmetadata", () => { $("mix-length").textContent = seconds(mix.duration); }, {once: true});
   }
   function mediaReady() {
-    // The source and the bed are decoded: the players that asked before play now (one the editor played, again).
+    // The source or the bed is decoded: the players that asked before play now (one the editor played, again).
+    readied += 1;
     for (const audio of document.querySelectorAll("audio")) {
       if (audio.error) audio.load();
     }
-    // Only the last asked for: one asked since (heard at once, or waiting too) takes its place.
+    // Only the last asked for: one asked since (heard at once, or waiting too) takes its place. It is loaded
+    // again even without an error: its refusal may still be on its way.
     const wanted = waiting !== lastAsked ? null :
       waiting === "#mix" ? $("mix") : document.querySelector('audio[aria-label="' + waiting + '"]');
+    const label = waiting;
     waiting = null;
-    if (wanted) wanted.play().catch(() => {});
+    if (wanted) { wanted.load(); start(wanted, label === "#mix" ? "the programme" : label); }
   }
   function nameOf(audio) { return audio.id === "mix" ? "#mix" : audio.getAttribute("aria-label"); }
   function play(label) {
@@ -1020,9 +1023,13 @@
   function start(audio, label) {
     // Play; a player the server could not answer yet (the source or the bed still being decoded) is played once
     // the desk says they are ready, unless another was asked for since (one stopped for another waits for nothing).
+    // A refusal that comes after the desk said more is ready was for the audio before it: asked again at once.
     lastAsked = nameOf(audio);  // a player whose audio failed already is refused without a play event
+    const asked = readied;
     audio.play().catch((e) => {
-      if (state.media_ready || (e && e.name === "AbortError") || lastAsked !== nameOf(audio)) return;
+      if ((e && e.name === "AbortError") || lastAsked !== nameOf(audio)) return;
+      if (readied !== asked) { audio.load(); start(audio, label); return; }
+      if (state.media_ready) return;
       waiting = nameOf(audio);
       $("status").textContent = "the source is still being prepared: " + label + " plays once it is ready";
     });
@@ -1156,7 +1163,7 @@
       return;
     }
     showLost(false);
-    const first = state === null;
+    const first = state === null, unready = !first && !state.media_ready;
     state = fresh;
     byIndex = new Map(state.lines.map((l) => [l.index, l]));
     if (first) loadDrafts();
@@ -1175,6 +1182,7 @@
     detail();
     loadMix();
     applyPlayers();
+    if (unready && state.media_ready) mediaReady();  // the event said while the stream was away
     if (!drawn) {
       drawn = true;
       document.body.dataset.ready = "true";
