@@ -536,3 +536,54 @@ def test_a_line_of_a_group_that_may_be_two_voices_alike_is_voiced_only_from_its_
     assert "may be two voices alike" in after[7].review
     assert after[8].kind == "none" and "may be two voices alike" in after[8].fallback
     assert after[1].kind == "line" and after[1].start < 5.0  # a line whose own clip is clean keeps it
+
+
+def test_a_line_heard_whose_sentence_runs_on_into_another_voice_s_line_is_unsure_of_its_voice(tmp_path, monkeypatch):
+    # Without subtitles, Whisper base heard a Spanish turn's first words ("Yo quiero caminar que") spoken over the end
+    # of the line before, as a line of their own whose speech is mostly the voice before; the turn's rest ("espera
+    # roto a la luz de la noche.") was a line of the other voice. Grouped with the voice before, the short line was
+    # voiced from that voice's speech. Its sentence runs on into a line of another group: one of the two is grouped
+    # wrong, so neither is voiced from anything but its own speech, and one too short for that is named.
+    from omnidub.asr import Transcript, Word
+    from omnidub.source import identity
+    from omnidub.source.heard import Heard
+
+    rows = [
+        ("A", 0.5, 5.0, "We go there now, all of us together."),
+        ("B", 5.5, 8.5, "The road gets better after the bridge."),
+        ("C", 9.0, 12.0, "She wrote the whole report on the train."),
+        ("A", 12.5, 15.5, "The old lighthouse was closed for years"),
+        ("A", 15.6, 16.4, "I would rather walk than"),  # B's first words, heard as A's: A speaks over most of it
+        ("B", 16.4, 19.0, "wait another hour for the bus."),
+        ("C", 19.5, 22.5, "Could you pass me the notebook please?"),
+    ]
+    said = [row[:3] for row in rows if row[3] != "I would rather walk than"] + [("A", 15.6, 16.2), ("B", 16.2, 19.0)]
+    words = tuple(
+        Word(w, a + k * (b - a) / len(text.split()), a + (k + 0.9) * (b - a) / len(text.split()))
+        for _, a, b, text in rows
+        for k, w in enumerate(text.split())
+    )
+    regions = [(0.5, 5.0), (5.5, 8.5), (9.0, 12.0), (12.5, 15.5), (15.6, 19.0), (19.5, 22.5)]
+    speech = speech_map(regions, 24.0)
+    lines = script(rows, labelled=False)
+    audio = voices(tmp_path, said, 24.0)
+
+    def found():
+        heard = Heard(Transcript("", "en", words, (0,)), lines, speech)
+        result = extract_voices(
+            audio, lines, encoder=Levels(), asr=None, options=ExtractOptions(assess_lines=True), heard=heard
+        )
+        return result, {r.index: r for r in result.references(lines)}
+
+    with monkeypatch.context() as patched:
+        patched.setattr(identity, "run_on", lambda analysis, index: None)
+        plain, before = found()
+    assert plain.analysis.speakers[5] == plain.analysis.speakers[4] != plain.analysis.speakers[6]
+    assert before[5].kind != "none" and "A" in holds(said, parts(before[5])), before[5]  # voiced as A before
+    result, after = found()
+    assert after[5].kind == "none", after[5]
+    assert "its sentence runs on into line 6" in after[5].fallback
+    # The line it runs on into has a clean clip of its own, which voices it as before.
+    assert after[6].kind == before[6].kind == "line" and holds(said, parts(after[6])) == {"B"}, after[6]
+    # Lines whose sentences end where they do are as before.
+    assert {i: after[i].kind for i in (1, 2, 3, 7)} == {i: before[i].kind for i in (1, 2, 3, 7)}

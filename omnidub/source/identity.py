@@ -25,7 +25,7 @@ from dataclasses import replace
 import numpy as np
 
 from omnidub.asr import whisper_language
-from omnidub.source.analysis import Analysis
+from omnidub.source.analysis import NO_WORDS, Analysis
 from omnidub.source.audio import ANALYSIS_RATE
 from omnidub.source.clips import (
     FALLBACK_MARGIN,
@@ -72,6 +72,8 @@ ALONE_LEVEL = 0.1
 ALIKE_FLOOR = 0.5
 HEARD_ALONE = "its words heard in each part alone, raised to speech level (the whole track gave none), the ASR's guess"
 _SPOKEN = re.compile(r"\w")
+_SENTENCE_END = re.compile(r"[.!?…][\"'”’»)\]]*$")  # a sentence's end mark, a closing quote or bracket after it
+_LETTER = re.compile(r"[^\W\d_]")
 
 
 def embed_parts(analysis: Analysis, encoder, parts) -> np.ndarray | None:
@@ -144,11 +146,41 @@ def grouping_doubt(analysis: Analysis, index: int) -> str | None:
             f"its voice is unsure: {line.similarity:.2f} like {line.speaker}, {line.nearest_similarity:.2f} like "
             f"{line.nearest} ({line.confidence:.0%} sure)" + (f"; {line.note}" if "a guess" in line.note else "")
         )
+    runs = run_on(analysis, index)
+    if runs:
+        return runs
     # Its group may be two voices alike: the group's clip may be the other one's, so only its own speech voices it.
     doubts = analysis.grouping.doubts
     return doubts.get(index) or next(
         (why for j, why in doubts.items() if analysis.speakers.get(j) == line.speaker), None
     )
+
+
+def run_on(analysis: Analysis, index: int) -> str | None:
+    """Without subtitles, why a line heard is unsure of its voice when its sentence runs on into the line heard next
+    to it (or from the one before), which is grouped with another voice: the first ends on no end mark, the second
+    starts in lower case, under SENTENCE_GAP apart. One sentence is most often one voice, so one of the two is
+    grouped wrong (Whisper base heard a Spanish turn's first words, "Yo quiero caminar que", spoken over the end of
+    the line before, and the line went to that line's voice and was voiced from its speech); which one, the words
+    cannot tell. None otherwise."""
+    if not analysis.heard_lines:
+        return None
+    order = sorted(analysis.original.lines, key=lambda line: line.start)
+    at = next(k for k, line in enumerate(order) if line.index == index)
+    for first, second in zip(order[max(at - 1, 0) : at + 1], order[max(at - 1, 0) + 1 : at + 2]):
+        if analysis.speakers[first.index] == analysis.speakers[second.index] or second.start - first.end > SENTENCE_GAP:
+            continue
+        if NO_WORDS in (first.text, second.text) or _SENTENCE_END.search(first.text.strip()):
+            continue
+        letter = _LETTER.search(second.text)
+        if letter is None or not letter.group().islower():
+            continue
+        other, way = (second, "into") if first.index == index else (first, "from")
+        return (
+            f"its voice is unsure: its sentence runs on {way} line {other.index}, grouped with "
+            f"{analysis.speakers[other.index]} (one of the two is in the other's voice)"
+        )
+    return None
 
 
 def _two_voices_share(analysis: Analysis, index: int) -> float:
