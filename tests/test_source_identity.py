@@ -542,8 +542,9 @@ def test_a_line_heard_whose_sentence_runs_on_into_another_voice_s_line_is_unsure
     # Without subtitles, Whisper base heard a Spanish turn's first words ("Yo quiero caminar que") spoken over the end
     # of the line before, as a line of their own whose speech is mostly the voice before; the turn's rest ("espera
     # roto a la luz de la noche.") was a line of the other voice. Grouped with the voice before, the short line was
-    # voiced from that voice's speech. Its sentence runs on into a line of another group: one of the two is grouped
-    # wrong, so neither is voiced from anything but its own speech, and one too short for that is named.
+    # voiced from the rest of that voice's sentence. Its sentence runs on into a line of another group, so one of the
+    # two may be grouped wrong: with too little speech of its own, it is named and not rendered, never voiced from
+    # its group's other speech or clip.
     from omnidub.asr import Transcript, Word
     from omnidub.source import identity
     from omnidub.source.heard import Heard
