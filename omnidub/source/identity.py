@@ -154,16 +154,13 @@ def grouping_doubt(analysis: Analysis, index: int) -> str | None:
 
 
 def run_on(analysis: Analysis, index: int) -> str | None:
-    """Without subtitles, why a line heard may be in another voice when its sentence runs on into the line heard next
-    to it (or from the one before), which is grouped with another voice: the first ends on no end mark, the second
-    starts in lower case, under SENTENCE_GAP apart. One sentence is most often one voice, so one of the two may be
-    grouped wrong (Whisper base heard a Spanish turn's first words, "Yo quiero caminar que", spoken over the end of
-    the line before, and the line went to that line's voice and was voiced from the rest of its sentence); which
-    one, the words cannot tell. Only where that other voice is the one nearest the line after its own: a line
-    whose second guess is a third voice was grouped against the neighbour's voice firmly. On Whisper base's ten
-    scenes 12 of 48 lines running on so were grouped wrong, most of the rest at turns Whisper did not punctuate; of
-    the 11 with too little speech of their own (5 Whisper base heard, 6 tiny.en), the one grouped wrong and 3 of the
-    10 grouped right had the neighbour's voice second. None otherwise."""
+    """Without subtitles, why a line heard may be in another voice: its sentence runs on into the line heard next to
+    it (or from the one before), grouped with the voice nearest the line after its own. The first ends on no end
+    mark, the second starts in lower case, under SENTENCE_GAP apart; one sentence is most often one voice, so one of
+    the two may be grouped wrong, and the words cannot tell which (Whisper base heard a Spanish turn's first words,
+    "Yo quiero caminar que", spoken over the end of the line before, as a line of that voice). A line whose second
+    guess is a third voice was grouped against the neighbour's firmly. None otherwise (docs/source.md has what the
+    rule was measured on)."""
     if not analysis.heard_lines or analysis.grouping is None:
         return None
     nearest = next((g.nearest for g in analysis.grouping.lines if g.index == index), None)
