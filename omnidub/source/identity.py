@@ -118,11 +118,22 @@ def nearer_clip(own: np.ndarray, clips: dict[str, np.ndarray], speaker: str) -> 
     return (nearest, others[nearest]) if nearest is not None and others[nearest] > here else None
 
 
+def _grouped(analysis: Analysis, index: int):
+    """How an unlabelled line was grouped (its LineSpeaker), or None."""
+    return next((g for g in analysis.grouping.lines if g.index == index), None)
+
+
+def _lines_in_time(analysis: Analysis, index: int) -> tuple[list, int]:
+    """The original's lines in time order, and where line ``index`` is among them."""
+    order = sorted(analysis.original.lines, key=lambda line: line.start)
+    return order, next(k for k, line in enumerate(order) if line.index == index)
+
+
 def grouping_doubt(analysis: Analysis, index: int) -> str | None:
     """Why an unlabelled line's voice is unsure (None: it is not, or the original is labelled)."""
     if analysis.grouping is None:
         return None
-    line = next((g for g in analysis.grouping.lines if g.index == index), None)
+    line = _grouped(analysis, index)
     if line is None:
         return None
     if "too little speech to embed" in line.note:
@@ -163,9 +174,9 @@ def run_on(analysis: Analysis, index: int) -> str | None:
     rule was measured on)."""
     if not analysis.heard_lines or analysis.grouping is None:
         return None
-    nearest = next((g.nearest for g in analysis.grouping.lines if g.index == index), None)
-    order = sorted(analysis.original.lines, key=lambda line: line.start)
-    at = next(k for k, line in enumerate(order) if line.index == index)
+    grouped = _grouped(analysis, index)
+    nearest = grouped.nearest if grouped is not None else None
+    order, at = _lines_in_time(analysis, index)
     for first, second in zip(order[max(at - 1, 0) : at + 1], order[max(at - 1, 0) + 1 : at + 2]):
         if analysis.speakers[first.index] == analysis.speakers[second.index] or second.start - first.end > SENTENCE_GAP:
             continue
@@ -198,7 +209,7 @@ def grouping_guess(analysis: Analysis, index: int) -> str:
     ("" when neither)."""
     if analysis.grouping is None:
         return ""
-    line = next((g for g in analysis.grouping.lines if g.index == index), None)
+    line = _grouped(analysis, index)
     if line is not None and "a guess" in line.note:
         return f"its voice was placed by a rule: {line.note}"
     return analysis.grouping.doubts.get(index, "")
@@ -414,8 +425,7 @@ def sentence_rest(
     mine = analysis.embeddings.get(index)
     if speaker in clips and mine is not None and nearer_clip(mine, clips, speaker):
         return None
-    order = sorted(analysis.original.lines, key=lambda line: line.start)
-    at = next(k for k, line in enumerate(order) if line.index == index)
+    order, at = _lines_in_time(analysis, index)
     run = []
     for step in (-1, 1):
         k = at
