@@ -588,3 +588,74 @@ def test_a_line_heard_whose_sentence_runs_on_into_another_voice_s_line_is_unsure
     assert after[6].kind == before[6].kind == "line" and holds(said, parts(after[6])) == {"B"}, after[6]
     # Lines whose sentences end where they do are as before.
     assert {i: after[i].kind for i in (1, 2, 3, 7)} == {i: before[i].kind for i in (1, 2, 3, 7)}
+
+
+def _whisper_heard(folder, rows, said, heard_whisper):
+    """Extract voices from ``rows`` heard without subtitles (each row a line heard, its words evenly timed), the
+    voices ``said``, voice activity hearing the lines of every voice but D's, and of D's speech only
+    ``heard_whisper``."""
+    from omnidub.asr import Transcript, Word
+    from omnidub.source.heard import Heard
+
+    words = tuple(
+        Word(w, a + k * (b - a) / len(text.split()), a + (k + 0.9) * (b - a) / len(text.split()))
+        for _, a, b, text in rows
+        for k, w in enumerate(text.split())
+    )
+    regions = sorted([(a, b) for who, a, b, _ in rows if who != "D"] + list(heard_whisper))
+    speech = speech_map(regions, 27.0)
+    lines = script(rows, labelled=False)
+    audio = voices(folder, said, 27.0)
+    heard = Heard(Transcript("", "en", words, (0,)), lines, speech)
+    result = extract_voices(
+        audio, lines, encoder=Levels(), asr=None, options=ExtractOptions(assess_lines=True), heard=heard
+    )
+    return result, {r.index: r for r in result.references(lines)}
+
+
+WHISPER = [
+    ("A", 0.5, 5.0, "We go there now, all of us together."),
+    ("B", 5.5, 8.5, "The road gets better after the bridge."),
+    ("D", 9.0, 10.4, "Not yet, wait for it."),
+    ("C", 10.5, 13.5, "She wrote the whole report on the train."),
+    ("A", 14.0, 17.0, "The old lighthouse was closed for years."),
+    ("D", 17.5, 17.9, "Quiet,"),
+    ("D", 18.0, 18.45, "they can hear us."),
+    ("B", 19.0, 22.0, "Could you pass me the notebook please?"),
+    ("C", 22.5, 25.5, "The garden looks wonderful in the spring."),
+]
+
+
+def test_a_whisper_heard_as_a_sentence_cut_in_two_is_one_voice_with_its_other_line(tmp_path, monkeypatch):
+    # Without subtitles, Whisper base heard a whisper 10 dB under the others ("Quiet, they can hear us.") as two lines,
+    # "Quiet," and "they can hear us.", each too short to say whose it is; voice activity heard none of it. With the
+    # whisperer's other line ("Not yet, wait.") they are one voice of their own only when the two pieces of the one
+    # sentence are heard together; before, each piece was put with the nearest voice and D had no voice at all.
+    # D is voiced from its cues' time, every other voice cut away.
+    said = [row[:3] for row in WHISPER]
+    with monkeypatch.context() as patched:
+        patched.setattr("omnidub.source.analysis.runs_on", lambda first, second: False)
+        apart = _whisper_heard(tmp_path, WHISPER, said, [(9.0, 9.35)])[0].analysis.speakers
+    assert len({apart[3], apart[6], apart[7]}) > 1 or apart[3] in {apart[k] for k in (1, 2, 4)}  # no voice of D's
+    result, references = _whisper_heard(tmp_path, WHISPER, said, [(9.0, 9.35)])  # voice activity hears 0.35 s of D
+    groups = result.analysis.speakers
+    assert groups[3] == groups[6] == groups[7] and groups[3] not in {groups[k] for k in (1, 2, 4, 5, 8, 9)}
+    assert len(set(groups.values())) == 4
+    for index in (3, 6, 7):
+        assert references[index].kind != "none" and holds(said, parts(references[index])) == {"D"}, references[index]
+
+
+def test_a_whisper_voice_activity_hears_none_of_is_voiced_from_its_words_time_less_the_next_voice_s_first_word(
+    tmp_path,
+):
+    # Voice activity hears nothing of the whisper, only Whisper's words say it was spoken: its lines' time is its
+    # voice. Whisper ran B's first word ("Could") into the whisper's line, and voice activity heard B only from its
+    # second word: the clip leaves out a line's last word when another voice's line starts right after it.
+    rows = [*WHISPER[:6], ("D", 18.0, 18.9, "they can hear us, Could"), ("B", 19.0, 22.0, "you pass me the notebook?")]
+    rows += WHISPER[8:]
+    said = [row[:3] for row in rows if row[1] != 19.0] + [("B", 18.72, 22.0)]  # "Could" is B's, at 18.72-18.88 s
+    result, references = _whisper_heard(tmp_path, rows, said, [])
+    groups = result.analysis.speakers
+    assert groups[3] == groups[6] == groups[7] and len(set(groups.values())) == 4
+    for index in (3, 6, 7):
+        assert references[index].kind != "none" and holds(said, parts(references[index])) == {"D"}, references[index]

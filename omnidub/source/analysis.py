@@ -4,6 +4,7 @@ each speaker's centroid. Everything clips are chosen from is computed here once.
 from __future__ import annotations
 
 import math
+import re
 from dataclasses import dataclass, field
 from functools import cached_property
 
@@ -66,6 +67,9 @@ APART_INSIDE = 0.8
 OUTSIDE_LEAST = 1.0
 # The text of a line heard as speech that the ASR wrote no words for: grouped by voice, never a clip (no transcript).
 NO_WORDS = "(no words heard)"
+SENTENCE_GAP = 0.3  # lines heard this close are most often one sentence the ASR cut (one voice, most often)
+_SENTENCE_END = re.compile(r"[.!?…][\"'”’»)\]]*$")  # a sentence's end mark, a closing quote or bracket after it
+_LETTER = re.compile(r"[^\W\d_]")
 
 
 @dataclass(frozen=True, eq=False)
@@ -189,7 +193,7 @@ def analyse(
         grouping = group_lines(order, embeddings, seconds, speakers, apart, outside)
         who = {entry.index: entry.speaker for entry in grouping.lines}
         if speakers is None:  # lines placed nowhere that are a voice of their own, heard over their cues' time
-            cued = _cue_embeddings(original, stray_lines(grouping), track, encoder)
+            cued = _cue_embeddings(original, stray_lines(grouping), track, encoder, heard=heard)
             grouping = stray_voice(grouping, speaker_centroids(who, embeddings, seconds), cued, apart)
             for line in (g for g in grouping.lines if g.speaker in grouping.cued):
                 embeddings[line.index] = cued[line.index]  # such a line is known by its cue's time
@@ -225,18 +229,43 @@ def analyse(
     return found
 
 
-def _cue_embeddings(original: Script, indices: list[int], track: SourceAudio, encoder) -> dict[int, np.ndarray]:
-    """Each of these lines' cue, every other cue's time cut away, embedded whole (STRAY_LEAST s at least)."""
+def runs_on(first: Line, second: Line) -> bool:
+    """Whether two lines heard, one after the other, are one sentence the ASR cut: under SENTENCE_GAP apart, the
+    first ending on no end mark and the second starting in lower case, each with words."""
+    if NO_WORDS in (first.text, second.text) or second.start - first.end > SENTENCE_GAP:
+        return False
+    letter = _LETTER.search(second.text)
+    return not _SENTENCE_END.search(first.text.strip()) and letter is not None and letter.group().islower()
+
+
+def _cue_embeddings(
+    original: Script, indices: list[int], track: SourceAudio, encoder, *, heard: bool = False
+) -> dict[int, np.ndarray]:
+    """Each of these lines' cue, every other cue's time cut away, embedded whole (STRAY_LEAST s at least). ``heard``:
+    the lines were cut from what an ASR model heard, and those of them next to one another in time that are one
+    sentence (:func:`runs_on`) are heard together, each given their embedding: a whispered "Quiet," and "they can
+    hear us." are each too short to say whose they are, and together like the whisperer's other line."""
     from omnidub.source.clips import without  # clips builds on this module
 
+    order = sorted(original.lines, key=lambda line: (line.start, line.index))
+    runs: list[list[Line]] = []
+    for line in order:
+        if line.index not in indices:
+            continue
+        last = runs[-1][-1] if runs else None
+        if heard and last is not None and order.index(last) + 1 == order.index(line) and runs_on(last, line):
+            runs[-1].append(line)
+        else:
+            runs.append([line])
     found = {}
-    for line in (o for o in original.lines if o.index in indices):
-        others = [(o.start, o.end) for o in original.lines if o.index != line.index]
-        parts = without(line.start, line.end, others, 0.0)
+    for run in runs:
+        within = {line.index for line in run}
+        others = [(o.start, o.end) for o in original.lines if o.index not in within]
+        parts = [part for line in run for part in without(line.start, line.end, others, 0.0)]
         if sum(b - a for a, b in parts) >= STRAY_LEAST:
             embedded = encoder.embed(np.concatenate([track.cut(a, b) for a, b in parts]), ANALYSIS_RATE)
             if embedded is not None:
-                found[line.index] = embedded[0]
+                found.update({index: embedded[0] for index in within})
     return found
 
 

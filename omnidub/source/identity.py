@@ -25,10 +25,11 @@ from dataclasses import replace
 import numpy as np
 
 from omnidub.asr import whisper_language
-from omnidub.source.analysis import NO_WORDS, Analysis
+from omnidub.source.analysis import SENTENCE_GAP, Analysis, runs_on
 from omnidub.source.audio import ANALYSIS_RATE
 from omnidub.source.clips import (
     FALLBACK_MARGIN,
+    HEARD_REACH,
     JOIN_GAP,
     Candidate,
     joined_seconds,
@@ -61,7 +62,6 @@ OWN_LEAST = 0.3
 WORD_PAD = 0.1
 PAD_MOST = 6.0  # seconds a padded clip holds at most
 PAD_LINES = 8  # of its speaker's other lines heard, the nearest this many may pad a line heard
-SENTENCE_GAP = 0.3  # lines heard this close, of one voice, are most often one sentence the ASR cut
 # A voice's joined clip: parts of at least JOIN_PART s each, up to JOIN_MOST s in all, at least FALLBACK_FLOOR.
 JOIN_PART = 0.4
 JOIN_MOST = 6.0
@@ -72,8 +72,6 @@ ALONE_LEVEL = 0.1
 ALIKE_FLOOR = 0.5
 HEARD_ALONE = "its words heard in each part alone, raised to speech level (the whole track gave none), the ASR's guess"
 _SPOKEN = re.compile(r"\w")
-_SENTENCE_END = re.compile(r"[.!?…][\"'”’»)\]]*$")  # a sentence's end mark, a closing quote or bracket after it
-_LETTER = re.compile(r"[^\W\d_]")
 
 
 def embed_parts(analysis: Analysis, encoder, parts) -> np.ndarray | None:
@@ -178,15 +176,10 @@ def run_on(analysis: Analysis, index: int) -> str | None:
     nearest = grouped.nearest if grouped is not None else None
     order, at = _lines_in_time(analysis, index)
     for first, second in zip(order[max(at - 1, 0) : at + 1], order[max(at - 1, 0) + 1 : at + 2]):
-        if analysis.speakers[first.index] == analysis.speakers[second.index] or second.start - first.end > SENTENCE_GAP:
+        if analysis.speakers[first.index] == analysis.speakers[second.index] or not runs_on(first, second):
             continue
         other, way = (second, "into") if first.index == index else (first, "from")
         if analysis.speakers[other.index] != nearest:
-            continue
-        if NO_WORDS in (first.text, second.text) or _SENTENCE_END.search(first.text.strip()):
-            continue
-        letter = _LETTER.search(second.text)
-        if letter is None or not letter.group().islower():
             continue
         return (
             f"its voice is unsure: its sentence runs on {way} line {other.index}, grouped with "
@@ -532,7 +525,7 @@ def cue_joined_candidate(analysis: Analysis, speaker: str, hear=None) -> Candida
             continue
         if analysis.wordless(line.index) != (hear is not None):
             continue
-        for a, b in own_stretches(analysis, speaker, line.start, line.end, FALLBACK_MARGIN):
+        for a, b in own_stretches(analysis, speaker, *_words_of_its_own(analysis, line, hear is None), FALLBACK_MARGIN):
             if b - a < JOIN_PART:
                 continue
             if hear is not None:
@@ -544,7 +537,7 @@ def cue_joined_candidate(analysis: Analysis, speaker: str, hear=None) -> Candida
                 words = " ".join(said[first:last] or said)
             if words:
                 pieces.append((line.index, a, b, words))
-    if sum(analysis.speech.speech_seconds(a, b) for _, a, b, _ in pieces) < OWN_LEAST:
+    if sum(_heard_seconds(analysis, a, b, hear is None) for _, a, b, _ in pieces) < OWN_LEAST:
         return None  # no speech heard in them at all: cues over silence, or vocals a separator lost
     how = HEARD_ALONE if hear else "its words are the cues' in proportion to the time kept, a guess"
     return _joined(
@@ -555,6 +548,32 @@ def cue_joined_candidate(analysis: Analysis, speaker: str, hear=None) -> Candida
             f"hears too little of {speaker}'s speech for a clip (a whisper, or a voice under a loud bed); {how}"
         ),
     )
+
+
+def _words_of_its_own(analysis: Analysis, line, words: bool) -> tuple[float, float]:
+    """The line's time, less, for a line heard with ``words`` (no subtitles), its last word when another voice's line
+    starts within HEARD_REACH after it: Whisper runs the next voice's first word into a whisper's line ("quickly
+    bring", "Bring" the next line's first word), and voice activity, hearing none of the whisper, cannot say where
+    one ends. The first word is kept: on the scenes a whisper's first word after another voice was its own."""
+    start, end = line.start, line.end
+    said = analysis.heard(start, end) if words and analysis.heard_lines else None
+    if not said or len(said) < 2:
+        return start, end
+    others = [o for o in analysis.original.lines if analysis.speakers[o.index] != analysis.speakers[line.index]]
+    if any(0.0 <= o.start - end < HEARD_REACH for o in others):
+        end = start + said[-2].end
+    return start, max(end, start)
+
+
+def _heard_seconds(analysis: Analysis, start: float, end: float, words: bool) -> float:
+    """The seconds of speech heard between ``start`` and ``end``: what voice activity hears, or, for a line heard
+    with ``words`` (no subtitles), the time of the ASR's words there where that is more (a whisper 2 dB under the bed
+    that Whisper writes words for and voice activity hears none of)."""
+    found = analysis.speech.speech_seconds(start, end)
+    if words and analysis.heard_lines:
+        said = analysis.heard(start, end) or ()
+        found = max(found, sum(min(w.end, end - start) - max(w.start, 0.0) for w in said))
+    return found
 
 
 def cued_voice(analysis: Analysis, speaker: str) -> bool:
