@@ -75,6 +75,7 @@ def judge(film, extraction, dub, names: dict[str, str] | None) -> dict:
             "given": given,
             "kind": reference.kind,
             "review": bool(reference.review),
+            "why": reference.fallback or "",
         }
         if reference.kind != "none":
             inside = voices_in(film, parts_of(reference))

@@ -17,6 +17,8 @@ from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
 from omnidub.source.overlap import overlapped
 from omnidub.source.speakers import (
     CLUSTER_SPEECH,
+    STRAY_ALIKE,
+    STRAY_ALIKE_HEARD,
     STRAY_LEAST,
     WINDOW,
     Grouping,
@@ -194,7 +196,8 @@ def analyse(
         who = {entry.index: entry.speaker for entry in grouping.lines}
         if speakers is None:  # lines placed nowhere that are a voice of their own, heard over their cues' time
             cued = _cue_embeddings(original, stray_lines(grouping), track, encoder, heard=heard)
-            grouping = stray_voice(grouping, speaker_centroids(who, embeddings, seconds), cued, apart)
+            alike = STRAY_ALIKE_HEARD if heard else STRAY_ALIKE
+            grouping = stray_voice(grouping, speaker_centroids(who, embeddings, seconds), cued, apart, alike)
             for line in (g for g in grouping.lines if g.speaker in grouping.cued):
                 embeddings[line.index] = cued[line.index]  # such a line is known by its cue's time
             who = {entry.index: entry.speaker for entry in grouping.lines}

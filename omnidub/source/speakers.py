@@ -52,6 +52,10 @@ SLIGHT_APART = 0.45
 # lines and STRAY_MARGIN more like them than like any voice found (the Spanish scene's seed 4: a whispered line 0.55
 # and 0.52 like the two others, 0.40 like the nearest voice).
 STRAY_ALIKE = 0.6
+# Lines heard without subtitles are cut to their words, shorter than cues, and agree less: with Whisper base on the
+# scenes, a whisperer's lines placed nowhere came 0.37-1.0 like one another (0.54 for the two of Spanish seed 4),
+# those of two voices 0.05-0.29 (docs/source.md, "A whisper without subtitles").
+STRAY_ALIKE_HEARD = 0.5
 STRAY_LEAST = 0.5
 STRAY_MOST = 12  # lines weighed together at most
 STRAY_JOIN = 0.5
@@ -504,10 +508,12 @@ def stray_voice(
     centroids: dict[str, np.ndarray],
     heard: dict[int, np.ndarray],
     apart: dict[tuple[int, int], str] | None = None,
+    alike: float = STRAY_ALIKE,
 ) -> Grouping:
     """The grouping with the largest set of lines placed nowhere that are one voice of their own (see STRAY_ALIKE)
     made a voice, named after the others, each line placed by ``heard`` (its cues' time embedded) and noted as a
-    guess; unchanged when there is none. ``heard``: the lines placed nowhere, those with enough time to embed."""
+    guess; unchanged when there is none. ``heard``: the lines placed nowhere, those with enough time to embed;
+    ``alike``: how alike each two of them must be (STRAY_ALIKE_HEARD for lines heard without subtitles)."""
     from itertools import combinations
 
     near = {i: e for i, e in heard.items() if all(float(np.dot(e, c)) < SLIGHT_APART for c in centroids.values())}
@@ -517,7 +523,7 @@ def stray_voice(
             group
             for size in range(len(order), 1, -1)
             for group in combinations(order, size)
-            if all(float(np.dot(near[a], near[b])) >= STRAY_ALIKE for a, b in combinations(group, 2))
+            if all(float(np.dot(near[a], near[b])) >= alike for a, b in combinations(group, 2))
             and not any(pair in (apart or {}) for pair in combinations(group, 2))
         ),
         None,
