@@ -545,9 +545,7 @@ def test_a_line_heard_whose_sentence_runs_on_into_another_voice_s_line_is_unsure
     # voiced from the rest of that voice's sentence. Its sentence runs on into a line of another group, so one of the
     # two may be grouped wrong: with too little speech of its own, it is named and not rendered, never voiced from
     # its group's other speech or clip.
-    from omnidub.asr import Transcript, Word
     from omnidub.source import identity
-    from omnidub.source.heard import Heard
 
     rows = [
         ("A", 0.5, 5.0, "We go there now, all of us together."),
@@ -559,22 +557,10 @@ def test_a_line_heard_whose_sentence_runs_on_into_another_voice_s_line_is_unsure
         ("C", 19.5, 22.5, "Could you pass me the notebook please?"),
     ]
     said = [row[:3] for row in rows if row[3] != "I would rather walk than"] + [("A", 15.6, 16.2), ("B", 16.2, 19.0)]
-    words = tuple(
-        Word(w, a + k * (b - a) / len(text.split()), a + (k + 0.9) * (b - a) / len(text.split()))
-        for _, a, b, text in rows
-        for k, w in enumerate(text.split())
-    )
     regions = [(0.5, 5.0), (5.5, 8.5), (9.0, 12.0), (12.5, 15.5), (15.6, 19.0), (19.5, 22.5)]
-    speech = speech_map(regions, 24.0)
-    lines = script(rows, labelled=False)
-    audio = voices(tmp_path, said, 24.0)
 
     def found():
-        heard = Heard(Transcript("", "en", words, (0,)), lines, speech)
-        result = extract_voices(
-            audio, lines, encoder=Levels(), asr=None, options=ExtractOptions(assess_lines=True), heard=heard
-        )
-        return result, {r.index: r for r in result.references(lines)}
+        return _extract_heard(tmp_path, rows, said, regions, 24.0)
 
     with monkeypatch.context() as patched:
         patched.setattr(identity, "run_on", lambda analysis, index: None)
@@ -590,10 +576,9 @@ def test_a_line_heard_whose_sentence_runs_on_into_another_voice_s_line_is_unsure
     assert {i: after[i].kind for i in (1, 2, 3, 7)} == {i: before[i].kind for i in (1, 2, 3, 7)}
 
 
-def _whisper_heard(folder, rows, said, heard_whisper):
+def _extract_heard(folder, rows, said, regions, seconds):
     """Extract voices from ``rows`` heard without subtitles (each row a line heard, its words evenly timed), the
-    voices ``said``, voice activity hearing the lines of every voice but D's, and of D's speech only
-    ``heard_whisper``."""
+    voices ``said``, voice activity hearing ``regions``; the result and each line's reference."""
     from omnidub.asr import Transcript, Word
     from omnidub.source.heard import Heard
 
@@ -602,15 +587,25 @@ def _whisper_heard(folder, rows, said, heard_whisper):
         for _, a, b, text in rows
         for k, w in enumerate(text.split())
     )
-    regions = sorted([(a, b) for who, a, b, _ in rows if who != "D"] + list(heard_whisper))
-    speech = speech_map(regions, 27.0)
+    speech = speech_map(regions, seconds)
     lines = script(rows, labelled=False)
-    audio = voices(folder, said, 27.0)
     heard = Heard(Transcript("", "en", words, (0,)), lines, speech)
     result = extract_voices(
-        audio, lines, encoder=Levels(), asr=None, options=ExtractOptions(assess_lines=True), heard=heard
+        voices(folder, said, seconds),
+        lines,
+        encoder=Levels(),
+        asr=None,
+        options=ExtractOptions(assess_lines=True),
+        heard=heard,
     )
     return result, {r.index: r for r in result.references(lines)}
+
+
+def _whisper_heard(folder, rows, said, heard_whisper):
+    """:func:`_extract_heard`, voice activity hearing the lines of every voice but D's, and of D's speech only
+    ``heard_whisper``."""
+    regions = sorted([(a, b) for who, a, b, _ in rows if who != "D"] + list(heard_whisper))
+    return _extract_heard(folder, rows, said, regions, 27.0)
 
 
 WHISPER = [

@@ -250,16 +250,16 @@ def _cue_embeddings(
     hear us." are each too short to say whose they are, and together like the whisperer's other line."""
     from omnidub.source.clips import without  # clips builds on this module
 
-    order = sorted(original.lines, key=lambda line: (line.start, line.index))
     runs: list[list[Line]] = []
-    for line in order:
+    previous = None  # where the last of these lines is in time order
+    for at, line in enumerate(sorted(original.lines, key=lambda line: (line.start, line.index))):
         if line.index not in indices:
             continue
-        last = runs[-1][-1] if runs else None
-        if heard and last is not None and order.index(last) + 1 == order.index(line) and runs_on(last, line):
+        if heard and previous == at - 1 and runs_on(runs[-1][-1], line):
             runs[-1].append(line)
         else:
             runs.append([line])
+        previous = at
     found = {}
     for run in runs:
         within = {line.index for line in run}
