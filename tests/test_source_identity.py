@@ -538,6 +538,21 @@ def test_a_line_of_a_group_that_may_be_two_voices_alike_is_voiced_only_from_its_
     assert after[1].kind == "line" and after[1].start < 5.0  # a line whose own clip is clean keeps it
 
 
+def test_a_long_line_whose_end_another_cue_overlaps_is_cloned_from_its_own_speech_padded(tmp_path):
+    # A's 3.1 s line: B's reply starts 1.9 s in, spoken over its end (its cue overlaps), so the line's own clip is
+    # refused (under 2 s of its own speech left, the floor). It is cloned from that own speech padded with A's
+    # nearest clean speech (its line 4), not from A's clip from elsewhere; the padded clip holds no B.
+    turns = [("A", 0.5, 3.6), ("B", 2.4, 6.0), ("C", 6.5, 9.5), ("A", 10.0, 13.0), ("B", 13.5, 16.5)]
+    turns += [("C", 17.0, 20.0), ("A", 20.5, 23.5)]
+    said = turns
+    for labelled in (True, False):
+        found = run(tmp_path, said, turns, 25.0, labelled=labelled)
+        [reference] = [r for r in found.references(script(turns, labelled)) if r.index == 1]
+        assert reference.kind == "line" and reference.note.startswith("joined: its own speech (1."), reference
+        assert reference.parts[0][0] < 2.4 and holds(said, reference.parts) == {"A"}, reference.parts
+        assert any(9.5 < a < 13.0 for a, _ in reference.parts), reference.parts  # line 4's speech
+
+
 def test_a_line_heard_whose_sentence_runs_on_into_another_voice_s_line_is_unsure_of_its_voice(tmp_path, monkeypatch):
     # Without subtitles, Whisper base heard a Spanish turn's first words ("Yo quiero caminar que") spoken over the end
     # of the line before, as a line of their own whose speech is mostly the voice before; the turn's rest ("espera

@@ -190,8 +190,9 @@ def _unlabelled(film, audio, encoder) -> dict:
     return result
 
 
-def table(rows: list[dict]) -> str:
-    """The figures per language and kind of subtitles, summed over the scenes, as a Markdown table."""
+def table(rows: list[dict], heard_by: str = "tiny.en") -> str:
+    """The figures per language and kind of subtitles, summed over the scenes, as a Markdown table (``heard_by``:
+    the ASR model's name, for the rows without subtitles)."""
     out = [
         "| scenes | subtitles | characters voiced | lines grouped right | references holding another voice (s) | "
         "references of another character | own speech, lines of 2 s+ | lines left unrendered | lines flagged |",
@@ -202,9 +203,9 @@ def table(rows: list[dict]) -> str:
         for condition, name in (
             ("labelled", "labelled"),
             ("unlabelled", "unlabelled"),
-            ("none", "none (tiny.en), lines as heard"),
-            ("cues", "none (tiny.en), at the dub's cues"),
-            ("dub", "none (tiny.en), the lines heard dubbed (omnidub dub)"),
+            ("none", f"none ({heard_by}), lines as heard"),
+            ("cues", f"none ({heard_by}), at the dub's cues"),
+            ("dub", f"none ({heard_by}), the lines heard dubbed (omnidub dub)"),
         ):
             found = [row[condition] for row in mine if condition in row]
             if not found:
@@ -274,7 +275,7 @@ def main() -> None:
                 }
                 print(json.dumps({"language": language, "seed": seed, **brief}, default=float), flush=True)
                 rows.append(row)
-    print(table(rows))
+    print(table(rows, Path(asr.name).name if asr is not None else "tiny.en"))
     if args.json:
         args.json.write_text(
             json.dumps(

@@ -14,7 +14,9 @@ another character's (unlabelled), or from its speaker's clip, flagged (labelled:
 A voice with no clean clip at all is given its own speech joined across its lines (clean parts only, each line's
 one voice with the rest, labelled `joined`), never no voice. Without subtitles, a line heard whose own clip cannot
 be used (most often a piece of a sentence) is voiced from its own speech joined with its speaker's nearest clean
-speech, where it has enough of its own.
+speech, where it has enough of its own. A line of LINE_FLOOR s or more whose own clip cannot be used (another
+voice's cue over part of it) is voiced so too, where OWN_ALONE s of its own speech is left: its own delivery, not
+a clip of its voice from elsewhere.
 """
 
 from __future__ import annotations
@@ -37,6 +39,7 @@ from omnidub.source.clips import (
     own_stretches,
     stretch_words,
     voice_problem,
+    voices_inside,
     without,
     without_other_voices,
 )
@@ -306,14 +309,16 @@ def padded(
     pad: bool,
     clips: dict[str, np.ndarray],
     kept: dict | None = None,
+    least: float = OWN_LEAST,
+    alone_least: float = OWN_ALONE,
 ) -> LineClip | None:
-    """The line voiced from its own speech (see :func:`own_speech`), padded with its speaker's nearest clean speech
-    (usable own clips of its other lines, nearest in time first, each nearer the line's own speech than any other
-    voice's clip is) up to LINE_FLOOR when ``pad`` and the line's speech (as grouped, and its own) is nearer its
-    speaker's clip than any other; alone it must last OWN_ALONE. Labelled `joined` when padded, flagged for review
-    with ``doubt`` (None: not flagged). ``kept``: see :func:`own_speech`."""
+    """The line voiced from its own speech (see :func:`own_speech`; None under ``least`` s), padded with its
+    speaker's nearest clean speech (usable own clips of its other lines, nearest in time first, each nearer the
+    line's own speech than any other voice's clip is) up to LINE_FLOOR when ``pad`` and the line's speech (as
+    grouped, and its own) is nearer its speaker's clip than any other; alone it must last ``alone_least``. Labelled
+    `joined` when padded, flagged for review with ``doubt`` (None: not flagged). ``kept``: see :func:`own_speech`."""
     found = own_speech(analysis, index, encoder, kept)
-    if found is None:
+    if found is None or found[0][1] - found[0][0] < least:
         return None
     (a, b), text = found
     speaker = analysis.speakers[index]
@@ -339,7 +344,7 @@ def padded(
             parts.append((start, end))
             texts.append(words)
             used.append(other)
-    if joined_seconds(parts) < (LINE_FLOOR if used else OWN_ALONE):
+    if joined_seconds(parts) < (LINE_FLOOR if used else alone_least):
         return None
     parts, texts = _in_time_order(parts, texts)
     how = f"its own speech ({b - a:.1f} s)"
@@ -357,6 +362,18 @@ def padded(
         tuple(parts) if used else (),
         f"{doubt}; voiced from {how}" if doubt else None,
     )
+
+
+def _words_unknown(analysis: Analysis, index: int) -> bool:
+    """Whether no part of the line's speech has known words: a condensed cue (its text shorter than what is said),
+    with no ASR model to hear them."""
+    return analysis.words is None and index in analysis.condensed
+
+
+def _long(analysis: Analysis, index: int) -> bool:
+    """Whether the line's speech lasts LINE_FLOOR s or more: long enough to be cloned from its own delivery."""
+    voiced = analysis.voiced.get(index)
+    return voiced is not None and voiced[1] - voiced[0] >= LINE_FLOOR
 
 
 def _in_time_order(parts: list, texts: list) -> tuple[list, list]:
@@ -493,6 +510,19 @@ def guarded(
                     continue
                 if runs and not guess:
                     result[index] = replace(clip, voiceless=f"{runs}, and it has too little speech of its own")
+                    continue
+            elif not guess and over is None and _long(analysis, index) and not _words_unknown(analysis, index):
+                # A line with subtitles (or at a dub's cue) long enough to be cloned from its own delivery, its
+                # own clip refused (another voice's cue over part of it): OWN_ALONE s of its own speech or more, with
+                # no other voice heard spoken over it, padded to LINE_FLOOR with its speaker's nearest clean speech,
+                # rather than a clip from elsewhere.
+                found = own_speech(analysis, index, encoder, kept)
+                clean = found is not None and not voices_inside(analysis, encoder, clip.speaker, *found[0])
+                own = clean and padded(
+                    analysis, index, encoder, usable, None, True, clips, kept, OWN_ALONE, alone_least=LINE_FLOOR
+                )
+                if own:
+                    result[index] = own
                     continue
             if guess:  # placed by a rule, surely: its speaker's clip voices it, flagged
                 result[index] = replace(clip, review=guess)
