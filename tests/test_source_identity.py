@@ -7,6 +7,7 @@ and quick; tests/test_source_scenes.py runs the same rules on synthesized scenes
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 from pathlib import Path
 
@@ -551,6 +552,19 @@ def test_a_long_line_whose_end_another_cue_overlaps_is_cloned_from_its_own_speec
         assert reference.kind == "line" and reference.note.startswith("joined: its own speech (1."), reference
         assert reference.parts[0][0] < 2.4 and holds(said, reference.parts) == {"A"}, reference.parts
         assert any(9.5 < a < 13.0 for a, _ in reference.parts), reference.parts  # line 4's speech
+
+
+def test_a_long_line_with_a_back_channel_cued_over_its_middle_is_cloned_from_its_own_speech_either_side(tmp_path):
+    # B's "Mm-hm." in a cue of its own over the middle of A's 2.5 s line: under 1 s of A's own speech is left on each
+    # side. Both sides, joined and padded with A's nearest clean speech, clone the line, and hold none of B.
+    turns = [("A", 0.5, 3.0), ("B", 1.4, 2.1), ("C", 3.5, 6.5), ("B", 7.0, 10.0), ("A", 10.5, 13.5)]
+    turns += [("C", 14.0, 17.0), ("B", 17.5, 20.5), ("A", 21.0, 24.0)]
+    for labelled in (True, False):
+        found = run(tmp_path, turns, turns, 25.0, labelled=labelled)
+        [reference] = [r for r in found.references(script(turns, labelled)) if r.index == 1]
+        assert reference.kind == "line" and re.search(r"own speech \(1\.\d s in 2 parts\)", reference.note), reference
+        assert holds(turns, reference.parts) == {"A"}, reference.parts
+        assert reference.parts[0][1] <= 1.4 and 2.1 <= reference.parts[1][0] < 3.0, reference.parts  # either side
 
 
 def test_a_line_heard_whose_sentence_runs_on_into_another_voice_s_line_is_unsure_of_its_voice(tmp_path, monkeypatch):

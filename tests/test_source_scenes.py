@@ -117,8 +117,10 @@ def test_no_line_is_cloned_from_another_voice_and_every_character_has_one(scene,
         right = sum(names[group] == truth[i] for i, group in groups.items())
         assert right >= 0.9 * len(groups), (right, len(groups), found.analysis.grouping.how)
     long = [row["line"] for row in scene.lines if row["speech"][1] - row["speech"][0] >= 2.0]
+    # Lines of 2 s or more cloned from their own speech, the bar asked (9 of 10 here on an AMD EPYC: the stairwell's
+    # line under a back-channel keeps its speaker's clip, the overlap model marking its reverberant tail two voices).
     own = [r.index for r in references if r.index in long and r.kind == "line"]
-    assert len(own) >= 0.7 * len(long), {r.index: r.fallback for r in references if r.index in long}
+    assert len(own) >= 0.8 * len(long), {r.index: r.fallback for r in references if r.index in long}
     if missed:
         pytest.xfail(f"the back-channel in no cue was not heard inside line(s) {sorted(missed)}'s reference")
 

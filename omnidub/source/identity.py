@@ -309,30 +309,30 @@ def padded(
     pad: bool,
     clips: dict[str, np.ndarray],
     kept: dict | None = None,
-    least: float = OWN_LEAST,
     alone_least: float = OWN_ALONE,
+    own_parts: list | None = None,
 ) -> LineClip | None:
-    """The line voiced from its own speech (see :func:`own_speech`; None under ``least`` s), padded with its
-    speaker's nearest clean speech (usable own clips of its other lines, nearest in time first, each nearer the
-    line's own speech than any other voice's clip is) up to LINE_FLOOR when ``pad`` and the line's speech (as
-    grouped, and its own) is nearer its speaker's clip than any other; alone it must last ``alone_least``. Labelled
-    `joined` when padded, flagged for review with ``doubt`` (None: not flagged). ``kept``: see :func:`own_speech`."""
-    found = own_speech(analysis, index, encoder, kept)
-    if found is None or found[0][1] - found[0][0] < least:
+    """The line voiced from its own speech (see :func:`own_speech`; ``own_parts``: its pieces and their words, in
+    time order, given instead), padded with its speaker's nearest clean speech (usable own clips of its other lines,
+    nearest in time first, each nearer the line's own speech than any other voice's clip is) up to LINE_FLOOR when
+    ``pad`` and the line's speech (as grouped, and its own) is nearer its speaker's clip than any other; alone it
+    must last ``alone_least``. Labelled `joined` when in parts, flagged for review with ``doubt`` (None: not
+    flagged). ``kept``: see :func:`own_speech`."""
+    found = own_parts if own_parts is not None else [own_speech(analysis, index, encoder, kept)]
+    if not found or found[0] is None:
         return None
-    (a, b), text = found
     speaker = analysis.speakers[index]
-    parts, texts, used = [(a, b)], [text], []
-    own = embed_parts(analysis, encoder, [(a, b)])
+    parts, texts, used = [p for p, _ in found], [t for _, t in found], []
+    seconds = sum(b - a for a, b in parts)
+    middle = (parts[0][0] + parts[-1][1]) / 2
+    own = embed_parts(analysis, encoder, parts)
     others = [c for name, c in clips.items() if name != speaker]
     if speaker in clips and any(
         heard is not None and nearer_clip(heard, clips, speaker) for heard in (own, analysis.embeddings.get(index))
     ):
         pad = False  # its speech is nearer another voice's clip: its speaker's other speech may not be its voice
-    if pad and b - a < LINE_FLOOR and own is not None:
-        mine = sorted(
-            _padding(analysis, index, encoder, usable, kept), key=lambda c: abs((c[1] + c[2]) / 2 - (a + b) / 2)
-        )
+    if pad and joined_seconds(parts) < LINE_FLOOR and own is not None:
+        mine = sorted(_padding(analysis, index, encoder, usable, kept), key=lambda c: abs((c[1] + c[2]) / 2 - middle))
         for other, start, end, words in mine:
             if joined_seconds(parts) >= LINE_FLOOR:
                 break
@@ -347,7 +347,7 @@ def padded(
     if joined_seconds(parts) < (LINE_FLOOR if used else alone_least):
         return None
     parts, texts = _in_time_order(parts, texts)
-    how = f"its own speech ({b - a:.1f} s)"
+    how = f"its own speech ({seconds:.1f} s" + (f" in {len(found)} parts)" if len(found) > 1 else ")")
     if used:
         how += f" joined with {speaker}'s nearest clean speech (line{'s' if len(used) > 1 else ''} "
         how += ", ".join(map(str, used)) + ")"
@@ -358,10 +358,38 @@ def padded(
         parts[-1][1],
         " ".join(texts),
         None,
-        ("joined: " if used else "") + how,
-        tuple(parts) if used else (),
+        ("joined: " if len(parts) > 1 else "") + how,
+        tuple(parts) if len(parts) > 1 else (),
         f"{doubt}; voiced from {how}" if doubt else None,
     )
+
+
+def _own_pieces(analysis: Analysis, index: int, encoder) -> list:
+    """A line's own speech with every other voice's cue and speech cut away, and another voice heard spoken over it,
+    in up to two pieces (either side of a back-channel over its middle), each JOIN_PART s or more and one voice where
+    the windows can judge it; with their words, in time order. Empty for a line of no known words."""
+    voiced = analysis.voiced.get(index)
+    if voiced is None or analysis.wordless(index) or _words_unknown(analysis, index):
+        return []
+    speaker = analysis.speakers[index]
+    # Another voice the windows hear spoken over the line as a whole (in no cue) is cut out first: a piece too short
+    # for a window of its own cannot show it.
+    inside = voices_inside(analysis, encoder, speaker, *voiced)
+    pieces = sorted(
+        (p for a, b in _clean_pieces(analysis, index) for p in without(a, b, inside, JOIN_PART)),
+        key=lambda p: p[0] - p[1],
+    )
+    found = []
+    for a, b in pieces[:2]:
+        if analysis.speech.speech_seconds(a, b) < OWN_LEAST:
+            continue
+        if voices_inside(analysis, encoder, speaker, a, b):
+            continue
+        if b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b):  # windows judge 1.6 s and more
+            continue
+        whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
+        found.append(((a, b), stretch_words(analysis, index, a, b, whole)[0]))
+    return sorted(found)
 
 
 def _words_unknown(analysis: Analysis, index: int) -> bool:
@@ -511,15 +539,14 @@ def guarded(
                 if runs and not guess:
                     result[index] = replace(clip, voiceless=f"{runs}, and it has too little speech of its own")
                     continue
-            elif not guess and over is None and _long(analysis, index) and not _words_unknown(analysis, index):
+            elif not guess and over is None and _long(analysis, index):
                 # A line with subtitles (or at a dub's cue) long enough to be cloned from its own delivery, its
-                # own clip refused (another voice's cue over part of it): OWN_ALONE s of its own speech or more, with
-                # no other voice heard spoken over it, padded to LINE_FLOOR with its speaker's nearest clean speech,
-                # rather than a clip from elsewhere.
-                found = own_speech(analysis, index, encoder, kept)
-                clean = found is not None and not voices_inside(analysis, encoder, clip.speaker, *found[0])
-                own = clean and padded(
-                    analysis, index, encoder, usable, None, True, clips, kept, OWN_ALONE, alone_least=LINE_FLOOR
+                # own clip refused (another voice's cue over part of it): OWN_ALONE s of its own speech or more (the
+                # parts either side of a back-channel joined), padded to LINE_FLOOR with its speaker's nearest clean
+                # speech, rather than a clip from elsewhere.
+                pieces = _own_pieces(analysis, index, encoder)
+                own = sum(b - a for (a, b), _ in pieces) >= OWN_ALONE and padded(
+                    analysis, index, encoder, usable, None, True, clips, kept, LINE_FLOOR, own_parts=pieces
                 )
                 if own:
                     result[index] = own
