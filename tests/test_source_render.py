@@ -78,8 +78,12 @@ def test_each_line_is_cloned_from_the_original_line_it_translates_or_says_why_no
     # The traps of the scene: a 0.8 s line, two lines spoken over each other, a cue that also holds another voice.
     assert "shorter than" in lines[6]["reference"]["fallback"]
     assert "cut to" in lines[7]["reference"]["note"] and "overlaps" in lines[8]["reference"]["fallback"]
-    assert lines[10]["reference"]["kind"] == "speaker"
-    assert [i for i, line in lines.items() if line["reference"]["kind"] == "line"] == [1, 2, 3, 4, 5, 7, 9, 11, 12]
+    # Line 10: another voice heard over its end is cut out and the line cloned from its own speech before it, padded
+    # (or, where the windows hear it closer to that voice as a whole, from its speaker's clip).
+    ten = lines[10]["reference"]
+    assert ten["kind"] == "speaker" or ten["note"].startswith("joined: its own speech"), ten
+    own = [i for i, line in lines.items() if line["reference"]["kind"] == "line" and i != 10]
+    assert own == [1, 2, 3, 4, 5, 7, 9, 11, 12]
     # A line's own clip is its own voice: it never also serves as another speaker's.
     clips = {}
     for line in lines.values():
@@ -165,7 +169,8 @@ def test_auto_sends_a_line_that_sounds_like_someone_else_back_to_its_speakers_cl
     out = tmp_path / "out"
     result = run("render", DATA / "dub.srt", *args, "--out", out)  # --voice-match auto is the default
     assert result.exit_code == 0, result.output
-    assert sorted(heard) == [1, 2, 3, 4, 5, 7, 9, 11, 12]  # the lines cloned from their own clip, each heard once
+    # the lines cloned from their own clip (and line 10 where its own speech clones it: see above), each heard once
+    assert sorted(heard) in ([1, 2, 3, 4, 5, 7, 9, 11, 12], [1, 2, 3, 4, 5, 7, 9, 10, 11, 12])
     lines = {line["index"]: line for line in manifest(out)["lines"]}
     second = lines[2]["reference"]
     assert second["kind"] == "speaker" and "closer to ALICE" in second["fallback"]
