@@ -700,3 +700,17 @@ def test_a_whisper_s_two_lines_heard_alike_only_as_lines_heard_are_is_a_voice_of
     groups = result.analysis.speakers
     assert groups[3] == groups[6] and len(set(groups.values())) == 4
     assert all(references[i].kind != "none" and "D" in holds(said, parts(references[i])) for i in (3, 6))
+
+
+def test_a_line_heard_with_another_voice_over_its_middle_is_voiced_from_its_own_speech_either_side(tmp_path):
+    # Without subtitles: C says "Mm-hm." over the middle of A's 2.5 s line heard, in no line of its own. The windows
+    # cut it out, leaving under 1 s of A either side; both sides voice the line, joined and padded with A's nearest
+    # clean speech, holding none of C.
+    text = "Words of a line said here."
+    rows = [("A", 0.5, 3.0, text), ("B", 3.5, 6.5, text), ("C", 7.0, 10.0, text), ("A", 10.5, 13.5, text)]
+    rows += [("B", 14.0, 17.0, text), ("C", 17.5, 20.5, text)]
+    said = [row[:3] for row in rows] + [("C", 1.4, 2.1)]
+    _, references = _extract_heard(tmp_path, rows, said, [row[1:3] for row in rows], 22.0)
+    line = references[1]
+    assert line.kind == "line" and re.search(r"own speech \(1\.\d s in 2 parts\)", line.note), line
+    assert holds(said, line.parts) == {"A"} and line.parts[0][1] <= 1.4 and 2.1 <= line.parts[1][0] < 3.0, line.parts

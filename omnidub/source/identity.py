@@ -238,9 +238,16 @@ def own_speech(
 
 
 def _own_speech(analysis: Analysis, index: int, encoder) -> tuple[tuple[float, float], str] | None:
+    found = _own_speech_pieces(analysis, index, encoder, 1)
+    return found[0] if found else None
+
+
+def _own_speech_pieces(analysis: Analysis, index: int, encoder, most: int) -> list:
+    """The ``most`` longest pieces of the line's own speech (see :func:`own_speech`), longest first, with their
+    words."""
     voiced = analysis.voiced.get(index)
     if voiced is None or analysis.wordless(index):
-        return None
+        return []
     speaker = analysis.speakers[index]
     found = []
     pieces = _clean_pieces(analysis, index)
@@ -260,15 +267,17 @@ def _own_speech(analysis: Analysis, index: int, encoder) -> tuple[tuple[float, f
             found += without_other_voices(analysis, encoder, speaker, a, b, 0)  # as from every clip
         else:
             found.append((a, b))
+    kept = []
     for a, b in sorted(found, key=lambda p: p[0] - p[1]):
+        if len(kept) == most:
+            break
         if analysis.speech.speech_seconds(a, b) < OWN_LEAST:
             continue
         if b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b):  # windows judge 1.6 s and more
             continue
         whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
-        text, _ = stretch_words(analysis, index, a, b, whole)
-        return (a, b), text
-    return None
+        kept.append(((a, b), stretch_words(analysis, index, a, b, whole)[0]))
+    return kept
 
 
 def _within_words(analysis: Analysis, start: float, end: float) -> tuple[float, float]:
@@ -362,6 +371,20 @@ def padded(
         tuple(parts) if len(parts) > 1 else (),
         f"{doubt}; voiced from {how}" if doubt else None,
     )
+
+
+def _heard_pieces(analysis: Analysis, index: int, encoder) -> list | None:
+    """A line heard's own speech in its two longest pieces, in time order, where the longest is under LINE_FLOOR
+    and the other lasts JOIN_PART or more (the line's speech either side of a stretch of two voices); None
+    otherwise (its longest piece alone, :func:`own_speech`)."""
+    pieces = _own_speech_pieces(analysis, index, encoder, 2)
+    if (
+        len(pieces) < 2
+        or pieces[0][0][1] - pieces[0][0][0] >= LINE_FLOOR
+        or pieces[1][0][1] - pieces[1][0][0] < JOIN_PART
+    ):
+        return None
+    return sorted(pieces)
 
 
 def _own_pieces(analysis: Analysis, index: int, encoder) -> list:
@@ -530,7 +553,17 @@ def guarded(
                 # A line whose sentence runs on into another voice's line may be that voice's: neither the rest
                 # of a sentence in its own group nor its group's clip may stand in for speech of its own.
                 runs = run_on(analysis, index)
-                own = padded(analysis, index, encoder, usable, None, pad=True, clips=clips, kept=kept)
+                own = padded(
+                    analysis,
+                    index,
+                    encoder,
+                    usable,
+                    None,
+                    pad=True,
+                    clips=clips,
+                    kept=kept,
+                    own_parts=_heard_pieces(analysis, index, encoder),
+                )
                 if own is None and not runs and own_speech(analysis, index, encoder, kept) is None:
                     own = sentence_rest(analysis, index, encoder, clips, kept)
                 if own is not None:
