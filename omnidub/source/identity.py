@@ -11,12 +11,12 @@ speech; padded with its speaker's nearest clean speech where the speaker is know
 for review with why; where it has none to give, it is voiced from nothing rather than from a voice that may be
 another character's (unlabelled), or from its speaker's clip, flagged (labelled: the label says who speaks).
 
-A voice with no clean clip at all is given its own speech joined across its lines (clean parts only, each line's
-one voice with the rest, labelled `joined`), never no voice. Without subtitles, a line heard whose own clip cannot
-be used (most often a piece of a sentence) is voiced from its own speech joined with its speaker's nearest clean
-speech, where it has enough of its own. A line of LINE_FLOOR s or more whose own clip cannot be used (another
-voice's cue over part of it) is voiced so too, where OWN_ALONE s of its own speech is left: its own delivery, not
-a clip of its voice from elsewhere.
+A voice with no clean clip at all is given its own speech joined across its lines (clean parts only, each line's one
+voice with the rest, labelled `joined`), never no voice. Without subtitles, a line heard whose own clip cannot be
+used (most often a piece of a sentence) is voiced from its own speech (its two longest pieces, where the longest is
+short) joined with its speaker's nearest clean speech, where it has enough of its own. A line of LINE_FLOOR s or
+more whose own clip cannot be used (another voice's cue over part of it) is voiced so too, where OWN_ALONE s of its
+own speech is left: its own delivery, not a clip of its voice from elsewhere.
 """
 
 from __future__ import annotations
