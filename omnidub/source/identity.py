@@ -271,13 +271,22 @@ def _own_speech_pieces(analysis: Analysis, index: int, encoder, most: int) -> li
     for a, b in sorted(found, key=lambda p: p[0] - p[1]):
         if len(kept) == most:
             break
-        if analysis.speech.speech_seconds(a, b) < OWN_LEAST:
-            continue
-        if b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b):  # windows judge 1.6 s and more
-            continue
-        whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
-        kept.append(((a, b), stretch_words(analysis, index, a, b, whole)[0]))
+        piece = _spoken_piece(analysis, index, encoder, a, b)
+        if piece is not None:
+            kept.append(piece)
     return kept
+
+
+def _spoken_piece(analysis: Analysis, index: int, encoder, a: float, b: float) -> tuple | None:
+    """A piece of the line's own speech and its words, when it holds OWN_LEAST s of speech and is one voice where the
+    windows can judge it (1.6 s and more); else None."""
+    if analysis.speech.speech_seconds(a, b) < OWN_LEAST:
+        return None
+    if b - a >= 1.6 and voice_problem(analysis, encoder, analysis.speakers[index], a, b):
+        return None
+    voiced = analysis.voiced[index]
+    whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
+    return (a, b), stretch_words(analysis, index, a, b, whole)[0]
 
 
 def _within_words(analysis: Analysis, start: float, end: float) -> tuple[float, float]:
@@ -373,17 +382,18 @@ def padded(
     )
 
 
-def _heard_pieces(analysis: Analysis, index: int, encoder) -> list | None:
+def _heard_pieces(analysis: Analysis, index: int, encoder, kept: dict) -> list:
     """A line heard's own speech in its two longest pieces, in time order, where the longest is under LINE_FLOOR
-    and the other lasts JOIN_PART or more (the line's speech either side of a stretch of two voices); None
-    otherwise (its longest piece alone, :func:`own_speech`)."""
+    and the other lasts JOIN_PART or more (the line's speech either side of a stretch of two voices); otherwise its
+    longest piece alone (:func:`own_speech`, kept in ``kept`` as it keeps it), or none."""
     pieces = _own_speech_pieces(analysis, index, encoder, 2)
+    kept.setdefault(index, pieces[0] if pieces else None)
     if (
         len(pieces) < 2
         or pieces[0][0][1] - pieces[0][0][0] >= LINE_FLOOR
         or pieces[1][0][1] - pieces[1][0][0] < JOIN_PART
     ):
-        return None
+        return pieces[:1]
     return sorted(pieces)
 
 
@@ -404,14 +414,11 @@ def _own_pieces(analysis: Analysis, index: int, encoder) -> list:
     )
     found = []
     for a, b in pieces[:2]:
-        if analysis.speech.speech_seconds(a, b) < OWN_LEAST:
+        if analysis.speech.speech_seconds(a, b) < OWN_LEAST or voices_inside(analysis, encoder, speaker, a, b):
             continue
-        if voices_inside(analysis, encoder, speaker, a, b):
-            continue
-        if b - a >= 1.6 and voice_problem(analysis, encoder, speaker, a, b):  # windows judge 1.6 s and more
-            continue
-        whole = a <= voiced[0] + 0.05 and b >= voiced[1] - 0.05
-        found.append(((a, b), stretch_words(analysis, index, a, b, whole)[0]))
+        piece = _spoken_piece(analysis, index, encoder, a, b)
+        if piece is not None:
+            found.append(piece)
     return sorted(found)
 
 
@@ -562,7 +569,7 @@ def guarded(
                     pad=True,
                     clips=clips,
                     kept=kept,
-                    own_parts=_heard_pieces(analysis, index, encoder),
+                    own_parts=_heard_pieces(analysis, index, encoder, kept),
                 )
                 if own is None and not runs and own_speech(analysis, index, encoder, kept) is None:
                     own = sentence_rest(analysis, index, encoder, clips, kept)
@@ -579,7 +586,7 @@ def guarded(
                 # speech, rather than a clip from elsewhere.
                 pieces = _own_pieces(analysis, index, encoder)
                 own = sum(b - a for (a, b), _ in pieces) >= OWN_ALONE and padded(
-                    analysis, index, encoder, usable, None, True, clips, kept, LINE_FLOOR, own_parts=pieces
+                    analysis, index, encoder, usable, None, True, clips, kept, alone_least=LINE_FLOOR, own_parts=pieces
                 )
                 if own:
                     result[index] = own
