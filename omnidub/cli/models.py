@@ -130,7 +130,7 @@ def _row(item, needed: bool = True) -> str:
     where = f"{item.how}, {human(item.size)}: {item.path}" if item.here else item.how
     role = item.role if needed else "also here"
     said = f"{role}; {where}" if role else where
-    return escape(printable(f"{item.kind:<8} {item.name:<20} {state:<8}  {said}"))
+    return escape(printable(f"{item.kind:<8} {item.name:<22} {state:<8}  {said}"))
 
 
 def _json(item) -> dict:
