@@ -7,7 +7,9 @@ subtitles, unlabelled ones, and none (heard with --asr-model; the Spanish scenes
 Per condition: every character voiced (no line of it left without a reference), voices found, lines grouped right,
 references holding more than 0.1 s of another voice (and the seconds), references that are another character
 altogether (the voice most heard in them), the own-line share of lines of 2 s or more (the reference holds 1 s or
-more of the line's own speech and nothing of another voice), lines flagged for review.
+more of the line's own speech and nothing of another voice), lines flagged for review. Without subtitles a line
+dubbed is a line heard, often a piece of the scene's line: the JSON also counts the lines dubbed that hold 2 s or more
+of their scene line's speech themselves (`long_here`, `own_long_here`).
 
 Usage: python tools/measure_scene.py [--seeds 2] [--languages en,es] [--asr-model PATH] [--json FILE]
 """
@@ -88,6 +90,9 @@ def judge(film, extraction, dub, names: dict[str, str] | None) -> dict:
                 seconds=round(sum(b - a for a, b in parts_of(reference)), 2),
             )
         entry["long"] = row["speech"][1] - row["speech"][0] >= OWN
+        # Without subtitles the line dubbed is a line heard, often a piece of the scene's line: its own length is the
+        # scene line's speech inside it.
+        entry["long_here"] = min(line.end, row["speech"][1]) - max(line.start, row["speech"][0]) >= OWN
         lines.append(entry)
     cast = film.truth["cast"]
     voiced = [c for c in cast if any(e["kind"] != "none" for e in lines if e["speaker"] == c)]
@@ -102,10 +107,17 @@ def judge(film, extraction, dub, names: dict[str, str] | None) -> dict:
         "other_seconds": round(sum(e.get("other", 0) for e in lines if e.get("other", 0) > OTHER), 2),
         "another_character": [e["line"] for e in lines if e.get("voice") not in (None, e["speaker"])],
         "long": len(long),
-        "own_long": sum(e.get("own", 0) >= 1.0 and e.get("other", 0) <= OTHER for e in long),
+        "own_long": sum(_own(e) for e in long),
+        "long_here": sum(e["long_here"] for e in lines),
+        "own_long_here": sum(_own(e) for e in lines if e["long_here"]),
         "review": sum(e["review"] for e in lines),
         "per_line": lines,
     }
+
+
+def _own(entry: dict) -> bool:
+    """Whether a line's reference holds 1 s or more of its own speech and nothing of another voice."""
+    return entry.get("own", 0) >= 1.0 and entry.get("other", 0) <= OTHER
 
 
 def group_names(film, analysis) -> dict[str, str]:
@@ -216,12 +228,15 @@ def table(rows: list[dict], heard_by: str = "tiny.en") -> str:
                 return sum(len(f[key]) if isinstance(f[key], list) else f[key] for f in found)
 
             right = "by label" if condition == "labelled" else f"{total('right')}/{total('lines')}"
+            own = f"{total('own_long')}/{total('long')}"
+            if condition == "dub" and all("long_here" in f for f in found):
+                own += f" ({total('own_long_here')}/{total('long_here')} by the line dubbed)"
             if condition in ("none", "cues"):
                 right += f" ({sum(f['heard_right'] for f in found)}/{sum(f['heard_lines'] for f in found)} heard)"
             out.append(
                 f"| {language} ×{len(found)} | {name} | {total('voiced')}/{cast} | {right} | "
                 f"{total('holding_other')} ({total('other_seconds'):.1f} s) | {total('another_character')} | "
-                f"{total('own_long')}/{total('long')} | {total('unrendered')} | {total('review')} |"
+                f"{own} | {total('unrendered')} | {total('review')} |"
             )
     return "\n".join(out)
 
@@ -266,6 +281,8 @@ def main() -> None:
                             "another_character",
                             "own_long",
                             "long",
+                            "own_long_here",
+                            "long_here",
                             "review",
                             "unrendered",
                         )
