@@ -439,7 +439,9 @@ def _best_halves(similarity: np.ndarray, members: np.ndarray) -> tuple[np.ndarra
     from scipy.cluster.hierarchy import fcluster, linkage
 
     block = similarity[np.ix_(members, members)]
-    tries = [fcluster(linkage(1.0 - block[np.triu_indices(len(members), 1)], method="average"), 2, "maxclust") == 1]
+    # Distances of lines alike to the last bit (cosine a hair over 1) are 0, never the small negative scipy refuses.
+    distances = np.maximum(1.0 - block[np.triu_indices(len(members), 1)], 0.0)
+    tries = [fcluster(linkage(distances, method="average"), 2, "maxclust") == 1]
     for seed in range(len(members)):
         side = block[seed] >= block[int(np.argmin(block[seed]))]
         for _ in range(10):
