@@ -714,3 +714,70 @@ def test_a_line_heard_with_another_voice_over_its_middle_is_voiced_from_its_own_
     line = references[1]
     assert line.kind == "line" and re.search(r"own speech \(1\.\d s in 2 parts\)", line.note), line
     assert holds(said, line.parts) == {"A"} and line.parts[0][1] <= 1.4 and 2.1 <= line.parts[1][0] < 3.0, line.parts
+
+
+def syllables(seconds: float, level: float, gap_db: float, *, bed: float = 0.0) -> np.ndarray:
+    """Frame levels of speech at ``level``: 0.15 s syllables and 0.1 s gaps ``gap_db`` under them, over a ``bed``."""
+    from omnidub.source.speech import HOP
+
+    frames = np.arange(int(round(seconds / HOP))) * HOP
+    rms = np.where(frames % 0.25 < 0.15, level, level * 10 ** (gap_db / 20))
+    return np.sqrt(rms**2 + bed**2)
+
+
+def test_a_voice_whose_gaps_a_room_fills_is_reverberant_and_a_quiet_one_over_a_bed_is_not():
+    from omnidub.source.analysis import reverberant_voices
+    from omnidub.source.speech import HOP, SpeechMap
+
+    # Three lines each: two dry voices, one whose room fills the gaps between its syllables 8 dB up, and a whisperer
+    # 10 dB under them whose gaps a bed fills as much.
+    voiced, speakers, levels = {}, {}, []
+    for k, (who, level, gap, bed) in enumerate(
+        [("A", 0.1, -18, 0.0), ("B", 0.1, -17, 0.0), ("R", 0.1, -9, 0.0), ("W", 0.03, -18, 0.012)] * 3, 1
+    ):
+        voiced[k], speakers[k] = (3.0 * (k - 1), 3.0 * (k - 1) + 2.5), who
+        levels += [syllables(2.5, level, gap, bed=bed), np.full(int(round(0.5 / HOP)), 0.001)]
+    rms = np.concatenate(levels)
+    speech = SpeechMap(tuple(voiced.values()), rms, rms > 0.002)
+    # The overlap model hears two voices over most of the room's lines (its echo), and over a second of one of A's.
+    both = tuple((a + 0.2, b - 0.2) for k, (a, b) in voiced.items() if speakers[k] == "R") + ((0.5, 1.5),)
+    assert reverberant_voices(speech, voiced, speakers, both) == {"R"}
+    # No voice is one when none is in another room than the others, nor with one line of the room's voice, nor when
+    # the overlap model does not hear its echo (a voice that only pauses less than the others).
+    assert reverberant_voices(speech, voiced, {k: "A" if v == "R" else v for k, v in speakers.items()}, both) == set()
+    assert reverberant_voices(speech, {k: voiced[k] for k in (1, 2, 3, 4, 5, 6)}, speakers, both) == set()
+    assert reverberant_voices(speech, voiced, speakers, ((0.5, 1.5),)) == set()
+
+
+def test_an_unsure_line_in_a_reverberant_room_is_voiced_from_its_own_speech_not_from_nothing(tmp_path):
+    from unittest import mock
+
+    from omnidub.source.speech import HOP, SpeechMap
+
+    # C speaks from a stairwell: a sentence cut into three short cues, and two more lines. The overlap model hears its
+    # echo as two voices over every one of its lines, so each short line is unsure of its voice, and nothing of its
+    # own speech is left once those stretches are cut away.
+    said = [("A", 0.5, 3.5), ("C", 4.0, 5.8), ("C", 5.85, 7.65), ("C", 7.7, 9.5), ("B", 10.0, 13.0)]
+    said += [("A", 13.5, 16.5), ("C", 17.0, 20.0), ("B", 20.5, 23.5), ("C", 24.0, 27.0)]
+    seconds = 28.0
+    rms = np.full(int(seconds / HOP), 0.001)
+    for who, a, b in said:
+        frames = int(round(b / HOP)) - int(round(a / HOP))
+        rms[int(round(a / HOP)) : int(round(b / HOP))] = syllables(b - a + 0.1, 0.1, -9 if who == "C" else -18)[:frames]
+    speech = SpeechMap(tuple((a, b) for _, a, b in said), rms, rms > 0.002)
+    echo = tuple((a, b) for who, a, b in said if who == "C")
+    cues = script(said, labelled=False)
+    with (
+        mock.patch("omnidub.source.analysis.find_speech", return_value=speech),
+        mock.patch("omnidub.source.analysis.overlapped", return_value=echo),
+    ):
+        found = extract_voices(
+            voices(tmp_path, said, seconds), cues, encoder=Levels(), asr=None, options=ExtractOptions(assess_lines=True)
+        )
+    room = found.analysis.speakers[3]
+    assert found.analysis.reverberant == {room}
+    [middle] = [r for r in found.references(cues) if r.index == 3]
+    # The sentence's middle cue lies 1 s or more inside that voice's run of speech: its marks there are its echo.
+    assert middle.kind != "none", middle.fallback
+    assert holds(said, parts(middle)) == {"C"}
+    assert "echo" in middle.review

@@ -69,6 +69,22 @@ APART_INSIDE = 0.8
 OUTSIDE_LEAST = 1.0
 # The text of a line heard as speech that the ASR wrote no words for: grouped by voice, never a clip (no transcript).
 NO_WORDS = "(no words heard)"
+# A voice in a reverberant room (a stairwell): marked two voices over REVERB_MARKED of its speech or more (on the
+# ten scenes of tests/scenes.py, by the generator's spans, the stairwell voice 25-70 %, the others up to 39 %, those
+# being full-level overlaps; on the films of tests/films.py no voice over 14 %), its gaps filled REVERB_FILL dB or
+# more beyond the other voices' (on the scenes the stairwell voice's are 4.3-5.2 dB beyond, every other voice's -3.0
+# to +0.7, the whisperer's +3.4 to +7.7 at 8-9 dB under the others; on the films one voice of four or five was +4 dB
+# or more on four of six), judged on REVERB_LINES lines or more of each, at a level no more than REVERB_LEVEL dB
+# under theirs.
+REVERB_MARKED = 0.2
+# A reverberant voice's marks are kept this near either end of a run of its speech: the scenes' turns start 0.4-1.0 s
+# under the end of the one before, and its references held 0.2-0.4 s of the next or last voice with every mark inside
+# its own lines dropped.
+REVERB_EDGE = 1.0
+REVERB_FILL = 2.5
+REVERB_LINES = 2
+REVERB_LEVEL = 4.0
+TWO_VOICES_LEAST = 0.1  # seconds: what is left of an overlap mark once a reverberant voice's own speech is taken off
 SENTENCE_GAP = 0.3  # lines heard this close are most often one sentence the ASR cut (one voice, most often)
 _SENTENCE_END = re.compile(r"[.!?…][\"'”’»)\]]*$")  # a sentence's end mark, a closing quote or bracket after it
 _LETTER = re.compile(r"[^\W\d_]")
@@ -140,6 +156,30 @@ class Analysis:
         """The original lines by index."""
         return {line.index: line for line in self.original.lines}
 
+    @cached_property
+    def reverberant(self) -> frozenset[str]:
+        """The voices heard in a reverberant room (a stairwell): see :func:`reverberant_voices`."""
+        return reverberant_voices(self.speech, self.voiced, self.speakers, self.overlapped)
+
+    def two_voices(self, speaker: str) -> tuple[tuple[float, float], ...]:
+        """Where two voices speak at once, as a line of ``speaker`` is judged: the overlap model hears a reverberant
+        voice's own echo as a second voice over most of its lines (a stairwell's, 50-90 % of each), so for such a
+        voice its marks count only where another line's speech is too, or within REVERB_EDGE of either end of a
+        run of its speech (the next turn starting under its end, or it under the last one's: where a line heard
+        ends is a guess)."""
+        if speaker not in self.reverberant:
+            return self.overlapped
+        others = [v for i, v in self.voiced.items() if v is not None and self.speakers.get(i) != speaker]
+        runs: list[list[float]] = []
+        for a, b in sorted(v for i, v in self.voiced.items() if v is not None and self.speakers.get(i) == speaker):
+            if runs and a - runs[-1][1] <= SENTENCE_GAP:
+                runs[-1][1] = max(runs[-1][1], b)
+            else:
+                runs.append([a, b])
+        inner = [(a + REVERB_EDGE, b - REVERB_EDGE) for a, b in runs if b - a > 2 * REVERB_EDGE]
+        alone = [p for a, b in inner for p in _less(a, b, others)]
+        return tuple(p for a, b in self.overlapped for p in _less(a, b, alone) if p[1] - p[0] >= TWO_VOICES_LEAST)
+
     def wordless(self, index: int) -> bool:
         """Whether the line is speech heard with no words written for it (see NO_WORDS)."""
         return self.lines[index].text == NO_WORDS
@@ -147,6 +187,49 @@ class Analysis:
     def speech_seconds(self, index: int) -> float:
         span = self.spans.get(index)
         return self.speech.speech_seconds(*span) if span else 0.0
+
+
+def reverberant_voices(
+    speech: SpeechMap,
+    voiced: dict[int, tuple[float, float] | None],
+    speakers: dict[int, str],
+    both: tuple[tuple[float, float], ...],
+) -> frozenset[str]:
+    """The voices heard in a reverberant room: the overlap model hears two voices at once over REVERB_MARKED or more
+    of their speech (``both``), and they fill the gaps between their syllables REVERB_FILL dB or more beyond the
+    other voices (the medians over their lines of FILL_LEAST s or more, at least REVERB_LINES of each), at a level no
+    more than REVERB_LEVEL dB under theirs. Either alone is no room: voices differ in how they pause (without a bed,
+    one synthesizer's gaps sit 10-20 dB over another's), a quiet voice's gaps are filled by the bed under it (a
+    whisper's, 3-8 dB beyond the others' on the scenes), and a voice others often speak over is marked often. Empty
+    for a single voice."""
+    judged: dict[str, list[tuple[float, float]]] = {}
+    marked: dict[str, list[float]] = {}
+    for index, span in voiced.items():
+        found = speech.gap_fill(*span) if span is not None else None
+        if found is None or index not in speakers:
+            continue
+        judged.setdefault(speakers[index], []).append(found)
+        seconds = sum(max(0.0, min(b, span[1]) - max(a, span[0])) for a, b in both)
+        marked.setdefault(speakers[index], []).extend((seconds, span[1] - span[0]))
+    found = set()
+    for name, mine in judged.items():
+        theirs = [f for other, fills in judged.items() if other != name for f in fills]
+        if len(mine) < REVERB_LINES or len(theirs) < REVERB_LINES:
+            continue
+        fill = float(np.median([f for f, _ in mine])) - float(np.median([f for f, _ in theirs]))
+        level = float(np.median([v for _, v in mine])) - float(np.median([v for _, v in theirs]))
+        share = sum(marked[name][::2]) / sum(marked[name][1::2])
+        if share >= REVERB_MARKED and fill >= REVERB_FILL and level >= -REVERB_LEVEL:
+            found.add(name)
+    return frozenset(found)
+
+
+def _less(start: float, end: float, cut: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The parts of start..end outside every ``cut`` span, in order."""
+    parts = [(start, end)]
+    for a, b in cut:
+        parts = [p for x, y in parts for p in ((x, min(y, a)), (max(x, b), y)) if p[1] - p[0] > 1e-3]
+    return parts
 
 
 def labelled(script: Script) -> bool:

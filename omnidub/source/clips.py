@@ -589,9 +589,12 @@ def _evaluate(
     )
 
 
+INSIDE = "another voice heard spoken over it"
+
+
 def inside_problem(inside: list[tuple[float, float]]) -> str:
     where = ", ".join(f"{a:.1f}-{b:.1f} s" for a, b in inside)
-    return f"another voice heard spoken over it at {where} (no cue says so)"
+    return f"{INSIDE} at {where} (no cue says so)"
 
 
 def _scores(analysis: Analysis, encoder, speaker: str, start: float, end: float, agreement: float | None) -> Scores:

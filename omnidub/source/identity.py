@@ -32,6 +32,7 @@ from omnidub.source.audio import ANALYSIS_RATE
 from omnidub.source.clips import (
     FALLBACK_MARGIN,
     HEARD_REACH,
+    INSIDE,
     JOIN_GAP,
     Candidate,
     joined_seconds,
@@ -597,6 +598,8 @@ def guarded(
         own = None
         if over is None:
             own = padded(analysis, index, encoder, usable, doubt, pad=unsure is None, clips=clips, kept=kept)
+            if own is None and analysis.grouping is not None and INSIDE not in (clip.problem or ""):
+                own = in_its_room(analysis, index, encoder, usable, doubt, unsure is None, clips)
         if own is not None:
             # unlabelled, its speaker's clip may not be its voice: nothing else may stand in for its own speech
             result[index] = replace(own, voiceless=doubt) if analysis.grouping is not None else own
@@ -607,6 +610,29 @@ def guarded(
         else:  # labelled: the label says who speaks; the speaker's clip voices it, flagged
             result[index] = replace(clip, review=doubt)
     return result
+
+
+def in_its_room(
+    analysis: Analysis,
+    index: int,
+    encoder,
+    usable: dict[int, LineClip],
+    doubt: str,
+    pad: bool,
+    clips: dict[str, np.ndarray],
+) -> LineClip | None:
+    """An unsure line of a voice in a reverberant room (:attr:`Analysis.reverberant`) left with no speech of its own
+    once every stretch the overlap model hears as two voices is cut away: voiced from its own speech with the marks
+    over its voice's speech taken as its room's echo (:meth:`Analysis.two_voices`), rather than from nothing; flagged
+    with why. None for another voice's line, or when that leaves it too little either. Not asked of a line whose own
+    clip another voice is heard over: the marks inside a reverberant voice's speech are its echo and the voices
+    spoken over it alike (a back-channel over the stairwell voice's sentence, 0.3 s, was let into one)."""
+    speaker = analysis.speakers[index]
+    if speaker not in analysis.reverberant:
+        return None
+    room = replace(analysis, overlapped=analysis.two_voices(speaker))
+    why = f"{doubt}; its own speech heard with the overlap model's marks over it taken as {speaker}'s room's echo"
+    return padded(room, index, encoder, usable, why, pad=pad, clips=clips, kept={})
 
 
 def cue_joined_candidate(analysis: Analysis, speaker: str, hear=None) -> Candidate | None:

@@ -65,6 +65,19 @@ class SpeechMap:
         level = float(np.sqrt(np.mean(speech.astype(np.float64) ** 2)))
         return float(min(MAX_LEVEL_DB, 20 * np.log10(max(level, SILENT) / background)))
 
+    def gap_fill(self, start: float, end: float) -> tuple[float, float] | None:
+        """How far the quiet between a span's syllables stays under its loudest speech, and that speech's level: the
+        10th and 90th percentiles of its frame levels, in dB, their difference and the second. A room's reverberation
+        fills the gaps; None under FILL_LEAST s."""
+        a, b = _frame(start, self.rms.size), _frame(end, self.rms.size)
+        if (b - a) * HOP < FILL_LEAST:
+            return None
+        levels = 20 * np.log10(np.maximum(self.rms[a:b].astype(np.float64), SILENT))
+        low, high = np.percentile(levels, [10, 90])
+        return float(low - high), float(high)
+
+
+FILL_LEAST = 0.8  # seconds of a span that gap_fill judges
 
 # Subtitles fit their source when speech is where their cues are and silence where they are not: the mean of
 # the share of cue time that holds speech and the share of the time between cues that holds none (0.5 is chance).
