@@ -16,7 +16,9 @@ voice with the rest, labelled `joined`), never no voice. Without subtitles, a li
 used (most often a piece of a sentence) is voiced from its own speech (its two longest pieces, where the longest is
 short) joined with its speaker's nearest clean speech, where it has enough of its own. A line of LINE_FLOOR s or
 more whose own clip cannot be used (another voice's cue over part of it) is voiced so too, where OWN_ALONE s of its
-own speech is left: its own delivery, not a clip of its voice from elsewhere.
+own speech is left: its own delivery, not a clip of its voice from elsewhere. An unsure line of a voice in a
+reverberant room, left with none of its own speech once what the overlap model hears as two voices is cut (its
+echo), is voiced from its own speech with that echo kept (:func:`in_its_room`), rather than from nothing.
 """
 
 from __future__ import annotations
