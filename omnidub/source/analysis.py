@@ -167,6 +167,8 @@ class Analysis:
         voice its marks count only where another line's speech is too, or within REVERB_EDGE of either end of a
         run of its speech (the next turn starting under its end, or it under the last one's: where a line heard
         ends is a guess)."""
+        from omnidub.source.clips import without  # clips builds on this module
+
         if speaker not in self.reverberant:
             return self.overlapped
         others = [v for i, v in self.voiced.items() if v is not None and self.speakers.get(i) != speaker]
@@ -177,8 +179,8 @@ class Analysis:
             else:
                 runs.append([a, b])
         inner = [(a + REVERB_EDGE, b - REVERB_EDGE) for a, b in runs if b - a > 2 * REVERB_EDGE]
-        alone = [p for a, b in inner for p in _less(a, b, others)]
-        return tuple(p for a, b in self.overlapped for p in _less(a, b, alone) if p[1] - p[0] >= TWO_VOICES_LEAST)
+        alone = [p for a, b in inner for p in without(a, b, others, 0.0)]
+        return tuple(p for a, b in self.overlapped for p in without(a, b, alone, TWO_VOICES_LEAST))
 
     def wordless(self, index: int) -> bool:
         """Whether the line is speech heard with no words written for it (see NO_WORDS)."""
@@ -222,14 +224,6 @@ def reverberant_voices(
         if share >= REVERB_MARKED and fill >= REVERB_FILL and level >= -REVERB_LEVEL:
             found.add(name)
     return frozenset(found)
-
-
-def _less(start: float, end: float, cut: list[tuple[float, float]]) -> list[tuple[float, float]]:
-    """The parts of start..end outside every ``cut`` span, in order."""
-    parts = [(start, end)]
-    for a, b in cut:
-        parts = [p for x, y in parts for p in ((x, min(y, a)), (max(x, b), y)) if p[1] - p[0] > 1e-3]
-    return parts
 
 
 def labelled(script: Script) -> bool:
