@@ -408,6 +408,9 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
         ("We ran out of milk.", "Nós corremos fora de leite.", "Acabou o leite."),
         ("The baby threw up on my shirt.", "O bebê jogou na minha camisa.", "O bebê vomitou na minha camisa."),
         ("She looks up to her brother.", "Ela olha para o irmão.", "Ela admira o irmão."),
+        ("She blew me off again.", "Ela me explodiu de novo.", "Ela me deu um bolo de novo."),
+        ("Wow, that was a close call.", "Uau, isso foi uma chamada próxima.", "Nossa, essa foi por pouco."),
+        ("You're getting on my nerves.", "Você está ficando em meus nervos.", "Você está me dando nos nervos."),
     ],
 )
 def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(source, literal, faithful):
