@@ -213,7 +213,7 @@ _LOANWORDS = {
         "cupcake delivery deluxe dj fast-food feedback fitness freelancer freezer funk game geek golf hacker "
         "hamburger hobby hockey hot-dog laptop login milk-shake mouse muffin nerd outdoor outlet playground "
         "playlist rugby selfie sexy shampoo shorts smartphone snowboard spam strike sundae tablet videogame "
-        "wi-fi wifi youtuber".split()
+        "western westerns wi-fi wifi youtuber".split()
     )
 }
 
