@@ -435,3 +435,34 @@ def test_a_line_the_next_voice_starts_over_is_grouped_with_its_own_voice_and_nev
     for phil, echo in pairs:
         assert group[phil] in {group[i] for i in lines if truth[i] == "PHIL" and i != phil}
         assert group[echo] in {group[i] for i in lines if truth[i] == "ECHO" and i != echo}
+
+
+@pytest.mark.slow  # a full-length Spanish scene built and its clips chosen: about a minute of CPU
+def test_a_reverberant_back_channel_in_no_cue_over_a_telephone_voice_stays_out_of_its_clips(source_voice_encoder):
+    # Spanish seed 2: the stairwell voice's "Ya." (0.7 s with its echo) is spoken over the middle of the telephone
+    # voice's longest line, in no cue, and the overlap model marks nothing there. The windows holding it are as far
+    # from every voice as the telephone voice's own windows are (the margin hardly dips), but far less like the
+    # telephone voice. Before, the line's own clip and its speaker's clip held it: three references of that voice.
+    import tempfile
+    from pathlib import Path
+
+    from omnidub.source import ExtractOptions, extract_voices, read_source
+
+    with tempfile.TemporaryDirectory() as folder:
+        scene = make_scene(Path(folder), seed=2, language="es", bed_db=8.0)
+        uncued = [row["uncued"] for row in scene.lines if "uncued" in row]
+        found = extract_voices(
+            read_source(scene.audio),
+            read_script(scene.subs),
+            encoder=source_voice_encoder,
+            asr=None,
+            options=ExtractOptions(assess_lines=True),
+        )
+        dub = read_script(scene.subs)
+        references = found.references(dub)
+    truth = {line.index: speaker_of(scene, line) for line in dub.lines}
+    assert uncued and all(row["speaker"] == "ROSA" for row in uncued)
+    holding = {r.index: round(other_voice(scene, r, truth[r.index]), 2) for r in references if r.kind != "none"}
+    assert not {i: s for i, s in holding.items() if s > OTHER}, holding
+    host = next(r for r in references if r.kind == "line" and truth[r.index] == "TOMAS" and len(r.parts) == 2)
+    assert sum(b - a for a, b in host.parts) >= 2.0, host

@@ -67,6 +67,12 @@ INSIDE_STEP = 0.2
 INSIDE_MARGIN = 0.12
 INSIDE_DIP = 0.15
 INSIDE_WINDOWS = 4  # fewer windows: no median to dip from, a window must lean to another voice outright
+# A voice like none of the cast's (a reverberant "Ya." over a telephone voice) lowers a window's likeness to every
+# voice alike, so its margin barely dips; its likeness to the clip's own voice does, by OWN_DIP or more under the
+# clip's own windows (their median), its margin left under OWN_DIP_MARGIN. A laugh inside a line lowers the
+# likeness to its voice as much, but not its margin: the windows at its edges stay 0.24-0.42 more like the voice.
+OWN_DIP = 0.2
+OWN_DIP_MARGIN = 0.2
 FALLBACK_SILENCE = 0.3
 FALLBACK_SPEECH = 0.75  # a one-word reply ("Great.", 0.5 s) is too little to clone from
 FALLBACK_FLOOR = 1.0
@@ -289,16 +295,19 @@ def _windows_inside(
     starts = [round(float(a), 3) for a in np.arange(first, end - EDGE_WINDOW + 1e-6, INSIDE_STEP)]
     found = analysis.windows_at(encoder, starts, EDGE_WINDOW)
     stack = np.stack(theirs)
-    margins = [(a, float(np.dot(e, own)) - float(np.max(stack @ e))) for a, e in zip(starts, found) if e is not None]
-    if not margins:
+    heard = [(a, float(np.dot(e, own)), float(np.max(stack @ e))) for a, e in zip(starts, found) if e is not None]
+    if not heard:
         return []
-    if dips_only and len(margins) < INSIDE_WINDOWS:
+    if dips_only and len(heard) < INSIDE_WINDOWS:
         return []
-    usual = float(np.median([m for _, m in margins]))
+    usual = float(np.median([mine - other for _, mine, other in heard]))
+    alike = float(np.median([mine for _, mine, _ in heard]))
     return [
         (a, a + EDGE_WINDOW)
-        for a, m in margins
-        if (m < INSIDE_MARGIN and usual - m >= INSIDE_DIP) or (len(margins) < INSIDE_WINDOWS and m < 0)
+        for a, mine, other in heard
+        if (mine - other < INSIDE_MARGIN and usual - (mine - other) >= INSIDE_DIP)
+        or (len(heard) < INSIDE_WINDOWS and mine < other)
+        or (len(heard) >= INSIDE_WINDOWS and alike - mine >= OWN_DIP and mine - other < OWN_DIP_MARGIN)
     ]
 
 
