@@ -273,9 +273,9 @@ def _other_voice_depth(
 def voices_inside(
     analysis: Analysis, encoder, speaker: str, start: float, end: float, dips_only: bool = False
 ) -> list[tuple[float, float]]:
-    """Where another voice is heard spoken over the span: the windows that hold it (see INSIDE_DIP), and where the
-    overlap model hears two voices at once (a back-channel over a sentence, which no window hears), merged; empty
-    when none is (or there is no other voice to hear). ``dips_only``: a span of too few windows to dip from the
+    """Where another voice is heard spoken over the span: the windows that hold it (see INSIDE_DIP and OWN_DIP), and
+    where the overlap model hears two voices at once (a back-channel over a sentence, which no window hears), merged;
+    empty when none is (or there is no other voice to hear). ``dips_only``: a span of too few windows to dip from the
     median is not judged by its windows (whether a short span is its voice at all is judged whole elsewhere)."""
     own = analysis.centroids.get(speaker)
     theirs = [c for name, c in analysis.centroids.items() if name != speaker]
