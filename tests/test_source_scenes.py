@@ -46,6 +46,19 @@ def speaker_of(scene, line) -> str:
     return max(same, key=lambda row: min(row["cue"][1], line.end) - max(row["cue"][0], line.start))["speaker"]
 
 
+def extract(scene, path, encoder):
+    """The scene's voices chosen for the subtitles at ``path``, each line's own speech assessed."""
+    from omnidub.source import ExtractOptions, extract_voices, read_source
+
+    return extract_voices(
+        read_source(scene.audio),
+        read_script(path),
+        encoder=encoder,
+        asr=None,
+        options=ExtractOptions(assess_lines=True),
+    )
+
+
 def test_the_scene_is_built_differently(scene):
     rows = scene.lines
     assert sum(bool(row.get("backchannel")) for row in rows) == 2 and any("uncued" in row for row in rows)
@@ -367,13 +380,7 @@ def test_a_whisperer_voice_activity_hardly_hears_is_a_voice_of_its_own_without_l
     from omnidub.source import ExtractOptions, extract_voices, read_source
 
     scene = make_scene(tmp_path_factory.mktemp("whisper"), seed=1)
-    found = extract_voices(
-        read_source(scene.audio),
-        read_script(scene.unlabelled),
-        encoder=source_voice_encoder,
-        asr=None,
-        options=ExtractOptions(assess_lines=True),
-    )
+    found = extract(scene, scene.unlabelled, source_voice_encoder)
     dub = read_script(scene.unlabelled)
     truth = {line.index: speaker_of(scene, line) for line in dub.lines}
     whispered = [i for i, speaker in truth.items() if speaker == "WREN"]
@@ -438,28 +445,17 @@ def test_a_line_the_next_voice_starts_over_is_grouped_with_its_own_voice_and_nev
 
 
 @pytest.mark.slow  # a full-length Spanish scene built and its clips chosen: about a minute of CPU
-def test_a_reverberant_back_channel_in_no_cue_over_a_telephone_voice_stays_out_of_its_clips(source_voice_encoder):
+def test_a_reverberant_back_channel_in_no_cue_over_a_telephone_voice_stays_out_of_its_clips(
+    tmp_path_factory, source_voice_encoder
+):
     # Spanish seed 2: the stairwell voice's "Ya." (0.7 s with its echo) is spoken over the middle of the telephone
     # voice's longest line, in no cue, and the overlap model marks nothing there. The windows holding it are as far
     # from every voice as the telephone voice's own windows are (the margin hardly dips), but far less like the
     # telephone voice. Before, the line's own clip and its speaker's clip held it: three references of that voice.
-    import tempfile
-    from pathlib import Path
-
-    from omnidub.source import ExtractOptions, extract_voices, read_source
-
-    with tempfile.TemporaryDirectory() as folder:
-        scene = make_scene(Path(folder), seed=2, language="es", bed_db=8.0)
-        uncued = [row["uncued"] for row in scene.lines if "uncued" in row]
-        found = extract_voices(
-            read_source(scene.audio),
-            read_script(scene.subs),
-            encoder=source_voice_encoder,
-            asr=None,
-            options=ExtractOptions(assess_lines=True),
-        )
-        dub = read_script(scene.subs)
-        references = found.references(dub)
+    scene = make_scene(tmp_path_factory.mktemp("stairwell"), seed=2, language="es", bed_db=8.0)
+    uncued = [row["uncued"] for row in scene.lines if "uncued" in row]
+    dub = read_script(scene.subs)
+    references = extract(scene, scene.subs, source_voice_encoder).references(dub)
     truth = {line.index: speaker_of(scene, line) for line in dub.lines}
     assert uncued and all(row["speaker"] == "ROSA" for row in uncued)
     holding = {r.index: round(other_voice(scene, r, truth[r.index]), 2) for r in references if r.kind != "none"}
