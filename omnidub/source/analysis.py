@@ -204,15 +204,15 @@ def reverberant_voices(
     one synthesizer's gaps sit 10-20 dB over another's), a quiet voice's gaps are filled by the bed under it (a
     whisper's, 3-8 dB beyond the others' on the scenes), and a voice others often speak over is marked often. Empty
     for a single voice."""
-    judged: dict[str, list[tuple[float, float]]] = {}
-    marked: dict[str, list[float]] = {}
+    judged: dict[str, list[tuple[float, float]]] = {}  # each line's (gap fill, level)
+    marked: dict[str, list[tuple[float, float]]] = {}  # each line's (seconds marked two voices, seconds)
     for index, span in voiced.items():
-        found = speech.gap_fill(*span) if span is not None else None
-        if found is None or index not in speakers:
+        fill = speech.gap_fill(*span) if span is not None else None
+        if fill is None or index not in speakers:
             continue
-        judged.setdefault(speakers[index], []).append(found)
+        judged.setdefault(speakers[index], []).append(fill)
         seconds = sum(max(0.0, min(b, span[1]) - max(a, span[0])) for a, b in both)
-        marked.setdefault(speakers[index], []).extend((seconds, span[1] - span[0]))
+        marked.setdefault(speakers[index], []).append((seconds, span[1] - span[0]))
     found = set()
     for name, mine in judged.items():
         theirs = [f for other, fills in judged.items() if other != name for f in fills]
@@ -220,7 +220,7 @@ def reverberant_voices(
             continue
         fill = float(np.median([f for f, _ in mine])) - float(np.median([f for f, _ in theirs]))
         level = float(np.median([v for _, v in mine])) - float(np.median([v for _, v in theirs]))
-        share = sum(marked[name][::2]) / sum(marked[name][1::2])
+        share = sum(m for m, _ in marked[name]) / sum(s for _, s in marked[name])
         if share >= REVERB_MARKED and fill >= REVERB_FILL and level >= -REVERB_LEVEL:
             found.add(name)
     return frozenset(found)
