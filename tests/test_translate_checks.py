@@ -534,6 +534,8 @@ def test_an_engine_that_wobbles_on_a_line_said_slightly_differently_is_flagged_t
         ("Of course, Daniel, I will call you.", "Claro, eu vou te ligar.", "names"),
         ("By the way, the car is ready.", "By the way, o carro está pronto.", "untranslated"),
         ("Night, kiddo.", "Boa noite, kiddo.", "untranslated"),  # a word English rarely writes
+        ("Liar. I've got grey hair now.", "Liar. Eu tenho cabelos grisalhos agora.", "untranslated"),  # said, not named
+        ("Pinch me, I'm dreaming.", "Pinch me, eu estou sonhando.", "untranslated"),  # a verb with its object
         ("The service starts at ten.", "O serviço começa em dez.", "meaning"),  # in ten minutes, not at ten
         ("They're asleep by eight.", "Eles estão dormindo por oito.", "meaning"),  # for eight, not by eight
         ("Go on, it'll be fun.", "Vá em, será divertido.", "meaning"),  # a phrase cut short before its comma
@@ -576,6 +578,8 @@ def test_each_check_catches_the_line_built_to_break_it(source, text, flag):
         ("Look up to the sky.", "Olhe para o céu."),
         ("I'll be there in ten.", "Estarei lá em dez."),
         ("Night, Leroy.", "Boa noite, Leroy."),
+        ("Mike? Are you there?", "Mike? Você está aí?"),  # a name called alone
+        ("Come here, Bob!", "Venha aqui, Bob!"),
         ("We're up by two.", "Estamos ganhando por dois."),  # a score, not an hour
         ("Stop, please!", "Para, por favor!"),  # "para" is also "stop!"
         ("There's pizza in the freezer.", "Há pizza no freezer."),  # a word Brazilian Portuguese says as it is

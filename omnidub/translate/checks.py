@@ -72,6 +72,8 @@ INVENTED_RATIO = 2.0
 INVENTED_WORDS = 3
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+# A word said alone as a call: a sentence of one word ending on "?" or "!" ("Leroy?", "Sarah!").
+_CALLED = re.compile(r"(?:^|(?<=[.!?…]\s))([^\W\d_]+)[!?]+(?=\s|$)")
 _LETTER = re.compile(r"[^\W\d_]")
 _CONTRACTIONS = (
     (re.compile(r"\bcan't\b"), "can not"),
@@ -510,10 +512,14 @@ class Checker:
         if mine is None or theirs is None:
             return None
         left = []
+        # A name as the source writes one: a capitalised rare word inside a sentence, or opening one of more words
+        # ("Nora is coming"), or called alone ("Leroy?", "Sarah!"); a rare word that is a whole sentence ending on a
+        # full stop ("Liar.") is said, not named.
+        named = set(line_names(source, self.pair.source)) | set(_CALLED.findall(source))
         for word in carried:
             folded = word.casefold()
-            if word[:1].isupper() and mine.word_usage_frequency(folded) < 1e-5 and word in source:
-                continue  # a capitalised rare word: a name
+            if word in named:
+                continue
             ours, other = mine.word_usage_frequency(folded), theirs.word_usage_frequency(folded)
             if ours > 1e-6 and other < 1e-6 or (word.islower() and ours > 0 and other == 0):
                 left.append(word)  # a rare word too ("kiddo"), in lower case and unknown to the target's dictionary
