@@ -411,6 +411,8 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
         ("She blew me off again.", "Ela me explodiu de novo.", "Ela me deu um bolo de novo."),
         ("Wow, that was a close call.", "Uau, isso foi uma chamada próxima.", "Nossa, essa foi por pouco."),
         ("You're getting on my nerves.", "Você está ficando em meus nervos.", "Você está me dando nos nervos."),
+        ("Your sister called.", "Sua irmã chamou.", "Sua irmã ligou."),
+        ("It's half past nine.", "É metade passado nove.", "São nove e meia."),
     ],
 )
 def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(source, literal, faithful):
@@ -421,6 +423,8 @@ def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(
     # The same Portuguese word where the original does not hold the expression is not flagged, nor an idiom whose
     # words are the literal ones.
     assert "meaning" not in checker.one("Hang the picture there.", "Pendure o quadro ali.", None).flags
+    for named, said in [("What's it called?", "Como se chama?"), ("He was called to the stand.", "Ele foi chamado.")]:
+        assert "meaning" not in checker.one(named, said, None).flags, named
     for idiom, said in [
         ("You bet!", "Pode apostar!"),
         ("Count me in!", "Estou dentro!"),
