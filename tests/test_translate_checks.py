@@ -413,6 +413,8 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
         ("You're getting on my nerves.", "Você está ficando em meus nervos.", "Você está me dando nos nervos."),
         ("Your sister called.", "Sua irmã chamou.", "Sua irmã ligou."),
         ("It's half past nine.", "É metade passado nove.", "São nove e meia."),
+        ("We'll be late for the show.", "Nós vamos ser tarde para o show.", "Vamos chegar atrasados ao show."),
+        ("Did you leave a tip?", "Você deixou uma dica?", "Você deixou gorjeta?"),
     ],
 )
 def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(source, literal, faithful):
