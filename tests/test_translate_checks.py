@@ -363,10 +363,11 @@ def test_the_offline_engine_s_meaning_errors_in_the_held_out_dialogue_are_flagge
     verdicts = checker.check([(r["english"], r["portuguese"]) for r in same])
     errors = [v for r, v in zip(same, verdicts) if r["label"] == "error"]
     faithful = [v for r, v in zip(same, verdicts) if r["label"] == "ok"]
-    # Measured on the ten held-out sets (docs/translate.md): 231 of 279 errors flagged `meaning`, 83 of 784
+    # Measured on the eleven held-out sets (docs/translate.md): 267 of 331 errors flagged `meaning`, 89 of 832
     # faithful lines flagged at all. Each set's misses were read before later checks were written; on the fifth 14
-    # of 30 errors were flagged when it was written (15 now), on the sixth 13 of 32 (30 now), on the seventh 25 of 45
-    # (37 now), on the eighth 8 of 17 (16 now), on the ninth 6 of 22 (17 now), on the tenth 12 of 28 (24 now).
+    # of 30 errors were flagged when it was written (16 now), on the sixth 13 of 32 (30 now), on the seventh 25 of 45
+    # (38 now), on the eighth 8 of 17 (16 now), on the ninth 6 of 22 (17 now), on the tenth 12 of 28 (24 now), on the
+    # eleventh 30 of 52 (31 now).
     fresh = [v for r, v in zip(same, verdicts) if r["set"] == "held-out-5" and r["label"] == "error"]
     assert sum("meaning" in v.flags for v in errors) >= 0.7 * len(errors)
     assert sum("meaning" in v.flags for v in fresh) >= 0.4 * len(fresh)
