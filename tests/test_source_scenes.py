@@ -94,16 +94,8 @@ def test_two_voices_at_once_are_heard_where_the_scene_has_them(scene):
 @pytest.mark.slow  # a minute or more of CPU: pytest -m slow runs it, as CI does
 @pytest.mark.parametrize("subs", ["labelled", "unlabelled"])
 def test_no_line_is_cloned_from_another_voice_and_every_character_has_one(scene, subs, source_voice_encoder):
-    from omnidub.source import ExtractOptions, extract_voices, read_source
-
     path = scene.subs if subs == "labelled" else scene.unlabelled
-    found = extract_voices(
-        read_source(scene.audio),
-        read_script(path),
-        encoder=source_voice_encoder,
-        asr=None,
-        options=ExtractOptions(assess_lines=True),
-    )
+    found = extract(scene, path, source_voice_encoder)
     dub = read_script(path)
     references = found.references(dub)
     lines = {line.index: line for line in dub.lines}
@@ -414,13 +406,9 @@ def test_a_line_the_next_voice_starts_over_is_grouped_with_its_own_voice_and_nev
     the stairwell's own line was moved out. Heard alone, outside every other cue, each is its own voice: the
     telephone line is grouped with the telephone voice's other lines, the stairwell's with the stairwell's. No
     reference holds another voice; every character keeps one."""
-    from omnidub.source import ExtractOptions, extract_voices, read_source
-
     scene = make_scene(tmp_path_factory.mktemp("telephone"), seed=2)
     dub = read_script(scene.unlabelled)
-    found = extract_voices(
-        read_source(scene.audio), dub, encoder=source_voice_encoder, asr=None, options=ExtractOptions(assess_lines=True)
-    )
+    found = extract(scene, scene.unlabelled, source_voice_encoder)
     truth = {line.index: speaker_of(scene, line) for line in dub.lines}
     references = found.references(dub)
     holding = {
