@@ -222,6 +222,65 @@ class DeafToWhispers:
         return Transcript(" ".join(w.text for w in words), "en", tuple(words), tuple(starts))
 
 
+class HearsWhispersShort:
+    """An ASR that writes every line's words where they are said, one segment per line, but a whisper's words in its
+    first WHISPER_HEARD s only (Whisper base on the scenes: "What?" heard for 0.14 s of a 1.5 s whisper)."""
+
+    name = "hears-whispers-short"
+    WHISPER_HEARD = 0.3
+
+    def __init__(self, scene):
+        self.scene = scene
+
+    def identity(self) -> str:
+        return self.name
+
+    def available(self) -> bool:
+        return True
+
+    def transcribe(self, audio, sample_rate, language=None, word_timestamps=False, *, vad=False, progress=None):
+        from omnidub.asr import Transcript, Word
+
+        words, starts = [], []
+        for row in sorted(self.scene.truth["lines"], key=lambda row: row["speech"][0]):
+            said, (a, b) = row["said"].split(), row["speech"]
+            if row.get("whisper"):
+                b = a + self.WHISPER_HEARD
+            starts.append(len(words))
+            step = (b - a) / len(said)
+            words += [Word(w, a + k * step, a + (k + 1) * step) for k, w in enumerate(said)]
+        return Transcript(" ".join(w.text for w in words), "en", tuple(words), tuple(starts))
+
+
+@pytest.mark.slow  # a full-length scene built and grouped: about a minute of CPU
+def test_a_whisper_heard_shorter_than_it_is_said_is_a_voice_of_its_own_without_subtitles(
+    tmp_path_factory, source_voice_encoder
+):
+    """As `omnidub dub` hears a source: a whisperer whose words the ASR times at a fraction of their length (each
+    line too short to say whose it is; the scene of seed 3, whose whisperer Whisper base heard so) is still a voice of
+    its own, heard over the time around its words that no other line holds, and no other voice's line is placed with
+    it."""
+    from omnidub.source import read_source
+    from omnidub.source.analysis import NO_WORDS
+    from omnidub.source.heard import hear_source
+
+    scene = make_scene(tmp_path_factory.mktemp("whisper-short"), seed=3)
+    audio = read_source(scene.audio)
+    heard = hear_source(audio, HearsWhispersShort(scene), source=scene.audio, language="en")
+    found = extracted_as_heard(audio, heard, source_voice_encoder, None)
+    whispers = [row["speech"] for row in scene.lines if row.get("whisper")]
+
+    def whispered(line) -> bool:
+        return any(a <= (line.start + line.end) / 2 <= b for a, b in whispers)
+
+    said = [line for line in found.analysis.original.lines if whispered(line) and line.text != NO_WORDS]
+    assert len(said) == 3 and all(line.end - line.start < 0.8 for line in said)
+    [voice] = found.analysis.grouping.cued
+    placed = {i for i, s in found.analysis.speakers.items() if s == voice}
+    assert {line.index for line in said} <= placed
+    assert all(whispered(found.analysis.lines[i]) for i in placed)
+
+
 def test_a_voice_no_word_of_which_is_heard_is_voiced_from_its_own_speech_heard_alone(scene, source_voice_encoder):
     """Without subtitles, at a timed dub's cues: a whisperer the ASR writes no word of over the whole track still gets
     a voice, its own speech joined across its lines and transcribed again part by part, alone, labelled as such."""

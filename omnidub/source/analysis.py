@@ -20,6 +20,7 @@ from omnidub.source.speakers import (
     STRAY_ALIKE,
     STRAY_ALIKE_HEARD,
     STRAY_LEAST,
+    STRAY_WIDEN,
     WINDOW,
     Grouping,
     VoiceCalibration,
@@ -241,11 +242,13 @@ def analyse(
     separated: bool = False,
     speech: SpeechMap | None = None,
     heard: bool = False,
+    word_timed: bool = False,
     both: tuple[tuple[float, float], ...] | None = None,
 ) -> Analysis:
     """Find every original line in `audio`: speech spans, embeddings, speakers (grouped when unlabelled).
     ``speech``: the track's voice activity, when it was already found; ``heard``: the lines were cut from what an
-    ASR model heard (their times are its words'); ``both``: where two voices speak at once, when already found."""
+    ASR model heard; ``word_timed``: and their times are its words' (not a dub's cues); ``both``: where two voices
+    speak at once, when already found."""
     track = audio.at_rate(ANALYSIS_RATE)
     speech = speech if speech is not None else find_speech(track)
     if speech.regions or not separated:  # isolated vocals without speech: each cue says so (a model's failure)
@@ -272,7 +275,7 @@ def analyse(
         grouping = group_lines(order, embeddings, seconds, speakers, apart, outside)
         who = {entry.index: entry.speaker for entry in grouping.lines}
         if speakers is None:  # lines placed nowhere that are a voice of their own, heard over their cues' time
-            cued = _cue_embeddings(original, stray_lines(grouping), track, encoder, heard=heard)
+            cued = _cue_embeddings(original, stray_lines(grouping), track, encoder, heard=heard, widen=word_timed)
             alike = STRAY_ALIKE_HEARD if heard else STRAY_ALIKE
             grouping = stray_voice(grouping, speaker_centroids(who, embeddings, seconds), cued, apart, alike)
             for line in (g for g in grouping.lines if g.speaker in grouping.cued):
@@ -319,12 +322,15 @@ def runs_on(first: Line, second: Line) -> bool:
 
 
 def _cue_embeddings(
-    original: Script, indices: list[int], track: SourceAudio, encoder, *, heard: bool = False
+    original: Script, indices: list[int], track: SourceAudio, encoder, *, heard: bool = False, widen: bool = False
 ) -> dict[int, np.ndarray]:
     """Each of these lines' cue, every other cue's time cut away, embedded whole (STRAY_LEAST s at least). ``heard``:
     the lines were cut from what an ASR model heard, and those of them next to one another in time that are one
     sentence (:func:`runs_on`) are heard together, each given their embedding: a whispered "Quiet," and "they can
-    hear us." are each too short to say whose they are, and together like the whisperer's other line."""
+    hear us." are each too short to say whose they are, and together like the whisperer's other line. ``widen``:
+    their times are the ASR's words', which a whisper's are shorter than it is said ("What?" heard for 0.14 s of a
+    1.5 s whisper), so each is heard with the time no other line holds up to STRAY_WIDEN s either side (a dub's cue
+    is not: it holds its line's time already, and beyond it another voice's)."""
     from omnidub.source.clips import without  # clips builds on this module
 
     runs: list[list[Line]] = []
@@ -341,7 +347,10 @@ def _cue_embeddings(
     for run in runs:
         within = {line.index for line in run}
         others = [(o.start, o.end) for o in original.lines if o.index not in within]
-        parts = [part for line in run for part in without(line.start, line.end, others, 0.0)]
+        if widen:
+            parts = without(max(run[0].start - STRAY_WIDEN, 0.0), run[-1].end + STRAY_WIDEN, others, 0.0)
+        else:
+            parts = [part for line in run for part in without(line.start, line.end, others, 0.0)]
         if sum(b - a for a, b in parts) >= STRAY_LEAST:
             embedded = encoder.embed(np.concatenate([track.cut(a, b) for a, b in parts]), ANALYSIS_RATE)
             if embedded is not None:
