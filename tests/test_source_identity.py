@@ -655,12 +655,18 @@ def test_a_whisper_heard_as_a_sentence_cut_in_two_is_one_voice_with_its_other_li
     # "Quiet," and "they can hear us.", each too short to say whose it is; voice activity heard none of it. With the
     # whisperer's other line ("Not yet, wait.") they are one voice of their own only when the two pieces of the one
     # sentence are heard together; before, each piece was put with the nearest voice and D had no voice at all.
-    # D is voiced from its cues' time, every other voice cut away.
+    # D is voiced from its cues' time, every other voice cut away. (Each piece heard with the time around it that no
+    # other line holds, STRAY_WIDEN, finds D too: both are taken away for the before.)
     said = [row[:3] for row in WHISPER]
     with monkeypatch.context() as patched:
         patched.setattr("omnidub.source.analysis.runs_on", lambda first, second: False)
+        patched.setattr("omnidub.source.analysis.STRAY_WIDEN", 0.0)
         apart = _whisper_heard(tmp_path, WHISPER, said, [(9.0, 9.35)])[0].analysis.speakers
     assert len({apart[3], apart[6], apart[7]}) > 1 or apart[3] in {apart[k] for k in (1, 2, 4)}  # no voice of D's
+    with monkeypatch.context() as patched:  # each piece heard with the time around it alone
+        patched.setattr("omnidub.source.analysis.runs_on", lambda first, second: False)
+        widened = _whisper_heard(tmp_path, WHISPER, said, [(9.0, 9.35)])[0].analysis.speakers
+    assert widened[3] == widened[6] == widened[7] and widened[3] not in {widened[k] for k in (1, 2, 4, 5, 8, 9)}
     result, references = _whisper_heard(tmp_path, WHISPER, said, [(9.0, 9.35)])  # voice activity hears 0.35 s of D
     groups = result.analysis.speakers
     assert groups[3] == groups[6] == groups[7] and groups[3] not in {groups[k] for k in (1, 2, 4, 5, 8, 9)}

@@ -139,11 +139,10 @@ def extracted_as_heard(audio, heard, encoder, asr):
     )
 
 
-class RunsTurnsTogether:
-    """An ASR that writes the scene's words where they are said (the whisperer's too), as one segment per line, but
-    the dialogue-dash answer ("Yes."), which it writes as "yeah" run into the next line's segment, as tiny.en does."""
+class SceneAsr:
+    """An ASR that writes what the scene says, as the subclass's ``transcribe`` has it heard."""
 
-    name = "runs-turns-together, yeah"
+    name = "scene"
 
     def __init__(self, scene):
         self.scene = scene
@@ -153,6 +152,13 @@ class RunsTurnsTogether:
 
     def available(self) -> bool:
         return True
+
+
+class RunsTurnsTogether(SceneAsr):
+    """An ASR that writes the scene's words where they are said (the whisperer's too), as one segment per line, but
+    the dialogue-dash answer ("Yes."), which it writes as "yeah" run into the next line's segment, as tiny.en does."""
+
+    name = "runs-turns-together, yeah"
 
     def transcribe(self, audio, sample_rate, language=None, word_timestamps=False, *, vad=False, progress=None):
         from omnidub.asr import Transcript, Word
@@ -222,21 +228,12 @@ class DeafToWhispers:
         return Transcript(" ".join(w.text for w in words), "en", tuple(words), tuple(starts))
 
 
-class HearsWhispersShort:
+class HearsWhispersShort(SceneAsr):
     """An ASR that writes every line's words where they are said, one segment per line, but a whisper's words in its
     first WHISPER_HEARD s only (Whisper base on the scenes: "What?" heard for 0.14 s of a 1.5 s whisper)."""
 
     name = "hears-whispers-short"
     WHISPER_HEARD = 0.3
-
-    def __init__(self, scene):
-        self.scene = scene
-
-    def identity(self) -> str:
-        return self.name
-
-    def available(self) -> bool:
-        return True
 
     def transcribe(self, audio, sample_rate, language=None, word_timestamps=False, *, vad=False, progress=None):
         from omnidub.asr import Transcript, Word
