@@ -57,7 +57,7 @@ STRAY_ALIKE = 0.6
 # those of two voices 0.05-0.29 (docs/source.md, "A whisper without subtitles").
 STRAY_ALIKE_HEARD = 0.5
 STRAY_LEAST = 0.5
-STRAY_WIDEN = 0.5  # seconds either side of a line heard too short to embed (see analysis._cue_embeddings)
+STRAY_WIDEN = 0.5  # s either side of a line heard, placed nowhere, that no other line holds (_cue_embeddings)
 STRAY_MOST = 12  # lines weighed together at most
 STRAY_JOIN = 0.5
 STRAY_MARGIN = 0.1
