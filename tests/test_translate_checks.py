@@ -421,6 +421,7 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
         ("Her son is a real handful.", "Seu filho é um verdadeiro punhado.", "O filho dela dá muito trabalho."),
         ("Who forgot the matches?", "Quem esqueceu as partidas?", "Quem esqueceu os fósforos?"),
         ("Why is the line so long?", "Por que a linha é tão longa?", "Por que a fila está tão grande?"),
+        ("Put the bags in the trunk.", "Coloque os sacos no tronco.", "Coloque as malas no porta-malas."),
     ],
 )
 def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(source, literal, faithful):
