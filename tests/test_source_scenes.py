@@ -153,6 +153,21 @@ class SceneAsr:
     def available(self) -> bool:
         return True
 
+    @staticmethod
+    def spoken(said: list[str], a: float, b: float) -> list:
+        """The words ``said`` spread evenly over ``a``-``b`` s."""
+        from omnidub.asr import Word
+
+        step = (b - a) / len(said)
+        return [Word(w, a + k * step, a + (k + 1) * step) for k, w in enumerate(said)]
+
+    @staticmethod
+    def transcript(words: list, starts: list[int]):
+        """The words as a transcript, a segment from each of ``starts``."""
+        from omnidub.asr import Transcript
+
+        return Transcript(" ".join(w.text for w in words), "en", tuple(words), tuple(starts))
+
 
 class RunsTurnsTogether(SceneAsr):
     """An ASR that writes the scene's words where they are said (the whisperer's too), as one segment per line, but
@@ -161,8 +176,6 @@ class RunsTurnsTogether(SceneAsr):
     name = "runs-turns-together, yeah"
 
     def transcribe(self, audio, sample_rate, language=None, word_timestamps=False, *, vad=False, progress=None):
-        from omnidub.asr import Transcript, Word
-
         words, starts, joined = [], [], False
         for row in sorted(self.scene.truth["lines"], key=lambda row: row["speech"][0]):
             said, (a, b) = row["said"].split(), row["speech"]
@@ -170,9 +183,8 @@ class RunsTurnsTogether(SceneAsr):
                 starts.append(len(words))
             joined = bool(row.get("dash")) and row["said"] == "Yes."
             said = ["yeah"] if joined else said  # no sentence's end to cut at
-            step = (b - a) / len(said)
-            words += [Word(w, a + k * step, a + (k + 1) * step) for k, w in enumerate(said)]
-        return Transcript(" ".join(w.text for w in words), "en", tuple(words), tuple(starts))
+            words += self.spoken(said, a, b)
+        return self.transcript(words, starts)
 
 
 @pytest.mark.slow  # the scene grouped and its clips chosen: about 40 s of CPU
@@ -196,23 +208,21 @@ def test_a_reply_heard_run_into_the_next_line_stays_out_of_its_clip(scene, sourc
             assert not any(min(y, b) - max(x, a) > OTHER for x, y in parts), (reference.index, parts, (a, b))
 
 
-class DeafToWhispers:
+class DeafToWhispers(SceneAsr):
     """An ASR that writes every spoken line's words as the scene says them, but nothing for the whisperer (as tiny.en
     writes nothing for it over the whole track), and, for a short clip heard alone, what it is told to."""
 
     name = "deaf-to-whispers"
 
     def __init__(self, scene, alone: str):
-        self.scene, self.alone, self.clips = scene, alone, 0
+        super().__init__(scene)
+        self.alone, self.clips = alone, 0
 
     def identity(self) -> str:
         return f"{self.name}:{self.alone}"
 
-    def available(self) -> bool:
-        return True
-
     def transcribe(self, audio, sample_rate, language=None, word_timestamps=False, *, vad=False, progress=None):
-        from omnidub.asr import Transcript, Word
+        from omnidub.asr import Transcript
 
         if audio.size / sample_rate < 20:  # a clip heard alone
             self.clips += 1
@@ -221,11 +231,9 @@ class DeafToWhispers:
         for row in sorted(self.scene.truth["lines"], key=lambda row: row["speech"][0]):
             if row.get("whisper"):
                 continue
-            said, (a, b) = row["said"].split(), row["speech"]
             starts.append(len(words))
-            step = (b - a) / len(said)
-            words += [Word(w, a + k * step, a + (k + 1) * step) for k, w in enumerate(said)]
-        return Transcript(" ".join(w.text for w in words), "en", tuple(words), tuple(starts))
+            words += self.spoken(row["said"].split(), *row["speech"])
+        return self.transcript(words, starts)
 
 
 class HearsWhispersShort(SceneAsr):
@@ -236,17 +244,12 @@ class HearsWhispersShort(SceneAsr):
     WHISPER_HEARD = 0.3
 
     def transcribe(self, audio, sample_rate, language=None, word_timestamps=False, *, vad=False, progress=None):
-        from omnidub.asr import Transcript, Word
-
         words, starts = [], []
         for row in sorted(self.scene.truth["lines"], key=lambda row: row["speech"][0]):
-            said, (a, b) = row["said"].split(), row["speech"]
-            if row.get("whisper"):
-                b = a + self.WHISPER_HEARD
+            a, b = row["speech"]
             starts.append(len(words))
-            step = (b - a) / len(said)
-            words += [Word(w, a + k * step, a + (k + 1) * step) for k, w in enumerate(said)]
-        return Transcript(" ".join(w.text for w in words), "en", tuple(words), tuple(starts))
+            words += self.spoken(row["said"].split(), a, a + self.WHISPER_HEARD if row.get("whisper") else b)
+        return self.transcript(words, starts)
 
 
 @pytest.mark.slow  # a full-length scene built and grouped: about a minute of CPU

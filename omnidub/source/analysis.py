@@ -242,13 +242,13 @@ def analyse(
     separated: bool = False,
     speech: SpeechMap | None = None,
     heard: bool = False,
-    word_timed: bool = False,
+    heard_lines: bool = False,
     both: tuple[tuple[float, float], ...] | None = None,
 ) -> Analysis:
     """Find every original line in `audio`: speech spans, embeddings, speakers (grouped when unlabelled).
     ``speech``: the track's voice activity, when it was already found; ``heard``: the lines were cut from what an
-    ASR model heard; ``word_timed``: and their times are its words' (not a dub's cues); ``both``: where two voices
-    speak at once, when already found."""
+    ASR model heard; ``heard_lines``: and their times are its words' (not a dub's cues: as
+    :attr:`Analysis.heard_lines`); ``both``: where two voices speak at once, when already found."""
     track = audio.at_rate(ANALYSIS_RATE)
     speech = speech if speech is not None else find_speech(track)
     if speech.regions or not separated:  # isolated vocals without speech: each cue says so (a model's failure)
@@ -275,7 +275,7 @@ def analyse(
         grouping = group_lines(order, embeddings, seconds, speakers, apart, outside)
         who = {entry.index: entry.speaker for entry in grouping.lines}
         if speakers is None:  # lines placed nowhere that are a voice of their own, heard over their cues' time
-            cued = _cue_embeddings(original, stray_lines(grouping), track, encoder, heard=heard, widen=word_timed)
+            cued = _cue_embeddings(original, stray_lines(grouping), track, encoder, heard=heard, widen=heard_lines)
             alike = STRAY_ALIKE_HEARD if heard else STRAY_ALIKE
             grouping = stray_voice(grouping, speaker_centroids(who, embeddings, seconds), cued, apart, alike)
             for line in (g for g in grouping.lines if g.speaker in grouping.cued):

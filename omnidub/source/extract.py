@@ -121,7 +121,7 @@ def extract_voices(
             separated=separation is not None,
             speech=heard.speech if heard else None,
             heard=heard is not None,
-            word_timed=heard is not None and not heard.cued,
+            heard_lines=heard is not None and not heard.cued,
             both=first[0].overlapped if first else None,
         )
         first[:] = first or [found]
