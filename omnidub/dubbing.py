@@ -263,6 +263,14 @@ class Dubbing:
                     f"for {'them' if count > 1 else 'it'} (a whisper, or a voice under the music): not in the dub; "
                     f"write the words in place of {NO_WORDS} in {folder.path / name} and run again to dub them"
                 )
+            count, where = _heard_again(summary.original)
+            if count:
+                their = "their" if count > 1 else "its"
+                self.listener.note(
+                    f"{count} line{'s' if count > 1 else ''} ({where}) heard only when {their} stretch of speech "
+                    f"was heard again alone: read {their} words in {folder.path / name}; correct them there and run "
+                    "again if the ASR misheard"
+                )
             record = {
                 "source": str(self.source.resolve()),
                 "asr_model": self.engine.asr().name,
@@ -458,10 +466,22 @@ def _misjudged(entry) -> bool:
 
 def _wordless(original) -> tuple[int, str]:
     """How many stretches of speech the ASR wrote no words for, and where the first few are."""
-    from omnidub.inputs import clock
     from omnidub.source.analysis import NO_WORDS
 
-    found = [line for line in original.lines if line.text == NO_WORDS]
+    return _named([line for line in original.lines if line.text == NO_WORDS])
+
+
+def _heard_again(original) -> tuple[int, str]:
+    """How many lines' words were heard only when their stretch of speech was heard again alone, and where."""
+    from omnidub.source.heard import AGAIN
+
+    return _named([line for line in original.lines if line.where.endswith(AGAIN)])
+
+
+def _named(found: list) -> tuple[int, str]:
+    """How many lines, and where the first few are."""
+    from omnidub.inputs import clock
+
     where = ", ".join(f"line {line.index} at {clock(line.start)}" for line in found[:6])
     return len(found), where + (f" and {len(found) - 6} more" if len(found) > 6 else "")
 

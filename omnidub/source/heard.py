@@ -1,7 +1,8 @@
 """The original heard in the source, for a source without subtitles: the source transcribed once with faster-whisper
-(its voice activity, word times and language detection), kept in omnidub's cache by the source's content and the
-ASR model; cut into cue-like lines at its pauses; and written back, each line labelled with its voice, as a
-subtitle file a person checks, corrects and passes as the original subtitles next time.
+(its voice activity, word times and language detection), each stretch of speech it wrote no words for heard again
+alone, kept in omnidub's cache by the source's content and the ASR model; cut into cue-like lines at its pauses; and
+written back, each line labelled with its voice, as a subtitle file a person checks, corrects and passes as the
+original subtitles next time.
 """
 
 from __future__ import annotations
@@ -59,6 +60,12 @@ CHANGE_PASSES = 3
 # Speech heard with no words written for it, this long or more and this far from every line, is a line of its own.
 UNHEARD = 0.5
 UNHEARD_GAP = 0.1
+# Each such stretch is heard again once, alone (AGAIN_PAD s of its edges with it, no voice activity filter): decoding
+# a whole source, Whisper skips stretches of it. On the scenes of tests/scenes.py (Whisper base) it wrote nothing for
+# the last 10 s of a 67 s scene (two sentences) and left loops without words; heard alone, 26 of those 29 stretches
+# gave words. Words heard again whose text still loops (over LOOPING times compressible) are not taken.
+AGAIN_PAD = 0.2
+AGAIN = "heard again alone"  # in the ``where`` of a line whose words were heard so: worth a look at its words
 # Words voice activity does not hear under (under UNVOICED_SHARE of their time, each taken as UNVOICED_WORD s at
 # least) for UNVOICED s or more are a line of their own: a whisper under the bed, heard by the ASR and run into the
 # next voice's sentence ("over there, quickly, turn left at the...", the whisperer's words then cloned in that voice).
@@ -133,8 +140,8 @@ def hear_source(
     speech = find_speech(track)
     name = Path(source).name
     check_some_speech(speech, name)
-    transcript = _kept(audio, asr, source, language, separate, progress, status)
-    original = heard_lines(transcript, speech, language)
+    transcript, again = _kept(audio, asr, source, language, separate, progress, status, speech)
+    original = _marked(heard_lines(transcript, speech, language), again)
     if not original.lines:
         raise OmnidubError(
             f"{name}: {asr.name} hears no words in it; is it the right file, and does its first "
@@ -144,26 +151,37 @@ def hear_source(
 
 
 def _kept(
-    audio: SourceAudio, asr: Asr, source: Path, language: str | None, separate: str | None, progress, status
-) -> Transcript:
+    audio: SourceAudio,
+    asr: Asr,
+    source: Path,
+    language: str | None,
+    separate: str | None,
+    progress,
+    status,
+    speech: SpeechMap,
+) -> tuple[Transcript, tuple[tuple[float, float], ...]]:
+    """The source's transcription, and the stretches of speech it wrote no words for that were heard again alone
+    (see AGAIN_PAD): kept in omnidub's cache; one kept before stretches were heard again is heard again there once."""
     from omnidub.files import cache_home, write_text_atomic
 
     key = transcript_key(source, asr, language, separate)
     path = cache_home() / "source" / "heard" / f"{key}.json"
     seconds = len(audio.samples) / audio.sample_rate
-    kept, why = _read_kept(path, key, seconds)
-    if kept is not None:
-        return kept
-    again = f" again: the kept one {why}" if why else " (once; kept for every later run)"
-    status(f"transcribing {Path(source).name} with {asr.name}{again}")
-    found = asr.transcribe(
-        audio.samples,
-        audio.sample_rate,
-        language=whisper_language(language),
-        word_timestamps=True,
-        vad=True,
-        progress=progress,
-    )
+    found, why, again = _read_kept(path, key, seconds)
+    if found is not None and again is not None:
+        return found, again
+    if found is None:
+        told = f" again: the kept one {why}" if why else " (once; kept for every later run)"
+        status(f"transcribing {Path(source).name} with {asr.name}{told}")
+        found = asr.transcribe(
+            audio.samples,
+            audio.sample_rate,
+            language=whisper_language(language),
+            word_timestamps=True,
+            vad=True,
+            progress=progress,
+        )
+    found, again = _heard_again(audio, asr, found, speech, language, status)
     data = {
         "key": key,  # what it was made from: a read checks it, so a renamed or swapped file is never trusted
         "seconds": seconds,
@@ -171,32 +189,108 @@ def _kept(
         "language": found.language,
         "words": [[w.text, w.start, w.end] for w in found.words],
         "starts": list(found.segment_starts),
+        "again": [list(span) for span in again],
         "asr": asr.identity(),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(data, ensure_ascii=False))
-    return found
+    return found, again
 
 
-def _read_kept(path: Path, key: str, seconds: float) -> tuple[Transcript | None, str]:
-    """The transcription kept at ``path`` when it was made for ``key`` and fits the source's length; else None
-    and why it is not used ("" when there is none)."""
+def _read_kept(
+    path: Path, key: str, seconds: float
+) -> tuple[Transcript | None, str, tuple[tuple[float, float], ...] | None]:
+    """The transcription kept at ``path`` when it was made for ``key`` and fits the source's length, and the
+    stretches heard again alone (None: kept before any was); else None and why it is not used ("" when there is
+    none)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return None, ""
+        return None, "", None
     except (OSError, ValueError):
-        return None, "could not be read"
+        return None, "could not be read", None
     try:
         if data.get("key") != key:
-            return None, "was made from another source or model"
+            return None, "was made from another source or model", None
         words = tuple(Word(str(t), float(a), float(b)) for t, a, b in data["words"])
         if abs(float(data["seconds"]) - seconds) > 0.05 or any(w.end > seconds + 0.05 for w in words):
-            return None, "does not fit the source's length"
+            return None, "does not fit the source's length", None
         starts = tuple(int(k) for k in data["starts"])
-        return Transcript(str(data["text"]), str(data["language"]), words, starts), ""
+        again = None if "again" not in data else tuple((float(a), float(b)) for a, b in data["again"])
+        return Transcript(str(data["text"]), str(data["language"]), words, starts), "", again
     except (AttributeError, KeyError, TypeError, ValueError):
-        return None, "could not be read"
+        return None, "could not be read", None
+
+
+def _heard_again(
+    audio: SourceAudio, asr: Asr, transcript: Transcript, speech: SpeechMap, language: str | None, status
+) -> tuple[Transcript, tuple[tuple[float, float], ...]]:
+    """The transcription with the words of each stretch of speech it wrote none for (see UNHEARD) heard again alone,
+    each stretch's words a segment of their own; and the stretches heard so."""
+    from omnidub.asr import LOOPING
+    from omnidub.source.analysis import NO_WORDS
+
+    spans = tuple(
+        (line.start, line.end) for line in heard_lines(transcript, speech, language).lines if line.text == NO_WORDS
+    )
+    if not spans:
+        return transcript, ()
+    status(f"hearing again, each alone, {len(spans)} stretch{'es' if len(spans) > 1 else ''} of speech with no words")
+    segments = _segments(transcript)
+    rate, seconds = audio.sample_rate, len(audio.samples) / audio.sample_rate
+    for start, end in spans:
+        low, high = max(0.0, start - AGAIN_PAD), min(seconds, end + AGAIN_PAD)
+        heard = asr.transcribe(
+            audio.samples[int(low * rate) : int(high * rate)],
+            rate,
+            language=whisper_language(language) or transcript.language,
+            word_timestamps=True,
+            vad=False,
+        )
+        for segment in _segments(heard):
+            words = [Word(w.text, round(w.start + low, 3), round(w.end + low, 3)) for w in segment]
+            words = [w for w in words if start <= (w.start + w.end) / 2 <= end]  # not a neighbour's word at an edge
+            if words and _compressibility(" ".join(w.text for w in words)) <= LOOPING:
+                segments.append(words)
+    segments.sort(key=lambda words: words[0].start)
+    words = tuple(w for segment in segments for w in segment)
+    starts = tuple(np.cumsum([0] + [len(s) for s in segments[:-1]]).tolist())
+    text = " ".join(" ".join(w.text for w in segment) for segment in segments)
+    return Transcript(text, transcript.language, words, starts), spans
+
+
+def _segments(transcript: Transcript) -> list[list[Word]]:
+    """The transcription's words, segment by segment."""
+    bounds = [*transcript.segment_starts, len(transcript.words)]
+    if not bounds or bounds[0] != 0:
+        bounds = [0, *bounds]
+    return [list(transcript.words[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
+
+
+def _compressibility(text: str) -> float:
+    """How many times over a text compresses (a decode that loops compresses far more than speech does)."""
+    import zlib
+
+    raw = text.encode("utf-8")
+    return len(raw) / len(zlib.compress(raw)) if raw else 0.0
+
+
+def _marked(original: Script, again: tuple[tuple[float, float], ...]) -> Script:
+    """The lines heard, each whose words were heard again alone saying so in its ``where`` (see AGAIN)."""
+    from dataclasses import replace
+
+    from omnidub.source.analysis import NO_WORDS
+
+    def inside(line: Line) -> bool:
+        middle = (line.start + line.end) / 2
+        return line.text != NO_WORDS and any(a <= middle <= b for a, b in again)
+
+    lines = tuple(replace(line, where=_again(line.index)) if inside(line) else line for line in original.lines)
+    return replace(original, lines=lines)
+
+
+def _again(index: int) -> str:
+    return f"line {index} {AGAIN}"
 
 
 def heard_lines(transcript: Transcript, speech: SpeechMap, language: str | None = None) -> Script:
@@ -323,6 +417,11 @@ def voice_changes(
         words = [w for w in heard.transcript.words if _SPOKEN.search(w.text)]
         lines, language = [], original.lines[0].language
         for line in original.lines:
+            if line.where.endswith(AGAIN):  # one stretch heard alone: its words' times are a short decode's
+                lines.append(
+                    heard_line(len(lines) + 1, line.text, line.start, line.end, language, _again(len(lines) + 1))
+                )
+                continue
             mine = [w for w in words if line.start - 0.05 <= (w.start + w.end) / 2 <= line.end + 0.05]
             for text, start, end in _cut_at_change(line, mine, grouped.track, heard.speech, encoder, grouped.centroids):
                 lines.append(heard_line(len(lines) + 1, text, start, end, language))

@@ -148,7 +148,7 @@ def save(summary: SourceSummary) -> None:
     }
     if summary.heard is not None:  # the lines were cut from what was heard: no subtitle file holds them
         data["original"] = [
-            [line.index, line.text, line.start, line.end, line.language] for line in summary.original.lines
+            [line.index, line.text, line.start, line.end, line.language, line.where] for line in summary.original.lines
         ]
     if summary.centroids:
         import io
@@ -175,8 +175,8 @@ def load(folder: Path, original: Script | None) -> SourceSummary | None:
 
             original = Script(
                 tuple(
-                    heard_line(int(k), str(text), float(a), float(b), language)
-                    for k, text, a, b, language in data["original"]
+                    heard_line(int(k), str(text), float(a), float(b), language, str(where[0]) if where else "")
+                    for k, text, a, b, language, *where in data["original"]
                 ),
                 (),
                 (),
