@@ -859,3 +859,30 @@ def test_a_stretch_heard_again_as_a_loop_stays_without_words(own_cache):
     heard = hear_source(read_source(scene), asr, source=scene)
     assert asr.alone >= 1
     assert [line.text for line in heard.original.lines if line.start > 38.6] == [NO_WORDS]
+
+
+def test_laughter_coughs_and_music_alone_are_not_heard_again_so_no_words_are_invented_there(own_cache, tmp_path):
+    # The scene, then laughter, two coughs and 4 s of a jazz bed alone, at the dialogue's level and 12 dB over it. An
+    # ASR that invents words for whatever it is given alone would put a line there if voice activity took any of it
+    # for speech: none is.
+    from scenes import RATE, cough, jazz, laughter
+
+    from omnidub.source import read_source
+    from omnidub.source.heard import hear_source
+
+    rng = np.random.default_rng(7)
+    scene = read_source(DATA / "scene.opus").at_rate(RATE).samples
+    level = np.sqrt(np.mean(scene[np.abs(scene) > 1e-4] ** 2))
+    for db in (0, 12):
+
+        def at(x, db=db):
+            return x / np.sqrt(np.mean(x**2)) * level * 10 ** (db / 20)
+
+        noises = [laughter(rng), laughter(rng), np.zeros(RATE), cough(rng), cough(rng), np.zeros(RATE), jazz(4.0, rng)]
+        tail = np.concatenate([np.zeros(RATE), *[at(n) if n.any() else n for n in noises], np.zeros(RATE)])
+        path = tmp_path / f"noises-{db}.wav"
+        sf.write(path, np.concatenate([scene, tail]).astype(np.float32), RATE)
+        asr = SkippingAsr(again="I will never forget this day.")
+        heard = hear_source(read_source(path), asr, source=path)
+        assert asr.alone == 1  # the scene's last line alone, which the ASR skipped whole
+        assert [line.text for line in heard.original.lines if line.start > 38.6] == [asr.said_again]
