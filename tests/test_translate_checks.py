@@ -437,6 +437,9 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
             "Acabaram os croissants, desculpe.",
         ),
         ("It's on the house tonight.", "É na casa esta noite.", "Hoje é por conta da casa."),
+        ("Help me clear the table.", "Ajude-me a limpar a tabela.", "Me ajuda a tirar a mesa."),
+        ("The elevator is out of order.", "O elevador está fora de ordem.", "O elevador está quebrado."),
+        ("My ride's here, see you tomorrow.", "Meu passeio está aqui.", "Minha carona chegou, até amanhã."),
     ],
 )
 def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(source, literal, faithful):
