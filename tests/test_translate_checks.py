@@ -440,6 +440,7 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
         ("Help me clear the table.", "Ajude-me a limpar a tabela.", "Me ajuda a tirar a mesa."),
         ("The elevator is out of order.", "O elevador está fora de ordem.", "O elevador está quebrado."),
         ("My ride's here, see you tomorrow.", "Meu passeio está aqui.", "Minha carona chegou, até amanhã."),
+        ("Well done.", "Bem feito.", "Muito bem."),
     ],
 )
 def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(source, literal, faithful):
