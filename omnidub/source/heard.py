@@ -62,8 +62,8 @@ UNHEARD = 0.5
 UNHEARD_GAP = 0.1
 # Each such stretch is heard again once, alone (AGAIN_PAD s of its edges with it, no voice activity filter): decoding
 # a whole source, Whisper skips stretches of it. On the scenes of tests/scenes.py (Whisper base) it wrote nothing for
-# the last 10 s of a 67 s scene (two sentences) and left loops without words; heard alone, 26 of those 29 stretches
-# gave words. Words heard again whose text still loops (over LOOPING times compressible) are not taken.
+# the last 10 s of a 67 s scene (two sentences) and left loops without words; heard alone, 25 of those 29 stretches
+# gave words that do not loop. Words heard again whose text still loops (over LOOPING times compressible) are not taken.
 AGAIN_PAD = 0.2
 AGAIN = "heard again alone"  # in the ``where`` of a line whose words were heard so: worth a look at its words
 # Words voice activity does not hear under (under UNVOICED_SHARE of their time, each taken as UNVOICED_WORD s at
@@ -237,6 +237,7 @@ def _heard_again(
         return transcript, ()
     status(f"hearing again, each alone, {len(spans)} stretch{'es' if len(spans) > 1 else ''} of speech with no words")
     segments = _segments(transcript)
+    first = len(segments)
     rate, seconds = audio.sample_rate, len(audio.samples) / audio.sample_rate
     for start, end in spans:
         low, high = max(0.0, start - AGAIN_PAD), min(seconds, end + AGAIN_PAD)
@@ -252,6 +253,8 @@ def _heard_again(
             words = [w for w in words if start <= (w.start + w.end) / 2 <= end]  # not a neighbour's word at an edge
             if words and _compressibility(" ".join(w.text for w in words)) <= LOOPING:
                 segments.append(words)
+    if len(segments) == first:  # nothing heard again: the transcription as it was
+        return transcript, spans
     segments.sort(key=lambda words: words[0].start)
     words = tuple(w for segment in segments for w in segment)
     starts = tuple(np.cumsum([0] + [len(s) for s in segments[:-1]]).tolist())
@@ -417,7 +420,9 @@ def voice_changes(
         words = [w for w in heard.transcript.words if _SPOKEN.search(w.text)]
         lines, language = [], original.lines[0].language
         for line in original.lines:
-            if line.where.endswith(AGAIN):  # one stretch heard alone: its words' times are a short decode's
+            # A stretch heard again alone stays one line: cut at its voice changes, its short pieces became groups of
+            # their own, and a whisper joined one (docs/source.md, "Speech Whisper skipped, heard again alone").
+            if line.where.endswith(AGAIN):
                 lines.append(
                     heard_line(len(lines) + 1, line.text, line.start, line.end, language, _again(len(lines) + 1))
                 )
