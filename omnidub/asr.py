@@ -66,6 +66,24 @@ class Transcript:
     words: tuple[Word, ...]
     segment_starts: tuple[int, ...] = ()  # the index in `words` of each Whisper segment's first word
 
+    @classmethod
+    def of_segments(cls, text: str, language: str, segments) -> Transcript:
+        """A transcription from its segments' words, in order (a segment without words starts none)."""
+        words: list[Word] = []
+        starts: list[int] = []
+        for segment in segments:
+            if segment:
+                starts.append(len(words))
+                words += segment
+        return cls(text, language, tuple(words), tuple(starts))
+
+    def segments(self) -> list[list[Word]]:
+        """The words, segment by segment."""
+        bounds = [*self.segment_starts, len(self.words)]
+        if bounds[0] != 0:
+            bounds = [0, *bounds]
+        return [list(self.words[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
+
 
 # faster-whisper's hub repositories for its plain size names (the rest are looked up through faster-whisper).
 STANDARD_REPO = {
@@ -363,14 +381,7 @@ class Asr:
         if progress is not None:
             progress(total, total)
         text = " ".join(s.text for s in segments if s.text)
-        words: list[Word] = []
-        starts: list[int] = []
-        if word_timestamps:
-            for segment in segments:
-                if segment.words:
-                    starts.append(len(words))
-                    words += segment.words
-        return Transcript(text=text, language=info.language, words=tuple(words), segment_starts=tuple(starts))
+        return Transcript.of_segments(text, info.language, (s.words for s in segments))  # none without word times
 
     def _without_loops(self, model, samples, segments: list, language, word_timestamps: bool, vad: bool) -> list:
         """Greedy decoding under music can loop, inside a segment ("Marie-Marie-Marie..." over 30 s of dialogue,

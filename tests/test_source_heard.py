@@ -803,9 +803,7 @@ class SkippingAsr:
         else:
             self.alone += 1
             lines = [spread(self.said_again, 0.3, len(samples) / rate - 0.3)]
-        words = tuple(w for line in lines for w in line)
-        starts = tuple(int(k) for k in np.cumsum([0] + [len(line) for line in lines[:-1]]))
-        return Transcript(" ".join(t for *_, t in SCENE_LINES), "en", words, starts)
+        return Transcript.of_segments(" ".join(t for *_, t in SCENE_LINES), "en", lines)
 
 
 def test_speech_a_whole_source_transcription_wrote_no_words_for_is_heard_again_alone_and_kept(own_cache):

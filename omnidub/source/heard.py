@@ -227,6 +227,8 @@ def _heard_again(
 ) -> tuple[Transcript, tuple[tuple[float, float], ...]]:
     """The transcription with the words of each stretch of speech it wrote none for (see UNHEARD) heard again alone,
     each stretch's words a segment of their own; and the stretches heard so."""
+    from faster_whisper.transcribe import get_compression_ratio
+
     from omnidub.asr import LOOPING
     from omnidub.source.analysis import NO_WORDS
 
@@ -236,7 +238,7 @@ def _heard_again(
     if not spans:
         return transcript, ()
     status(f"hearing again, each alone, {len(spans)} stretch{'es' if len(spans) > 1 else ''} of speech with no words")
-    segments = _segments(transcript)
+    segments = transcript.segments()
     first = len(segments)
     rate, seconds = audio.sample_rate, len(audio.samples) / audio.sample_rate
     for start, end in spans:
@@ -248,34 +250,16 @@ def _heard_again(
             word_timestamps=True,
             vad=False,
         )
-        for segment in _segments(heard):
+        for segment in heard.segments():
             words = [Word(w.text, round(w.start + low, 3), round(w.end + low, 3)) for w in segment]
             words = [w for w in words if start <= (w.start + w.end) / 2 <= end]  # not a neighbour's word at an edge
-            if words and _compressibility(" ".join(w.text for w in words)) <= LOOPING:
+            if words and get_compression_ratio(" ".join(w.text for w in words)) <= LOOPING:
                 segments.append(words)
     if len(segments) == first:  # nothing heard again: the transcription as it was
         return transcript, spans
     segments.sort(key=lambda words: words[0].start)
-    words = tuple(w for segment in segments for w in segment)
-    starts = tuple(np.cumsum([0] + [len(s) for s in segments[:-1]]).tolist())
     text = " ".join(" ".join(w.text for w in segment) for segment in segments)
-    return Transcript(text, transcript.language, words, starts), spans
-
-
-def _segments(transcript: Transcript) -> list[list[Word]]:
-    """The transcription's words, segment by segment."""
-    bounds = [*transcript.segment_starts, len(transcript.words)]
-    if not bounds or bounds[0] != 0:
-        bounds = [0, *bounds]
-    return [list(transcript.words[a:b]) for a, b in zip(bounds, bounds[1:]) if b > a]
-
-
-def _compressibility(text: str) -> float:
-    """How many times over a text compresses (a decode that loops compresses far more than speech does)."""
-    import zlib
-
-    raw = text.encode("utf-8")
-    return len(raw) / len(zlib.compress(raw)) if raw else 0.0
+    return Transcript.of_segments(text, transcript.language, segments), spans
 
 
 def _marked(original: Script, again: tuple[tuple[float, float], ...]) -> Script:

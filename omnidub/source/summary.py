@@ -175,8 +175,8 @@ def load(folder: Path, original: Script | None) -> SourceSummary | None:
 
             original = Script(
                 tuple(
-                    heard_line(int(k), str(text), float(a), float(b), language, str(where[0]) if where else "")
-                    for k, text, a, b, language, *where in data["original"]
+                    heard_line(int(k), str(text), float(a), float(b), language, str(where))
+                    for k, text, a, b, language, where in data["original"]
                 ),
                 (),
                 (),
