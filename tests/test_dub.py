@@ -636,3 +636,12 @@ def test_a_line_heard_only_alone_is_dubbed_and_the_dub_names_it(
     translated = list(srt.parse((out / "translation" / "scene.pt.srt").read_text()))
     assert LAST in heard[-1].content and heard[-1].start.total_seconds() > 38.5
     assert len(translated) == len(heard) and translated[-1].start == heard[-1].start  # dubbed, in its slot
+    # The review marks that line, and only it, as one whose original was heard again.
+    from test_review import open_desk
+
+    desk = open_desk(out / "render")
+    try:
+        marked = [line["index"] for line in desk.state()["lines"] if line["original_heard_again"]]
+    finally:
+        desk.close(deliver=False)
+    assert marked == [len(translated)]

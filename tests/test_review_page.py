@@ -61,6 +61,7 @@ def line(i: int) -> dict:
         "takes": [],
         "note": None,
         "look_again": i % 13 == 0,
+        "original_heard_again": i % 29 == 0,
         "heard": None,
         "diff": None,
         "voice_from": None,
@@ -227,14 +228,18 @@ def test_filters_search_counts_and_the_keys_to_the_next_failed_and_unapproved_li
         ("unapproved", lambda i: not line(i)["approved"]),
         ("flagged", lambda i: line(i)["look_again"]),
         ("changed", lambda i: i % 17 == 0),
+        ("reheard", lambda i: i % 29 == 0),
     ):
         page.get_by_label("Show").select_option(show)
         count = sum(map(test, range(1, EPISODE + 1)))
         expect(page.get_by_text(f"{count} of {EPISODE} lines shown")).to_be_visible()
+    # A line whose original's words were heard again alone says so, in its row and in full.
+    rows(page).get_by_role("option", name=re.compile(r"^Line 58, .*, original heard again: ")).click()
+    expect(page.locator("#detail")).to_contain_text("The original's words were heard only when their stretch")
     page.get_by_label("Show").select_option("all")
-    page.get_by_label("Speaker").select_option("CAROL")
+    page.get_by_label("Speaker", exact=True).select_option("CAROL")
     expect(page.get_by_text(f"{EPISODE // 3} of {EPISODE} lines shown")).to_be_visible()
-    page.get_by_label("Speaker").select_option("")
+    page.get_by_label("Speaker", exact=True).select_option("")
     # Search reads the translation and the original.
     page.get_by_label("Search").fill("texto original 777")
     expect(page.get_by_text(f"1 of {EPISODE} lines shown")).to_be_visible()

@@ -120,6 +120,9 @@ class Views:
             "original_text": own[2] if own else None,
             "own_original": f"/own-original/{entry.index}" if own else None,
             "own_start": own[0] if own else None,  # where the own original starts in the programme (the picture)
+            # Its original's words were heard only when their stretch of speech was heard again alone (a dub
+            # translated them): worth hearing against what was translated.
+            "original_heard_again": bool(own and own[3]),
             "voice_from": _voice_from(reference),
             **self._translation(entry),
         }
@@ -221,9 +224,12 @@ class Views:
             self._heard = (stamp, found)
         return self._heard[1]
 
-    def _own_original(self, entry: LineEntry) -> tuple[float, float, str] | None:
+    def _own_original(self, entry: LineEntry) -> tuple[float, float, str, bool] | None:
         """The span of the source the line translates (its own original lines, wherever its voice was cloned
-        from) and their text; None without a source."""
+        from), their text and whether any of their words were heard only when heard again alone; None without a
+        source."""
+        from omnidub.source.heard import AGAIN
+
         cast = self.project.cast
         if cast is None:
             return None
@@ -233,8 +239,9 @@ class Views:
         originals = self._originals[1]
         found = [originals[i] for i in (reference.original if reference else ()) if i in originals]
         if found:
-            return min(o.start for o in found), max(o.end for o in found), " ".join(o.text for o in found)
-        return entry.start, entry.end, ""
+            again = any(o.where.endswith(AGAIN) for o in found)
+            return min(o.start for o in found), max(o.end for o in found), " ".join(o.text for o in found), again
+        return entry.start, entry.end, "", False
 
 
 def counts(lines) -> dict:

@@ -201,6 +201,7 @@
     unapproved: (l) => !l.approved,
     flagged: (l) => l.look_again,
     translation: (l) => translationFlags(l).length > 0,
+    reheard: (l) => Boolean(l.original_heard_again),
     changed,
     overflowing: (l) => overflow(l) > OVER,
     unsent: (l) => Boolean(draftOf(l)),
@@ -255,6 +256,7 @@
   function row(line, k) {
     const marks = [line.approved ? "approved" : "", line.look_again ? "look again" : "", line.note ? "note" : "",
                    translationFlags(line).length ? "translation: " + translationFlags(line).join(" ") : "",
+                   line.original_heard_again ? "original heard again" : "",
                    overflow(line) > OVER ? "overflows its slot by " + seconds(overflow(line)) : "",
                    draftMark(line) ? draftMark(line) + " text" : ""]
       .filter(Boolean);
@@ -346,6 +348,9 @@
       article.append(player("Original of line " + i, line.own_original, line.end - line.start, keep,
                             line.original_text ? " (" + line.original_text + ")" : "", "", line.own_start ?? line.start));
     }
+    if (line.original_heard_again)
+      article.append(el("p", {class: "small", text: "The original's words were heard only when their stretch of " +
+                              "speech was heard again alone: hear them against the words translated."}));
     if (line.original && !(line.reference && line.reference.kind === "line" && line.own_original)) {
       article.append(player("Voice clip of line " + i, line.original, null, keep,
                             line.voice_from ? " (cloned from " + line.voice_from + ")" : ""));
