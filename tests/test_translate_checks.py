@@ -20,7 +20,7 @@ from test_cli import one_error_line, run
 from omnidub.script import Line, Script
 from omnidub.translate import Candidate, Pair, translate_script
 from omnidub.translate.cache import LineCache
-from omnidub.translate.checks import Checker, script_names
+from omnidub.translate.checks import Checker, copied_by, script_names
 
 DIALOGUE = Path(__file__).parent / "data" / "translate" / "dialogue.tsv"
 PASSWORD = "hunter2secret"
@@ -546,6 +546,30 @@ def test_an_engine_that_wobbles_on_a_line_said_slightly_differently_is_flagged_t
     assert "'Estou inundado'" in verdict.why["meaning"] or "'Eu estou inundado'" in verdict.why["meaning"]
     alone = Checker(Pair("en", "pt"), back=scripted(back)).check([(source, text)])[0]
     assert "meaning" not in alone.flags
+
+
+def test_a_rare_word_opening_a_line_is_a_name_only_where_the_engine_carries_it_over_in_lower_case():
+    # "Aisle" opens its line and English rarely writes it: taken for a name, it was let through in English. The
+    # engine translates "aisle" (a word) and carries "nora" over (a name); without the engine, both are names.
+    lines = [
+        ("Aisle seven, next to the light bulbs.", "Aisle sete, ao lado das lâmpadas."),
+        ("Nora is coming with us.", "Nora vem conosco."),
+    ]
+    words = {"aisle": "do corredor", "nora": "nora"}
+    engine = dict(lines)
+    forward = lambda texts: [words.get(t) or engine.get(t) or engine[lines[0][0]] for t in texts]  # noqa: E731
+    sources = [source for source, _ in lines]
+    names = script_names(sources, [], "en", copied_by(forward))  # as omnidub translate gathers the script's names
+    aisle, nora = Checker(Pair("en", "pt"), forward=forward, names=names).check(lines)
+    assert "untranslated" in aisle.flags and "'Aisle' left in en" in aisle.why["untranslated"]
+    assert "untranslated" not in nora.flags and "names" not in nora.flags
+    # A faithful translation of the line is not called one that lost a name.
+    [faithful] = Checker(Pair("en", "pt"), forward=forward).check(
+        [(sources[0], "Corredor sete, ao lado das lâmpadas.")]
+    )
+    assert not faithful.flags, faithful.problems
+    without = Checker(Pair("en", "pt"), names=script_names(sources, [], "en")).check(lines)
+    assert "untranslated" not in without[0].flags
 
 
 # -- the checks one by one ---------------------------------------------------------------------------------------

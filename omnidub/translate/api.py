@@ -139,7 +139,7 @@ def checker_for(
     """The checks of a translation of ``script`` and, when meaning cannot be checked, why: the reverse model
     (target->source) from the --mt-model folders given, else omnidub's cache (fetched on first use); with the
     offline ``engine``, how steady its translation of each line is too."""
-    from omnidub.translate.checks import Checker, script_names
+    from omnidub.translate.checks import Checker, copied_by, script_names
     from omnidub.translate.firefox import FirefoxEngine
 
     why = None
@@ -155,9 +155,10 @@ def checker_for(
             else "connect once to fetch it"
         )
         why = f"meaning not checked (no back-translation): {exc} ({how})"
-    names = script_names([x.text for x in script.lines], [x.speaker for x in script.lines], pair.source)
-    names |= {wanted for term, wanted in options.glossary.terms if term == wanted}
     forward = engine.translate if getattr(engine, "name", None) == "firefox" else None
+    opening = copied_by(forward) if forward is not None else None
+    names = set(script_names([x.text for x in script.lines], [x.speaker for x in script.lines], pair.source, opening))
+    names |= {wanted for term, wanted in options.glossary.terms if term == wanted}
     checker = Checker(
         pair, back=back, glossary=options.glossary, names=frozenset(names), variant=pair.variant, forward=forward
     )

@@ -309,6 +309,8 @@ class Checker:
         self.pair, self.back, self.glossary, self.names = pair, back, glossary, names
         self.variant = variant_family(variant or pair.variant)
         self.forward = forward  # the offline engine that made the candidates, for its steadiness
+        # whether a rare word opening a sentence is a name, by the same engine (None: every such word is)
+        self._opening = copied_by(forward) if forward is not None else None
         self._backs: dict[str, tuple[str, ...]] = {}  # a translation -> its round trips, its own first
         self._steady: dict[str, Steadiness | None] = {}
 
@@ -515,7 +517,7 @@ class Checker:
         # A name as the source writes one: a capitalised rare word inside a sentence, or opening one of more words
         # ("Nora is coming"), or called alone ("Leroy?", "Sarah!"); a rare word that is a whole sentence ending on a
         # full stop ("Liar.") is said, not named.
-        named = set(line_names(source, self.pair.source)) | set(_CALLED.findall(source))
+        named = set(line_names(source, self.pair.source, self._opening)) | set(_CALLED.findall(source))
         for word in carried:
             folded = word.casefold()
             if word in named:
@@ -546,7 +548,7 @@ class Checker:
 
     def _names(self, source: str, text: str, back: str | None) -> str | None:
         said = [n for n in self.names if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", source)]
-        said += [n for n in line_names(source, self.pair.source) if n not in said]
+        said += [n for n in line_names(source, self.pair.source, self._opening) if n not in said]
         kept = _fold(text) + " " + (_fold(back) if back else "")
         gone = [n for n in said if not re.search(rf"(?<!\w){re.escape(_fold(n))}(?!\w)", kept)]
         if not gone:
@@ -643,21 +645,24 @@ def _number_words(language: str) -> dict[str, int]:
     return {form: value for forms, value in zip(spelled, _VALUES) for form in forms.split("/")}
 
 
-def script_names(texts: list[str], speakers: list[str], language: str) -> frozenset[str]:
+def script_names(
+    texts: list[str], speakers: list[str], language: str, opening: Callable[[str], bool] | None = None
+) -> frozenset[str]:
     """The names a script uses: words written with a capital inside a sentence (not after its end), and the
-    speakers' labels, as a name is written (``ALICE`` -> ``Alice``)."""
+    speakers' labels, as a name is written (``ALICE`` -> ``Alice``); ``opening``: see :func:`line_names`."""
     names = set()
     for text in texts:
-        names.update(line_names(text, language))
+        names.update(line_names(text, language, opening))
     for speaker in speakers:
         if speaker and speaker.strip() and speaker != "default":
             names.add(speaker.strip().title() if speaker.isupper() else speaker.strip())
     return frozenset(names)
 
 
-def line_names(text: str, language: str) -> list[str]:
+def line_names(text: str, language: str, opening: Callable[[str], bool] | None = None) -> list[str]:
     """Capitalised words inside a sentence that the language's dictionary finds rare, and a sentence's first word
-    when it is rare too ("Sarah, open the door"); the pronoun I and common words aside."""
+    when it is rare too ("Sarah, open the door") and, given ``opening`` (see :func:`copied_by`), a name by it; the
+    pronoun I and common words aside."""
     found = []
     mine = dictionary(language)
     for sentence in re.split(r"(?<=[.!?…])\s+", text.strip()):
@@ -674,10 +679,27 @@ def line_names(text: str, language: str) -> list[str]:
                 # not the whole sentence ("Ouch!").
                 # Not when an object follows it: "Fasten your seatbelt" opens on a verb.
                 if rare and mine is not None and len(words) > 1 and not _OBJECT_NEXT.match(sentence, match.end()):
-                    found.append(word)
+                    if opening is None or opening(word):
+                        found.append(word)
             elif rare:
                 found.append(word)
     return list(dict.fromkeys(found))
+
+
+def copied_by(translate: BackTranslate) -> Callable[[str], bool]:
+    """Whether a rare word opening a sentence is a name, by the offline engine: a name is carried over as it is,
+    even in lower case ("nora" stays "nora"), and a word is translated ("aisle" becomes "do corredor"; "Aisle",
+    capitalised, is carried over as a name would be). Each word is asked once."""
+    known: dict[str, bool] = {}
+
+    def named(word: str) -> bool:
+        folded = word.casefold()
+        if folded not in known:
+            said = translate([folded])[0].casefold()
+            known[folded] = re.search(rf"(?<!\w){re.escape(folded)}(?!\w)", said) is not None
+        return known[folded]
+
+    return named
 
 
 def variant_family(variant: str | None) -> str | None:
