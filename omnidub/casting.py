@@ -14,7 +14,7 @@ from omnidub.errors import OmnidubError
 from omnidub.names import safe_name
 from omnidub.plan import assign_languages
 from omnidub.records import LineEntry
-from omnidub.script import Script, line_ranges
+from omnidub.script import Line, Script, line_ranges
 from omnidub.source.cast import (
     SourceCast,
     SourceOptions,
@@ -25,6 +25,7 @@ from omnidub.source.cast import (
     source_summary,
     unvoiced_lines,
     unvoiced_note,
+    unvoiced_why,
 )
 from omnidub.voices import Voice
 
@@ -43,6 +44,7 @@ class Casting:
     bed: Path | None
     notes: tuple[str, ...]
     unvoiced: dict[int, str] = field(default_factory=dict)  # dubbed line -> its speaker, left without a voice
+    left: tuple[tuple[Line, str], ...] = ()  # each line left without a voice, and why (what gives it one)
 
 
 def cast_from_source(
@@ -93,6 +95,7 @@ def cast_from_source(
     unvoiced = unvoiced_lines(script, voices, summary, cast)
     if unvoiced and len(unvoiced) == len(script.lines):
         raise OmnidubError(f"{input_path}: {unvoiced_note(unvoiced, summary, cast)[0].partition(': ')[2]}")
+    dropped = [line for line in script.lines if line.index in unvoiced]
     script = replace(script, lines=tuple(line for line in script.lines if line.index not in unvoiced))
     check_source_cast(script, voices, summary, input_path)
     notes += tuple(unvoiced_note(unvoiced, summary, cast))
@@ -103,7 +106,8 @@ def cast_from_source(
             "listen to them (each line's reference in the manifest says why)",
         )
     bed = summary.accompaniment if summary.accompaniment is not None and not has_bed else None
-    return Casting(cast, voices, assign_languages(script, voices), bed, notes, unvoiced)
+    left = tuple((line, unvoiced_why(line.index, line.speaker, summary, cast)) for line in dropped)
+    return Casting(cast, voices, assign_languages(script, voices), bed, notes, unvoiced, left)
 
 
 def reference_files(cast: SourceCast) -> dict[int, str]:

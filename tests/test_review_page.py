@@ -77,6 +77,18 @@ def line(i: int) -> dict:
     }
 
 
+# A line the source gave no voice surely its own: not rendered, so in no row.
+UNVOICED = {
+    "index": EPISODE + 1,
+    "speaker": "BOB",
+    "text": "Yes.",
+    "start": 2.0 * EPISODE,
+    "end": 2.0 * EPISODE + 0.6,
+    "why": "no voice of the source is surely its own (its voice is unsure); label its cue in the original subtitles, "
+    "or give it a voice with --voice SPEAKER=FILE",
+}
+
+
 class Desk:
     """A stand-in for omnidub.review.Review serving EPISODE generated lines; an approval is applied at once."""
 
@@ -101,6 +113,7 @@ class Desk:
             "counts": {"passed": 0, "failed": 0, "unchecked": 0, "approved": 0, "lines": EPISODE, "unrendered": 0},
             "status": self.status(),
             "max_speedup": 1.25,
+            "unvoiced": [UNVOICED],
         }
 
     def status(self) -> dict:
@@ -305,10 +318,32 @@ def test_axe_core_finds_no_violation_in_light_and_dark(episode, browser):
     for scheme in ("light", "dark"):
         page = opened(browser, url, bypass_csp=True, color_scheme=scheme)  # axe is injected as a script
         rows(page).get_by_role("option", name=re.compile(r"^Line 7, ")).click()  # a failed line in full beside the list
+        page.locator("#unvoiced-box summary").click()  # the lines not rendered, listed
         page.add_script_tag(content=axe)
         found = page.evaluate("async () => (await axe.run(document)).violations")
         assert [(v["id"], [n["target"] for n in v["nodes"]][:3]) for v in found] == [], scheme
         page.close()
+
+
+@needs_chromium
+def test_a_line_left_without_a_voice_is_listed_with_why_and_its_original_heard_there(episode, browser):
+    from playwright.sync_api import expect
+
+    _, url, _ = episode
+    page = opened(browser, url)
+    box = page.locator("#unvoiced-box")
+    expect(box).to_be_visible()
+    box.get_by_text("1 line not rendered: no voice surely their own").click()
+    listed = page.get_by_role("list", name="1 line not rendered: no voice surely their own")
+    expect(listed).to_contain_text(f"Line {EPISODE + 1} (BOB, 50:00.00): Yes.: no voice of the source is surely")
+    expect(listed).to_contain_text("--voice SPEAKER=FILE")
+    expect(page.get_by_text(f"{EPISODE} of {EPISODE} lines shown")).to_be_visible()  # in no row
+    page.get_by_role("button", name=f"Hear the original of line {EPISODE + 1}").click()
+    # The programme from the line's start, the original track heard alone.
+    expect(page.get_by_role("button", name="Solo the original")).to_have_attribute("aria-pressed", "true")
+    src = page.locator("#mix").get_attribute("src")
+    assert src.startswith(f"/programme?start={2.0 * EPISODE:.3f}&") and "&dub=0&original=1&bed=0&" in src, src
+    page.close()
 
 
 @needs_chromium

@@ -403,3 +403,21 @@ def test_a_voice_without_a_clean_clip_never_refuses_the_dub(args, tmp_path):
     for i in (2, 5, 11):
         assert references[i]["match"] == "none" and "no original line was heard under it" in references[i]["review"]
     assert all(references[i]["review"] is None for i in references if i not in (2, 5, 8, 11))
+    # The review lists EVE's line, in no row, with why and the flag that gives her a voice.
+    from test_review import open_desk
+
+    desk = open_desk(out)
+    try:
+        state = desk.state()
+    finally:
+        desk.close(deliver=False)
+    [left] = state["unvoiced"]
+    assert (left["index"], left["speaker"], left["text"]) == (6, "EVE", plain_text(plain, 6))
+    assert "--voice EVE=FILE" in left["why"] and 6 not in {line["index"] for line in state["lines"]}
+
+
+def plain_text(script: Path, index: int) -> str:
+    """The text of cue ``index`` of an SRT file."""
+    import srt
+
+    return next(cue.content for cue in srt.parse(script.read_text()) if cue.index == index)

@@ -28,7 +28,8 @@ class Views:
 
     def folder(self) -> dict:
         """The folder's own view: title, input, programme, speakers, whether it has a source, the preset's speed
-        cap, the frame rate, the mix's file (while it is the lines as they stand) and its gains."""
+        cap, the frame rate, the mix's file (while it is the lines as they stand) and its gains, and the lines left
+        unrendered for want of a voice."""
         project = self.project
         return {
             "title": project.out_dir.name,
@@ -41,6 +42,18 @@ class Views:
             "fps": project.probed.fps,  # the frames a slot's edges snap to: the video's, --fps, else 25
             "mix_file": self.listed(self._mix_file()),
             "mix_gains": self._mix_gains(),
+            # The lines the source could give no voice that is surely their own: not rendered, so in no row.
+            "unvoiced": [
+                {
+                    "index": line.index,
+                    "speaker": line.speaker,
+                    "text": line.text,
+                    "start": line.start,
+                    "end": line.end,
+                    "why": why,
+                }
+                for line, why in (project.casting.left if project.casting is not None else ())
+            ],  # fmt: skip
         }
 
     def _mix_gains(self) -> tuple[float, float | None]:

@@ -311,20 +311,32 @@ def unvoiced_note(unvoiced: dict[int, str], summary: SourceSummary, cast: Source
     """One line per speaker left without a voice: its lines, why, and the flag that gives it one; one per line whose
     own voice cannot be told."""
     notes = []
-    refused = {i for i in unvoiced if cast is not None and i in cast.references and unvoiced[i] not in summary.missing}
+    refused = {i for i in unvoiced if _refused(i, unvoiced[i], summary, cast)}
     for index in sorted(refused):
-        reference = cast.references[index]
-        notes.append(
-            f"line(s) {index} not rendered: no voice of the source is surely its own ({reference.fallback}); label "
-            "its cue in the original subtitles, or give it a voice with --voice SPEAKER=FILE"
-        )
+        notes.append(f"line(s) {index} not rendered: {unvoiced_why(index, unvoiced[index], summary, cast)}")
     for speaker in dict.fromkeys(s for i, s in unvoiced.items() if i not in refused):
         lines = line_ranges([i for i, s in unvoiced.items() if s == speaker and i not in refused])
-        notes.append(
-            f"line(s) {lines} not rendered: the source gives {speaker} no usable speech "
-            f"({summary.missing[speaker]}); give {speaker} a voice with --voice {speaker}=FILE"
-        )
+        notes.append(f"line(s) {lines} not rendered: {unvoiced_why(None, speaker, summary, cast)}")
     return notes
+
+
+def unvoiced_why(index: int | None, speaker: str, summary: SourceSummary, cast: SourceCast | None = None) -> str:
+    """Why a line left unrendered (see :func:`unvoiced_lines`; None: any line of ``speaker`` the source gives no
+    usable speech) has no voice, and what gives it one."""
+    if index is not None and _refused(index, speaker, summary, cast):
+        return (
+            f"no voice of the source is surely its own ({cast.references[index].fallback}); label its cue in the "
+            "original subtitles, or give it a voice with --voice SPEAKER=FILE"
+        )
+    return (
+        f"the source gives {speaker} no usable speech ({summary.missing.get(speaker, 'none found')}); give {speaker} "
+        f"a voice with --voice {speaker}=FILE"
+    )
+
+
+def _refused(index: int, speaker: str, summary: SourceSummary, cast: SourceCast | None) -> bool:
+    """Whether a line was left unrendered for its own voice, not its speaker's: no voice of the source may stand in."""
+    return cast is not None and index in cast.references and speaker not in summary.missing
 
 
 def check_source_cast(script: Script, voices: dict[str, Voice], summary: SourceSummary, where) -> None:

@@ -794,6 +794,17 @@
     if (counts.unrendered) parts.push(counts.unrendered + " without audio");
     $("counts").textContent = parts.join(" · ");
   }
+  function showUnvoiced(lines) {
+    // The lines the source gave no voice surely their own: in no row (not rendered), each said with why, and its
+    // place in the programme heard with the original alone.
+    $("unvoiced-box").hidden = !lines.length;
+    $("unvoiced-title").textContent = lines.length + " line" + (lines.length === 1 ? "" : "s") +
+                                      " not rendered: no voice surely their own";
+    $("unvoiced").replaceChildren(...lines.map((u) => el("li", {},
+      el("span", {text: "Line " + u.index + " (" + u.speaker + ", " + clock(u.start) + "): " + u.text + ": " + u.why + " "}),
+      el("button", {type: "button", "aria-label": "Hear the original of line " + u.index, text: "Hear the original",
+                    onclick: () => { if (solo !== "original") setTrack("original", "solo"); hearProgramme(u.start, true); }}))));
+  }
   function showStatus(status) {
     $("cancel").disabled = !(status.busy || status.queued);
     if (lost) return;
@@ -1180,6 +1191,7 @@
                                  ...lanes().map((s) => el("option", {value: s, text: s})));
     $("speaker").value = lanes().includes(speaker) ? speaker : "";
     showCounts(state.counts);
+    showUnvoiced(state.unvoiced || []);
     showStatus(state.status);
     if (selected !== null && !byIndex.has(selected)) selected = null;
     filter();
