@@ -884,3 +884,30 @@ def test_laughter_coughs_and_music_alone_are_not_heard_again_so_no_words_are_inv
         heard = hear_source(read_source(path), asr, source=path)
         assert asr.alone == 1  # the scene's last line alone, which the ASR skipped whole
         assert [line.text for line in heard.original.lines if line.start > 38.6] == [asr.said_again]
+
+
+def test_a_reverberant_voice_s_marks_at_a_run_s_end_no_other_voice_speaks_near_are_its_echo(tmp_path):
+    # B speaks from a stairwell: the overlap model marks the whole of its 4 s line, which starts 0.3 s after A's line
+    # ends and ends 0.5 s before A's next. Its marks within 1 s of A's speech stay (a turn may start under the
+    # other's end, and where a line heard ends is a guess), as do those 1 s or more inside its run (a back-channel
+    # spoken over it is marked alike); the rest of its ends is its echo. Another voice's marks are left as they are.
+    from dataclasses import replace
+
+    from omnidub.source.analysis import REVERB_EDGE
+
+    cues = [("A", 0.5, 4.7), ("B", 5.0, 9.0), ("A", 9.5, 12.5), ("B", 13.0, 15.5)]
+    found = heard_analysis(tmp_path, cues, cues, [(a, b) for _, a, b in cues])
+    b, a = found.speakers[2], found.speakers[1]
+    assert a != b
+    found = replace(found, overlapped=((5.0, 9.0), (13.0, 15.5)))
+    found.__dict__["reverberant"] = frozenset({b})  # as reverberant_voices finds a voice whose room fills its gaps
+    voiced = found.voiced
+    near_start = voiced[1][1] + REVERB_EDGE  # A's speech before it, and 1 s after
+    near_end = voiced[3][0] - REVERB_EDGE  # A's next line, and 1 s before it
+    kept = found.edge_echo(b)
+    marked = lambda t: any(x <= t <= y for x, y in kept)  # noqa: E731
+    assert marked(5.2) and marked(near_start - 0.05) and not marked(near_start + 0.1)  # the start: A's end nearby
+    assert marked(6.5) and marked(7.5)  # inside the run: kept
+    assert not marked(near_end - 0.1) and marked(near_end + 0.1)  # the end: A's next line nearby
+    assert not marked(15.2)  # B's last line's end: no other voice within 1 s of it
+    assert found.edge_echo(a) == found.overlapped

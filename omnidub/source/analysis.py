@@ -173,15 +173,39 @@ class Analysis:
         if speaker not in self.reverberant:
             return self.overlapped
         others = [v for i, v in self.voiced.items() if v is not None and self.speakers.get(i) != speaker]
+        runs = self._runs(speaker)
+        inner = [(a + REVERB_EDGE, b - REVERB_EDGE) for a, b in runs if b - a > 2 * REVERB_EDGE]
+        alone = [p for a, b in inner for p in without(a, b, others, 0.0)]
+        return tuple(p for a, b in self.overlapped for p in without(a, b, alone, TWO_VOICES_LEAST))
+
+    def edge_echo(self, speaker: str) -> tuple[tuple[float, float], ...]:
+        """Where two voices speak at once, with a reverberant voice's marks taken off the ends of its runs of speech
+        where no other voice's speech lies within REVERB_EDGE (its echo, with no turn there to start under it or to
+        end over it). Its marks further inside its runs are kept: a back-channel spoken over it is marked alike."""
+        from omnidub.source.clips import without  # clips builds on this module
+
+        if speaker not in self.reverberant:
+            return self.overlapped
+        others = [v for i, v in self.voiced.items() if v is not None and self.speakers.get(i) != speaker]
+        near = [(a - REVERB_EDGE, b + REVERB_EDGE) for a, b in others]
+        edges = []
+        for a, b in self._runs(speaker):
+            if b - a > 2 * REVERB_EDGE:
+                edges += [(a, a + REVERB_EDGE), (b - REVERB_EDGE, b)]
+            else:
+                edges.append((a, b))
+        alone = [p for a, b in edges for p in without(a, b, [n for n in near if n[0] < b and n[1] > a], 0.0)]
+        return tuple(p for a, b in self.overlapped for p in without(a, b, alone, TWO_VOICES_LEAST))
+
+    def _runs(self, speaker: str) -> list[list[float]]:
+        """The runs of a voice's speech: its lines' speech, joined across gaps of SENTENCE_GAP or less."""
         runs: list[list[float]] = []
         for a, b in sorted(v for i, v in self.voiced.items() if v is not None and self.speakers.get(i) == speaker):
             if runs and a - runs[-1][1] <= SENTENCE_GAP:
                 runs[-1][1] = max(runs[-1][1], b)
             else:
                 runs.append([a, b])
-        inner = [(a + REVERB_EDGE, b - REVERB_EDGE) for a, b in runs if b - a > 2 * REVERB_EDGE]
-        alone = [p for a, b in inner for p in without(a, b, others, 0.0)]
-        return tuple(p for a, b in self.overlapped for p in without(a, b, alone, TWO_VOICES_LEAST))
+        return runs
 
     def wordless(self, index: int) -> bool:
         """Whether the line is speech heard with no words written for it (see NO_WORDS)."""
