@@ -53,7 +53,7 @@ class Views:
                     "why": why,
                 }
                 for line, why in (project.casting.left if project.casting is not None else ())
-            ],  # fmt: skip
+            ],
         }
 
     def _mix_gains(self) -> tuple[float, float | None]:
