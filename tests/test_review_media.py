@@ -118,6 +118,7 @@ def test_the_first_ten_approvals_are_answered_while_the_source_is_still_decoding
         assert not finished and not desk.state()["media_ready"]  # every answer came while the source was decoding
         # Once decoded, the original asked for (line 10's) plays: the page asked again when the desk said so.
         gate.set()
+        assert desk.previews.ready.wait(180)  # decoding the rest takes a while on a loaded machine
         expect(page.get_by_label("Original of line 10", exact=True)).to_have_js_property("paused", False)
         page.close()
     finally:
