@@ -4,7 +4,7 @@ line back to its speaker's clip when the actor's own line made it sound like som
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Callable
 
@@ -43,8 +43,12 @@ class Casting:
     script: Script
     bed: Path | None
     notes: tuple[str, ...]
-    unvoiced: dict[int, str] = field(default_factory=dict)  # dubbed line -> its speaker, left without a voice
     left: tuple[tuple[Line, str], ...] = ()  # each line left without a voice, and why (what gives it one)
+
+    @property
+    def unvoiced(self) -> dict[int, str]:
+        """Each dubbed line left without a voice -> its speaker."""
+        return {line.index: line.speaker for line, _ in self.left}
 
 
 def cast_from_source(
@@ -107,7 +111,7 @@ def cast_from_source(
         )
     bed = summary.accompaniment if summary.accompaniment is not None and not has_bed else None
     left = tuple((line, unvoiced_why(line.index, line.speaker, summary, cast)) for line in dropped)
-    return Casting(cast, voices, assign_languages(script, voices), bed, notes, unvoiced, left)
+    return Casting(cast, voices, assign_languages(script, voices), bed, notes, left)
 
 
 def reference_files(cast: SourceCast) -> dict[int, str]:

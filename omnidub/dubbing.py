@@ -473,9 +473,9 @@ def _wordless(original) -> tuple[int, str]:
 
 def _heard_again(original) -> tuple[int, str]:
     """How many lines' words were heard only when their stretch of speech was heard again alone, and where."""
-    from omnidub.source.heard import AGAIN
+    from omnidub.source.heard import was_heard_again
 
-    return _named([line for line in original.lines if line.where.endswith(AGAIN)])
+    return _named([line for line in original.lines if was_heard_again(line)])
 
 
 def _named(found: list) -> tuple[int, str]:

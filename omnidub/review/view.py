@@ -241,7 +241,7 @@ class Views:
         """The span of the source the line translates (its own original lines, wherever its voice was cloned
         from), their text and whether any of their words were heard only when heard again alone; None without a
         source."""
-        from omnidub.source.heard import AGAIN
+        from omnidub.source.heard import was_heard_again
 
         cast = self.project.cast
         if cast is None:
@@ -252,7 +252,7 @@ class Views:
         originals = self._originals[1]
         found = [originals[i] for i in (reference.original if reference else ()) if i in originals]
         if found:
-            again = any(o.where.endswith(AGAIN) for o in found)
+            again = any(was_heard_again(o) for o in found)
             return min(o.start for o in found), max(o.end for o in found), " ".join(o.text for o in found), again
         return entry.start, entry.end, "", False
 

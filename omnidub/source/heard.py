@@ -280,6 +280,11 @@ def _again(index: int) -> str:
     return f"line {index} {AGAIN}"
 
 
+def was_heard_again(line: Line) -> bool:
+    """Whether the line's words were heard only when its stretch of speech was heard again alone (see AGAIN)."""
+    return line.where.endswith(AGAIN)
+
+
 def heard_lines(transcript: Transcript, speech: SpeechMap, language: str | None = None) -> Script:
     """The transcription cut into lines: at each sentence's end, each Whisper segment's, and each pause of PAUSE or
     more; runs longer than LONGEST cut again at their longest pause. Each line runs from its first word to its
@@ -406,7 +411,7 @@ def voice_changes(
         for line in original.lines:
             # A stretch heard again alone stays one line: cut at its voice changes, its short pieces became groups of
             # their own, and a whisper joined one (docs/source.md, "Speech Whisper skipped, heard again alone").
-            if line.where.endswith(AGAIN):
+            if was_heard_again(line):
                 lines.append(
                     heard_line(len(lines) + 1, line.text, line.start, line.end, language, _again(len(lines) + 1))
                 )
