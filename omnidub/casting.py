@@ -50,6 +50,21 @@ class Casting:
         """Each dubbed line left without a voice -> its speaker."""
         return {line.index: line.speaker for line, _ in self.left}
 
+    def left_json(self) -> list[dict]:
+        """The lines left without a voice as the manifest, QA and the review give them: number, speaker, words, slot
+        and why (what gives it a voice)."""
+        return [
+            {
+                "index": line.index,
+                "speaker": line.speaker,
+                "text": line.text,
+                "start": line.start,
+                "end": line.end,
+                "why": why,
+            }
+            for line, why in self.left
+        ]
+
 
 def cast_from_source(
     engine,

@@ -96,7 +96,7 @@ class Dubbed:
             return 130
         if self.summary is not None and self.summary.failed:
             return 1
-        return self.report.tally.exit_code if self.report is not None else 0
+        return self.report.exit_code if self.report is not None else 0
 
 
 class Dubbing:

@@ -31,6 +31,7 @@ class RenderRecord:
     entries: tuple[LineEntry, ...]
     request: dict | None = None  # how the render was asked for (model, preset, voices, source, delivery)
     pace: str | None = None  # the model that predicted each line's natural length (omnidub.pace.model)
+    unvoiced: tuple[dict, ...] = ()  # the lines the source gave no voice surely their own: not rendered, and why
 
 
 def compose(record: RenderRecord) -> tuple[str, list[str]]:
@@ -57,6 +58,7 @@ def compose(record: RenderRecord) -> tuple[str, list[str]]:
         "assembly": generation.record() if generation is not None else None,
         "voices": _voices(record),
         "notes": list(record.notes),
+        "unvoiced": list(record.unvoiced),
         "request": record.request,
         "lines": [stamp(e) for e in record.entries],
     }

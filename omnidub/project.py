@@ -1067,6 +1067,7 @@ class Project:
             entries=tuple(self.entries),
             request=self.asked_json(),
             pace=self.pace or None,
+            unvoiced=tuple(self.casting.left_json()) if self.casting is not None else (),
         )
 
     def asked_json(self) -> dict:

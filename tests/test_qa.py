@@ -6,6 +6,7 @@ import os
 
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
+import html
 import json
 import shutil
 from html.parser import HTMLParser
@@ -56,8 +57,9 @@ def _speech(name: str) -> np.ndarray:
     return audio
 
 
-def _make_output(folder: Path, lines: list[dict], settings: dict | None = None) -> Path:
-    """A render output folder: each line's `audio` (array at 16 kHz or a data WAV name) becomes its segment."""
+def _make_output(folder: Path, lines: list[dict], settings: dict | None = None, **more) -> Path:
+    """A render output folder: each line's `audio` (array at 16 kHz or a data WAV name) becomes its segment;
+    ``more``: other fields of its manifest."""
     (folder / "segments").mkdir(parents=True)
     entries = []
     for line in lines:
@@ -72,7 +74,7 @@ def _make_output(folder: Path, lines: list[dict], settings: dict | None = None) 
                 sf.write(folder / entry["file"], audio, RATE, subtype="FLOAT")
                 entry["duration"] = len(audio) / RATE
         entries.append(entry)
-    manifest = {"omnidub": "0.1.0", "sample_rate": RATE, "settings": settings or {}, "lines": entries}
+    manifest = {"omnidub": "0.1.0", "sample_rate": RATE, "settings": settings or {}, "lines": entries, **more}
     (folder / "manifest.json").write_text(json.dumps(manifest, ensure_ascii=False), encoding="utf-8")
     return folder
 
@@ -476,3 +478,27 @@ def test_qa_runs_offline_with_the_installed_tiny_en_and_errors_name_the_flag(tmp
 
     with pytest.raises(OmnidubError, match=r"pass asr_model=PATH .* asr_model=tiny\.en"):
         Session(device="cpu", asr_model="small").qa(out, speaker_model="none")
+
+
+def test_a_line_left_without_a_voice_is_listed_by_qa_which_exits_1_while_it_is_left(tmp_path, whisper_tiny_en):
+    # render --source leaves a line unrendered when no voice of the source is surely its own: it has no audio, so no
+    # row, yet QA must not call the folder passed. Its words look like markup and are shown as they are.
+    from typer.testing import CliRunner
+
+    from omnidub.cli import app
+
+    why = "no voice of the source is surely its own: 0.20 like S1's clip; give it one: --voice EVE=FILE"
+    left = {"index": 2, "speaker": "EVE", "text": GOODBYE, "start": 65.5, "end": 66.5, "why": why}
+    fox = {"index": 1, "text": FOX, "start": 0.0, "end": 4.0, "audio": "fox"}
+    out = _make_output(tmp_path / "out", [fox], unvoiced=[left])
+    result = CliRunner().invoke(app, ["qa", str(out), "--asr-model", "tiny.en", "--speaker-model", "none"])
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    assert "not rendered: line 2 (EVE, 01:05.500): no voice of the source is surely its own" in said, said
+    assert "1 line(s) not rendered" in said
+    data = json.loads((out / "qa.json").read_text())
+    assert data["unvoiced"] == [left] and data["passed"] is False and data["failed"] == 0
+    assert [line["index"] for line in data["lines"]] == [1] and data["lines"][0]["passed"]
+    page = (out / "qa.html").read_text()
+    assert '<section id="unvoiced">' in page and html.escape(GOODBYE) in page and GOODBYE not in page
+    assert html.escape(why) in page

@@ -414,6 +414,7 @@ def test_a_voice_without_a_clean_clip_never_refuses_the_dub(args, tmp_path):
     [left] = state["unvoiced"]
     assert (left["index"], left["speaker"], left["text"]) == (6, "EVE", plain_text(plain, 6))
     assert "--voice EVE=FILE" in left["why"] and 6 not in {line["index"] for line in state["lines"]}
+    assert manifest(out)["unvoiced"] == [left]  # as omnidub qa lists it
 
 
 def plain_text(script: Path, index: int) -> str:

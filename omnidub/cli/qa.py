@@ -83,4 +83,4 @@ def qa(
             )
         else:
             print_report(report, out, (out_dir / "qa.json", out_dir / "qa.html"))
-    raise typer.Exit(report.tally.exit_code)
+    raise typer.Exit(report.exit_code)

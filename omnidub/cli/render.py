@@ -555,7 +555,7 @@ def _report(runs, many: bool, as_json: bool) -> int:
     """Each input's summary (and error), and the exit code: 1 when a line or input failed, or QA found lines to hear
     (a line failed, or its words could not be scored; a line no judge here hears is no failure)."""
     summaries = [run.summary for run in runs if run.summary is not None]
-    qa_failed = {run.out_dir for run in runs if run.report is not None and run.report.tally.exit_code}
+    qa_failed = {run.out_dir for run in runs if run.report is not None and run.report.exit_code}
     if not many:
         print_summary(summaries[0], as_json)
         return 1 if summaries[0].failed or qa_failed else 0

@@ -56,8 +56,8 @@ def report_json(report: Report) -> dict:
         "speaker_model": report.speaker_model,
         "render_model": report.render_model,
         "preset": report.preset,
-        "headline": tally.headline(),
-        "passed": report.passed,  # every line checked and passed
+        "headline": report.headline(),
+        "passed": report.passed,  # every line rendered, checked and passed
         "failed": tally.failed,
         "unchecked": tally.unchecked,
         "unjudged": tally.unjudged,  # of the unchecked: no judge here hears their language (no failure)
@@ -70,6 +70,7 @@ def report_json(report: Report) -> dict:
             for v in report.voices
         },
         "notes": list(report.notes),
+        "unvoiced": list(report.unvoiced),  # lines left without a voice: not rendered, with why
         "lines": [line_json(c) for c in report.lines],
     }
 

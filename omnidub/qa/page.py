@@ -11,6 +11,7 @@ from urllib.parse import quote
 
 from omnidub.asr import whisper_language
 from omnidub.qa.formats import corpus_text, line_end, rate_text, similarity_text, timecode
+from omnidub.qa.manifest import number
 from omnidub.qa.results import FLAG_LABELS, MARK_LABELS, LineCheck, Report
 from omnidub.qa.scoring import CER_LANGUAGES_WITHOUT_SPACES
 from omnidub.qa.verdict import FAILED, PASSED, SEVERITIES, SEVERITY, SEVERITY_MEANING, UNCHECKED, hearing_order
@@ -313,12 +314,13 @@ def _header(report: Report) -> str:
         facts.append(("programme", timecode(report.program_seconds)))
     counts = tally.counts()
     tone = _TONE[next((outcome for outcome, n in counts.items() if n), PASSED)]  # the worst outcome found
+    tone = _TONE[FAILED] if report.unvoiced else tone
     spans = "".join(
         f'<span class="{_TONE[outcome] if n else "small"}" data-verdict="{outcome}">{n} {outcome}</span>'
         for outcome, n in counts.items()
     )
     parts = [
-        f'<p class="headline"><b class={tone}>{html.escape(tally.headline())}</b></p>',
+        f'<p class="headline"><b class={tone}>{html.escape(report.headline())}</b></p>',
         f'<p class="counts">{spans}'
         + "".join(f"<span>{html.escape(corpus_text(f))}</span>" for f in (report.wer, report.cer) if f.lines)
         + "</p>",
@@ -326,11 +328,27 @@ def _header(report: Report) -> str:
         + "".join(f"<span><b>{html.escape(k)}:</b> {html.escape(v)}</span>" for k, v in facts)
         + "</p>",
     ]
+    if report.unvoiced:
+        parts.append(_unvoiced_html(report.unvoiced))
     if report.voices:
         parts.append(_voices_table(report))
     if report.notes:
         parts.append('<ul class="notes">' + "".join(f"<li>{html.escape(n)}</li>" for n in report.notes) + "</ul>")
     return "\n".join(parts)
+
+
+def _unvoiced_html(unvoiced: tuple[dict, ...]) -> str:
+    """The lines left without a voice: nothing rendered to hear, each with why and what gives it a voice."""
+    items = "".join(
+        f"<li><b>line {int(u['index'])}</b> ({html.escape(str(u.get('speaker')))}, "
+        f"{timecode(number(u.get('start')))}): “{html.escape(str(u.get('text') or ''))}” "
+        f"<span class=small>{html.escape(str(u.get('why') or ''))}</span></li>"
+        for u in unvoiced
+    )
+    return (
+        f'<section id="unvoiced"><h2>{len(unvoiced)} line(s) not rendered: no voice of the source is surely their '
+        f'own</h2><ul class="notes">{items}</ul></section>'
+    )
 
 
 def _order_html() -> str:

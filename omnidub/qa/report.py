@@ -14,6 +14,7 @@ from omnidub.qa.formats import (
     speaker_voice_text,
     timecode,
 )
+from omnidub.qa.manifest import number
 from omnidub.qa.results import LineCheck, Report
 from omnidub.qa.verdict import FAILED, UNCHECKED, hearing_order
 from omnidub.script import line_ranges
@@ -35,9 +36,15 @@ def print_report(report: Report, console, written: tuple[Path, Path] | None = No
                 unchecked.setdefault(reason.text, []).append(c.index)
     for reason, indices in unchecked.items():
         console.print(f"[yellow]unchecked:[/yellow] line(s) {line_ranges(indices)}: {escape(reason)}", soft_wrap=True)
+    for line in report.unvoiced:
+        console.print(
+            f"[red]not rendered:[/red] line {line['index']} ({escape(str(line.get('speaker')))}, "
+            f"{timecode(number(line.get('start')))}): {escape(str(line.get('why') or 'no voice'))}",
+            soft_wrap=True,
+        )
     tally = report.tally
-    colour = "green" if tally.all_passed else "red" if tally.failed else "yellow"
-    console.print(f"[{colour}]{escape(tally.headline())}[/{colour}]")
+    colour = "green" if report.passed else "red" if tally.failed or report.unvoiced else "yellow"
+    console.print(f"[{colour}]{escape(report.headline())}[/{colour}]")
     scored = [corpus_text(f) for f in (report.wer, report.cer) if f.lines]
     counts = ", ".join(f"{n} {outcome}" for outcome, n in tally.counts().items())
     console.print(f"verdicts: {counts}; " + ("; ".join(scored) or "nothing transcribed"))

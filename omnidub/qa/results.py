@@ -168,6 +168,9 @@ class Report:
     mix: str | None = None  # the mix file, relative to out_dir, when it exists
     program_seconds: float | None = None
     mix_seconds: float | None = None  # the mix file's length
+    # the lines the render left without a voice (render --source: no voice of the source surely their own), as the
+    # manifest records them: {"index", "speaker", "text", "start", "end", "why"}; nothing of theirs to hear
+    unvoiced: tuple[dict, ...] = ()
 
     @property
     def tally(self) -> Tally:
@@ -175,8 +178,20 @@ class Report:
 
     @property
     def passed(self) -> bool:
-        """Every line was checked and passed."""
-        return self.tally.all_passed
+        """Every line was rendered, checked and passed."""
+        return self.tally.all_passed and not self.unvoiced
+
+    @property
+    def exit_code(self) -> int:
+        """The exit code of qa, render and dub (see :attr:`Tally.exit_code`); 1 too while a line has no voice."""
+        return 1 if self.unvoiced else self.tally.exit_code
+
+    def headline(self) -> str:
+        """The folder's verdict in a phrase, and the lines not rendered for want of a voice."""
+        said = self.tally.headline()
+        if self.unvoiced:
+            said += f"; {len(self.unvoiced)} line(s) not rendered: no voice of the source is surely their own"
+        return said
 
     @property
     def failed(self) -> int:

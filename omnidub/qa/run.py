@@ -490,6 +490,7 @@ def run_qa(
         )
     mix = manifest.get("mix")
     mix = mix if isinstance(mix, str) and (out_dir / mix).is_file() else None
+    unvoiced = manifest.get("unvoiced") if isinstance(manifest.get("unvoiced"), list) else []
     return Report(
         out_dir=out_dir,
         asr_model=asr.name,
@@ -505,4 +506,5 @@ def run_qa(
         mix=mix,
         program_seconds=program,
         mix_seconds=_length(out_dir / mix) if mix else None,
+        unvoiced=tuple(e for e in unvoiced if isinstance(e, dict) and isinstance(e.get("index"), int)),
     )

@@ -43,17 +43,7 @@ class Views:
             "mix_file": self.listed(self._mix_file()),
             "mix_gains": self._mix_gains(),
             # The lines the source could give no voice that is surely their own: not rendered, so in no row.
-            "unvoiced": [
-                {
-                    "index": line.index,
-                    "speaker": line.speaker,
-                    "text": line.text,
-                    "start": line.start,
-                    "end": line.end,
-                    "why": why,
-                }
-                for line, why in (project.casting.left if project.casting is not None else ())
-            ],
+            "unvoiced": project.casting.left_json() if project.casting is not None else [],
         }
 
     def _mix_gains(self) -> tuple[float, float | None]:
