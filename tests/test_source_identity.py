@@ -251,6 +251,19 @@ def test_a_reply_placed_apart_from_a_line_yet_unlike_the_voice_it_is_given_is_vo
     assert "its voice is a guess" in reference.fallback and "under" in reference.fallback
 
 
+def test_a_line_whose_own_speech_is_unlike_its_group_is_never_padded_with_the_group_s_other_speech(tmp_path):
+    # Unlabelled: a whisperer's short line (D, with a little of A's voice at its end) is grouped with A, yet its own
+    # speech is far under the least A's own lines are like A's clip. The nearest voice to it is only the least
+    # unlike one, so A's speech may not pad it (Whisper base put a Spanish scene's whispered lines in a man's group,
+    # and each was cloned from his sentence): too short to voice alone, the line is left without a voice, saying why.
+    said = TURNS + [("D", 23.0, 23.5), ("A", 23.5, 23.6)]
+    cues = TURNS + [("A", 23.0, 23.6, "Fine.")]
+    found = run(tmp_path, said, cues, 25.0, labelled=False)
+    assert found.analysis.speakers[7] == found.analysis.speakers[1]  # grouped with A
+    [line] = (r for r in found.references(script(cues, labelled=False)) if r.index == 7)
+    assert line.kind == "none" and "is 0.20 like S1's clip, under 0.50" in line.fallback, line
+
+
 def voices_near(names: str, seed: int, noise: float = 0.15):
     """Embeddings of voices ``names`` (one axis each of 16): near(v) is a line of voice v, with ``noise`` by default."""
     rng = np.random.default_rng(seed)

@@ -334,13 +334,16 @@ def padded(
     kept: dict | None = None,
     alone_least: float = OWN_ALONE,
     own_parts: list | None = None,
+    alike: bool = False,
 ) -> LineClip | None:
     """The line voiced from its own speech (see :func:`own_speech`; ``own_parts``: its pieces and their words, in
     time order, given instead), padded with its speaker's nearest clean speech (usable own clips of its other lines,
     nearest in time first, each nearer the line's own speech than any other voice's clip is) up to LINE_FLOOR when
     ``pad`` and the line's speech (as grouped, and its own) is nearer its speaker's clip than any other; alone it
-    must last ``alone_least``. Labelled `joined` when in parts, flagged for review with ``doubt`` (None: not
-    flagged). ``kept``: see :func:`own_speech`."""
+    must last ``alone_least``; ``alike``: each padding also at least its speaker's floor like the line's own speech
+    (:func:`alike_floor`; a line whose own speech is unlike its speaker's clip may not be its speaker's: the nearest
+    voice to a whisper is only the least unlike one). Labelled `joined` when in parts, flagged for review with
+    ``doubt`` (None: not flagged). ``kept``: see :func:`own_speech`."""
     found = own_parts if own_parts is not None else [own_speech(analysis, index, encoder, kept)]
     if not found or found[0] is None:
         return None
@@ -354,6 +357,7 @@ def padded(
         heard is not None and nearer_clip(heard, clips, speaker) for heard in (own, analysis.embeddings.get(index))
     ):
         pad = False  # its speech is nearer another voice's clip: its speaker's other speech may not be its voice
+    least = alike_floor(analysis, speaker) if alike else -1.0
     if pad and joined_seconds(parts) < LINE_FLOOR and own is not None:
         mine = sorted(_padding(analysis, index, encoder, usable, kept), key=lambda c: abs((c[1] + c[2]) / 2 - middle))
         for other, start, end, words in mine:
@@ -362,7 +366,8 @@ def padded(
             if joined_seconds([*parts, (start, end)]) > PAD_MOST:
                 continue
             theirs = analysis.embeddings.get(other)
-            if theirs is None or any(float(np.dot(own, c)) >= float(np.dot(own, theirs)) for c in others):
+            near = float(np.dot(own, theirs)) if theirs is not None else -1.0
+            if near < least or any(float(np.dot(own, c)) >= near for c in others):
                 continue  # not plainly the voice of the line's own speech
             parts.append((start, end))
             texts.append(words)
@@ -603,7 +608,10 @@ def guarded(
             continue
         own = None
         if over is None:
-            own = padded(analysis, index, encoder, usable, doubt, pad=unsure is None, clips=clips, kept=kept)
+            # its own speech unlike its speaker's clip: only speech as like its own as one voice is may pad it
+            own = padded(
+                analysis, index, encoder, usable, doubt, pad=unsure is None, clips=clips, kept=kept, alike=True
+            )
             if own is None and analysis.grouping is not None and INSIDE not in (clip.problem or ""):
                 own = in_its_room(analysis, index, encoder, usable, doubt, unsure is None, clips)
         if own is not None:
@@ -819,10 +827,16 @@ def one_voice(analysis: Analysis, speaker: str, encoder, pieces: list) -> list:
             sum(b - a for _, a, b, _ in by_line[i]),
         ),
     )
-    calibration = analysis.calibration.get(speaker)
-    floor = calibration.floor if calibration is not None else ALIKE_FLOOR
+    floor = alike_floor(analysis, speaker)
     apart = {i for i in embedded if i != seed and float(np.dot(heard[i], heard[seed])) < floor}
     return [piece for piece in pieces if piece[0] not in apart]
+
+
+def alike_floor(analysis: Analysis, speaker: str) -> float:
+    """How alike two stretches of ``speaker``'s voice are at least: the least its own lines in this source are like
+    its clip (its calibration's floor), else ALIKE_FLOOR."""
+    calibration = analysis.calibration.get(speaker)
+    return calibration.floor if calibration is not None else ALIKE_FLOOR
 
 
 def _joined(speaker: str, pieces: list, describe) -> Candidate | None:
