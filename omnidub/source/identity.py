@@ -366,7 +366,9 @@ def padded(
             if joined_seconds([*parts, (start, end)]) > PAD_MOST:
                 continue
             theirs = analysis.embeddings.get(other)
-            near = float(np.dot(own, theirs)) if theirs is not None else -1.0
+            if theirs is None:
+                continue
+            near = float(np.dot(own, theirs))
             if near < least or any(float(np.dot(own, c)) >= near for c in others):
                 continue  # not plainly the voice of the line's own speech
             parts.append((start, end))
