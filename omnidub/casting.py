@@ -26,6 +26,7 @@ from omnidub.source.cast import (
     unvoiced_lines,
     unvoiced_note,
     unvoiced_why,
+    voice_choices,
 )
 from omnidub.voices import Voice
 
@@ -61,8 +62,23 @@ class Casting:
                 "start": line.start,
                 "end": line.end,
                 "why": why,
+                "choices": self.choices(line.index),
             }
             for line, why in self.left
+        ]
+
+    def choices(self, index: int) -> list[dict]:
+        """The clips an editor may voice a line left without a voice from, having heard it, each as the review asks
+        for it (see ``source.cast.voice_choices``): its own speech, or the clip of a voice of the source that says
+        lines of this dub; none where the source has neither."""
+        reference = self.cast.references.get(index)
+        if reference is None:
+            return []
+        speaking = {line.speaker for line in self.script.lines}
+        return [
+            c
+            for c in voice_choices(reference, self.cast.summary)
+            if c["voice"] == "line" or (c["speaker"] in self.cast.voices and c["speaker"] in speaking)
         ]
 
 
@@ -77,11 +93,13 @@ def cast_from_source(
     has_bed: bool,
     step: Callable[[str], None],
     chosen: dict[int, str] | None = None,
+    moved: dict[int, str] | None = None,
     progress: Callable[[float, float], None] | None = None,
 ) -> Casting:
     """The dub's voices (and per-line clips) from its source; speakers the user gave a voice (``given``) keep it.
     ``checks``: the voice check's verdicts so far (a line that failed with its own clip uses its speaker's);
-    ``chosen``: the clip ("line" or "speaker") an editor chose for a line; ``progress``: the source's
+    ``chosen``: the clip ("line" or "speaker") an editor chose for a line, and ``moved``: the voice they moved it
+    to (see ``source_cast``); ``progress``: the source's
     transcription (seconds done, in all), when it came without subtitles."""
     asr, trusted = engine.asr(), ()
     if options.subs is not None and options.language and asr.available() and not asr.hears(options.language):
@@ -95,7 +113,7 @@ def cast_from_source(
         options, engine.preset.voice, asr=asr, device=engine.device, status=step, progress=progress, dub=dub
     )
     notes = trusted + tuple(f"{Path(options.source).name}: {note}" for note in summary.notes)
-    cast = source_cast(summary, dub, options.match, given, checks, chosen)
+    cast = source_cast(summary, dub, options.match, given, checks, chosen, moved)
     if summary.heard is not None and options.heard_at is not None:
         notes += (
             f"{Path(options.source).name} came without subtitles: {options.heard_at} is the original as "

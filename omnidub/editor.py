@@ -47,6 +47,7 @@ VERBS = {
     "approve": Verb("approve", True, "approving"),
     "mark": Verb("mark", True, "a note or flag on"),
     "translate": Verb("translate", True, "another translation of"),
+    "voice": Verb("voice", True, "voicing"),  # a line the source left without a voice
     "undo": Verb("undo", False, "undoing the last decision"),  # also of one line: its last (see Editor.undo)
     "retake-failed": Verb("retake_failed", False, "retaking every failed line"),
     "approve-passed": Verb("approve_passed", False, "approving every passed line"),
@@ -86,6 +87,7 @@ class Before:
     edit: dict
     note: str | None
     look_again: bool
+    voiced: bool = True  # False: the source had left it without a voice (an editor gave it one since)
 
 
 @dataclass(frozen=True)
@@ -206,6 +208,8 @@ class Editor:
         if verb not in VERBS:
             raise OmnidubError(f"unknown action {verb!r}")
         args = dict(args or {})
+        if verb == "voice":  # a line with no entry yet: the source left it without a voice
+            return self.voice(project, index, **args)
         if VERBS[verb].line:
             entry = project.line(index)
             why = stale(verb, index, args, entry.key if entry.done else None, entry.text, entry.speaker)
@@ -251,6 +255,8 @@ class Editor:
         takes = takes_of(project.line(index))
         project.set_edit(index, **changes)
         project.replan()
+        if not project.has_line(index):  # its clip chosen no more: the source left it without a voice again
+            return [e.index for e in project.entries] + [index]
         project.keep_attempts(project.line(index), takes)
         return self.render(project, index)
 
@@ -318,6 +324,15 @@ class Editor:
         self._remember(project, describe("translate", index), [index])
         return self._edit(project, index, text=other)
 
+    def voice(self, project: Project, index: int, voice: str, speaker: str | None = None) -> list[int]:
+        """Voice a line the source left without one from the clip the editor chose having heard it ("line": its own
+        speech; "speaker": the clip of the voice ``speaker``) and render it; an undo leaves it without a voice
+        again."""
+        self._remember(project, describe("voice", index), [index])
+        project.give_voice(index, voice, speaker)
+        self.render(project, index)
+        return [e.index for e in project.entries]
+
     def retake_failed(self, project: Project) -> list[int]:
         """A retake of every line whose take in use failed QA, one line after another; :meth:`cancel` stops it
         at its next line. A line that failed on timing alone is skipped, and said so: a retake keeps its length."""
@@ -361,20 +376,7 @@ class Editor:
     # -- undo ------------------------------------------------------------------------------------------------
     def _remember(self, project: Project, what: str, indices) -> None:
         """Keep the lines a decision is about to change as they are, for an undo."""
-        lines = []
-        for index in indices:
-            entry = project.line(index)
-            lines.append(
-                Before(
-                    index,
-                    entry.key if entry.done else None,
-                    entry.approved,
-                    dict(entry.edit or {}),
-                    entry.note,
-                    entry.look_again,
-                )
-            )
-        self.history.append(Decision(what, tuple(lines)))
+        self.history.append(Decision(what, tuple(_before(project, index) for index in indices)))
         del self.history[:-UNDO_DEPTH]
 
     def undo(self, project: Project, index: int | None = None) -> list[int]:
@@ -402,19 +404,14 @@ class Editor:
         raise OmnidubError(f"nothing to undo on line {index}" if index is not None else "nothing to undo")
 
     def _as_it_was(self, project: Project, before: Before) -> bool:
-        entry = project.line(before.index)
-        return before == Before(
-            before.index,
-            entry.key if entry.done else None,
-            entry.approved,
-            dict(entry.edit or {}),
-            entry.note,
-            entry.look_again,
-        )
+        return before == _before(project, before.index)
 
     def _restore(self, project: Project, before: Before) -> list[int]:
         """Put a line back as it was before a decision: its edit, then its take, then its approval, note and flag."""
         index = before.index
+        if not before.voiced:
+            project.take_voice_back(index)
+            return [e.index for e in project.entries] + [index]
         now, old = project.line(index).edit or {}, before.edit
         defaults = {"text": project.input_text(index), "speaker": project.input_speaker(index), "borrow": False}
         if project.script.timed:
@@ -423,7 +420,9 @@ class Editor:
         touched = [index]
         if changes:
             self._edit(project, index, **changes)
-            touched = [e.index for e in project.entries]
+            touched = [e.index for e in project.entries] + [index]
+        if not project.has_line(index):  # left without a voice again: the line has nothing more to put back
+            return touched
         entry = project.line(index)
         if before.key is not None and entry.key != before.key:
             numbers = [n for n, take in enumerate(takes_of(entry), 1) if take.key == before.key]
@@ -507,6 +506,17 @@ class Editor:
             return
         self.job.listener.step("checking the delivered lines (only audio not heard before is transcribed)")
         self.job.check([project])
+
+
+def _before(project: Project, index: int) -> Before:
+    """Line ``index`` as it is now, as an undo puts it back; a line the source left without a voice has no audio,
+    approval, edit, note or flag."""
+    if not project.has_line(index):
+        return Before(index, None, False, {}, None, False, voiced=False)
+    entry = project.line(index)
+    return Before(
+        index, entry.key if entry.done else None, entry.approved, dict(entry.edit or {}), entry.note, entry.look_again
+    )
 
 
 def _slot_of(project: Project, index: int, edit: dict) -> dict:

@@ -245,6 +245,7 @@ class Project:
         if not self.voice_checks:
             self.voice_checks = verdicts(self.recorded)
         chosen = {i: edit["voice"] for i, edit in self.edits.items() if edit.get("voice") in ("line", "speaker")}
+        moved = {i: edit["speaker"] for i, edit in self.edits.items() if edit.get("speaker")}
         casting = cast_from_source(
             self.engine,
             self.options.source,
@@ -255,6 +256,7 @@ class Project:
             has_bed=self.options.delivery.bed is not None,
             step=self.listener.step,
             chosen=chosen,
+            moved=moved,
             progress=self.listener.transcribing,
         )
         for note in casting.notes:
@@ -1021,6 +1023,44 @@ class Project:
         if "voice" in changes and self.options.source is not None:
             self._cast()
         return entry
+
+    def give_voice(self, index: int, voice: str, speaker: str | None = None) -> LineEntry:
+        """Voice a line the source left without one (``casting.left``) from the clip an editor chose having heard
+        it (one of ``casting.choices``): its own speech (``voice`` "line") however doubted, or the clip of a voice
+        of the source (``voice`` "speaker", ``speaker`` its name; the line becomes that voice's). The line joins the
+        plan, to be rendered, and the choice is journaled at once as an edit of its clip and speaker;
+        :meth:`take_voice_back` undoes it."""
+        left = {line.index: line for line, _ in self.casting.left} if self.casting is not None else {}
+        if index not in left:
+            raise OmnidubError(f"line {index} is not among the lines the source left without a voice")
+        wanted = {"voice": voice, **({"speaker": speaker} if voice == "speaker" else {})}
+        choices = self.casting.choices(index)
+        if wanted not in choices:
+            can = [f"{c['speaker']}'s clip" if c["voice"] == "speaker" else "its own speech" for c in choices]
+            raise OmnidubError(
+                f"line {index} can be voiced from {', '.join(can)}; not from {speaker or voice!r}"
+                if choices
+                else f"line {index}: the source has no speech of its own or of a voice to voice it from; give "
+                f"{left[index].speaker} a voice with --voice {left[index].speaker}=FILE"
+            )
+        self.edits[index] = {"from": left[index].text, **wanted}
+        self._cast()
+        self.replan()
+        entry = self.line(index)
+        self.journal.append(entry)
+        return entry
+
+    def take_voice_back(self, index: int) -> None:
+        """Leave a line an editor voiced (:meth:`give_voice`) without a voice again, as the source left it."""
+        entry = self.line(index)
+        self._journaled(entry, replace(entry, edit=None, approved=False, note=None, look_again=False))
+        self.edits.pop(index, None)
+        self._cast()
+        self.replan()
+
+    def has_line(self, index: int) -> bool:
+        """Whether line ``index`` is in the plan (not one the source left without a voice, nor out of the input)."""
+        return any(entry.index == index for entry in self.entries)
 
     def approve(self, index: int, approved: bool = True, *, heard: str | None = None) -> LineEntry:
         """Record that a person approved the line's audio as it is now (or took the approval back). ``heard``: the

@@ -86,6 +86,7 @@ UNVOICED = {
     "end": 2.0 * EPISODE + 0.6,
     "why": "no voice of the source is surely its own (its voice is unsure); label its cue in the original subtitles, "
     "or give it a voice with --voice SPEAKER=FILE",
+    "choices": [{"voice": "speaker", "speaker": "BOB"}, {"voice": "speaker", "speaker": "ALICE"}],
 }
 
 
@@ -96,6 +97,8 @@ class Desk:
 
     def __init__(self):
         self.lines = {i: line(i) for i in range(1, EPISODE + 1)}
+        self.unvoiced = [UNVOICED]
+        self.submitted: list = []  # every action the page sent
         self.subscribers: list = []
         self.states = 0
         self.closing = threading.Event()  # set when the server stops
@@ -113,7 +116,7 @@ class Desk:
             "counts": {"passed": 0, "failed": 0, "unchecked": 0, "approved": 0, "lines": EPISODE, "unrendered": 0},
             "status": self.status(),
             "max_speedup": 1.25,
-            "unvoiced": [UNVOICED],
+            "unvoiced": self.unvoiced,
         }
 
     def status(self) -> dict:
@@ -124,6 +127,12 @@ class Desk:
         return lambda: self.subscribers.remove(send) if send in self.subscribers else None
 
     def submit(self, action) -> None:
+        self.submitted.append(action)
+        if action.kind == "voice":  # voiced as the editor chose: a row of its own, listed no more
+            left = self.unvoiced.pop()
+            self.lines[left["index"]] = {**line(left["index"]), "speaker": action.args["speaker"], "text": left["text"]}
+            for send in list(self.subscribers):
+                send({"type": "lines"})
         if action.kind == "approve":
             self.lines[action.index] = {**self.lines[action.index], "approved": action.args["approved"]}
             for send in list(self.subscribers):
@@ -329,7 +338,7 @@ def test_axe_core_finds_no_violation_in_light_and_dark(episode, browser):
 def test_a_line_left_without_a_voice_is_listed_with_why_and_its_original_heard_there(episode, browser):
     from playwright.sync_api import expect
 
-    _, url, _ = episode
+    desk, url, _ = episode
     page = opened(browser, url)
     box = page.locator("#unvoiced-box")
     expect(box).to_be_visible()
@@ -343,6 +352,14 @@ def test_a_line_left_without_a_voice_is_listed_with_why_and_its_original_heard_t
     expect(page.get_by_role("button", name="Solo the original")).to_have_attribute("aria-pressed", "true")
     src = page.locator("#mix").get_attribute("src")
     assert src.startswith(f"/programme?start={2.0 * EPISODE:.3f}&") and "&dub=0&original=1&bed=0&" in src, src
+    # Heard, it is voiced from the clip the editor chooses: that choice is what the page sends, and once the desk
+    # says the lines changed, the line has a row of its own and the list is gone.
+    expect(listed.get_by_role("button", name=f"Voice line {EPISODE + 1} from BOB's clip")).to_be_visible()
+    listed.get_by_role("button", name=f"Voice line {EPISODE + 1} from ALICE's clip").click()
+    expect(page.get_by_text(f"{EPISODE + 1} of {EPISODE + 1} lines shown")).to_be_visible()
+    expect(box).to_be_hidden()
+    [action] = [a for a in desk.submitted if a.kind == "voice"]
+    assert (action.index, action.args) == (EPISODE + 1, {"voice": "speaker", "speaker": "ALICE"})
     page.close()
 
 

@@ -462,7 +462,7 @@ def test_a_page_on_another_local_port_cannot_change_anything_even_with_the_cooki
 
 PAGE = Path(__file__).parent.parent / "omnidub" / "review" / "page" / "review.js"
 BODIES = {"approve": {"approved": True, "key": "k"}, "edit": {"text": "x", "was": "y"}, "choose": {"take": 1}}
-BODIES |= {"mark": {"note": "n"}}
+BODIES |= {"mark": {"note": "n"}, "voice": {"voice": "speaker", "speaker": "BOB"}}
 
 
 class Recorder:
@@ -495,7 +495,7 @@ def test_every_action_the_page_sends_reaches_the_desk_as_that_action():
     folder_wide = set(re.findall(r'post\("/api/([\w-]+)"', script))
     per_line = set(re.findall(r'lineAction\([^,()]+, "([\w-]+)"', script))
     assert {"cancel", "undo", "deliver", "retake-failed", "approve-passed"} <= folder_wide
-    assert {"approve", "retake", "render", "edit", "choose", "mark", "translate", "undo"} <= per_line
+    assert {"approve", "retake", "render", "edit", "choose", "mark", "translate", "undo", "voice"} <= per_line
     desk = Recorder()
     client = TestClient(build_app(desk, {HOST}), base_url=f"http://{HOST}")
     page = {"Origin": f"http://{HOST}", "Cookie": f"omnidub_review={desk.token}"}

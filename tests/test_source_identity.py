@@ -211,6 +211,26 @@ def test_an_unsure_reply_with_too_little_speech_of_its_own_is_voiced_by_nothing_
     assert list(unvoiced) == [7]
     [note] = unvoiced_note(unvoiced, summary, cast)
     assert note.startswith("line(s) 7 not rendered: no voice of the source is surely its own")
+    # Having heard it, an editor may voice it from the clip of the group it was put in or of another voice (its
+    # own 0.6 s is under the 1 s a reference needs): the line is that voice's, said as the editor's choice, with
+    # why it had been left without a voice kept to listen by.
+    from omnidub.source.cast import voice_choices
+
+    group = reference.speaker
+    others = sorted(set(summary.speaker_clips) - {group})
+    assert voice_choices(reference, summary) == [{"voice": "speaker", "speaker": name} for name in [group, *others]]
+    for name in (group, others[0]):
+        chosen = source_cast(summary, dub, "line", {}, chosen={7: "speaker"}, moved={7: name})
+        voiced = chosen.references[7]
+        assert (voiced.kind, voiced.speaker) == ("speaker", name), voiced
+        assert voiced.review.startswith(f"the editor chose {name}'s clip") and "its voice is unsure" in voiced.review
+        clip = summary.speaker_clips[name]
+        assert (voiced.start, voiced.end, voiced.sha256) == (clip.start, clip.end, clip.sha256)
+        assert unvoiced_lines(labelled, chosen.voices, summary, chosen) == {} and 7 not in chosen.lines
+    # Its own speech is no choice under 1 s, and a voice without a clip none at all: it stays without a voice.
+    for asked, moved in (("line", None), ("speaker", {7: "NOBODY"})):
+        kept = source_cast(summary, dub, "line", {}, chosen={7: asked}, moved=moved)
+        assert kept.references[7].kind == "none" and list(unvoiced_lines(labelled, kept.voices, summary, kept)) == [7]
 
 
 def test_an_unsure_line_voiced_from_its_own_speech_stays_on_it_when_the_voice_check_fails(tmp_path):

@@ -415,6 +415,56 @@ def test_a_voice_without_a_clean_clip_never_refuses_the_dub(args, tmp_path):
     assert (left["index"], left["speaker"], left["text"]) == (6, "EVE", plain_text(plain, 6))
     assert "--voice EVE=FILE" in left["why"] and 6 not in {line["index"] for line in state["lines"]}
     assert manifest(out)["unvoiced"] == [left]  # as omnidub qa lists it
+    # Having heard it, the editor voices it from the page: from the clip of a voice of the source (EVE's own 0.5 s is
+    # under the 1 s a reference needs), CAROL's, who truly says it; rendered at once. An undo leaves it without a
+    # voice again, and a voice given again is delivered and kept on reopening.
+    assert {"voice": "speaker", "speaker": "CAROL"} in left["choices"], left["choices"]
+    assert all(c["voice"] == "speaker" for c in left["choices"])
+    voiced = voice_from_the_page(out, 6, {"voice": "speaker", "speaker": "CAROL"})
+    assert (voiced["reference"]["kind"], voiced["speaker"]) == ("speaker", "CAROL"), voiced
+    assert voiced["reference"]["review"].startswith("the editor chose CAROL's clip"), voiced
+    after = manifest(out)
+    assert after["unvoiced"] == [] and set(statuses(out)) == set(TRUTH), after["unvoiced"]
+    assert set(statuses(out).values()) <= {"rendered", "cached"}, statuses(out)
+    desk = open_desk(out)
+    try:
+        state = desk.state()
+        assert state["unvoiced"] == [] and 6 in {line["index"] for line in state["lines"]}
+    finally:
+        desk.close(deliver=False)
+
+
+def voice_from_the_page(out: Path, index: int, choice: dict) -> dict:
+    """Voice a line left without one through the review's own route (refused for a clip the folder does not offer
+    it), undo it, voice it again and deliver; returns the line as the manifest records it."""
+    from starlette.testclient import TestClient
+    from test_review import HOST, open_desk, settle
+
+    from omnidub.review.app import build_app
+
+    desk = open_desk(out)
+    try:
+        client = TestClient(build_app(desk, {HOST}), base_url=f"http://{HOST}")
+        assert client.get(f"/?token={desk.token}").status_code == 200
+        page = {"Origin": f"http://{HOST}"}
+        voice = f"/api/lines/{index}/voice"
+        for refused in ({"voice": "line"}, {"voice": "speaker", "speaker": "EVE"}, {"voice": "bob.wav"}, {}):
+            answer = client.post(voice, json=refused, headers=page)
+            assert answer.status_code == 400 and answer.json()["error"], answer.text
+        assert client.post(f"/api/lines/{index + 100}/voice", json=choice, headers=page).status_code == 400
+        for step in ("voice", "undo", "voice"):
+            path = voice if step == "voice" else f"/api/lines/{index}/undo"
+            assert client.post(path, json=choice if step == "voice" else {}, headers=page).status_code == 202, step
+            settle(desk)
+            state = client.get("/api/state").json()
+            shown = {line["index"] for line in state["lines"]}
+            left = {u["index"] for u in state["unvoiced"]}
+            assert (index in shown, index in left) == ((True, False) if step == "voice" else (False, True)), step
+        [line] = [line for line in state["lines"] if line["index"] == index]
+        assert line["key"] and line["speaker"] == choice.get("speaker", line["speaker"]), line
+    finally:
+        desk.close()  # delivers what was done
+    return next(line for line in manifest(out)["lines"] if line["index"] == index)
 
 
 def plain_text(script: Path, index: int) -> str:

@@ -339,6 +339,7 @@ ARGUMENTS = {
     "approve": {"approved": (bool,), "key": (str,)},
     "mark": {"note": (str,), "look_again": (bool,)},
     "translate": {},
+    "voice": {"voice": (str,), "speaker": (str,)},
 }
 
 
@@ -363,6 +364,8 @@ def _arguments(kind: str, body: dict) -> dict:
             raise OmnidubError("an edit of the text names the text it replaces (was)")
         if "speaker" in body and "was_speaker" not in body:
             raise OmnidubError("a move to another speaker names the speaker it moves the line from (was_speaker)")
+    if kind == "voice" and "voice" not in body:
+        raise OmnidubError("voice a line from its own speech (line) or its speaker's clip (speaker)")
     if kind == "choose" and "take" not in body:
         raise OmnidubError("choose a take by its number")
     if kind == "mark":

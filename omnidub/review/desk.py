@@ -148,6 +148,11 @@ class Review:
         with self._lock:
             line = self._lines.get(action.index) if action.index is not None else None
             speakers = self._folder.get("speakers", [])
+            left = {u["index"]: u for u in self._folder.get("unvoiced", [])}
+        if action.kind == "voice":
+            self._check_voice(action.index, action.args, left)
+            self._queue(action)
+            return
         if action.index is not None and line is None:
             raise OmnidubError(f"no line {action.index} in this folder")
         if line is not None:
@@ -166,6 +171,19 @@ class Review:
         if action.kind == "edit" and ("start" in action.args or "end" in action.args):
             self._check_slot(action.index, action.args, line)
         self._queue(action)
+
+    def _check_voice(self, index: int, args: dict, left: dict[int, dict]) -> None:
+        """A line to voice: one the source left without a voice, from a clip the folder offers it."""
+        if index not in left:
+            raise OmnidubError(f"line {index} is not among the lines left without a voice")
+        choices = left[index]["choices"]
+        if args not in choices:
+            can = [f"{c['speaker']}'s clip" if c["voice"] == "speaker" else "its own speech" for c in choices]
+            raise OmnidubError(
+                f"line {index} can be voiced from {', '.join(can)}; not from {args.get('speaker') or args['voice']!r}"
+                if choices
+                else f"line {index}: the source has no speech of its own or of a voice to voice it from"
+            )
 
     def _check_slot(self, index: int, args: dict, line: dict) -> None:
         """A slot an edit moves a line to: numbers of seconds, running forward, within the programme."""
@@ -259,24 +277,35 @@ class Review:
 
     def _refresh(self, indices: list[int], quietly: bool = False) -> None:
         """Publish the lines among ``indices`` whose view changed (worker thread; ``quietly``: no events)."""
+        regrouped = False  # a line voiced, or left without a voice again: the page reads every line again
         for index in dict.fromkeys(indices):
             try:
                 entry = self.project.line(index)
             except OmnidubError:
+                with self._lock:
+                    regrouped |= self._lines.pop(index, None) is not None
+                    for known in (self._media, self._spans, self._fittings):
+                        known.pop(index, None)
                 continue
             line, files, span = self.views.line(entry)
             fitting = self.views.fitting(entry)
             with self._lock:
                 self._media[index], self._spans[index], self._fittings[index] = files, span, fitting
+                regrouped |= index not in self._lines
                 if self._lines.get(index) == line:
                     continue
                 self._lines[index] = line
                 self._generation += 1
             if not quietly:
                 self._publish({"type": "line", "line": line})
+        if regrouped:
+            with self._lock:
+                self._generation += 1
         if not quietly:
             self._publish({"type": "counts", "counts": self.counts()})
             self._publish({"type": "mix", "mix": self._mix_url()})
+            if regrouped:
+                self._publish({"type": "lines"})
 
     def _publish_folder(self) -> None:
         view = self.views.folder()

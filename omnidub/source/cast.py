@@ -19,13 +19,14 @@ from omnidub.errors import OmnidubError
 from omnidub.files import cache_home, did_you_mean, write_text_atomic
 from omnidub.keys import file_digest
 from omnidub.script import DEFAULT_SPEAKER, Script, line_ranges, read_script
-from omnidub.source.lines import LineReference, line_references
+from omnidub.source.clips import clip_key
+from omnidub.source.lines import NO_SPEECH, LineReference, line_references
 from omnidub.source.summary import SourceSummary, load, save, summarize
 from omnidub.voices import Voice
 
 MATCHES = ("auto", "line", "speaker")
 CUES_NAME = "cues.json"  # an analysis made at a dub's cues (no subtitles): its source's key and those cue times
-VERSION = 26  # of the analysis: a new one analyses every source again
+VERSION = 27  # of the analysis: a new one analyses every source again
 
 
 @dataclass(frozen=True)
@@ -227,11 +228,13 @@ def source_cast(
     given: dict[str, Voice],
     checked: dict[int, dict] | None = None,
     chosen: dict[int, str] | None = None,
+    moved: dict[int, str] | None = None,
 ) -> SourceCast:
     """The voices of ``dub`` from the source. A speaker the user gave a voice (``given``) keeps it, clip and all.
     ``checked``: the voice check's verdicts (dubbed line -> {"clip": the own clip's hash, "passed", "why"}); a
     line that failed it with this same clip is sent to its speaker's clip. ``chosen``: lines an editor sent to
-    their "line" (own) or "speaker" clip, which wins over both."""
+    their "line" (own) or "speaker" clip, which wins over both; a line left without a voice is voiced so where the
+    choice is one of :func:`voice_choices`, a "speaker" clip being ``moved``'s voice for it (else its own)."""
     references = {}
     for reference in line_references(dub, summary):
         verdict = (checked or {}).get(reference.index) or {}
@@ -251,6 +254,13 @@ def source_cast(
                     failed += f": {reference.own_only}"
                 review = "; ".join(filter(None, (reference.review, failed)))
                 reference, why = replace(reference, review=review), None
+        if reference.kind == "none" and choice in ("line", "speaker"):
+            # A line left without a voice surely its own, voiced from the clip the editor chose having heard it.
+            wanted = {"voice": "line"}
+            if choice == "speaker":
+                wanted = {"voice": "speaker", "speaker": (moved or {}).get(reference.index, reference.speaker)}
+            if wanted in voice_choices(reference, summary):
+                reference = chosen_voice(reference, wanted, summary)
         if why:
             clip = summary.speaker_clips.get(reference.speaker)
             review = reference.review
@@ -276,6 +286,11 @@ def source_cast(
         for name, clip in summary.speaker_clips.items()
         if name not in given
     }
+    for reference in references.values():  # a speaker the source gave no clip, voiced by a line the editor chose
+        if reference.kind == "line" and reference.speaker and reference.speaker not in voices | given:
+            voices[reference.speaker] = clip_voice(
+                summary, reference.speaker, reference.start, reference.end, reference.text, reference.parts
+            )
     lines = {}
     for index, reference in references.items():
         if reference.kind == "line" and reference.speaker not in given:
@@ -283,6 +298,56 @@ def source_cast(
                 summary, reference.speaker, reference.start, reference.end, reference.text, reference.parts
             )
     return SourceCast(summary, references, voices, lines)
+
+
+def voice_choices(reference: LineReference, summary: SourceSummary) -> list[dict]:
+    """The clips an editor may voice a line left without one from, having heard it, each as the review asks for
+    it: its own speech (``{"voice": "line"}``, where it has at least MIN_REFERENCE_SECONDS of it), and each voice's
+    clip (``{"voice": "speaker", "speaker": NAME}``), the voice it was grouped with first."""
+    from omnidub.voices.reference import MIN_REFERENCE_SECONDS
+
+    own = _own_clip(reference, summary)
+    choices = []
+    if own is not None and own.problem != NO_SPEECH and clip_key(own.start, own.end, own.parts) in summary.hashes:
+        if sum(b - a for a, b in own.parts or ((own.start, own.end),)) >= MIN_REFERENCE_SECONDS:
+            choices.append({"voice": "line"})
+    names = sorted(summary.speaker_clips, key=lambda name: (name != reference.speaker, name))
+    return choices + [{"voice": "speaker", "speaker": name} for name in names]
+
+
+def chosen_voice(reference: LineReference, choice: dict, summary: SourceSummary) -> LineReference:
+    """A line's reference once an editor chose its clip (one of :func:`voice_choices`): its own speech however
+    doubted, or a voice's clip (the line becomes that voice's), with why it was left without one kept as the reason
+    to listen to it."""
+    name = choice.get("speaker", reference.speaker)
+    said = f"the editor chose {'its own speech' if choice['voice'] == 'line' else name + chr(39) + 's clip'}"
+    review = f"{said}; it was left without a voice: {reference.fallback}"
+    if choice["voice"] == "speaker":
+        clip = summary.speaker_clips[name]
+        start, end, text, sha256, parts = clip.start, clip.end, clip.text, clip.sha256, clip.parts
+        fallback = said
+    else:
+        own = _own_clip(reference, summary)
+        start, end, text, parts = own.start, own.end, own.text, own.parts
+        sha256, fallback = summary.clip_hash(start, end, parts), None
+    return replace(
+        reference,
+        speaker=name,
+        kind=choice["voice"],
+        start=start,
+        end=end,
+        text=text,
+        sha256=sha256,
+        fallback=fallback,
+        review=review,
+        parts=parts,
+        own_only="",
+    )
+
+
+def _own_clip(reference: LineReference, summary: SourceSummary):
+    """The own clip of the original line a dubbed line translates (its best match), or None."""
+    return summary.line_clips.get(reference.original[0]) if reference.original else None
 
 
 def unvoiced_lines(
@@ -296,6 +361,8 @@ def unvoiced_lines(
     found = {}
     for line in script.lines:
         reference = cast.references.get(line.index) if cast is not None else None
+        if reference is not None and reference.kind != "none":
+            continue  # a clip of the source voices it
         refused = reference is not None and reference.kind == "none" and reference.speaker in summary.speaker_clips
         if refused and reference.speaker in cast.voices:  # a voice the user gave stands in: the line is theirs
             found[line.index] = line.speaker
@@ -326,11 +393,12 @@ def unvoiced_why(index: int | None, speaker: str, summary: SourceSummary, cast: 
     if index is not None and _refused(index, speaker, summary, cast):
         return (
             f"no voice of the source is surely its own ({cast.references[index].fallback}); label its cue in the "
-            "original subtitles, or give it a voice with --voice SPEAKER=FILE"
+            "original subtitles, give it a voice with --voice SPEAKER=FILE, or hear it in omnidub review and voice it "
+            "from a clip of the source"
         )
     return (
         f"the source gives {speaker} no usable speech ({summary.missing.get(speaker, 'none found')}); give {speaker} "
-        f"a voice with --voice {speaker}=FILE"
+        f"a voice with --voice {speaker}=FILE, or hear a line in omnidub review and voice it from its own speech"
     )
 
 

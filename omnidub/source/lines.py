@@ -40,6 +40,7 @@ from omnidub.source.match import LineMatch, match_lines
 # model to measure; VoiceStudio uses 3 s.
 LINE_FLOOR = 2.0
 LINE_CEILING = 20.0  # over this, cloning degrades (FACTS: references of 3-10 s work best)
+NO_SPEECH = "no speech found in its cue"  # a line clip's problem: nothing of it can voice a line
 # A line spoken over in its middle keeps the parts before and after, each at least this long, joined.
 MIN_PIECE = 0.8
 
@@ -88,7 +89,7 @@ def assess_line(analysis: Analysis, index: int, encoder, floor: float = LINE_FLO
     line, speaker = analysis.lines[index], analysis.speakers[index]
     span = analysis.spans.get(index)
     if span is None:
-        return LineClip(index, speaker, line.start, line.end, line.text, "no speech found in its cue")
+        return LineClip(index, speaker, line.start, line.end, line.text, NO_SPEECH)
     start, end = span
     moved = ""
 

@@ -17,7 +17,7 @@ from omnidub.files import write_bytes_atomic, write_text_atomic
 from omnidub.script import Script
 from omnidub.source.audio import CLIP_RATE, wav_bytes
 from omnidub.source.clips import clip_key
-from omnidub.source.lines import LineClip, samples_hash
+from omnidub.source.lines import NO_SPEECH, LineClip, samples_hash
 from omnidub.source.speakers import VoiceCalibration
 
 FORMAT = 3
@@ -67,6 +67,9 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
     analysis = extraction.analysis
     clips = [c for c in extraction.line_clips.values() if c.problem is None]
     clips += list(extraction.chosen.values())
+    # A line no voice of the source may stand in for keeps its own speech, refused as it is: an editor who heard it
+    # may voice it from that speech (``cast.voice_choices``).
+    clips += [c for c in extraction.line_clips.values() if _voiceless(c, extraction.chosen)]
     hashes = {}
     if folder is not None:
         (folder / "clips").mkdir(parents=True, exist_ok=True)
@@ -114,6 +117,12 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
         dict(extraction.missing),
         heard,
     )
+
+
+def _voiceless(clip: LineClip, chosen: dict) -> bool:
+    """Whether a refused line clip holds speech of a line nothing else may voice: its voice unsure, or its
+    speaker given no clip."""
+    return clip.problem not in (None, NO_SPEECH) and (bool(clip.voiceless) or clip.speaker not in chosen)
 
 
 def save(summary: SourceSummary) -> None:

@@ -795,15 +795,18 @@
     $("counts").textContent = parts.join(" · ");
   }
   function showUnvoiced(lines) {
-    // The lines the source gave no voice surely their own: in no row (not rendered), each said with why, and its
-    // place in the programme heard with the original alone.
+    // The lines the source gave no voice surely their own: in no row (not rendered), each said with why, its place
+    // in the programme heard with the original alone, and, once heard, voiced from the clip the editor chooses.
     $("unvoiced-box").hidden = !lines.length;
     $("unvoiced-title").textContent = lines.length + " line" + (lines.length === 1 ? "" : "s") +
                                       " not rendered: no voice surely their own";
+    const from = (choice) => choice.voice === "line" ? "its own speech" : choice.speaker + "'s clip";
     $("unvoiced").replaceChildren(...lines.map((u) => el("li", {},
       el("span", {text: "Line " + u.index + " (" + u.speaker + ", " + clock(u.start) + "): " + u.text + ": " + u.why + " "}),
       el("button", {type: "button", "aria-label": "Hear the original of line " + u.index, text: "Hear the original",
-                    onclick: () => { if (solo !== "original") setTrack("original", "solo"); hearProgramme(u.start, true); }}))));
+                    onclick: () => { if (solo !== "original") setTrack("original", "solo"); hearProgramme(u.start, true); }}),
+      ...(u.choices || []).map((choice) => el("button", {type: "button", text: "Voice line " + u.index + " from " + from(choice),
+                                                        onclick: () => lineAction(u.index, "voice", choice)})))));
   }
   function showStatus(status) {
     $("cancel").disabled = !(status.busy || status.queued);
@@ -1227,6 +1230,7 @@
     if (event.type === "media") { state.media_ready = event.ready === "all"; mediaReady(); }
     else if (event.type === "line") { changes += 1; replaceLine(event.line); }
     else if (event.type === "counts") showCounts(event.counts);
+    else if (event.type === "lines") reload();  // a line voiced, or left without a voice again
     else if (event.type === "status") showStatus(event);
     else if (event.type === "error") {
       const line = event.index ? byIndex.get(event.index) : null;
