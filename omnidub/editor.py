@@ -108,11 +108,12 @@ class Delivery:
     edited: tuple[int, ...] = ()
     approved: tuple[int, ...] = ()
     marked: tuple[int, ...] = ()
+    unvoiced: tuple[int, ...] = ()  # audio delivered before, left without a voice now (out of the mix)
     mixed: dict | None = None  # how the audio was made: patched where lines changed, or whole (and why)
 
     @property
     def lines(self) -> tuple[int, ...]:
-        return tuple(sorted(set(self.audio + self.edited + self.approved + self.marked)))
+        return tuple(sorted(set(self.audio + self.edited + self.approved + self.marked + self.unvoiced)))
 
     def said(self) -> str:
         """The delivery in one line, line counts first."""
@@ -123,6 +124,7 @@ class Delivery:
                 ("edits", self.edited),
                 ("approvals", self.approved),
                 ("notes or flags", self.marked),
+                ("left without a voice", self.unvoiced),
             )
             if lines
         ]

@@ -174,10 +174,13 @@ class Project:
     def since_delivery(self) -> dict[str, tuple[int, ...]]:
         """The lines that changed since the manifest was last written (a delivery, a render), by what changed:
         ``audio``, ``edited`` (text, speaker, speed cap, gap, clip), ``approved`` (given or taken back),
-        ``marked`` (a note or the look-again flag)."""
+        ``marked`` (a note or the look-again flag), ``unvoiced`` (a line with audio then, left without a voice now:
+        an editor's voice for it taken back)."""
         _ = self.recorded
         was = {e.index: e for e in self._delivered}
         found: dict[str, list[int]] = {"audio": [], "edited": [], "approved": [], "marked": []}
+        left = self.casting.unvoiced if self.casting is not None else {}
+        found["unvoiced"] = [i for i, e in sorted(was.items()) if e.done and i in left]
         for entry in self.entries:
             old = was.get(entry.index)
             if old is None:

@@ -436,7 +436,8 @@ def test_a_voice_without_a_clean_clip_never_refuses_the_dub(args, tmp_path):
 
 def voice_from_the_page(out: Path, index: int, choice: dict) -> dict:
     """Voice a line left without one through the review's own route (refused for a clip the folder does not offer
-    it), undo it, voice it again and deliver; returns the line as the manifest records it."""
+    it), deliver, undo it, deliver, voice it again and deliver on closing; returns the line as the manifest records
+    it."""
     from starlette.testclient import TestClient
     from test_review import HOST, open_desk, settle
 
@@ -452,14 +453,20 @@ def voice_from_the_page(out: Path, index: int, choice: dict) -> dict:
             answer = client.post(voice, json=refused, headers=page)
             assert answer.status_code == 400 and answer.json()["error"], answer.text
         assert client.post(f"/api/lines/{index + 100}/voice", json=choice, headers=page).status_code == 400
-        for step in ("voice", "undo", "voice"):
-            path = voice if step == "voice" else f"/api/lines/{index}/undo"
+        said: list[str] = []
+        desk.subscribe(lambda event: said.append(event["said"]) if event["type"] == "delivered" else None)
+        for step in ("voice", "deliver", "undo", "deliver", "voice"):
+            path = {"voice": voice, "undo": f"/api/lines/{index}/undo", "deliver": "/api/deliver"}[step]
             assert client.post(path, json=choice if step == "voice" else {}, headers=page).status_code == 202, step
             settle(desk)
+            if step == "deliver":
+                continue
             state = client.get("/api/state").json()
             shown = {line["index"] for line in state["lines"]}
             left = {u["index"] for u in state["unvoiced"]}
             assert (index in shown, index in left) == ((True, False) if step == "voice" else (False, True)), step
+        # Each delivery says what changed: the line's new audio, then the line left without a voice again.
+        assert f"new audio on 1 ({index})" in said[0] and f"left without a voice on 1 ({index})" in said[1], said
         [line] = [line for line in state["lines"] if line["index"] == index]
         assert line["key"] and line["speaker"] == choice.get("speaker", line["speaker"]), line
     finally:
