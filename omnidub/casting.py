@@ -82,6 +82,20 @@ class Casting:
         ]
 
 
+def voice_refused(index: int, asked: dict, choices: list[dict], speaker: str) -> str | None:
+    """Why a line left without a voice cannot be voiced as ``asked`` (not one of its ``choices``, see
+    :meth:`Casting.choices`), or None."""
+    if asked in choices:
+        return None
+    if not choices:
+        return (
+            f"line {index}: the source has no speech of its own or of a voice to voice it from; give {speaker} a "
+            f"voice with --voice {speaker}=FILE"
+        )
+    can = [f"{c['speaker']}'s clip" if c["voice"] == "speaker" else "its own speech" for c in choices]
+    return f"line {index} can be voiced from {', '.join(can)}; not from {asked.get('speaker') or asked.get('voice')!r}"
+
+
 def cast_from_source(
     engine,
     options: SourceOptions,

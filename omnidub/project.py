@@ -14,7 +14,14 @@ from pathlib import Path
 
 from omnidub.assembly import Assembly, Generation
 from omnidub.backends.base import Request
-from omnidub.casting import Casting, cast_from_source, reference_clips, reference_records, source_files
+from omnidub.casting import (
+    Casting,
+    cast_from_source,
+    reference_clips,
+    reference_records,
+    source_files,
+    voice_refused,
+)
 from omnidub.errors import OmnidubError
 from omnidub.folder import QA_FILES, OutputFolder
 from omnidub.journal import JOURNAL, Journal
@@ -1037,15 +1044,9 @@ class Project:
         if index not in left:
             raise OmnidubError(f"line {index} is not among the lines the source left without a voice")
         wanted = {"voice": voice, **({"speaker": speaker} if voice == "speaker" else {})}
-        choices = self.casting.choices(index)
-        if wanted not in choices:
-            can = [f"{c['speaker']}'s clip" if c["voice"] == "speaker" else "its own speech" for c in choices]
-            raise OmnidubError(
-                f"line {index} can be voiced from {', '.join(can)}; not from {speaker or voice!r}"
-                if choices
-                else f"line {index}: the source has no speech of its own or of a voice to voice it from; give "
-                f"{left[index].speaker} a voice with --voice {left[index].speaker}=FILE"
-            )
+        refused = voice_refused(index, wanted, self.casting.choices(index), left[index].speaker)
+        if refused:
+            raise OmnidubError(refused)
         self.edits[index] = {"from": left[index].text, **wanted}
         self._cast()
         self.replan()

@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Callable
 
 from omnidub import remedies
+from omnidub.casting import voice_refused
 from omnidub.editor import QUICK, VERBS, Delivery, Editor, Stale, describe, stale
 from omnidub.errors import OmnidubError
 from omnidub.job import Job, QaOptions
@@ -176,14 +177,9 @@ class Review:
         """A line to voice: one the source left without a voice, from a clip the folder offers it."""
         if index not in left:
             raise OmnidubError(f"line {index} is not among the lines left without a voice")
-        choices = left[index]["choices"]
-        if args not in choices:
-            can = [f"{c['speaker']}'s clip" if c["voice"] == "speaker" else "its own speech" for c in choices]
-            raise OmnidubError(
-                f"line {index} can be voiced from {', '.join(can)}; not from {args.get('speaker') or args['voice']!r}"
-                if choices
-                else f"line {index}: the source has no speech of its own or of a voice to voice it from"
-            )
+        refused = voice_refused(index, args, left[index]["choices"], left[index]["speaker"])
+        if refused:
+            raise OmnidubError(refused)
 
     def _check_slot(self, index: int, args: dict, line: dict) -> None:
         """A slot an edit moves a line to: numbers of seconds, running forward, within the programme."""
