@@ -63,9 +63,18 @@ class Casting:
                 "end": line.end,
                 "why": why,
                 "choices": self.choices(line.index),
+                "likeness": self.likeness(line.index),
             }
             for line, why in self.left
         ]
+
+    def likeness(self, index: int) -> dict[str, float]:
+        """How like each voice offered (see :meth:`choices`) a line left without a voice is, by its own speech
+        (cosine to the voice's centroid, as the source's analysis embeds them); empty where it was too short."""
+        reference = self.cast.references.get(index)
+        like = self.cast.summary.likeness.get(reference.original[0], {}) if reference and reference.original else {}
+        offered = {c.get("speaker") for c in self.choices(index)}
+        return {name: x for name, x in like.items() if name in offered}
 
     def choices(self, index: int) -> list[dict]:
         """The clips an editor may voice a line left without a voice from, having heard it, each as the review asks

@@ -86,7 +86,8 @@ UNVOICED = {
     "end": 2.0 * EPISODE + 0.6,
     "why": "no voice of the source is surely its own (its voice is unsure); label its cue in the original subtitles, "
     "or give it a voice with --voice SPEAKER=FILE",
-    "choices": [{"voice": "speaker", "speaker": "BOB"}, {"voice": "speaker", "speaker": "ALICE"}],
+    "choices": [{"voice": "speaker", "speaker": "ALICE"}, {"voice": "speaker", "speaker": "BOB"}],
+    "likeness": {"ALICE": 0.634, "BOB": 0.412},
 }
 
 
@@ -354,8 +355,10 @@ def test_a_line_left_without_a_voice_is_listed_with_why_and_its_original_heard_t
     assert src.startswith(f"/programme?start={2.0 * EPISODE:.3f}&") and "&dub=0&original=1&bed=0&" in src, src
     # Heard, it is voiced from the clip the editor chooses: that choice is what the page sends, and once the desk
     # says the lines changed, the line has a row of its own and the list is gone.
-    expect(listed.get_by_role("button", name=f"Voice line {EPISODE + 1} from BOB's clip")).to_be_visible()
-    listed.get_by_role("button", name=f"Voice line {EPISODE + 1} from ALICE's clip").click()
+    expect(
+        listed.get_by_role("button", name=f"Voice line {EPISODE + 1} from BOB's clip (0.41 like it)")
+    ).to_be_visible()
+    listed.get_by_role("button", name=f"Voice line {EPISODE + 1} from ALICE's clip (0.63 like it)").click()
     expect(page.get_by_text(f"{EPISODE + 1} of {EPISODE + 1} lines shown")).to_be_visible()
     expect(box).to_be_hidden()
     [action] = [a for a in desk.submitted if a.kind == "voice"]

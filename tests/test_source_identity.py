@@ -213,12 +213,16 @@ def test_an_unsure_reply_with_too_little_speech_of_its_own_is_voiced_by_nothing_
     assert note.startswith("line(s) 7 not rendered: no voice of the source is surely its own")
     # Having heard it, an editor may voice it from the clip of the group it was put in or of another voice (its
     # own 0.6 s is under the 1 s a reference needs): the line is that voice's, said as the editor's choice, with
-    # why it had been left without a voice kept to listen by.
+    # why it had been left without a voice kept to listen by. Every voice is offered...
     from omnidub.source.cast import voice_choices
 
     group = reference.speaker
     others = sorted(set(summary.speaker_clips) - {group})
-    assert voice_choices(reference, summary) == [{"voice": "speaker", "speaker": name} for name in [group, *others]]
+    offered = voice_choices(reference, summary)
+    assert [c["voice"] for c in offered] == ["speaker"] * 3 and {c["speaker"] for c in offered} == {group, *others}
+    # ... the voices its own speech is most like first (it was long enough to embed) ...
+    like = summary.likeness[reference.original[0]]
+    assert [c["speaker"] for c in offered] == sorted(like, key=lambda name: -like[name])
     for name in (group, others[0]):
         chosen = source_cast(summary, dub, "line", {}, chosen={7: "speaker"}, moved={7: name})
         voiced = chosen.references[7]
@@ -227,6 +231,13 @@ def test_an_unsure_reply_with_too_little_speech_of_its_own_is_voiced_by_nothing_
         clip = summary.speaker_clips[name]
         assert (voiced.start, voiced.end, voiced.sha256) == (clip.start, clip.end, clip.sha256)
         assert unvoiced_lines(labelled, chosen.voices, summary, chosen) == {} and 7 not in chosen.lines
+    from omnidub.source.summary import load, save
+
+    save(summary)  # kept with the analysis, as a reopened folder reads it
+    assert load(tmp_path / "kept", summary.original).likeness == summary.likeness
+    # ... and where it was too short to embed, the voice it was grouped with first.
+    unembedded = voice_choices(reference, replace(summary, likeness={}))
+    assert [c["speaker"] for c in unembedded] == [group, *others]
     # Its own speech is no choice under 1 s, and a voice without a clip none at all: it stays without a voice.
     for asked, moved in (("line", None), ("speaker", {7: "NOBODY"})):
         kept = source_cast(summary, dub, "line", {}, chosen={7: asked}, moved=moved)

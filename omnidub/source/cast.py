@@ -303,7 +303,8 @@ def source_cast(
 def voice_choices(reference: LineReference, summary: SourceSummary) -> list[dict]:
     """The clips an editor may voice a line left without one from, having heard it, each as the review asks for
     it: its own speech (``{"voice": "line"}``, where it has at least MIN_REFERENCE_SECONDS of it), and each voice's
-    clip (``{"voice": "speaker", "speaker": NAME}``), the voice it was grouped with first."""
+    clip (``{"voice": "speaker", "speaker": NAME}``), the voices its own speech is most like first (where it was
+    long enough to embed; else the voice it was grouped with first)."""
     from omnidub.voices.reference import MIN_REFERENCE_SECONDS
 
     own = _own_clip(reference, summary)
@@ -311,7 +312,8 @@ def voice_choices(reference: LineReference, summary: SourceSummary) -> list[dict
     if own is not None and own.problem != NO_SPEECH and clip_key(own.start, own.end, own.parts) in summary.hashes:
         if sum(b - a for a, b in own.parts or ((own.start, own.end),)) >= MIN_REFERENCE_SECONDS:
             choices.append({"voice": "line"})
-    names = sorted(summary.speaker_clips, key=lambda name: (name != reference.speaker, name))
+    like = summary.likeness.get(reference.original[0], {}) if reference.original else {}
+    names = sorted(summary.speaker_clips, key=lambda name: (-like.get(name, 2.0 * (name == reference.speaker)), name))
     return choices + [{"voice": "speaker", "speaker": name} for name in names]
 
 

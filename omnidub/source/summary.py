@@ -53,6 +53,8 @@ class SourceSummary:
     calibration: dict[str, VoiceCalibration] = field(default_factory=dict)  # speaker -> how its voice is judged
     missing: dict[str, str] = field(default_factory=dict)  # speaker -> why the source gives it no clip
     heard: Path | None = None  # a source without subtitles: the original as heard, each line labelled (SRT)
+    # original line nothing else may voice -> how like each voice's centroid its own speech is (cosine)
+    likeness: dict[int, dict[str, float]] = field(default_factory=dict)
 
     def clip_hash(self, start: float, end: float, parts=()) -> str:
         return self.hashes[clip_key(start, end, parts)]
@@ -69,7 +71,13 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
     clips += list(extraction.chosen.values())
     # A line no voice of the source may stand in for keeps its own speech, refused as it is: an editor who heard it
     # may voice it from that speech (``cast.voice_choices``).
-    clips += [c for c in extraction.line_clips.values() if _voiceless(c, extraction.chosen)]
+    voiceless = [c for c in extraction.line_clips.values() if _voiceless(c, extraction.chosen)]
+    clips += voiceless
+    likeness = {}  # for the editor choosing a voice for such a line: the voices most like it first
+    for c in voiceless:
+        own = analysis.embeddings.get(c.index)
+        if own is not None:
+            likeness[c.index] = {name: round(_cosine(own, v), 3) for name, v in analysis.centroids.items()}
     hashes = {}
     if folder is not None:
         (folder / "clips").mkdir(parents=True, exist_ok=True)
@@ -116,7 +124,12 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
         dict(analysis.calibration),
         dict(extraction.missing),
         heard,
+        likeness,
     )
+
+
+def _cosine(a: np.ndarray, b: np.ndarray) -> float:
+    return float(np.dot(a, b) / max(float(np.linalg.norm(a) * np.linalg.norm(b)), 1e-12))
 
 
 def _voiceless(clip: LineClip, chosen: dict) -> bool:
@@ -154,6 +167,7 @@ def save(summary: SourceSummary) -> None:
         "accompaniment": summary.accompaniment.name if summary.accompaniment else None,
         "calibration": {name: vars(c) for name, c in summary.calibration.items()},
         "missing": summary.missing,
+        "likeness": {str(k): v for k, v in summary.likeness.items()},
     }
     if summary.heard is not None:  # the lines were cut from what was heard: no subtitle file holds them
         data["original"] = [
@@ -223,6 +237,7 @@ def load(folder: Path, original: Script | None) -> SourceSummary | None:
         }
         calibration = {name: VoiceCalibration(**c) for name, c in data["calibration"].items()}
         missing = {str(k): str(v) for k, v in data["missing"].items()}
+        likeness = {int(k): {str(name): float(x) for name, x in v.items()} for k, v in data.get("likeness", {}).items()}
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, zipfile.BadZipFile):
         return None
     accompaniment = folder / data["accompaniment"] if data.get("accompaniment") else None
@@ -242,4 +257,5 @@ def load(folder: Path, original: Script | None) -> SourceSummary | None:
         calibration,
         missing,
         heard,
+        likeness,
     )

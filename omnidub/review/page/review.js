@@ -800,12 +800,13 @@
     $("unvoiced-box").hidden = !lines.length;
     $("unvoiced-title").textContent = lines.length + " line" + (lines.length === 1 ? "" : "s") +
                                       " not rendered: no voice surely their own";
-    const from = (choice) => choice.voice === "line" ? "its own speech" : choice.speaker + "'s clip";
+    const from = (u, choice) => choice.voice === "line" ? "its own speech" : choice.speaker + "'s clip" +
+      (u.likeness && u.likeness[choice.speaker] !== undefined ? " (" + u.likeness[choice.speaker].toFixed(2) + " like it)" : "");
     $("unvoiced").replaceChildren(...lines.map((u) => el("li", {},
       el("span", {text: "Line " + u.index + " (" + u.speaker + ", " + clock(u.start) + "): " + u.text + ": " + u.why + " "}),
       el("button", {type: "button", "aria-label": "Hear the original of line " + u.index, text: "Hear the original",
                     onclick: () => { if (solo !== "original") setTrack("original", "solo"); hearProgramme(u.start, true); }}),
-      ...(u.choices || []).map((choice) => el("button", {type: "button", text: "Voice line " + u.index + " from " + from(choice),
+      ...(u.choices || []).map((choice) => el("button", {type: "button", text: "Voice line " + u.index + " from " + from(u, choice),
                                                         onclick: () => lineAction(u.index, "voice", choice)})))));
   }
   function showStatus(status) {
