@@ -400,7 +400,8 @@ def unvoiced_why(index: int | None, speaker: str, summary: SourceSummary, cast: 
         )
     return (
         f"the source gives {speaker} no usable speech ({summary.missing.get(speaker, 'none found')}); give {speaker} "
-        f"a voice with --voice {speaker}=FILE, or hear a line in omnidub review and voice it from its own speech"
+        f"a voice with --voice {speaker}=FILE, or hear its lines in omnidub review and voice each from a clip of the "
+        "source"
     )
 
 
