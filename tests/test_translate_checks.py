@@ -345,6 +345,7 @@ def labelled() -> list[dict]:
         return list(csv.DictReader((row for row in handle if not row.startswith("#")), delimiter="\t"))
 
 
+@pytest.mark.slow  # about a minute of CPU (1,635 lines, each translated back): pytest -m slow runs it, as CI does
 def test_the_offline_engine_s_meaning_errors_in_the_held_out_dialogue_are_flagged_and_few_faithful_lines(models):
     from omnidub.translate.firefox import FirefoxEngine
 

@@ -69,14 +69,13 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
     analysis = extraction.analysis
     clips = [c for c in extraction.line_clips.values() if c.problem is None]
     clips += list(extraction.chosen.values())
-    # A line no voice of the source may stand in for keeps its own speech, refused as it is: an editor who heard it
-    # may voice it from that speech (``cast.voice_choices``).
-    voiceless = [c for c in extraction.line_clips.values() if _voiceless(c, extraction.chosen)]
-    clips += voiceless
-    likeness = {}  # for the editor choosing a voice for such a line: the voices most like it first
-    for c in voiceless:
-        own = analysis.embeddings.get(c.index)
-        if own is not None:
+    # A line no voice of the source may stand in for keeps its own speech (1 s or more), refused as it is: an editor
+    # who heard it may voice it from that speech (``cast.voice_choices``).
+    clips += [c for c in extraction.line_clips.values() if _voiceless(c, extraction.chosen)]
+    likeness = {}  # for the editor choosing a voice for a line nothing else may voice: the voices most like it first
+    for c in extraction.line_clips.values():
+        own = analysis.embeddings.get(c.index) if c.problem not in (None, NO_SPEECH) else None
+        if own is not None and (c.voiceless or c.speaker not in extraction.chosen):
             likeness[c.index] = {name: round(_cosine(own, v), 3) for name, v in analysis.centroids.items()}
     hashes = {}
     if folder is not None:
@@ -133,9 +132,16 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
 
 
 def _voiceless(clip: LineClip, chosen: dict) -> bool:
-    """Whether a refused line clip holds speech of a line nothing else may voice: its voice unsure, or its
-    speaker given no clip."""
-    return clip.problem not in (None, NO_SPEECH) and (bool(clip.voiceless) or clip.speaker not in chosen)
+    """Whether a refused line clip holds speech of a line nothing else may voice (its voice unsure, or its speaker
+    given no clip), long enough to be a reference."""
+    from omnidub.voices.reference import MIN_REFERENCE_SECONDS
+
+    seconds = sum(b - a for a, b in clip.parts or ((clip.start, clip.end),))
+    return (
+        clip.problem not in (None, NO_SPEECH)
+        and (bool(clip.voiceless) or clip.speaker not in chosen)
+        and seconds >= MIN_REFERENCE_SECONDS
+    )
 
 
 def save(summary: SourceSummary) -> None:
