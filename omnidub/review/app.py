@@ -365,7 +365,10 @@ def _arguments(kind: str, body: dict) -> dict:
         if "speaker" in body and "was_speaker" not in body:
             raise OmnidubError("a move to another speaker names the speaker it moves the line from (was_speaker)")
     if kind == "voice" and "voice" not in body:
-        raise OmnidubError("voice a line from its own speech (line) or its speaker's clip (speaker)")
+        raise OmnidubError(
+            'voice a line from its own speech ({"voice": "line"}) or a voice\'s clip '
+            '({"voice": "speaker", "speaker": NAME})'
+        )
     if kind == "choose" and "take" not in body:
         raise OmnidubError("choose a take by its number")
     if kind == "mark":
