@@ -52,29 +52,29 @@ class Casting:
         return {line.index: line.speaker for line, _ in self.left}
 
     def left_json(self) -> list[dict]:
-        """The lines left without a voice as the manifest, QA and the review give them: number, speaker, words, slot
-        and why (what gives it a voice)."""
-        return [
-            {
-                "index": line.index,
-                "speaker": line.speaker,
-                "text": line.text,
-                "start": line.start,
-                "end": line.end,
-                "why": why,
-                "choices": self.choices(line.index),
-                "likeness": self.likeness(line.index),
-            }
-            for line, why in self.left
-        ]
-
-    def likeness(self, index: int) -> dict[str, float]:
-        """How like each voice offered (see :meth:`choices`) a line left without a voice is, by its own speech
-        (cosine to the voice's centroid, as the source's analysis embeds them); empty where it was too short."""
-        reference = self.cast.references.get(index)
-        like = self.cast.summary.likeness.get(reference.original[0], {}) if reference and reference.original else {}
-        offered = {c.get("speaker") for c in self.choices(index)}
-        return {name: x for name, x in like.items() if name in offered}
+        """The lines left without a voice as the manifest, QA and the review give them: number, speaker, words, slot,
+        why (what gives it a voice), the clips the review may voice it from (:meth:`choices`) and how like each voice
+        offered its own speech is (the source analysis's cosine to the voice's centroid)."""
+        found = []
+        for line, why in self.left:
+            choices = self.choices(line.index)
+            offered = {c.get("speaker") for c in choices}
+            reference = self.cast.references.get(line.index)
+            like = self.cast.summary.likeness.get(reference.original[0], {}) if reference and reference.original else {}
+            found.append(
+                {
+                    "index": line.index,
+                    "speaker": line.speaker,
+                    "text": line.text,
+                    "start": line.start,
+                    "end": line.end,
+                    "why": why,
+                    "choices": choices,
+                    # how like each voice offered its own speech is (empty where it was too short to embed)
+                    "likeness": {name: x for name, x in like.items() if name in offered},
+                }
+            )
+        return found
 
     def choices(self, index: int) -> list[dict]:
         """The clips an editor may voice a line left without a voice from, having heard it, each as the review asks

@@ -310,7 +310,7 @@ def voice_choices(reference: LineReference, summary: SourceSummary) -> list[dict
     own = _own_clip(reference, summary)
     choices = []
     if own is not None and own.problem != NO_SPEECH and clip_key(own.start, own.end, own.parts) in summary.hashes:
-        if sum(b - a for a, b in own.parts or ((own.start, own.end),)) >= MIN_REFERENCE_SECONDS:
+        if own.speech_seconds >= MIN_REFERENCE_SECONDS:
             choices.append({"voice": "line"})
     like = summary.likeness.get(reference.original[0], {}) if reference.original else {}
     names = sorted(summary.speaker_clips, key=lambda name: (-like.get(name, 2.0 * (name == reference.speaker)), name))

@@ -62,6 +62,11 @@ class LineClip:
     # on a usable own clip, why only that clip may voice it
     voiceless: str = ""
 
+    @property
+    def speech_seconds(self) -> float:
+        """How long its span lasts, or its parts together when joined."""
+        return sum(b - a for a, b in self.parts or ((self.start, self.end),))
+
 
 @dataclass(frozen=True)
 class LineReference:

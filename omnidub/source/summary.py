@@ -136,11 +136,10 @@ def _voiceless(clip: LineClip, chosen: dict) -> bool:
     given no clip), long enough to be a reference."""
     from omnidub.voices.reference import MIN_REFERENCE_SECONDS
 
-    seconds = sum(b - a for a, b in clip.parts or ((clip.start, clip.end),))
     return (
         clip.problem not in (None, NO_SPEECH)
         and (bool(clip.voiceless) or clip.speaker not in chosen)
-        and seconds >= MIN_REFERENCE_SECONDS
+        and clip.speech_seconds >= MIN_REFERENCE_SECONDS
     )
 
 
