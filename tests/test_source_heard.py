@@ -718,6 +718,28 @@ def test_a_heard_lines_own_speech_starts_off_the_voice_before_it_though_the_over
     assert a >= 2.6 + HEARD_GUARD - 1e-3 and b - a >= 1.0, (a, b)
 
 
+def test_own_speech_around_a_back_channel_the_overlap_model_marked_short_holds_none_of_it(tmp_path, monkeypatch):
+    # B says "Mm-hm." over A's line at 3.0-3.7 s, in no cue; the overlap model marks 2.9-3.5 s (its stretch, widened,
+    # ended up to 0.22 s before the other voice on the scenes). The stretch is cut out GUARD wider: the piece of A's
+    # speech after it starts past B's last sound.
+    from dataclasses import replace
+
+    from omnidub.source.identity import _clean_pieces
+
+    cues = [("A", 0.5, 5.5), ("B", 6.0, 9.0), ("A", 9.5, 12.5), ("B", 13.0, 15.5)]
+    regions = [(0.5, 5.5), (6.0, 9.0), (9.5, 12.5), (13.0, 15.5)]
+    found = replace(heard_analysis(tmp_path, cues, [*cues, ("B", 3.0, 3.7)], regions), overlapped=((2.9, 3.5),))
+
+    def of_b(pieces):
+        return sum(max(0.0, min(b, 3.7) - max(a, 3.0)) for a, b in pieces)
+
+    with monkeypatch.context() as patched:
+        patched.setattr("omnidub.source.overlap.GUARD", 0.0)
+        assert of_b(_clean_pieces(found, 1)) > 0.1
+    pieces = _clean_pieces(found, 1)
+    assert of_b(pieces) == 0.0 and max(b - a for a, b in pieces) >= 1.5, pieces
+
+
 def test_a_heard_lines_own_speech_ends_near_its_last_word(tmp_path):
     # A's line is heard to 13.0 s, its last word ends at 12.0 s: what follows is in no transcript (a whisper right
     # after the line that no line heard holds), and a clip's words must be what it says.

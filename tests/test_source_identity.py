@@ -735,6 +735,23 @@ def test_a_whisper_voice_activity_hears_none_of_is_voiced_from_its_words_time_le
         assert references[index].kind != "none" and holds(said, parts(references[index])) == {"D"}, references[index]
 
 
+def test_the_line_after_a_whisper_voice_activity_hears_none_of_starts_off_the_whisper_s_true_end(tmp_path, monkeypatch):
+    # Whisper times a whisper's words shorter than it is said, and voice activity, hearing none of it, ran its fading
+    # end into the next voice's line: on Spanish seed 0 of the scenes, a whisper heard at 61.74-62.00 s was said to
+    # 62.69 s, and the next line's clip opened on its last 0.25 s (a clip five lines were cloned from). Here D's
+    # "Not yet, wait for it." is heard at 9.0-9.6 s and said to 10.4 s; C's line is heard from 10.1 s, said from 10.5.
+    rows = [*WHISPER[:2], ("D", 9.0, 9.6, "Not yet, wait for it."), ("C", 10.1, 13.5, WHISPER[3][3]), *WHISPER[4:]]
+    said = [row[:3] for row in rows if row[1] not in (9.0, 10.1)] + [("D", 9.0, 10.4), ("C", 10.5, 13.5)]
+    with monkeypatch.context() as patched:  # before: the whisper's speech was its words' time only
+        patched.setattr("omnidub.source.clips.STRAY_WIDEN", 0.0)
+        _, before = _whisper_heard(tmp_path, rows, said, [])
+    assert "D" in holds(said, parts(before[4])), before[4]
+    result, references = _whisper_heard(tmp_path, rows, said, [])
+    groups = result.analysis.speakers
+    assert groups[3] != groups[4]
+    assert references[4].kind != "none" and holds(said, parts(references[4])) == {"C"}, references[4]
+
+
 def test_a_whisper_s_two_lines_heard_alike_only_as_lines_heard_are_is_a_voice_of_its_own(tmp_path, monkeypatch):
     # Lines heard are cut to their words, shorter than cues, and a whisper's two lines came 0.54 alike over their time
     # (Spanish seed 4 with Whisper base), under the 0.6 asked of cues: its lines were placed with a speaking voice and

@@ -90,6 +90,7 @@ def judge(film, extraction, dub, names: dict[str, str] | None) -> dict:
                 voice=max(inside, key=inside.get) if inside else None,
                 own=round(own, 2),
                 seconds=round(sum(b - a for a, b in parts_of(reference)), 2),
+                parts=[[round(a, 3), round(b, 3)] for a, b in parts_of(reference)],
             )
         entry["long"] = row["speech"][1] - row["speech"][0] >= OWN
         # Without subtitles the line dubbed is a line heard, often a piece of the scene's line: its own length is the

@@ -26,7 +26,7 @@ from omnidub.voices import Voice
 
 MATCHES = ("auto", "line", "speaker")
 CUES_NAME = "cues.json"  # an analysis made at a dub's cues (no subtitles): its source's key and those cue times
-VERSION = 27  # of the analysis: a new one analyses every source again
+VERSION = 28  # of the analysis: a new one analyses every source again
 
 
 @dataclass(frozen=True)
@@ -324,14 +324,7 @@ def chosen_voice(reference: LineReference, choice: dict, summary: SourceSummary)
     name = choice.get("speaker", reference.speaker)
     said = f"the editor chose {'its own speech' if choice['voice'] == 'line' else name + chr(39) + 's clip'}"
     review = f"{said}; it was left without a voice: {reference.fallback}"
-    if choice["voice"] == "speaker":
-        clip = summary.speaker_clips[name]
-        start, end, text, sha256, parts = clip.start, clip.end, clip.text, clip.sha256, clip.parts
-        fallback = said
-    else:
-        own = _own_clip(reference, summary)
-        start, end, text, parts = own.start, own.end, own.text, own.parts
-        sha256, fallback = summary.clip_hash(start, end, parts), None
+    start, end, text, sha256, parts = choice_clip(reference, choice, summary)
     return replace(
         reference,
         speaker=name,
@@ -340,11 +333,21 @@ def chosen_voice(reference: LineReference, choice: dict, summary: SourceSummary)
         end=end,
         text=text,
         sha256=sha256,
-        fallback=fallback,
+        fallback=said if choice["voice"] == "speaker" else None,
         review=review,
         parts=parts,
         own_only="",
     )
+
+
+def choice_clip(reference: LineReference, choice: dict, summary: SourceSummary) -> tuple:
+    """The clip a choice (one of :func:`voice_choices`) voices a line from: its span, words, samples' hash and parts
+    (a joined clip's pieces of the source). The review plays it, by its hash, for the editor to hear before choosing."""
+    if choice["voice"] == "speaker":
+        clip = summary.speaker_clips[choice["speaker"]]
+        return clip.start, clip.end, clip.text, clip.sha256, clip.parts
+    own = _own_clip(reference, summary)
+    return own.start, own.end, own.text, summary.clip_hash(own.start, own.end, own.parts), own.parts
 
 
 def _own_clip(reference: LineReference, summary: SourceSummary):

@@ -20,7 +20,8 @@ import numpy as np
 from omnidub.asr import Asr, whisper_language
 from omnidub.config import VoiceOptions
 from omnidub.source.analysis import Analysis
-from omnidub.source.speakers import WINDOW
+from omnidub.source.overlap import cut_spans
+from omnidub.source.speakers import STRAY_WIDEN, WINDOW
 from omnidub.voices.reference import WHOLE_REFERENCE_SECONDS, cut_at_word
 
 # Words the ASR hears beyond a cue's that make the cue condensed rather than a slip of the ASR.
@@ -281,7 +282,7 @@ def voices_inside(
     theirs = [c for name, c in analysis.centroids.items() if name != speaker]
     if own is None or not theirs:
         return []
-    both = [(max(a, start), min(b, end)) for a, b in analysis.overlapped if a < end and b > start]
+    both = [(max(a, start), min(b, end)) for a, b in cut_spans(analysis.overlapped) if a < end and b > start]
     return _merged(_windows_inside(analysis, encoder, own, theirs, start, end, dips_only) + both, end)
 
 
@@ -376,8 +377,11 @@ def own_stretches(
 def _other_speech(analysis: Analysis, line, mine: list) -> tuple[float, float] | None:
     """Where another speaker's line speaks, as far as it can be told from ``mine`` (this speaker's lines): speech
     let run past its cue into one of this speaker's cues is this speaker's there (voice activity runs two voices
-    that overlap into one region), so the cue bounds it."""
+    that overlap into one region), so the cue bounds it. A line heard whose words voice activity heard no speech
+    under (a whisper) speaks over its words' time widened as :func:`_words_time` says."""
     voiced = analysis.voiced.get(line.index)
+    if not voiced and analysis.heard_lines:
+        voiced = _words_time(analysis, line)
     if not voiced:
         return None
     low, high = voiced
@@ -387,6 +391,17 @@ def _other_speech(analysis: Analysis, line, mine: list) -> tuple[float, float] |
         if low < line.start and own.end > low and own.start < line.start:
             low = min(line.start, own.end)
     return low, high
+
+
+def _words_time(analysis: Analysis, line) -> tuple[float, float]:
+    """A line heard with no speech voice activity can hear (a whisper under a bed): its words' time and up to
+    STRAY_WIDEN either side that no other line holds. Whisper times a whisper's words shorter than it is said: on
+    the scenes a whisper heard at 61.74-62.00 s was said until 62.69 s, and the next line's clip, grown into what
+    voice activity called silence, opened on its last 0.25 s."""
+    others = [o for o in analysis.original.lines if o.index != line.index]
+    before = max((o.end for o in others if o.end <= line.start), default=0.0)
+    after = min((o.start for o in others if o.start >= line.end), default=analysis.track.seconds)
+    return max(line.start - STRAY_WIDEN, before), min(line.end + STRAY_WIDEN, after)
 
 
 def fallback_candidate(

@@ -49,6 +49,7 @@ from omnidub.source.clips import (
     without_other_voices,
 )
 from omnidub.source.lines import LINE_FLOOR, LineClip
+from omnidub.source.overlap import cut_spans
 from omnidub.source.speakers import PLACED
 
 # A line of an unlabelled original grouped with less confidence than this (two groups close), or placed as a guess
@@ -309,7 +310,7 @@ def _clean_pieces(analysis: Analysis, index: int) -> list[tuple[float, float]]:
     if voiced is None:
         return []
     speaker = analysis.speakers[index]
-    both = list(analysis.overlapped)  # two voices at once: its own speech there holds the other voice too
+    both = cut_spans(analysis.overlapped)  # two voices at once: its own speech there holds the other voice too
     pieces = [p for a, b in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN) for p in without(a, b, both, 0)]
     return sorted(pieces, key=lambda p: p[0] - p[1])
 
