@@ -20,6 +20,7 @@ from omnidub.source.cast import (
     SourceOptions,
     assign_speakers,
     check_source_cast,
+    choice_clip,
     reference_record,
     source_cast,
     source_summary,
@@ -70,6 +71,8 @@ class Casting:
                     "end": line.end,
                     "why": why,
                     "choices": choices,
+                    # each choice's clip, by the hash of its samples: what the review plays before one is chosen
+                    "clips": [choice_clip(reference, c, self.cast.summary)[3] for c in choices],
                     # how like each voice offered its own speech is (empty where it was too short to embed)
                     "likeness": {name: x for name, x in like.items() if name in offered},
                 }

@@ -100,6 +100,7 @@ class Desk:
         self.lines = {i: line(i) for i in range(1, EPISODE + 1)}
         self.unvoiced = [UNVOICED]
         self.submitted: list = []  # every action the page sent
+        self.clips_heard: list = []  # every voice clip the page asked for
         self.subscribers: list = []
         self.states = 0
         self.closing = threading.Event()  # set when the server stops
@@ -144,6 +145,17 @@ class Desk:
 
     def own_original(self, index):
         return None
+
+    def voice_clip(self, index, choice):
+        """Half a second of tone for a choice the unvoiced line offers, as the desk answers it."""
+        import numpy as np
+
+        from omnidub.source.audio import wav_bytes
+
+        self.clips_heard.append((index, choice))
+        if index != UNVOICED["index"] or not 0 <= choice < len(UNVOICED["choices"]):
+            return None
+        return wav_bytes(0.1 * np.sin(np.arange(12000) * (0.05 + 0.05 * choice)).astype(np.float32), 24000)
 
     def picture(self):
         return self.video
@@ -353,6 +365,14 @@ def test_a_line_left_without_a_voice_is_listed_with_why_and_its_original_heard_t
     expect(page.get_by_role("button", name="Solo the original")).to_have_attribute("aria-pressed", "true")
     src = page.locator("#mix").get_attribute("src")
     assert src.startswith(f"/programme?start={2.0 * EPISODE:.3f}&") and "&dub=0&original=1&bed=0&" in src, src
+    # Each voice it may take is heard first: the clip the line would be voiced from, from the desk.
+    clip = listed.get_by_label(f"Hear ALICE's clip, for line {EPISODE + 1}")
+    clip.evaluate("audio => audio.load()")
+    page.wait_for_function("audio => audio.duration > 0.49 && audio.duration < 0.51", arg=clip.element_handle())
+    assert desk.clips_heard == [(EPISODE + 1, 0)]
+    expect(listed.get_by_label(f"Hear BOB's clip, for line {EPISODE + 1}")).to_have_attribute(
+        "src", f"/voice-clip/{EPISODE + 1}/1"
+    )
     # Heard, it is voiced from the clip the editor chooses: that choice is what the page sends, and once the desk
     # says the lines changed, the line has a row of its own and the list is gone.
     expect(

@@ -8,10 +8,13 @@ voice comes from.
 
 from __future__ import annotations
 
+import io
 import json
 from pathlib import Path
 
+import numpy as np
 import pytest
+import soundfile as sf
 from typer.testing import CliRunner
 
 from omnidub.cli import app
@@ -453,6 +456,14 @@ def voice_from_the_page(out: Path, index: int, choice: dict) -> dict:
             answer = client.post(voice, json=refused, headers=page)
             assert answer.status_code == 400 and answer.json()["error"], answer.text
         assert client.post(f"/api/lines/{index + 100}/voice", json=choice, headers=page).status_code == 400
+        # Each choice's clip is heard before it is chosen; a choice not offered is no clip.
+        [left] = [u for u in client.get("/api/state").json()["unvoiced"] if u["index"] == index]
+        k = left["choices"].index(choice)
+        clip = client.get(f"/voice-clip/{index}/{k}?token={desk.token}")
+        assert clip.status_code == 200 and clip.headers["content-type"] == "audio/wav", clip.text
+        for missing in (f"{index}/{len(left['choices'])}", f"{index + 100}/0"):
+            assert client.get(f"/voice-clip/{missing}?token={desk.token}").status_code == 404, missing
+        assert client.get(f"/voice-clip/{index}/{k}").status_code == 403  # no token, not the page's own read
         said: list[str] = []
         desk.subscribe(lambda event: said.append(event["said"]) if event["type"] == "delivered" else None)
         for step in ("voice", "deliver", "undo", "deliver", "voice"):
@@ -471,7 +482,12 @@ def voice_from_the_page(out: Path, index: int, choice: dict) -> dict:
         assert line["key"] and line["speaker"] == choice.get("speaker", line["speaker"]), line
     finally:
         desk.close()  # delivers what was done
-    return next(line for line in manifest(out)["lines"] if line["index"] == index)
+    voiced = next(line for line in manifest(out)["lines"] if line["index"] == index)
+    # What was heard before choosing is the clip the line is now voiced from.
+    heard, _ = sf.read(io.BytesIO(clip.content), dtype="float32")
+    kept, _ = sf.read(out / voiced["reference"]["file"], dtype="float32")
+    assert heard.shape == kept.shape and np.abs(heard - kept).max() < 1e-3, (heard.shape, kept.shape)
+    return voiced
 
 
 def plain_text(script: Path, index: int) -> str:

@@ -31,7 +31,7 @@ from omnidub.review.previews import PROGRAMME_SECONDS
 # Routes that read audio, video or the folder's files: a page elsewhere could play them (an <audio> element sends
 # the cookie of every port of the host), so they answer only the page itself, or a request carrying the token. The
 # remedies too: each runs the pace model, which no other page may keep busy.
-MEDIA = ("/media/", "/own-original/", "/context/", "/programme", "/picture", "/files/", "/remedies/")
+MEDIA = ("/media/", "/own-original/", "/voice-clip/", "/context/", "/programme", "/picture", "/files/", "/remedies/")
 MEDIA_AT_ONCE = 2  # previews assembled at the same time; more wait their turn (each takes milliseconds)
 RETRY_SECONDS = 2  # what a preview asked for before the source is decoded says to wait (the page waits for the event)
 
@@ -217,6 +217,9 @@ def build_app(review: Review, hosts: set[str]):
     async def own_original(request: Request) -> Response:
         return await preview(request, review.own_original, request.path_params["index"])
 
+    async def voice_clip(request: Request) -> Response:
+        return await preview(request, review.voice_clip, request.path_params["index"], request.path_params["choice"])
+
     async def context(request: Request) -> Response:
         return await preview(request, review.context, request.path_params["index"])
 
@@ -256,6 +259,7 @@ def build_app(review: Review, hosts: set[str]):
         # The desk's reads the page asks for as they are needed (the first own original decodes the source, a
         # context reads segments and the bed): made aside, so that stopping the server never waits for them.
         Route("/own-original/{index:int}", own_original),
+        Route("/voice-clip/{index:int}/{choice:int}", voice_clip),
         Route("/picture", lambda request: _file(review.picture())),
         Route("/context/{index:int}", context),
         Route("/remedies/{index:int}", remedies),

@@ -359,6 +359,18 @@ class Review:
             span = self._spans.get(index)
         return self.previews.own_original(span)
 
+    def voice_clip(self, index: int, choice: int) -> bytes | None:
+        """The clip of the source a line left without a voice may be voiced from (its ``choice``-th, as the folder
+        offers them) as WAV bytes: what the editor hears before choosing; None for a line or choice not offered."""
+        with self._lock:
+            left = {u["index"]: u for u in self._folder.get("unvoiced", [])}
+        clips = left.get(index, {}).get("clips", [])
+        casting = self.project.casting
+        summary = casting.cast.summary if casting is not None else None
+        if not 0 <= choice < len(clips) or summary is None or summary.folder is None:
+            return None
+        return self.previews.voice_clip(summary.folder / "clips" / f"{clips[choice]}.wav")
+
     def context(self, index: int) -> bytes | None:
         """The line in context (see ``Previews.context``) as the lines were last published; None for an unknown
         line; NotReady while the bed is being decoded."""

@@ -139,6 +139,21 @@ class Previews:
         samples = self._read("source", start, int(round((end - start) * RATE)))
         return None if samples is None else wav_bytes(samples, RATE)
 
+    def voice_clip(self, path: Path | None) -> bytes | None:
+        """A clip of the source a line may be voiced from (a file of the source's analysis) as WAV bytes, or None
+        (no such file: the analysis was removed from the cache under the review)."""
+        import soundfile as sf
+
+        from omnidub.source.audio import wav_bytes
+
+        if path is None:
+            return None
+        try:
+            samples, rate = sf.read(str(path), dtype="float32", always_2d=True)
+        except (OSError, RuntimeError, sf.LibsndfileError):
+            return None
+        return wav_bytes(samples[:, 0], rate)
+
     def context(self, line: dict, placed: list[tuple[dict, object]]) -> bytes:
         """The line (its view) with CONTEXT_SECONDS before and after, as the lines stand now, over the bed: the
         programme around it (see :meth:`programme`) at the level of the line's own player (the segments')."""

@@ -806,8 +806,13 @@
       el("span", {text: "Line " + u.index + " (" + u.speaker + ", " + clock(u.start) + "): " + u.text + ": " + u.why + " "}),
       el("button", {type: "button", "aria-label": "Hear the original of line " + u.index, text: "Hear the original",
                     onclick: () => { if (solo !== "original") setTrack("original", "solo"); hearProgramme(u.start, true); }}),
-      ...(u.choices || []).map((choice) => el("button", {type: "button", text: "Voice line " + u.index + " from " + from(u, choice),
-                                                        onclick: () => lineAction(u.index, "voice", choice)})))));
+      ...(u.choices || []).map((choice, k) => el("span", {class: "choice"},
+        // the clip itself, heard before it is chosen (played from the source's analysis as it would voice the line)
+        el("audio", {controls: true, preload: "none", src: "/voice-clip/" + u.index + "/" + k,
+                     "aria-label": "Hear " + (choice.voice === "line" ? "its own speech" : choice.speaker + "'s clip") +
+                                   ", for line " + u.index}),
+        el("button", {type: "button", text: "Voice line " + u.index + " from " + from(u, choice),
+                      onclick: () => lineAction(u.index, "voice", choice)}))))));
   }
   function showStatus(status) {
     $("cancel").disabled = !(status.busy || status.queued);
