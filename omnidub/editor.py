@@ -484,6 +484,7 @@ class Editor:
                 "delivering would drop them from the mix and the subtitles: render them first"
             )
         changed = project.since_delivery()
+        project.place_references()  # a line voiced here since has its clip beside it, as a render places them
         project.reassemble()
         if self._held.get(id(project), _Held()).checked:
             self._check_again(project)

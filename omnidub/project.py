@@ -558,7 +558,7 @@ class Project:
         self.open()
         self.plan(prepare=True)
         self._check_paths()
-        self._place_references()
+        self.place_references()
         return self._pending()
 
     def replan(self) -> list[LineEntry]:
@@ -588,8 +588,9 @@ class Project:
                 self.engine.check_instruct(self.speakers[speaker].voice.instruct)
         return pending
 
-    def _place_references(self) -> None:
-        """Copy each line's reference clip into the output folder (a person plays it beside the dubbed line)."""
+    def place_references(self) -> None:
+        """Copy each line's reference clip into the output folder (a person plays it beside the dubbed line); one
+        already there as omnidub wrote it is left as it is."""
         if self.cast is None:
             return
         for relative, clip in reference_clips(self.cast).items():

@@ -470,7 +470,9 @@ def voice_from_the_page(out: Path, index: int, choice: dict) -> dict:
             path = {"voice": voice, "undo": f"/api/lines/{index}/undo", "deliver": "/api/deliver"}[step]
             assert client.post(path, json=choice if step == "voice" else {}, headers=page).status_code == 202, step
             settle(desk)
-            if step == "deliver":
+            if step == "deliver":  # the line's clip lies beside it once delivered, and leaves with it
+                placed = list((out / "references").glob(f"{index:04d}-*.wav"))
+                assert bool(placed) == (len(said) == 1), (len(said), placed)
                 continue
             state = client.get("/api/state").json()
             shown = {line["index"] for line in state["lines"]}

@@ -139,15 +139,13 @@ class Previews:
         samples = self._read("source", start, int(round((end - start) * RATE)))
         return None if samples is None else wav_bytes(samples, RATE)
 
-    def voice_clip(self, path: Path | None) -> bytes | None:
+    def voice_clip(self, path: Path) -> bytes | None:
         """A clip of the source a line may be voiced from (a file of the source's analysis) as WAV bytes, or None
         (no such file: the analysis was removed from the cache under the review)."""
         import soundfile as sf
 
         from omnidub.source.audio import wav_bytes
 
-        if path is None:
-            return None
         try:
             samples, rate = sf.read(str(path), dtype="float32", always_2d=True)
         except (OSError, RuntimeError, sf.LibsndfileError):
