@@ -282,7 +282,7 @@ def voices_inside(
     theirs = [c for name, c in analysis.centroids.items() if name != speaker]
     if own is None or not theirs:
         return []
-    both = [(max(a, start), min(b, end)) for a, b in cut_spans(analysis.overlapped) if a < end and b > start]
+    both = [(max(a, start), min(b, end)) for a, b in cut_spans(analysis) if a < end and b > start]
     return _merged(_windows_inside(analysis, encoder, own, theirs, start, end, dips_only) + both, end)
 
 

