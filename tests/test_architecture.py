@@ -101,7 +101,7 @@ def missing(index: Index, token: str) -> bool:
         return False
     token = re.sub(r"\(.*\)$", "", token)  # a call: the name called
     if token.startswith("/"):  # a route of the review server
-        return f'Route("{re.sub(r"/N$", "/", token)}' not in (PACKAGE / "review" / "app.py").read_text()
+        return f'Route("{re.sub(r"(/[A-Z])+$", "/", token)}' not in (PACKAGE / "review" / "app.py").read_text()
     if "/" in token or token.endswith((".py", ".js")):
         return not any((base / token).exists() for base in (PACKAGE, ROOT)) and not list(PACKAGE.rglob(token))
     if re.fullmatch(r"[\w.]+\.(json|jsonl|toml|srt|wav)", token):
