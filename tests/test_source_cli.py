@@ -146,6 +146,7 @@ def test_a_speaker_with_no_usable_clip(tmp_path):
     assert (out2 / "extract.json").is_file() and not (out2 / "voices.toml").exists()
 
 
+@pytest.mark.slow  # the scene's voices extracted, unlabelled: about 16 s of CPU
 def test_unlabelled_with_a_given_number_of_speakers(tmp_path):
     out = tmp_path / "out"
     result = run(

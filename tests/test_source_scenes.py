@@ -281,6 +281,7 @@ def test_a_whisper_heard_shorter_than_it_is_said_is_a_voice_of_its_own_without_s
     assert all(whispered(found.analysis.lines[i]) for i in placed)
 
 
+@pytest.mark.slow  # the scene heard and its voices extracted: about 20 s of CPU
 def test_a_voice_no_word_of_which_is_heard_is_voiced_from_its_own_speech_heard_alone(scene, source_voice_encoder):
     """Without subtitles, at a timed dub's cues: a whisperer the ASR writes no word of over the whole track still gets
     a voice, its own speech joined across its lines and transcribed again part by part, alone, labelled as such."""
