@@ -74,8 +74,8 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
     clips += [c for c in extraction.line_clips.values() if _voiceless(c, extraction.chosen)]
     likeness = {}  # for the editor choosing a voice for a line nothing else may voice: the voices most like it first
     for c in extraction.line_clips.values():
-        own = analysis.embeddings.get(c.index) if c.problem not in (None, NO_SPEECH) else None
-        if own is not None and (c.voiceless or c.speaker not in extraction.chosen):
+        own = analysis.embeddings.get(c.index) if _unvoiced(c, extraction.chosen) else None
+        if own is not None:
             likeness[c.index] = {name: round(_cosine(own, v), 3) for name, v in analysis.centroids.items()}
     hashes = {}
     if folder is not None:
@@ -131,16 +131,17 @@ def _cosine(a: np.ndarray, b: np.ndarray) -> float:
     return float(np.dot(a, b) / max(float(np.linalg.norm(a) * np.linalg.norm(b)), 1e-12))
 
 
+def _unvoiced(clip: LineClip, chosen: dict) -> bool:
+    """Whether a refused line clip holds speech of a line nothing else may voice: its voice unsure, or its speaker
+    given no clip."""
+    return clip.problem not in (None, NO_SPEECH) and (bool(clip.voiceless) or clip.speaker not in chosen)
+
+
 def _voiceless(clip: LineClip, chosen: dict) -> bool:
-    """Whether a refused line clip holds speech of a line nothing else may voice (its voice unsure, or its speaker
-    given no clip), long enough to be a reference."""
+    """:func:`_unvoiced`, and its speech long enough to be a reference."""
     from omnidub.voices.reference import MIN_REFERENCE_SECONDS
 
-    return (
-        clip.problem not in (None, NO_SPEECH)
-        and (bool(clip.voiceless) or clip.speaker not in chosen)
-        and clip.speech_seconds >= MIN_REFERENCE_SECONDS
-    )
+    return _unvoiced(clip, chosen) and clip.speech_seconds >= MIN_REFERENCE_SECONDS
 
 
 def save(summary: SourceSummary) -> None:
