@@ -484,7 +484,9 @@ class Editor:
                 "delivering would drop them from the mix and the subtitles: render them first"
             )
         changed = project.since_delivery()
-        project.place_references()  # a line voiced here since has its clip beside it, as a render places them
+        # A line voiced here has its clip beside it, as a render places every line's (only theirs: a render's are
+        # there already, and each is read to compare).
+        project.place_references(project.voiced_here())
         project.reassemble()
         if self._held.get(id(project), _Held()).checked:
             self._check_again(project)

@@ -18,6 +18,7 @@ from omnidub.casting import (
     Casting,
     cast_from_source,
     reference_clips,
+    reference_files,
     reference_records,
     source_files,
     voice_refused,
@@ -588,12 +589,16 @@ class Project:
                 self.engine.check_instruct(self.speakers[speaker].voice.instruct)
         return pending
 
-    def place_references(self) -> None:
+    def place_references(self, lines: list[int] | None = None) -> None:
         """Copy each line's reference clip into the output folder (a person plays it beside the dubbed line); one
-        already there as omnidub wrote it is left as it is."""
+        already there as omnidub wrote it is left as it is. ``lines``: only theirs."""
         if self.cast is None:
             return
-        for relative, clip in reference_clips(self.cast).items():
+        clips = reference_clips(self.cast)
+        if lines is not None:
+            files = reference_files(self.cast)
+            clips = {files[i]: clips[files[i]] for i in lines if i in files}
+        for relative, clip in clips.items():
             data = clip.read_bytes()
             if self.folder.status(relative) == "ours" and (self.out_dir / relative).read_bytes() == data:
                 continue
@@ -1054,6 +1059,10 @@ class Project:
         entry = self.line(index)
         self.journal.append(entry)
         return entry
+
+    def voiced_here(self) -> list[int]:
+        """The lines an editor voiced (:meth:`give_voice`) that the source left without a voice."""
+        return [index for index, edit in self.edits.items() if "voice" in edit]
 
     def take_voice_back(self, index: int) -> None:
         """Leave a line an editor voiced (:meth:`give_voice`) without a voice again, as the source left it."""
