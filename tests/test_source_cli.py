@@ -88,6 +88,7 @@ def test_a_clip_is_a_reference_render_keeps_whole(extracted):
     assert sf.info(voice.audio).samplerate == 24000
 
 
+@pytest.mark.slow  # the scene's voices extracted twice more: about 16 s of CPU
 def test_a_rerun_replaces_its_own_files_and_nothing_else(extracted, tmp_path):
     from omnidub.folder import Ledger
 
@@ -127,6 +128,7 @@ def test_a_rerun_replaces_its_own_files_and_nothing_else(extracted, tmp_path):
     )
 
 
+@pytest.mark.slow  # the scene's voices extracted: about 16 s of CPU
 def test_a_speaker_with_no_usable_clip(tmp_path):
     out = tmp_path / "out"
     srt = relabelled(tmp_path, {6: "DAVE"})  # DAVE says one word, "Great."
@@ -221,6 +223,7 @@ def test_separate_writes_the_accompaniment_and_records_it(tmp_path):
     assert not any("background" in note for note in report["notes"])
 
 
+@pytest.mark.slow  # the scene's voices extracted: about 12 s of CPU
 def test_a_speaker_without_a_clean_clip_gets_its_best_one_labelled(tmp_path):
     out = tmp_path / "out"
     srt = relabelled(tmp_path, {}, keep={1, 3, 4, 6, 7, 8, 9, 10, 12})  # BOB speaks only line 8, under ALICE's 7
