@@ -27,7 +27,11 @@ SILHOUETTE_FLOOR = 0.15
 # (CAM++), while two similar voices are 0.25 and more apart.
 SPLIT_GAP = 0.15
 SPLIT_LINES = 2  # each sub-group needs this many lines
-STRAYS = 0.25  # of a group's lines, the share that may be set aside to find two voices in it (_two_voices)
+# Of a group's lines, the share that may be set aside to find two voices in it (_halves), and at most STRAYS_MOST:
+# each one set aside is one more search of the group's halves, whose cost grows as its lines cubed (a 300-line
+# voice of an episode took 26 s with a quarter of its lines set aside one by one, 1.6 s with two; Intel Xeon).
+STRAYS = 0.25
+STRAYS_MOST = 2
 # Or SPLIT_GAP_CLEAR apart, when each has CLEAR_LINES lines and every line of each is nearer the rest of its own
 # than the other: one espeak-ng variant in two accents came 0.10-0.13 apart under a bed (0.096 with a line of both
 # voices among them, heard without subtitles), one voice's lines at best 0.02-0.05 (tests/films.py, ACCENT_CAST). A
@@ -432,12 +436,12 @@ def _two_voices(similarity: np.ndarray, members: np.ndarray) -> tuple[np.ndarray
 
 def _halves(similarity: np.ndarray, members: np.ndarray):
     """The group's best two halves (see :func:`_best_halves`) found on all its lines, then with its 1, 2, ... lines
-    least like the rest set aside (up to STRAYS of them): a stray line (a whisper, a short reply joined to the
-    nearest voice) sits between two voices and closes the gap they show alone. Each as (one side, the other, the
-    gap, how many were set aside, the fewer lines of a side found without them); a line set aside is on the side it
-    is more like."""
+    least like the rest set aside (up to STRAYS of them, STRAYS_MOST at most): a stray line (a whisper, a short
+    reply joined to the nearest voice) sits between two voices and closes the gap they show alone. Each as (one
+    side, the other, the gap, how many were set aside, the fewer lines of a side found without them); a line set
+    aside is on the side it is more like."""
     order = members[np.argsort(_mean_to(similarity[np.ix_(members, members)], np.ones(len(members), bool)))]
-    for aside in range(int(len(members) * STRAYS) + 1):
+    for aside in range(min(int(len(members) * STRAYS), STRAYS_MOST) + 1):
         core = np.sort(order[aside:])
         if len(core) < 2 * SPLIT_LINES:
             return
