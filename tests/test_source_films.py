@@ -249,6 +249,11 @@ def test_two_tight_sub_groups_are_split():
     assert silhouette(1 - vectors @ vectors.T, labels) > 0
 
 
+def _lines_alike(rows: str) -> np.ndarray:
+    """Unit vectors, one a line, whose dot products are exactly the similarity matrix written in ``rows``."""
+    return np.linalg.cholesky(np.array([[float(x) for x in row.split()] for row in rows.splitlines()]))
+
+
 def test_two_voices_alike_split_though_one_line_lies_between_them():
     # The similarities of the nine lines of two builds of one voice (flite's and festival's `slt`) that a film heard
     # without subtitles under a bed 6 dB down grouped together: 0.13 apart, and the first line, 3.4 s of the first
@@ -265,8 +270,7 @@ def test_two_voices_alike_split_though_one_line_lies_between_them():
               0.64 0.72 0.84 0.50 0.50 0.79 1.00 0.49 0.58
               0.76 0.38 0.50 0.49 0.70 0.56 0.49 1.00 0.81
               0.72 0.47 0.56 0.63 0.76 0.65 0.58 0.81 1.00"""
-    similarity = np.array([[float(x) for x in row.split()] for row in rows.splitlines()])
-    vectors = np.linalg.cholesky(similarity)  # unit rows with exactly these dot products
+    vectors = _lines_alike(rows)
     labels, splits = split_tight(vectors, np.ones(9, int))
     first = [0, 3, 4, 7, 8]  # the lines of the first voice
     assert len(splits) == 1
@@ -289,8 +293,7 @@ def test_two_voices_split_though_a_stray_line_sits_between_them(monkeypatch):
               0.81 0.60 0.52 0.48 0.17 0.57 1.00 0.65 0.64
               0.59 0.87 0.79 0.74 0.18 0.45 0.65 1.00 0.56
               0.77 0.60 0.53 0.56 0.45 0.85 0.64 0.56 1.00"""
-    similarity = np.array([[float(x) for x in row.split()] for row in rows.splitlines()])
-    vectors = np.linalg.cholesky(similarity)
+    vectors = _lines_alike(rows)
     jorge, tomas, whisper = [0, 5, 6, 8], [1, 2, 3, 7], 4
     labels, splits = speakers.split_tight(vectors, np.ones(9, int))
     assert len(splits) == 1 and len(set(labels[jorge])) == 1 and len(set(labels[tomas])) == 1
