@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Callable
 
 from omnidub.errors import OmnidubError
-from omnidub.source.audio import CLIP_RATE
+from omnidub.source.audio import CLIP_RATE, wav_bytes
 
 VIDEO_SUFFIXES = (".mp4", ".m4v", ".mov", ".mkv", ".webm")
 CONTEXT_SECONDS = 2.0  # heard before and after a line played in context
@@ -131,8 +131,6 @@ class Previews:
     def own_original(self, span: tuple[float, float] | None) -> bytes | None:
         """A span of the source as WAV bytes, or None (no span, no source, or one that cannot be read); NotReady
         while the source is being decoded."""
-        from omnidub.source.audio import wav_bytes
-
         if span is None or self.project.options.source is None:
             return None
         start, end = max(0.0, span[0]), max(span[0], span[1])
@@ -143,8 +141,6 @@ class Previews:
         """A clip of the source a line may be voiced from (a file of the source's analysis) as WAV bytes, or None
         (no such file: the analysis was removed from the cache under the review)."""
         import soundfile as sf
-
-        from omnidub.source.audio import wav_bytes
 
         try:
             samples, rate = sf.read(str(path), dtype="float32", always_2d=True)
@@ -170,7 +166,6 @@ class Previews:
 
         from omnidub.outputs.bed import audible
         from omnidub.outputs.mix import Bed
-        from omnidub.source.audio import wav_bytes
 
         delivery = self.project.options.delivery
         start, end = span.start, span.end
