@@ -414,7 +414,6 @@ def test_lines_that_cannot_be_shortened_keep_the_shortest_flagged(endpoint, tmp_
     ("bad", "why"),
     [
         (lambda p: "Here you go: {lines: [", "malformed JSON"),
-        (lambda p: json.dumps({"lines": [{"id": 1, "translations": ["Bom dia a todos."]}]}), "missing"),
         (
             lambda p: json.dumps(
                 {"lines": [{"id": k, "translations": ["Olá."]} for k in (1, 2, 3)]}  # a line no one asked for
@@ -435,6 +434,33 @@ def test_a_bad_answer_is_asked_again_and_then_refused_never_written(bad, why, en
     line = one_error_line(translate_llm(endpoint, tmp_path))
     assert "refused 3 times" in line and why in line and len(endpoint.requests) == 3
     assert not (tmp_path / "out" / "scene.pt.srt").read_text().count("Good morning")  # the earlier file stands
+
+
+def test_a_line_answered_badly_is_asked_again_alone_and_the_batch_s_other_lines_are_kept(endpoint, tmp_path, cache):
+    # Line 2 handed back in English, then left out of the answer: only it is asked again, twice, and then written in
+    # the original, flagged; line 1, answered well the first time, is translated and never asked again.
+    english = answers(
+        {"Good morning everyone.": PT["Good morning everyone."], "Is the design ready?": ["Is the design ready?"]}
+    )
+    endpoint.answers = [english, lambda p: json.dumps({"lines": []}), english]
+    result = translate_llm(endpoint, tmp_path, "--json")
+    assert result.exit_code == 1, result.output
+    assert [[line["id"] for line in r[2]["lines"]] for r in endpoint.requests] == [[1, 2], [2], [2]]
+    report = json.loads(result.stdout)
+    first, second = report["lines"]
+    assert first["translation"] == "Bom dia a todos." and not set(first["flags"]) - {"overflow"}
+    assert second["translation"] == "Is the design ready?" and second["flags"] == ["untranslated"]
+    assert "line 2 were refused 3 times" in second["checks"]["untranslated"]
+    assert any(note.startswith("line 2: answer 2 refused") for note in report["notes"])
+    assert [c.content for c in cues(tmp_path / "out" / "scene.pt.srt")] == [
+        "ANA: Bom dia a todos.",
+        "BEN: Is the design ready?",
+    ]
+    # The next run asks for line 2 alone: line 1 comes from the cache.
+    endpoint.answers, endpoint.requests = [answers(PT)], []
+    again = json.loads(translate_llm(endpoint, tmp_path, "--json").stdout)
+    assert [[line["id"] for line in r[2]["lines"]] for r in endpoint.requests] == [[2]]
+    assert again["lines"][1]["translation"] in PT["Is the design ready?"] and again["asked"] == 1
 
 
 def test_an_endpoint_that_does_not_answer_is_one_line(endpoint, tmp_path, cache):

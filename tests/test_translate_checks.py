@@ -241,6 +241,54 @@ def test_an_llm_s_free_wording_is_not_flagged_while_each_fault_planted_in_it_is(
     assert len(report["lines"]) == 12
 
 
+# A scene written after the checks above: a line the LLM hands back in English every time it is asked, and a faithful
+# line opening on a word the English dictionary finds rare ("Brakes"), which is no name.
+GARAGE = [
+    ("RAY", "Morning. The car's making that noise again.", "Bom dia. O carro está fazendo aquele barulho de novo."),
+    ("ZOE", "What kind of noise?", "Que tipo de barulho?"),
+    ("RAY", "A sort of rattle when I brake.", "Uma espécie de chocalho quando eu freio."),
+    ("ZOE", "Leave it with me until four o'clock.", "Deixa comigo até as quatro horas."),
+    ("RAY", "Can Peter pick it up for me?", "O Peter pode buscar para mim?"),
+    ("ZOE", "Sure, just tell him to bring the key.", "Claro, só diz para ele trazer a chave."),
+    ("RAY", "How much will it cost, roughly?", "Quanto vai custar, mais ou menos?"),
+    ("ZOE", "Around two hundred, maybe less.", "Uns duzentos, talvez menos."),
+    ("RAY", "That's more than I expected.", "É mais do que eu esperava."),
+    ("ZOE", "Brakes are not something to save money on.", "Freio não é coisa para economizar."),
+    ("RAY", "You're right. Call me when it's ready.", "Você tem razão. Me liga quando estiver pronto."),
+    ("ZOE", "Will do. Have a good day.", "Pode deixar. Tenha um bom dia."),
+]
+GARAGE_FAULTS = {
+    3: ("A sort of rattle when I brake.", "untranslated"),
+    4: ("Deixa comigo até as cinco horas.", "numbers"),
+    5: ("O Paulo pode buscar para mim?", "names"),
+    9: ("As flores do jardim estão lindas este ano.", "meaning"),
+}
+
+
+def test_a_line_handed_back_in_english_is_asked_again_alone_and_left_flagged_while_its_batch_is_translated(
+    models, tmp_path, cache
+):
+    server = Server(answering(GARAGE, GARAGE_FAULTS))
+    try:
+        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=GARAGE)
+    finally:
+        server.close()
+    assert result.exit_code == 1, result.output  # a line left untranslated
+    report = json.loads(result.stdout)
+    flags = {line["index"]: set(line["flags"]) - {"overflow"} for line in report["lines"]}
+    assert {k: f for k, f in flags.items() if f} == {k: {flag} for k, (_, flag) in GARAGE_FAULTS.items()}
+    asked = [[line["id"] for line in payload["lines"]] for _, _, payload, _ in server.requests if "task" not in payload]
+    assert asked == [  # a shortening (its "task") aside
+        list(range(1, 9)),
+        [3],
+        [3],
+        list(range(9, 13)),
+    ]
+    written = list(srt.parse((tmp_path / "out" / "scene.pt.srt").read_text(encoding="utf-8")))
+    assert len(written) == 12 and written[0].content == "RAY: " + GARAGE[0][2]
+    assert written[2].content == "RAY: A sort of rattle when I brake."  # in the original, for the next run
+
+
 def test_the_terminal_counts_the_flagged_lines(models, tmp_path, cache):
     server = Server(planted)
     try:

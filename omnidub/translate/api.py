@@ -156,13 +156,39 @@ def checker_for(
         )
         why = f"meaning not checked (no back-translation): {exc} ({how})"
     forward = engine.translate if getattr(engine, "name", None) == "firefox" else None
-    opening = copied_by(forward) if forward is not None else None
+    opening = copied_by(forward or _offline(pair, mt_models, status))
     names = set(script_names([x.text for x in script.lines], [x.speaker for x in script.lines], pair.source, opening))
     names |= {wanted for term, wanted in options.glossary.terms if term == wanted}
     checker = Checker(
-        pair, back=back, glossary=options.glossary, names=frozenset(names), variant=pair.variant, forward=forward
+        pair,
+        back=back,
+        glossary=options.glossary,
+        names=frozenset(names),
+        variant=pair.variant,
+        forward=forward,
+        opening=opening,
     )
     return checker, why
+
+
+def _offline(pair: Pair, mt_models: tuple[Path, ...], status):
+    """The offline engine's translation where its model is on this machine (never fetched for this), loaded on first
+    use: whether a rare word opening a line is a name when another engine translated it ("Brakes are..." is a word:
+    the engine translates "brakes"). Without the model every such word is taken for a name, as before."""
+    from omnidub.translate.firefox import FirefoxEngine, find_direction
+
+    loaded: list = []
+
+    def translate(texts: list[str]) -> list[str]:
+        if not loaded:
+            folders = tuple(mt_models) or tuple(f for f in [find_direction(pair.source, pair.target)[0]] if f)
+            try:
+                loaded.append(FirefoxEngine(pair, folders, status, beside=True).translate if folders else None)
+            except OmnidubError:
+                loaded.append(None)
+        return loaded[0](texts) if loaded[0] is not None else list(texts)
+
+    return translate
 
 
 def _edited(path: Path, script) -> dict[int, str]:

@@ -48,8 +48,13 @@ Progress = Callable[[int, int], None]
 
 
 class Unanswered(OmnidubError):
-    """An engine gave nothing for a batch of lines after its tries (refused answers, no answer in time): the other
-    lines are translated and these written in the original, flagged."""
+    """An engine gave nothing for some lines of a batch after its tries (refused answers, no answer in time): the
+    other lines are translated and these written in the original, flagged. ``answered``: the batch's lines it did
+    answer, with their candidates."""
+
+    def __init__(self, text: str, answered: dict[int, list] | None = None) -> None:
+        super().__init__(text)
+        self.answered = dict(answered or {})
 
 
 class Engine(Protocol):

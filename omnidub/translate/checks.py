@@ -305,12 +305,14 @@ class Checker:
         names: frozenset[str] = frozenset(),
         variant: str | None = None,
         forward: BackTranslate | None = None,
+        opening: Callable[[str], bool] | None = None,
     ) -> None:
         self.pair, self.back, self.glossary, self.names = pair, back, glossary, names
         self.variant = variant_family(variant or pair.variant)
         self.forward = forward  # the offline engine that made the candidates, for its steadiness
-        # whether a rare word opening a sentence is a name, by the same engine (None: every such word is)
-        self._opening = copied_by(forward) if forward is not None else None
+        # whether a rare word opening a sentence is a name (see copied_by), by the offline engine: the one that made
+        # the candidates, else ``opening`` (None: every such word is)
+        self._opening = copied_by(forward) if forward is not None else opening
         self._backs: dict[str, tuple[str, ...]] = {}  # a translation -> its round trips, its own first
         self._steady: dict[str, Steadiness | None] = {}
 

@@ -155,6 +155,41 @@ class LlmEngine:
         return self._ask(requests, pair, glossary, shorten=True)
 
     def _ask(self, requests: list[Request], pair: Pair, glossary, shorten: bool) -> dict[int, list[Candidate]]:
+        """Each line's candidates. A line answered badly (not in the target language, empty, missing) is asked
+        again alone, the batch's other lines kept; an answer that breaks the batch (malformed, a line not asked for)
+        is asked again whole. Lines still without an answer after the tries raise :class:`Unanswered` with the
+        others' candidates."""
+        found: dict[int, list[Candidate]] = {}
+        asking, problem, attempt = list(requests), "", 0
+        for attempt in range(1, self.options.tries + 1):
+            if self._gave_up:
+                break
+            try:
+                try:
+                    content = self._post(self._payload(asking, pair, glossary, shorten), self._tokens(asking))
+                except Unanswered as exc:
+                    raise Unanswered(str(exc), found) from None
+                answered, bad = self._checked(content, asking, pair, "shortened" if shorten else "llm")
+            except Refused as exc:
+                problem = str(exc)
+                self.notes.append(f"{_span(asking)}: answer {attempt} refused ({problem})")
+                if exc.wait is not None:
+                    if exc.wait > MAX_RETRY_AFTER:
+                        break
+                    time.sleep(exc.wait)
+                continue
+            found.update(answered)
+            if not bad:
+                return found
+            problem = "; ".join(f"line {index}: {why}" for index, why in bad.items())
+            self.notes.append(f"{_span(asking)}: answer {attempt} refused for {problem}")
+            asking = [r for r in asking if r.index in bad]
+        if self._gave_up:
+            raise Unanswered(self._gave_up, found)
+        times = f"{attempt} time{'s' if attempt > 1 else ''}"
+        raise Unanswered(f"the LLM's answers for {_span(asking)} were refused {times} (last: {problem})", found)
+
+    def _payload(self, requests: list[Request], pair: Pair, glossary, shorten: bool) -> dict:
         payload = {
             "from": pair.source,
             "to": pair.target_name,
@@ -178,22 +213,10 @@ class LlmEngine:
                 "Every translation you gave of these lines is too long to say in its seconds: give shorter ones that "
                 "keep the meaning (drop fillers, repetitions and what the picture shows)."
             )
-        if self._gave_up:
-            raise Unanswered(self._gave_up)
-        problem = ""
-        for attempt in range(1, self.options.tries + 1):
-            try:
-                content = self._post(payload, max_tokens(requests, self.options.alternatives))
-                return self._checked(content, requests, pair, "shortened" if shorten else "llm")
-            except Refused as exc:
-                problem = str(exc)
-                self.notes.append(f"lines {_span(requests)}: answer {attempt} refused ({problem})")
-                if exc.wait is not None:
-                    if exc.wait > MAX_RETRY_AFTER:
-                        break
-                    time.sleep(exc.wait)
-        times = f"{attempt} time{'s' if attempt > 1 else ''}"
-        raise Unanswered(f"the LLM's answers for lines {_span(requests)} were refused {times} (last: {problem})")
+        return payload
+
+    def _tokens(self, requests: list[Request]) -> int:
+        return max_tokens(requests, self.options.alternatives)
 
     def _post(self, payload: dict, tokens: int) -> str:
         """The answer's content, read within --llm-timeout from the request's start to the answer's last byte."""
@@ -245,7 +268,11 @@ class LlmEngine:
         except (ValueError, KeyError, IndexError, TypeError, AttributeError):
             raise Refused("not a chat completion") from None
 
-    def _checked(self, content: str, requests: list[Request], pair: Pair, how: str) -> dict[int, list[Candidate]]:
+    def _checked(
+        self, content: str, requests: list[Request], pair: Pair, how: str
+    ) -> tuple[dict[int, list[Candidate]], dict[int, str]]:
+        """The lines answered well, and why each other line asked has no usable answer; :class:`Refused` for an
+        answer that breaks the batch or answers no line well."""
         try:
             data = json.loads(_FENCE.sub("", content.strip()))
         except ValueError:
@@ -255,13 +282,14 @@ class LlmEngine:
             raise Refused('no "lines" list')
         asked = {r.index: r for r in requests}
         found: dict[int, list[Candidate]] = {}
+        bad: dict[int, str] = {}
         for entry in lines:
             index = entry.get("id") if isinstance(entry, dict) else None
             if isinstance(index, str) and index.strip().isdigit():
                 index = int(index)
             if index not in asked:
                 raise Refused(f"a line that was not asked for ({str(index)[:20]})")
-            if index in found:
+            if index in found or index in bad:
                 raise Refused(f"line {index} answered twice")
             texts = entry.get("translations")
             if isinstance(texts, str):
@@ -275,18 +303,23 @@ class LlmEngine:
                 why = "empty" if not text else wrong_language(text, asked[index].text, pair)
                 if why is None and text not in [c.text for c in kept]:
                     kept.append(Candidate(text, f"{how} {k}"))
-            if not kept:
-                raise Refused(f"line {index}: {why}")
-            found[index] = kept
-        missing = [i for i in asked if i not in found]
-        if missing:
-            raise Refused(f"{len(lines)} lines for {len(asked)} asked (line {missing[0]} missing)")
-        return found
+            if kept:
+                found[index] = kept
+            else:
+                bad[index] = why or "no translation"
+        for index in asked:
+            if index not in found and index not in bad:
+                bad[index] = "missing from the answer"
+        if len(bad) == len(asked):  # nothing usable: the answer as a whole is refused
+            raise Refused("; ".join(f"line {index}: {why}" for index, why in bad.items()))
+        return found, bad
 
 
 def _span(requests: list[Request]) -> str:
-    first, last = requests[0].index, requests[-1].index
-    return str(first) if first == last else f"{first}-{last}"
+    """The lines asked, as a reader writes them: "line 4", "lines 1-8", "lines 2, 5"."""
+    from omnidub.script import line_ranges
+
+    return f"line{'s' if len(requests) > 1 else ''} {line_ranges(r.index for r in requests)}"
 
 
 def _first(exc: BaseException) -> str:

@@ -164,11 +164,13 @@ def translate_script(
         try:
             answered = engine.candidates(part, pair, options.glossary)
         except Unanswered as exc:  # the rest is translated; these lines are named, in the original
-            unanswered.update((request.index, str(exc)) for request in part)
-            answered = {request.index: [Candidate(request.text, NOT_TRANSLATED)] for request in part}
-        else:
-            for request in part:
+            answered = exc.answered
+            unanswered.update((request.index, str(exc)) for request in part if request.index not in answered)
+        for request in part:
+            if request.index in answered:
                 cache.put(LineCache.key(engine, pair, request, digest), answered[request.index])
+            else:
+                answered[request.index] = [Candidate(request.text, NOT_TRANSLATED)]
         found.update((request.index, answered[request.index]) for request in part)
         done += len(part)
         if progress:
