@@ -436,6 +436,22 @@ def test_a_bad_answer_is_asked_again_and_then_refused_never_written(bad, why, en
     assert not (tmp_path / "out" / "scene.pt.srt").read_text().count("Good morning")  # the earlier file stands
 
 
+@pytest.mark.parametrize(
+    "wrap",
+    [
+        lambda a: f"<think>The user wants {{lines}} in Portuguese. {{}}</think>\n{a}",  # a reasoning model's thoughts
+        lambda a: f"Here are the translations:\n```json\n{a}\n```",
+        lambda a: f"Sure! {a} Let me know if you need changes.",
+    ],
+)
+def test_an_answer_wrapped_in_thoughts_or_a_sentence_is_read_the_first_time(wrap, endpoint, tmp_path, cache):
+    endpoint.answers = [lambda p: wrap(answers(PT)(p))]
+    result = translate_llm(endpoint, tmp_path, "--json")
+    assert result.exit_code == 0, result.output
+    assert len(endpoint.requests) == 1
+    assert [line["translation"] in PT[line["original"]] for line in json.loads(result.stdout)["lines"]] == [True, True]
+
+
 def test_a_line_answered_badly_is_asked_again_alone_and_the_batch_s_other_lines_are_kept(endpoint, tmp_path, cache):
     # Line 2 handed back in English, then left out of the answer: only it is asked again, twice, and then written in
     # the original, flagged; line 1, answered well the first time, is translated and never asked again.

@@ -29,6 +29,8 @@ SYSTEM = (
     "per line asked, the alternatives most faithful first."
 )
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
+# A reasoning model's thoughts before its answer (qwen3, deepseek-r1 through some servers).
+_THOUGHT = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
 
 
 @dataclass(frozen=True)
@@ -274,7 +276,7 @@ class LlmEngine:
         """The lines answered well, and why each other line asked has no usable answer; :class:`Refused` for an
         answer that breaks the batch or answers no line well."""
         try:
-            data = json.loads(_FENCE.sub("", content.strip()))
+            data = _json(content)
         except ValueError:
             raise Refused("malformed JSON") from None
         lines = data.get("lines") if isinstance(data, dict) else None
@@ -313,6 +315,18 @@ class LlmEngine:
         if len(bad) == len(asked):  # nothing usable: the answer as a whole is refused
             raise Refused("; ".join(f"line {index}: {why}" for index, why in bad.items()))
         return found, bad
+
+
+def _json(content: str):
+    """The answer's JSON: fenced, after a reasoning model's thoughts, or inside a sentence ("Here you go: {...}")."""
+    text = _FENCE.sub("", _THOUGHT.sub("", content).strip())
+    try:
+        return json.loads(text)
+    except ValueError:
+        start, end = text.find("{"), text.rfind("}")
+        if start < 0 or end < start:
+            raise
+        return json.loads(text[start : end + 1])
 
 
 def _span(requests: list[Request]) -> str:
