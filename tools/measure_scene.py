@@ -12,7 +12,7 @@ dubbed is a line heard, often a piece of the scene's line: the JSON also counts 
 of their scene line's speech themselves (`long_here`, `own_long_here`), and the scene's lines not dubbed (`missed`:
 under half of their speech inside any line dubbed).
 
-Usage: python tools/measure_scene.py [--seeds 2] [--languages en,es] [--asr-model PATH] [--json FILE]
+Usage: python tools/measure_scene.py [--seeds 2] [--languages en,es] [--asr-model PATH] [--cast other] [--json FILE]
 """
 
 from __future__ import annotations
@@ -268,6 +268,12 @@ def main() -> None:
         "--asr-model", help="hear the scenes without subtitles too (the Spanish ones only with a multilingual model)"
     )
     parser.add_argument("--conditions", default=",".join(CONDITIONS), help="of " + ", ".join(CONDITIONS))
+    parser.add_argument(
+        "--cast",
+        default="scene",
+        choices=("scene", "other"),
+        help="other: the held-out cast (English only; SVOX Pico, mbrola, RHVoice: Debian non-free voices)",
+    )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
     warnings.simplefilter("ignore")
@@ -283,9 +289,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory() as tmp:
         for language in args.languages.split(","):
             for seed in range(args.first_seed, args.first_seed + args.seeds):
-                film = make_scene(Path(tmp) / f"{language}-{seed}", seed=seed, language=language, bed_db=args.bed)
+                film = make_scene(
+                    Path(tmp) / f"{language}-{seed}", seed=seed, language=language, bed_db=args.bed, cast=args.cast
+                )
                 found = measure(film, encoder, asr, args.conditions.split(","))
-                row = {"language": language, "seed": seed, "load": os.getloadavg()[0], **found}
+                name = language if args.cast == "scene" else f"{language}-{args.cast}"
+                row = {"language": name, "seed": seed, "load": os.getloadavg()[0], **found}
                 brief = {
                     k: {
                         m: v[m]
@@ -307,7 +316,7 @@ def main() -> None:
                     for k, v in row.items()
                     if isinstance(v, dict)
                 }
-                print(json.dumps({"language": language, "seed": seed, **brief}, default=float), flush=True)
+                print(json.dumps({"language": name, "seed": seed, **brief}, default=float), flush=True)
                 rows.append(row)
     print(table(rows, Path(asr.name).name if asr is not None else "tiny.en"))
     if args.json:
