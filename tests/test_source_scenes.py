@@ -67,6 +67,36 @@ def test_the_scene_is_built_differently(scene):
     assert "- Ready?\n- Yes." in scene.unlabelled.read_text()
 
 
+@pytest.mark.xfail(
+    strict=True,
+    reason="a known gap: at Silero's usual 0.5 voice activity hears nothing of the whisper's second line; at 0.25 it "
+    "does, but one voice of the tests' source was then grouped as two (docs/source.md, 'Quiet voices heard')",
+)
+def test_voice_activity_hears_every_whispered_line_and_little_where_nobody_speaks(tmp_path_factory):
+    """The whisperer 10 dB under the others and the jazz bed (seed 1): voice activity must hear each of its lines
+    (at 0.5 it heard 0.0 of the second's 1.5 s, so the line had no speech of its own to be voiced from)."""
+    from omnidub.source import read_source
+    from omnidub.source.speech import find_speech
+
+    scene = make_scene(tmp_path_factory.mktemp("quiet"), seed=1, lines=10, overlaps=2)
+    regions = find_speech(read_source(scene.audio)).regions
+
+    def heard(a: float, b: float) -> float:
+        return sum(max(0.0, min(y, b) - max(x, a)) for x, y in regions)
+
+    for row in scene.lines:
+        if row.get("whisper"):
+            assert heard(*row["speech"]) >= 0.4, (row["said"], row["speech"], regions)
+    speech: list[list[float]] = []  # every voice's speech, 0.15 s around it, merged
+    for t in sorted(scene.truth["speech"], key=lambda t: t["start"]):
+        if speech and t["start"] - 0.15 <= speech[-1][1]:
+            speech[-1][1] = max(speech[-1][1], t["end"] + 0.15)
+        else:
+            speech.append([t["start"] - 0.15, t["end"] + 0.15])
+    nobody = sum((y - x) - sum(max(0.0, min(y, d) - max(x, c)) for c, d in speech) for x, y in regions)
+    assert nobody < 1.0, regions
+
+
 def test_two_voices_at_once_are_heard_where_the_scene_has_them(scene):
     from omnidub.source import read_source
     from omnidub.source.audio import ANALYSIS_RATE
