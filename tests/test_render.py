@@ -482,6 +482,7 @@ def _wait_for_rendered(out: Path, count: int, process: subprocess.Popen, limit: 
     pytest.fail("render made no progress")
 
 
+@pytest.mark.slow  # a render killed and run again: about 11 s of CPU
 def test_killed_mid_run_then_rerun_completes_and_renders_only_the_missing_lines(tmp_path, tiny_model_dir):
     script, out = _long_script(tmp_path / "long.txt"), tmp_path / "out"
     process = _spawn(script, out, tmp_path)

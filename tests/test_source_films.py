@@ -57,6 +57,7 @@ def test_similar_voices_are_told_apart_when_the_original_is_unlabelled(film, enc
         assert film.clip_voices(clip) == {names[group]}
 
 
+@pytest.mark.slow  # the film's voices extracted with labels (a module fixture): about 20 s of CPU
 def test_long_single_voice_lines_keep_their_own_clip_under_music(film, labelled):
     lines = {row["line"]: row for row in film.lines}
     single = [
@@ -68,6 +69,7 @@ def test_long_single_voice_lines_keep_their_own_clip_under_music(film, labelled)
     assert len(kept) >= 0.85 * len(single), {i: labelled.line_clips[i].problem for i in single}
 
 
+@pytest.mark.slow  # the film's voices extracted with labels (a module fixture): about 20 s of CPU
 def test_no_clip_holding_two_voices_passes(film, labelled):
     usable = [c for c in labelled.line_clips.values() if c.problem is None]
     usable += [c for found in labelled.candidates.values() for c in found if c.problem is None]
@@ -81,6 +83,7 @@ def test_no_clip_holding_two_voices_passes(film, labelled):
         assert clip.problem.startswith("another voice"), clip.problem
 
 
+@pytest.mark.slow  # the film's voices extracted with labels (a module fixture): about 20 s of CPU
 def test_a_condensed_cue_is_refused_without_an_asr_model(film, labelled):
     for row in film.lines:
         if row.get("condensed"):
@@ -91,6 +94,7 @@ def test_a_condensed_cue_is_refused_without_an_asr_model(film, labelled):
     assert not any(i in labelled.analysis.condensed for i in whole)
 
 
+@pytest.mark.slow  # the film's voices extracted with labels (a module fixture): about 20 s of CPU
 def test_every_speakers_clip_is_that_speaker_alone(film, labelled):
     assert set(labelled.chosen) == set(film.truth["cast"])
     for speaker, clip in labelled.chosen.items():
