@@ -310,9 +310,10 @@ class Checker:
         self.pair, self.back, self.glossary, self.names = pair, back, glossary, names
         self.variant = variant_family(variant or pair.variant)
         self.forward = forward  # the offline engine that made the candidates, for its steadiness
-        # whether a rare word opening a sentence is a name (see copied_by), by the offline engine: the one that made
-        # the candidates, else ``opening`` (None: every such word is)
-        self._opening = copied_by(forward) if forward is not None else opening
+        # whether a rare word opening a sentence is a name (see copied_by), by the offline engine: ``opening`` when
+        # given (the script's names were judged by it: each word is asked once), else the engine that made the
+        # candidates (None: every such word is)
+        self._opening = opening if opening is not None else copied_by(forward) if forward is not None else None
         self._backs: dict[str, tuple[str, ...]] = {}  # a translation -> its round trips, its own first
         self._steady: dict[str, Steadiness | None] = {}
 

@@ -168,7 +168,9 @@ class LlmEngine:
                 break
             try:
                 try:
-                    content = self._post(self._payload(asking, pair, glossary, shorten), self._tokens(asking))
+                    content = self._post(
+                        self._payload(asking, pair, glossary, shorten), max_tokens(asking, self.options.alternatives)
+                    )
                 except Unanswered as exc:
                     raise Unanswered(str(exc), found) from None
                 answered, bad = self._checked(content, asking, pair, "shortened" if shorten else "llm")
@@ -216,9 +218,6 @@ class LlmEngine:
                 "keep the meaning (drop fillers, repetitions and what the picture shows)."
             )
         return payload
-
-    def _tokens(self, requests: list[Request]) -> int:
-        return max_tokens(requests, self.options.alternatives)
 
     def _post(self, payload: dict, tokens: int) -> str:
         """The answer's content, read within --llm-timeout from the request's start to the answer's last byte."""
