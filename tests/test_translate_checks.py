@@ -289,6 +289,44 @@ def test_a_line_handed_back_in_english_is_asked_again_alone_and_left_flagged_whi
     assert written[2].content == "RAY: A sort of rattle when I brake."  # in the original, for the next run
 
 
+def test_a_line_whose_shorter_version_is_refused_keeps_its_translation_while_every_other_line_is_shortened(
+    models, tmp_path, cache
+):
+    """Every line first answered three times over (too long for its 2.2 s), then asked to be shorter: the shorter
+    version of line 2 is handed back in English every time. It keeps its translation, flagged and named; the others
+    too long, in its batch and the next, are shortened (the whole shortening was lost to that one line)."""
+    said = {english: pt for _, english, pt in SCENE}
+
+    def answer(payload, handler=None) -> str:
+        lines = []
+        for line in payload["lines"]:
+            text = said[line["text"]]
+            if "task" not in payload:
+                text = " ".join([text] * 3)
+            elif line["id"] == 2:
+                text = line["text"]
+            lines.append({"id": line["id"], "translations": [text]})
+        return json.dumps({"lines": lines})
+
+    server = Server(answer)
+    try:
+        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json")
+    finally:
+        server.close()
+    assert result.exit_code == 0, result.output  # every line translated
+    report = json.loads(result.stdout)
+    shortened = [[line["id"] for line in p["lines"]] for _, _, p, _ in server.requests if "task" in p]
+    # ("Perfect, let's go." said three times over fits its slot: not asked.)
+    assert shortened == [list(range(1, 9)), [2], [2], list(range(9, 12))]
+    chosen = {line["index"]: line["translation"] for line in report["lines"]}
+    tripled = {2, 12}
+    assert chosen == {k: (" ".join([pt] * 3) if k in tripled else pt) for k, (_, _, pt) in enumerate(SCENE, 1)}
+    assert "overflow" in report["lines"][1]["flags"]
+    assert any(note.startswith("line(s) 2 too long were not shortened") for note in report["notes"]), report["notes"]
+    written = list(srt.parse((tmp_path / "out" / "scene.pt.srt").read_text(encoding="utf-8")))
+    assert [cue.content.split(": ", 1)[1] for cue in written] == list(chosen.values())
+
+
 def test_the_terminal_counts_the_flagged_lines(models, tmp_path, cache):
     server = Server(planted)
     try:

@@ -7,7 +7,7 @@ from dataclasses import dataclass, field, replace
 
 from omnidub.errors import OmnidubError
 from omnidub.pace import unavailable as pace_unavailable
-from omnidub.script import DEFAULT_SPEAKER, Line, Script, labelled_srt
+from omnidub.script import DEFAULT_SPEAKER, Line, Script, labelled_srt, line_ranges
 from omnidub.timing import limits
 from omnidub.translate.base import Candidate, Engine, Pair, Progress, Request, Unanswered
 from omnidub.translate.cache import LineCache
@@ -188,7 +188,7 @@ def translate_script(
     notes = [said] if (said := pace_unavailable()) else []
     if options.fit:
         try:
-            choices, verdicts = _shortened(
+            choices, verdicts, refused = _shortened(
                 choices,
                 verdicts,
                 requests,
@@ -202,11 +202,14 @@ def translate_script(
                 checker,
                 skip=set(unanswered) | set(edited),
             )
+            if refused:
+                notes.append(
+                    f"line(s) {line_ranges(sorted(refused))} too long were not shortened "
+                    f"({next(iter(refused.values()))}); run again to ask for them"
+                )
         except OmnidubError as exc:  # the translations stand; only the shorter ones asked for are missing
             notes.append(f"lines too long were not shortened: {exc}")
     if unanswered:
-        from omnidub.script import line_ranges
-
         notes.append(
             f"line(s) {line_ranges(sorted(unanswered))} not translated ({next(iter(unanswered.values()))}): written "
             "in the original, flagged untranslated; run again to ask for them"
@@ -293,11 +296,12 @@ def _choice(
 
 def _shortened(
     choices, verdicts, requests, engine, pair, options, cache, paces, timed, ends, checker, skip
-) -> tuple[list[Choice], list[list[Verdict]]]:
-    """Lines none of whose candidates fit asked once more for shorter ones, where the engine can."""
+) -> tuple[list[Choice], list[list[Verdict]], dict[int, str]]:
+    """Lines none of whose candidates fit asked once more for shorter ones, where the engine can; and the lines
+    whose shorter ones the engine did not give after its tries, with why (they keep their translations)."""
     over = [k for k, c in enumerate(choices) if not c.fits and c.line.index not in skip]
     if not over:
-        return choices, verdicts
+        return choices, verdicts, {}
     digest = options.glossary.digest()
     asked = [requests[k] for k in over]
     more: dict[int, list[Candidate]] = {}
@@ -309,14 +313,20 @@ def _shortened(
         else:
             more[request.index] = kept
     batch = getattr(engine, "batch", 8)
+    refused: dict[int, str] = {}
     for at in range(0, len(missing), batch):
         part = missing[at : at + batch]
-        answered = engine.shorten(part, pair, options.glossary)
+        try:
+            answered = engine.shorten(part, pair, options.glossary)
+        except Unanswered as exc:  # the lines answered are shortened; the others keep their translations
+            answered = exc.answered
+            refused.update((request.index, str(exc)) for request in part if request.index not in answered)
         if answered is None:
-            return choices, verdicts
+            return choices, verdicts, refused
         for request in part:
-            cache.put(LineCache.key(engine, pair, request, digest, "shorten"), answered[request.index])
-            more[request.index] = answered[request.index]
+            if request.index in answered:
+                cache.put(LineCache.key(engine, pair, request, digest, "shorten"), answered[request.index])
+                more[request.index] = answered[request.index]
     out, checked = list(choices), list(verdicts)
     for k in over:
         line = choices[k].line
@@ -326,7 +336,7 @@ def _shortened(
             checked[k] = list(verdicts[k]) + checker.check([(line.text, c.text) for c in extra])
             out[k] = _choice(line, known + extra, ends[k], _pace(line, paces, timed, pair), options, pair, checked[k])
             # Without the choice a translator keeps the engine's first answer: the share without it is unchanged.
-    return out, checked
+    return out, checked, refused
 
 
 def subtitles(translation: Translation) -> str:
