@@ -41,6 +41,7 @@ from omnidub.source.speech import (
     check_some_speech,
     find_speech,
     subtitle_fit,
+    with_faint_speech,
 )
 
 # A line's clip may grow this far past its cue into silence (cues often start late or end early), never into
@@ -277,6 +278,12 @@ def analyse(
     speech = speech if speech is not None else find_speech(track)
     if speech.regions or not separated:  # isolated vocals without speech: each cue says so (a model's failure)
         check_fit(original, audio, speech)
+    # A cue where voice activity hears nothing is heard again there more keenly (a whisper, a voice behind a door):
+    # the cue says someone speaks. Not lines placed by the ASR's words: there the speech a whisper's word gained
+    # changed which voices the clips beside it were judged against, and three references kept 0.25 s of the whisper
+    # (docs/source.md, "Quiet voices heard in their cues").
+    if not heard_lines:
+        speech = with_faint_speech(speech, track, [(line.start, line.end) for line in original.lines])
     original = dash_lines_at_pause(original, speech)
     order = [line.index for line in sorted(original.lines, key=lambda item: (item.start, item.index))]
     voiced, spans = line_spans(original.lines, speech)

@@ -141,29 +141,70 @@ def check_some_speech(speech: SpeechMap, name: str) -> None:
         )
 
 
-# Silero's speech probability over which a frame is speech: its usual 0.5. At 0.25 quiet voices are heard far more
-# (a voice behind a door, a whisperer), but one voice of the tests' source, its lines alone, was then grouped as two
-# (docs/source.md, "Quiet voices heard").
+# Silero's speech probability over which a frame is speech: its usual 0.5. At 0.25 everywhere quiet voices are heard
+# far more (a voice behind a door, a whisperer), but one voice of the tests' source, its lines alone, was then grouped
+# as two (docs/source.md, "Quiet voices heard"). So the lower threshold is asked only inside a line's time where the
+# usual one hears nothing: a cue (or words the ASR wrote) says someone speaks there.
 VAD_THRESHOLD = 0.5
+FAINT_THRESHOLD = 0.25
+FAINT_REACH = 0.25  # seconds either side of such a line where its faint speech may begin or end (cues lead and trail)
+FAINT_GAP = 0.05  # seconds kept clear of speech the usual threshold hears
 
 
 def find_speech(track: SourceAudio) -> SpeechMap:
     """Voice activity and frame levels of a track (resampled to 16 kHz when it is not)."""
+    track = track.at_rate(ANALYSIS_RATE)
+    regions = _voice_activity(track, VAD_THRESHOLD)
+    rms = frame_rms(track.samples, ANALYSIS_RATE)
+    return SpeechMap(regions, rms, _frames(regions, rms.size))
+
+
+def with_faint_speech(speech: SpeechMap, track: SourceAudio, spans: list[tuple[float, float]]) -> SpeechMap:
+    """``speech`` and, in each of ``spans`` (the lines' times) where it holds none, what voice activity hears there at
+    FAINT_THRESHOLD (clear of the speech heard already); ``speech`` itself when every span holds some, or when the
+    lower threshold hears nothing more."""
+    empty = [(a, b) for a, b in spans if speech.speech_hull(a, b) is None]
+    if not empty:
+        return speech
+    faint = _voice_activity(track.at_rate(ANALYSIS_RATE), FAINT_THRESHOLD)
+    added = []
+    for start, end in empty:
+        pieces = [(max(x, start - FAINT_REACH), min(y, end + FAINT_REACH)) for x, y in faint]
+        for x, y in speech.regions:  # the speech heard already, and FAINT_GAP around it, stays its own
+            pieces = [
+                part
+                for a, b in pieces
+                for part in ((a, min(b, x - FAINT_GAP)), (max(a, y + FAINT_GAP), b))
+                if part[1] - part[0] > 0
+            ]
+        added += [(a, b) for a, b in pieces if min(b, end) - max(a, start) >= min(OWN_PART, (b - a) / 2)]
+    if not added:
+        return speech
+    merged: list[list[float]] = []
+    for a, b in sorted(added):
+        if merged and a <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], b)
+        else:
+            merged.append([a, b])
+    regions = tuple(sorted(speech.regions + tuple((round(a, 3), round(b, 3)) for a, b in merged)))
+    return SpeechMap(regions, speech.rms, _frames(regions, speech.rms.size))
+
+
+def _voice_activity(track: SourceAudio, threshold: float) -> tuple[tuple[float, float], ...]:
     from faster_whisper.vad import VadOptions, get_speech_timestamps
 
-    track = track.at_rate(ANALYSIS_RATE)
     # Short silences split regions: in quick dialogue one voice follows another after 0.1-0.3 s, and only a gap
     # in the speech shows that the two lines' voices do not touch. A small pad keeps word edges.
-    options = VadOptions(
-        threshold=VAD_THRESHOLD, min_silence_duration_ms=60, speech_pad_ms=20, min_speech_duration_ms=100
-    )
+    options = VadOptions(threshold=threshold, min_silence_duration_ms=60, speech_pad_ms=20, min_speech_duration_ms=100)
     found = get_speech_timestamps(track.samples, options, sampling_rate=ANALYSIS_RATE)
-    regions = tuple((s["start"] / ANALYSIS_RATE, s["end"] / ANALYSIS_RATE) for s in found)
-    rms = frame_rms(track.samples, ANALYSIS_RATE)
-    speech = np.zeros(rms.size, bool)
+    return tuple((s["start"] / ANALYSIS_RATE, s["end"] / ANALYSIS_RATE) for s in found)
+
+
+def _frames(regions: tuple[tuple[float, float], ...], count: int) -> np.ndarray:
+    speech = np.zeros(count, bool)
     for a, b in regions:
-        speech[_frame(a, rms.size) : _frame(b, rms.size)] = True
-    return SpeechMap(regions, rms, speech)
+        speech[_frame(a, count) : _frame(b, count)] = True
+    return speech
 
 
 def frame_rms(audio: np.ndarray, sample_rate: int) -> np.ndarray:
