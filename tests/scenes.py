@@ -300,6 +300,8 @@ def make_scene(
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
     other = cast == "other"
+    if other and language != "en":
+        raise ValueError("the held-out cast speaks English only")
     rng = np.random.default_rng(7000 + seed + (100 if language == "es" else 0) + (200 if other else 0))
     words = WORDS["other" if other else language]
     overlaps = (6 if other else 4) if overlaps is None else overlaps

@@ -262,7 +262,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--seeds", type=int, default=2)
     parser.add_argument("--first-seed", type=int, default=0)
-    parser.add_argument("--languages", default="en,es")
+    parser.add_argument("--languages", help="default: en,es (the held-out cast: en, its only language)")
     parser.add_argument("--bed", type=float, default=8.0)
     parser.add_argument(
         "--asr-model", help="hear the scenes without subtitles too (the Spanish ones only with a multilingual model)"
@@ -276,6 +276,9 @@ def main() -> None:
     )
     parser.add_argument("--json", type=Path)
     args = parser.parse_args()
+    if args.cast == "other" and args.languages not in (None, "en"):
+        parser.error("the held-out cast speaks English only (--languages en)")
+    args.languages = args.languages or ("en" if args.cast == "other" else "en,es")
     warnings.simplefilter("ignore")
     from scenes import make_scene
 
