@@ -72,6 +72,7 @@ def test_the_scene_is_built_differently(scene):
     assert "- Ready?\n- Yes." in scene.unlabelled.read_text()
 
 
+@pytest.mark.slow  # a second scene built and its voices chosen: about 20 s
 def test_a_whispered_line_voice_activity_hardly_hears_has_its_own_speech_and_little_where_nobody_speaks(
     tmp_path_factory, source_voice_encoder
 ):
