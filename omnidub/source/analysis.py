@@ -280,8 +280,8 @@ def analyse(
         check_fit(original, audio, speech)
     # A cue where voice activity hears nothing is heard again there more keenly (a whisper, a voice behind a door):
     # the cue says someone speaks. Not lines placed by the ASR's words: there the speech a whisper's word gained
-    # changed which voices the clips beside it were judged against, and three references kept 0.25 s of the whisper
-    # (docs/source.md, "Quiet voices heard in their cues").
+    # changed which voices the clip beside it was judged against, and five lines cloned from that clip kept 0.25 s of
+    # the whisper (docs/source.md, "Quiet voices heard in their cues").
     if not heard_lines:
         speech = with_faint_speech(speech, track, [(line.start, line.end) for line in original.lines])
     original = dash_lines_at_pause(original, speech)

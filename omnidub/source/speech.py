@@ -143,8 +143,8 @@ def check_some_speech(speech: SpeechMap, name: str) -> None:
 
 # Silero's speech probability over which a frame is speech: its usual 0.5. At 0.25 everywhere quiet voices are heard
 # far more (a voice behind a door, a whisperer), but one voice of the tests' source, its lines alone, was then grouped
-# as two (docs/source.md, "Quiet voices heard"). So the lower threshold is asked only inside a line's time where the
-# usual one hears nothing: a cue (or words the ASR wrote) says someone speaks there.
+# as two (docs/source.md, "Quiet voices heard"). So the lower threshold is asked only inside a cue where the usual
+# one hears nothing: the cue says someone speaks there (``analysis.analyse``; not for lines placed by the ASR's words).
 VAD_THRESHOLD = 0.5
 FAINT_THRESHOLD = 0.25
 FAINT_REACH = 0.25  # seconds either side of such a line where its faint speech may begin or end (cues lead and trail)
