@@ -42,6 +42,7 @@ from omnidub.source.speech import (
     find_speech,
     subtitle_fit,
     with_faint_speech,
+    without,
 )
 
 # A line's clip may grow this far past its cue into silence (cues often start late or end early), never into
@@ -169,8 +170,6 @@ class Analysis:
         voice its marks count only where another line's speech is too, or within REVERB_EDGE of either end of a
         run of its speech (the next turn starting under its end, or it under the last one's: where a line heard
         ends is a guess)."""
-        from omnidub.source.clips import without  # clips builds on this module
-
         if speaker not in self.reverberant:
             return self.overlapped
         others = [v for i, v in self.voiced.items() if v is not None and self.speakers.get(i) != speaker]
@@ -183,8 +182,6 @@ class Analysis:
         """Where two voices speak at once, with a reverberant voice's marks taken off the ends of its runs of speech
         where no other voice's speech lies within REVERB_EDGE (its echo, with no turn there to start under it or to
         end over it). Its marks further inside its runs are kept: a back-channel spoken over it is marked alike."""
-        from omnidub.source.clips import without  # clips builds on this module
-
         if speaker not in self.reverberant:
             return self.overlapped
         others = [v for i, v in self.voiced.items() if v is not None and self.speakers.get(i) != speaker]

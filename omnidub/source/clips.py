@@ -22,6 +22,7 @@ from omnidub.config import VoiceOptions
 from omnidub.source.analysis import Analysis
 from omnidub.source.overlap import cut_spans
 from omnidub.source.speakers import STRAY_WIDEN, WINDOW
+from omnidub.source.speech import without
 from omnidub.voices.reference import WHOLE_REFERENCE_SECONDS, cut_at_word
 
 # Words the ASR hears beyond a cue's that make the cue condensed rather than a slip of the ASR.
@@ -331,14 +332,6 @@ def leans_own(analysis: Analysis, encoder, speaker: str, start: float, end: floa
         return False
     others = [float(np.dot(found[0], c)) for name, c in analysis.centroids.items() if name != speaker]
     return float(np.dot(found[0], own)) - max(others, default=-1.0) >= INSIDE_MARGIN
-
-
-def without(start: float, end: float, cut: list[tuple[float, float]], least: float) -> list[tuple[float, float]]:
-    """The parts of start..end outside the ``cut`` spans, each at least ``least`` long, in order."""
-    parts = [(start, end)]
-    for a, b in cut:
-        parts = [p for x, y in parts for p in ((x, min(y, a)), (max(x, b), y)) if p[1] - p[0] > 1e-3]
-    return [(round(a, 3), round(b, 3)) for a, b in parts if b - a >= least]
 
 
 def without_other_voices(

@@ -167,16 +167,15 @@ def with_faint_speech(speech: SpeechMap, track: SourceAudio, spans: list[tuple[f
     if not empty:
         return speech
     faint = _voice_activity(track.at_rate(ANALYSIS_RATE), FAINT_THRESHOLD)
+    heard = [(a - FAINT_GAP, b + FAINT_GAP) for a, b in speech.regions]  # stays its own, FAINT_GAP around it too
     added = []
     for start, end in empty:
-        pieces = [(max(x, start - FAINT_REACH), min(y, end + FAINT_REACH)) for x, y in faint]
-        for x, y in speech.regions:  # the speech heard already, and FAINT_GAP around it, stays its own
-            pieces = [
-                part
-                for a, b in pieces
-                for part in ((a, min(b, x - FAINT_GAP)), (max(a, y + FAINT_GAP), b))
-                if part[1] - part[0] > 0
-            ]
+        pieces = [
+            piece
+            for x, y in faint
+            if min(y, end + FAINT_REACH) > max(x, start - FAINT_REACH)
+            for piece in without(max(x, start - FAINT_REACH), min(y, end + FAINT_REACH), heard, 0.0)
+        ]
         added += [(a, b) for a, b in pieces if min(b, end) - max(a, start) >= min(OWN_PART, (b - a) / 2)]
     if not added:
         return speech
@@ -186,7 +185,7 @@ def with_faint_speech(speech: SpeechMap, track: SourceAudio, spans: list[tuple[f
             merged[-1][1] = max(merged[-1][1], b)
         else:
             merged.append([a, b])
-    regions = tuple(sorted(speech.regions + tuple((round(a, 3), round(b, 3)) for a, b in merged)))
+    regions = tuple(sorted(speech.regions + tuple((a, b) for a, b in merged)))
     return SpeechMap(regions, speech.rms, _frames(regions, speech.rms.size))
 
 
@@ -205,6 +204,14 @@ def _frames(regions: tuple[tuple[float, float], ...], count: int) -> np.ndarray:
     for a, b in regions:
         speech[_frame(a, count) : _frame(b, count)] = True
     return speech
+
+
+def without(start: float, end: float, cut: list[tuple[float, float]], least: float) -> list[tuple[float, float]]:
+    """The parts of start..end outside the ``cut`` spans, each at least ``least`` long, in order."""
+    parts = [(start, end)]
+    for a, b in cut:
+        parts = [p for x, y in parts for p in ((x, min(y, a)), (max(x, b), y)) if p[1] - p[0] > 1e-3]
+    return [(round(a, 3), round(b, 3)) for a, b in parts if b - a >= least]
 
 
 def frame_rms(audio: np.ndarray, sample_rate: int) -> np.ndarray:
