@@ -91,7 +91,9 @@ def test_a_whispered_line_voice_activity_hardly_hears_has_its_own_speech_and_lit
         row = row_of(scene, line)
         a, b = row["speech"]
         heard = sum(max(0.0, min(y, b) - max(x, a)) for x, y in regions)
-        assert heard >= 0.25, (row["said"], row["speech"], regions)
+        # Some speech of its own (here 0.27-0.68 s; the second line had 0.0), with room for a few of Silero's
+        # 32 ms windows to fall otherwise on another CPU.
+        assert heard >= 0.15, (row["said"], row["speech"], regions)
         reference = references[line.index]
         assert reference.kind != "none", reference
         assert other_voice(scene, reference, "WREN") <= OTHER, reference
