@@ -241,6 +241,51 @@ def test_an_llm_s_free_wording_is_not_flagged_while_each_fault_planted_in_it_is(
     assert len(report["lines"]) == 12
 
 
+# A scene whose answers wear what LLMs dress a line in, written after every check above: a speaker's label opening a
+# line (the scene around it is sent as "NAME: text"), markdown, a preamble, a count changed ("twice" as three
+# times), a sentence added, a negation dropped, and another speaker's label (an answer that may be another line's).
+DRESSED = [
+    ("IRIS", "Did you feed the cat?", "Você deu comida para o gato?"),
+    ("OWEN", "Twice. She's still hungry.", "Duas vezes. Ela ainda está com fome."),
+    ("IRIS", "Then she's had enough.", "Então ela já comeu o bastante."),
+    ("OWEN", "Tell her that.", "Diga isso a ela."),
+    ("IRIS", "I'm going to bed.", "Vou para a cama."),
+    ("OWEN", "Don't wake me up early.", "Não me acorde cedo."),
+    ("IRIS", "Good night, Owen.", "Boa noite, Owen."),
+    ("OWEN", "Good night.", "Boa noite."),
+]
+DRESSED_FAULTS = {
+    1: ("IRIS: Você deu comida para o gato?", None),  # its own speaker's label: taken off
+    2: ("Três vezes. Ela ainda está com fome.", "numbers"),
+    3: ("Claro! Aqui está a tradução: Então ela já comeu o bastante.", "meaning"),
+    4: ("**Diga isso** a ela.", None),  # markdown: taken off
+    5: ("Vou para a cama. Amanhã tenho uma reunião muito cedo.", "meaning"),
+    6: ("Me acorde cedo.", "meaning"),
+    8: ("IRIS: Boa noite.", "untranslated"),  # another speaker's label: refused, the line named and kept in English
+}
+
+
+def test_what_an_llm_dresses_a_line_in_is_taken_off_or_flagged_and_never_reaches_the_dub(models, tmp_path, cache):
+    server = Server(answering(DRESSED, DRESSED_FAULTS))
+    try:
+        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=DRESSED)
+    finally:
+        server.close()
+    assert result.exit_code == 1, result.output  # a line left untranslated
+    report = json.loads(result.stdout)
+    flags = {line["index"]: line["flags"] for line in report["lines"]}
+    for index, (_, flag) in DRESSED_FAULTS.items():
+        if flag is not None:
+            assert flag in flags[index], (index, report["lines"][index - 1])
+    assert not flags[1] and not flags[4] and not flags[7], flags
+    assert "IRIS's label, another speaker's" in result.stderr
+    written = list(srt.parse((tmp_path / "out" / "scene.pt.srt").read_text(encoding="utf-8")))
+    assert len(written) == len(DRESSED)
+    assert written[0].content == "IRIS: Você deu comida para o gato?"
+    assert written[3].content == "OWEN: Diga isso a ela."
+    assert written[7].content == "OWEN: Good night."
+
+
 # A scene written after the checks above: a line the LLM hands back in English every time it is asked, and a faithful
 # line opening on a word the English dictionary finds rare ("Brakes"), which is no name.
 GARAGE = [
@@ -670,6 +715,8 @@ def test_a_rare_word_opening_a_line_is_a_name_only_where_the_engine_carries_it_o
         ("I have two sisters.", " ... ", "empty"),
         ("I have two sisters.", "Eu tenho três irmãs.", "numbers"),
         ("Meet me at 6:45.", "Encontre-me às 6:15.", "numbers"),
+        ("The baby woke up twice.", "O bebê acordou três vezes.", "numbers"),  # "twice" is a number
+        ("Sit down, please.", "Sente-se, por favor, são cinco minutos.", "numbers"),  # a number the original lacks
         ("Are you coming?", "Você vem.", "meaning"),
         ("I don't want to go.", "Eu quero ir.", "meaning"),
         ("Did you lock the door?", "Você tranca a porta?", "meaning"),
@@ -730,6 +777,9 @@ def test_each_check_catches_the_line_built_to_break_it(source, text, flag):
         ("Stop, please!", "Para, por favor!"),  # "para" is also "stop!"
         ("There's pizza in the freezer.", "Há pizza no freezer."),  # a word Brazilian Portuguese says as it is
         ("Is the power back?", "A energia voltou?"),
+        ("The baby woke up twice.", "O bebê acordou duas vezes."),
+        ("Stop fighting, both of you.", "Parem de brigar, vocês dois."),
+        ("Stop fighting, both of you.", "Parem de brigar, os dois."),
     ],
 )
 def test_a_faithful_line_passes_every_check(source, text):

@@ -27,7 +27,7 @@ FLAGS = {
     "glossary": "drops a glossary term",
     "meaning": "reads back as something else than the original",
     "untranslated": "words left in the original's language (or the line not translated at all)",
-    "numbers": "a number or time changed or vanished",
+    "numbers": "a number or time changed, vanished or added",
     "names": "a name of the original changed or vanished",
     "language": "not in the language asked for",
     "garbled": "not readable text",
@@ -183,6 +183,14 @@ _NUMBER_WORDS = {
 }
 _VALUES = [2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16, 17, 18, 19, 20, 30, 40, 50, 60, 70, 80, 90, 100, 1000]
 _VALUES.append(1000000)
+# Words that say a number without being one ("twice" is said "duas vezes"; "both of you" "vocês dois").
+_COUNT_WORDS = {
+    "en": {"twice": 2, "thrice": 3, "both": 2},
+    "pt": {"ambos": 2, "ambas": 2},
+    "es": {"ambos": 2, "ambas": 2},
+    "it": {"entrambi": 2, "entrambe": 2},
+    "de": {"beide": 2, "beiden": 2},
+}
 # Words of one variant that the other does not use, where a small list can tell (the variant check); words that
 # mean something else in the other variant ("gelado", "vale", "papas") are left out.
 VARIANT_WORDS = {
@@ -536,11 +544,9 @@ class Checker:
 
     def _numbers(self, source: str, text: str, back: str | None) -> str | None:
         said = numbers_in(source, self.pair.source)
-        if not said:
-            return None
         translated = numbers_in(text, self.pair.target)
         if translated == said:
-            return None
+            return None  # none said, none added, among them
         if back is not None and numbers_in(back, self.pair.source) == said:
             return None  # said in words the target's list does not know, and read back the same
         gone = sorted((said - translated).elements())
@@ -645,7 +651,9 @@ def numbers_in(text: str, language: str) -> Counter:
 @cache
 def _number_words(language: str) -> dict[str, int]:
     spelled = _NUMBER_WORDS.get(language, "").split()
-    return {form: value for forms, value in zip(spelled, _VALUES) for form in forms.split("/")}
+    return {form: value for forms, value in zip(spelled, _VALUES) for form in forms.split("/")} | _COUNT_WORDS.get(
+        language, {}
+    )
 
 
 def script_names(

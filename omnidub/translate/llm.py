@@ -31,6 +31,9 @@ SYSTEM = (
 _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
 # A reasoning model's thoughts before its answer (qwen3, deepseek-r1 through some servers).
 _THOUGHT = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
+# A speaker's label opening a translation ("ALICE: ..."), and the markup an answer may dress a line in (longest first).
+_LABEL = re.compile(r"^\s*([^\W\d][\w .'-]{0,40}?)\s*:\s+")
+_MARKUP = ("**", "__", "*", "`")
 
 
 @dataclass(frozen=True)
@@ -282,6 +285,7 @@ class LlmEngine:
         if not isinstance(lines, list):
             raise Refused('no "lines" list')
         asked = {r.index: r for r in requests}
+        speakers = _speakers(requests)
         found: dict[int, list[Candidate]] = {}
         bad: dict[int, str] = {}
         for entry in lines:
@@ -301,7 +305,8 @@ class LlmEngine:
             for k, text in enumerate(texts, 1):
                 # One cue's text is one line: a newline inside an answer can never become a cue of its own.
                 text = " ".join(text.split()) if isinstance(text, str) else ""
-                why = "empty" if not text else wrong_language(text, asked[index].text, pair)
+                text, why = _as_said(text, asked[index], speakers)
+                why = why or ("empty" if not text else wrong_language(text, asked[index].text, pair))
                 if why is None and text not in [c.text for c in kept]:
                     kept.append(Candidate(text, f"{how} {k}"))
             if kept:
@@ -314,6 +319,31 @@ class LlmEngine:
         if len(bad) == len(asked):  # nothing usable: the answer as a whole is refused
             raise Refused("; ".join(f"line {index}: {why}" for index, why in bad.items()))
         return found, bad
+
+
+def _speakers(requests: list[Request]) -> dict[str, str]:
+    """The scene's speakers an answer might name, folded -> as written: those of the lines asked and of the lines
+    around them (given to the LLM as "NAME: text")."""
+    names = [r.speaker for r in requests]
+    names += [line.split(":", 1)[0] for r in requests for line in (*r.before, *r.after) if ":" in line]
+    return {name.strip().casefold(): name.strip() for name in names if name and name.strip()}
+
+
+def _as_said(text: str, request: Request, speakers: dict[str, str]) -> tuple[str, str | None]:
+    """A translation as its line will be spoken, and why it cannot be (None: it can). The answer's own dress comes
+    off: the line's speaker's label opening it ("ALICE: Olá.", as the scene around it was written) and markup the
+    original has none of ("**Perfeito**"), which would be said aloud. Another speaker's label opening it refuses
+    it: the answer may be another line's."""
+    label = _LABEL.match(text)
+    if label and label.group(1).strip().casefold() in speakers and not _LABEL.match(request.text):
+        name = speakers[label.group(1).strip().casefold()]
+        if name.casefold() != request.speaker.strip().casefold():
+            return text, f"it opens with {name}'s label, another speaker's"
+        text = text[label.end() :].strip()
+    for mark in _MARKUP:
+        if mark not in request.text:
+            text = re.sub(rf"{re.escape(mark)}(\S(?:.*?\S)?){re.escape(mark)}", r"\1", text)
+    return text, None
 
 
 def _json(content: str):
