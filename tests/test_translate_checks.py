@@ -796,6 +796,30 @@ def test_a_word_of_the_other_variant_is_flagged_only_when_a_variant_was_asked_fo
     assert "variant" in spanish.flags
 
 
+# A Brazilian dub (gerunds, "ônibus", "celular") with one line in European Portuguese, and `--to pt`: no variant asked.
+MIXED = [
+    ("ANA", "What are you doing?", "O que você está fazendo?"),
+    ("RUI", "I'm waiting for the bus.", "Estou esperando o ônibus."),
+    ("ANA", "Call me from your phone.", "Me liga do celular."),
+    ("RUI", "It's raining again.", "Está a chover outra vez."),
+    ("ANA", "Take an umbrella.", "Leve um guarda-chuva."),
+    ("RUI", "I'm looking for it.", "Estou procurando."),
+]
+
+
+def test_a_line_of_the_other_variant_in_a_dub_that_asked_for_none_is_flagged(models, tmp_path, cache):
+    server = Server(answering(MIXED, {}))
+    try:
+        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=MIXED)
+    finally:
+        server.close()
+    assert result.exit_code == 0, result.output
+    report = json.loads(result.stdout)
+    assert report["flagged"].get("variant") == [4], report["flagged"]
+    why = report["lines"][3]["checks"]["variant"]
+    assert "pt-PT" in why and "pt-BR" in why and "Está a chover" in why
+
+
 class Scripted:
     name, model, uses_context, batch = "scripted", "scripted-1", False, 8
 

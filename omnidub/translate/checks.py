@@ -207,11 +207,15 @@ VARIANT_WORDS = {
     "platicar chamaco chévere",
 }
 VARIANT_PHRASES = {"pt-PT": ("casa de banho",), "pt-BR": ("café da manhã",), "es-ES": (), "es-419": ()}
+_PT_BR_GRAMMAR = re.compile(
+    r"\b(estou|está|estamos|estão|estava|estavam|esteve|estive|fico|fica|ficam) [^\W\d_]+ndo\b", re.IGNORECASE
+)
 _PT_PT_GRAMMAR = re.compile(
     r"\b(estou|estás|está|estamos|estão|estava|estavas|estávamos|estavam|esteve|estive|fico|ficas|fica|ficam) "
     r"a (?!caminho\b|pé\b|sério\b|tempo\b|ver com\b)[^\W\d_]+(?:ar|er|ir)\b",
     re.IGNORECASE,
 )
+_VARIANT_GRAMMAR = {"pt-PT": _PT_PT_GRAMMAR, "pt-BR": _PT_BR_GRAMMAR}
 # Interjections every language writes the same way: never "untranslated".
 _SHARED = {"ok", "okay", "oh", "ah", "ahh", "uh", "um", "hmm", "huh", "eh", "ha", "wow", "hey", "bye", "no", "sim"}
 # English words everyday Brazilian Portuguese says as they are and pyspellchecker's Portuguese list lacks: left in a
@@ -570,17 +574,43 @@ class Checker:
         other = _other_variant(self.variant)
         if other is None:
             return None
-        words = {w.casefold() for w in _WORD.findall(text)}
-        folded = f" {' '.join(_WORD.findall(text.casefold()))} "
-        found = [w for w in VARIANT_WORDS[other].split() if w in words]
-        found += [p for p in VARIANT_PHRASES[other] if f" {p} " in folded]
-        if other == "pt-PT":
-            grammar = _PT_PT_GRAMMAR.search(text)
-            if grammar:
-                found.append(grammar.group(0))
+        found = variant_marks(text, other)
         if not found:
             return None
-        return f"{', '.join(repr(w) for w in dict.fromkeys(found))}: {other} rather than {self.variant}"
+        return f"{', '.join(repr(w) for w in found)}: {other} rather than {self.variant}"
+
+
+def variant_marks(text: str, variant: str) -> list[str]:
+    """The words and turns of phrase of ``text`` that only ``variant`` says (its list's words, "casa de banho",
+    "estou a fazer" in Portugal and "estou fazendo" in Brazil)."""
+    words = {w.casefold() for w in _WORD.findall(text)}
+    folded = f" {' '.join(_WORD.findall(text.casefold()))} "
+    found = [w for w in VARIANT_WORDS[variant].split() if w in words]
+    found += [p for p in VARIANT_PHRASES[variant] if f" {p} " in folded]
+    grammar = _VARIANT_GRAMMAR.get(variant)
+    if grammar is not None:
+        found += [m.group(0) for m in grammar.finditer(text)]
+    return list(dict.fromkeys(found))
+
+
+def mixed_variants(texts: list[str], language: str) -> dict[int, str]:
+    """Where no variant was asked for: the lines (by position) that speak the variant the dub's other lines do not
+    (a European Portuguese "autocarro" among Brazilian lines), each with why. The dub's variant is the one twice as
+    many lines or more speak, and at least two; none is flagged when its lines do not say which."""
+    family = [v for v in VARIANT_WORDS if v.split("-")[0] == language]
+    if len(family) != 2:
+        return {}
+    marks = [{v: variant_marks(text, v) for v in family} for text in texts]
+    alone = {v: sum(1 for m in marks if m[v] and not any(m[o] for o in family if o != v)) for v in family}
+    spoken = max(family, key=alone.get)
+    other = next(v for v in family if v != spoken)
+    if alone[spoken] < 2 or alone[spoken] < 2 * alone[other]:
+        return {}
+    return {
+        k: f"{', '.join(repr(w) for w in m[other])}: {other}, where {alone[spoken]} other lines speak {spoken}"
+        for k, m in enumerate(marks)
+        if m[other] and not m[spoken]
+    }
 
 
 # -- helpers shared with the measure and the tests -----------------------------------------------------------------

@@ -11,7 +11,7 @@ from omnidub.script import DEFAULT_SPEAKER, Line, Script, labelled_srt, line_ran
 from omnidub.timing import limits
 from omnidub.translate.base import Candidate, Engine, Pair, Progress, Request, Unanswered
 from omnidub.translate.cache import LineCache
-from omnidub.translate.checks import FLAGS, Checker, Verdict, script_names
+from omnidub.translate.checks import FLAGS, Checker, Verdict, mixed_variants, script_names
 from omnidub.translate.fit import Choice, Pace, allowed_seconds, choose, size
 from omnidub.translate.glossary import Glossary
 
@@ -209,6 +209,8 @@ def translate_script(
                 )
         except OmnidubError as exc:  # the translations stand; only the shorter ones asked for are missing
             notes.append(f"lines too long were not shortened: {exc}")
+    if pair.variant is None:
+        verdicts = _mixed(choices, verdicts, pair, set(unanswered))
     if unanswered:
         notes.append(
             f"line(s) {line_ranges(sorted(unanswered))} not translated ({next(iter(unanswered.values()))}): written "
@@ -239,6 +241,18 @@ def _verdicts(lines, found, checker: Checker, unanswered: dict[int, str], pair: 
             verdicts.append([Verdict(None, (("untranslated", why),))])
         else:
             verdicts.append([next(checked) for _ in found[line.index]])
+    return verdicts
+
+
+def _mixed(choices, verdicts, pair: Pair, skip: set[int]) -> list[list[Verdict]]:
+    """Where no variant was asked for, a chosen line that speaks the variant the rest of the dub does not is
+    flagged `variant` (see :func:`mixed_variants`); ``skip``: lines left in the original."""
+    kept = [k for k, c in enumerate(choices) if c.line.index not in skip]
+    verdicts = [list(v) for v in verdicts]
+    for at, why in mixed_variants([choices[k].text for k in kept], pair.target).items():
+        k = kept[at]
+        chosen = verdicts[k][choices[k].chosen]
+        verdicts[k][choices[k].chosen] = replace(chosen, problems=(*chosen.problems, ("variant", why)))
     return verdicts
 
 
