@@ -782,8 +782,9 @@ def _clauses(text: str, language: str) -> list[str]:
     """The line's clauses (parted at punctuation and line breaks), each normalised, and the whole line."""
     parts = [normalised(part, language) for part in _CLAUSE.split(text)]
     parts = [part for part in parts if part] + [normalised(text, language)]
-    if language == "en":  # "someone's outside": the 's left after a noun is most often "is"
-        parts = [re.sub(r"(?<=\w) s\b", " is", part) for part in parts]
+    if language == "en":  # "someone's outside": the 's left after a noun is most often "is"; else it is whose
+        read = [re.sub(r"(?<=\w) s\b", " is", part) for part in parts]
+        parts = read + [whose for part in parts if (whose := re.sub(r"(?<=\w) s\b", "", part)) not in read]
     return parts
 
 
