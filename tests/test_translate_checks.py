@@ -242,8 +242,9 @@ def test_an_llm_s_free_wording_is_not_flagged_while_each_fault_planted_in_it_is(
 
 
 # A scene whose answers wear what LLMs dress a line in, written after every check above: a speaker's label opening a
-# line (the scene around it is sent as "NAME: text"), markdown, a preamble, a count changed ("twice" as three
-# times), a sentence added, a negation dropped, and another speaker's label (an answer that may be another line's).
+# line (the scene around it is sent as "NAME: text"), markdown, two alternatives in one string, quotation marks and
+# an emoji, a preamble, a count changed ("twice" as three times), a sentence added, a negation dropped, and another
+# speaker's label (an answer that may be another line's).
 DRESSED = [
     ("IRIS", "Did you feed the cat?", "Você deu comida para o gato?"),
     ("OWEN", "Twice. She's still hungry.", "Duas vezes. Ela ainda está com fome."),
@@ -258,9 +259,10 @@ DRESSED_FAULTS = {
     1: ("IRIS: Você deu comida para o gato?", None),  # its own speaker's label: taken off
     2: ("Três vezes. Ela ainda está com fome.", "numbers"),
     3: ("Claro! Aqui está a tradução: Então ela já comeu o bastante.", "meaning"),
-    4: ("**Diga isso** a ela.", None),  # markdown: taken off
+    4: ("**Diga isso** a ela. / Fala pra ela.", None),  # markdown taken off; two alternatives, two candidates
     5: ("Vou para a cama. Amanhã tenho uma reunião muito cedo.", "meaning"),
     6: ("Me acorde cedo.", "meaning"),
+    7: ("“Boa noite, Owen.” 🌙", None),  # quotation marks and an emoji: taken off
     8: ("IRIS: Boa noite.", "untranslated"),  # another speaker's label: refused, the line named and kept in English
 }
 
@@ -283,6 +285,8 @@ def test_what_an_llm_dresses_a_line_in_is_taken_off_or_flagged_and_never_reaches
     assert len(written) == len(DRESSED)
     assert written[0].content == "IRIS: Você deu comida para o gato?"
     assert written[3].content == "OWEN: Diga isso a ela."
+    assert [c["text"] for c in report["lines"][3]["candidates"]] == ["Diga isso a ela.", "Fala pra ela."]
+    assert written[6].content == "IRIS: Boa noite, Owen."
     assert written[7].content == "OWEN: Good night."
 
 

@@ -10,6 +10,7 @@ import os
 import re
 import threading
 import time
+import unicodedata
 from dataclasses import dataclass, replace
 
 from omnidub.errors import OmnidubError
@@ -34,6 +35,7 @@ _THOUGHT = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
 # A speaker's label opening a translation ("ALICE: ..."), and the markup an answer may dress a line in (longest first).
 _LABEL = re.compile(r"^\s*([^\W\d][\w .'-]{0,40}?)\s*:\s+")
 _MARKUP = ("**", "__", "*", "`")
+_QUOTED = re.compile(r'["“«]([^"“”«»]*)["”»]')  # a translation given inside quotation marks, none within
 
 
 @dataclass(frozen=True)
@@ -302,7 +304,7 @@ class LlmEngine:
             if not isinstance(texts, list) or not texts:
                 raise Refused(f"line {index} has no translations")
             kept, why = [], None
-            for k, text in enumerate(texts, 1):
+            for k, text in enumerate(_alternatives(texts, asked[index].text), 1):
                 # One cue's text is one line: a newline inside an answer can never become a cue of its own.
                 text = " ".join(text.split()) if isinstance(text, str) else ""
                 text, why = _as_said(text, asked[index], speakers)
@@ -331,9 +333,9 @@ def _speakers(requests: list[Request]) -> dict[str, str]:
 
 def _as_said(text: str, request: Request, speakers: dict[str, str]) -> tuple[str, str | None]:
     """A translation as its line will be spoken, and why it cannot be (None: it can). The answer's own dress comes
-    off: the line's speaker's label opening it ("ALICE: Olá.", as the scene around it was written) and markup the
-    original has none of ("**Perfeito**"), which would be said aloud. Another speaker's label opening it refuses
-    it: the answer may be another line's."""
+    off: the line's speaker's label opening it ("ALICE: Olá.", as the scene around it was written), and markup,
+    emoji and quotation marks around it that the original has none of ("**Perfeito**", "Vamos. 😊"), which would
+    be said aloud. Another speaker's label opening it refuses it: the answer may be another line's."""
     label = _LABEL.match(text)
     if label and label.group(1).strip().casefold() in speakers and not _LABEL.match(request.text):
         name = speakers[label.group(1).strip().casefold()]
@@ -343,7 +345,20 @@ def _as_said(text: str, request: Request, speakers: dict[str, str]) -> tuple[str
     for mark in _MARKUP:
         if mark not in request.text:
             text = re.sub(rf"{re.escape(mark)}(\S(?:.*?\S)?){re.escape(mark)}", r"\1", text)
+    if not any(unicodedata.category(c) == "So" for c in request.text):  # an emoji would be said, or garble the line
+        text = " ".join("".join(c for c in text if unicodedata.category(c) != "So").split())
+    quoted = _QUOTED.fullmatch(text)
+    if quoted and not _QUOTED.fullmatch(request.text.strip()):
+        text = quoted.group(1).strip()
     return text, None
+
+
+def _alternatives(texts: list, original: str) -> list:
+    """An answer's translations of one line, one a string: two written in one, "Ela sabe? / Ela conhece?", are two
+    (a dub would say both), where the original has no slash."""
+    if "/" in original:
+        return texts
+    return [part for text in texts for part in (text.split(" / ") if isinstance(text, str) else [text])]
 
 
 def _json(content: str):
