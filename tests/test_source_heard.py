@@ -363,6 +363,51 @@ def test_the_lines_heard_are_cut_at_the_dubs_cues_where_the_asr_ran_two_voices_i
     assert at_cues(heard, read_script(plain)) is heard
 
 
+def test_a_cue_with_speech_and_no_word_heard_in_it_is_heard_again_alone_and_a_silent_one_is_not(tmp_path):
+    from omnidub.asr import Transcript, Word
+    from omnidub.source.analysis import NO_WORDS
+    from omnidub.source.audio import SourceAudio
+    from omnidub.source.heard import AGAIN, Heard, at_cues, heard_in_cues, heard_lines
+
+    class AloneAsr:
+        """Writes words for a stretch heard alone (no voice activity filter), over its middle."""
+
+        def __init__(self):
+            self.asked = []
+
+        def transcribe(self, samples, rate, vad=False, **_):
+            seconds = len(samples) / rate
+            self.asked.append(seconds)
+            words = (Word("the", 0.4, 0.7), Word("choir", 0.8, 1.2), Word("practises", 1.3, seconds - 0.4))
+            return Transcript("the choir practises", "en", words, (0,))
+
+    # Whisper, decoding the whole source behind its own voice activity filter, wrote nothing for a quiet voice
+    # across a hall (3-6 s) that voice activity hears; a second cue (7-8.5 s) holds no speech at all.
+    transcript = Transcript("", "en", (Word("Hello", 0.5, 0.9), Word("there.", 0.9, 1.4)), (0,))
+    speech = speech_map([(0.45, 1.45), (3.1, 5.8)], 10.0)
+    heard = Heard(transcript, heard_lines(transcript, speech), speech)
+    dub = tmp_path / "dub.srt"
+    dub.write_text(
+        "1\n00:00:00,400 --> 00:00:01,600\nOlá.\n\n"
+        "2\n00:00:03,000 --> 00:00:06,000\nO coro ensaia.\n\n"
+        "3\n00:00:07,000 --> 00:00:08,500\nAbra.\n\n",
+        encoding="utf-8",
+    )
+    cues = read_script(dub)
+    cut = at_cues(heard, cues)
+    assert [line.text for line in cut.original.lines] == ["Hello there.", NO_WORDS, NO_WORDS]
+    audio = SourceAudio(tmp_path / "silent.wav", np.zeros(16000 * 10, np.float32), 16000)
+    asr, said = AloneAsr(), []
+    again = heard_in_cues(cut, cues, audio, asr, "en", said.append)
+    assert len(asr.asked) == 1 and asr.asked[0] == pytest.approx(3.4)  # the cue, 0.2 s either side; not the silent one
+    lines = again.original.lines
+    assert [line.text for line in lines] == ["Hello there.", "the choir practises", NO_WORDS]
+    assert lines[1].where.endswith(AGAIN) and said and said[0].startswith("hearing again")
+    assert [w.text for w in again.transcript.words] == ["Hello", "there.", "the", "choir", "practises"]
+    assert again.transcript.words[2].start == pytest.approx(3.2)  # its time in the source
+    assert heard_in_cues(again, cues, audio, asr, "en") is again and len(asr.asked) == 1  # nothing left to hear
+
+
 def test_a_dialogue_dash_cue_s_lines_at_the_dubs_cues_are_two_voices_parted_at_their_pause(tmp_path):
     from omnidub.asr import Transcript, Word
     from omnidub.source.analysis import apart_lines

@@ -162,11 +162,12 @@ def measure(film, encoder, asr, conditions=CONDITIONS) -> dict:
         result["unlabelled"] = _unlabelled(film, audio, encoder)
     language = film.truth.get("language", "en")
     if asr is not None and asr.hears(language):
-        from omnidub.source.heard import at_cues, hear_source
+        from omnidub.source.heard import at_cues, hear_source, heard_in_cues
 
         heard = hear_source(audio, asr, source=film.audio, language=language)
         dub = read_script(film.unlabelled)
-        for condition, lines in (("none", heard), ("cues", at_cues(heard, dub))):
+        cued = heard_in_cues(at_cues(heard, dub), dub, audio, asr, language) if "cues" in conditions else None
+        for condition, lines in (("none", heard), ("cues", cued)):
             if condition not in conditions:
                 continue
             none = extract_voices(

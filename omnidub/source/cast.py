@@ -26,7 +26,7 @@ from omnidub.voices import Voice
 
 MATCHES = ("auto", "line", "speaker")
 CUES_NAME = "cues.json"  # an analysis made at a dub's cues (no subtitles): its source's key and those cue times
-VERSION = 29  # of the analysis: a new one analyses every source again
+VERSION = 30  # of the analysis: a new one analyses every source again
 
 
 @dataclass(frozen=True)
@@ -153,7 +153,7 @@ def source_summary(
         separation = separate(separator, Path(options.source), options.separate)
     heard = None
     if original is None:
-        from omnidub.source.heard import at_cues, hear_source
+        from omnidub.source.heard import at_cues, hear_source, heard_in_cues
 
         heard = hear_source(
             separation.vocals if separation else audio,
@@ -166,6 +166,9 @@ def source_summary(
         )
         if cues is not None:
             heard = at_cues(heard, cues)
+            heard = heard_in_cues(
+                heard, cues, separation.vocals if separation else audio, asr, options.language, status
+            )
         original = heard.original
     from omnidub.embedding import source_encoder
 
