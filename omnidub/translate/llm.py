@@ -345,12 +345,18 @@ def _as_said(text: str, request: Request, speakers: dict[str, str]) -> tuple[str
     for mark in _MARKUP:
         if mark not in request.text:
             text = re.sub(rf"{re.escape(mark)}(\S(?:.*?\S)?){re.escape(mark)}", r"\1", text)
-    if not any(unicodedata.category(c) == "So" for c in request.text):  # an emoji would be said, or garble the line
-        text = " ".join("".join(c for c in text if unicodedata.category(c) != "So").split())
+    if not any(_emoji(c) for c in request.text):  # an emoji would be said, or garble the line
+        text = " ".join("".join(c for c in text if not _emoji(c)).split())
     quoted = _QUOTED.fullmatch(text)
     if quoted and not _QUOTED.fullmatch(request.text.strip()):
         text = quoted.group(1).strip()
     return text, None
+
+
+def _emoji(c: str) -> bool:
+    """An emoji or pictograph ("😊", "👍", "🌙"): a symbol past the arrows; not the degree, copyright or trademark
+    signs a line may say."""
+    return ord(c) >= 0x2190 and unicodedata.category(c) == "So"
 
 
 def _alternatives(texts: list, original: str) -> list:
