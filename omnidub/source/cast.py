@@ -155,8 +155,9 @@ def source_summary(
     if original is None:
         from omnidub.source.heard import at_cues, hear_source, heard_in_cues
 
+        heard_audio = separation.vocals if separation else audio
         heard = hear_source(
-            separation.vocals if separation else audio,
+            heard_audio,
             asr,
             source=Path(options.source),
             language=options.language,
@@ -166,9 +167,7 @@ def source_summary(
         )
         if cues is not None:
             heard = at_cues(heard, cues)
-            heard = heard_in_cues(
-                heard, cues, separation.vocals if separation else audio, asr, options.language, status
-            )
+            heard = heard_in_cues(heard, cues, heard_audio, asr, options.language, status)
         original = heard.original
     from omnidub.embedding import source_encoder
 

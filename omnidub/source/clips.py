@@ -22,7 +22,7 @@ from omnidub.config import VoiceOptions
 from omnidub.source.analysis import Analysis
 from omnidub.source.overlap import cut_spans
 from omnidub.source.speakers import STRAY_WIDEN, WINDOW
-from omnidub.source.speech import without
+from omnidub.source.speech import merged, without
 from omnidub.voices.reference import WHOLE_REFERENCE_SECONDS, cut_at_word
 
 # Words the ASR hears beyond a cue's that make the cue condensed rather than a slip of the ASR.
@@ -314,13 +314,7 @@ def _windows_inside(
 
 
 def _merged(spans: list[tuple[float, float]], end: float) -> list[tuple[float, float]]:
-    merged = []
-    for a, b in sorted(spans):
-        if merged and a <= merged[-1][1]:
-            merged[-1] = (merged[-1][0], max(merged[-1][1], b))
-        else:
-            merged.append((a, b))
-    return [(round(a, 3), round(min(b, end), 3)) for a, b in merged]
+    return [(round(a, 3), round(min(b, end), 3)) for a, b in merged(spans)]
 
 
 def leans_own(analysis: Analysis, encoder, speaker: str, start: float, end: float) -> bool:

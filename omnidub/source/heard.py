@@ -227,9 +227,6 @@ def _heard_again(
 ) -> tuple[Transcript, tuple[tuple[float, float], ...]]:
     """The transcription with the words of each stretch of speech it wrote none for (see UNHEARD) heard again alone,
     each stretch's words a segment of their own; and the stretches heard so."""
-    from faster_whisper.transcribe import get_compression_ratio
-
-    from omnidub.asr import LOOPING
     from omnidub.source.analysis import NO_WORDS
 
     spans = tuple(
@@ -238,28 +235,44 @@ def _heard_again(
     if not spans:
         return transcript, ()
     status(f"hearing again, each alone, {len(spans)} stretch{'es' if len(spans) > 1 else ''} of speech with no words")
-    segments = transcript.segments()
-    first = len(segments)
-    rate, seconds = audio.sample_rate, len(audio.samples) / audio.sample_rate
-    for start, end in spans:
-        low, high = max(0.0, start - AGAIN_PAD), min(seconds, end + AGAIN_PAD)
-        heard = asr.transcribe(
-            audio.samples[int(low * rate) : int(high * rate)],
-            rate,
-            language=whisper_language(language) or transcript.language,
-            word_timestamps=True,
-            vad=False,
-        )
-        for segment in heard.segments():
-            words = [Word(w.text, round(w.start + low, 3), round(w.end + low, 3)) for w in segment]
-            words = [w for w in words if start <= (w.start + w.end) / 2 <= end]  # not a neighbour's word at an edge
-            if words and get_compression_ratio(" ".join(w.text for w in words)) <= LOOPING:
-                segments.append(words)
-    if len(segments) == first:  # nothing heard again: the transcription as it was
+    found = [segment for start, end in spans for segment in _alone(audio, asr, start, end, language, transcript)]
+    if not found:  # nothing heard again: the transcription as it was
         return transcript, spans
-    segments.sort(key=lambda words: words[0].start)
+    return _with_segments(transcript, found), spans
+
+
+def _alone(
+    audio: SourceAudio, asr: Asr, start: float, end: float, language: str | None, transcript: Transcript
+) -> list[list[Word]]:
+    """The stretch ``start``..``end`` heard again alone, AGAIN_PAD s of its edges with it and no voice activity
+    filter: the words of each segment heard inside it (not a neighbour's word at an edge), those that do not loop."""
+    from faster_whisper.transcribe import get_compression_ratio
+
+    from omnidub.asr import LOOPING
+
+    rate, seconds = audio.sample_rate, len(audio.samples) / audio.sample_rate
+    low, high = max(0.0, start - AGAIN_PAD), min(seconds, end + AGAIN_PAD)
+    heard = asr.transcribe(
+        audio.samples[int(low * rate) : int(high * rate)],
+        rate,
+        language=whisper_language(language) or transcript.language,
+        word_timestamps=True,
+        vad=False,
+    )
+    found = []
+    for segment in heard.segments():
+        words = [Word(w.text, round(w.start + low, 3), round(w.end + low, 3)) for w in segment]
+        words = [w for w in words if start <= (w.start + w.end) / 2 <= end]
+        if words and get_compression_ratio(" ".join(w.text for w in words)) <= LOOPING:
+            found.append(words)
+    return found
+
+
+def _with_segments(transcript: Transcript, segments: list[list[Word]]) -> Transcript:
+    """The transcription with ``segments`` (words heard again alone) among its own, in time order."""
+    segments = sorted(transcript.segments() + segments, key=lambda words: words[0].start)
     text = " ".join(" ".join(w.text for w in segment) for segment in segments)
-    return Transcript.of_segments(text, transcript.language, segments), spans
+    return Transcript.of_segments(text, transcript.language, segments)
 
 
 def _marked(original: Script, again: tuple[tuple[float, float], ...]) -> Script:
@@ -404,9 +417,6 @@ def heard_in_cues(
     across a hall had no word, so no transcript, so no clip, and its voice none (docs/source.md)."""
     from dataclasses import replace
 
-    from faster_whisper.transcribe import get_compression_ratio
-
-    from omnidub.asr import LOOPING
     from omnidub.source.analysis import NO_WORDS
     from omnidub.source.speech import with_faint_speech
 
@@ -423,28 +433,16 @@ def heard_in_cues(
     if not empty:
         return heard
     status(f"hearing again, each alone, {len(empty)} cue{'s' if len(empty) > 1 else ''} with no words heard in it")
-    segments = heard.transcript.segments()
-    rate, seconds = audio.sample_rate, len(audio.samples) / audio.sample_rate
-    said = {}
+    found, said = [], {}
     for line in empty:
-        low, high = max(0.0, line.start - AGAIN_PAD), min(seconds, line.end + AGAIN_PAD)
-        found = asr.transcribe(
-            audio.samples[int(low * rate) : int(high * rate)],
-            rate,
-            language=whisper_language(language) or heard.transcript.language,
-            word_timestamps=True,
-            vad=False,
-        )
-        words = [Word(w.text, round(w.start + low, 3), round(w.end + low, 3)) for w in found.words]
-        words = [w for w in words if line.start <= (w.start + w.end) / 2 <= line.end and _SPOKEN.search(w.text)]
-        if words and get_compression_ratio(" ".join(w.text for w in words)) <= LOOPING:
-            segments.append(words)
+        segments = _alone(audio, asr, line.start, line.end, language, heard.transcript)
+        words = [w for segment in segments for w in segment if _SPOKEN.search(w.text)]
+        if words:
+            found += segments
             said[line.index] = _joined(words)
     if not said:
         return heard
-    segments.sort(key=lambda words: words[0].start)
-    text = " ".join(" ".join(w.text for w in segment) for segment in segments)
-    transcript = Transcript.of_segments(text, heard.transcript.language, segments)
+    transcript = _with_segments(heard.transcript, found)
     lines = tuple(
         replace(line, text=said[line.index], where=f"{line.where}; {AGAIN}") if line.index in said else line
         for line in heard.original.lines

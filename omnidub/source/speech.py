@@ -179,14 +179,19 @@ def with_faint_speech(speech: SpeechMap, track: SourceAudio, spans: list[tuple[f
         added += [(a, b) for a, b in pieces if min(b, end) - max(a, start) >= min(OWN_PART, (b - a) / 2)]
     if not added:
         return speech
-    merged: list[list[float]] = []
-    for a, b in sorted(added):
-        if merged and a <= merged[-1][1]:
-            merged[-1][1] = max(merged[-1][1], b)
-        else:
-            merged.append([a, b])
-    regions = tuple(sorted(speech.regions + tuple((a, b) for a, b in merged)))
+    regions = tuple(sorted(speech.regions + tuple(merged(added))))
     return SpeechMap(regions, speech.rms, _frames(regions, speech.rms.size))
+
+
+def merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
+    """The spans with those that overlap or touch joined, in order."""
+    found: list[tuple[float, float]] = []
+    for a, b in sorted(spans):
+        if found and a <= found[-1][1]:
+            found[-1] = (found[-1][0], max(found[-1][1], b))
+        else:
+            found.append((a, b))
+    return found
 
 
 def _voice_activity(track: SourceAudio, threshold: float) -> tuple[tuple[float, float], ...]:
