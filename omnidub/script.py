@@ -222,6 +222,11 @@ def line_count(n: int) -> str:
     return f"{n} line" if n == 1 else f"{n} lines"
 
 
+# Lines a terminal report says one by one, each with its why; the rest in one line by their numbers (an episode's
+# hundreds would bury the summary; the files written hold every one).
+SAID_ONE_BY_ONE = 10
+
+
 def line_ranges(numbers) -> str:
     """Line numbers as a reader writes them: [1, 2, 3, 7] -> "1-3, 7"."""
     spans: list[list[int]] = []

@@ -502,3 +502,52 @@ def test_a_line_left_without_a_voice_is_listed_by_qa_which_exits_1_while_it_is_l
     page = (out / "qa.html").read_text()
     assert '<section id="unvoiced">' in page and html.escape(GOODBYE) in page and GOODBYE not in page
     assert html.escape(why) in page
+
+
+def test_an_episode_s_hundreds_of_failed_and_unvoiced_lines_leave_the_terminal_readable(tmp_path, whisper_tiny_en):
+    # An episode's QA can fail hundreds of lines and leave a quarter unrendered: the terminal shows the gravest
+    # failed lines and the first unrendered ones, each with its why, and names the rest by number; the files keep
+    # every one.
+    from typer.testing import CliRunner
+
+    from omnidub.cli import app
+    from omnidub.qa.report import FAILED_SHOWN
+    from omnidub.script import SAID_ONE_BY_ONE
+
+    crashed = [
+        {"index": k, "text": f"Crashed line {k}.", "start": 5.0 * k, "end": 5.0 * k + 4, "status": "failed"}
+        | {"error": "engine: out of memory", "file": None, "duration": None}
+        for k in range(1, FAILED_SHOWN + 6)
+    ]
+    misheard = [
+        {"index": k, "text": f"Misheard line {k}.", "start": 5.0 * k, "end": 5.0 * k + 4, "audio": "fox"}
+        for k in range(FAILED_SHOWN + 6, FAILED_SHOWN + 9)
+    ]
+    left = [
+        {"index": k, "speaker": "EVE", "text": f"Unvoiced line {k}.", "start": 5.0 * k, "end": 5.0 * k + 1}
+        | {"why": f"no voice of the source is surely its own (line {k}'s clip: 0.3 s)"}
+        for k in range(FAILED_SHOWN + 9, FAILED_SHOWN + 9 + SAID_ONE_BY_ONE + 4)
+    ]
+    out = _make_output(tmp_path / "out", crashed + misheard, unvoiced=left)
+    result = CliRunner().invoke(app, ["qa", str(out), "--asr-model", "tiny.en", "--speaker-model", "none"])
+    assert result.exit_code == 1, result.output
+    said = " ".join(result.output.split())
+    failed = len(crashed) + len(misheard)
+    assert f"{failed} failed line(s), gravest first; the {FAILED_SHOWN} gravest" in said, said
+    # the gravest are the crashed lines (critical) in programme order; the rest named by number
+    shown = [k for k in range(1, failed + 1) if f"Crashed line {k}." in said or f"Misheard line {k}." in said]
+    assert shown == list(range(1, FAILED_SHOWN + 1))
+    rest = f"{FAILED_SHOWN + 1}-{failed}"
+    assert f"failed as well: {failed - FAILED_SHOWN} line(s) less grave, {rest} (each one in {out / 'qa.html'})" in said
+    first, then = left[:SAID_ONE_BY_ONE], left[SAID_ONE_BY_ONE:]
+    for line in first:
+        assert f"not rendered: line {line['index']} (EVE, " in said and line["why"] in said
+    for line in then:
+        assert f"not rendered: line {line['index']} " not in said and line["why"] not in said
+    assert f"not rendered either: line(s) {then[0]['index']}-{then[-1]['index']} (each one's why in" in said
+    assert f"{len(left)} line(s) not rendered" in said
+    data = json.loads((out / "qa.json").read_text())
+    assert data["failed"] == failed and data["unvoiced"] == left
+    page = (out / "qa.html").read_text()
+    assert all(html.escape(line["why"]) in page for line in left)
+    assert all(f"Crashed line {k}." in page for k in range(1, len(crashed) + 1))

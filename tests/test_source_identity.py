@@ -848,3 +848,33 @@ def test_an_unsure_line_in_a_reverberant_room_is_voiced_from_its_own_speech_not_
     assert middle.kind != "none", middle.fallback
     assert holds(said, parts(middle)) == {"C"}
     assert "echo" in middle.review
+
+
+def test_an_episode_s_many_lines_left_without_a_voice_are_said_one_by_one_only_at_first():
+    # A source heard without subtitles can leave hundreds of an episode's lines unrendered, each for its own
+    # reason: the run says the first ones with their why and names the rest by number in one line, where the why of
+    # each is kept; a speaker with no usable speech is still one line for all its lines.
+    from types import SimpleNamespace
+
+    from omnidub.script import SAID_ONE_BY_ONE
+    from omnidub.source.cast import unvoiced_note
+
+    refused = list(range(3, 3 + SAID_ONE_BY_ONE + 25))
+    references = {
+        k: SimpleNamespace(fallback=f"line {k}'s clip: 0.{k % 10} s, shorter than the 2 s floor") for k in refused
+    }
+    cast = SimpleNamespace(references=references)
+    summary = SimpleNamespace(missing={"NED": "no speech found in its cues"})
+    unvoiced = {k: "S1" for k in refused} | {1: "NED", 2: "NED", 60: "NED"}
+    notes = unvoiced_note(unvoiced, summary, cast)
+    assert len(notes) == SAID_ONE_BY_ONE + 2
+    for k, note in zip(refused[:SAID_ONE_BY_ONE], notes):
+        assert note.startswith(
+            f"line(s) {k} not rendered: no voice of the source is surely its own ({references[k].fallback})"
+        )
+    rest = refused[SAID_ONE_BY_ONE:]
+    assert notes[SAID_ONE_BY_ONE] == (
+        f"line(s) {rest[0]}-{rest[-1]} not rendered either: no voice of the source is surely their own (each one's "
+        "why is in the render's manifest.json and in omnidub review)"
+    )
+    assert notes[-1].startswith("line(s) 1-2, 60 not rendered: the source gives NED no usable speech (no speech found")

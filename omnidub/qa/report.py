@@ -17,7 +17,10 @@ from omnidub.qa.formats import (
 from omnidub.qa.manifest import number
 from omnidub.qa.results import LineCheck, Report
 from omnidub.qa.verdict import FAILED, UNCHECKED, hearing_order
-from omnidub.script import line_ranges
+from omnidub.script import SAID_ONE_BY_ONE, line_ranges
+
+# Failed lines the terminal's table shows, gravest first; the rest by their numbers (qa.html and qa.json hold all).
+FAILED_SHOWN = 20
 
 
 def print_report(report: Report, console, written: tuple[Path, Path] | None = None) -> None:
@@ -28,7 +31,16 @@ def print_report(report: Report, console, written: tuple[Path, Path] | None = No
     ordered = sorted(report.lines, key=hearing_order)
     failed = [c for c in ordered if c.verdict.outcome == FAILED]
     if failed:
-        console.print(_failed_table(failed, voice_check=report.speaker_model is not None))
+        console.print(
+            _failed_table(failed[:FAILED_SHOWN], voice_check=report.speaker_model is not None, of=len(failed))
+        )
+    if len(failed) > FAILED_SHOWN:
+        console.print(
+            f"[red]failed as well:[/red] {len(failed) - FAILED_SHOWN} line(s) less grave, "
+            f"{line_ranges(c.index for c in failed[FAILED_SHOWN:])}"
+            + (f" (each one in {escape(str(written[1]))})" if written else ""),
+            soft_wrap=True,
+        )
     unchecked: dict[str, list[int]] = {}
     for c in ordered:
         if c.verdict.outcome == UNCHECKED:
@@ -36,10 +48,17 @@ def print_report(report: Report, console, written: tuple[Path, Path] | None = No
                 unchecked.setdefault(reason.text, []).append(c.index)
     for reason, indices in unchecked.items():
         console.print(f"[yellow]unchecked:[/yellow] line(s) {line_ranges(indices)}: {escape(reason)}", soft_wrap=True)
-    for line in report.unvoiced:
+    for line in report.unvoiced[:SAID_ONE_BY_ONE]:
         console.print(
             f"[red]not rendered:[/red] line {line['index']} ({escape(str(line.get('speaker')))}, "
             f"{timecode(number(line.get('start')))}): {escape(str(line.get('why') or 'no voice'))}",
+            soft_wrap=True,
+        )
+    if len(report.unvoiced) > SAID_ONE_BY_ONE:
+        console.print(
+            f"[red]not rendered either:[/red] line(s) "
+            f"{line_ranges(line['index'] for line in report.unvoiced[SAID_ONE_BY_ONE:])}"
+            + (f" (each one's why in {escape(str(written[1]))})" if written else ""),
             soft_wrap=True,
         )
     tally = report.tally
@@ -80,11 +99,12 @@ def print_report(report: Report, console, written: tuple[Path, Path] | None = No
         console.print(f"wrote {escape(str(written[1]))} and {escape(str(written[0]))}", soft_wrap=True)
 
 
-def _failed_table(failed: list[LineCheck], voice_check: bool):
+def _failed_table(failed: list[LineCheck], voice_check: bool, of: int):
     from rich.markup import escape
     from rich.table import Table
 
-    table = Table(title=f"{len(failed)} failed line(s), gravest first", show_lines=False)
+    title = f"{of} failed line(s), gravest first" + (f"; the {len(failed)} gravest" if of > len(failed) else "")
+    table = Table(title=title, show_lines=False)
     table.add_column("line", justify="right")
     table.add_column("start / end", justify="right")
     table.add_column("speaker")

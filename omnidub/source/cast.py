@@ -18,7 +18,7 @@ from omnidub.config import VoiceOptions
 from omnidub.errors import OmnidubError
 from omnidub.files import cache_home, did_you_mean, write_text_atomic
 from omnidub.keys import file_digest
-from omnidub.script import DEFAULT_SPEAKER, Script, line_ranges, read_script
+from omnidub.script import DEFAULT_SPEAKER, SAID_ONE_BY_ONE, Script, line_ranges, read_script
 from omnidub.source.clips import clip_key
 from omnidub.source.lines import NO_SPEECH, LineReference, line_references
 from omnidub.source.summary import SourceSummary, load, save, summarize
@@ -383,13 +383,20 @@ def unvoiced_lines(
 
 def unvoiced_note(unvoiced: dict[int, str], summary: SourceSummary, cast: SourceCast | None = None) -> list[str]:
     """One line per speaker left without a voice: its lines, why, and the flag that gives it one; one per line whose
-    own voice cannot be told."""
+    own voice cannot be told, the first SAID_ONE_BY_ONE of them (the rest in one line)."""
     notes = []
-    refused = {i for i in unvoiced if _refused(i, unvoiced[i], summary, cast)}
-    for index in sorted(refused):
+    refused = sorted(i for i in unvoiced if _refused(i, unvoiced[i], summary, cast))
+    for index in refused[:SAID_ONE_BY_ONE]:
         notes.append(f"line(s) {index} not rendered: {unvoiced_why(index, unvoiced[index], summary, cast)}")
-    for speaker in dict.fromkeys(s for i, s in unvoiced.items() if i not in refused):
-        lines = line_ranges([i for i, s in unvoiced.items() if s == speaker and i not in refused])
+    if len(refused) > SAID_ONE_BY_ONE:
+        notes.append(
+            f"line(s) {line_ranges(refused[SAID_ONE_BY_ONE:])} not rendered either: no voice of the source is surely "
+            "their own (each one's why is in the render's manifest.json and in omnidub review)"
+        )
+    said = set(refused)
+    others = {i: s for i, s in unvoiced.items() if i not in said}
+    for speaker in dict.fromkeys(others.values()):
+        lines = line_ranges([i for i, s in others.items() if s == speaker])
         notes.append(f"line(s) {lines} not rendered: {unvoiced_why(None, speaker, summary, cast)}")
     return notes
 
