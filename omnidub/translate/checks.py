@@ -72,6 +72,7 @@ INVENTED_RATIO = 2.0
 INVENTED_WORDS = 3
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+_CLAUSE_END = re.compile(r"(?<=[,;?!.…])\s+")  # where a line of short replies parts into them
 # A word said alone as a call: a sentence of one word ending on "?" or "!" ("Leroy?", "Sarah!").
 _CALLED = re.compile(r"(?:^|(?<=[.!?…]\s))([^\W\d_]+)[!?]+(?=\s|$)")
 _LETTER = re.compile(r"[^\W\d_]")
@@ -217,7 +218,8 @@ _PT_PT_GRAMMAR = re.compile(
 )
 _VARIANT_GRAMMAR = {"pt-PT": _PT_PT_GRAMMAR, "pt-BR": _PT_BR_GRAMMAR}
 # Interjections every language writes the same way: never "untranslated".
-_SHARED = {"ok", "okay", "oh", "ah", "ahh", "uh", "um", "hmm", "huh", "eh", "ha", "wow", "hey", "bye", "no", "sim"}
+_SHARED = {"ok", "okay", "oh", "ah", "ahh", "uh", "um", "hmm", "hm", "mm", "mmm", "huh", "eh", "ha", "wow", "hey"}
+_SHARED |= {"bye", "no", "sim", "shh", "psst", "oops"}
 # English words everyday Brazilian Portuguese says as they are and pyspellchecker's Portuguese list lacks: left in a
 # translation, they are understood ("Há pizza no freezer."). Words English also uses otherwise ("set", "look", "hit",
 # "cool", "light", "pop", "drink", "pet") are not here: left in, they may be the engine's failure ("Pop o capô").
@@ -401,7 +403,8 @@ class Checker:
             left = self._left_in(source, flat)
             if left:
                 problems.append(("untranslated", left))
-            language = None if garbled else wrong_language(flat, source, self.pair)
+            alike = {w.casefold() for w in _WORD.findall(flat)} <= _SHARED  # "Mm-hm." is "Mm-hm." in Portuguese too
+            language = None if garbled or alike else wrong_language(flat, source, self.pair)
             if language and not _mostly_words_of(flat, self.pair.target):
                 problems.append(("language", language))
         problems += self._meaning(source, flat, evidence)
@@ -454,6 +457,8 @@ class Checker:
             phrase = survived.search(original).group(0)
             found.append(("meaning", f"'{phrase}' reads back word for word ({back!r}): said literally?"))
             return found
+        if said_as_replies(source, text, self.pair):
+            return found  # short replies said as they are said: their round trips and rewordings say little
         words, back_words = len(original.split()), len(again.split())
         if back_words >= INVENTED_RATIO * words and back_words >= words + INVENTED_WORDS:
             found.append(("meaning", f"reads back as {back!r}: more than the original says"))
@@ -654,6 +659,40 @@ def literal_senses(source: str, target: str) -> tuple[tuple[re.Pattern, re.Patte
         (re.compile(rf"(?<!\w)(?:{english})(?!\w)"), re.compile(rf"(?<!\w)(?:{literal})(?!\w)"), sense)
         for english, literal, sense in rows
     )
+
+
+@cache
+def faithful_replies(source: str, target: str) -> dict[str, frozenset[str]]:
+    """The short replies of ``source`` a film says most ("Yeah.", "Sure.", "Come on."), each with the ``target``
+    that says it faithfully, as :func:`_reply` reads them (only English into Portuguese has a list)."""
+    if (source, target) != ("en", "pt"):
+        return {}
+    text = resources.files("omnidub").joinpath("data", "replies-en-pt.tsv").read_text(encoding="utf-8")
+    rows = [row.split("\t") for row in text.splitlines() if row.strip() and not row.startswith("#")]
+    return {_reply(english): frozenset(_reply(said) for said in said_as.split("|")) for english, said_as in rows}
+
+
+def said_as_replies(source: str, text: str, pair: Pair) -> bool:
+    """Whether ``text`` says ``source``, a short reply or a few of them ("Yeah, okay.", "Hang on, Jen."), clause for
+    clause as the list of replies (:func:`faithful_replies`) has them: each clause one of its reply's renderings, or
+    a name (:func:`line_names`) said as it is."""
+    replies = faithful_replies(pair.source, pair.target)
+    said, written = _CLAUSE_END.split(source.strip()), _CLAUSE_END.split(text.strip())
+    if not replies or len(said) != len(written):
+        return False
+    names = None
+    for theirs, ours in zip(said, written):
+        if _reply(ours) in replies.get(_reply(theirs), ()):
+            continue
+        names = {n.casefold() for n in line_names(source, pair.source)} if names is None else names
+        if not (_reply(theirs) == _reply(ours) and _reply(theirs) in names):  # "Deal." left as it is is no name
+            return False
+    return True
+
+
+def _reply(text: str) -> str:
+    """A clause as the list of replies reads it: lower case, one space between words, no end mark but "?"."""
+    return " ".join(text.casefold().split()).strip("\"“”'").rstrip(".!…,;: ").strip()
 
 
 @cache
