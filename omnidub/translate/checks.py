@@ -682,10 +682,13 @@ def said_as_replies(source: str, text: str, pair: Pair) -> bool:
         return False
     names = None
     for theirs, ours in zip(said, written):
-        if _reply(ours) in replies.get(_reply(theirs), ()):
+        asked, answered = _reply(theirs), _reply(ours)
+        if answered in replies.get(asked, ()):
             continue
+        if asked.endswith("?") and answered.endswith("?") and answered[:-1] in replies.get(asked[:-1], ()):
+            continue  # "Mom?" as "Mãe?": the reply asked
         names = {n.casefold() for n in line_names(source, pair.source)} if names is None else names
-        if not (_reply(theirs) == _reply(ours) and _reply(theirs) in names):  # "Deal." left as it is is no name
+        if not (asked == answered and asked in names):  # "Deal." left as it is is no name
             return False
     return True
 
