@@ -403,7 +403,8 @@ class Checker:
             left = self._left_in(source, flat)
             if left:
                 problems.append(("untranslated", left))
-            alike = {w.casefold() for w in _WORD.findall(flat)} <= _SHARED  # "Mm-hm." is "Mm-hm." in Portuguese too
+            # "Mm-hm." is "Mm-hm." in Portuguese too, and "Bye, Sam." a reply said as it is said
+            alike = {w.casefold() for w in _WORD.findall(flat)} <= _SHARED or said_as_replies(source, flat, self.pair)
             language = None if garbled or alike else wrong_language(flat, source, self.pair)
             if language and not _mostly_words_of(flat, self.pair.target):
                 problems.append(("language", language))
