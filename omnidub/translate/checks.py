@@ -688,8 +688,10 @@ def said_as_replies(source: str, text: str, pair: Pair) -> bool:
             continue
         if asked.endswith("?") and answered.endswith("?") and answered[:-1] in replies.get(asked[:-1], ()):
             continue  # "Mom?" as "Mãe?": the reply asked
+        if asked != answered:
+            return False
         names = {n.casefold() for n in line_names(source, pair.source)} if names is None else names
-        if not (asked == answered and asked in names):  # "Deal." left as it is is no name
+        if asked not in names:  # "Deal." left as it is is no name
             return False
     return True
 
