@@ -394,6 +394,7 @@ class Checker:
                 return Verdict(back, (("empty", "no words at all"),))
             return Verdict(back)
         garbled = _garbled(flat)
+        replied = said_as_replies(source, flat, self.pair)
         if garbled:
             problems.append(("garbled", garbled))
         same = _same_words(source, flat, self.pair)
@@ -404,11 +405,11 @@ class Checker:
             if left:
                 problems.append(("untranslated", left))
             # "Mm-hm." is "Mm-hm." in Portuguese too, and "Bye, Sam." a reply said as it is said
-            alike = {w.casefold() for w in _WORD.findall(flat)} <= _SHARED or said_as_replies(source, flat, self.pair)
+            alike = {w.casefold() for w in _WORD.findall(flat)} <= _SHARED or replied
             language = None if garbled or alike else wrong_language(flat, source, self.pair)
             if language and not _mostly_words_of(flat, self.pair.target):
                 problems.append(("language", language))
-        problems += self._meaning(source, flat, evidence)
+        problems += self._meaning(source, flat, evidence, replied)
         numbers = self._numbers(source, flat, back)
         if numbers:
             problems.append(("numbers", numbers))
@@ -422,7 +423,9 @@ class Checker:
 
     # -- meaning ------------------------------------------------------------------------------------------------------
 
-    def _meaning(self, source: str, text: str, evidence: Evidence) -> list[tuple[str, str]]:
+    def _meaning(self, source: str, text: str, evidence: Evidence, replied: bool) -> list[tuple[str, str]]:
+        """The meaning flags of a translation; ``replied``: it says short replies as the list of them does
+        (:func:`said_as_replies`)."""
         found = []
         back = evidence.backs[0] if evidence.backs else None
         asked, said = bool(_QUESTION.search(source)), bool(_QUESTION.search(text))
@@ -458,7 +461,7 @@ class Checker:
             phrase = survived.search(original).group(0)
             found.append(("meaning", f"'{phrase}' reads back word for word ({back!r}): said literally?"))
             return found
-        if said_as_replies(source, text, self.pair):
+        if replied:
             return found  # short replies said as they are said: their round trips and rewordings say little
         words, back_words = len(original.split()), len(again.split())
         if back_words >= INVENTED_RATIO * words and back_words >= words + INVENTED_WORDS:
