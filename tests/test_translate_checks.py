@@ -583,6 +583,19 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
         ("My kid's school called, he has a fever.", "A escola do meu filho chamou.", "A escola do meu filho ligou."),
         ("Did you pack your swimsuit?", "Você embalou seu maiô?", "Você colocou o maiô na mala?"),
         ("Let me walk you to the door.", "Deixe-me caminhar até a porta.", "Deixa eu te acompanhar até a porta."),
+        # written after 424 lines of genre dialogue were put through the engine (a raid, a ward, a ship, a family table)
+        ("Hold your fire!", "Segure o seu fogo!", "Cessar fogo!"),
+        ("Man overboard!", "Homem a bordo!", "Homem ao mar!"),
+        ("We've got a tail, two cars back.", "Temos uma cauda, dois carros de volta.", "Estão nos seguindo."),
+        ("The deal went south.", "O negócio foi para o sul.", "O negócio deu errado."),
+        ("I'm on call tonight.", "Estou em chamada esta noite.", "Estou de plantão esta noite."),
+        ("You're grounded for a week.", "Você está aterrado por uma semana.", "Você está de castigo."),
+        ("Great dinner, what's the damage?", "Grande jantar, qual é o dano?", "Ótimo jantar, quanto deu?"),
+        (
+            "The ambulance is ten minutes out.",
+            "A ambulância está dez minutos fora.",
+            "A ambulância fica a dez minutos.",
+        ),
     ],
 )
 def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(source, literal, faithful):
@@ -596,6 +609,7 @@ def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(
     assert "meaning" not in checker.one("I heard footsteps outside.", "Ouvi passos do lado de fora.", None).flags
     assert "meaning" not in checker.one("We're out of town this weekend.", "Estamos fora da cidade.", None).flags
     assert "meaning" not in checker.one("Who packed the snacks?", "Quem embalou os lanches?", None).flags
+    assert "meaning" not in checker.one("We're going south for the winter.", "Vamos para o sul no inverno.", None).flags
     for named, said in [("What's it called?", "Como se chama?"), ("He was called to the stand.", "Ele foi chamado.")]:
         assert "meaning" not in checker.one(named, said, None).flags, named
     for idiom, said in [
