@@ -596,6 +596,15 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
             "A ambulância está dez minutos fora.",
             "A ambulância fica a dez minutos.",
         ),
+        # written after held-out-20 was measured
+        ("Dinner is at seven sharp.", "O jantar é de sete afiados.", "O jantar é às sete em ponto."),
+        ("They broke into my car last night.", "Eles quebraram no meu carro.", "Arrombaram meu carro ontem à noite."),
+        ("I'm afraid not.", "Eu não tenho medo.", "Infelizmente não."),
+        (
+            "Turn left at the next junction.",
+            "Vire à esquerda na próxima junção.",
+            "Vire à esquerda no próximo cruzamento.",
+        ),
     ],
 )
 def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(source, literal, faithful):
@@ -610,6 +619,7 @@ def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(
     assert "meaning" not in checker.one("We're out of town this weekend.", "Estamos fora da cidade.", None).flags
     assert "meaning" not in checker.one("Who packed the snacks?", "Quem embalou os lanches?", None).flags
     assert "meaning" not in checker.one("We're going south for the winter.", "Vamos para o sul no inverno.", None).flags
+    assert "meaning" not in checker.one("Have a seat, we'll call you.", "Sente-se, vamos chamá-lo.", None).flags
     for named, said in [("What's it called?", "Como se chama?"), ("He was called to the stand.", "Ele foi chamado.")]:
         assert "meaning" not in checker.one(named, said, None).flags, named
     for idiom, said in [
