@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 import threading
 import time
+from datetime import timedelta
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from importlib.resources import files
 from pathlib import Path
@@ -477,6 +478,35 @@ def test_a_line_answered_badly_is_asked_again_alone_and_the_batch_s_other_lines_
     again = json.loads(translate_llm(endpoint, tmp_path, "--json").stdout)
     assert [[line["id"] for line in r[2]["lines"]] for r in endpoint.requests] == [[2]]
     assert again["lines"][1]["translation"] in PT["Is the design ready?"] and again["asked"] == 1
+
+
+def test_an_episode_s_flagged_lines_are_shown_gravest_first_and_the_rest_by_number(endpoint, tmp_path, cache):
+    # 30 lines, every one flagged: five say an expression in its other sense ("meaning"), the others change a number
+    # ("numbers"). The terminal shows the 20 gravest one by one (the five first), names the other ten by number, and
+    # translate.json keeps every one.
+    wrong = {7, 13, 19, 25, 30}
+    table, subtitles = {}, []
+    for n in range(1, 31):
+        english = f"Hang on, {n} minutes." if n in wrong else f"I need {n} tickets."
+        table[english] = [f"Pendure, {n} minutos." if n in wrong else f"Preciso de {n + 1} bilhetes."]
+        start = timedelta(seconds=3 * n)
+        subtitles.append(srt.Subtitle(n, start, start + timedelta(seconds=2.5), f"ANA: {english}"))
+    episode = tmp_path / "episode.srt"
+    episode.write_text(srt.compose(subtitles))
+    endpoint.answers = [answers(table)]
+    result = run(
+        "translate", episode, "--to", "pt", "--from", "en", "--engine", "llm", "--llm-url", endpoint.url,
+        "--llm-model", "scripted", "--out", tmp_path / "out",
+    )  # fmt: skip
+    assert result.exit_code == 0, result.output
+    shown = [int(line.split(":")[0].split()[1]) for line in result.stdout.splitlines() if line.startswith("line ")]
+    assert shown[:5] == sorted(wrong) and shown[5:] == [n for n in range(1, 31) if n not in wrong][:15]
+    assert "30 line(s) flagged, gravest first; the 20 gravest:" in result.stdout
+    rest = next(line for line in result.stdout.splitlines() if line.startswith("flagged as well:"))
+    assert rest.startswith("flagged as well: 10 line(s) less grave, 18, 20-24, 26-29 ") and "translate.json" in rest
+    report = json.loads((tmp_path / "out" / "translate.json").read_text())
+    assert sum(bool(line["flags"]) for line in report["lines"]) == 30
+    assert report["flagged"]["meaning"] == sorted(wrong)
 
 
 def test_an_endpoint_that_does_not_answer_is_one_line(endpoint, tmp_path, cache):

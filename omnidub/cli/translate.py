@@ -10,6 +10,10 @@ from rich.markup import escape
 
 from omnidub.cli.app import ASR_HELP, Command, DebugOption, app, err, out, print_json, printable, user_errors
 
+# Flagged lines the terminal shows one by one, gravest first; the rest by their numbers (translate.json and the review
+# hold every one).
+FLAGGED_SHOWN = 20
+
 ENGINE_HELP = (
     "firefox: Mozilla's Firefox Translations models, offline (fetched once: omnidub models; or --mt-model DIR); "
     "llm: any OpenAI-compatible endpoint (--llm-url, --llm-model; key from OMNIDUB_LLM_KEY)."
@@ -231,19 +235,30 @@ def run_translate(
 
 def show(translated, as_json: bool) -> None:
     """Notes on stderr; the report on stdout, as JSON or as a summary of the lines that need a look."""
+    from omnidub.script import line_ranges
+
     report = translated.report
     for note in report["notes"]:
         err.print(f"note: {escape(printable(note))}", soft_wrap=True)
     if as_json:
         print_json(report)
         return
-    for line in report["lines"]:
-        if line["flags"]:
-            why = "; ".join(f"{flag}: {text}" for flag, text in line["checks"].items())
-            out.print(
-                f"line {line['index']}: {escape(printable(line['translation']))!r}  ({escape(printable(why))})",
-                soft_wrap=True,
-            )
+    flagged = sorted((line for line in report["lines"] if line["flags"]), key=gravity)
+    if len(flagged) > FLAGGED_SHOWN:
+        out.print(f"{len(flagged)} line(s) flagged, gravest first; the {FLAGGED_SHOWN} gravest:", soft_wrap=True)
+    for line in flagged[:FLAGGED_SHOWN]:
+        why = "; ".join(f"{flag}: {text}" for flag, text in line["checks"].items())
+        out.print(
+            f"line {line['index']}: {escape(printable(line['translation']))!r}  ({escape(printable(why))})",
+            soft_wrap=True,
+        )
+    if len(flagged) > FLAGGED_SHOWN:
+        out.print(
+            f"[yellow]flagged as well:[/yellow] {len(flagged) - FLAGGED_SHOWN} line(s) less grave, "
+            f"{line_ranges(line['index'] for line in flagged[FLAGGED_SHOWN:])} (each one in "
+            f"{escape(str(translated.folder / 'translate.json'))})",
+            soft_wrap=True,
+        )
     for flag, indices in report["flagged"].items():
         out.print(
             f"[yellow]{len(indices)} line(s) flagged {flag}:[/yellow] {escape(line_list(indices))}", soft_wrap=True
@@ -259,6 +274,13 @@ def show(translated, as_json: bool) -> None:
         out.print(f"wrote translate.json ({escape(translated.file)} kept as edited)", soft_wrap=True)
     else:
         out.print(f"wrote {escape(str(translated.folder / translated.file))} and translate.json", soft_wrap=True)
+
+
+def gravity(line: dict) -> tuple[int, int, int]:
+    """A flagged line's place in the terminal's list: by its gravest flag, then the more flags first, then in order."""
+    from omnidub.translate.checks import GRAVEST_FIRST
+
+    return (min(GRAVEST_FIRST.index(flag) for flag in line["flags"]), -len(line["flags"]), line["index"])
 
 
 def line_list(indices: list[int], most: int = 12) -> str:

@@ -36,6 +36,20 @@ FLAGS = {
 }
 # A candidate with one of these is not a translation of its line: the fit choice takes another when there is one.
 SERIOUS = frozenset({"meaning", "language", "garbled", "empty"})
+# The flags from the gravest (nothing to say) to the lightest (a word of the other variant): the order a reader of a
+# long list of flagged lines meets them in.
+GRAVEST_FIRST = (
+    "empty",
+    "garbled",
+    "language",
+    "meaning",
+    "untranslated",
+    "numbers",
+    "names",
+    "glossary",
+    "overflow",
+    "variant",
+)
 
 # The meaning score: a logistic model over three agreements, each 0-1, fitted on the tune half of the labelled
 # dialogue (tests/data/translate/dialogue.tsv; `scripts/translate-checks fit` prints these), the figures quoted in
