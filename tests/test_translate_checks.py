@@ -596,6 +596,8 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
             "A ambulância está dez minutos fora.",
             "A ambulância fica a dez minutos.",
         ),
+        ("My aunt put us up for a week.", "Minha tia nos colocou por uma semana.", "Minha tia nos hospedou."),
+        ("Look out for your sister.", "Procure sua irmã.", "Cuide da sua irmã."),
         # written after held-out-20 was measured
         ("Dinner is at seven sharp.", "O jantar é de sete afiados.", "O jantar é às sete em ponto."),
         ("They broke into my car last night.", "Eles quebraram no meu carro.", "Arrombaram meu carro ontem à noite."),
