@@ -598,6 +598,12 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
         ),
         ("My aunt put us up for a week.", "Minha tia nos colocou por uma semana.", "Minha tia nos hospedou."),
         ("Look out for your sister.", "Procure sua irmã.", "Cuide da sua irmã."),
+        (
+            "Our room is on the third story.",
+            "O nosso quarto está na terceira história.",
+            "Nosso quarto é no terceiro andar.",
+        ),
+        ("Two shots of tequila, please.", "Dois tiros de tequila, por favor.", "Duas doses de tequila, por favor."),
         # written after held-out-20 was measured
         ("Dinner is at seven sharp.", "O jantar é de sete afiados.", "O jantar é às sete em ponto."),
         ("They broke into my car last night.", "Eles quebraram no meu carro.", "Arrombaram meu carro ontem à noite."),
