@@ -227,15 +227,18 @@ def line_count(n: int) -> str:
 SAID_ONE_BY_ONE = 10
 
 
-def line_ranges(numbers) -> str:
-    """Line numbers as a reader writes them: [1, 2, 3, 7] -> "1-3, 7"."""
+def line_ranges(numbers, most: int | None = None) -> str:
+    """Line numbers as a reader writes them: [1, 2, 3, 7] -> "1-3, 7"; past ``most`` runs, how many lines more
+    ("1-3, 7 and 40 more")."""
     spans: list[list[int]] = []
     for n in sorted(numbers):
         if spans and n == spans[-1][1] + 1:
             spans[-1][1] = n
         else:
             spans.append([n, n])
-    return ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans)
+    said = ", ".join(str(a) if a == b else f"{a}-{b}" for a, b in spans[:most])
+    more = sum(b - a + 1 for a, b in spans[most:]) if most is not None else 0
+    return said + (f" and {more} more" if more else "")
 
 
 def labelled_srt(lines, label) -> str:

@@ -509,6 +509,47 @@ def test_an_episode_s_flagged_lines_are_shown_gravest_first_and_the_rest_by_numb
     assert report["flagged"]["meaning"] == sorted(wrong)
 
 
+def test_qa_of_an_episode_s_dub_names_its_translation_flags_in_a_line_a_flag(
+    endpoint, tmp_path, cache, whisper_tiny_en
+):
+    # 50 lines, every other one translated with a number changed: QA of its render names the first 20 runs of
+    # flagged lines and counts the rest, rather than a paragraph of numbers a flag.
+    from test_qa import _make_output
+
+    from omnidub.qa.report import RUNS_SHOWN
+
+    table, subtitles, lines = {}, [], []
+    for n in range(1, 51):
+        english = f"I need {n} tickets." if n % 2 else "Good morning everyone."
+        said = f"Preciso de {n + 1} bilhetes." if n % 2 else "Bom dia a todos."
+        table[english] = [said]
+        start = timedelta(seconds=3 * n)
+        subtitles.append(srt.Subtitle(n, start, start + timedelta(seconds=2.5), f"ANA: {english}"))
+        lines.append(
+            {"index": n, "speaker": "ANA", "language": "pt", "text": said, "start": 3.0 * n, "end": 3.0 * n + 2.5}
+            | {"status": "failed", "error": "engine: out of memory", "file": None, "duration": None}
+        )
+    episode = tmp_path / "episode.srt"
+    episode.write_text(srt.compose(subtitles))
+    endpoint.answers = [answers(table)]
+    translated = run(
+        "translate", episode, "--to", "pt", "--from", "en", "--engine", "llm", "--llm-url", endpoint.url,
+        "--llm-model", "scripted", "--out", tmp_path / "pt",
+    )  # fmt: skip
+    assert translated.exit_code == 0, translated.output
+    out = _make_output(tmp_path / "out", lines, input=str(tmp_path / "pt" / "episode.pt.srt"))
+    result = run("qa", out, "--asr-model", whisper_tiny_en, "--speaker-model", "none")
+    said = " ".join(result.stdout.split())
+    odd = list(range(1, 51, 2))
+    shown = ", ".join(map(str, odd[:RUNS_SHOWN]))
+    assert (
+        f"translation flagged numbers: line(s) {shown} and {len(odd) - RUNS_SHOWN} more (each one in "
+        f"{out / 'qa.html'})" in said
+    ), said
+    page = (out / "qa.html").read_text()
+    assert page.count("translation: numbers") == len(odd)
+
+
 def test_an_endpoint_that_does_not_answer_is_one_line(endpoint, tmp_path, cache):
     endpoint.answers = [lambda p: Endpoint.SLOW]
     assert "did not answer within 1 s" in one_error_line(translate_llm(endpoint, tmp_path, "--llm-timeout", "1"))

@@ -21,6 +21,8 @@ from omnidub.script import SAID_ONE_BY_ONE, line_ranges
 
 # Failed lines the terminal's table shows, gravest first; the rest by their numbers (qa.html and qa.json hold all).
 FAILED_SHOWN = 20
+# Runs of line numbers a line of the report names (1-3, 7, ...) before it counts the rest ("and 40 more").
+RUNS_SHOWN = 20
 
 
 def print_report(report: Report, console, written: tuple[Path, Path] | None = None) -> None:
@@ -69,11 +71,11 @@ def print_report(report: Report, console, written: tuple[Path, Path] | None = No
     console.print(f"verdicts: {counts}; " + ("; ".join(scored) or "nothing transcribed"))
     if report.voices:
         console.print(f"voice similarity: {escape('; '.join(speaker_voice_text(v) for v in report.voices))}")
-    edited = [str(c.index) for c in report.lines if "edited" in c.marks]
+    edited = [c.index for c in report.lines if "edited" in c.marks]
     if edited:
         console.print(
-            f"[yellow]edited since the render:[/yellow] line(s) {', '.join(edited)} (checked as they are now; "
-            "stems and mix still hold the rendered takes)"
+            f"[yellow]edited since the render:[/yellow] line(s) {line_ranges(edited, RUNS_SHOWN)} (checked as they "
+            "are now; stems and mix still hold the rendered takes)"
         )
     translated: dict[str, list[int]] = {}
     for c in report.lines:
@@ -81,7 +83,9 @@ def print_report(report: Report, console, written: tuple[Path, Path] | None = No
             translated.setdefault(flag, []).append(c.index)
     for flag, indices in translated.items():
         console.print(
-            f"[yellow]translation flagged {escape(flag)}:[/yellow] line(s) {line_ranges(indices)}", soft_wrap=True
+            f"[yellow]translation flagged {escape(flag)}:[/yellow] line(s) {line_ranges(indices, RUNS_SHOWN)}"
+            + (f" (each one in {escape(str(written[1]))})" if written and len(indices) > RUNS_SHOWN else ""),
+            soft_wrap=True,
         )
     for note in report.notes:
         console.print(f"[yellow]note:[/yellow] {escape(note)}")
