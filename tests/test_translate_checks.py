@@ -614,6 +614,9 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
             "Vire à esquerda na próxima junção.",
             "Vire à esquerda no próximo cruzamento.",
         ),
+        # written after held-out-21 was measured
+        ("Turn it down, I'm on the phone.", "Vire-o, eu estou no telefone.", "Abaixa isso, estou no telefone."),
+        ("He didn't say a thing all night.", "Ele não disse uma coisa toda.", "Ele não disse nada a noite toda."),
     ],
 )
 def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(source, literal, faithful):
