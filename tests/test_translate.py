@@ -480,24 +480,34 @@ def test_a_line_answered_badly_is_asked_again_alone_and_the_batch_s_other_lines_
     assert again["lines"][1]["translation"] in PT["Is the design ready?"] and again["asked"] == 1
 
 
+def translate_episode(endpoint, tmp_path, said: dict[int, tuple[str, str]], out: Path):
+    """``omnidub translate`` of an episode of ANA's lines, one every 3 s (``said``: line -> its English and the
+    translation the scripted LLM answers for it)."""
+    subtitles = []
+    for n, (english, _) in said.items():
+        start = timedelta(seconds=3 * n)
+        subtitles.append(srt.Subtitle(n, start, start + timedelta(seconds=2.5), f"ANA: {english}"))
+    episode = tmp_path / "episode.srt"
+    episode.write_text(srt.compose(subtitles))
+    endpoint.answers = [answers({english: [pt] for english, pt in said.values()})]
+    return run(
+        "translate", episode, "--to", "pt", "--from", "en", "--engine", "llm", "--llm-url", endpoint.url,
+        "--llm-model", "scripted", "--out", out,
+    )  # fmt: skip
+
+
 def test_an_episode_s_flagged_lines_are_shown_gravest_first_and_the_rest_by_number(endpoint, tmp_path, cache):
     # 30 lines, every one flagged: five say an expression in its other sense ("meaning"), the others change a number
     # ("numbers"). The terminal shows the 20 gravest one by one (the five first), names the other ten by number, and
     # translate.json keeps every one.
     wrong = {7, 13, 19, 25, 30}
-    table, subtitles = {}, []
-    for n in range(1, 31):
-        english = f"Hang on, {n} minutes." if n in wrong else f"I need {n} tickets."
-        table[english] = [f"Pendure, {n} minutos." if n in wrong else f"Preciso de {n + 1} bilhetes."]
-        start = timedelta(seconds=3 * n)
-        subtitles.append(srt.Subtitle(n, start, start + timedelta(seconds=2.5), f"ANA: {english}"))
-    episode = tmp_path / "episode.srt"
-    episode.write_text(srt.compose(subtitles))
-    endpoint.answers = [answers(table)]
-    result = run(
-        "translate", episode, "--to", "pt", "--from", "en", "--engine", "llm", "--llm-url", endpoint.url,
-        "--llm-model", "scripted", "--out", tmp_path / "out",
-    )  # fmt: skip
+    said = {
+        n: (f"Hang on, {n} minutes.", f"Pendure, {n} minutos.")
+        if n in wrong
+        else (f"I need {n} tickets.", f"Preciso de {n + 1} bilhetes.")
+        for n in range(1, 31)
+    }
+    result = translate_episode(endpoint, tmp_path, said, tmp_path / "out")
     assert result.exit_code == 0, result.output
     shown = [int(line.split(":")[0].split()[1]) for line in result.stdout.splitlines() if line.startswith("line ")]
     assert shown[:5] == sorted(wrong) and shown[5:] == [n for n in range(1, 31) if n not in wrong][:15]
@@ -518,25 +528,17 @@ def test_qa_of_an_episode_s_dub_names_its_translation_flags_in_a_line_a_flag(
 
     from omnidub.qa.report import RUNS_SHOWN
 
-    table, subtitles, lines = {}, [], []
-    for n in range(1, 51):
-        english = f"I need {n} tickets." if n % 2 else "Good morning everyone."
-        said = f"Preciso de {n + 1} bilhetes." if n % 2 else "Bom dia a todos."
-        table[english] = [said]
-        start = timedelta(seconds=3 * n)
-        subtitles.append(srt.Subtitle(n, start, start + timedelta(seconds=2.5), f"ANA: {english}"))
-        lines.append(
-            {"index": n, "speaker": "ANA", "language": "pt", "text": said, "start": 3.0 * n, "end": 3.0 * n + 2.5}
-            | {"status": "failed", "error": "engine: out of memory", "file": None, "duration": None}
-        )
-    episode = tmp_path / "episode.srt"
-    episode.write_text(srt.compose(subtitles))
-    endpoint.answers = [answers(table)]
-    translated = run(
-        "translate", episode, "--to", "pt", "--from", "en", "--engine", "llm", "--llm-url", endpoint.url,
-        "--llm-model", "scripted", "--out", tmp_path / "pt",
-    )  # fmt: skip
+    said = {
+        n: (f"I need {n} tickets.", f"Preciso de {n + 1} bilhetes.") if n % 2 else ("Good morning.", "Bom dia.")
+        for n in range(1, 51)
+    }
+    translated = translate_episode(endpoint, tmp_path, said, tmp_path / "pt")
     assert translated.exit_code == 0, translated.output
+    lines = [
+        {"index": n, "speaker": "ANA", "language": "pt", "text": pt, "start": 3.0 * n, "end": 3.0 * n + 2.5}
+        | {"status": "failed", "error": "engine: out of memory", "file": None, "duration": None}
+        for n, (_, pt) in said.items()
+    ]
     out = _make_output(tmp_path / "out", lines, input=str(tmp_path / "pt" / "episode.pt.srt"))
     result = run("qa", out, "--asr-model", whisper_tiny_en, "--speaker-model", "none")
     said = " ".join(result.stdout.split())
