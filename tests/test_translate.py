@@ -514,6 +514,7 @@ def test_an_episode_s_flagged_lines_are_shown_gravest_first_and_the_rest_by_numb
     assert "30 line(s) flagged, gravest first; the 20 gravest:" in result.stdout
     rest = next(line for line in result.stdout.splitlines() if line.startswith("flagged as well:"))
     assert rest.startswith("flagged as well: 10 line(s) less grave, 18, 20-24, 26-29 ") and "translate.json" in rest
+    assert "25 line(s) flagged numbers: 1-6, 8-12, 14-18, 20-24, 26-29" in result.stdout
     report = json.loads((tmp_path / "out" / "translate.json").read_text())
     assert sum(bool(line["flags"]) for line in report["lines"]) == 30
     assert report["flagged"]["meaning"] == sorted(wrong)

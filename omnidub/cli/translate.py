@@ -10,8 +10,8 @@ from rich.markup import escape
 
 from omnidub.cli.app import ASR_HELP, Command, DebugOption, app, err, out, print_json, printable, user_errors
 
-# Flagged lines the terminal shows one by one, gravest first; the rest by their numbers (translate.json and the review
-# hold every one).
+# Flagged lines the terminal shows one by one, gravest first; the rest by their numbers (translate.json holds every
+# one), and the runs of line numbers a flag's count names before it counts the rest ("1-3, 7 and 40 more").
 FLAGGED_SHOWN = 20
 
 ENGINE_HELP = (
@@ -261,7 +261,8 @@ def show(translated, as_json: bool) -> None:
         )
     for flag, indices in report["flagged"].items():
         out.print(
-            f"[yellow]{len(indices)} line(s) flagged {flag}:[/yellow] {escape(line_list(indices))}", soft_wrap=True
+            f"[yellow]{len(indices)} line(s) flagged {flag}:[/yellow] {line_ranges(indices, FLAGGED_SHOWN)}",
+            soft_wrap=True,
         )
     fit = report["fit"]
     out.print(
@@ -281,9 +282,3 @@ def gravity(line: dict) -> tuple[int, int, int]:
     from omnidub.translate.checks import GRAVEST_FIRST
 
     return (min(GRAVEST_FIRST.index(flag) for flag in line["flags"]), -len(line["flags"]), line["index"])
-
-
-def line_list(indices: list[int], most: int = 12) -> str:
-    """Line numbers as a reader scans them: ``4, 9, 17`` (and how many more past ``most``)."""
-    shown = ", ".join(str(i) for i in indices[:most])
-    return shown + (f" and {len(indices) - most} more" if len(indices) > most else "")
