@@ -225,6 +225,8 @@ def line_count(n: int) -> str:
 # Lines a terminal report says one by one, each with its why; the rest in one line by their numbers (an episode's
 # hundreds would bury the summary; the files written hold every one).
 SAID_ONE_BY_ONE = 10
+# Runs of line numbers a line of a terminal report names ("1-3, 7, ...") before it counts the rest ("and 40 more").
+RUNS_SHOWN = 20
 
 
 def line_ranges(numbers, most: int | None = None) -> str:

@@ -497,27 +497,36 @@ def translate_episode(endpoint, tmp_path, said: dict[int, tuple[str, str]], out:
 
 
 def test_an_episode_s_flagged_lines_are_shown_gravest_first_and_the_rest_by_number(endpoint, tmp_path, cache):
-    # 30 lines, every one flagged: five say an expression in its other sense ("meaning"), the others change a number
-    # ("numbers"). The terminal shows the 20 gravest one by one (the five first), names the other ten by number, and
-    # translate.json keeps every one.
-    wrong = {7, 13, 19, 25, 30}
+    # 100 lines: five say an expression in its other sense ("meaning"), the other odd ones change a number
+    # ("numbers"), the even ones are faithful. The terminal shows the 20 gravest one by one (the five first), names
+    # the rest by their first 20 runs of numbers and counts the others, and translate.json keeps every one.
+    from omnidub.script import RUNS_SHOWN
+
+    wrong = [7, 13, 19, 25, 30]
     said = {
         n: (f"Hang on, {n} minutes.", f"Pendure, {n} minutos.")
         if n in wrong
         else (f"I need {n} tickets.", f"Preciso de {n + 1} bilhetes.")
-        for n in range(1, 31)
+        if n % 2
+        else ("Good morning.", "Bom dia.")
+        for n in range(1, 101)
     }
+    numbered = [n for n in range(1, 101, 2) if n not in wrong]
     result = translate_episode(endpoint, tmp_path, said, tmp_path / "out")
     assert result.exit_code == 0, result.output
     shown = [int(line.split(":")[0].split()[1]) for line in result.stdout.splitlines() if line.startswith("line ")]
-    assert shown[:5] == sorted(wrong) and shown[5:] == [n for n in range(1, 31) if n not in wrong][:15]
-    assert "30 line(s) flagged, gravest first; the 20 gravest:" in result.stdout
-    rest = next(line for line in result.stdout.splitlines() if line.startswith("flagged as well:"))
-    assert rest.startswith("flagged as well: 10 line(s) less grave, 18, 20-24, 26-29 ") and "translate.json" in rest
-    assert "25 line(s) flagged numbers: 1-6, 8-12, 14-18, 20-24, 26-29" in result.stdout
+    assert shown == wrong + numbered[:15]
+    flagged = len(wrong) + len(numbered)
+    assert f"{flagged} line(s) flagged, gravest first; the 20 gravest:" in result.stdout
+    said_rest = " ".join(result.stdout.split())
+    rest = ", ".join(map(str, numbered[15 : 15 + RUNS_SHOWN]))
+    more = len(numbered) - 15 - RUNS_SHOWN
+    assert f"flagged as well: {flagged - 20} line(s) less grave, {rest} and {more} more (each one in " in said_rest
+    first = ", ".join(map(str, numbered[:RUNS_SHOWN]))
+    assert f"{len(numbered)} line(s) flagged numbers: {first} and {len(numbered) - RUNS_SHOWN} more" in said_rest
     report = json.loads((tmp_path / "out" / "translate.json").read_text())
-    assert sum(bool(line["flags"]) for line in report["lines"]) == 30
-    assert report["flagged"]["meaning"] == sorted(wrong)
+    assert sum(bool(line["flags"]) for line in report["lines"]) == flagged
+    assert report["flagged"]["meaning"] == wrong and report["flagged"]["numbers"] == numbered
 
 
 def test_qa_of_an_episode_s_dub_names_its_translation_flags_in_a_line_a_flag(
@@ -527,7 +536,7 @@ def test_qa_of_an_episode_s_dub_names_its_translation_flags_in_a_line_a_flag(
     # flagged lines and counts the rest, rather than a paragraph of numbers a flag.
     from test_qa import _make_output
 
-    from omnidub.qa.report import RUNS_SHOWN
+    from omnidub.script import RUNS_SHOWN
 
     said = {
         n: (f"I need {n} tickets.", f"Preciso de {n + 1} bilhetes.") if n % 2 else ("Good morning.", "Bom dia.")

@@ -11,7 +11,7 @@ from rich.markup import escape
 from omnidub.cli.app import ASR_HELP, Command, DebugOption, app, err, out, print_json, printable, user_errors
 
 # Flagged lines the terminal shows one by one, gravest first; the rest by their numbers (translate.json holds every
-# one), and the runs of line numbers a flag's count names before it counts the rest ("1-3, 7 and 40 more").
+# one).
 FLAGGED_SHOWN = 20
 
 ENGINE_HELP = (
@@ -235,7 +235,7 @@ def run_translate(
 
 def show(translated, as_json: bool) -> None:
     """Notes on stderr; the report on stdout, as JSON or as a summary of the lines that need a look."""
-    from omnidub.script import line_ranges
+    from omnidub.script import RUNS_SHOWN, line_ranges
 
     report = translated.report
     for note in report["notes"]:
@@ -255,13 +255,13 @@ def show(translated, as_json: bool) -> None:
     if len(flagged) > FLAGGED_SHOWN:
         out.print(
             f"[yellow]flagged as well:[/yellow] {len(flagged) - FLAGGED_SHOWN} line(s) less grave, "
-            f"{line_ranges(line['index'] for line in flagged[FLAGGED_SHOWN:])} (each one in "
+            f"{line_ranges((line['index'] for line in flagged[FLAGGED_SHOWN:]), RUNS_SHOWN)} (each one in "
             f"{escape(str(translated.folder / 'translate.json'))})",
             soft_wrap=True,
         )
     for flag, indices in report["flagged"].items():
         out.print(
-            f"[yellow]{len(indices)} line(s) flagged {flag}:[/yellow] {line_ranges(indices, FLAGGED_SHOWN)}",
+            f"[yellow]{len(indices)} line(s) flagged {flag}:[/yellow] {line_ranges(indices, RUNS_SHOWN)}",
             soft_wrap=True,
         )
     fit = report["fit"]

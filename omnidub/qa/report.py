@@ -17,12 +17,10 @@ from omnidub.qa.formats import (
 from omnidub.qa.manifest import number
 from omnidub.qa.results import LineCheck, Report
 from omnidub.qa.verdict import FAILED, UNCHECKED, hearing_order
-from omnidub.script import SAID_ONE_BY_ONE, line_ranges
+from omnidub.script import RUNS_SHOWN, SAID_ONE_BY_ONE, line_ranges
 
 # Failed lines the terminal's table shows, gravest first; the rest by their numbers (qa.html and qa.json hold all).
 FAILED_SHOWN = 20
-# Runs of line numbers a line of the report names (1-3, 7, ...) before it counts the rest ("and 40 more").
-RUNS_SHOWN = 20
 
 
 def print_report(report: Report, console, written: tuple[Path, Path] | None = None) -> None:
@@ -39,7 +37,7 @@ def print_report(report: Report, console, written: tuple[Path, Path] | None = No
     if len(failed) > FAILED_SHOWN:
         console.print(
             f"[red]failed as well:[/red] {len(failed) - FAILED_SHOWN} line(s) less grave, "
-            f"{line_ranges(c.index for c in failed[FAILED_SHOWN:])}"
+            f"{line_ranges((c.index for c in failed[FAILED_SHOWN:]), RUNS_SHOWN)}"
             + (f" (each one in {escape(str(written[1]))})" if written else ""),
             soft_wrap=True,
         )
@@ -59,7 +57,7 @@ def print_report(report: Report, console, written: tuple[Path, Path] | None = No
     if len(report.unvoiced) > SAID_ONE_BY_ONE:
         console.print(
             f"[red]not rendered either:[/red] line(s) "
-            f"{line_ranges(line['index'] for line in report.unvoiced[SAID_ONE_BY_ONE:])}"
+            f"{line_ranges((line['index'] for line in report.unvoiced[SAID_ONE_BY_ONE:]), RUNS_SHOWN)}"
             + (f" (each one's why in {escape(str(written[1]))})" if written else ""),
             soft_wrap=True,
         )

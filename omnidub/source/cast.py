@@ -18,7 +18,7 @@ from omnidub.config import VoiceOptions
 from omnidub.errors import OmnidubError
 from omnidub.files import cache_home, did_you_mean, write_text_atomic
 from omnidub.keys import file_digest
-from omnidub.script import DEFAULT_SPEAKER, SAID_ONE_BY_ONE, Script, line_ranges, read_script
+from omnidub.script import DEFAULT_SPEAKER, RUNS_SHOWN, SAID_ONE_BY_ONE, Script, line_ranges, read_script
 from omnidub.source.clips import clip_key
 from omnidub.source.lines import NO_SPEECH, LineReference, line_references
 from omnidub.source.summary import SourceSummary, load, save, summarize
@@ -390,13 +390,13 @@ def unvoiced_note(unvoiced: dict[int, str], summary: SourceSummary, cast: Source
         notes.append(f"line(s) {index} not rendered: {unvoiced_why(index, unvoiced[index], summary, cast)}")
     if len(refused) > SAID_ONE_BY_ONE:
         notes.append(
-            f"line(s) {line_ranges(refused[SAID_ONE_BY_ONE:])} not rendered either: no voice of the source is surely "
-            "their own (each one's why is in the render's manifest.json and in omnidub review)"
+            f"line(s) {line_ranges(refused[SAID_ONE_BY_ONE:], RUNS_SHOWN)} not rendered either: no voice of the "
+            "source is surely their own (each one's why is in the render's manifest.json and in omnidub review)"
         )
     said = set(refused)
     others = {i: s for i, s in unvoiced.items() if i not in said}
     for speaker in dict.fromkeys(others.values()):
-        lines = line_ranges([i for i, s in others.items() if s == speaker])
+        lines = line_ranges([i for i, s in others.items() if s == speaker], RUNS_SHOWN)
         notes.append(f"line(s) {lines} not rendered: {unvoiced_why(None, speaker, summary, cast)}")
     return notes
 
