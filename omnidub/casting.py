@@ -54,8 +54,9 @@ class Casting:
 
     def left_json(self) -> list[dict]:
         """The lines left without a voice as the manifest, QA and the review give them: number, speaker, words, slot,
-        why (what gives it a voice), the clips the review may voice it from (:meth:`choices`) and how like each voice
-        offered its own speech is (the source analysis's cosine to the voice's centroid)."""
+        why (what gives it a voice), the clips the review may voice it from (:meth:`choices`), how like each voice
+        offered its own speech is (the source analysis's cosine to the voice's centroid), and the file of each voice
+        the user gave that is offered."""
         found = []
         for line, why in self.left:
             choices = self.choices(line.index)
@@ -72,9 +73,15 @@ class Casting:
                     "why": why,
                     "choices": choices,
                     # each choice's clip, by the hash of its samples: what the review plays before one is chosen
-                    "clips": [choice_clip(reference, c, self.cast.summary)[3] for c in choices],
+                    # (None for a voice the user gave: its own file is played)
+                    "clips": [
+                        None if c["voice"] == "given" else choice_clip(reference, c, self.cast.summary)[3]
+                        for c in choices
+                    ],
                     # how like each voice offered its own speech is (empty where it was too short to embed)
                     "likeness": {name: x for name, x in like.items() if name in offered},
+                    # each voice the user gave that is offered -> its file's name (None: a voice with no sample)
+                    "given": {c["speaker"]: self.given_file(c["speaker"]) for c in choices if c["voice"] == "given"},
                 }
             )
         return found
@@ -82,16 +89,24 @@ class Casting:
     def choices(self, index: int) -> list[dict]:
         """The clips an editor may voice a line left without a voice from, having heard it, each as the review asks
         for it (see ``source.cast.voice_choices``): its own speech, or the clip of a voice of the source that says
-        lines of this dub; none where the source has neither."""
+        lines of this dub; then each voice the user gave a speaker of this dub (``{"voice": "given", "speaker":
+        NAME}``); none where there is none of these."""
         reference = self.cast.references.get(index)
         if reference is None:
             return []
         speaking = {line.speaker for line in self.script.lines}
-        return [
+        found = [
             c
             for c in voice_choices(reference, self.cast.summary)
             if c["voice"] == "line" or (c["speaker"] in self.cast.voices and c["speaker"] in speaking)
         ]
+        given = sorted(name for name in self.voices if name not in self.cast.voices and name in speaking)
+        return found + [{"voice": "given", "speaker": name} for name in given]
+
+    def given_file(self, name: str) -> str | None:
+        """The name of the file of the voice the user gave ``name`` (None: a voice with no sample, or none given)."""
+        voice = None if name in self.cast.voices else self.voices.get(name)
+        return voice.audio.name if voice is not None and voice.audio is not None else None
 
 
 def voice_refused(index: int, asked: dict, choices: list[dict], speaker: str) -> str | None:
@@ -104,7 +119,8 @@ def voice_refused(index: int, asked: dict, choices: list[dict], speaker: str) ->
             f"line {index}: the source has no speech of its own or of a voice to voice it from; give {speaker} a "
             f"voice with --voice {speaker}=FILE"
         )
-    can = [f"{c['speaker']}'s clip" if c["voice"] == "speaker" else "its own speech" for c in choices]
+    said = {"line": "its own speech", "speaker": "{}'s clip", "given": "the voice given for {}"}
+    can = [said[c["voice"]].format(c.get("speaker")) for c in choices]
     return f"line {index} can be voiced from {', '.join(can)}; not from {asked.get('speaker') or asked.get('voice')!r}"
 
 
@@ -178,7 +194,7 @@ def reference_files(cast: SourceCast) -> dict[int, str]:
     return {
         index: f"{REFERENCES}/{index:04d}-{safe_name(ref.speaker or 'speaker')}.wav"
         for index, ref in cast.references.items()
-        if ref.kind != "none"
+        if ref.kind not in ("none", "given")  # "given": the user's own file, no clip of the source
     }
 
 

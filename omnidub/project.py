@@ -43,6 +43,9 @@ from omnidub.store import LineStore, seconds_of
 from omnidub.timing import Fit
 from omnidub.voices import Voice, check_cast, check_reference, misspelt_speakers, voice_for
 
+# How an editor voiced a line (an edit's "voice"): its own clip, its speaker's clip, or (a line the source left
+# without a voice) the voice the user gave a speaker.
+VOICE_CHOICES = ("line", "speaker", "given")
 # What a line's journaled decisions change: its audio and take, approval, edit, note and flag.
 DECIDED = ("key", "seed", "duration", "sha256", "approved", "flags", "attempts", "edit", "status", "note", "look_again")
 
@@ -255,7 +258,7 @@ class Project:
         is analysed now, into omnidub's cache, which every later run reuses)."""
         if not self.voice_checks:
             self.voice_checks = verdicts(self.recorded)
-        chosen = {i: edit["voice"] for i, edit in self.edits.items() if edit.get("voice") in ("line", "speaker")}
+        chosen = {i: edit["voice"] for i, edit in self.edits.items() if edit.get("voice") in VOICE_CHOICES}
         moved = {i: edit["speaker"] for i, edit in self.edits.items() if edit.get("speaker")}
         casting = cast_from_source(
             self.engine,
@@ -1013,7 +1016,8 @@ class Project:
             elif name == "voice":  # None: as the render decides
                 if value is not None and self.cast is None:
                     raise OmnidubError(f"{where}: only a render with --source clones lines from clips of the original")
-                if value not in (None, "line", "speaker"):
+                given = value == "given" and self.edits.get(index, {}).get("voice") == "given"  # a take kept
+                if value not in (None, "line", "speaker") and not given:
                     raise OmnidubError(f"{where}: a line's clip is its own (line) or its speaker's (speaker)")
             else:
                 raise OmnidubError(f"{where}: nothing called {name!r} can be changed")
@@ -1042,14 +1046,15 @@ class Project:
 
     def give_voice(self, index: int, voice: str, speaker: str | None = None) -> LineEntry:
         """Voice a line the source left without one (``casting.left``) from the clip an editor chose having heard
-        it (one of ``casting.choices``): its own speech (``voice`` "line") however doubted, or the clip of a voice
-        of the source (``voice`` "speaker", ``speaker`` its name; the line becomes that voice's). The line joins the
+        it (one of ``casting.choices``): its own speech (``voice`` "line") however doubted, the clip of a voice of
+        the source (``voice`` "speaker", ``speaker`` its name; the line becomes that voice's), or the voice the user
+        gave a speaker (``voice`` "given", ``speaker`` its name; the line becomes that speaker's). The line joins the
         plan, to be rendered, and the choice is journaled at once as an edit of its clip and speaker;
         :meth:`take_voice_back` undoes it."""
         left = {line.index: line for line, _ in self.casting.left} if self.casting is not None else {}
         if index not in left:
             raise OmnidubError(f"line {index} is not among the lines the source left without a voice")
-        wanted = {"voice": voice, **({"speaker": speaker} if voice == "speaker" else {})}
+        wanted = {"voice": voice, **({"speaker": speaker} if voice in ("speaker", "given") else {})}
         refused = voice_refused(index, wanted, self.casting.choices(index), left[index].speaker)
         if refused:
             raise OmnidubError(refused)

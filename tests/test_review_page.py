@@ -86,8 +86,14 @@ UNVOICED = {
     "end": 2.0 * EPISODE + 0.6,
     "why": "no voice of the source is surely its own (its voice is unsure); label its cue in the original subtitles, "
     "or give it a voice with --voice SPEAKER=FILE",
-    "choices": [{"voice": "speaker", "speaker": "ALICE"}, {"voice": "speaker", "speaker": "BOB"}],
+    "choices": [
+        {"voice": "speaker", "speaker": "ALICE"},
+        {"voice": "speaker", "speaker": "BOB"},
+        {"voice": "given", "speaker": "CAROL"},  # voices the user gave: a file, and one with no sample
+        {"voice": "given", "speaker": "DAN"},
+    ],
     "likeness": {"ALICE": 0.634, "BOB": 0.412},
+    "given": {"CAROL": "carol.wav", "DAN": None},
 }
 
 
@@ -378,6 +384,15 @@ def test_a_line_left_without_a_voice_is_listed_with_why_and_its_original_heard_t
     expect(
         listed.get_by_role("button", name=f"Voice line {EPISODE + 1} from BOB's clip (0.41 like it)")
     ).to_be_visible()
+    # A voice the user gave is offered by its file, heard from it; one given with no sample has nothing to hear.
+    expect(
+        listed.get_by_role("button", name=f"Voice line {EPISODE + 1} from the voice given for CAROL (carol.wav)")
+    ).to_be_visible()
+    expect(
+        listed.get_by_label(f"Hear the voice given for CAROL (carol.wav), for line {EPISODE + 1}")
+    ).to_have_attribute("src", f"/voice-clip/{EPISODE + 1}/2")
+    expect(listed.get_by_role("button", name=f"Voice line {EPISODE + 1} from the voice given for DAN")).to_be_visible()
+    expect(listed.locator("audio")).to_have_count(3)
     listed.get_by_role("button", name=f"Voice line {EPISODE + 1} from ALICE's clip (0.63 like it)").click()
     expect(page.get_by_text(f"{EPISODE + 1} of {EPISODE + 1} lines shown")).to_be_visible()
     expect(box).to_be_hidden()

@@ -379,18 +379,7 @@ def test_a_voice_without_a_clean_clip_never_refuses_the_dub(args, tmp_path):
     # ("Great.", 0.5 s): no usable speech at all, so her line is left unrendered, every other line rendered, exit 1
     # and one line naming the flag that gives her a voice. The dubbed lines over the cues taken out match no
     # original line: each is placed with its nearest original line's voice, flagged.
-    blocks = (DATA / "original.srt").read_text().strip().split("\n\n")
-    kept = [b.replace("CAROL: Great", "EVE: Great") for k, b in enumerate(blocks, 1) if k not in (2, 5, 11)]
-    original = tmp_path / "original.srt"
-    original.write_text("\n\n".join(f"{k}\n{b.split(chr(10), 1)[1]}" for k, b in enumerate(kept, 1)) + "\n")
-    plain = tmp_path / "plain.srt"
-    plain.write_text(
-        "".join(
-            row.split(": ", 1)[-1] if ": " in row else row
-            for row in (DATA / "dub.srt").read_text().splitlines(keepends=True)
-        )
-    )
-    source = [a if a != DATA / "original.srt" else original for a in args]
+    plain, source = eve_scene(args, tmp_path)
     out = tmp_path / "out"
     result = run("render", plain, *source, "--voice-match", "line", "--out", out)
     assert result.exit_code == 1, result.output
@@ -437,10 +426,60 @@ def test_a_voice_without_a_clean_clip_never_refuses_the_dub(args, tmp_path):
         desk.close(deliver=False)
 
 
-def voice_from_the_page(out: Path, index: int, choice: dict) -> dict:
+def eve_scene(args: list, tmp_path: Path) -> tuple[Path, list]:
+    """The scene with BOB speaking only line 8 and EVE only line 6's one word (see the test above): the dub
+    unlabelled, and the render's arguments with that original."""
+    blocks = (DATA / "original.srt").read_text().strip().split("\n\n")
+    kept = [b.replace("CAROL: Great", "EVE: Great") for k, b in enumerate(blocks, 1) if k not in (2, 5, 11)]
+    original = tmp_path / "original.srt"
+    original.write_text("\n\n".join(f"{k}\n{b.split(chr(10), 1)[1]}" for k, b in enumerate(kept, 1)) + "\n")
+    plain = tmp_path / "plain.srt"
+    plain.write_text(
+        "".join(
+            row.split(": ", 1)[-1] if ": " in row else row
+            for row in (DATA / "dub.srt").read_text().splitlines(keepends=True)
+        )
+    )
+    return plain, [a if a != DATA / "original.srt" else original for a in args]
+
+
+@pytest.mark.slow  # over 10 s on a first run (the source analysed): pytest -m slow runs it, as CI does
+def test_a_line_left_without_a_voice_is_voiced_in_the_review_with_a_voice_the_user_gave(args, tmp_path):
+    # EVE's one word is left without a voice (see above); the user gave CAROL a voice of their own (ALICE's bundled
+    # sample). The review offers it beside the source's clips, by its file: the editor hears that file and voices
+    # EVE's line with it. The line becomes CAROL's, cloned from the file, with no clip of the source beside it.
+    plain, source = eve_scene(args, tmp_path)
+    sample = Path(__file__).parents[1] / "examples" / "voices" / "alice.wav"
+    said = "Good morning, everyone. Thanks for coming in early. I know the traffic was terrible today."
+    out = tmp_path / "out"
+    given = ["--voice", f"CAROL={sample}", "--voice-text", f"CAROL={said}"]
+    result = run("render", plain, *source, "--voice-match", "line", *given, "--out", out)
+    assert result.exit_code == 1, result.output
+    [left] = manifest(out)["unvoiced"]
+    assert left["index"] == 6 and left["choices"][-1] == {"voice": "given", "speaker": "CAROL"}, left
+    assert {"voice": "speaker", "speaker": "CAROL"} not in left["choices"]  # CAROL's voice is the user's, not a clip
+    assert left["given"] == {"CAROL": "alice.wav"} and left["clips"][-1] is None, left
+    voiced = voice_from_the_page(out, 6, {"voice": "given", "speaker": "CAROL"}, given=sample)
+    reference = voiced["reference"]
+    assert (reference["kind"], voiced["speaker"]) == ("given", "CAROL") and statuses(out)[6] == "rendered", voiced
+    assert reference["start"] is None and reference["file"] is None, reference
+    assert reference["review"].startswith("the editor chose CAROL's voice (alice.wav)"), reference
+    after = manifest(out)
+    assert after["unvoiced"] == [] and set(statuses(out)) == set(TRUTH), after["unvoiced"]
+    # A rerun with the same voices keeps the choice, and the line's audio; without CAROL's voice the choice has
+    # nothing to stand on: the line is left without a voice again, said so, and nothing else is lost.
+    result = run("render", plain, *source, "--voice-match", "line", *given, "--out", out)
+    assert result.exit_code == 0, result.output
+    assert statuses(out)[6] == "cached" and manifest(out)["unvoiced"] == [], result.output
+    result = run("render", plain, *source, "--voice-match", "line", "--out", out)
+    assert result.exit_code == 1, result.output
+    assert [u["index"] for u in manifest(out)["unvoiced"]] == [6] and 6 not in statuses(out), result.output
+
+
+def voice_from_the_page(out: Path, index: int, choice: dict, given: Path | None = None) -> dict:
     """Voice a line left without one through the review's own route (refused for a clip the folder does not offer
     it), deliver, undo it, deliver, voice it again and deliver on closing; returns the line as the manifest records
-    it."""
+    it. ``given``: the file of the voice the user gave that ``choice`` names (no clip of the source is placed)."""
     from starlette.testclient import TestClient
     from test_review import HOST, open_desk, settle
 
@@ -452,8 +491,9 @@ def voice_from_the_page(out: Path, index: int, choice: dict) -> dict:
         assert client.get(f"/?token={desk.token}").status_code == 200
         page = {"Origin": f"http://{HOST}"}
         voice = f"/api/lines/{index}/voice"
-        for refused in ({"voice": "line"}, {"voice": "speaker", "speaker": "EVE"}, {"voice": "bob.wav"}, {}):
-            answer = client.post(voice, json=refused, headers=page)
+        offered_not = ({"voice": "line"}, {"voice": "speaker", "speaker": "EVE"}, {"voice": "given", "speaker": "EVE"})
+        for asked in (*offered_not, {"voice": "bob.wav"}, {}):
+            answer = client.post(voice, json=asked, headers=page)
             assert answer.status_code == 400 and answer.json()["error"], answer.text
         assert client.post(f"/api/lines/{index + 100}/voice", json=choice, headers=page).status_code == 400
         # Each choice's clip is heard before it is chosen; a choice not offered is no clip.
@@ -472,7 +512,7 @@ def voice_from_the_page(out: Path, index: int, choice: dict) -> dict:
             settle(desk)
             if step == "deliver":  # the line's clip lies beside it once delivered, and leaves with it
                 placed = list((out / "references").glob(f"{index:04d}-*.wav"))
-                assert bool(placed) == (len(said) == 1), (len(said), placed)
+                assert bool(placed) == (len(said) == 1 and given is None), (len(said), placed)
                 continue
             state = client.get("/api/state").json()
             shown = {line["index"] for line in state["lines"]}
@@ -485,9 +525,9 @@ def voice_from_the_page(out: Path, index: int, choice: dict) -> dict:
     finally:
         desk.close()  # delivers what was done
     voiced = next(line for line in manifest(out)["lines"] if line["index"] == index)
-    # What was heard before choosing is the clip the line is now voiced from.
+    # What was heard before choosing is the clip (or the file) the line is now voiced from.
     heard, _ = sf.read(io.BytesIO(clip.content), dtype="float32")
-    kept, _ = sf.read(out / voiced["reference"]["file"], dtype="float32")
+    kept, _ = sf.read(given or out / voiced["reference"]["file"], dtype="float32")
     assert heard.shape == kept.shape and np.abs(heard - kept).max() < 1e-3, (heard.shape, kept.shape)
     return voiced
 

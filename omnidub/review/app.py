@@ -370,8 +370,9 @@ def _arguments(kind: str, body: dict) -> dict:
             raise OmnidubError("a move to another speaker names the speaker it moves the line from (was_speaker)")
     if kind == "voice" and "voice" not in body:
         raise OmnidubError(
-            'voice a line from its own speech ({"voice": "line"}) or a voice\'s clip '
-            '({"voice": "speaker", "speaker": NAME})'
+            'voice a line from its own speech ({"voice": "line"}), a voice\'s clip '
+            '({"voice": "speaker", "speaker": NAME}) or the voice given for a speaker '
+            '({"voice": "given", "speaker": NAME})'
         )
     if kind == "choose" and "take" not in body:
         raise OmnidubError("choose a take by its number")

@@ -361,14 +361,19 @@ class Review:
 
     def voice_clip(self, index: int, choice: int) -> bytes | None:
         """The clip of the source a line left without a voice may be voiced from (its ``choice``-th, as the folder
-        offers them) as WAV bytes: what the editor hears before choosing; None for a line or choice not offered."""
+        offers them), or the file of a voice the user gave, as WAV bytes: what the editor hears before choosing;
+        None for a line or choice not offered, or a voice given with no sample."""
         with self._lock:
             left = {u["index"]: u for u in self._folder.get("unvoiced", [])}
-        clips = left.get(index, {}).get("clips", [])
+        offered = left.get(index, {})
+        choices, clips = offered.get("choices", []), offered.get("clips", [])
         casting = self.project.casting
         summary = casting.cast.summary if casting is not None else None
         if not 0 <= choice < len(clips) or summary is None or summary.folder is None:
             return None
+        if choices[choice].get("voice") == "given":
+            voice = casting.voices.get(choices[choice]["speaker"])
+            return None if voice is None or voice.audio is None else self.previews.given_voice(voice.audio)
         return self.previews.voice_clip(summary.folder / "clips" / f"{clips[choice]}.wav")
 
     def context(self, index: int) -> bytes | None:

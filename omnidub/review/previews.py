@@ -148,6 +148,16 @@ class Previews:
             return None
         return wav_bytes(samples[:, 0], rate)
 
+    def given_voice(self, path: Path) -> bytes | None:
+        """The sample of a voice the user gave (any common audio file) as WAV bytes, or None (gone, or unreadable)."""
+        from omnidub.media import decode_audio
+
+        try:
+            samples, rate = decode_audio(path)
+        except (OmnidubError, OSError):
+            return None
+        return wav_bytes(samples, rate)
+
     def context(self, line: dict, placed: list[tuple[dict, object]]) -> bytes:
         """The line (its view) with CONTEXT_SECONDS before and after, as the lines stand now, over the bed: the
         programme around it (see :meth:`programme`) at the level of the line's own player (the segments')."""

@@ -290,6 +290,8 @@ def _voice_from(reference: dict) -> str | None:
         return None
     if reference.get("kind") == "line":
         return "its own original line"
+    if reference.get("kind") == "given":
+        return f"the voice given for {reference.get('speaker')}, the editor's choice"
     start, end, text = reference.get("start"), reference.get("end"), reference.get("text")
     if start is None or end is None:
         return "no clip of the source" + (f" ({reference['fallback']})" if reference.get("fallback") else "")

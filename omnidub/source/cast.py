@@ -236,7 +236,8 @@ def source_cast(
     ``checked``: the voice check's verdicts (dubbed line -> {"clip": the own clip's hash, "passed", "why"}); a
     line that failed it with this same clip is sent to its speaker's clip. ``chosen``: lines an editor sent to
     their "line" (own) or "speaker" clip, which wins over both; a line left without a voice is voiced so where the
-    choice is one of :func:`voice_choices`, a "speaker" clip being ``moved``'s voice for it (else its own)."""
+    choice is one of :func:`voice_choices`, a "speaker" clip being ``moved``'s voice for it (else its own), or by
+    the voice the user gave ``moved``'s speaker ("given": the line becomes that speaker's)."""
     references = {}
     for reference in line_references(dub, summary):
         verdict = (checked or {}).get(reference.index) or {}
@@ -263,6 +264,8 @@ def source_cast(
                 wanted = {"voice": "speaker", "speaker": (moved or {}).get(reference.index, reference.speaker)}
             if wanted in voice_choices(reference, summary):
                 reference = chosen_voice(reference, wanted, summary)
+        elif reference.kind == "none" and choice == "given" and (moved or {}).get(reference.index) in given:
+            reference = given_voice(reference, given[moved[reference.index]])
         if why:
             clip = summary.speaker_clips.get(reference.speaker)
             review = reference.review
@@ -338,6 +341,26 @@ def chosen_voice(reference: LineReference, choice: dict, summary: SourceSummary)
         fallback=said if choice["voice"] == "speaker" else None,
         review=review,
         parts=parts,
+        own_only="",
+    )
+
+
+def given_voice(reference: LineReference, voice: Voice) -> LineReference:
+    """A line left without a voice once an editor gave it the voice the user gave a speaker (``--voice NAME=FILE``
+    or voices.toml): the line becomes that speaker's, with no clip of the source (kind "given"), and why it was left
+    without one kept as the reason to listen to it."""
+    said = f"the editor chose {voice.speaker}'s voice" + (f" ({voice.audio.name})" if voice.audio else "")
+    return replace(
+        reference,
+        speaker=voice.speaker,
+        kind="given",
+        start=None,
+        end=None,
+        text=None,
+        sha256=None,
+        fallback=said,
+        review=f"{said}; it was left without a voice: {reference.fallback}",
+        parts=(),
         own_only="",
     )
 

@@ -76,7 +76,8 @@ class LineReference:
     speaker: str | None  # whose identity it takes (the original's speaker); None when unknown
     original: tuple[int, ...]  # the original line(s) it matched
     match: str  # how: "index", "overlap", "none" or "several"
-    kind: str  # "line" (its own original line's clip), "speaker" (the speaker's clip) or "none" (no clip)
+    kind: str  # "line" (its own original line's clip), "speaker" (the speaker's clip), "none" (no clip) or
+    # "given" (an editor voiced it with the voice the user gave a speaker: no clip of the source)
     start: float | None  # the clip's span in the source, seconds
     end: float | None
     text: str | None  # what the clip says, from the original cue

@@ -354,6 +354,8 @@
     if (line.original && !(line.reference && line.reference.kind === "line" && line.own_original)) {
       article.append(player("Voice clip of line " + i, line.original, null, keep,
                             line.voice_from ? " (cloned from " + line.voice_from + ")" : ""));
+    } else if (line.reference && line.reference.kind === "given") {  // no clip of the source: the user's own file
+      article.append(el("p", {class: "small", text: "Voiced with " + line.voice_from + "."}));
     }
     const textId = "text-" + i;
     article.append(el("label", {for: textId, text: "Text of line " + i}));
@@ -800,17 +802,24 @@
     $("unvoiced-box").hidden = !lines.length;
     $("unvoiced-title").textContent = lines.length + " line" + (lines.length === 1 ? "" : "s") +
                                       " not rendered: no voice surely their own";
-    const from = (u, choice) => choice.voice === "line" ? "its own speech" : choice.speaker + "'s clip" +
+    // A voice the user gave (--voice NAME=FILE) is offered by its file; a voice of the source by its clip.
+    const given = (u, choice) => "the voice given for " + choice.speaker +
+      ((u.given || {})[choice.speaker] ? " (" + u.given[choice.speaker] + ")" : "");
+    const from = (u, choice) => choice.voice === "line" ? "its own speech" : choice.voice === "given" ? given(u, choice) :
+      choice.speaker + "'s clip" +
       (u.likeness && u.likeness[choice.speaker] !== undefined ? " (" + u.likeness[choice.speaker].toFixed(2) + " like it)" : "");
+    const heard = (u, choice) => choice.voice === "line" ? "its own speech" : choice.voice === "given" ?
+      given(u, choice) : choice.speaker + "'s clip";
     $("unvoiced").replaceChildren(...lines.map((u) => el("li", {},
       el("span", {text: "Line " + u.index + " (" + u.speaker + ", " + clock(u.start) + "): " + u.text + ": " + u.why + " "}),
       el("button", {type: "button", "aria-label": "Hear the original of line " + u.index, text: "Hear the original",
                     onclick: () => { if (solo !== "original") setTrack("original", "solo"); hearProgramme(u.start, true); }}),
       ...(u.choices || []).map((choice, k) => el("span", {class: "choice"},
         // the clip itself, heard before it is chosen (played from the source's analysis as it would voice the line)
-        el("audio", {controls: true, preload: "none", src: "/voice-clip/" + u.index + "/" + k,
-                     "aria-label": "Hear " + (choice.voice === "line" ? "its own speech" : choice.speaker + "'s clip") +
-                                   ", for line " + u.index}),
+        // (a voice given with no sample has nothing to hear)
+        ...(choice.voice === "given" && !(u.given || {})[choice.speaker] ? [] :
+            [el("audio", {controls: true, preload: "none", src: "/voice-clip/" + u.index + "/" + k,
+                          "aria-label": "Hear " + heard(u, choice) + ", for line " + u.index})]),
         el("button", {type: "button", text: "Voice line " + u.index + " from " + from(u, choice),
                       onclick: () => lineAction(u.index, "voice", choice)}))))));
   }
