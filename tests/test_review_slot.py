@@ -148,8 +148,9 @@ def test_a_handle_dragged_moves_the_slot_snapped_to_frames_and_the_keyboard_reac
     page.mouse.up()
     wait_for(lambda: next(line for line in desk.state()["lines"] if line["index"] == 3)["start"] == 6.4)
     settled(desk)
-    moved = page.locator("#block-3").bounding_box()
-    assert moved["x"] > block["x"] + 0.3 * lanes["width"] / program  # 0.4 s later on the timeline
+    # 0.4 s later on the timeline, once the page has drawn the line again (its block is replaced as it is drawn)
+    later = block["x"] + 0.3 * lanes["width"] / program
+    wait_for(lambda: (moved := page.locator("#block-3").bounding_box()) is not None and moved["x"] > later, 20.0)
     expect(page.get_by_label("Text of line 3", exact=True)).to_have_value("Then we are never lost.")
     expect(page.locator("#row-3")).to_have_attribute("aria-label", re.compile("unsent"))
 
