@@ -978,3 +978,78 @@ def test_a_reverberant_voice_s_marks_at_a_run_s_end_no_other_voice_speaks_near_a
     assert not marked(near_end - 0.1) and marked(near_end + 0.1)  # the end: A's next line nearby
     assert not marked(15.2)  # B's last line's end: no other voice within 1 s of it
     assert found.edge_echo(a) == found.overlapped
+
+
+class RepeatingAsr:
+    """Hears a source whole (with voice activity) as Whisper sometimes does: a sentence, then the same sentence again
+    over the next voice's words; a stretch heard alone (no voice activity filter) as ``alone`` says, its words
+    spread over the stretch, where it is the repeated one's (any other stretch: no words). Counts both."""
+
+    name = "repeating"
+    SAID = "We should leave on Friday, the roads are quiet."
+    FIRST, AGAIN = (0.2, 3.0), (3.2, 6.3)  # the sentence, and where it is written again
+
+    def __init__(self, alone: str):
+        self.said_alone = alone
+        self.whole = self.alone = 0
+
+    def identity(self) -> dict:
+        return {"model": "repeating", "alone": self.said_alone}
+
+    def transcribe(self, samples, rate, vad=False, **_):
+        from omnidub.asr import Transcript
+
+        if vad:
+            self.whole += 1
+            segments = [spread(self.SAID, *self.FIRST), spread(self.SAID, *self.AGAIN)]
+            return Transcript.of_segments(f"{self.SAID} {self.SAID}", "en", segments)
+        seconds = len(samples) / rate
+        stretch = self.AGAIN[1] - self.AGAIN[0] + 2 * 0.2  # the repeated segment and the edges heard with it
+        if abs(seconds - stretch) > 0.05:
+            return Transcript("", "en", (), ())
+        self.alone += 1
+        words = spread(self.said_alone, 0.3, seconds - 0.3)
+        return Transcript.of_segments(self.said_alone, "en", [words])
+
+
+def test_a_sentence_the_asr_wrote_again_over_the_next_words_is_heard_again_alone_and_kept_so(own_cache, tmp_path):
+    import shutil
+
+    from omnidub.source import read_source
+    from omnidub.source.heard import AGAIN, hear_source
+
+    source = tmp_path / "bob.wav"
+    shutil.copy(Path(__file__).parent.parent / "examples" / "voices" / "bob.wav", source)
+    asr, said = RepeatingAsr("The weather looks better then."), []
+    heard = hear_source(read_source(source), asr, source=source, status=said.append)
+    assert (asr.whole, asr.alone) == (1, 1), said
+    assert heard.transcript.text == "We should leave on Friday, the roads are quiet. The weather looks better then."
+    lines = [line for line in heard.original.lines if line.start >= RepeatingAsr.AGAIN[0] - 0.5]
+    assert [line.text for line in lines] == ["The weather looks better then."], heard.original.lines
+    assert lines[0].where.endswith(AGAIN)  # its words were heard only so: the run names it for a look
+    assert any("repeat the words before them" in s for s in said), said
+    # Kept: the next run reads the words heard again, and hears nothing.
+    again = hear_source(read_source(source), asr, source=source)
+    assert (asr.whole, asr.alone) == (1, 1) and again.transcript.text == heard.transcript.text
+    # One kept before repeats were heard again is heard again there, and only there.
+    [kept] = (own_cache / "source" / "heard").glob("*.json")
+    data = json.loads(kept.read_text())
+    written = [spread(RepeatingAsr.SAID, *RepeatingAsr.FIRST), spread(RepeatingAsr.SAID, *RepeatingAsr.AGAIN)]
+    data.update(words=[[w.text, w.start, w.end] for words in written for w in words], starts=[0, len(written[0])])
+    kept.write_text(json.dumps({k: v for k, v in data.items() if k != "repeats"}))
+    fixed = hear_source(read_source(source), asr, source=source)
+    assert (asr.whole, asr.alone) == (1, 2) and fixed.transcript.text.endswith("The weather looks better then.")
+
+
+def test_a_sentence_said_again_and_heard_so_alone_keeps_its_words(own_cache, tmp_path):
+    import shutil
+
+    from omnidub.source import read_source
+    from omnidub.source.heard import AGAIN, hear_source
+
+    source = tmp_path / "bob.wav"
+    shutil.copy(Path(__file__).parent.parent / "examples" / "voices" / "bob.wav", source)
+    asr = RepeatingAsr(RepeatingAsr.SAID)  # truly said twice: heard so alone too
+    heard = hear_source(read_source(source), asr, source=source)
+    assert asr.alone == 1 and heard.transcript.text.count("We should leave on Friday") == 2
+    assert not any(line.where.endswith(AGAIN) for line in heard.original.lines)

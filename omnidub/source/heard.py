@@ -66,6 +66,12 @@ UNHEARD_GAP = 0.1
 # gave words that do not loop. Words heard again whose text still loops (over LOOPING times compressible) are not taken.
 AGAIN_PAD = 0.2
 AGAIN = "heard again alone"  # in the ``where`` of a line whose words were heard so: worth a look at its words
+# A segment whose words say again most of the segment before it (REPEATED of its runs of three words, two runs at
+# least) is heard again alone the same way, and its words are replaced by those heard so unless they repeat too.
+# Decoding a whole source, Whisper writes a sentence again over the next voice's words: on the scenes of
+# tests/scenes.py (Whisper base, English seed 1) ABE's "The concert was cancelled because the singer lost her voice."
+# was written a second time over PHIL's 3 s that follow it, so that line was dubbed with ABE's words in PHIL's voice.
+REPEATED = 0.5
 # Words voice activity does not hear under (under UNVOICED_SHARE of their time, each taken as UNVOICED_WORD s at
 # least) for UNVOICED s or more are a line of their own: a whisper under the bed, heard by the ASR and run into the
 # next voice's sentence ("over there, quickly, turn left at the...", the whisperer's words then cloned in that voice).
@@ -75,6 +81,7 @@ UNVOICED_WORD = 0.2
 _SENTENCE_END = re.compile(r"[.?!…。？！]['\"’”)\]]*$")
 _CLAUSE_END = re.compile(r"[,;:、，；：]['\"’”)\]]*$")
 _SPOKEN = re.compile(r"\w")
+_WORD = re.compile(r"[\w']+")
 
 
 @dataclass(frozen=True, eq=False)
@@ -167,8 +174,8 @@ def _kept(
     key = transcript_key(source, asr, language, separate)
     path = cache_home() / "source" / "heard" / f"{key}.json"
     seconds = len(audio.samples) / audio.sample_rate
-    found, why, again = _read_kept(path, key, seconds)
-    if found is not None and again is not None:
+    found, why, again, redone = _read_kept(path, key, seconds)
+    if found is not None and again is not None and redone is not None:
         return found, again
     if found is None:
         told = f" again: the kept one {why}" if why else " (once; kept for every later run)"
@@ -181,7 +188,11 @@ def _kept(
             vad=True,
             progress=progress,
         )
-    found, again = _heard_again(audio, asr, found, speech, language, status)
+    if again is None:  # made now, or kept before stretches were heard again
+        found, again = _heard_again(audio, asr, found, speech, language, status)
+    if redone is None:  # made now, or kept before repeats were heard again
+        found, redone = _repeats_heard_again(audio, asr, found, language, status)
+        again = tuple(sorted(set(again) | set(redone)))
     data = {
         "key": key,  # what it was made from: a read checks it, so a renamed or swapped file is never trusted
         "seconds": seconds,
@@ -190,6 +201,7 @@ def _kept(
         "words": [[w.text, w.start, w.end] for w in found.words],
         "starts": list(found.segment_starts),
         "again": [list(span) for span in again],
+        "repeats": [list(span) for span in redone],  # of them, those whose words repeated the words before them
         "asr": asr.identity(),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -197,29 +209,28 @@ def _kept(
     return found, again
 
 
-def _read_kept(
-    path: Path, key: str, seconds: float
-) -> tuple[Transcript | None, str, tuple[tuple[float, float], ...] | None]:
-    """The transcription kept at ``path`` when it was made for ``key`` and fits the source's length, and the
-    stretches heard again alone (None: kept before any was); else None and why it is not used ("" when there is
-    none)."""
+def _read_kept(path: Path, key: str, seconds: float) -> tuple:
+    """The transcription kept at ``path`` when it was made for ``key`` and fits the source's length, the stretches
+    heard again alone (None: kept before any was), and of them those whose words repeated the words before them
+    (None: kept before repeats were heard again); else None and why it is not used ("" when there is none)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return None, "", None
+        return None, "", None, None
     except (OSError, ValueError):
-        return None, "could not be read", None
+        return None, "could not be read", None, None
     try:
         if data.get("key") != key:
-            return None, "was made from another source or model", None
+            return None, "was made from another source or model", None, None
         words = tuple(Word(str(t), float(a), float(b)) for t, a, b in data["words"])
         if abs(float(data["seconds"]) - seconds) > 0.05 or any(w.end > seconds + 0.05 for w in words):
-            return None, "does not fit the source's length", None
+            return None, "does not fit the source's length", None, None
         starts = tuple(int(k) for k in data["starts"])
         again = None if "again" not in data else tuple((float(a), float(b)) for a, b in data["again"])
-        return Transcript(str(data["text"]), str(data["language"]), words, starts), "", again
+        redone = None if "repeats" not in data else tuple((float(a), float(b)) for a, b in data["repeats"])
+        return Transcript(str(data["text"]), str(data["language"]), words, starts), "", again, redone
     except (AttributeError, KeyError, TypeError, ValueError):
-        return None, "could not be read", None
+        return None, "could not be read", None, None
 
 
 def _heard_again(
@@ -239,6 +250,51 @@ def _heard_again(
     if not found:  # nothing heard again: the transcription as it was
         return transcript, spans
     return _with_segments(transcript, found), spans
+
+
+def _repeats_heard_again(
+    audio: SourceAudio, asr: Asr, transcript: Transcript, language: str | None, status
+) -> tuple[Transcript, tuple[tuple[float, float], ...]]:
+    """The transcription with each segment that repeats the one before it (see REPEATED) heard again alone, its
+    words replaced by those heard so where they do not repeat it too; and the stretches whose words were replaced."""
+    repeated = _repeated(transcript)
+    if not repeated:
+        return transcript, ()
+    status(
+        f"hearing again, each alone, {len(repeated)} stretch{'es' if len(repeated) > 1 else ''} whose words "
+        "repeat the words before them"
+    )
+    segments = transcript.segments()
+    kept, redone = dict(enumerate(segments)), []
+    for k in repeated:
+        start, end = segments[k][0].start, segments[k][-1].end
+        found = _alone(audio, asr, start, end, language, transcript)
+        if found and not any(_repeats(words, segments[k - 1]) for words in found):
+            del kept[k]
+            kept.update({(k, n): words for n, words in enumerate(found, 1)})
+            redone.append((start, end))
+    if not redone:
+        return transcript, ()
+    ordered = [kept[k] for k in sorted(kept, key=lambda k: k if isinstance(k, tuple) else (k, 0))]
+    text = " ".join(" ".join(w.text for w in words) for words in ordered)
+    return Transcript.of_segments(text, transcript.language, ordered), tuple(redone)
+
+
+def _repeated(transcript: Transcript) -> list[int]:
+    """The segments of ``transcript`` (by their place) whose words repeat the segment before them (see REPEATED)."""
+    segments = transcript.segments()
+    return [k for k in range(1, len(segments)) if _repeats(segments[k], segments[k - 1])]
+
+
+def _repeats(words: list[Word], before: list[Word]) -> bool:
+    """Whether ``words`` say again most of ``before``: REPEATED of their runs of three words, two at least, in it."""
+
+    def runs(said: list[Word]) -> list[tuple[str, ...]]:
+        plain = [t for w in said if (t := "".join(_WORD.findall(w.text.casefold())))]
+        return [tuple(plain[k : k + 3]) for k in range(len(plain) - 2)]
+
+    mine, theirs = runs(words), set(runs(before))
+    return len(mine) >= 2 and sum(run in theirs for run in mine) >= REPEATED * len(mine)
 
 
 def _alone(
