@@ -1053,3 +1053,19 @@ def test_a_sentence_said_again_and_heard_so_alone_keeps_its_words(own_cache, tmp
     heard = hear_source(read_source(source), asr, source=source)
     assert asr.alone == 1 and heard.transcript.text.count("We should leave on Friday") == 2
     assert not any(line.where.endswith(AGAIN) for line in heard.original.lines)
+
+
+def test_a_short_stretch_opening_a_turn_after_a_silence_stays_in_its_clip_and_a_reply_run_in_does_not(tmp_path):
+    # A line heard opens on a short stretch of speech (0.4 s) apart from the rest by a pause, too short for a window
+    # to tell whose it is. Right after other speech (0.15 s after "Ready?") it is taken for a reply Whisper ran into
+    # the line ("Yes."), and taken off its clip; after 2 s of silence it opens the turn (a first word voice activity
+    # heard alone, as it hears a radio voice): it stays.
+    from omnidub.source.clips import own_edges
+
+    for before, kept in ((3.0, False), (1.0, True)):
+        said = [("A", 0.2, before), ("A", 3.15, 3.55), ("A", 3.85, 7.0), ("B", 8.0, 11.0), ("A", 12.0, 15.0)]
+        cues = [("A", 0.2, before), ("A", 3.15, 7.0), ("B", 8.0, 11.0), ("A", 12.0, 15.0)]
+        (tmp_path / f"{before}").mkdir()
+        found = heard_analysis(tmp_path / f"{before}", cues, said, [(a, b) for _, a, b in said])
+        start, _, what = own_edges(found, VoiceShare(), found.speakers[2], *found.spans[2])
+        assert (start < 3.5) == kept and ("apart from the rest" in what) != kept, (before, start, what)
