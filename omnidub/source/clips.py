@@ -231,12 +231,13 @@ def _edge_island(analysis: Analysis, start: float, end: float, side: str) -> flo
     (a, b), (c, _) = regions[0], regions[1]
     if b - a >= EDGE_WINDOW or c - b < ISLAND_PAUSE:
         return 0.0
-    # A reply run into this line follows (or precedes) other speech closely; after a silence it opens a turn.
+    # A reply run into this line follows (or precedes) other speech closely, or runs on from it across the span's
+    # edge (one stretch of speech to voice activity); after a silence it opens a turn.
     edge = a if side == "start" else end - (a - start)  # the island's outer edge, in the source's time
     if side == "start":
-        near = [edge - y for x, y in analysis.speech.regions if y <= edge + 1e-6 and x < start]
+        near = [max(0.0, edge - y) for x, y in analysis.speech.regions if x < start - 1e-6]
     else:
-        near = [x - edge for x, y in analysis.speech.regions if x >= edge - 1e-6 and y > end]
+        near = [max(0.0, x - edge) for x, y in analysis.speech.regions if y > end + 1e-6]
     if not near or min(near) >= ISLAND_NEAR:
         return 0.0
     return round(c - start, 3)
