@@ -257,33 +257,25 @@ def _repeats_heard_again(
 ) -> tuple[Transcript, tuple[tuple[float, float], ...]]:
     """The transcription with each segment that repeats the one before it (see REPEATED) heard again alone, its
     words replaced by those heard so where they do not repeat it too; and the stretches whose words were replaced."""
-    repeated = _repeated(transcript)
+    segments = transcript.segments()
+    repeated = [k for k in range(1, len(segments)) if _repeats(segments[k], segments[k - 1])]
     if not repeated:
         return transcript, ()
     status(
         f"hearing again, each alone, {len(repeated)} stretch{'es' if len(repeated) > 1 else ''} whose words "
         "repeat the words before them"
     )
-    segments = transcript.segments()
-    kept, redone = dict(enumerate(segments)), []
+    found, dropped, redone = [], [], []
     for k in repeated:
         start, end = segments[k][0].start, segments[k][-1].end
-        found = _alone(audio, asr, start, end, language, transcript)
-        if found and not any(_repeats(words, segments[k - 1]) for words in found):
-            del kept[k]
-            kept.update({(k, n): words for n, words in enumerate(found, 1)})
+        heard = _alone(audio, asr, start, end, language, transcript)
+        if heard and not any(_repeats(words, segments[k - 1]) for words in heard):
+            found += heard
+            dropped.append(k)
             redone.append((start, end))
     if not redone:
         return transcript, ()
-    ordered = [kept[k] for k in sorted(kept, key=lambda k: k if isinstance(k, tuple) else (k, 0))]
-    text = " ".join(" ".join(w.text for w in words) for words in ordered)
-    return Transcript.of_segments(text, transcript.language, ordered), tuple(redone)
-
-
-def _repeated(transcript: Transcript) -> list[int]:
-    """The segments of ``transcript`` (by their place) whose words repeat the segment before them (see REPEATED)."""
-    segments = transcript.segments()
-    return [k for k in range(1, len(segments)) if _repeats(segments[k], segments[k - 1])]
+    return _with_segments(transcript, found, dropped), tuple(redone)
 
 
 def _repeats(words: list[Word], before: list[Word]) -> bool:
@@ -324,9 +316,11 @@ def _alone(
     return found
 
 
-def _with_segments(transcript: Transcript, segments: list[list[Word]]) -> Transcript:
-    """The transcription with ``segments`` (words heard again alone) among its own, in time order."""
-    segments = sorted(transcript.segments() + segments, key=lambda words: words[0].start)
+def _with_segments(transcript: Transcript, segments: list[list[Word]], dropped=()) -> Transcript:
+    """The transcription with ``segments`` (words heard again alone) among its own but those ``dropped`` (by their
+    place), in time order."""
+    own = [words for k, words in enumerate(transcript.segments()) if k not in dropped]
+    segments = sorted(own + segments, key=lambda words: words[0].start)
     text = " ".join(" ".join(w.text for w in segment) for segment in segments)
     return Transcript.of_segments(text, transcript.language, segments)
 
