@@ -642,6 +642,17 @@ def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(
         assert "meaning" not in checker.one(idiom, said, None).flags, idiom
 
 
+def test_a_word_that_misleads_one_variant_s_viewer_is_flagged_for_that_variant_only():
+    # "desk" as secretária: a desk in Portugal, a secretary in Brazil (the engine writes Brazilian Portuguese).
+    source, said = "Here's your desk, and the coffee machine is there.", "Aqui está a sua secretária."
+    for variant in (None, "pt-BR"):
+        flagged = Checker(Pair("en", "pt", variant)).one(source, said, None)
+        assert "meaning" in flagged.flags and "Brazilian" in flagged.why["meaning"], (variant, flagged.problems)
+    assert "meaning" not in Checker(Pair("en", "pt", "pt-PT")).one(source, said, None).flags
+    assert "meaning" not in Checker(Pair("en", "pt")).one("Here's your desk.", "Aqui está a sua mesa.", None).flags
+    assert "meaning" not in Checker(Pair("en", "pt")).one("Call my secretary.", "Ligue para a minha secretária.", None).flags
+
+
 def scripted(table: dict[str, str]):
     """A translation model that answers from ``table``."""
     return lambda texts: [table[text] for text in texts]

@@ -501,7 +501,9 @@ class Checker:
             return None
         said = _clauses(source, self.pair.source)
         written = _clauses(text, self.pair.target)
-        for english, literal, sense in traps:
+        for english, literal, sense, variant in traps:
+            if variant and self.variant and variant != self.variant:
+                continue  # a row for the other variant's viewer
             phrase = next((m.group(0) for clause in said if (m := english.search(clause))), None)
             if phrase is None:
                 continue
@@ -666,16 +668,22 @@ def literal_expressions(language: str) -> tuple[re.Pattern, ...]:
 
 
 @cache
-def literal_senses(source: str, target: str) -> tuple[tuple[re.Pattern, re.Pattern, str], ...]:
+def literal_senses(source: str, target: str) -> tuple[tuple[re.Pattern, re.Pattern, str, str | None], ...]:
     """The expressions of ``source`` whose word-for-word ``target`` says something else, each with the words that
-    say it so and what it means (only English into Portuguese has a list)."""
+    say it so, what it means, and the variant whose viewer alone it misleads (None: every viewer); only English into
+    Portuguese has a list."""
     if (source, target) != ("en", "pt"):
         return ()
     text = resources.files("omnidub").joinpath("data", "literal-en-pt.tsv").read_text(encoding="utf-8")
     rows = [row.split("\t") for row in text.splitlines() if row.strip() and not row.startswith("#")]
     return tuple(
-        (re.compile(rf"(?<!\w)(?:{english})(?!\w)"), re.compile(rf"(?<!\w)(?:{literal})(?!\w)"), sense)
-        for english, literal, sense in rows
+        (
+            re.compile(rf"(?<!\w)(?:{row[0]})(?!\w)"),
+            re.compile(rf"(?<!\w)(?:{row[1]})(?!\w)"),
+            row[2],
+            row[3] if len(row) > 3 else None,
+        )
+        for row in rows
     )
 
 
