@@ -4,7 +4,7 @@ line back to its speaker's clip when the actor's own line made it sound like som
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Callable
 
@@ -46,6 +46,8 @@ class Casting:
     bed: Path | None
     notes: tuple[str, ...]
     left: tuple[tuple[Line, str], ...] = ()  # each line left without a voice, and why (what gives it one)
+    # each line left without a voice -> how like its own speech each voice the user gave with a sample is
+    given_likeness: dict[int, dict[str, float]] = field(default_factory=dict)
 
     @property
     def unvoiced(self) -> dict[int, str]:
@@ -63,6 +65,7 @@ class Casting:
             offered = {c.get("speaker") for c in choices}
             reference = self.cast.references.get(line.index)
             like = self.cast.summary.likeness.get(reference.original[0], {}) if reference and reference.original else {}
+            like = {**like, **self.given_likeness.get(line.index, {})}
             found.append(
                 {
                     "index": line.index,
@@ -78,7 +81,8 @@ class Casting:
                         None if c["voice"] == "given" else choice_clip(reference, c, self.cast.summary)[3]
                         for c in choices
                     ],
-                    # how like each voice offered its own speech is (empty where it was too short to embed)
+                    # how like each voice offered its own speech is (empty where it was too short to embed): a
+                    # voice of the source by its centroid, a voice the user gave by its file
                     "likeness": {name: x for name, x in like.items() if name in offered},
                     # each voice the user gave that is offered -> its file's name (None: a voice with no sample)
                     "given": {c["speaker"]: self.given_file(c["speaker"]) for c in choices if c["voice"] == "given"},
@@ -186,7 +190,41 @@ def cast_from_source(
         )
     bed = summary.accompaniment if summary.accompaniment is not None and not has_bed else None
     left = tuple((line, unvoiced_why(line.index, line.speaker, summary, cast)) for line in dropped)
-    return Casting(cast, voices, assign_languages(script, voices), bed, notes, left)
+    like = given_likeness(dropped, cast, given, engine.source_encoder)
+    return Casting(cast, voices, assign_languages(script, voices), bed, notes, left, like)
+
+
+def given_likeness(
+    lines: list[Line], cast: SourceCast, given: dict[str, Voice], encoder: Callable
+) -> dict[int, dict[str, float]]:
+    """For each of ``lines`` (left without a voice) whose own speech was long enough to embed, how like it each
+    voice the user gave with a sample is: the source's speaker encoder's cosine, as a voice of the source is judged
+    by its centroid (a file recorded elsewhere than the film reads a little less like any of the film's voices than
+    the film's own clips do). ``encoder``: gives the source's speaker encoder (loaded only when a line has speech
+    to judge by and a voice was given a sample); each file is embedded once."""
+    from omnidub.media import load_audio
+    from omnidub.source.audio import ANALYSIS_RATE
+    from omnidub.source.summary import likeness_to
+
+    owned = {
+        line.index: reference.original[0]
+        for line in lines
+        if (reference := cast.references.get(line.index))
+        and reference.original
+        and reference.original[0] in cast.summary.own
+    }
+    files = {name: v.audio for name, v in sorted(given.items()) if v.audio is not None and name not in cast.voices}
+    if not owned or not files:
+        return {}
+    embedded = {}
+    for name, path in files.items():
+        found = encoder().embed(load_audio(path, ANALYSIS_RATE), ANALYSIS_RATE)
+        if found is not None:
+            embedded[name] = found[0]
+    return {
+        index: {name: likeness_to(cast.summary, original, e) for name, e in embedded.items()}
+        for index, original in owned.items()
+    }
 
 
 def reference_files(cast: SourceCast) -> dict[int, str]:

@@ -92,7 +92,7 @@ UNVOICED = {
         {"voice": "given", "speaker": "CAROL"},  # voices the user gave: a file, and one with no sample
         {"voice": "given", "speaker": "DAN"},
     ],
-    "likeness": {"ALICE": 0.634, "BOB": 0.412},
+    "likeness": {"ALICE": 0.634, "BOB": 0.412, "CAROL": 0.287},  # CAROL's by its file; DAN's: no sample to judge
     "given": {"CAROL": "carol.wav", "DAN": None},
 }
 
@@ -388,12 +388,16 @@ def test_a_line_left_without_a_voice_is_listed_with_why_and_its_original_heard_t
     ).to_be_visible()
     # A voice the user gave is offered by its file, heard from it; one given with no sample has nothing to hear.
     expect(
-        listed.get_by_role("button", name=f"Voice line {EPISODE + 1} from the voice given for CAROL (carol.wav)")
+        listed.get_by_role(
+            "button", name=f"Voice line {EPISODE + 1} from the voice given for CAROL (carol.wav) (0.29 like it)"
+        )
     ).to_be_visible()
     expect(
         listed.get_by_label(f"Hear the voice given for CAROL (carol.wav), for line {EPISODE + 1}")
     ).to_have_attribute("src", f"/voice-clip/{EPISODE + 1}/2")
-    expect(listed.get_by_role("button", name=f"Voice line {EPISODE + 1} from the voice given for DAN")).to_be_visible()
+    expect(
+        listed.get_by_role("button", name=f"Voice line {EPISODE + 1} from the voice given for DAN", exact=True)
+    ).to_be_visible()
     expect(listed.locator("audio")).to_have_count(3)
     listed.get_by_role("button", name=f"Voice line {EPISODE + 1} from ALICE's clip (0.63 like it)").click()
     expect(page.get_by_text(f"{EPISODE + 1} of {EPISODE + 1} lines shown")).to_be_visible()

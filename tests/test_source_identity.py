@@ -234,7 +234,32 @@ def test_an_unsure_reply_with_too_little_speech_of_its_own_is_voiced_by_nothing_
     from omnidub.source.summary import load, save
 
     save(summary)  # kept with the analysis, as a reopened folder reads it
-    assert load(tmp_path / "kept", summary.original).likeness == summary.likeness
+    kept_summary = load(tmp_path / "kept", summary.original)
+    assert kept_summary.likeness == summary.likeness
+    assert set(kept_summary.own) == {reference.original[0]}  # its own speech's embedding, to judge a voice given by
+    # A voice the user gave with a sample is judged from its file by the same encoder: a file of A's voice is as like
+    # the line's own speech (half A's, half B's) as a file of B's, and a file of C's voice, of which it holds none,
+    # is not like it at all; a voice given with no sample is not judged.
+    import soundfile as sf
+
+    from omnidub.casting import given_likeness
+    from omnidub.voices import Voice
+
+    given = {"NOSAMPLE": Voice("NOSAMPLE", None, None, None, None, None)}
+    for who in ("A", "B", "C"):
+        path = tmp_path / f"{who}.wav"
+        sf.write(path, voices(tmp_path, [(who, 0.0, 2.0)], 2.0).samples, RATE, subtype="FLOAT")
+        given[f"GIVEN_{who}"] = Voice(f"GIVEN_{who}", path, None, None, None, None)
+    [line] = [line for line in labelled.lines if line.index == 7]
+    like = given_likeness([line], cast, given, Levels)
+    assert set(like) == {7} and set(like[7]) == {"GIVEN_A", "GIVEN_B", "GIVEN_C"}, like
+    assert like[7]["GIVEN_A"] == pytest.approx(like[7]["GIVEN_B"], abs=0.1) and like[7]["GIVEN_A"] > 0.5, like
+    assert like[7]["GIVEN_C"] < 0.2, like
+
+    def unwanted():
+        raise AssertionError("no line has speech to judge by: the encoder is not loaded")
+
+    assert given_likeness([], cast, given, unwanted) == {}
     # ... and where it was too short to embed, the voice it was grouped with first.
     unembedded = voice_choices(reference, replace(summary, likeness={}))
     assert [c["speaker"] for c in unembedded] == [group, *others]

@@ -459,6 +459,8 @@ def test_a_line_left_without_a_voice_is_voiced_in_the_review_with_a_voice_the_us
     assert left["index"] == 6 and left["choices"][-1] == {"voice": "given", "speaker": "CAROL"}, left
     assert {"voice": "speaker", "speaker": "CAROL"} not in left["choices"]  # CAROL's voice is the user's, not a clip
     assert left["given"] == {"CAROL": "alice.wav"} and left["clips"][-1] is None, left
+    # how like EVE's own speech CAROL's file is, judged as the source's voices are (EVE's one word was embedded)
+    assert set(left["likeness"]) == {"ALICE", "BOB", "CAROL"} and -1 <= left["likeness"]["CAROL"] <= 1, left
     voiced = voice_from_the_page(out, 6, {"voice": "given", "speaker": "CAROL"}, given=sample)
     reference = voiced["reference"]
     assert (reference["kind"], voiced["speaker"]) == ("given", "CAROL") and statuses(out)[6] == "rendered", voiced

@@ -5,6 +5,7 @@ everything it was made from, so a rerun (or a dub edited line by line) never ana
 
 from __future__ import annotations
 
+import io
 import json
 import zipfile
 from dataclasses import dataclass, field
@@ -55,6 +56,8 @@ class SourceSummary:
     heard: Path | None = None  # a source without subtitles: the original as heard, each line labelled (SRT)
     # original line nothing else may voice -> how like each voice's centroid its own speech is (cosine)
     likeness: dict[int, dict[str, float]] = field(default_factory=dict)
+    # original line nothing else may voice -> its own speech's embedding (a voice the user gives is judged by it)
+    own: dict[int, np.ndarray] = field(default_factory=dict)
 
     def clip_hash(self, start: float, end: float, parts=()) -> str:
         return self.hashes[clip_key(start, end, parts)]
@@ -72,11 +75,12 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
     # A line no voice of the source may stand in for keeps its own speech (1 s or more), refused as it is: an editor
     # who heard it may voice it from that speech (``cast.voice_choices``).
     clips += [c for c in extraction.line_clips.values() if _voiceless(c, extraction.chosen)]
-    likeness = {}  # for the editor choosing a voice for a line nothing else may voice: the voices most like it first
+    likeness, owns = {}, {}  # for the editor choosing a voice for a line nothing else may voice: the most like first
     for c in extraction.line_clips.values():
         own = analysis.embeddings.get(c.index) if _unvoiced(c, extraction.chosen) else None
         if own is not None:
             likeness[c.index] = {name: round(_cosine(own, v), 3) for name, v in analysis.centroids.items()}
+            owns[c.index] = np.asarray(own, dtype=np.float32)
     hashes = {}
     if folder is not None:
         (folder / "clips").mkdir(parents=True, exist_ok=True)
@@ -124,7 +128,15 @@ def summarize(extraction, folder: Path | None = None) -> SourceSummary:
         dict(extraction.missing),
         heard,
         likeness,
+        owns,
     )
+
+
+def likeness_to(summary: SourceSummary, index: int, embedding: np.ndarray) -> float | None:
+    """How like ``embedding`` (a voice the user gave) the own speech of original line ``index`` is (cosine), when
+    it is a line nothing else may voice whose speech was long enough to embed; else None."""
+    own = summary.own.get(index)
+    return None if own is None else round(_cosine(own, embedding), 3)
 
 
 def _cosine(a: np.ndarray, b: np.ndarray) -> float:
@@ -179,12 +191,12 @@ def save(summary: SourceSummary) -> None:
         data["original"] = [
             [line.index, line.text, line.start, line.end, line.language, line.where] for line in summary.original.lines
         ]
-    if summary.centroids:
-        import io
-
-        buffer = io.BytesIO()
-        np.savez(buffer, **summary.centroids)
-        write_bytes_atomic(summary.folder / "centroids.npz", buffer.getvalue())
+    owns = {str(k): v for k, v in summary.own.items()}
+    for name, arrays in (("centroids.npz", summary.centroids), ("own.npz", owns)):
+        if arrays:
+            buffer = io.BytesIO()
+            np.savez(buffer, **arrays)
+            write_bytes_atomic(summary.folder / name, buffer.getvalue())
     write_text_atomic(summary.folder / "summary.json", json.dumps(data, indent=1, ensure_ascii=False))
 
 
@@ -244,6 +256,10 @@ def load(folder: Path, original: Script | None) -> SourceSummary | None:
         calibration = {name: VoiceCalibration(**c) for name, c in data["calibration"].items()}
         missing = {str(k): str(v) for k, v in data["missing"].items()}
         likeness = {int(k): {str(name): float(x) for name, x in v.items()} for k, v in data.get("likeness", {}).items()}
+        owns = {}
+        if (folder / "own.npz").is_file():
+            with np.load(folder / "own.npz") as stored:
+                owns = {int(k): np.array(stored[k]) for k in stored.files}
     except (OSError, ValueError, KeyError, TypeError, RuntimeError, zipfile.BadZipFile):
         return None
     accompaniment = folder / data["accompaniment"] if data.get("accompaniment") else None
@@ -264,4 +280,5 @@ def load(folder: Path, original: Script | None) -> SourceSummary | None:
         missing,
         heard,
         likeness,
+        owns,
     )

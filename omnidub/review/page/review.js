@@ -805,9 +805,11 @@
     // A voice the user gave (--voice NAME=FILE) is offered by its file; a voice of the source by its clip.
     const given = (u, choice) => "the voice given for " + choice.speaker +
       ((u.given || {})[choice.speaker] ? " (" + u.given[choice.speaker] + ")" : "");
-    const from = (u, choice) => choice.voice === "line" ? "its own speech" : choice.voice === "given" ? given(u, choice) :
-      choice.speaker + "'s clip" +
-      (u.likeness && u.likeness[choice.speaker] !== undefined ? " (" + u.likeness[choice.speaker].toFixed(2) + " like it)" : "");
+    // How like the line's own speech each voice is: a source voice's centroid, a given voice's file.
+    const like = (u, name) => u.likeness && u.likeness[name] !== undefined && u.likeness[name] !== null ?
+      " (" + u.likeness[name].toFixed(2) + " like it)" : "";
+    const from = (u, choice) => choice.voice === "line" ? "its own speech" :
+      (choice.voice === "given" ? given(u, choice) : choice.speaker + "'s clip") + like(u, choice.speaker);
     const heard = (u, choice) => choice.voice === "line" ? "its own speech" : choice.voice === "given" ?
       given(u, choice) : choice.speaker + "'s clip";
     $("unvoiced").replaceChildren(...lines.map((u) => el("li", {},
