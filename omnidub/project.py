@@ -253,9 +253,10 @@ class Project:
                 self.listener.note(text)
 
     # -- the cast ------------------------------------------------------------------------------------------
-    def _cast(self) -> None:
+    def _cast(self, *, trial: bool = False) -> None:
         """Take the voices (and per-line clips) from the source; the user's voices win (a source not analysed yet
-        is analysed now, into omnidub's cache, which every later run reuses)."""
+        is analysed now, into omnidub's cache, which every later run reuses). ``trial``: to see what an edit would
+        do, saying nothing."""
         if not self.voice_checks:
             self.voice_checks = verdicts(self.recorded)
         chosen = {i: edit["voice"] for i, edit in self.edits.items() if edit.get("voice") in VOICE_CHOICES}
@@ -273,7 +274,7 @@ class Project:
             moved=moved,
             progress=self.listener.transcribing,
         )
-        for note in casting.notes:
+        for note in () if trial else casting.notes:
             self.note(note)
         self.casting, self.voices, self.script = casting, casting.voices, casting.script
         if casting.bed is not None:  # the source's accompaniment, when the user gave no bed
@@ -1035,14 +1036,37 @@ class Project:
                 )
             edit["at"] = [start, end]  # the input's slot it was moved from: a retimed input wins (see _edited)
         edit = None if set(edit) == {"from"} else edit
+        if "voice" in changes and self.options.source is not None:
+            self._refuse_voiceless(index, edit)
         self._journaled(entry, replace(entry, edit=edit, approved=False))  # saved first: a failed write changes nothing
+        self._put_edit(index, edit)
+        if "voice" in changes and self.options.source is not None:
+            self._cast()
+        return entry
+
+    def _put_edit(self, index: int, edit: dict | None) -> None:
         if edit is None:
             self.edits.pop(index, None)
         else:
             self.edits[index] = edit
-        if "voice" in changes and self.options.source is not None:
-            self._cast()
-        return entry
+
+    def _refuse_voiceless(self, index: int, edit: dict | None) -> None:
+        """Refuse a clip an editor asks for that would leave line ``index`` without a voice (its own speech too
+        short to clone, a voice the source has no clip of: a line the source left without one and the editor voiced
+        in the review): the line keeps the voice it has."""
+        if self.casting is None or index in self.casting.unvoiced:
+            return
+        kept = self.edits.get(index)
+        try:
+            self._put_edit(index, edit)
+            self._cast(trial=True)
+            why = next((why for line, why in self.casting.left if line.index == index), None)
+        finally:
+            self._put_edit(index, kept)
+            self._cast(trial=True)
+        if why is not None:
+            asked = {"line": "its own clip", "speaker": "its speaker's clip"}.get((edit or {}).get("voice"), "its clip")
+            raise OmnidubError(f"line {index} cannot be voiced from {asked}: {why}; it keeps the voice it has")
 
     def give_voice(self, index: int, voice: str, speaker: str | None = None) -> LineEntry:
         """Voice a line the source left without one (``casting.left``) from the clip an editor chose having heard

@@ -468,6 +468,12 @@ def test_a_line_left_without_a_voice_is_voiced_in_the_review_with_a_voice_the_us
     assert reference["review"].startswith("the editor chose CAROL's voice (alice.wav)"), reference
     after = manifest(out)
     assert after["unvoiced"] == [] and set(statuses(out)) == set(TRUTH), after["unvoiced"]
+    # Asked on the page to retake it from its own clip (EVE's one word, under the 1 s a reference needs), the line is
+    # refused with why and keeps CAROL's voice: it does not go back to the lines without a voice.
+    refused = retake_from_the_page(out, 6, "line")
+    assert "line 6 cannot be voiced from its own clip" in refused and "keeps the voice it has" in refused, refused
+    kept = next(line for line in manifest(out)["lines"] if line["index"] == 6)
+    assert kept["reference"]["kind"] == "given" and manifest(out)["unvoiced"] == [], kept
     # A rerun with the same voices keeps the choice, and the line's audio; without CAROL's voice the choice has
     # nothing to stand on: the line is left without a voice again, said so, and nothing else is lost.
     result = run("render", plain, *source, "--voice-match", "line", *given, "--out", out)
@@ -476,6 +482,32 @@ def test_a_line_left_without_a_voice_is_voiced_in_the_review_with_a_voice_the_us
     result = run("render", plain, *source, "--voice-match", "line", "--out", out)
     assert result.exit_code == 1, result.output
     assert [u["index"] for u in manifest(out)["unvoiced"]] == [6] and 6 not in statuses(out), result.output
+
+
+def retake_from_the_page(out: Path, index: int, clip: str) -> str:
+    """Ask the review, through its own route, to retake a line from its own clip (``clip`` "line") or its
+    speaker's ("speaker"), as its button does; the line must stay on the page, not among the lines without a voice.
+    Returns what the desk said went wrong ("" when nothing did)."""
+    from starlette.testclient import TestClient
+    from test_review import HOST, open_desk, settle
+
+    from omnidub.review.app import build_app
+
+    desk = open_desk(out)
+    errors: list[str] = []
+    desk.subscribe(lambda event: errors.append(event["text"]) if event["type"] == "error" else None)
+    try:
+        client = TestClient(build_app(desk, {HOST}), base_url=f"http://{HOST}")
+        assert client.get(f"/?token={desk.token}").status_code == 200
+        answer = client.post(f"/api/lines/{index}/edit", json={"voice": clip}, headers={"Origin": f"http://{HOST}"})
+        assert answer.status_code == 202, answer.text
+        settle(desk)
+        state = client.get("/api/state").json()
+        assert index in {line["index"] for line in state["lines"]}, state["unvoiced"]
+        assert index not in {u["index"] for u in state["unvoiced"]}
+    finally:
+        desk.close()
+    return " ".join(errors)
 
 
 def voice_from_the_page(out: Path, index: int, choice: dict, given: Path | None = None) -> dict:
