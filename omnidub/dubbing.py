@@ -267,10 +267,10 @@ class Dubbing:
             count, where = _named([line for line in summary.original.lines if was_stock(line)])
             if count:
                 self.listener.note(
-                    f"{count} stretch{'es' if count > 1 else ''} of speech ({where}) the ASR wrote only a sentence "
-                    'for that it writes over speech it cannot follow ("Thank you for watching.", a subtitler\'s '
-                    f"credit), alone too: not in the dub; write the words in place of {NO_WORDS} in "
-                    f"{folder.path / name} and run again to dub them"
+                    f"{count} stretch{'es' if count > 1 else ''} of speech ({where}) where the ASR wrote only a "
+                    'stock sentence it writes over speech it cannot follow ("Thank you for watching.", a '
+                    f"subtitler's credit), heard alone too: not in the dub; write the words in place of {NO_WORDS} "
+                    f"in {folder.path / name} and run again to dub them"
                 )
             count, where = _heard_again(summary.original)
             if count:

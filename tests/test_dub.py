@@ -646,8 +646,8 @@ def test_a_line_the_asr_wrote_only_a_farewell_for_is_not_dubbed_and_the_dub_name
 
     said, heard, translated = _dub_heard_so(monkeypatch, tmp_path / "scene", preset, whisper_tiny_en, whole, alone)
     assert re.search(
-        r"1 stretch of speech \(line \d+ at 00:00:3[89]\.\d+\) the ASR wrote only a sentence for that it writes over "
-        r"speech it cannot follow",
+        r"1 stretch of speech \(line \d+ at 00:00:3[89]\.\d+\) where the ASR wrote only a stock sentence it writes "
+        r"over speech it cannot follow",
         said,
     ), said
     assert "heard with no words written" not in said  # named once, for what it is
