@@ -159,7 +159,7 @@ def cast_from_source(
         options, engine.preset.voice, asr=asr, device=engine.device, status=step, progress=progress, dub=dub
     )
     notes = trusted + tuple(f"{Path(options.source).name}: {note}" for note in summary.notes)
-    cast = source_cast(summary, dub, options.match, given, checks, chosen, moved)
+    cast, voices, script, unvoiced = _voiced(summary, dub, options.match, given, checks, chosen, moved)
     if summary.heard is not None and options.heard_at is not None:
         notes += (
             f"{Path(options.source).name} came without subtitles: {options.heard_at} is the original as "
@@ -173,9 +173,6 @@ def cast_from_source(
             f"{engine.asr().name} heard it, {len(summary.original.lines)} lines, each labelled with its voice; "
             "check it, correct its words and labels, and pass it as --source-subs next time",
         )
-    voices = {**cast.voices, **given}
-    script = assign_speakers(dub, cast)
-    unvoiced = unvoiced_lines(script, voices, summary, cast)
     if unvoiced and len(unvoiced) == len(script.lines):
         raise OmnidubError(f"{input_path}: {unvoiced_note(unvoiced, summary, cast)[0].partition(': ')[2]}")
     dropped = [line for line in script.lines if line.index in unvoiced]
@@ -192,6 +189,25 @@ def cast_from_source(
     left = tuple((line, unvoiced_why(line.index, line.speaker, summary, cast)) for line in dropped)
     like = given_likeness(dropped, cast, given, engine.source_encoder)
     return Casting(cast, voices, assign_languages(script, voices), bed, notes, left, like)
+
+
+def _voiced(summary, dub: Script, match: str, given: dict[str, Voice], checks, chosen, moved) -> tuple:
+    """The source's cast for ``dub`` (see ``source_cast``), every speaker's voice, the script with its speakers,
+    and the lines left without a voice (index -> speaker)."""
+    cast = source_cast(summary, dub, match, given, checks, chosen, moved)
+    voices = {**cast.voices, **given}
+    script = assign_speakers(dub, cast)
+    return cast, voices, script, unvoiced_lines(script, voices, summary, cast)
+
+
+def left_without_voice(
+    casting: Casting, dub: Script, match: str, given: dict[str, Voice], checks, chosen, moved
+) -> dict[int, str]:
+    """The lines of ``dub`` the source would leave without a voice with these choices of an editor (see
+    ``cast_from_source``), each with why: the source's analysis as ``casting`` holds it, nothing read again."""
+    summary = casting.cast.summary
+    cast, _, _, unvoiced = _voiced(summary, dub, match, given, checks, chosen, moved)
+    return {index: unvoiced_why(index, speaker, summary, cast) for index, speaker in unvoiced.items()}
 
 
 def given_likeness(

@@ -17,6 +17,7 @@ from omnidub.backends.base import Request
 from omnidub.casting import (
     Casting,
     cast_from_source,
+    left_without_voice,
     reference_clips,
     reference_files,
     reference_records,
@@ -48,6 +49,13 @@ from omnidub.voices import Voice, check_cast, check_reference, misspelt_speakers
 VOICE_CHOICES = ("line", "speaker", "given")
 # What a line's journaled decisions change: its audio and take, approval, edit, note and flag.
 DECIDED = ("key", "seed", "duration", "sha256", "approved", "flags", "attempts", "edit", "status", "note", "look_again")
+
+
+def _choices(edits: dict[int, dict]) -> tuple[dict[int, str], dict[int, str]]:
+    """The clip each edited line is voiced from (see VOICE_CHOICES), and the speaker each was moved to."""
+    chosen = {i: edit["voice"] for i, edit in edits.items() if edit.get("voice") in VOICE_CHOICES}
+    moved = {i: edit["speaker"] for i, edit in edits.items() if edit.get("speaker")}
+    return chosen, moved
 
 
 @dataclass(frozen=True)
@@ -253,14 +261,12 @@ class Project:
                 self.listener.note(text)
 
     # -- the cast ------------------------------------------------------------------------------------------
-    def _cast(self, *, trial: bool = False) -> None:
+    def _cast(self) -> None:
         """Take the voices (and per-line clips) from the source; the user's voices win (a source not analysed yet
-        is analysed now, into omnidub's cache, which every later run reuses). ``trial``: to see what an edit would
-        do, saying nothing."""
+        is analysed now, into omnidub's cache, which every later run reuses)."""
         if not self.voice_checks:
             self.voice_checks = verdicts(self.recorded)
-        chosen = {i: edit["voice"] for i, edit in self.edits.items() if edit.get("voice") in VOICE_CHOICES}
-        moved = {i: edit["speaker"] for i, edit in self.edits.items() if edit.get("speaker")}
+        chosen, moved = _choices(self.edits)
         casting = cast_from_source(
             self.engine,
             self.options.source,
@@ -274,7 +280,7 @@ class Project:
             moved=moved,
             progress=self.listener.transcribing,
         )
-        for note in () if trial else casting.notes:
+        for note in casting.notes:
             self.note(note)
         self.casting, self.voices, self.script = casting, casting.voices, casting.script
         if casting.bed is not None:  # the source's accompaniment, when the user gave no bed
@@ -1053,17 +1059,15 @@ class Project:
     def _refuse_voiceless(self, index: int, edit: dict | None) -> None:
         """Refuse a clip an editor asks for that would leave line ``index`` without a voice (its own speech too
         short to clone, a voice the source has no clip of: a line the source left without one and the editor voiced
-        in the review): the line keeps the voice it has."""
+        in the review): the line keeps the voice it has. Judged on the source's analysis as the casting holds it."""
         if self.casting is None or index in self.casting.unvoiced:
             return
-        kept = self.edits.get(index)
-        try:
-            self._put_edit(index, edit)
-            self._cast(trial=True)
-            why = next((why for line, why in self.casting.left if line.index == index), None)
-        finally:
-            self._put_edit(index, kept)
-            self._cast(trial=True)
+        edits = {**self.edits, index: edit} if edit is not None else {k: v for k, v in self.edits.items() if k != index}
+        chosen, moved = _choices(edits)
+        left = left_without_voice(
+            self.casting, self.dub, self.options.source.match, self.given_voices, self.voice_checks, chosen, moved
+        )
+        why = left.get(index)
         if why is not None:
             asked = {"line": "its own clip", "speaker": "its speaker's clip"}.get((edit or {}).get("voice"), "its clip")
             raise OmnidubError(f"line {index} cannot be voiced from {asked}: {why}; it keeps the voice it has")
