@@ -368,26 +368,26 @@ def _stock(sentence: list[Word]) -> bool:
 def _without_stock(transcript: Transcript) -> tuple[Transcript, tuple[tuple[float, float, str], ...]]:
     """The transcription without each sentence the ASR writes over speech it cannot follow (see _STOCK), and those
     sentences: where each was, and its words. A segment holding one is cut into its sentences."""
-    segments, taken = [], []
-    for segment in transcript.segments():
+    kept, dropped, taken = [], [], []
+    for k, segment in enumerate(transcript.segments()):
         sentences = _sentences(segment)
-        if not any(_stock(sentence) for sentence in sentences):
-            segments.append(segment)
+        stock = [_stock(sentence) for sentence in sentences]
+        if not any(stock):
             continue
-        for sentence in sentences:
-            if _stock(sentence):
+        dropped.append(k)
+        for sentence, said in zip(sentences, stock):
+            if said:
                 taken.append((sentence[0].start, sentence[-1].end, _joined(sentence)))
             else:
-                segments.append(sentence)
+                kept.append(sentence)
     if not taken:
         return transcript, ()
-    text = " ".join(" ".join(w.text for w in segment) for segment in segments)
-    return Transcript.of_segments(text, transcript.language, segments), tuple(taken)
+    return _with_segments(transcript, kept, dropped), tuple(taken)
 
 
 def _with_segments(transcript: Transcript, segments: list[list[Word]], dropped=()) -> Transcript:
-    """The transcription with ``segments`` (words heard again alone) among its own but those ``dropped`` (by their
-    place), in time order."""
+    """The transcription with ``segments`` (words heard again alone, or the sentences of a segment cut) among its own
+    but those ``dropped`` (by their place), in time order."""
     own = [words for k, words in enumerate(transcript.segments()) if k not in dropped]
     segments = sorted(own + segments, key=lambda words: words[0].start)
     text = " ".join(" ".join(w.text for w in segment) for segment in segments)
