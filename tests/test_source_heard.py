@@ -1162,3 +1162,113 @@ def test_speech_the_asr_writes_only_a_farewell_for_is_a_line_with_no_words_named
     fixed = hear_source(read_source(source), asr, source=source)
     assert (asr.whole, asr.alone) == (1, 2)
     assert [line.text for line in fixed.original.lines] == [StockAsr.FIRST, "Quiet, they can hear us.", StockAsr.LAST]
+
+
+QUIET_BEFORE = "The landlord called again about the broken window."
+QUIET_SAID = "If the ferry is late we will miss the last bus into town."
+QUIET_AFTER = "Then we should leave before the rain starts."
+
+
+def quiet_voice_source(tmp_path) -> tuple[Path, list[tuple[float, float]]]:
+    """OWEN, then a voice across a hall (IRIS, 14 dB under him, a 1.6 s reverberant tail), then OWEN again, 1 s apart
+    over a jazz bed 8 dB under him: Silero's probability over IRIS's line peaks at 0.24, so its usual threshold (0.5)
+    hears none of it and the quiet one (0.15) hears it whole. The file, and the three lines' spans."""
+    from films import RATE, SPEECH_RMS, speak
+    from scenes import jazz, stairwell
+
+    rng = np.random.default_rng(4)
+    before, far, after = (speak(voice, [said])[0] for voice, said in (
+        ("OWEN", QUIET_BEFORE), ("IRIS", QUIET_SAID), ("OWEN", QUIET_AFTER)
+    ))  # fmt: skip
+    far = stairwell(far, rng, rt60=1.6)
+    far = SPEECH_RMS * 10 ** (-14 / 20) * far / np.sqrt(np.mean(far**2))
+    pieces = (before, far, after)
+    mix = SPEECH_RMS * 10 ** (-8 / 20) * jazz(4 + sum(p.size for p in pieces) / RATE, rng)
+    mix[:RATE] = 0.0  # a second of silence; the bed's start then peaks at 0.35, its other stretches lower
+    spans, at = [], 2 * RATE
+    for piece in pieces:
+        mix[at : at + piece.size] += piece
+        spans.append((at / RATE, (at + piece.size) / RATE))
+        at += piece.size + RATE
+    path = tmp_path / "hall.wav"
+    sf.write(path, mix.astype(np.float32), RATE)
+    return path, spans
+
+
+class SpanAsr:
+    """Hears a source whole (with voice activity) as ``whole`` says ((start, end, text) each, the words spread
+    over it), and a stretch heard alone (no voice activity filter) of 1.5 s or more as ``alone`` says (a shorter one,
+    or with ``alone`` empty: no words). Counts both."""
+
+    name = "spans"
+
+    def __init__(self, whole: list[tuple[float, float, str]], alone: str):
+        self.said_whole, self.said_alone = whole, alone
+        self.whole = self.alone = 0
+
+    def identity(self) -> dict:
+        return {"model": self.name}
+
+    def transcribe(self, samples, rate, vad=False, **_):
+        from omnidub.asr import Transcript
+
+        if vad:
+            self.whole += 1
+            text = " ".join(said for *_, said in self.said_whole)
+            return Transcript.of_segments(text, "en", [spread(said, a, b) for a, b, said in self.said_whole])
+        seconds = len(samples) / rate
+        self.alone += 1
+        if seconds < 1.5 or not self.said_alone:
+            return Transcript("", "en", (), ())
+        return Transcript.of_segments(self.said_alone, "en", [spread(self.said_alone, 0.3, seconds - 0.3)])
+
+
+@films
+def test_a_voice_the_usual_voice_activity_hears_none_of_is_heard_again_alone_and_is_a_line(own_cache, tmp_path):
+    from omnidub.source import read_source
+    from omnidub.source.audio import ANALYSIS_RATE
+    from omnidub.source.heard import AGAIN, hear_source
+    from omnidub.source.speech import find_speech
+
+    path, (before, far, after) = quiet_voice_source(tmp_path)
+    assert find_speech(read_source(path).at_rate(ANALYSIS_RATE)).speech_seconds(*far) == 0  # the premise
+    heard_alone = "We will miss the last bus."
+    asr = SpanAsr([(*before, QUIET_BEFORE), (*after, QUIET_AFTER)], heard_alone)
+    heard = hear_source(read_source(path), asr, source=path)
+    lines = heard.original.lines
+    assert [line.text for line in lines] == [QUIET_BEFORE, heard_alone, QUIET_AFTER], lines
+    assert asr.alone == 1  # only the stretch heard when listened for a quiet voice
+    middle = lines[1]
+    assert middle.where.endswith(AGAIN)  # named for a look at its words
+    inside = min(middle.end, far[1]) - max(middle.start, far[0])
+    assert inside >= 0.8 * (far[1] - far[0]) and middle.start > before[1] and middle.end < after[0], middle
+    assert heard.speech.speech_seconds(*far) >= 0.8 * (far[1] - far[0])  # its clip has speech to cut
+    # Kept: the next run hears nothing, whole or alone.
+    again = hear_source(read_source(path), asr, source=path)
+    assert (asr.whole, asr.alone) == (1, 1)
+    assert [x.text for x in again.original.lines] == [x.text for x in lines]
+    # One kept before quiet voices were listened for (no words there, "quiet" not kept) is heard again there only.
+    [kept] = (own_cache / "source" / "heard").glob("*.json")
+    data = json.loads(kept.read_text())
+    data["words"] = [w for w in data["words"] if not before[1] < w[1] < after[0] - 0.01]
+    data["starts"], data["again"] = [0, 8], []
+    assert [w[0] for w in data["words"][7:9]] == ["window.", "Then"]
+    kept.write_text(json.dumps({k: v for k, v in data.items() if k != "quiet"}))
+    fixed = hear_source(read_source(path), asr, source=path)
+    assert (asr.whole, asr.alone) == (1, 2)
+    assert [x.text for x in fixed.original.lines] == [QUIET_BEFORE, heard_alone, QUIET_AFTER]
+
+
+@films
+def test_a_stretch_heard_only_when_listening_for_a_quiet_voice_with_no_words_in_it_is_not_speech(own_cache, tmp_path):
+    # Silero hears a jazz bed alone as it hears a quiet voice: a stretch the ASR, heard alone, hears no words in is
+    # neither a line (with no words, named for the editor) nor speech a clip may be cut from.
+    from omnidub.source import read_source
+    from omnidub.source.heard import hear_source
+
+    path, (before, far, after) = quiet_voice_source(tmp_path)
+    asr = SpanAsr([(*before, QUIET_BEFORE), (*after, QUIET_AFTER)], "")
+    heard = hear_source(read_source(path), asr, source=path)
+    assert asr.alone == 1
+    assert [line.text for line in heard.original.lines] == [QUIET_BEFORE, QUIET_AFTER]
+    assert heard.speech.speech_seconds(*far) == 0

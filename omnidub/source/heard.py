@@ -24,7 +24,7 @@ from omnidub.errors import OmnidubError
 from omnidub.script import DEFAULT_SPEAKER, Line, Script
 from omnidub.script import labelled_srt as script_srt
 from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
-from omnidub.source.speech import SpeechMap, check_some_speech, find_speech
+from omnidub.source.speech import SpeechMap, check_some_speech, find_speech, less, with_quiet_stretches
 
 if TYPE_CHECKING:
     from omnidub.source.analysis import Analysis
@@ -167,7 +167,11 @@ def hear_source(
     speech = find_speech(track)
     name = Path(source).name
     check_some_speech(speech, name)
-    transcript, again, stock = _kept(audio, asr, source, language, separate, progress, status, speech)
+    speech, quiet = with_quiet_stretches(speech, track)
+    transcript, again, stock = _kept(audio, asr, source, language, separate, progress, status, speech, quiet)
+    # A stretch heard only when listened for a quiet voice is speech where the ASR heard words in it (see
+    # speech.QUIET_THRESHOLD): music is heard so too.
+    speech = less(speech, tuple(span for span in quiet if not _words_in(transcript, *span)))
     original = _marked(heard_lines(transcript, speech, language), again, stock)
     if not original.lines:
         raise OmnidubError(
@@ -186,17 +190,19 @@ def _kept(
     progress,
     status,
     speech: SpeechMap,
+    quiet: tuple[tuple[float, float], ...] = (),
 ) -> tuple[Transcript, tuple[tuple[float, float], ...], tuple[tuple[float, float, str], ...]]:
     """The source's transcription, the stretches of speech heard again alone (see AGAIN_PAD), and the stock
     sentences taken out of it (see _STOCK): kept in omnidub's cache; one kept before stretches were heard again is
-    heard again there once, and one kept before stock sentences were taken out is heard again where it holds one."""
+    heard again there once, one kept before stock sentences were taken out is heard again where it holds one, and one
+    kept before ``quiet`` stretches were speech (see speech.QUIET_THRESHOLD) is heard again in them."""
     from omnidub.files import cache_home, write_text_atomic
 
     key = transcript_key(source, asr, language, separate)
     path = cache_home() / "source" / "heard" / f"{key}.json"
     seconds = len(audio.samples) / audio.sample_rate
-    found, why, again, redone, stock = _read_kept(path, key, seconds)
-    if found is not None and None not in (again, redone, stock):
+    found, why, again, redone, stock, quieted = _read_kept(path, key, seconds)
+    if found is not None and None not in (again, redone, stock, quieted):
         return found, again, stock
     if found is None:
         told = f" again: the kept one {why}" if why else " (once; kept for every later run)"
@@ -214,6 +220,9 @@ def _kept(
         if again is not None and stock:
             found, more = _heard_again(audio, asr, found, speech, language, status, within=stock)
             again = tuple(sorted(set(again) | set(more)))
+    if quieted is None and again is not None and quiet:  # kept before quiet stretches were speech
+        found, more = _heard_again(audio, asr, found, speech, language, status, within=quiet)
+        again = tuple(sorted(set(again) | set(more)))
     if again is None:  # made now, or kept before stretches were heard again
         found, again = _heard_again(audio, asr, found, speech, language, status)
     if redone is None:  # made now, or kept before repeats were heard again
@@ -229,6 +238,7 @@ def _kept(
         "again": [list(span) for span in again],
         "repeats": [list(span) for span in redone],  # of them, those whose words repeated the words before them
         "stock": [list(span) for span in stock],  # the stretches of sentences taken out (see _STOCK), and their words
+        "quiet": [list(span) for span in quiet],  # speech heard only at speech.QUIET_THRESHOLD, heard again alone
         "asr": asr.identity(),
     }
     path.parent.mkdir(parents=True, exist_ok=True)
@@ -236,30 +246,35 @@ def _kept(
     return found, again, stock
 
 
+def _words_in(transcript: Transcript, start: float, end: float) -> bool:
+    return any(start <= (word.start + word.end) / 2 <= end and _SPOKEN.search(word.text) for word in transcript.words)
+
+
 def _read_kept(path: Path, key: str, seconds: float) -> tuple:
     """The transcription kept at ``path`` when it was made for ``key`` and fits the source's length, the stretches
     heard again alone (None: kept before any was), and of them those whose words repeated the words before them
-    (None: kept before repeats were heard again), and the stock sentences taken out (None: kept before they were);
-    else None and why it is not used ("" when there is none)."""
+    (None: kept before repeats were heard again), the stock sentences taken out (None: kept before they were), and
+    the quiet stretches heard again (None: kept before they were); else None and why it is not used ("" when none)."""
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except FileNotFoundError:
-        return None, "", None, None, None
+        return None, "", None, None, None, None
     except (OSError, ValueError):
-        return None, "could not be read", None, None, None
+        return None, "could not be read", None, None, None, None
     try:
         if data.get("key") != key:
-            return None, "was made from another source or model", None, None, None
+            return None, "was made from another source or model", None, None, None, None
         words = tuple(Word(str(t), float(a), float(b)) for t, a, b in data["words"])
         if abs(float(data["seconds"]) - seconds) > 0.05 or any(w.end > seconds + 0.05 for w in words):
-            return None, "does not fit the source's length", None, None, None
+            return None, "does not fit the source's length", None, None, None, None
         starts = tuple(int(k) for k in data["starts"])
         again = None if "again" not in data else tuple((float(a), float(b)) for a, b in data["again"])
         redone = None if "repeats" not in data else tuple((float(a), float(b)) for a, b in data["repeats"])
         stock = None if "stock" not in data else tuple((float(a), float(b), str(t)) for a, b, t in data["stock"])
-        return Transcript(str(data["text"]), str(data["language"]), words, starts), "", again, redone, stock
+        quiet = None if "quiet" not in data else tuple((float(a), float(b)) for a, b in data["quiet"])
+        return Transcript(str(data["text"]), str(data["language"]), words, starts), "", again, redone, stock, quiet
     except (AttributeError, KeyError, TypeError, ValueError):
-        return None, "could not be read", None, None, None
+        return None, "could not be read", None, None, None, None
 
 
 def _heard_again(
