@@ -188,9 +188,10 @@ def with_faint_speech(speech: SpeechMap, track: SourceAudio, spans: list[tuple[f
 # (4 dB under, a 1.6 s tail) and the one behind a door were not one word of the dub, and nothing said so. So stretches
 # Silero hears at QUIET_THRESHOLD, QUIET_LEAST s long or more and QUIET_CLEAR s or more from any speech heard at 0.5,
 # may be speech: each is heard again alone (heard.py), and is a line where the ASR hears words in it. Over the 13
-# scenes of both casts (seeds 0-2 and 0-4) every such stretch was a voice's speech, while shorter ones, or nearer speech
-# heard, were the bed as often; but Silero hears a jazz bed alone so too, as it does a quiet voice (the same
-# probabilities), so a stretch the ASR hears no words in is not speech (docs/source.md, "A voice heard nowhere").
+# scenes of both casts (seeds 0-2 and 0-4) every such stretch was a voice's speech, while shorter ones (0.5 s), or
+# nearer speech heard (0.05 s), were often the bed; but Silero hears a jazz bed alone so too, as it does a quiet
+# voice (the same probabilities), so a stretch the ASR hears no words in is not speech (docs/source.md, "A voice
+# heard nowhere").
 QUIET_THRESHOLD = 0.15
 QUIET_LEAST = 1.0
 QUIET_CLEAR = 0.3
@@ -211,7 +212,8 @@ def less(speech: SpeechMap, regions: tuple[tuple[float, float], ...]) -> SpeechM
     """``speech`` without these of its regions."""
     if not regions:
         return speech
-    kept = tuple(region for region in speech.regions if region not in set(regions))
+    gone = set(regions)
+    kept = tuple(region for region in speech.regions if region not in gone)
     return SpeechMap(kept, speech.rms, _frames(kept, speech.rms.size))
 
 
