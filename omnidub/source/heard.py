@@ -215,13 +215,13 @@ def _kept(
             vad=True,
             progress=progress,
         )
-    if stock is None:  # made now, or kept before stock sentences were taken out: each heard again alone
+    # Kept before stock sentences were taken out, or before quiet stretches were speech: heard again there alone.
+    within = quiet if quieted is None else ()
+    if stock is None:  # made now, or kept before stock sentences were taken out
         found, stock = _without_stock(found)
-        if again is not None and stock:
-            found, more = _heard_again(audio, asr, found, speech, language, status, within=stock)
-            again = tuple(sorted(set(again) | set(more)))
-    if quieted is None and again is not None and quiet:  # kept before quiet stretches were speech
-        found, more = _heard_again(audio, asr, found, speech, language, status, within=quiet)
+        within += stock
+    if again is not None and within:
+        found, more = _heard_again(audio, asr, found, speech, language, status, within=within)
         again = tuple(sorted(set(again) | set(more)))
     if again is None:  # made now, or kept before stretches were heard again
         found, again = _heard_again(audio, asr, found, speech, language, status)
