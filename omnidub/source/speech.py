@@ -30,6 +30,10 @@ class SpeechMap:
     rms: np.ndarray  # one value per HOP
     speech: np.ndarray  # bool per HOP: inside a speech region
 
+    def with_regions(self, regions: tuple[tuple[float, float], ...]) -> SpeechMap:
+        """The same track's levels with these speech regions."""
+        return SpeechMap(regions, self.rms, _frames(regions, self.rms.size))
+
     def speech_seconds(self, start: float, end: float) -> float:
         """Seconds of speech between `start` and `end`."""
         return sum(max(0.0, min(b, end) - max(a, start)) for a, b in self.regions)
@@ -180,7 +184,7 @@ def with_faint_speech(speech: SpeechMap, track: SourceAudio, spans: list[tuple[f
     if not added:
         return speech
     regions = tuple(sorted(speech.regions + tuple(merged(added))))
-    return SpeechMap(regions, speech.rms, _frames(regions, speech.rms.size))
+    return speech.with_regions(regions)
 
 
 # Without subtitles nothing says where a quiet voice speaks, and the whole source is transcribed behind Silero at 0.5,
@@ -205,7 +209,7 @@ def with_quiet_stretches(speech: SpeechMap, track: SourceAudio) -> tuple[SpeechM
     if not added:
         return speech, ()
     regions = tuple(sorted(speech.regions + added))
-    return SpeechMap(regions, speech.rms, _frames(regions, speech.rms.size)), added
+    return speech.with_regions(regions), added
 
 
 def less(speech: SpeechMap, regions: tuple[tuple[float, float], ...]) -> SpeechMap:
@@ -214,7 +218,7 @@ def less(speech: SpeechMap, regions: tuple[tuple[float, float], ...]) -> SpeechM
         return speech
     gone = set(regions)
     kept = tuple(region for region in speech.regions if region not in gone)
-    return SpeechMap(kept, speech.rms, _frames(kept, speech.rms.size))
+    return speech.with_regions(kept)
 
 
 def merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
