@@ -227,3 +227,31 @@ def test_a_sentence_laid_again_over_the_next_voices_is_decoded_again_alone(heard
     found = asr.transcribe(np.zeros(16000 * 7, np.float32), 16000, "en", word_timestamps=True)
     assert calls == [(16000 * 7, 1), (16000 * 2, BEAM)]  # only the copies' 2 s again
     assert [(w.text, round(w.start, 2)) for w in found.words] == [*words, ("Ready?", 5.2), ("Ready?", 6.2)]
+
+
+def test_heard_faintly_a_segment_is_kept_unless_the_model_is_sure_there_is_no_speech():
+    # A far, reverberant voice: faster-whisper's own no-speech rule (over 0.6 sure and a mean log-probability under
+    # -1) drops its segment whole. Heard faintly that rule is off, and a segment is dropped only where the model is
+    # FAINT_NO_SPEECH sure or more that nobody speaks (a jazz bed's "you"); heard as usual the rule is the model's.
+    from types import SimpleNamespace
+
+    from omnidub.asr import FAINT_NO_SPEECH, Asr
+
+    asked = []
+
+    class Model:
+        def transcribe(self, samples, **options):
+            asked.append(options)
+            far = decoded(0.0, 2.0, "we will miss the last bus", 1.1, [("we", 0.2, 0.4), ("bus", 1.5, 1.9)])
+            bed = decoded(2.0, 3.0, "you", 0.3, [("you", 2.2, 2.4)])
+            far.no_speech_prob, bed.no_speech_prob = FAINT_NO_SPEECH - 0.04, FAINT_NO_SPEECH + 0.04
+            return iter([far, bed]), SimpleNamespace(language="en")
+
+    asr = Asr("tiny.en", "cpu")
+    asr._model = Model()
+    found = asr.transcribe(np.zeros(16000 * 3, np.float32), 16000, "en", word_timestamps=True, faint=True)
+    assert asked[0]["no_speech_threshold"] is None and asked[0]["log_prob_threshold"] is None
+    assert [w.text for w in found.words] == ["we", "bus"]
+    usual = asr.transcribe(np.zeros(16000 * 3, np.float32), 16000, "en", word_timestamps=True)
+    assert "no_speech_threshold" not in asked[1] and "log_prob_threshold" not in asked[1]
+    assert [w.text for w in usual.words] == ["we", "bus", "you"]  # the model's own rule, which kept both here

@@ -215,7 +215,9 @@ class RunsTurnsTogether(SceneAsr):
 
     name = "runs-turns-together, yeah"
 
-    def transcribe(self, audio, sample_rate, language=None, word_timestamps=False, *, vad=False, progress=None):
+    def transcribe(
+        self, audio, sample_rate, language=None, word_timestamps=False, *, vad=False, faint=False, progress=None
+    ):
         words, starts, joined = [], [], False
         for row in sorted(self.scene.truth["lines"], key=lambda row: row["speech"][0]):
             said, (a, b) = row["said"].split(), row["speech"]
@@ -261,7 +263,9 @@ class DeafToWhispers(SceneAsr):
     def identity(self) -> str:
         return f"{self.name}:{self.alone}"
 
-    def transcribe(self, audio, sample_rate, language=None, word_timestamps=False, *, vad=False, progress=None):
+    def transcribe(
+        self, audio, sample_rate, language=None, word_timestamps=False, *, vad=False, faint=False, progress=None
+    ):
         from omnidub.asr import Transcript
 
         if audio.size / sample_rate < 20:  # a clip heard alone
@@ -284,7 +288,9 @@ class HearsWhispersShort(SceneAsr):
     name = "hears-whispers-short, nothing alone"
     WHISPER_HEARD = 0.3
 
-    def transcribe(self, audio, sample_rate, language=None, word_timestamps=False, *, vad=False, progress=None):
+    def transcribe(
+        self, audio, sample_rate, language=None, word_timestamps=False, *, vad=False, faint=False, progress=None
+    ):
         if not vad:
             return self.transcript([], [])
         words, starts = [], []
