@@ -363,26 +363,15 @@ def test_the_lines_heard_are_cut_at_the_dubs_cues_where_the_asr_ran_two_voices_i
     assert at_cues(heard, read_script(plain)) is heard
 
 
-def test_a_cue_with_speech_and_no_word_heard_in_it_is_heard_again_alone_and_a_silent_one_is_not(tmp_path):
+def cue_with_a_quiet_voice(tmp_path):
+    """Whisper, decoding the whole source behind its own voice activity filter, wrote nothing for a quiet voice
+    across a hall (3-6 s) that voice activity hears; a second cue (7-8.5 s) holds no speech at all. The lines heard
+    at the dub's cues, the cues, and the (silent) audio."""
     from omnidub.asr import Transcript, Word
     from omnidub.source.analysis import NO_WORDS
     from omnidub.source.audio import SourceAudio
-    from omnidub.source.heard import AGAIN, Heard, at_cues, heard_in_cues, heard_lines
+    from omnidub.source.heard import Heard, at_cues, heard_lines
 
-    class AloneAsr:
-        """Writes words for a stretch heard alone (no voice activity filter), over its middle."""
-
-        def __init__(self):
-            self.asked = []
-
-        def transcribe(self, samples, rate, vad=False, **_):
-            seconds = len(samples) / rate
-            self.asked.append(seconds)
-            words = (Word("the", 0.4, 0.7), Word("choir", 0.8, 1.2), Word("practises", 1.3, seconds - 0.4))
-            return Transcript("the choir practises", "en", words, (0,))
-
-    # Whisper, decoding the whole source behind its own voice activity filter, wrote nothing for a quiet voice
-    # across a hall (3-6 s) that voice activity hears; a second cue (7-8.5 s) holds no speech at all.
     transcript = Transcript("", "en", (Word("Hello", 0.5, 0.9), Word("there.", 0.9, 1.4)), (0,))
     speech = speech_map([(0.45, 1.45), (3.1, 5.8)], 10.0)
     heard = Heard(transcript, heard_lines(transcript, speech), speech)
@@ -396,7 +385,27 @@ def test_a_cue_with_speech_and_no_word_heard_in_it_is_heard_again_alone_and_a_si
     cues = read_script(dub)
     cut = at_cues(heard, cues)
     assert [line.text for line in cut.original.lines] == ["Hello there.", NO_WORDS, NO_WORDS]
-    audio = SourceAudio(tmp_path / "silent.wav", np.zeros(16000 * 10, np.float32), 16000)
+    return cut, cues, SourceAudio(tmp_path / "silent.wav", np.zeros(16000 * 10, np.float32), 16000)
+
+
+def test_a_cue_with_speech_and_no_word_heard_in_it_is_heard_again_alone_and_a_silent_one_is_not(tmp_path):
+    from omnidub.asr import Transcript, Word
+    from omnidub.source.analysis import NO_WORDS
+    from omnidub.source.heard import AGAIN, heard_in_cues
+
+    class AloneAsr:
+        """Writes words for a stretch heard alone (no voice activity filter), over its middle."""
+
+        def __init__(self):
+            self.asked = []
+
+        def transcribe(self, samples, rate, vad=False, **_):
+            seconds = len(samples) / rate
+            self.asked.append(seconds)
+            words = (Word("the", 0.4, 0.7), Word("choir", 0.8, 1.2), Word("practises", 1.3, seconds - 0.4))
+            return Transcript("the choir practises", "en", words, (0,))
+
+    cut, cues, audio = cue_with_a_quiet_voice(tmp_path)
     asr, said = AloneAsr(), []
     again = heard_in_cues(cut, cues, audio, asr, "en", said.append)
     assert len(asr.asked) == 1 and asr.asked[0] == pytest.approx(3.4)  # the cue, 0.2 s either side; not the silent one
@@ -406,6 +415,36 @@ def test_a_cue_with_speech_and_no_word_heard_in_it_is_heard_again_alone_and_a_si
     assert [w.text for w in again.transcript.words] == ["Hello", "there.", "the", "choir", "practises"]
     assert again.transcript.words[2].start == pytest.approx(3.2)  # its time in the source
     assert heard_in_cues(again, cues, audio, asr, "en") is again and len(asr.asked) == 1  # nothing left to hear
+
+
+@pytest.mark.parametrize("faintly, taken", [("the choir practises", True), ("you", False), ("I'm sorry.", False)])
+def test_a_cue_heard_alone_saying_nothing_is_heard_faintly(tmp_path, faintly, taken):
+    # Heard alone, Whisper's no-speech rule drops a far voice whole; heard faintly it says what it hears, taken where
+    # it says three words or more (a bed alone, heard so, says "you").
+    from omnidub.asr import Transcript, Word
+    from omnidub.source.analysis import NO_WORDS
+    from omnidub.source.heard import AGAIN, heard_in_cues
+
+    class FaintAsr:
+        def __init__(self):
+            self.asked = []
+
+        def transcribe(self, samples, rate, vad=False, faint=False, **_):
+            seconds = len(samples) / rate
+            self.asked.append(faint)
+            if not faint:
+                return Transcript("", "en", (), ())
+            said = faintly.split()
+            step = (seconds - 0.8) / len(said)
+            words = tuple(Word(w, 0.4 + k * step, 0.4 + (k + 1) * step) for k, w in enumerate(said))
+            return Transcript(faintly, "en", words, (0,))
+
+    cut, cues, audio = cue_with_a_quiet_voice(tmp_path)
+    asr = FaintAsr()
+    again = heard_in_cues(cut, cues, audio, asr, "en")
+    assert asr.asked == [False, True]  # the cue with speech, heard alone, then faintly
+    line = again.original.lines[1]
+    assert (line.text, line.where.endswith(AGAIN)) == ((faintly, True) if taken else (NO_WORDS, False))
 
 
 def test_a_dialogue_dash_cue_s_lines_at_the_dubs_cues_are_two_voices_parted_at_their_pause(tmp_path):

@@ -586,7 +586,8 @@ def heard_in_cues(
     """At the dub's cues (:func:`at_cues`): each cue no word was heard in, where voice activity hears UNHEARD s of
     speech or more (more keenly in a cue where it hears none at its usual threshold: see
     :func:`omnidub.source.speech.with_faint_speech`), heard again alone, as a stretch with no words is (AGAIN_PAD s
-    of its edges with it, no voice activity filter; its words inside the cue, not looping). Decoding a whole source,
+    of its edges with it, no voice activity filter; its words inside the cue, not looping; heard faintly where that
+    gives none, see FAINT_WORDS). Decoding a whole source,
     Whisper's own voice activity filter drops a quiet voice: on the held-out cast of tests/scenes.py a 5.6 s line
     across a hall had no word, so no transcript, so no clip, and its voice none (docs/source.md)."""
     from dataclasses import replace
@@ -610,6 +611,8 @@ def heard_in_cues(
     found, said = [], {}
     for line in empty:
         segments = _alone(audio, asr, line.start, line.end, language, heard.transcript)
+        if not segments:  # the cue says someone speaks there: heard faintly too (see FAINT_WORDS)
+            segments = _alone(audio, asr, line.start, line.end, language, heard.transcript, faint=True)
         words = [w for segment in segments for w in segment if _SPOKEN.search(w.text)]
         if words:
             found += segments
