@@ -1267,11 +1267,13 @@ class SpanAsr:
 
 
 @films
-def test_a_voice_the_usual_voice_activity_hears_none_of_is_heard_again_alone_and_is_a_line(own_cache, tmp_path):
-    from omnidub.source import read_source
+def test_a_voice_the_usual_voice_activity_hears_none_of_is_heard_again_alone_and_is_a_line(
+    own_cache, tmp_path, monkeypatch
+):
+    from omnidub.source import read_source, speech
     from omnidub.source.audio import ANALYSIS_RATE
     from omnidub.source.heard import AGAIN, hear_source
-    from omnidub.source.speech import find_speech
+    from omnidub.source.speech import QUIET_THRESHOLD, find_speech
 
     path, (before, far, after) = quiet_voice_source(tmp_path)
     assert find_speech(read_source(path).at_rate(ANALYSIS_RATE)).speech_seconds(*far) == 0  # the premise
@@ -1286,10 +1288,13 @@ def test_a_voice_the_usual_voice_activity_hears_none_of_is_heard_again_alone_and
     inside = min(middle.end, far[1]) - max(middle.start, far[0])
     assert inside >= 0.8 * (far[1] - far[0]) and middle.start > before[1] and middle.end < after[0], middle
     assert heard.speech.speech_seconds(*far) >= 0.8 * (far[1] - far[0])  # its clip has speech to cut
-    # Kept: the next run hears nothing, whole or alone.
+    # Kept: the next run hears nothing, whole or alone, and does not listen for a quiet voice again.
+    listened, listen = [], speech._voice_activity
+    monkeypatch.setattr(speech, "_voice_activity", lambda track, at: listened.append(at) or listen(track, at))
     again = hear_source(read_source(path), asr, source=path)
-    assert (asr.whole, asr.alone) == (1, 1)
+    assert (asr.whole, asr.alone) == (1, 1) and QUIET_THRESHOLD not in listened and listened
     assert [x.text for x in again.original.lines] == [x.text for x in lines]
+    assert again.speech.regions == heard.speech.regions
     # One kept before quiet voices were listened for (no words there, "quiet" not kept) is heard again there only.
     [kept] = (own_cache / "source" / "heard").glob("*.json")
     data = json.loads(kept.read_text())

@@ -24,7 +24,7 @@ from omnidub.errors import OmnidubError
 from omnidub.script import DEFAULT_SPEAKER, Line, Script
 from omnidub.script import labelled_srt as script_srt
 from omnidub.source.audio import ANALYSIS_RATE, SourceAudio
-from omnidub.source.speech import SpeechMap, check_some_speech, find_speech, less, with_quiet_stretches
+from omnidub.source.speech import SpeechMap, check_some_speech, find_speech, with_quiet_stretches
 
 if TYPE_CHECKING:
     from omnidub.source.analysis import Analysis
@@ -173,11 +173,12 @@ def hear_source(
     speech = find_speech(track)
     name = Path(source).name
     check_some_speech(speech, name)
-    speech, quiet = with_quiet_stretches(speech, track)
-    transcript, again, stock = _kept(audio, asr, source, language, separate, progress, status, speech, quiet)
+    transcript, again, stock, quiet = _kept(audio, asr, source, language, separate, progress, status, speech, track)
     # A stretch heard only when listened for a quiet voice is speech where the ASR heard words in it (see
     # speech.QUIET_THRESHOLD): music is heard so too.
-    speech = less(speech, tuple(span for span in quiet if not _words_in(transcript, *span)))
+    spoken = tuple(span for span in quiet if _words_in(transcript, *span))
+    if spoken:
+        speech = speech.with_regions(tuple(sorted(speech.regions + spoken)))
     original = _marked(heard_lines(transcript, speech, language), again, stock)
     if not original.lines:
         raise OmnidubError(
@@ -196,12 +197,16 @@ def _kept(
     progress,
     status,
     speech: SpeechMap,
-    quiet: tuple[tuple[float, float], ...] = (),
-) -> tuple[Transcript, tuple[tuple[float, float], ...], tuple[tuple[float, float, str], ...]]:
-    """The source's transcription, the stretches of speech heard again alone (see AGAIN_PAD), and the stock
-    sentences taken out of it (see _STOCK): kept in omnidub's cache; one kept before stretches were heard again is
-    heard again there once, one kept before stock sentences were taken out is heard again where it holds one, and one
-    kept before ``quiet`` stretches were speech (see speech.QUIET_THRESHOLD) is heard again in them."""
+    track: SourceAudio,
+) -> tuple[
+    Transcript, tuple[tuple[float, float], ...], tuple[tuple[float, float, str], ...], tuple[tuple[float, float], ...]
+]:
+    """The source's transcription, the stretches of speech heard again alone (see AGAIN_PAD), the stock sentences
+    taken out of it (see _STOCK), and the stretches only voice activity listening for a quiet voice hears (``track``,
+    the source at ANALYSIS_RATE, is listened to only when they are not kept; see speech.QUIET_THRESHOLD): kept in
+    omnidub's cache; one kept before stretches were heard again is heard again there once, one kept before stock
+    sentences were taken out is heard again where it holds one, and one kept before quiet stretches were speech is
+    heard again in them."""
     from omnidub.files import cache_home, write_text_atomic
 
     key = transcript_key(source, asr, language, separate)
@@ -209,7 +214,8 @@ def _kept(
     seconds = len(audio.samples) / audio.sample_rate
     found, why, again, redone, stock, quieted = _read_kept(path, key, seconds)
     if found is not None and None not in (again, redone, stock, quieted):
-        return found, again, stock
+        return found, again, stock, quieted
+    speech, quiet = with_quiet_stretches(speech, track)
     if found is None:
         told = f" again: the kept one {why}" if why else " (once; kept for every later run)"
         status(f"transcribing {Path(source).name} with {asr.name}{told}")
@@ -250,7 +256,7 @@ def _kept(
     }
     path.parent.mkdir(parents=True, exist_ok=True)
     write_text_atomic(path, json.dumps(data, ensure_ascii=False))
-    return found, again, stock
+    return found, again, stock, quiet
 
 
 def _words_in(transcript: Transcript, start: float, end: float) -> bool:

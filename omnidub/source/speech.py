@@ -212,15 +212,6 @@ def with_quiet_stretches(speech: SpeechMap, track: SourceAudio) -> tuple[SpeechM
     return speech.with_regions(regions), added
 
 
-def less(speech: SpeechMap, regions: tuple[tuple[float, float], ...]) -> SpeechMap:
-    """``speech`` without these of its regions."""
-    if not regions:
-        return speech
-    gone = set(regions)
-    kept = tuple(region for region in speech.regions if region not in gone)
-    return speech.with_regions(kept)
-
-
 def merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
     """The spans with those that overlap or touch joined, in order."""
     found: list[tuple[float, float]] = []
