@@ -178,7 +178,7 @@ def hear_source(
     # speech.QUIET_THRESHOLD): music is heard so too.
     spoken = tuple(span for span in quiet if _words_in(transcript, *span))
     if spoken:
-        speech = speech.with_regions(tuple(sorted(speech.regions + spoken)))
+        speech = speech.with_more(spoken)
     original = _marked(heard_lines(transcript, speech, language), again, stock)
     if not original.lines:
         raise OmnidubError(
@@ -315,12 +315,13 @@ def _heard_again(
     if not spans:
         return transcript, ()
     status(f"hearing again, each alone, {len(spans)} stretch{'es' if len(spans) > 1 else ''} of speech with no words")
-    found = []
-    for start, end in spans:
-        heard = _alone(audio, asr, start, end, language, transcript)
-        if not heard and any(a < end and b > start for a, b in quiet):
-            heard = _alone(audio, asr, start, end, language, transcript, faint=True)
-        found += heard
+    found = [
+        segment
+        for start, end in spans
+        for segment in _alone(
+            audio, asr, start, end, language, transcript, faintly=any(a < end and b > start for a, b in quiet)
+        )
+    ]
     if not found:  # nothing heard again: the transcription as it was
         return transcript, spans
     return _with_segments(transcript, found), spans
@@ -370,33 +371,37 @@ def _alone(
     end: float,
     language: str | None,
     transcript: Transcript,
-    faint: bool = False,
+    faintly: bool = False,
 ) -> list[list[Word]]:
     """The stretch ``start``..``end`` heard again alone, AGAIN_PAD s of its edges with it and no voice activity
     filter: the words of each segment heard inside it (not a neighbour's word at an edge), those that do not loop.
-    ``faint``: heard as a quiet voice (see FAINT_WORDS), a segment's words only where they are FAINT_WORDS or more."""
+    ``faintly``: where that gives none, heard once more as a quiet voice (see FAINT_WORDS), a segment's words then
+    taken only where they are FAINT_WORDS or more."""
     from faster_whisper.transcribe import get_compression_ratio
 
     from omnidub.asr import LOOPING
 
     rate, seconds = audio.sample_rate, len(audio.samples) / audio.sample_rate
     low, high = max(0.0, start - AGAIN_PAD), min(seconds, end + AGAIN_PAD)
-    heard = asr.transcribe(
-        audio.samples[int(low * rate) : int(high * rate)],
-        rate,
-        language=whisper_language(language) or transcript.language,
-        word_timestamps=True,
-        vad=False,
-        faint=faint,
-    )
     found = []
-    for segment in heard.segments():
-        words = [Word(w.text, round(w.start + low, 3), round(w.end + low, 3)) for w in segment]
-        words = [w for w in words if start <= (w.start + w.end) / 2 <= end]
-        words = [w for sentence in _sentences(words) if not _stock(sentence) for w in sentence]
-        least = FAINT_WORDS if faint else 1
-        if len(words) >= least and get_compression_ratio(" ".join(w.text for w in words)) <= LOOPING:
-            found.append(words)
+    for faint in (False, True) if faintly else (False,):
+        heard = asr.transcribe(
+            audio.samples[int(low * rate) : int(high * rate)],
+            rate,
+            language=whisper_language(language) or transcript.language,
+            word_timestamps=True,
+            vad=False,
+            faint=faint,
+        )
+        for segment in heard.segments():
+            words = [Word(w.text, round(w.start + low, 3), round(w.end + low, 3)) for w in segment]
+            words = [w for w in words if start <= (w.start + w.end) / 2 <= end]
+            words = [w for sentence in _sentences(words) if not _stock(sentence) for w in sentence]
+            least = FAINT_WORDS if faint else 1
+            if len(words) >= least and get_compression_ratio(" ".join(w.text for w in words)) <= LOOPING:
+                found.append(words)
+        if found:
+            break
     return found
 
 
@@ -616,9 +621,8 @@ def heard_in_cues(
     status(f"hearing again, each alone, {len(empty)} cue{'s' if len(empty) > 1 else ''} with no words heard in it")
     found, said = [], {}
     for line in empty:
-        segments = _alone(audio, asr, line.start, line.end, language, heard.transcript)
-        if not segments:  # the cue says someone speaks there: heard faintly too (see FAINT_WORDS)
-            segments = _alone(audio, asr, line.start, line.end, language, heard.transcript, faint=True)
+        # The cue says someone speaks there: heard faintly too where heard alone it says nothing (see FAINT_WORDS).
+        segments = _alone(audio, asr, line.start, line.end, language, heard.transcript, faintly=True)
         words = [w for segment in segments for w in segment if _SPOKEN.search(w.text)]
         if words:
             found += segments

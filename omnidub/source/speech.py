@@ -34,6 +34,10 @@ class SpeechMap:
         """The same track's levels with these speech regions."""
         return SpeechMap(regions, self.rms, _frames(regions, self.rms.size))
 
+    def with_more(self, regions: tuple[tuple[float, float], ...]) -> SpeechMap:
+        """The same track's levels with these speech regions as well (apart from its own)."""
+        return self.with_regions(tuple(sorted(self.regions + tuple(regions))))
+
     def speech_seconds(self, start: float, end: float) -> float:
         """Seconds of speech between `start` and `end`."""
         return sum(max(0.0, min(b, end) - max(a, start)) for a, b in self.regions)
@@ -183,8 +187,7 @@ def with_faint_speech(speech: SpeechMap, track: SourceAudio, spans: list[tuple[f
         added += [(a, b) for a, b in pieces if min(b, end) - max(a, start) >= min(OWN_PART, (b - a) / 2)]
     if not added:
         return speech
-    regions = tuple(sorted(speech.regions + tuple(merged(added))))
-    return speech.with_regions(regions)
+    return speech.with_more(tuple(merged(added)))
 
 
 # Without subtitles nothing says where a quiet voice speaks, and the whole source is transcribed behind Silero at 0.5,
@@ -208,8 +211,7 @@ def with_quiet_stretches(speech: SpeechMap, track: SourceAudio) -> tuple[SpeechM
     added = tuple(piece for a, b in quiet for piece in without(a, b, heard, QUIET_LEAST))
     if not added:
         return speech, ()
-    regions = tuple(sorted(speech.regions + added))
-    return speech.with_regions(regions), added
+    return speech.with_more(added), added
 
 
 def merged(spans: list[tuple[float, float]]) -> list[tuple[float, float]]:
