@@ -21,6 +21,7 @@ from omnidub.script import Line, Script
 from omnidub.translate import Candidate, Pair, translate_script
 from omnidub.translate.cache import LineCache
 from omnidub.translate.checks import Checker, copied_by, script_names
+from omnidub.translate.language import wrong_language
 
 DIALOGUE = Path(__file__).parent / "data" / "translate" / "dialogue.tsv"
 PASSWORD = "hunter2secret"
@@ -220,6 +221,54 @@ def test_each_planted_fault_is_flagged_on_its_line_the_file_keeps_its_cues_and_n
             if file.is_file():
                 assert PASSWORD not in file.read_text(encoding="utf-8", errors="replace"), file
     assert PASSWORD not in result.output and "credentials: they are not used" in result.stderr
+
+
+# A scene an LLM says as Brazilians speak, whose faithful lines broke the checks: "Tá bom, tá bom. Já vou." reads as
+# Faroese to language identification (so it was refused, and left in English), "Deixa pra lá." has no negation for
+# "never mind", *sem querer* (by accident) holds one, "É uma longa história." reads back twice the words of "Long
+# story."; and its faults add a sentence (a third longer read back: under twice the words) and change a day of the
+# week and a month, which are times, not names.
+COLLOQUIAL = [
+    ("RUTH", "Did you buy eggs on the way home?", "Você comprou ovos no caminho de casa?"),
+    ("OWEN", "I forgot. I'll go back on Monday.", "Esqueci. Volto na segunda."),
+    ("RUTH", "Why not today?", "Por que não hoje?"),
+    ("OWEN", "Long story.", "É uma longa história."),
+    ("RUTH", "Mrs. Patel is coming for dinner at six.", "A senhora Patel vem jantar às seis."),
+    ("OWEN", "Okay, okay. I'm going.", "Tá bom, tá bom. Já vou."),
+    ("RUTH", "Wait, where are my keys?", "Espera, cadê minhas chaves?"),
+    ("OWEN", "Found them. Never mind.", "Achei. Deixa pra lá."),
+    ("RUTH", "You broke my mug!", "Você quebrou minha caneca!"),
+    ("OWEN", "It was an accident, I swear.", "Foi sem querer, juro."),
+    ("RUTH", "Hector moved to Lisbon in March.", "O Hector se mudou para Lisboa em março."),
+    ("OWEN", "Then borrow one from upstairs.", "Então pega uma emprestada lá de cima."),
+]
+COLLOQUIAL_FAULTS = {
+    1: ("Você comprou ovos no caminho de casa? O mercado fecha cedo.", "meaning"),  # a sentence added
+    2: ("Esqueci. Volto na sexta.", "numbers"),  # no "-feira": a weekday after "na"
+    5: ("A senhora Patel vem jantar às sete.", "numbers"),
+    11: ("Ele se mudou para Lisboa em maio.", "numbers"),  # the month changed, and the name dropped
+    12: ("Então borrow one lá de cima.", "untranslated"),
+}
+
+
+def test_colloquial_lines_an_llm_writes_are_kept_and_not_flagged_and_a_day_or_month_changed_is(models, tmp_path, cache):
+    server = Server(answering(COLLOQUIAL, COLLOQUIAL_FAULTS))
+    try:
+        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=COLLOQUIAL)
+    finally:
+        server.close()
+    assert result.exit_code == 0, result.output  # no line refused: every line translated
+    report = json.loads(result.stdout)
+    lines = {line["index"]: line for line in report["lines"]}
+    for index, (_, flag) in COLLOQUIAL_FAULTS.items():
+        assert flag in lines[index]["flags"], lines[index]
+    assert "names" in lines[11]["flags"] and "Hector" in lines[11]["checks"]["names"]
+    assert "May" in lines[11]["checks"]["numbers"] and "Friday" in lines[2]["checks"]["numbers"]
+    for index, line in lines.items():
+        if index not in COLLOQUIAL_FAULTS:  # a tight slot may be too short for a line: nothing else is flagged
+            assert set(line["flags"]) <= {"overflow"}, line
+    written = (tmp_path / "out" / "scene.pt.srt").read_text(encoding="utf-8")
+    assert "OWEN: Tá bom, tá bom. Já vou." in written
 
 
 def test_an_llm_s_free_wording_is_not_flagged_while_each_fault_planted_in_it_is(models, tmp_path, cache):
@@ -800,6 +849,12 @@ def test_a_rare_word_opening_a_line_is_a_name_only_where_the_engine_carries_it_o
         ("The power's out.", "O poder está fora.", "meaning"),  # political power, not the electricity
         ("Gotcha.", "Gotcha.", "untranslated"),  # a word, not an interjection every language writes alike
         ("Yes, ma'am.", "Sim, ma'am.", "untranslated"),
+        ("I'll be back on Monday.", "Volto na sexta-feira.", "numbers"),  # a day of the week changed
+        ("He moved to Lisbon in March.", "Ele se mudou para Lisboa em maio.", "numbers"),  # a month changed
+        ("See you on Friday.", "Até sábado.", "numbers"),
+        ("It's on Tuesday.", "É na quinta.", "numbers"),  # a weekday said without "-feira" after "na"
+        ("We leave at 7 pm.", "A gente sai às 20h.", "numbers"),
+        ("It's a quarter past nine.", "São dez e quinze.", "numbers"),
     ],
 )
 def test_each_check_catches_the_line_built_to_break_it(source, text, flag):
@@ -851,11 +906,39 @@ def test_each_check_catches_the_line_built_to_break_it(source, text, flag):
         ("Shh.", "Shh."),
         ("Oops.", "Oops."),  # ... nor the source's own words in the wrong language
         ("Bye, Sam.", "Bye, Sam."),  # a reply said as it is said, and a name
+        ("I'll be back on Monday.", "Volto na segunda-feira."),
+        ("I'll be back on Monday.", "Volto na segunda."),
+        ("He moved in March.", "Ele se mudou em março."),
+        ("It was the second time.", "Foi a segunda vez."),  # "segunda" is also "second"
+        ("May I come in?", "Posso entrar?"),  # "May" opening a question is no month
+        ("Found it. Never mind.", "Achei. Deixa pra lá."),  # "never mind" negates nothing...
+        ("Never mind.", "Não importa."),  # ... and may be said with a negation too
+        ("It was an accident, I swear.", "Foi sem querer, juro."),  # "sem querer": by accident
+        ("You're welcome.", "De nada."),
+        ("Okay, okay.", "Tá bom, tá bom."),
+        ("I'm off on Thursdays.", "Eu folgo às quintas."),
+        ("It's a quarter past nine.", "São nove e quinze."),  # times in words said with numbers
+        ("Meet me at a quarter to eight.", "Me encontra quinze para as oito."),
+        ("I'll be back in a fortnight.", "Volto em quinze dias."),
+        ("In a couple of minutes.", "Em dois minutos."),
+        ("He's in his thirties.", "Ele tem uns trinta e poucos anos."),
+        ("We leave at 7 pm.", "A gente sai às 19h."),  # the same hour on a 24-hour clock
+        ("The meeting is at 14:00.", "A reunião é às 14h."),
     ],
 )
 def test_a_faithful_line_passes_every_check(source, text):
     verdict = Checker(Pair("en", "pt"), names=script_names([source], [], "en")).one(source, text, None)
     assert not verdict.flags, verdict.problems
+
+
+def test_a_line_read_as_another_language_is_refused_unless_its_words_are_the_target_s():
+    pair = Pair("en", "pt")
+    # Colloquial Portuguese that language identification misreads ("Tá bom, tá bom. Já vou." as Faroese) is kept...
+    assert wrong_language("Tá bom, tá bom. Já vou.", "Okay, okay. I'm going.", pair) is None
+    assert wrong_language("Não esquenta, eu faço.", "Don't worry, I'll do it.", pair) is None
+    # ... and Spanish stays Spanish, though Portuguese knows most of its words; English stays English.
+    assert "reads as es" in wrong_language("No te preocupes, yo lo hago.", "Don't worry, I'll do it.", pair)
+    assert "reads as en" in wrong_language("Don't worry, I will do it.", "Don't worry, I'll do it.", pair)
 
 
 def test_a_word_of_the_other_variant_is_flagged_only_when_a_variant_was_asked_for():

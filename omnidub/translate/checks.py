@@ -18,7 +18,7 @@ from itertools import groupby
 
 from omnidub.translate.base import Pair
 from omnidub.translate.glossary import Glossary
-from omnidub.translate.language import wrong_language
+from omnidub.translate.language import dictionary, wrong_language
 from omnidub.translate.sense import nearness
 
 # Every flag a translated line can carry, and what it means (translate.json, the terminal, qa.html, the review).
@@ -84,6 +84,14 @@ SENSE_CHRF = 20.0
 # A back-translation this many times the original's words (and at least INVENTED_WORDS more) says more than it.
 INVENTED_RATIO = 2.0
 INVENTED_WORDS = 3
+# A free translation (an LLM's, a hand edit) reads back twice the words of a short line and says the same ("Long
+# story." as "It is a long story.", 0.98 by its sense): it is an invented sentence only under INVENTED_SENSE. One that
+# says more sentences than the original and reads back ADDED_RATIO times its words (and ADDED_WORDS more) has a
+# sentence added: no faithful line of the labelled dialogue or the free translations says more sentences than its
+# original (docs/translate.md, "A colloquial line kept, a sentence added, a day changed").
+INVENTED_SENSE = 0.92
+ADDED_RATIO = 1.2
+ADDED_WORDS = 2
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _CLAUSE_END = re.compile(r"(?<=[,;?!.…])\s+")  # where a line of short replies parts into them
@@ -178,6 +186,12 @@ NEGATIONS = {
     "it": {"non", "mai", "niente", "nessuno", "nessuna", "nulla", "senza", "né"},
     "de": {"nicht", "kein", "keine", "keinen", "keinem", "keiner", "nie", "niemals", "nichts", "niemand", "ohne"},
 }
+# Turns of phrase that hold a negation and negate nothing: "Never mind." is *Deixa pra lá.*, "It was an accident."
+# *Foi sem querer.*, "You're welcome." *De nada.* (normalised: lower case, words only).
+_NOT_NEGATING = {
+    "en": ("never mind",),
+    "pt": ("sem querer", "de nada", "não tem de quê", "não há de quê", "sem problema", "sem problemas"),
+}
 # Cardinal number words, per language (one/um/un left out: they are articles as often as numbers).
 _NUMBER_WORDS = {
     "en": "two three four five six seven eight nine ten eleven twelve thirteen fourteen fifteen sixteen seventeen "
@@ -206,6 +220,30 @@ _COUNT_WORDS = {
     "it": {"entrambi": 2, "entrambe": 2},
     "de": {"beide": 2, "beiden": 2},
 }
+# The days of the week and the months, per language, in the order of the English names below (a time changed:
+# "on Monday" said "na sexta-feira"). Portuguese names a weekday by its ordinal ("segunda", also "second"), so a
+# weekday there is one with "-feira", or after a word that names a day ("na", "às", "toda", "até", "próxima"...).
+_DAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
+_MONTHS = (
+    "January", "February", "March", "April", "May", "June", "July", "August", "September", "October", "November",
+    "December",
+)  # fmt: skip
+_CALENDAR = {
+    "pt": "segunda terça/terca quarta quinta sexta sábado/sabado/sábados/sabados domingo/domingos janeiro fevereiro "
+    "março/marco abril maio junho julho agosto setembro outubro novembro dezembro",
+    "es": "lunes martes miércoles/miercoles jueves viernes sábado/sabado domingo enero febrero marzo abril mayo junio "
+    "julio agosto septiembre/setiembre octubre noviembre diciembre",
+    "fr": "lundi mardi mercredi jeudi vendredi samedi dimanche janvier février/fevrier mars avril mai juin juillet "
+    "août/aout septembre octobre novembre décembre/decembre",
+    "it": "lunedì/lunedi martedì/martedi mercoledì/mercoledi giovedì/giovedi venerdì/venerdi sabato domenica gennaio "
+    "febbraio marzo aprile maggio giugno luglio agosto settembre ottobre novembre dicembre",
+    "de": "montag dienstag mittwoch donnerstag freitag samstag/sonnabend sonntag januar februar märz/maerz april mai "
+    "juni juli august september oktober november dezember",
+}
+_PT_WEEKDAY = re.compile(
+    r"(?<!\w)(?:(na|nas|às|toda|todas as|até|ate|nesta|desta|próxima|proxima|última|ultima) )?"
+    r"(segunda|terça|terca|quarta|quinta|sexta)s?([- ]feiras?)?(?!\w)(?! vez)"
+)
 # Words of one variant that the other does not use, where a small list can tell (the variant check); words that
 # mean something else in the other variant ("gelado", "vale", "papas") are left out.
 VARIANT_WORDS = {
@@ -421,7 +459,7 @@ class Checker:
             # "Mm-hm." is "Mm-hm." in Portuguese too, and "Bye, Sam." a reply said as it is said
             alike = {w.casefold() for w in _WORD.findall(flat)} <= _SHARED or replied
             language = None if garbled or alike else wrong_language(flat, source, self.pair)
-            if language and not _mostly_words_of(flat, self.pair.target):
+            if language:
                 problems.append(("language", language))
         problems += self._meaning(source, flat, evidence, replied)
         numbers = self._numbers(source, flat, back)
@@ -478,7 +516,16 @@ class Checker:
         if replied:
             return found  # short replies said as they are said: their round trips and rewordings say little
         words, back_words = len(original.split()), len(again.split())
-        if back_words >= INVENTED_RATIO * words and back_words >= words + INVENTED_WORDS:
+        # A free translation (judged by its sense) says more words than a literal one without inventing anything
+        # ("Long story." as *É uma longa história.* reads back "It is a long story."): there twice the words is an
+        # invented sentence only where the sense is not near, and a sentence more than the original says is one.
+        invented = back_words >= INVENTED_RATIO * words and back_words >= words + INVENTED_WORDS
+        if evidence.sense is not None:
+            more = _sentences(text) > _sentences(source)
+            invented = (invented and evidence.sense < INVENTED_SENSE) or (
+                more and back_words >= ADDED_RATIO * words and back_words >= words + ADDED_WORDS
+            )
+        if invented:
             found.append(("meaning", f"reads back as {back!r}: more than the original says"))
             return found
         if evidence.sense is not None:
@@ -515,21 +562,21 @@ class Checker:
     def _negation(self, source: str, text: str, back: str | None) -> str | None:
         """A negation on one side only: in the translation where the target's negations are known, else in the
         back-translation."""
-        mine = NEGATIONS.get(self.pair.source)
-        if mine is None:
+        if self.pair.source not in NEGATIONS:
             return None
-        said = _negations(normalised(source, self.pair.source), mine)
-        theirs = NEGATIONS.get(self.pair.target)
-        if theirs is not None:
-            other = _negations(normalised(text, self.pair.target), theirs)
+        said, idiom = _negations(normalised(source, self.pair.source), self.pair.source)
+        if self.pair.target in NEGATIONS:
+            other, their_idiom = _negations(normalised(text, self.pair.target), self.pair.target)
         elif back is not None:
-            other = _negations(normalised(back, self.pair.source), mine)
+            other, their_idiom = _negations(normalised(back, self.pair.source), self.pair.source)
         else:
             return None
-        if said and not other:
+        # A turn of phrase that negates nothing ("never mind", *sem querer*: by accident) may be said either way.
+        if said and not other and not their_idiom:
             return f"the original's '{said[0]}' has no negation in the translation"
-        if other and not said and not (set(other) <= {"sem"} and " out of " in f" {normalised(source, 'en')} "):
-            # "ficando sem tempo" says "running out of time": *sem* (without) there is no negation
+        # "ficando sem tempo" says "running out of time": *sem* (without) there is no negation
+        out_of = set(other) <= {"sem"} and " out of " in f" {normalised(source, 'en')} "
+        if other and not said and not idiom and not out_of:
             return f"'{other[0]}' negates what the original does not"
         return None
 
@@ -572,14 +619,23 @@ class Checker:
     # -- numbers and names ---------------------------------------------------------------------------------------------
 
     def _numbers(self, source: str, text: str, back: str | None) -> str | None:
-        said = numbers_in(source, self.pair.source)
-        translated = numbers_in(text, self.pair.target)
+        """A number, a day of the week or a month of the original changed, gone or added."""
+        said = numbers_in(source, self.pair.source) + calendar_in(source, self.pair.source)
+        translated = numbers_in(text, self.pair.target) + calendar_in(text, self.pair.target)
         if translated == said:
             return None  # none said, none added, among them
-        if back is not None and numbers_in(back, self.pair.source) == said:
+        if back is not None and numbers_in(back, self.pair.source) + calendar_in(back, self.pair.source) == said:
             return None  # said in words the target's list does not know, and read back the same
-        gone = sorted((said - translated).elements())
-        added = sorted((translated - said).elements())
+        gone, added = said - translated, translated - said
+        leeway = time_leeway(source, self.pair.source)
+        for hour, evening in leeway.evening:  # "7 pm" said "19h"
+            if gone[hour] and added[evening]:
+                gone[hour] -= 1
+                added[evening] -= 1
+        gone, added = gone - leeway.unsaid, added - leeway.said
+        if not gone and not added:
+            return None
+        gone, added = sorted(gone.elements(), key=str), sorted(added.elements(), key=str)
         parts = [f"{n} not in the translation" for n in gone[:2]]
         parts += [f"{n} added" for n in added[:2]]
         return "; ".join(parts) or "the numbers changed"
@@ -587,6 +643,7 @@ class Checker:
     def _names(self, source: str, text: str, back: str | None) -> str | None:
         said = [n for n in self.names if re.search(rf"(?<!\w){re.escape(n)}(?!\w)", source)]
         said += [n for n in line_names(source, self.pair.source, self._opening) if n not in said]
+        said = [n for n in said if not calendar_in(n, self.pair.source)]  # a day or a month is a time, not a name
         kept = _fold(text) + " " + (_fold(back) if back else "")
         gone = [n for n in said if not re.search(rf"(?<!\w){re.escape(_fold(n))}(?!\w)", kept)]
         if not gone:
@@ -726,17 +783,6 @@ def _reply(text: str) -> str:
     return " ".join(text.casefold().split()).strip("\"“”'").rstrip(".!…,;: ").strip()
 
 
-@cache
-def dictionary(language: str):
-    """Word frequencies of ``language`` (pyspellchecker's lists, in its wheel), or None for one it lacks."""
-    try:
-        from spellchecker import SpellChecker
-
-        return SpellChecker(language=language, distance=1)
-    except (ImportError, ValueError, OSError):
-        return None
-
-
 def numbers_in(text: str, language: str) -> Counter:
     """The numbers a text says, in digits (``6:45`` is 6 and 45) or in the words ``language``'s list knows."""
     found = Counter(int(n) for n in re.findall(r"\d+", text))
@@ -746,6 +792,76 @@ def numbers_in(text: str, language: str) -> Counter:
             if part in words:
                 found[words[part]] += 1
     return found
+
+
+@dataclass(frozen=True)
+class Leeway:
+    """Numbers a time said in words may be said as, or left out of, in a translation: ``said`` (a quarter past nine
+    said *nove e quinze*), ``unsaid`` (the 0 of "14:00" said *14h*), ``evening`` (an hour and its 24-hour clock: "7
+    pm" said *19h*)."""
+
+    said: Counter
+    unsaid: Counter
+    evening: tuple[tuple[int, int], ...]
+
+
+# English times and counts in words that other languages say with a number ("a quarter past nine": *nove e quinze*;
+# "a fortnight": *quinze dias*; "in his thirties": *trinta e poucos anos*; "a couple of minutes": *dois minutos*).
+_SAID_AS = (
+    (re.compile(r"\bthree quarters\b"), (45,)),
+    (re.compile(r"\bquarter\b"), (15,)),
+    (re.compile(r"\bhalf (?:past|an hour)\b"), (30,)),
+    (re.compile(r"\bfortnight"), (14, 15, 2)),
+    (re.compile(r"\bcouple\b"), (2,)),
+    (re.compile(r"\bdozens?\b"), (12,)),
+    (re.compile(r"\b(twent|thirt|fort|fift|sixt|sevent|eight|ninet)ies\b"), ()),
+)
+_DECADES = {"twent": 20, "thirt": 30, "fort": 40, "fift": 50, "sixt": 60, "sevent": 70, "eight": 80, "ninet": 90}
+_EVENING = re.compile(r"\b(\d{1,2})(?::\d{2})? ?p\.? ?m\b\.?")
+
+
+def time_leeway(text: str, language: str) -> Leeway:
+    """What numbers an English original's times and counts in words may be said as in a translation (see Leeway)."""
+    said, unsaid, evening = Counter(), Counter(), []
+    if language == "en":
+        folded = text.casefold()
+        for pattern, values in _SAID_AS:
+            for match in pattern.finditer(folded):
+                said.update(values or (_DECADES[match.group(1)],))
+        unsaid.update(0 for _ in re.finditer(r"\d:00\b", folded))
+        evening = [(int(m.group(1)), int(m.group(1)) + 12) for m in _EVENING.finditer(folded) if int(m.group(1)) < 12]
+    return Leeway(said, unsaid, tuple(evening))
+
+
+def calendar_in(text: str, language: str) -> Counter:
+    """The days of the week and the months a text names, by their English names. In English a month is written
+    capitalised ("march" is a walk), and "May" not opening a sentence ("May I come in?")."""
+    found = Counter()
+    if language == "en":
+        for sentence in re.split(r"(?<=[.!?…])\s+", text.strip()):
+            for k, match in enumerate(re.finditer(r"[^\W\d_]+", sentence)):
+                word = match.group(0)
+                day = next((d for d in _DAYS if d.casefold() in (word.casefold(), word.casefold()[:-1])), None)
+                month = next((m for m in _MONTHS if m == word and (m != "May" or k > 0)), None)
+                if day or month:
+                    found[day or month] += 1
+        return found
+    names = _calendar_words(language)
+    folded = text.casefold()
+    if language == "pt":
+        for match in _PT_WEEKDAY.finditer(folded):
+            if match.group(1) or match.group(3):
+                found[names[match.group(2)]] += 1
+    for word in _WORD.findall(folded):
+        if word in names and (language != "pt" or names[word] not in _DAYS[:5]):
+            found[names[word]] += 1
+    return found
+
+
+@cache
+def _calendar_words(language: str) -> dict[str, str]:
+    spelled = _CALENDAR.get(language, "").split()
+    return {form: name for forms, name in zip(spelled, _DAYS + _MONTHS) for form in forms.split("/")}
 
 
 @cache
@@ -830,8 +946,20 @@ def _other_variant(variant: str) -> str | None:
     return {"pt-BR": "pt-PT", "pt-PT": "pt-BR", "es-ES": "es-419", "es-419": "es-ES"}.get(variant)
 
 
-def _negations(text: str, words: set[str]) -> list[str]:
-    return [w for w in text.split() if w in words]
+def _negations(text: str, language: str) -> tuple[list[str], bool]:
+    """The negations of a normalised text, and whether it says a turn of phrase that holds one and negates nothing
+    (taken out before they are counted)."""
+    padded = f" {text} "
+    idioms = [p for p in _NOT_NEGATING.get(language, ()) if f" {p} " in padded]
+    for phrase in idioms:
+        padded = padded.replace(f" {phrase} ", " ")
+    return [w for w in padded.split() if w in NEGATIONS[language]], bool(idioms)
+
+
+def _sentences(text: str) -> int:
+    """How many sentences a line says: its parts between end marks, colons and semicolons ("Claro! Aqui está a
+    tradução: Sim." says three)."""
+    return len([part for part in re.split(r"[.!?…:;]+", text) if _WORD.search(part)])
 
 
 def _reworded(text: str, language: str) -> list[str]:
@@ -875,16 +1003,6 @@ def _why(back: str, evidence: Evidence, score: float) -> str:
         said, other = steady.moved
         why += f"; reworded ({said!r}) the engine gives {other!r} (chrF {100 * steady.agreement:.0f} on average)"
     return f"{why}: score {score:.2f}"
-
-
-def _mostly_words_of(text: str, language: str) -> bool:
-    """Most of the words are words of ``language`` (its dictionary's): a short line langid misreads is not another
-    language ("Solte a arma." reads as Romanian)."""
-    words = [w.casefold() for w in _WORD.findall(text)]
-    known = dictionary(language)
-    if known is None or not words:
-        return False
-    return sum(known.word_usage_frequency(w) >= 1e-6 for w in words) * 2 > len(words)
 
 
 # Words a sentence cannot end on, per language: a line that ends on one was cut short ("É claro que."). An article
