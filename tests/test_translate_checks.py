@@ -303,6 +303,8 @@ DRESSED = [
     ("OWEN", "Don't wake me up early.", "Não me acorde cedo."),
     ("IRIS", "Good night, Owen.", "Boa noite, Owen."),
     ("OWEN", "Good night.", "Boa noite."),
+    ("IRIS", "Sleep well. Ha.", "Durma bem. Rá."),
+    ("OWEN", "You too.", "Você também."),
 ]
 DRESSED_FAULTS = {
     1: ("IRIS: Você deu comida para o gato?", None),  # its own speaker's label: taken off
@@ -313,6 +315,8 @@ DRESSED_FAULTS = {
     6: ("Me acorde cedo.", "meaning"),
     7: ("“Boa noite, Owen.” 🌙", None),  # quotation marks and an emoji: taken off
     8: ("IRIS: Boa noite.", "untranslated"),  # another speaker's label: refused, the line named and kept in English
+    9: ("*boceja* Durma bem. Rá. *risos* (Nota: ou 'Dorme bem'.)", None),  # actions and a note: taken off
+    10: ("Você também. [sorrindo]", None),  # a stage direction the original has none of: taken off
 }
 
 
@@ -337,6 +341,8 @@ def test_what_an_llm_dresses_a_line_in_is_taken_off_or_flagged_and_never_reaches
     assert [c["text"] for c in report["lines"][3]["candidates"]] == ["Diga isso a ela.", "Fala pra ela."]
     assert written[6].content == "IRIS: Boa noite, Owen."
     assert written[7].content == "OWEN: Good night."
+    assert written[8].content == "IRIS: Durma bem. Rá." and written[9].content == "OWEN: Você também."
+    assert not flags[9] and not flags[10], flags
 
 
 # A scene written after the checks above: a line the LLM hands back in English every time it is asked, and a faithful

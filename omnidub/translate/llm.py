@@ -36,6 +36,11 @@ _THOUGHT = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
 _LABEL = re.compile(r"^\s*([^\W\d][\w .'-]{0,40}?)\s*:\s+")
 _MARKUP = ("**", "__", "*", "`")
 _QUOTED = re.compile(r'["“«]([^"“”«»]*)["”»]')  # a translation given inside quotation marks, none within
+# What an answer adds around the words to say: an action between asterisks, in lower case, opening the line or a
+# sentence ("*suspira* Tudo bem.", "Rá. *risos* Vamos."), and a note or stage direction in brackets ("(pensativa)",
+# "[Nota: ...]", "(Alternativa: ...)").
+_ACTION = re.compile(r"(?:^|(?<=[.!?…]))\s*(?<!\*)\*([^\W\d_A-Z][^*]*)\*(?!\*)\s*(?=$|[^\w\s]*$|[^\W\d_a-z])")
+_ASIDE = {"(": re.compile(r"\s*\([^()]*\)"), "[": re.compile(r"\s*\[[^\[\]]*\]")}
 
 
 @dataclass(frozen=True)
@@ -334,14 +339,21 @@ def _speakers(requests: list[Request]) -> dict[str, str]:
 def _as_said(text: str, request: Request, speakers: dict[str, str]) -> tuple[str, str | None]:
     """A translation as its line will be spoken, and why it cannot be (None: it can). The answer's own dress comes
     off: the line's speaker's label opening it ("ALICE: Olá.", as the scene around it was written), and markup,
-    emoji and quotation marks around it that the original has none of ("**Perfeito**", "Vamos. 😊"), which would
-    be said aloud. Another speaker's label opening it refuses it: the answer may be another line's."""
+    emoji, quotation marks around it, actions between asterisks and asides in brackets that the original has none of
+    ("**Perfeito**", "Vamos. 😊", "*suspira* Tudo bem.", "(pensativa)"), which would be said aloud. Another
+    speaker's label opening it refuses it: the answer may be another line's."""
     label = _LABEL.match(text)
     if label and label.group(1).strip().casefold() in speakers and not _LABEL.match(request.text):
         name = speakers[label.group(1).strip().casefold()]
         if name.casefold() != request.speaker.strip().casefold():
             return text, f"it opens with {name}'s label, another speaker's"
         text = text[label.end() :].strip()
+    for bracket, aside in _ASIDE.items():
+        if bracket not in request.text:
+            text = aside.sub("", text)
+    if "*" not in request.text:
+        text = _ACTION.sub(" ", text)
+    text = re.sub(r"\s+([.,!?…])", r"\1", " ".join(text.split()))
     for mark in _MARKUP:
         if mark not in request.text:
             text = re.sub(rf"{re.escape(mark)}(\S(?:.*?\S)?){re.escape(mark)}", r"\1", text)
