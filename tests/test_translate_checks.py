@@ -697,6 +697,18 @@ def test_the_issue_s_own_examples_are_flagged_meaning(models):
         # written after held-out-21 was measured
         ("Turn it down, I'm on the phone.", "Vire-o, eu estou no telefone.", "Abaixa isso, estou no telefone."),
         ("He didn't say a thing all night.", "Ele não disse uma coisa toda.", "Ele não disse nada a noite toda."),
+        # written after held-out-22 was measured, from the second sentences each was tried in
+        ("Lunch is on us today.", "O almoço está em nós hoje.", "O almoço é por nossa conta hoje."),
+        ("It's about to pour.", "Está prestes a derramar.", "Vai cair um temporal."),
+        ("We'll have it fixed in no time.", "Vamos ter isso fixo em nenhum momento.", "A gente conserta num instante."),
+        ("The earliest I can come is Monday.", "O mais antigo que posso vir é segunda.", "O mais cedo é segunda."),
+        ("Can you knock off five euros?", "Você pode bater cinco euros?", "Você dá um desconto de cinco euros?"),
+        ("Dad's on his way home.", "Pai está em seu caminho para casa.", "O pai está a caminho de casa."),
+        ("So much for the diet.", "Tanto para a dieta.", "Lá se foi a dieta."),
+        ("Relax, I've got you.", "Relaxe, eu tenho você.", "Relaxa, eu te seguro."),
+        ("We met ages ago.", "Nós conhecemos idades atrás.", "A gente se conheceu há séculos."),
+        ("Can I upgrade my seat?", "Posso atualizar meu assento?", "Posso trocar meu assento por um melhor?"),
+        ("Someone cut in line at the bakery.", "Alguém cortou na linha na padaria.", "Alguém furou a fila na padaria."),
     ],
 )
 def test_an_expression_rendered_in_its_other_sense_is_flagged_without_any_model(source, literal, faithful):

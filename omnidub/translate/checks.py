@@ -186,10 +186,11 @@ NEGATIONS = {
     "it": {"non", "mai", "niente", "nessuno", "nessuna", "nulla", "senza", "né"},
     "de": {"nicht", "kein", "keine", "keinen", "keinem", "keiner", "nie", "niemals", "nichts", "niemand", "ohne"},
 }
-# Turns of phrase that hold a negation and negate nothing: "Never mind." is *Deixa pra lá.*, "It was an accident."
-# *Foi sem querer.*, "You're welcome." *De nada.* (normalised: lower case, words only).
+# Turns of phrase that hold a negation and negate nothing: "Never mind." is *Deixa pra lá.*, "in no time" *num
+# instante*, "It was an accident." *Foi sem querer.*, "You're welcome." *De nada.* (normalised: lower case, words
+# only).
 _NOT_NEGATING = {
-    "en": ("never mind",),
+    "en": ("never mind", "in no time", "no problem", "no worries", "no wonder", "no kidding"),
     "pt": ("sem querer", "de nada", "não tem de quê", "não há de quê", "sem problema", "sem problemas"),
 }
 # Cardinal number words, per language (one/um/un left out: they are articles as often as numbers).
