@@ -231,7 +231,7 @@ _MONTHS = (
 )  # fmt: skip
 _CALENDAR = {
     "pt": "segunda terça/terca quarta quinta sexta sábado/sabado/sábados/sabados domingo/domingos janeiro fevereiro "
-    "março/marco abril maio junho julho agosto setembro outubro novembro dezembro",
+    "março abril maio junho julho agosto setembro outubro novembro dezembro",
     "es": "lunes martes miércoles/miercoles jueves viernes sábado/sabado domingo enero febrero marzo abril mayo junio "
     "julio agosto septiembre/setiembre octubre noviembre diciembre",
     "fr": "lundi mardi mercredi jeudi vendredi samedi dimanche janvier février/fevrier mars avril mai juin juillet "
@@ -958,9 +958,9 @@ def _negations(text: str, language: str) -> tuple[list[str], bool]:
 
 
 def _sentences(text: str) -> int:
-    """How many sentences a line says: its parts between end marks, colons and semicolons ("Claro! Aqui está a
-    tradução: Sim." says three)."""
-    return len([part for part in re.split(r"[.!?…:;]+", text) if _WORD.search(part)])
+    """How many sentences a line says: its parts between end marks, colons and semicolons before a space or the end
+    ("Claro! Aqui está a tradução: Sim." says three; "às 7:30" and "3.5" are no end)."""
+    return len([part for part in re.split(r"[.!?…;]+(?=\s|$)|:(?=\s)", text) if _WORD.search(part)])
 
 
 def _reworded(text: str, language: str) -> list[str]:
