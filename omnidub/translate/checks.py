@@ -94,6 +94,7 @@ ADDED_RATIO = 1.2
 ADDED_WORDS = 2
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
+_SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")  # where a text parts into sentences
 _CLAUSE_END = re.compile(r"(?<=[,;?!.…])\s+")  # where a line of short replies parts into them
 # A word said alone as a call: a sentence of one word ending on "?" or "!" ("Leroy?", "Sarah!").
 _CALLED = re.compile(r"(?:^|(?<=[.!?…]\s))([^\W\d_]+)[!?]+(?=\s|$)")
@@ -621,11 +622,10 @@ class Checker:
 
     def _numbers(self, source: str, text: str, back: str | None) -> str | None:
         """A number, a day of the week or a month of the original changed, gone or added."""
-        said = numbers_in(source, self.pair.source) + calendar_in(source, self.pair.source)
-        translated = numbers_in(text, self.pair.target) + calendar_in(text, self.pair.target)
+        said, translated = times_in(source, self.pair.source), times_in(text, self.pair.target)
         if translated == said:
             return None  # none said, none added, among them
-        if back is not None and numbers_in(back, self.pair.source) + calendar_in(back, self.pair.source) == said:
+        if back is not None and times_in(back, self.pair.source) == said:
             return None  # said in words the target's list does not know, and read back the same
         gone, added = said - translated, translated - said
         leeway = time_leeway(source, self.pair.source)
@@ -795,6 +795,11 @@ def numbers_in(text: str, language: str) -> Counter:
     return found
 
 
+def times_in(text: str, language: str) -> Counter:
+    """The numbers, days of the week and months a text says (numbers_in and calendar_in together)."""
+    return numbers_in(text, language) + calendar_in(text, language)
+
+
 @dataclass(frozen=True)
 class Leeway:
     """Numbers a time said in words may be said as, or left out of, in a translation: ``said`` (a quarter past nine
@@ -839,7 +844,7 @@ def calendar_in(text: str, language: str) -> Counter:
     capitalised ("march" is a walk), and "May" not opening a sentence ("May I come in?")."""
     found = Counter()
     if language == "en":
-        for sentence in re.split(r"(?<=[.!?…])\s+", text.strip()):
+        for sentence in _SENTENCE_END.split(text.strip()):
             for k, match in enumerate(re.finditer(r"[^\W\d_]+", sentence)):
                 word = match.group(0)
                 day = next((d for d in _DAYS if d.casefold() in (word.casefold(), word.casefold()[:-1])), None)
@@ -893,7 +898,7 @@ def line_names(text: str, language: str, opening: Callable[[str], bool] | None =
     pronoun I and common words aside."""
     found = []
     mine = dictionary(language)
-    for sentence in re.split(r"(?<=[.!?…])\s+", text.strip()):
+    for sentence in _SENTENCE_END.split(text.strip()):
         words = list(re.finditer(r"[^\W\d_]+(?:['’-][^\W\d_]+)*", sentence))
         for k, match in enumerate(words):
             word = re.split(r"['’]", match.group(0))[0]  # "You're" is "You"; "Sarah's" is "Sarah"

@@ -345,12 +345,12 @@ def _as_said(text: str, request: Request, speakers: dict[str, str]) -> tuple[str
     emoji, quotation marks around it, actions between asterisks and asides in brackets that the original has none of
     ("**Perfeito**", "Vamos. 😊", "*suspira* Tudo bem.", "(pensativa)"), which would be said aloud. Another
     speaker's label opening it refuses it: the answer may be another line's."""
-    label = _LABEL.match(text)
-    if label and label.group(1).strip().casefold() in speakers and not _LABEL.match(request.text):
-        name = speakers[label.group(1).strip().casefold()]
+    label = _speaker_label(text, speakers)
+    if label and not _LABEL.match(request.text):
+        name, end = label
         if name.casefold() != request.speaker.strip().casefold():
             return text, f"it opens with {name}'s label, another speaker's"
-        text = text[label.end() :].strip()
+        text = text[end:].strip()
     for bracket, aside in _ASIDE.items():
         if bracket not in request.text:
             text = aside.sub("", text)
@@ -368,14 +368,22 @@ def _as_said(text: str, request: Request, speakers: dict[str, str]) -> tuple[str
     return text, None
 
 
+def _speaker_label(text: str, speakers: dict[str, str]) -> tuple[str, int] | None:
+    """The speaker of the scene whose label opens ``text`` ("BOB: ..."), and where the label ends; None if none."""
+    label = _LABEL.match(text)
+    if label is None or label.group(1).strip().casefold() not in speakers:
+        return None
+    return speakers[label.group(1).strip().casefold()], label.end()
+
+
 def _another_line(text: str, original: str, speakers: dict[str, str]) -> str | None:
     """Why an answer holds another line as well as its own (None: it does not): after a line break, a speaker's label
     or a dialogue dash ("Eu os tenho.\n\nBOB: Perfeito."), or a speaker's label after a sentence ("... aqui. BOB:
     Perfeito."), where the original has none. Flattened into the line, the other would be said in this one's voice."""
     for line in text.splitlines()[1:]:
-        label = _LABEL.match(line)
-        if label and label.group(1).strip().casefold() in speakers and not _LABEL.search(original):
-            return f"it holds another line, {speakers[label.group(1).strip().casefold()]}'s, after a line break"
+        label = _speaker_label(line, speakers)
+        if label and not _LABEL.match(original):
+            return f"it holds another line, {label[0]}'s, after a line break"
         if _DASH.match(line) and "\n" not in original:
             return "it holds another line, after a line break and a dialogue dash"
     for name in speakers.values():
