@@ -330,6 +330,8 @@ DRESSED = [
     ("OWEN", "Good night.", "Boa noite."),
     ("IRIS", "Sleep well. Ha.", "Durma bem. Rá."),
     ("OWEN", "You too.", "Você também."),
+    ("IRIS", "Fine. Whatever.", "Tá bom. Tanto faz."),
+    ("OWEN", "Ha. Very funny.", "Rá. Muito engraçado."),
 ]
 DRESSED_FAULTS = {
     1: ("IRIS: Você deu comida para o gato?", None),  # its own speaker's label: taken off
@@ -342,6 +344,8 @@ DRESSED_FAULTS = {
     8: ("IRIS: Boa noite.", "untranslated"),  # another speaker's label: refused, the line named and kept in English
     9: ("*boceja* Durma bem. Rá. *risos* (Nota: ou 'Dorme bem'.)", None),  # actions and a note: taken off
     10: ("Você também. [sorrindo]", None),  # a stage direction the original has none of: taken off
+    11: ("Tá bom. Tanto faz. — suspira", None),  # a stage direction after a dash: taken off
+    12: ("— rindo — Rá. Muito engraçado.", None),  # and before the line
 }
 
 
@@ -368,6 +372,8 @@ def test_what_an_llm_dresses_a_line_in_is_taken_off_or_flagged_and_never_reaches
     assert written[7].content == "OWEN: Good night."
     assert written[8].content == "IRIS: Durma bem. Rá." and written[9].content == "OWEN: Você também."
     assert not flags[9] and not flags[10], flags
+    assert written[10].content == "IRIS: Tá bom. Tanto faz." and written[11].content == "OWEN: Rá. Muito engraçado."
+    assert not flags[11] and not flags[12], flags
 
 
 # A scene written after the checks above: a line the LLM hands back in English every time it is asked, and a faithful

@@ -42,6 +42,19 @@ _QUOTED = re.compile(r'["“«]([^"“”«»]*)["”»]')  # a translation give
 # "[Nota: ...]", "(Alternativa: ...)").
 _ACTION = re.compile(r"(?:^|(?<=[.!?…]))\s*(?<!\*)\*([^\W\d_A-Z][^*]*)\*(?!\*)\s*(?=$|[^\w\s]*$|[^\W\d_a-z])")
 _ASIDE = {"(": re.compile(r"\s*\([^()]*\)"), "[": re.compile(r"\s*\[[^\[\]]*\]")}
+# A stage direction set off by a dash after a sentence or before one ("Tá, tá. — suspira", "— rindo — Vamos."): a
+# direction of how it is said, from a list (a dash in dialogue also marks a pause or a turn, which is said).
+_DIRECTIONS = (
+    r"suspira(?:ndo)?|suspiro|ri|rindo|risos?|risadas?|sorri(?:ndo)?|pausa|tosse|tossindo|pigarreia|boceja(?:ndo)?|"
+    r"hesita(?:ndo)?|gagueja(?:ndo)?|chora(?:ndo)?|grita(?:ndo)?|sussurra(?:ndo)?|murmura(?:ndo)?|bufa|resmunga(?:ndo)?|"
+    r"baixinho|em voz baixa|engole em seco|irônic[oa]|sarcástic[oa]|pensativ[oa]|nervos[oa]|envergonhad[oa]|"
+    r"ríe|riendo|risas|susurra(?:ndo)?|tose|sighs?|sighing|laughs?|laughing|chuckles?|coughs?|whispers?|whispering"
+)
+_DASHED = re.compile(
+    rf"(?:(?<=[.!?…])\s*[\u2013\u2014-]\s*(?:{_DIRECTIONS})\s*[.!…]?\s*$"
+    rf"|^\s*[\u2013\u2014-]?\s*(?:{_DIRECTIONS})\s*[\u2013\u2014]\s*)",
+    re.IGNORECASE,
+)
 
 
 @dataclass(frozen=True)
@@ -343,7 +356,7 @@ def _as_said(text: str, request: Request, speakers: dict[str, str]) -> tuple[str
     """A translation as its line will be spoken, and why it cannot be (None: it can). The answer's own dress comes
     off: the line's speaker's label opening it ("ALICE: Olá.", as the scene around it was written), and markup,
     emoji, quotation marks around it, actions between asterisks and asides in brackets that the original has none of
-    ("**Perfeito**", "Vamos. 😊", "*suspira* Tudo bem.", "(pensativa)"), which would be said aloud. Another
+    ("**Perfeito**", "Vamos. 😊", "*suspira* Tudo bem.", "(pensativa)", "Tá. — suspira"), which would be said aloud. Another
     speaker's label opening it refuses it: the answer may be another line's."""
     label = _speaker_label(text, speakers)
     if label and not _LABEL.match(request.text):
@@ -356,6 +369,8 @@ def _as_said(text: str, request: Request, speakers: dict[str, str]) -> tuple[str
             text = aside.sub("", text)
     if "*" not in request.text:
         text = _ACTION.sub(" ", text)
+    if not re.search(r"[\u2013\u2014]|\s-\s", request.text):
+        text = _DASHED.sub("", text)
     text = re.sub(r"\s+([.,!?…])", r"\1", " ".join(text.split()))
     for mark in _MARKUP:
         if mark not in request.text:
