@@ -355,9 +355,9 @@ def _speakers(requests: list[Request]) -> dict[str, str]:
 def _as_said(text: str, request: Request, speakers: dict[str, str]) -> tuple[str, str | None]:
     """A translation as its line will be spoken, and why it cannot be (None: it can). The answer's own dress comes
     off: the line's speaker's label opening it ("ALICE: Olá.", as the scene around it was written), and markup,
-    emoji, quotation marks around it, actions between asterisks and asides in brackets that the original has none of
-    ("**Perfeito**", "Vamos. 😊", "*suspira* Tudo bem.", "(pensativa)", "Tá. — suspira"), which would be said aloud. Another
-    speaker's label opening it refuses it: the answer may be another line's."""
+    emoji, quotation marks around it, actions between asterisks, asides in brackets and directions after a dash that
+    the original has none of ("**Perfeito**", "Vamos. 😊", "*suspira* Tudo bem.", "(pensativa)", "Tá. — suspira"),
+    which would be said aloud. Another speaker's label opening it refuses it: the answer may be another line's."""
     label = _speaker_label(text, speakers)
     if label and not _LABEL.match(request.text):
         name, end = label
