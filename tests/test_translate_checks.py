@@ -276,7 +276,11 @@ def test_colloquial_lines_an_llm_writes_are_kept_and_not_flagged_and_a_day_or_mo
 # idiom said as its Portuguese ("the more the merrier": *quanto mais gente melhor*), and planted faults.
 TRIP = [
     ("MAYA", "Did you book the train tickets yet?", "Você já comprou as passagens de trem?"),
-    ("LEO", "Not yet. I was waiting for you to confirm the dates.", "Ainda não. Tava esperando você confirmar as datas."),
+    (
+        "LEO",
+        "Not yet. I was waiting for you to confirm the dates.",
+        "Ainda não. Tava esperando você confirmar as datas.",
+    ),
     ("MAYA", "Friday to Sunday works for me.", "Sexta a domingo pra mim tá ótimo."),
     ("LEO", "Cool. The early train leaves at half past six.", "Beleza. O trem mais cedo sai às seis e meia."),
     ("MAYA", "Half six? You're kidding me.", "Seis e meia? Tá de brincadeira."),
