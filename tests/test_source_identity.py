@@ -102,6 +102,19 @@ def test_another_voice_spoken_over_a_line_in_no_cue_is_cut_out_of_its_clip(tmp_p
     assert holds(said, parts(found.chosen["A"])) == {"A"}
 
 
+def test_a_back_channel_too_short_for_the_clip_s_windows_is_heard_by_short_ones_and_cut_out(tmp_path, monkeypatch):
+    # C's "Mm." (0.35 s) over A's line fills too little of any 0.8 s window to move it: only windows of 0.5 s hear it.
+    said = TURNS + [("C", 2.4, 2.75)]
+    with monkeypatch.context() as patched:  # before: no short windows
+        patched.setattr("omnidub.source.clips.SHORT_DIP", 9.0)
+        before = run(tmp_path, said, TURNS, 24.0).line_clips[1]
+    assert "C" in holds(said, parts(before)), before
+    own = run(tmp_path, said, TURNS, 24.0).line_clips[1]
+    assert own.problem is None, own.problem
+    assert len(own.parts) == 2 and holds(said, own.parts) == {"A"}, own
+    assert "another voice heard spoken over it" in own.note
+
+
 def test_a_voice_whose_lines_are_all_short_gets_its_own_speech_joined(tmp_path):
     # C says three short lines, each close to another voice: no clean clip, no 1 s stretch of its own; its speech
     # joined across the lines is its voice, labelled so, and holds only C.
@@ -769,6 +782,7 @@ def test_the_line_after_a_whisper_voice_activity_hears_none_of_starts_off_the_wh
     said = [row[:3] for row in rows if row[1] not in (9.0, 10.1)] + [("D", 9.0, 10.4), ("C", 10.5, 13.5)]
     with monkeypatch.context() as patched:  # before: the whisper's speech was its words' time only
         patched.setattr("omnidub.source.clips.STRAY_WIDEN", 0.0)
+        patched.setattr("omnidub.source.clips.SHORT_DIP", 9.0)  # nor heard by short windows
         _, before = _whisper_heard(tmp_path, rows, said, [])
     assert "D" in holds(said, parts(before[4])), before[4]
     result, references = _whisper_heard(tmp_path, rows, said, [])
