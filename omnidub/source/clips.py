@@ -319,8 +319,7 @@ def _windows_inside(
     if end - start < EDGE_WINDOW + INSIDE_STEP:
         return []
     # On one grid for the whole source: a line's own clip and a speaker clip holding it hear the same windows.
-    first = np.ceil(start / INSIDE_STEP - 1e-6) * INSIDE_STEP
-    starts = [round(float(a), 3) for a in np.arange(first, end - EDGE_WINDOW + 1e-6, INSIDE_STEP)]
+    starts = _grid(start, end, EDGE_WINDOW, INSIDE_STEP)
     found = analysis.windows_at(encoder, starts, EDGE_WINDOW)
     stack = np.stack(theirs)
     heard = [(a, float(np.dot(e, own)), float(np.max(stack @ e))) for a, e in zip(starts, found) if e is not None]
@@ -343,8 +342,7 @@ def _short_dips(analysis: Analysis, encoder, own, start: float, end: float) -> l
     """The SHORT_WINDOW windows of the span that dip from its own (see SHORT_DIP)."""
     if end - start < 3 * SHORT_WINDOW:  # too few windows to dip from
         return []
-    first = np.ceil(start / SHORT_STEP - 1e-6) * SHORT_STEP
-    starts = [round(float(a), 3) for a in np.arange(first, end - SHORT_WINDOW + 1e-6, SHORT_STEP)]
+    starts = _grid(start, end, SHORT_WINDOW, SHORT_STEP)
     heard = [
         (a, float(np.dot(e, own)))
         for a, e in zip(starts, analysis.windows_at(encoder, starts, SHORT_WINDOW))
@@ -357,6 +355,13 @@ def _short_dips(analysis: Analysis, encoder, own, start: float, end: float) -> l
     # A back-channel or a turn's last words are short; a longer dip is the voice itself changing (a laugh, a word
     # said otherwise), which windows of EDGE_WINDOW judge.
     return [(max(start, a - SHORT_GUARD), b + SHORT_GUARD) for a, b in dips if b - a <= SHORT_LONGEST]
+
+
+def _grid(start: float, end: float, seconds: float, step: float) -> list[float]:
+    """The starts of the windows of ``seconds`` inside start..end on one grid of ``step`` for the whole source (a
+    line's own clip and a speaker clip holding it hear the same windows, computed once)."""
+    first = np.ceil(start / step - 1e-6) * step
+    return [round(float(a), 3) for a in np.arange(first, end - seconds + 1e-6, step)]
 
 
 def _merged(spans: list[tuple[float, float]], end: float) -> list[tuple[float, float]]:
