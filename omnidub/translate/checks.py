@@ -92,6 +92,9 @@ INVENTED_WORDS = 3
 INVENTED_SENSE = 0.92
 ADDED_RATIO = 1.2
 ADDED_WORDS = 2
+# A short reply said as one of its renderings with REPLY_MORE words or more after it ("Thank you." as "Obrigada por
+# enviar uma edição.") says more than the reply, however near its sense.
+REPLY_MORE = 2
 
 _WORD = re.compile(r"[^\W_]+(?:['’][^\W_]+)*")
 _SENTENCE_END = re.compile(r"(?<=[.!?…])\s+")  # where a text parts into sentences
@@ -502,6 +505,9 @@ class Checker:
         hour = _hour_as_wait(source, text, self.pair)
         if hour:
             found.append(("meaning", hour))
+        longer = reply_said_at_length(source, text, self.pair)
+        if longer:
+            found.append(("meaning", longer))
         trap = self._literal_sense(source, text)
         if trap:
             found.append(("meaning", trap))
@@ -758,16 +764,21 @@ def faithful_replies(source: str, target: str) -> dict[str, frozenset[str]]:
 
 def said_as_replies(source: str, text: str, pair: Pair) -> bool:
     """Whether ``text`` says ``source``, a short reply or a few of them ("Yeah, okay.", "Hang on, Jen."), clause for
-    clause as the list of replies (:func:`faithful_replies`) has them: each clause one of its reply's renderings, or
-    a name (:func:`line_names`) said as it is."""
+    clause as the list of replies (:func:`faithful_replies`) has them: each clause one of its reply's renderings (or
+    two of them in a row), or a name (:func:`line_names`) said as it is."""
     replies = faithful_replies(pair.source, pair.target)
     said, written = _CLAUSE_END.split(source.strip()), _CLAUSE_END.split(text.strip())
-    if not replies or len(said) != len(written):
+    if not replies or not said or not len(said) <= len(written) <= 2 * len(said):
         return False
     names = None
-    for theirs, ours in zip(said, written):
-        asked, answered = _reply(theirs), _reply(ours)
+    for k, theirs in enumerate(said):
+        asked, ours = _reply(theirs), written.pop(0)
+        answered = _reply(ours)
         if answered in replies.get(asked, ()):
+            # A reply may be said by two of its renderings ("Sure." as "Claro, pode deixar."), where the
+            # translation has a clause to spare.
+            if len(written) > len(said) - k - 1 and _reply(written[0]) in replies[asked]:
+                written.pop(0)
             continue
         if asked.endswith("?") and answered.endswith("?") and answered[:-1] in replies.get(asked[:-1], ()):
             continue  # "Mom?" as "Mãe?": the reply asked
@@ -776,7 +787,23 @@ def said_as_replies(source: str, text: str, pair: Pair) -> bool:
         names = {n.casefold() for n in line_names(source, pair.source)} if names is None else names
         if asked not in names:  # "Deal." left as it is is no name
             return False
-    return True
+    return not written
+
+
+def reply_said_at_length(source: str, text: str, pair: Pair) -> str | None:
+    """Why ``text`` says more than ``source``, short replies ("Thank you."), where a clause of it is its reply's
+    rendering with REPLY_MORE words or more after it ("Obrigada por enviar uma edição."); None when none is."""
+    replies = faithful_replies(pair.source, pair.target)
+    said, written = _CLAUSE_END.split(source.strip()), _CLAUSE_END.split(text.strip())
+    if not replies or len(said) != len(written):
+        return None
+    for theirs, ours in zip(said, written):
+        renderings = replies.get(_reply(theirs), ())
+        words = _WORD.findall(ours.casefold())
+        for cut in range(1, len(words) - REPLY_MORE + 1):
+            if " ".join(words[:cut]) in renderings:
+                return f"{ours!r} says {theirs!r} and more: {' '.join(words[cut:])!r}"
+    return None
 
 
 def _reply(text: str) -> str:
