@@ -614,8 +614,7 @@ def heard_in_cues(
     ]
     if not empty:
         return heard
-    silent = [(line.start, line.end) for line in empty if heard.speech.speech_hull(line.start, line.end) is None]
-    keen = with_faint_speech(heard.speech, audio, silent)
+    keen = with_faint_speech(heard.speech, audio, [(line.start, line.end) for line in empty])
     empty = [line for line in empty if keen.speech_seconds(line.start, line.end) >= UNHEARD]
     if not empty:
         return heard
