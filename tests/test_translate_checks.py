@@ -331,6 +331,7 @@ DOUBLED = [
     ("NELL", "Thanks. Okay.", "Valeu. Tá, tudo bem."),
     ("OTTO", "Okay.", "Tá bom."),
     ("NELL", "Thank you.", "Obrigada."),
+    ("OTTO", "Sure.", "Claro que sim."),  # a rendering of its own, not "Claro" and two words more
 ]
 DOUBLED_FAULTS = {
     6: ("Tá bom, vou vender o carro amanhã.", "meaning"),  # a sentence added to a reply
@@ -343,8 +344,9 @@ def test_a_reply_said_by_two_of_its_renderings_is_kept_and_one_said_at_length_is
     lines = scripted_lines(tmp_path, models, DOUBLED, DOUBLED_FAULTS)
     for index, (_, flag) in DOUBLED_FAULTS.items():
         assert flag in lines[index]["flags"], lines[index]
-    for index in range(1, 6):
-        assert set(lines[index]["flags"]) <= {"overflow"}, lines[index]
+    for index, line in lines.items():
+        if index not in DOUBLED_FAULTS:
+            assert set(line["flags"]) <= {"overflow"}, line
 
 
 # Answers that hold the next line as well as their own: flattened into one cue, BOB's words would be said in ALICE's

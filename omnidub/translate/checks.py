@@ -800,9 +800,10 @@ def reply_said_at_length(source: str, text: str, pair: Pair) -> str | None:
     for theirs, ours in zip(said, written):
         renderings = replies.get(_reply(theirs), ())
         words = _WORD.findall(ours.casefold())
-        for cut in range(1, len(words) - REPLY_MORE + 1):
-            if " ".join(words[:cut]) in renderings:
-                return f"{ours!r} says {theirs!r} and more: {' '.join(words[cut:])!r}"
+        # The longest rendering it opens with ("Claro que sim." is one, not "Claro" and two words more).
+        cut = next((k for k in range(len(words), 0, -1) if " ".join(words[:k]) in renderings), None)
+        if cut is not None and len(words) - cut >= REPLY_MORE:
+            return f"{ours!r} says {theirs!r} and more: {' '.join(words[cut:])!r}"
     return None
 
 
