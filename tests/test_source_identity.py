@@ -361,6 +361,52 @@ def test_a_voice_of_short_lines_unlike_every_other_is_a_voice_of_its_own():
     assert found[5] == found[8] == found[11] and found[5] not in {found[1], found[2]}
 
 
+def test_a_back_channel_spoken_over_a_sentence_is_no_voice_of_its_own_however_unlike_every_voice():
+    # A "Mm-hm." spoken over another voice's sentence is heard as both voices at once: its embedding is unlike every
+    # voice found, as a whisperer's is, and alone it stood as a voice of its own. Spoken over a line, it is not.
+    from omnidub.source.speakers import group_lines
+
+    near = voices_near("ABX", seed=2)
+    who = ["A", "B", "A", "B", "A", "B", "X", "A", "B", "A", "B"]
+    embeddings = {k: near(v) for k, v in enumerate(who, 1)}
+    speech = {k: (1.2 if v == "X" else 3.0) for k, v in enumerate(who, 1)}
+    alone = group_lines(list(embeddings), embeddings, speech, None)
+    assert len(alone.speakers) == 3  # not known to be spoken over: unlike every voice, a voice of its own
+    over = group_lines(list(embeddings), embeddings, speech, None, {(6, 7): "spoken over line {line}"})
+    found = {g.index: g.speaker for g in over.lines}
+    assert len(over.speakers) == 2 and found[7] != found[6]
+    # Two lines that merely overlap (neither inside the other) keep the rule as it was.
+    assert len(group_lines(list(embeddings), embeddings, speech, None, {(6, 7): "overlaps line {line}"}).speakers) == 3
+
+
+def test_a_line_with_no_speech_heard_is_placed_by_its_cue_s_time_only_where_that_is_decisive():
+    # A whispered line voice activity hears nothing of is kept with the line before; heard over its cue's whole time
+    # it is plainly the whisperer's, found from its other lines: it goes there, a guess said as one. A cue as like
+    # two voices stays where it was.
+    from omnidub.source.speakers import centroid, group_lines, placed_by_cue
+
+    near = voices_near("ABW", seed=0)
+    who = ["A", "B", "W", "A", "B", "W", "A", "B", None, "A", None]
+    embeddings = {k: (near(v) if v else None) for k, v in enumerate(who, 1)}
+    speech = {k: (0.0 if v is None else 1.2 if v == "W" else 3.0) for k, v in enumerate(who, 1)}
+    grouping = group_lines(list(embeddings), embeddings, speech, None)
+    found = {g.index: g.speaker for g in grouping.lines}
+    assert len(grouping.speakers) == 3 and found[9] == found[8] and found[11] == found[10]
+    centroids = {
+        n: centroid([e for i, e in embeddings.items() if e is not None and found[i] == n]) for n in grouping.speakers
+    }
+    between = near("A") + near("B")
+    placed = placed_by_cue(grouping, centroids, {9: near("W"), 11: between / np.linalg.norm(between)})
+    lines = {g.index: g for g in placed.lines}
+    assert lines[9].speaker == found[3] and "placed by its cue's whole time" in lines[9].note
+    assert lines[9].similarity is not None and "a guess" in lines[9].note
+    assert lines[11] == next(g for g in grouping.lines if g.index == 11)
+    assert all(lines[i] == g for g in grouping.lines if (i := g.index) not in (9, 11))
+    # Nor into the voice of a line it cannot share one with (a dash cue's other line).
+    barred = placed_by_cue(grouping, centroids, {9: near("W")}, {(6, 9): "shares a dialogue-dash cue with line {line}"})
+    assert next(g for g in barred.lines if g.index == 9).speaker == found[8]
+
+
 def test_lines_placed_nowhere_that_sound_alike_over_their_cues_are_a_voice_of_their_own():
     # Three lines voice activity hardly hears (placed in other groups, unsure and unlike them) that are, heard over
     # their cues' time, alike and unlike every voice: one voice of their own, each line a guess. A fourth line

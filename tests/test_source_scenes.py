@@ -79,7 +79,8 @@ def test_a_whispered_line_voice_activity_hardly_hears_has_its_own_speech_and_lit
     """The whisperer 10 dB under the others and the jazz bed (seed 1), labelled: at Silero's usual threshold voice
     activity heard nothing of the second whispered line's 1.5 s (0.3-0.5 s of the others), so it had no speech to be
     voiced from; heard again more keenly inside its cue, each whispered line is voiced from its own speech, and the map
-    of speech holds little where nobody speaks."""
+    of speech holds little where nobody speaks. The third, heard in part at the usual threshold (0.27 s of its 1.32
+    s), was not heard again at all: a cue heard under FAINT_SHARE of its time is heard again now (0.80 s)."""
     scene = make_scene(tmp_path_factory.mktemp("quiet"), seed=1, lines=10, overlaps=2)
     found = extract(scene, scene.subs, source_voice_encoder)
     dub = read_script(scene.subs)
@@ -91,9 +92,9 @@ def test_a_whispered_line_voice_activity_hardly_hears_has_its_own_speech_and_lit
         row = row_of(scene, line)
         a, b = row["speech"]
         heard = sum(max(0.0, min(y, b) - max(x, a)) for x, y in regions)
-        # Some speech of its own (here 0.27-0.68 s; the second line had 0.0), with room for a few of Silero's
-        # 32 ms windows to fall otherwise on another CPU.
-        assert heard >= 0.15, (row["said"], row["speech"], regions)
+        # A good part of its own speech (here 0.41-0.61 of it; the second line had none at first, the third 0.20),
+        # with room for a few of Silero's 32 ms windows to fall otherwise on another CPU.
+        assert heard >= 0.3 * (b - a), (row["said"], row["speech"], regions)
         reference = references[line.index]
         assert reference.kind != "none", reference
         assert other_voice(scene, reference, "WREN") <= OTHER, reference
@@ -479,7 +480,8 @@ def test_a_whisperer_voice_activity_hardly_hears_is_a_voice_of_its_own_without_l
     tmp_path_factory, source_voice_encoder
 ):
     """Unlabelled subtitles, the scene whose whisper voice activity hears 0.7 s of over three cues (seed 1): those
-    lines, unlike every voice found but alike over their cues' time, are one voice, which voices them and no other."""
+    lines are one voice, which voices them and no other (heard more keenly in two cues, the third placed by its cue's
+    time), and the back-channel spoken over a sentence is no voice of its own."""
     from omnidub.source import ExtractOptions, extract_voices, read_source
 
     scene = make_scene(tmp_path_factory.mktemp("whisper"), seed=1)
@@ -487,8 +489,9 @@ def test_a_whisperer_voice_activity_hardly_hears_is_a_voice_of_its_own_without_l
     dub = read_script(scene.unlabelled)
     truth = {line.index: speaker_of(scene, line) for line in dub.lines}
     whispered = [i for i, speaker in truth.items() if speaker == "WREN"]
-    [voice] = found.analysis.grouping.cued
+    [voice] = {found.analysis.speakers[i] for i in whispered}
     assert {i for i, s in found.analysis.speakers.items() if s == voice} == set(whispered)
+    assert len(found.analysis.grouping.speakers) == len(scene.truth["cast"])
     references = {r.index: r for r in found.references(dub)}
     assert all(references[i].kind != "none" and references[i].review for i in whispered)
     for reference in references.values():
@@ -502,7 +505,7 @@ def test_a_whisperer_voice_activity_hardly_hears_is_a_voice_of_its_own_without_l
         asr=None,
         options=ExtractOptions(assess_lines=True, names={voice: "WREN"}),
     )
-    assert named.analysis.grouping.cued == ("WREN",) and "WREN" in named.chosen
+    assert {i for i, s in named.analysis.speakers.items() if s == "WREN"} == set(whispered) and "WREN" in named.chosen
     assert {r.index: r.kind for r in named.references(dub) if r.index in whispered} == {
         i: references[i].kind for i in whispered
     }

@@ -27,11 +27,13 @@ from omnidub.source.speakers import (
     calibrate,
     centroid,
     group_lines,
+    placed_by_cue,
     stray_lines,
     stray_voice,
     window_embeddings,
 )
 from omnidub.source.speech import (
+    FAINT_SHARE,
     FIT_BALANCE,
     FIT_BETTER,
     FIT_CUES,
@@ -275,12 +277,14 @@ def analyse(
     speech = speech if speech is not None else find_speech(track)
     if speech.regions or not separated:  # isolated vocals without speech: each cue says so (a model's failure)
         check_fit(original, audio, speech)
-    # A cue where voice activity hears nothing is heard again there more keenly (a whisper, a voice behind a door):
-    # the cue says someone speaks. Not lines placed by the ASR's words: there the speech a whisper's word gained
-    # changed which voices the clip beside it was judged against, and five lines cloned from that clip kept 0.25 s of
-    # the whisper (docs/source.md, "Quiet voices heard in their cues").
+    # A cue where voice activity hears little is heard again there more keenly (a whisper, a voice behind a door or
+    # across a hall): the cue says someone speaks. Not lines placed by the ASR's words: there the speech a whisper's
+    # word gained changed which voices the clip beside it was judged against, and five lines cloned from that clip
+    # kept 0.25 s of the whisper (docs/source.md, "Quiet voices heard in their cues").
     if not heard_lines:
-        speech = with_faint_speech(speech, track, [(line.start, line.end) for line in original.lines])
+        thin = [(line.start, line.end) for line in original.lines]
+        thin = [(a, b) for a, b in thin if speech.speech_seconds(a, b) < FAINT_SHARE * (b - a)]
+        speech = with_faint_speech(speech, track, thin)
     original = dash_lines_at_pause(original, speech)
     order = [line.index for line in sorted(original.lines, key=lambda item: (item.start, item.index))]
     voiced, spans = line_spans(original.lines, speech)
@@ -305,7 +309,8 @@ def analyse(
         if speakers is None:  # lines placed nowhere that are a voice of their own, heard over their cues' time
             cued = _cue_embeddings(original, stray_lines(grouping), track, encoder, heard=heard, widen=heard_lines)
             alike = STRAY_ALIKE_HEARD if heard else STRAY_ALIKE
-            grouping = stray_voice(grouping, speaker_centroids(who, embeddings, seconds), cued, apart, alike)
+            voices = speaker_centroids(who, embeddings, seconds)
+            grouping = placed_by_cue(stray_voice(grouping, voices, cued, apart, alike), voices, cued, apart)
             for line in (g for g in grouping.lines if g.speaker in grouping.cued):
                 embeddings[line.index] = cued[line.index]  # such a line is known by its cue's time
             who = {entry.index: entry.speaker for entry in grouping.lines}

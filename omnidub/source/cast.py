@@ -26,7 +26,7 @@ from omnidub.voices import Voice
 
 MATCHES = ("auto", "line", "speaker")
 CUES_NAME = "cues.json"  # an analysis made at a dub's cues (no subtitles): its source's key and those cue times
-VERSION = 35  # of the analysis: a new one analyses every source again
+VERSION = 36  # of the analysis: a new one analyses every source again
 
 
 @dataclass(frozen=True)

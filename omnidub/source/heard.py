@@ -614,7 +614,8 @@ def heard_in_cues(
     ]
     if not empty:
         return heard
-    keen = with_faint_speech(heard.speech, audio, [(line.start, line.end) for line in empty])
+    silent = [(line.start, line.end) for line in empty if heard.speech.speech_hull(line.start, line.end) is None]
+    keen = with_faint_speech(heard.speech, audio, silent)
     empty = [line for line in empty if keen.speech_seconds(line.start, line.end) >= UNHEARD]
     if not empty:
         return heard
