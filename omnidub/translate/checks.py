@@ -1016,7 +1016,12 @@ def _negations(text: str, language: str) -> tuple[list[str], bool]:
 def _sentences(text: str) -> int:
     """How many sentences a line says: its parts between end marks, colons and semicolons before a space or the end
     ("Claro! Aqui está a tradução: Sim." says three; "às 7:30" and "3.5" are no end)."""
-    return len([part for part in re.split(r"[.!?…;]+(?=\s|$)|:(?=\s)", text) if _WORD.search(part)])
+    return len(_sentence_parts(text))
+
+
+def _sentence_parts(text: str) -> list[str]:
+    """A line's sentences, as :func:`_sentences` counts them."""
+    return [part for part in re.split(r"[.!?…;]+(?=\s|$)|:(?=\s)", text) if _WORD.search(part)]
 
 
 # Sentences of one word a translation may drop without a loss ("Oh. I see." as *Entendo.*).
@@ -1029,12 +1034,11 @@ def _sentence_lost(source: str, text: str) -> str | None:
     Do you need help carrying them?"). Of the 2,412 labelled lines it marks two, both errors; an LLM's or an
     editor's line is not judged so: joining two sentences in one ("Fine. Whatever." as *Tá, tanto faz.*) is theirs to
     make."""
-    parts = [p for p in re.split(r"[.!?…;]+(?=\s|$)|:(?=\s)", source) if _WORD.search(p)]
-    said = [p for p in parts if {w.casefold() for w in _WORD.findall(p)} - _SOUNDS]
+    said = [part for part in _sentence_parts(source) if {w.casefold() for w in _WORD.findall(part)} - _SOUNDS]
     written = _sentences(text)
     if written >= len(said):
         return None
-    return f"the original says {len(said)} sentences and the translation {written}: one is lost"
+    return f"the original says {len(said)} sentences and the translation {written}: a sentence is lost"
 
 
 def _reworded(text: str, language: str) -> list[str]:
