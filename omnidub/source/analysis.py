@@ -282,8 +282,11 @@ def analyse(
     # word gained changed which voices the clip beside it was judged against, and five lines cloned from that clip
     # kept 0.25 s of the whisper (docs/source.md, "Quiet voices heard in their cues").
     if not heard_lines:
-        thin = [(line.start, line.end) for line in original.lines]
-        thin = [(a, b) for a, b in thin if speech.speech_seconds(a, b) < FAINT_SHARE * (b - a)]
+        thin = [
+            (line.start, line.end)
+            for line in original.lines
+            if speech.speech_seconds(line.start, line.end) < FAINT_SHARE * (line.end - line.start)
+        ]
         speech = with_faint_speech(speech, track, thin)
     original = dash_lines_at_pause(original, speech)
     order = [line.index for line in sorted(original.lines, key=lambda item: (item.start, item.index))]

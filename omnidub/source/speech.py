@@ -176,13 +176,12 @@ def with_faint_speech(speech: SpeechMap, track: SourceAudio, spans: list[tuple[f
     """``speech`` and, in each of ``spans`` (the times of lines that hold too little of it), what voice activity hears
     there at FAINT_THRESHOLD (clear of the speech heard already); ``speech`` itself when there is no span, or when the
     lower threshold hears nothing more."""
-    empty = list(spans)
-    if not empty:
+    if not spans:
         return speech
     faint = _voice_activity(track.at_rate(ANALYSIS_RATE), FAINT_THRESHOLD)
     heard = [(a - FAINT_GAP, b + FAINT_GAP) for a, b in speech.regions]  # stays its own, FAINT_GAP around it too
     added = []
-    for start, end in empty:
+    for start, end in spans:
         pieces = [
             piece
             for x, y in faint
